@@ -1,0 +1,104 @@
+"""The per-request record: what the engine journals and what metrics and reports consume.
+
+Why this module exists: the journal line, the metrics collector and `oxconsole report` must agree
+on one shape; keeping it here (with no engine or UI imports) lets `report` rebuild a summary from
+a journal alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    id: str
+    model: str
+    endpoint: str
+    status: str  # "ok" | "error"
+    attempts: int
+    t_scheduled: float  # unix seconds
+    t_sent: float  # unix seconds, final attempt
+    queue_ms: float
+    latency_ms: float | None
+    ttft_ms: float | None = None
+    itl_ms: float | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    tokens_source: str = "usage"  # "usage" | "estimate"
+    cost: float = 0.0
+    error: str | None = None
+    error_detail: str | None = None
+    text: str | None = None
+    tag: str | None = None
+    backoff_ms: float = 0.0
+    attempt_errors: dict[str, int] | None = None
+    """Classes of failed attempts that were retried (or fell back), by count."""
+
+    def to_json_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "id": self.id,
+            "model": self.model,
+            "endpoint": self.endpoint,
+            "status": self.status,
+            "attempts": self.attempts,
+            "t_scheduled": round(self.t_scheduled, 6),
+            "t_sent": round(self.t_sent, 6),
+            "queue_ms": _r(self.queue_ms),
+            "latency_ms": _r(self.latency_ms),
+        }
+        if self.ttft_ms is not None:
+            d["ttft_ms"] = _r(self.ttft_ms)
+        if self.itl_ms is not None:
+            d["itl_ms"] = _r(self.itl_ms)
+        d["input_tokens"] = self.input_tokens
+        d["output_tokens"] = self.output_tokens
+        d["tokens_source"] = self.tokens_source
+        d["cost"] = self.cost
+        if self.error is not None:
+            d["error"] = self.error
+            d["error_detail"] = self.error_detail or ""
+        if self.tag is not None:
+            d["tag"] = self.tag
+        if self.backoff_ms:
+            d["backoff_ms"] = _r(self.backoff_ms)
+        if self.attempt_errors:
+            d["attempt_errors"] = self.attempt_errors
+        if self.text is not None:
+            d["text"] = self.text
+        return d
+
+    @classmethod
+    def from_json_dict(cls, d: dict[str, Any]) -> RequestRecord:
+        return cls(
+            id=str(d["id"]),
+            model=str(d.get("model", "")),
+            endpoint=str(d.get("endpoint", "")),
+            status=str(d.get("status", "error")),
+            attempts=int(d.get("attempts", 1)),
+            t_scheduled=float(d.get("t_scheduled", 0.0)),
+            t_sent=float(d.get("t_sent", 0.0)),
+            queue_ms=float(d.get("queue_ms") or 0.0),
+            latency_ms=_f(d.get("latency_ms")),
+            ttft_ms=_f(d.get("ttft_ms")),
+            itl_ms=_f(d.get("itl_ms")),
+            input_tokens=int(d.get("input_tokens") or 0),
+            output_tokens=int(d.get("output_tokens") or 0),
+            tokens_source=str(d.get("tokens_source", "usage")),
+            cost=float(d.get("cost") or 0.0),
+            error=d.get("error"),
+            error_detail=d.get("error_detail"),
+            text=d.get("text"),
+            tag=d.get("tag"),
+            backoff_ms=float(d.get("backoff_ms") or 0.0),
+            attempt_errors=d.get("attempt_errors"),
+        )
+
+
+def _r(v: float | None) -> float | None:
+    return None if v is None else round(v, 3)
+
+
+def _f(v: Any) -> float | None:
+    return None if v is None else float(v)
