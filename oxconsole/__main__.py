@@ -1,0 +1,3 @@
+from oxconsole.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,79 @@
+"""The results journal: one JSON line per finished request, appended and flushed per record.
+
+Why this module exists: results must survive a crash. Each record is one `os.write` of a whole
+line on an O_APPEND descriptor (no user-space buffer to lose), `fsync` runs at most once a second
+off the event loop and once at close. A journal whose last line was torn by an earlier crash is
+continued on a fresh line, so the torn line stays the only bad one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from oxconsole.records import RequestRecord
+
+
+class Journal:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._dirty = False
+        self.records = 0
+        size = os.fstat(self._fd).st_size
+        if size:
+            with open(path, "rb") as f:
+                f.seek(size - 1)
+                if f.read(1) != b"\n":
+                    os.write(self._fd, b"\n")
+
+    def write(self, rec: RequestRecord) -> None:
+        self.write_dict(rec.to_json_dict())
+
+    def write_dict(self, d: dict[str, Any]) -> None:
+        line = orjson.dumps(d) + b"\n"
+        n = os.write(self._fd, line)
+        while n < len(line):  # short writes are rare (disk full, signals) but possible
+            n += os.write(self._fd, line[n:])
+        self._dirty = True
+        self.records += 1
+
+    def sync(self) -> None:
+        if self._dirty and self._fd >= 0:
+            self._dirty = False
+            os.fsync(self._fd)
+
+    async def sync_async(self) -> None:
+        if self._dirty:
+            await asyncio.get_running_loop().run_in_executor(None, self.sync)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            self.sync()
+            os.close(self._fd)
+            self._fd = -1
+
+
+def ok_ids(path: Path) -> tuple[set[str], int]:
+    """Ids recorded `ok` in a journal, and how many unreadable lines were skipped (a torn last one)."""
+    done: set[str] = set()
+    bad = 0
+    if not path.exists():
+        return done, 0
+    with open(path, "rb") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            try:
+                d = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                bad += 1
+                continue
+            if isinstance(d, dict) and d.get("status") == "ok" and "id" in d:
+                done.add(str(d["id"]))
+    return done, bad

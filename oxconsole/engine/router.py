@@ -1,0 +1,116 @@
+"""Which model a request goes to: routing strategies, tag rules, live weights and enable/disable.
+
+Why this module exists: routing is pure, seeded logic that the console changes live (weights,
+disabled models) and tests check statistically; it keeps no I/O and no clock.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import random
+from collections.abc import Sequence
+
+from oxconsole.workload import ModelConfig, Prompt, RoutingConfig, RoutingRule
+
+
+class NoModelAvailable(Exception):
+    """Every candidate model is disabled or has weight 0."""
+
+
+class Router:
+    def __init__(self, models: Sequence[ModelConfig], routing: RoutingConfig, seed: int = 1) -> None:
+        self.names: list[str] = [m.name for m in models]
+        self.weights: dict[str, float] = {m.name: float(m.weight) for m in models}
+        self.enabled: dict[str, bool] = {m.name: True for m in models}
+        self.in_flight: dict[str, int] = {m.name: 0 for m in models}
+        self.cooled: dict[str, bool] = {m.name: False for m in models}
+        self.strategy = routing.strategy
+        self.rules: tuple[RoutingRule, ...] = routing.rules
+        self._rng = random.Random(seed)
+        self._rr = itertools.count()
+        self._cum_cache: dict[tuple[str, ...], tuple[list[str], list[float]]] = {}
+
+    # --- live changes -------------------------------------------------------------------------
+    def set_weight(self, model: str, weight: float) -> None:
+        if model not in self.weights:
+            raise KeyError(model)
+        if weight < 0:
+            raise ValueError("weight must be >= 0")
+        self.weights[model] = float(weight)
+        self._cum_cache.clear()
+
+    def set_enabled(self, model: str, enabled: bool) -> None:
+        if model not in self.enabled:
+            raise KeyError(model)
+        self.enabled[model] = enabled
+        self._cum_cache.clear()
+
+    def set_cooled(self, model: str, cooled: bool) -> None:
+        self.cooled[model] = cooled
+        self._cum_cache.clear()
+
+    def available(self, model: str) -> bool:
+        return self.enabled[model] and not self.cooled[model]
+
+    def any_available(self) -> bool:
+        return any(self.available(n) and self.weights[n] > 0 for n in self.names)
+
+    # --- choosing -----------------------------------------------------------------------------
+    def rule_for(self, prompt: Prompt) -> RoutingRule | None:
+        if prompt.tag is None:
+            return None
+        for rule in self.rules:
+            if rule.tag == prompt.tag:
+                return rule
+        return None
+
+    def pick(self, prompt: Prompt) -> str:
+        """The model for a new request; raises NoModelAvailable when nothing can take it."""
+        if prompt.model is not None and prompt.model in self.enabled and self.enabled[prompt.model]:
+            return prompt.model
+        rule = self.rule_for(prompt)
+        if rule is not None:
+            try:
+                return self._choose(rule.models)
+            except NoModelAvailable:
+                for fb in rule.fallback:
+                    if self.available(fb):
+                        return fb
+        return self._choose(self.names)
+
+    def fallbacks(self, prompt: Prompt, tried: Sequence[str]) -> list[str]:
+        """Models to try, in order, after a request failed on every model in `tried`."""
+        rule = self.rule_for(prompt)
+        if rule is None:
+            return []
+        return [m for m in rule.fallback if m not in tried and self.enabled.get(m, False)]
+
+    def _candidates(self, names: Sequence[str]) -> list[str]:
+        cands = [n for n in names if self.available(n) and self.weights[n] > 0]
+        if not cands:
+            # A cooled-down model is still better than nothing: fall back to enabled ones.
+            cands = [n for n in names if self.enabled[n] and self.weights[n] > 0]
+        if not cands:
+            raise NoModelAvailable
+        return cands
+
+    def _choose(self, names: Sequence[str]) -> str:
+        if self.strategy == "round_robin":
+            cands = self._candidates(names)
+            return cands[next(self._rr) % len(cands)]
+        if self.strategy == "least_loaded":
+            cands = self._candidates(names)
+            # Fewest in flight relative to weight; ties go to the earlier model.
+            return min(cands, key=lambda n: self.in_flight[n] / self.weights[n])
+        key = tuple(names)
+        cached = self._cum_cache.get(key)
+        if cached is None:
+            cands = self._candidates(names)
+            cum = list(itertools.accumulate(self.weights[n] for n in cands))
+            cached = self._cum_cache[key] = (cands, cum)
+        cands, cum = cached
+        if len(cands) == 1:
+            return cands[0]
+        x = self._rng.random() * cum[-1]
+        return cands[bisect.bisect_right(cum, x)]

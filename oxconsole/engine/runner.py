@@ -1,0 +1,638 @@
+"""The run: prompts -> arrival -> router -> limits -> client -> retry -> journal + metrics.
+
+Why this module exists: this is the one place that owns the event loop of a run. It never imports
+the UI: a console (or a test) reads `Engine.latest` snapshots and calls `Engine.submit(command)`,
+which is safe from any thread and applied here, on the engine's own loop, with its time logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from oxconsole.engine.arrival import ArrivalSchedule
+from oxconsole.engine.client import AttemptResult, EndpointClient
+from oxconsole.engine.commands import (
+    Command,
+    EnableModel,
+    Pause,
+    Resume,
+    SetConcurrency,
+    SetRate,
+    SetWeight,
+    Stop,
+)
+from oxconsole.engine.journal import Journal
+from oxconsole.engine.limits import LiveRateLimiter, ResizableSlots, TokenBudget
+from oxconsole.engine.router import NoModelAvailable, Router
+from oxconsole.metrics.collector import Collector
+from oxconsole.metrics.snapshot import Gauges, ModelGauge, Snapshot
+from oxconsole.records import RequestRecord
+from oxconsole.workload import ModelConfig, Prompt, Workload, iter_prompts, resolve_api_key
+
+STREAM_ERRORS = frozenset({"stream_aborted", "bad_response", "stream_error"})
+
+
+@dataclass
+class RunOutcome:
+    summary: dict[str, Any]
+    ok: int
+    error: int
+    interrupted: bool
+    skipped: int = 0
+    """Ids already `ok` in the journal (on --resume) that were not sent again."""
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        if self.interrupted:
+            return 130
+        return 1 if self.error else 0
+
+
+def backoff_delay(attempt: int, base: float, cap: float, rng: random.Random, retry_after: float | None) -> float:
+    """Exponential backoff with full jitter, capped; a server's Retry-After is a floor."""
+    delay = rng.uniform(0.0, min(cap, base * (2 ** (attempt - 1))))
+    if retry_after is not None:
+        delay = max(delay, retry_after)
+    return delay
+
+
+def retryable(res: AttemptResult, on: frozenset[int | str]) -> bool:
+    if res.status is not None:
+        return res.status in on
+    if res.error in ("timeout", "connection"):
+        return res.error in on
+    if res.error in STREAM_ERRORS:
+        return "stream" in on
+    return False
+
+
+class Engine:
+    """Runs one workload. Create it, then `await run()` on the loop that should own the run."""
+
+    def __init__(
+        self,
+        workload: Workload,
+        *,
+        results_path: Path,
+        skip_ids: set[str] | None = None,
+        total_expected: int | None = None,
+        endpoint_urls: dict[str, str] | None = None,
+        publish_interval: float = 0.25,
+        on_tick: Callable[[Snapshot], None] | None = None,
+        tick_interval: float = 2.0,
+    ) -> None:
+        self.w = workload
+        self.results_path = results_path
+        self.skip_ids = skip_ids or set()
+        self.total_expected = total_expected
+        self.endpoint_urls = dict(endpoint_urls or {})
+        self.publish_interval = publish_interval
+        self.on_tick = on_tick
+        self.tick_interval = tick_interval
+        run = workload.run
+        self.models: dict[str, ModelConfig] = {m.name: m for m in workload.models}
+        self.router = Router(workload.models, workload.routing, seed=run.seed)
+        self.slots = ResizableSlots(run.concurrency)
+        self.rate = float(run.rate)
+        self.limiter: LiveRateLimiter | None = None
+        self.schedule: ArrivalSchedule | None = None
+        self.budget = TokenBudget(run.tpm) if run.tpm > 0 else None
+        self._rng = random.Random(run.seed * 7919 + 17)
+        self.started_at = time.time()
+        self.collector = Collector(
+            [m.name for m in workload.models],
+            started_at=self.started_at,
+            prices={m.name: (m.price_per_request, m.price_per_1m_input, m.price_per_1m_output) for m in workload.models},
+        )
+        self.latest: Snapshot | None = None
+        self.state = "starting"
+        self.dispatched = 0
+        self.in_flight = 0
+        self.waiting_slot = 0
+        self.waiting_bucket = 0
+        self.backing_off = 0
+        self.loop_lag_ms = 0.0
+        self.ok = 0
+        self.errors = 0
+        self.warnings: list[str] = []
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._clients: dict[str, EndpointClient] = {}
+        self._journal: Journal | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._t0 = 0.0  # loop time at start
+        self._perf0 = 0.0
+        self._running = asyncio.Event()
+        self._stop_requested = False
+        self._cancel_now = False
+        self._interrupted = False
+        self._wake = asyncio.Event()  # something the drain loop waits for changed
+        self._model_event = asyncio.Event()
+        self._dispatch_done = False
+        self._dispatch_hist: deque[tuple[float, int]] = deque(maxlen=64)
+        self._sim: Any = None
+
+    # --- control, from any thread -------------------------------------------------------------
+    def submit(self, cmd: Command) -> None:
+        """Queue a command for the engine loop. Safe from any thread, also before run() starts."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            raise RuntimeError("engine is not running")
+        loop.call_soon_threadsafe(self.apply, cmd)
+
+    def request_stop(self, *, cancel: bool = False, interrupted: bool = False) -> None:
+        """Stop dispatching; in-flight requests get `run.grace` seconds (or none with cancel)."""
+        if interrupted:
+            self._interrupted = True
+        self._stop_requested = True
+        if cancel:
+            self._cancel_now = True
+        self._running.set()  # a paused dispatcher must see the stop
+        self._model_event.set()
+        self._wake.set()
+        if self._dispatcher is not None and not self._dispatcher.done():
+            self._dispatcher.cancel()
+
+    _dispatcher: asyncio.Task[None] | None = None
+
+    def elapsed(self) -> float:
+        return 0.0 if self._loop is None else self._loop.time() - self._t0
+
+    def apply(self, cmd: Command) -> None:
+        """Apply a command on the engine loop (call only from the loop; `submit` from elsewhere)."""
+        t = round(self.elapsed(), 3)
+        if isinstance(cmd, SetConcurrency):
+            value = max(1, int(cmd.value))
+            old = self.slots.limit
+            if value != old:
+                self.slots.set_limit(value)
+                self.collector.change(t, "concurrency", old, value)
+        elif isinstance(cmd, SetRate):
+            value = max(0.0, float(cmd.value))
+            old = self.rate
+            if value != old:
+                self._set_rate(value)
+                self.collector.change(t, "rate", old, value)
+        elif isinstance(cmd, SetWeight):
+            if cmd.model in self.router.weights and cmd.value >= 0:
+                old_w = self.router.weights[cmd.model]
+                if cmd.value != old_w:
+                    self.router.set_weight(cmd.model, cmd.value)
+                    self.collector.change(t, "weight", old_w, float(cmd.value), model=cmd.model)
+                    self._model_event.set()
+        elif isinstance(cmd, EnableModel):
+            if cmd.model in self.router.enabled:
+                old_e = self.router.enabled[cmd.model]
+                if cmd.enabled != old_e:
+                    self.router.set_enabled(cmd.model, cmd.enabled)
+                    self.collector.change(t, "enabled", old_e, cmd.enabled, model=cmd.model)
+                    self._model_event.set()
+        elif isinstance(cmd, Pause):
+            if self._running.is_set() and not self._stop_requested:
+                self._running.clear()
+                self.state = "paused"
+                self.collector.change(t, "paused", False, True)
+        elif isinstance(cmd, Resume):
+            if not self._running.is_set():
+                self._running.set()
+                self.state = "running"
+                self.collector.change(t, "paused", True, False)
+        elif isinstance(cmd, Stop):
+            self.request_stop(cancel=cmd.cancel)
+        self._publish()
+
+    def _set_rate(self, value: float) -> None:
+        self.rate = value
+        arrival = self.w.run.arrival
+        assert self._loop is not None
+        if value <= 0:
+            self.limiter = None
+            self.schedule = None
+        elif arrival == "closed":
+            if self.limiter is None:
+                self.limiter = LiveRateLimiter(value, self.w.run.burst)
+            else:
+                self.limiter.set_rate(value)
+        elif self.schedule is None:
+            self.schedule = ArrivalSchedule(arrival, value, self._loop.time(), seed=self.w.run.seed)
+        else:
+            self.schedule.set_rate(value)
+
+    # --- the run ------------------------------------------------------------------------------
+    async def run(self) -> RunOutcome:
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        self._t0 = loop.time()
+        self._perf0 = time.perf_counter()
+        self.started_at = time.time()
+        self.collector.started_at = self.started_at
+        run = self.w.run
+        self._running.set()
+        self._set_rate(self.rate)
+        self._journal = Journal(self.results_path)
+        ticker = None
+        try:
+            await self._start_endpoints()
+            self.state = "running"
+            self.collector.reset_clock()
+            ticker = asyncio.create_task(self._ticker())
+            if run.duration > 0:
+                loop.call_later(run.duration, self._deadline)
+            self._dispatcher = asyncio.create_task(self._dispatch())
+            try:
+                await self._dispatcher
+            except asyncio.CancelledError:
+                if not self._stop_requested:
+                    raise
+            self._dispatch_done = True
+            self.state = "draining"
+            await self._drain()
+        finally:
+            self.state = "done"
+            if ticker is not None:
+                ticker.cancel()
+            for t in list(self._tasks):
+                t.cancel()
+            if self._tasks:
+                await asyncio.gather(*self._tasks, return_exceptions=True)
+            await self._close_endpoints()
+            self._journal.close()
+        duration = loop.time() - self._t0
+        self._publish()
+        summary = self.collector.summary(self.w.name, duration)
+        if self.skip_ids:
+            summary["resumed_skipped"] = len(self.skip_ids)
+        return RunOutcome(
+            summary=summary,
+            ok=self.ok,
+            error=self.errors,
+            interrupted=self._interrupted,
+            skipped=len(self.skip_ids),
+            warnings=self.warnings,
+        )
+
+    def _deadline(self) -> None:
+        if not self._stop_requested:
+            self.request_stop()
+
+    async def _start_endpoints(self) -> None:
+        need_sim = [e for e in self.w.endpoints.values() if e.base_url == "sim" and e.name not in self.endpoint_urls]
+        if need_sim:
+            from oxconsole.sim.process import SimProcess
+
+            sim = SimProcess(profiles=self.w.sim, seed=self.w.run.seed)
+            await asyncio.to_thread(sim.start)
+            self._sim = sim
+            for e in need_sim:
+                self.endpoint_urls[e.name] = sim.url
+        used = {m.endpoint for m in self.w.models}
+        for name, ep in self.w.endpoints.items():
+            if name not in used:
+                continue
+            url = self.endpoint_urls.get(name, ep.base_url)
+            if ep.max_connections < self.w.run.concurrency:
+                self.warnings.append(
+                    f"endpoints.{name}.max_connections = {ep.max_connections} is below run.concurrency"
+                    f" = {self.w.run.concurrency}: requests beyond it wait for a connection"
+                )
+            self._clients[name] = EndpointClient(
+                name,
+                url,
+                resolve_api_key(self.w, name),
+                max_connections=ep.max_connections,
+                timeout=self.w.run.timeout,
+                insecure=ep.insecure,
+            )
+
+    async def _close_endpoints(self) -> None:
+        for c in self._clients.values():
+            try:
+                await c.close()
+            except Exception:  # closing must not hide the run's result
+                pass
+        if self._sim is not None:
+            await asyncio.to_thread(self._sim.stop)
+
+    def _prompts(self) -> Iterator[Prompt]:
+        skip = self.skip_ids
+        for p in iter_prompts(self.w):
+            if skip and p.id in skip:
+                continue
+            yield p
+
+    async def _dispatch(self) -> None:
+        loop = asyncio.get_running_loop()
+        slots = self.slots
+        for prompt in self._prompts():
+            if self._stop_requested:
+                return
+            if not self._running.is_set():
+                await self._running.wait()
+                if self.schedule is not None:
+                    self.schedule.rebase(loop.time())
+                if self._stop_requested:
+                    return
+            t_sched = loop.time()
+            if self.schedule is not None:
+                due = self.schedule.next_due()
+                if due > t_sched:
+                    await asyncio.sleep(due - t_sched)
+                    if not self._running.is_set():  # paused while waiting: due time is void
+                        await self._running.wait()
+                        if self._stop_requested:
+                            return
+                        self.schedule.rebase(loop.time())
+                        due = self.schedule.next_due()
+                t_sched = due
+            while not self.router.any_available():
+                self._model_event.clear()
+                self.state = "paused"
+                await self._model_event.wait()
+                if self._stop_requested:
+                    return
+                self.state = "running" if self._running.is_set() else "paused"
+            if not slots.try_acquire():
+                self.waiting_slot += 1
+                try:
+                    await slots.acquire()
+                finally:
+                    self.waiting_slot -= 1
+            try:
+                if self.limiter is not None:
+                    self.waiting_bucket += 1
+                    try:
+                        await self.limiter.acquire()
+                    finally:
+                        self.waiting_bucket -= 1
+                if self.budget is not None:
+                    self.waiting_bucket += 1
+                    try:
+                        await self.budget.acquire(self._token_estimate(prompt))
+                    finally:
+                        self.waiting_bucket -= 1
+                try:
+                    model = self.router.pick(prompt)
+                except NoModelAvailable:
+                    model = self.w.models[0].name
+            except BaseException:
+                slots.release()
+                raise
+            self.dispatched += 1
+            self.in_flight += 1
+            self.router.in_flight[model] += 1
+            wall_sched = self.started_at + (t_sched - self._t0)
+            task = loop.create_task(self._request(prompt, model, wall_sched, t_sched))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    def _token_estimate(self, prompt: Prompt) -> int:
+        out = prompt.max_tokens
+        if out is None:
+            out = self.models[self.router.names[0]].max_tokens or 256
+        return math.ceil(prompt.input_chars / 4) + out
+
+    def _body(self, prompt: Prompt, m: ModelConfig) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": m.name, "messages": prompt.messages}
+        if self.w.run.stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        else:
+            body["stream"] = False
+        max_tokens = prompt.max_tokens if prompt.max_tokens is not None else m.max_tokens
+        if max_tokens is not None:
+            body["max_tokens"] = max_tokens
+        if m.temperature is not None:
+            body["temperature"] = m.temperature
+        return body
+
+    async def _request(self, prompt: Prompt, model: str, t_sched_wall: float, t_sched: float) -> None:
+        loop = asyncio.get_running_loop()
+        retry = self.w.retry
+        run = self.w.run
+        attempts = 0
+        attempt_errors: dict[str, int] = {}
+        backoff_total = 0.0
+        tried: list[str] = []
+        res: AttemptResult | None = None
+        current = model
+        t_first_send: float | None = None
+        try:
+            while True:
+                tried.append(current)
+                m = self.models[current]
+                client = self._clients[m.endpoint]
+                body = self._body(prompt, m)
+                for i in range(1, retry.max_attempts + 1):
+                    attempts += 1
+                    if t_first_send is None:
+                        t_first_send = loop.time()
+                    res = await client.attempt(body, stream=run.stream, timeout=run.timeout, save_text=self.w.output.save_text)
+                    if res.ok:
+                        break
+                    if self._stop_requested or i == retry.max_attempts or not retryable(res, retry.on):
+                        break
+                    assert res.error is not None
+                    attempt_errors[res.error] = attempt_errors.get(res.error, 0) + 1
+                    self.collector.record_attempt_error(current, res.error, res.detail or "")
+                    delay = backoff_delay(i, retry.backoff, retry.backoff_max, self._rng, res.retry_after)
+                    self.backing_off += 1
+                    try:
+                        await asyncio.sleep(delay)
+                    finally:
+                        self.backing_off -= 1
+                    backoff_total += delay
+                assert res is not None
+                if res.ok or self._stop_requested:
+                    break
+                nxt = self.router.fallbacks(prompt, tried)
+                if not nxt:
+                    break
+                assert res.error is not None
+                attempt_errors[res.error] = attempt_errors.get(res.error, 0) + 1
+                self.collector.record_attempt_error(current, res.error, res.detail or "")
+                self.router.in_flight[current] -= 1
+                current = nxt[0]
+                self.router.in_flight[current] += 1
+            assert res is not None
+            rec = self._record(prompt, current, res, attempts, t_sched_wall, t_sched, t_first_send, backoff_total, attempt_errors)
+        except asyncio.CancelledError:
+            rec = RequestRecord(
+                id=prompt.id,
+                model=current,
+                endpoint=self.models[current].endpoint,
+                status="error",
+                attempts=max(attempts, 1),
+                t_scheduled=t_sched_wall,
+                t_sent=res.t_sent if res is not None else time.time(),
+                queue_ms=((t_first_send or loop.time()) - t_sched) * 1000.0,
+                latency_ms=None,
+                error="cancelled",
+                error_detail="cancelled at stop before it finished",
+                tag=prompt.tag,
+                attempt_errors=attempt_errors or None,
+            )
+        finally:
+            self.slots.release()
+            self.in_flight -= 1
+            self.router.in_flight[current] -= 1
+            if self.in_flight == 0 and self._dispatch_done:
+                self._wake.set()
+        self._finish(rec)
+
+    def _record(
+        self,
+        prompt: Prompt,
+        model: str,
+        res: AttemptResult,
+        attempts: int,
+        t_sched_wall: float,
+        t_sched: float,
+        t_first_send: float | None,
+        backoff_total: float,
+        attempt_errors: dict[str, int],
+    ) -> RequestRecord:
+        m = self.models[model]
+        estimated = False
+        if res.input_tokens is None:
+            estimated = True
+            input_tokens = math.ceil(prompt.input_chars / 4)
+        else:
+            input_tokens = res.input_tokens
+        if res.output_tokens is None:
+            estimated = True
+            output_tokens = int(res.extra.get("estimated_output", res.content_chunks))
+        else:
+            output_tokens = res.output_tokens
+        if not res.ok and res.output_tokens is None:
+            output_tokens = res.content_chunks
+        cost = 0.0
+        if res.ok:
+            cost = m.price_per_request + input_tokens * m.price_per_1m_input / 1e6 + output_tokens * m.price_per_1m_output / 1e6
+        return RequestRecord(
+            id=prompt.id,
+            model=model,
+            endpoint=m.endpoint,
+            status="ok" if res.ok else "error",
+            attempts=attempts,
+            t_scheduled=t_sched_wall,
+            t_sent=res.t_sent,
+            queue_ms=max(0.0, ((t_first_send if t_first_send is not None else t_sched) - t_sched) * 1000.0),
+            latency_ms=res.latency_ms,
+            ttft_ms=res.ttft_ms,
+            itl_ms=res.itl_ms,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            tokens_source="estimate" if estimated else "usage",
+            cost=cost,
+            error=res.error,
+            error_detail=res.detail,
+            text=res.text if self.w.output.save_text else None,
+            tag=prompt.tag,
+            backoff_ms=backoff_total * 1000.0,
+            attempt_errors=attempt_errors or None,
+        )
+
+    def _finish(self, rec: RequestRecord) -> None:
+        if rec.status == "ok":
+            self.ok += 1
+        else:
+            self.errors += 1
+        assert self._journal is not None
+        self._journal.write(rec)
+        rec.text = None  # the collector does not need it; let it go
+        self.collector.record(rec)
+
+    async def _drain(self) -> None:
+        """Wait for requests in flight: all of them, or `grace` seconds after a stop."""
+        loop = asyncio.get_running_loop()
+        grace_deadline: float | None = None
+        while self.in_flight > 0:
+            if self._cancel_now:
+                break
+            if self._stop_requested and grace_deadline is None:
+                grace_deadline = loop.time() + self.w.run.grace
+            timeout = None if grace_deadline is None else grace_deadline - loop.time()
+            if timeout is not None and timeout <= 0:
+                break
+            self._wake.clear()
+            if self.in_flight == 0:
+                break
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            except TimeoutError:
+                break
+        for t in list(self._tasks):
+            t.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # --- gauges, snapshots, housekeeping ------------------------------------------------------
+    def gauges(self) -> Gauges:
+        now = self.elapsed()
+        hist = self._dispatch_hist
+        achieved = 0.0
+        if len(hist) >= 2:
+            t_a, n_a = hist[0]
+            t_b, n_b = hist[-1]
+            if t_b > t_a:
+                achieved = (n_b - n_a) / (t_b - t_a)
+        return Gauges(
+            state=self.state,
+            elapsed_s=now,
+            total_expected=self.total_expected,
+            dispatched=self.dispatched,
+            in_flight=self.in_flight,
+            waiting_slot=self.waiting_slot,
+            waiting_bucket=self.waiting_bucket,
+            backing_off=self.backing_off,
+            concurrency=self.slots.limit,
+            rate=self.rate,
+            achieved_rate=achieved,
+            loop_lag_ms=self.loop_lag_ms,
+            models={
+                n: ModelGauge(
+                    weight=self.router.weights[n],
+                    enabled=self.router.enabled[n],
+                    in_flight=self.router.in_flight[n],
+                    cooled_down=self.router.cooled[n],
+                )
+                for n in self.router.names
+            },
+        )
+
+    def _publish(self) -> None:
+        self.latest = self.collector.snapshot(self.gauges())
+
+    async def _ticker(self) -> None:
+        loop = asyncio.get_running_loop()
+        step = 0.1
+        last_pub = last_sync = last_tick = loop.time()
+        lag_ewma = 0.0
+        while True:
+            t_before = loop.time()
+            await asyncio.sleep(step)
+            now = loop.time()
+            lag = max(0.0, (now - t_before - step) * 1000.0)
+            lag_ewma = lag if lag > lag_ewma else 0.8 * lag_ewma + 0.2 * lag
+            self.loop_lag_ms = lag_ewma
+            self._dispatch_hist.append((now, self.dispatched))
+            while self._dispatch_hist and now - self._dispatch_hist[0][0] > 5.0:
+                self._dispatch_hist.popleft()
+            if now - last_pub >= self.publish_interval:
+                last_pub = now
+                self._publish()
+            if now - last_sync >= 1.0 and self._journal is not None:
+                last_sync = now
+                await self._journal.sync_async()
+            if self.on_tick is not None and now - last_tick >= self.tick_interval:
+                last_tick = now
+                if self.latest is not None:
+                    self.on_tick(self.latest)

@@ -1,0 +1,179 @@
+"""Pure tests of the live limits: resizable slots, live-rate bucket, FIFO token budget, arrival."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import time
+
+import pytest
+
+from oxconsole.engine.arrival import ArrivalSchedule
+from oxconsole.engine.limits import LiveRateLimiter, ResizableSlots, TokenBudget
+
+
+async def test_slots_never_exceed_limit_and_shrink_without_cancelling() -> None:
+    slots = ResizableSlots(8)
+    active = 0
+    peak_after_shrink = 0
+    finished = 0
+    shrunk = asyncio.Event()
+
+    async def worker(i: int) -> None:
+        nonlocal active, peak_after_shrink, finished
+        await slots.acquire()
+        active += 1
+        try:
+            if shrunk.is_set():
+                peak_after_shrink = max(peak_after_shrink, active)
+            assert active <= max(slots.limit, 8)
+            await asyncio.sleep(0.02)
+        finally:
+            active -= 1
+            slots.release()
+            finished += 1
+
+    tasks = [asyncio.create_task(worker(i)) for i in range(60)]
+    await asyncio.sleep(0.01)
+    assert slots.in_use == 8
+    slots.set_limit(3)
+    shrunk.set()
+    # Holders above the new limit keep their slots (nothing cancelled) ...
+    assert slots.in_use == 8
+    await asyncio.gather(*tasks)
+    assert finished == 60
+    # ... and once they drained, no more than 3 ran at a time (the 8 started before the shrink
+    # are the only ones that may exceed it, and they had all started when `shrunk` was set).
+    assert slots.in_use == 0
+
+
+async def test_slots_respect_lowered_limit_for_new_holders() -> None:
+    slots = ResizableSlots(10)
+    for _ in range(10):
+        await slots.acquire()
+    slots.set_limit(4)
+    got = asyncio.create_task(slots.acquire())
+    for _ in range(6):
+        slots.release()
+        await asyncio.sleep(0)
+        assert not got.done(), "a slot was granted while in_use >= the lowered limit"
+    slots.release()  # in_use 3 < 4
+    await asyncio.sleep(0)
+    assert got.done()
+    assert slots.in_use == 4
+
+
+async def test_slots_grow_wakes_waiters_fifo() -> None:
+    slots = ResizableSlots(1)
+    await slots.acquire()
+    order: list[int] = []
+
+    async def w(i: int) -> None:
+        await slots.acquire()
+        order.append(i)
+
+    tasks = [asyncio.create_task(w(i)) for i in range(5)]
+    await asyncio.sleep(0)
+    assert order == []
+    slots.set_limit(4)
+    await asyncio.sleep(0)
+    assert order == [0, 1, 2]
+    slots.set_limit(6)
+    await asyncio.sleep(0)
+    assert order == [0, 1, 2, 3, 4]
+    await asyncio.gather(*tasks)
+
+
+async def test_slot_waiter_cancelled_does_not_leak() -> None:
+    slots = ResizableSlots(1)
+    await slots.acquire()
+    t = asyncio.create_task(slots.acquire())
+    await asyncio.sleep(0)
+    t.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await t
+    slots.release()
+    assert slots.in_use == 0
+    assert slots.try_acquire()
+
+
+async def _rate_over(limiter: LiveRateLimiter, n: int) -> float:
+    t0 = time.perf_counter()
+    for _ in range(n):
+        await limiter.acquire()
+    return n / (time.perf_counter() - t0)
+
+
+async def test_live_rate_change_changes_rate() -> None:
+    lim = LiveRateLimiter(100.0, burst=1)
+    await lim.acquire()  # the bucket starts empty: first acquisition is free
+    slow = await _rate_over(lim, 20)
+    lim.set_rate(400.0)
+    fast = await _rate_over(lim, 80)
+    assert 70 < slow < 115
+    assert fast > 2.5 * slow, (slow, fast)
+
+
+async def test_live_rate_change_wakes_a_waiter_sooner() -> None:
+    lim = LiveRateLimiter(0.5, burst=1)  # one every 2 s
+    await lim.acquire()
+    waiter = asyncio.create_task(lim.acquire())
+    await asyncio.sleep(0.05)
+    assert not waiter.done()
+    lim.set_rate(50.0)  # the waiter should now get through within ~20 ms, not 2 s
+    t0 = time.perf_counter()
+    await asyncio.wait_for(waiter, 0.5)
+    assert time.perf_counter() - t0 < 0.3
+
+
+async def test_token_budget_is_fifo() -> None:
+    budget = TokenBudget(60_000)  # 1000 tokens/s, capacity 60,000
+    await budget.acquire(60_000)  # empty it
+    order: list[str] = []
+
+    async def take(name: str, n: int) -> None:
+        await budget.acquire(n)
+        order.append(name)
+
+    t0 = time.perf_counter()
+    big = asyncio.create_task(take("big", 100))
+    await asyncio.sleep(0)
+    small = asyncio.create_task(take("small", 1))
+    await asyncio.gather(big, small)
+    # aiolimiter would let the 1-token request overtake the 100-token one; a FIFO bucket does not.
+    assert order == ["big", "small"]
+    assert 0.08 < time.perf_counter() - t0 < 0.5
+
+
+def test_constant_schedule_has_no_drift() -> None:
+    s = ArrivalSchedule("constant", 250.0, start=10.0)
+    dues = [s.next_due() for _ in range(1001)]
+    assert dues[0] == 10.0
+    assert dues[-1] == pytest.approx(10.0 + 1000 / 250.0, rel=1e-9)
+    s.set_rate(500.0)
+    a = s.next_due()
+    b = s.next_due()
+    assert b - a == pytest.approx(1 / 500.0)
+
+
+def test_poisson_schedule_mean_and_seed() -> None:
+    a = ArrivalSchedule("poisson", 100.0, start=0.0, seed=3)
+    b = ArrivalSchedule("poisson", 100.0, start=0.0, seed=3)
+    c = ArrivalSchedule("poisson", 100.0, start=0.0, seed=4)
+    da = [a.next_due() for _ in range(5001)]
+    assert da == [b.next_due() for _ in range(5001)]
+    assert da != [c.next_due() for _ in range(5001)]
+    gaps = [y - x for x, y in zip(da[1:], da[2:], strict=False)]
+    mean = statistics.fmean(gaps)
+    assert mean == pytest.approx(0.01, rel=0.05)
+    # exponential: the standard deviation equals the mean
+    assert statistics.pstdev(gaps) == pytest.approx(mean, rel=0.08)
+
+
+def test_schedule_rebase_after_pause() -> None:
+    s = ArrivalSchedule("constant", 10.0, start=0.0)
+    for _ in range(5):
+        s.next_due()
+    s.rebase(100.0)
+    assert s.next_due() == 100.0
+    assert s.next_due() == pytest.approx(100.1)
