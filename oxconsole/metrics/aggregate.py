@@ -1,0 +1,196 @@
+"""Counters and histograms over a set of finished requests, and the summary blocks built from them.
+
+Why this module exists: the live collector (whole run, each model, each phase) and
+`oxconsole report` (a journal replayed) must compute the very same figures, or a summary printed at
+the end of a run would disagree with the one rebuilt from its journal. Both feed `RunStats` and
+format it with the functions below; neither knows about the engine or the UI.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from oxconsole.metrics.histogram import LogHistogram
+from oxconsole.records import RequestRecord
+
+__all__ = ["METRICS", "RunStats", "build_summary", "iso_time", "phase_summary"]
+
+METRICS = ("latency_ms", "ttft_ms", "itl_ms", "queue_ms")
+"""The timing metrics kept as histograms, over `ok` requests only."""
+
+
+class RunStats:
+    """Everything the summary needs about a set of finished requests, in O(1) per record."""
+
+    __slots__ = (
+        "attempt_errors",
+        "cost",
+        "error",
+        "error_detail",
+        "errors",
+        "input_tokens",
+        "itl",
+        "latency",
+        "ok",
+        "ok_output_tokens",
+        "output_tokens",
+        "queue",
+        "retried",
+        "tokens_source",
+        "total",
+        "ttft",
+    )
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.ok = 0
+        self.error = 0
+        self.retried = 0
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.ok_output_tokens = 0
+        self.cost = 0.0
+        self.latency = LogHistogram()
+        self.ttft = LogHistogram()
+        self.itl = LogHistogram()
+        self.queue = LogHistogram()
+        self.errors: dict[str, int] = {}
+        self.error_detail: dict[str, str] = {}
+        self.attempt_errors: dict[str, int] = {}
+        self.tokens_source: dict[str, int] = {}
+
+    def hist(self, metric: str) -> LogHistogram:
+        if metric == "latency_ms":
+            return self.latency
+        if metric == "ttft_ms":
+            return self.ttft
+        if metric == "itl_ms":
+            return self.itl
+        if metric == "queue_ms":
+            return self.queue
+        raise KeyError(metric)
+
+    def record(self, rec: RequestRecord) -> None:
+        self.count(rec)
+        if rec.status == "ok":
+            if rec.latency_ms is not None:
+                self.latency.record(rec.latency_ms)
+            if rec.ttft_ms is not None:
+                self.ttft.record(rec.ttft_ms)
+            if rec.itl_ms is not None:
+                self.itl.record(rec.itl_ms)
+            self.queue.record(rec.queue_ms)
+
+    def count(self, rec: RequestRecord) -> None:
+        """Everything in `record` but the timing histograms (the caller files those)."""
+        self.total += 1
+        if rec.attempts > 1:
+            self.retried += 1
+        self.input_tokens += rec.input_tokens
+        self.output_tokens += rec.output_tokens
+        self.cost += rec.cost
+        src = rec.tokens_source
+        self.tokens_source[src] = self.tokens_source.get(src, 0) + 1
+        if rec.status == "ok":
+            self.ok += 1
+            self.ok_output_tokens += rec.output_tokens
+        else:
+            self.error += 1
+            cls = rec.error or "unknown"
+            self.errors[cls] = self.errors.get(cls, 0) + 1
+            self.error_detail[cls] = rec.error_detail or ""
+        if rec.attempt_errors:
+            ae = self.attempt_errors
+            for cls, n in rec.attempt_errors.items():
+                ae[cls] = ae.get(cls, 0) + int(n)
+
+    # -- summary blocks ----------------------------------------------------------------------
+
+    def requests_block(self) -> dict[str, int]:
+        return {"total": self.total, "ok": self.ok, "error": self.error, "retried": self.retried}
+
+    def throughput_block(self, duration_s: float) -> dict[str, float]:
+        if duration_s <= 0:
+            return {"requests_per_s": 0.0, "output_tokens_per_s": 0.0}
+        return {
+            "requests_per_s": round(self.ok / duration_s, 3),
+            "output_tokens_per_s": round(self.ok_output_tokens / duration_s, 3),
+        }
+
+    def model_block(self, duration_s: float) -> dict[str, Any]:
+        return {
+            "requests": self.requests_block(),
+            "throughput": self.throughput_block(duration_s),
+            "latency_ms": self.latency.summary(),
+            "ttft_ms": self.ttft.summary(),
+            "itl_ms": self.itl.summary(),
+            "cost": {"total": _money(self.cost)},
+            "tokens": {"input": self.input_tokens, "output": self.output_tokens},
+        }
+
+
+def _money(v: float) -> float:
+    return round(v, 9)
+
+
+def iso_time(unix: float) -> str:
+    """ISO-8601 in UTC with milliseconds, e.g. ``2025-01-31T12:00:00.123+00:00``."""
+    return datetime.fromtimestamp(unix, tz=UTC).isoformat(timespec="milliseconds")
+
+
+def phase_summary(
+    stats: RunStats, t_start: float, t_end: float, settings: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    return {
+        "t_start": round(t_start, 3),
+        "t_end": round(t_end, 3),
+        "settings": [dict(c) for c in settings],
+        "requests": stats.requests_block(),
+        "throughput": stats.throughput_block(t_end - t_start),
+        "latency_ms": stats.latency.summary(),
+        "ttft_ms": stats.ttft.summary(),
+    }
+
+
+def build_summary(
+    *,
+    name: str,
+    started_at: float,
+    duration_s: float,
+    overall: RunStats,
+    models: Iterable[tuple[str, RunStats]],
+    changes: Sequence[Mapping[str, Any]],
+    phases: Sequence[Mapping[str, Any]],
+    live_attempt_errors: Mapping[str, int] | None = None,
+) -> dict[str, Any]:
+    """The summary object of the contract (plus ``attempt_errors``, ``tokens_source``, ``phases``).
+
+    ``models`` with no finished request are left out, so a live summary and one rebuilt from the
+    journal list the same models.
+    """
+    attempt_errors = dict(overall.attempt_errors)
+    for cls, n in (live_attempt_errors or {}).items():
+        if n:
+            attempt_errors[cls] = attempt_errors.get(cls, 0) + n
+    src = overall.tokens_source
+    return {
+        "name": name,
+        "started_at": iso_time(started_at),
+        "duration_s": round(duration_s, 3),
+        "requests": overall.requests_block(),
+        "throughput": overall.throughput_block(duration_s),
+        "latency_ms": overall.latency.summary(),
+        "ttft_ms": overall.ttft.summary(),
+        "itl_ms": overall.itl.summary(),
+        "queue_ms": overall.queue.summary(),
+        "tokens": {"input": overall.input_tokens, "output": overall.output_tokens},
+        "tokens_source": {"usage": src.get("usage", 0), "estimate": src.get("estimate", 0)},
+        "cost": {"total": _money(overall.cost)},
+        "errors": dict(sorted(overall.errors.items())),
+        "attempt_errors": dict(sorted(attempt_errors.items())),
+        "models": {m: st.model_block(duration_s) for m, st in models if st.total},
+        "changes": [dict(c) for c in changes],
+        "phases": [dict(p) for p in phases],
+    }

@@ -1,0 +1,331 @@
+"""The live metrics collector: the engine records into it, the console pulls snapshots from it.
+
+Why this module exists: the engine must account for each finished request in O(1) and move on,
+while the console wants rich, consistent views (whole run, current phase, last 10 s, per model)
+several times a second. The collector keeps only counters, histograms and fixed-size rings, and
+builds an immutable `Snapshot` only when asked. Each control change (concurrency, rate, weight,
+...) starts a new phase, so the console can show what that change did and the summary can list
+the figures of each phase.
+
+Not thread-safe by itself: call it from the engine's loop (the console asks the engine for
+snapshots, or the engine publishes them).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from oxconsole.metrics.aggregate import METRICS, RunStats, build_summary, phase_summary
+from oxconsole.metrics.histogram import LogHistogram, record_into
+from oxconsole.metrics.snapshot import (
+    Bins,
+    Counts,
+    ErrorStat,
+    Gauges,
+    ModelStats,
+    Series,
+    Snapshot,
+)
+from oxconsole.metrics.window import RollingHistogram, SecondSeries
+from oxconsole.records import RequestRecord
+
+__all__ = ["Collector"]
+
+Prices = tuple[float, float, float]
+"""(per_request, per_1m_input, per_1m_output)"""
+
+PHASE_FOLD_S = 1.0
+"""Changes this soon after the previous one, before any request finished, join its phase."""
+
+
+class _ModelAcc:
+    __slots__ = ("err_s", "ok_s", "stats")
+
+    def __init__(self, ring: int) -> None:
+        self.stats = RunStats()
+        self.ok_s = SecondSeries(ring)
+        self.err_s = SecondSeries(ring)
+
+
+class Collector:
+    """Accumulates finished requests; hands out snapshots and the final summary."""
+
+    def __init__(
+        self,
+        model_names: Sequence[str],
+        started_at: float,
+        prices: dict[str, tuple[float, float, float]] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        window_s: int = 10,
+        series_s: int = 300,
+        ring_s: int = 600,
+    ) -> None:
+        self.started_at = started_at
+        self._clock = clock
+        self._t0 = clock()
+        self._prices = dict(prices or {})
+        self._window_s = window_s
+        self._series_s = min(series_s, ring_s)
+        self._all = RunStats()
+        self._models: dict[str, _ModelAcc] = {}
+        for m in model_names:
+            self._model(m)
+        self._roll = {m: RollingHistogram(window_s) for m in METRICS}
+        self._roll_lat = self._roll["latency_ms"]
+        self._roll_ttft = self._roll["ttft_ms"]
+        self._roll_itl = self._roll["itl_ms"]
+        self._roll_queue = self._roll["queue_ms"]
+        self._ok_s = SecondSeries(ring_s)
+        self._out_s = SecondSeries(ring_s)
+        self._err_s = SecondSeries(ring_s)
+        self._live_attempts: dict[str, int] = {}
+        self._attempt_detail: dict[str, str] = {}
+        self.changes: list[dict[str, Any]] = []
+        self._phase = RunStats()
+        self._phase_t = 0.0
+        self._phase_settings: list[dict[str, Any]] = []
+        self._phases: list[dict[str, Any]] = []
+
+    def _model(self, name: str) -> _ModelAcc:
+        acc = self._models.get(name)
+        if acc is None:
+            acc = self._models[name] = _ModelAcc(max(2 * self._window_s, 16))
+        return acc
+
+    def elapsed(self) -> float:
+        """Seconds since the collector was created (the run's start), on its clock."""
+        return self._clock() - self._t0
+
+    # -- engine side -------------------------------------------------------------------------
+
+    def record(self, rec: RequestRecord) -> None:
+        """A finished request (final attempt). O(1)."""
+        sec = int(self._clock() - self._t0)
+        if sec < 0:
+            sec = 0
+        al = self._all
+        acc = self._models.get(rec.model) or self._model(rec.model)
+        st = acc.stats
+        ph = self._phase
+        al.count(rec)
+        st.count(rec)
+        ph.count(rec)
+        if rec.status == "ok":
+            acc.ok_s.add(sec)
+            self._ok_s.add(sec)
+            self._out_s.add(sec, rec.output_tokens)
+            # each value goes to run, model, phase and the rolling window (its second + merge)
+            if rec.latency_ms is not None:
+                record_into(
+                    (al.latency, st.latency, ph.latency, *self._roll_lat.targets(sec)), rec.latency_ms
+                )
+            if rec.ttft_ms is not None:
+                record_into((al.ttft, st.ttft, ph.ttft, *self._roll_ttft.targets(sec)), rec.ttft_ms)
+            if rec.itl_ms is not None:
+                record_into((al.itl, st.itl, ph.itl, *self._roll_itl.targets(sec)), rec.itl_ms)
+            record_into((al.queue, st.queue, ph.queue, *self._roll_queue.targets(sec)), rec.queue_ms)
+        else:
+            acc.err_s.add(sec)
+            self._err_s.add(sec)
+        if rec.attempt_errors and self._live_attempts:
+            # these attempts were (probably) counted live already: move them from live to final
+            live = self._live_attempts
+            for cls, n in rec.attempt_errors.items():
+                left = live.get(cls, 0)
+                if left:
+                    live[cls] = left - min(left, int(n))
+
+    def record_attempt_error(self, model: str, error_class: str, detail: str) -> None:
+        """A failed attempt that will be retried (or fall back); counted in attempt_errors now.
+
+        When the request finishes, its record's ``attempt_errors`` replaces these live counts,
+        so an attempt is never counted twice.
+        """
+        self._live_attempts[error_class] = self._live_attempts.get(error_class, 0) + 1
+        self._attempt_detail[error_class] = f"{model}: {detail}" if model else detail
+
+    def change(self, t: float, what: str, frm: Any, to: Any, model: str | None = None) -> None:
+        """Log a control change at ``t`` seconds since start, and start a new phase."""
+        c: dict[str, Any] = {"t": round(t, 3), "what": what, "from": frm, "to": to}
+        if model is not None:
+            c["model"] = model
+        self.changes.append(c)
+        if self._phase.total == 0 and t - self._phase_t < PHASE_FOLD_S and self._phase_settings:
+            self._phase_settings.append(c)  # e.g. several weights edited at once: one phase
+            return
+        self._phases.append(phase_summary(self._phase, self._phase_t, t, self._phase_settings))
+        self._phase = RunStats()
+        self._phase_t = t
+        self._phase_settings = [c]
+
+    # -- console side ------------------------------------------------------------------------
+
+    def snapshot(self, g: Gauges, *, bins: int = 24) -> Snapshot:
+        """The run now, as an immutable value (~100 µs for a few models)."""
+        now = max(0.0, self._clock() - self._t0)
+        sec = int(now)
+        w = self._window_s
+        w_start = max(0, sec - w + 1)
+        span = max(now - w_start, 1e-3)
+        run_span = max(now, 1e-3)
+        al = self._all
+
+        window_h = {m: r.view(sec) for m, r in self._roll.items()}
+        run_h = {m: al.hist(m) for m in METRICS}
+
+        run = {m: h.summary() for m, h in run_h.items()}
+        total = al.total
+        models: list[ModelStats] = []
+        for name, acc in self._models.items():
+            st = acc.stats
+            ok10 = int(acc.ok_s.total(w_start, sec))
+            err10 = int(acc.err_s.total(w_start, sec))
+            lat = st.latency.summary()  # cached until the model finishes another request
+            tt = st.ttft.summary()
+            models.append(
+                ModelStats(
+                    name=name,
+                    gauge=g.models.get(name),
+                    counts=Counts(st.total, st.ok, st.error, st.retried),
+                    ok_10s=ok10,
+                    error_10s=err10,
+                    req_per_s_10s=round(ok10 / span, 3),
+                    share=round(st.total / total, 4) if total else 0.0,
+                    latency_p50=lat["p50"],
+                    latency_p99=lat["p99"],
+                    ttft_p50=tt["p50"],
+                    ttft_p99=tt["p99"],
+                    input_tokens=st.input_tokens,
+                    output_tokens=st.output_tokens,
+                    cost=st.cost,
+                )
+            )
+
+        n_series = min(self._series_s, sec)
+        s_start = sec - n_series
+        series = Series(
+            start_s=s_start,
+            req_per_s=tuple(self._ok_s.completed(sec, n_series)),
+            output_tokens_per_s=tuple(self._out_s.completed(sec, n_series)),
+            errors_per_s=tuple(self._err_s.completed(sec, n_series)),
+            markers=tuple(float(c["t"]) for c in self.changes),
+        )
+        errors = {cls: ErrorStat(n, al.error_detail.get(cls, "")) for cls, n in sorted(al.errors.items())}
+        ph = self._phase
+        return Snapshot(
+            gauges=g,
+            elapsed_s=round(now, 3),
+            counts=Counts(al.total, al.ok, al.error, al.retried),
+            input_tokens=al.input_tokens,
+            output_tokens=al.output_tokens,
+            tokens_estimated=al.tokens_source.get("estimate", 0),
+            cost=al.cost,
+            projected_cost=self._projected_cost(g),
+            req_per_s=round(al.ok / run_span, 3),
+            output_tokens_per_s=round(al.ok_output_tokens / run_span, 3),
+            req_per_s_10s=round(self._ok_s.total(w_start, sec) / span, 3),
+            output_tokens_per_s_10s=round(self._out_s.total(w_start, sec) / span, 3),
+            errors_per_s_10s=round(self._err_s.total(w_start, sec) / span, 3),
+            run=run,
+            # until the first change the phase is the whole run: same figures, computed once
+            phase=run
+            if not self._phases and ph.total == al.total
+            else {m: ph.hist(m).summary() for m in METRICS},
+            window={m: h.summary() for m, h in window_h.items()},
+            window_s=w,
+            bins_run=_bins(run_h, bins),
+            bins_window=_bins(window_h, bins),
+            phase_index=len(self._phases),
+            phase_t_start=self._phase_t,
+            phase_settings=tuple(dict(c) for c in self._phase_settings),
+            phase_counts=Counts(ph.total, ph.ok, ph.error, ph.retried),
+            phase_req_per_s=round(ph.ok / max(now - self._phase_t, 1e-3), 3),
+            models=tuple(models),
+            series=series,
+            errors=errors,
+            attempt_errors=self._attempt_errors(),
+            changes=tuple(dict(c) for c in self.changes),
+        )
+
+    def _attempt_errors(self) -> dict[str, int]:
+        out = dict(self._all.attempt_errors)
+        for cls, n in self._live_attempts.items():
+            if n:
+                out[cls] = out.get(cls, 0) + n
+        return dict(sorted(out.items()))
+
+    def _projected_cost(self, g: Gauges) -> float | None:
+        """Cost so far plus the remaining requests at the expected cost per request.
+
+        The expected cost per request mixes the models by their enabled weights; a model with
+        finished requests costs its average so far, one without costs its prices at the run's
+        average token counts.
+        """
+        al = self._all
+        if g.total_expected is None:
+            return None
+        remaining = max(0, g.total_expected - al.total)
+        if remaining == 0:
+            return al.cost
+        avg_in = al.input_tokens / al.total if al.total else 0.0
+        avg_out = al.output_tokens / al.total if al.total else 0.0
+
+        def per_request(name: str) -> float | None:
+            acc = self._models.get(name)
+            if acc is not None and acc.stats.total:
+                return acc.stats.cost / acc.stats.total
+            p = self._prices.get(name)
+            if p is None:
+                return None
+            return p[0] + avg_in * p[1] / 1e6 + avg_out * p[2] / 1e6
+
+        weighted = 0.0
+        weight_sum = 0.0
+        for name, mg in g.models.items():
+            if not mg.enabled or mg.weight <= 0:
+                continue
+            c = per_request(name)
+            if c is not None:
+                weighted += mg.weight * c
+                weight_sum += mg.weight
+        if weight_sum > 0:
+            unit = weighted / weight_sum
+        elif al.total:
+            unit = al.cost / al.total
+        else:
+            return None
+        return al.cost + remaining * unit
+
+    # -- end of run --------------------------------------------------------------------------
+
+    def summary(self, name: str, duration_s: float) -> dict[str, Any]:
+        """The contract's summary object for the run so far, with ``duration_s`` of wall time."""
+        phases = [
+            *self._phases,
+            phase_summary(self._phase, self._phase_t, max(duration_s, self._phase_t), self._phase_settings),
+        ]
+        return build_summary(
+            name=name,
+            started_at=self.started_at,
+            duration_s=duration_s,
+            overall=self._all,
+            models=((m, acc.stats) for m, acc in self._models.items()),
+            changes=self.changes,
+            phases=phases,
+            live_attempt_errors=self._live_attempts,
+        )
+
+    @property
+    def stats(self) -> RunStats:
+        """Whole-run counters (read-only use)."""
+        return self._all
+
+    def attempt_error_details(self) -> Mapping[str, str]:
+        return dict(self._attempt_detail)
+
+
+def _bins(hists: Mapping[str, LogHistogram], n: int) -> dict[str, Bins]:
+    return {m: tuple(h.bins(n)) for m, h in hists.items()}

@@ -1,0 +1,234 @@
+"""Immutable snapshots of a run: what the console (and `oxconsole attach`) renders.
+
+Why this module exists: the engine and the console run on different threads (or processes, when
+attached). Handing the UI a frozen value built fresh on demand means it can never see a
+half-updated counter or hold a lock the engine needs; `to_dict`/`from_dict` let the same value
+cross a socket as JSON. Nothing here is shared with the collector after it is built: mappings are
+fresh dicts typed read-only, sequences are tuples.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "Bins",
+    "Counts",
+    "ErrorStat",
+    "Gauges",
+    "ModelGauge",
+    "ModelStats",
+    "Series",
+    "Snapshot",
+]
+
+Bins = tuple[tuple[float, float, int], ...]
+"""Coarse histogram bins: (lo, hi, count), log-spaced."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelGauge:
+    """A model's live routing state, as the engine sees it."""
+
+    weight: float
+    enabled: bool
+    in_flight: int
+    cooled_down: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Gauges:
+    """The engine's instantaneous state; the engine fills it, the collector passes it through."""
+
+    state: str  # "starting" | "running" | "paused" | "draining" | "done"
+    elapsed_s: float
+    total_expected: int | None
+    dispatched: int
+    in_flight: int
+    waiting_slot: int
+    waiting_bucket: int
+    backing_off: int
+    concurrency: int
+    rate: float  # requests/s; 0 = unlimited
+    achieved_rate: float  # dispatches/s over the last few seconds
+    loop_lag_ms: float
+    models: Mapping[str, ModelGauge] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Gauges:
+        te = d.get("total_expected")
+        return cls(
+            state=str(d["state"]),
+            elapsed_s=float(d["elapsed_s"]),
+            total_expected=None if te is None else int(te),
+            dispatched=int(d["dispatched"]),
+            in_flight=int(d["in_flight"]),
+            waiting_slot=int(d["waiting_slot"]),
+            waiting_bucket=int(d["waiting_bucket"]),
+            backing_off=int(d["backing_off"]),
+            concurrency=int(d["concurrency"]),
+            rate=float(d["rate"]),
+            achieved_rate=float(d["achieved_rate"]),
+            loop_lag_ms=float(d["loop_lag_ms"]),
+            models={k: ModelGauge(**v) for k, v in d.get("models", {}).items()},
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    total: int = 0
+    ok: int = 0
+    error: int = 0
+    retried: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorStat:
+    count: int
+    detail: str
+    """The latest detail seen for this class."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelStats:
+    """One model's figures: whole run, plus ok/error and req/s over the rolling window."""
+
+    name: str
+    gauge: ModelGauge | None
+    counts: Counts
+    ok_10s: int
+    error_10s: int
+    req_per_s_10s: float
+    share: float
+    """This model's fraction of all finished requests (compare with its weight)."""
+    latency_p50: float
+    latency_p99: float
+    ttft_p50: float
+    ttft_p99: float
+    input_tokens: int
+    output_tokens: int
+    cost: float
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """Per-second throughput for completed seconds ``start_s .. start_s + len - 1``."""
+
+    start_s: int = 0
+    req_per_s: tuple[float, ...] = ()
+    output_tokens_per_s: tuple[float, ...] = ()
+    errors_per_s: tuple[float, ...] = ()
+    markers: tuple[float, ...] = ()
+    """``t`` (seconds since start) of each change, to draw on the series."""
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The whole run at one instant. Summaries are ``{"mean","p50","p90","p95","p99","max"}``
+    per metric (``latency_ms``, ``ttft_ms``, ``itl_ms``, ``queue_ms``), over ok requests."""
+
+    gauges: Gauges
+    elapsed_s: float
+    counts: Counts
+    input_tokens: int
+    output_tokens: int
+    tokens_estimated: int
+    """Finished requests whose token counts are estimates (no ``usage`` in the response)."""
+    cost: float
+    projected_cost: float | None
+    """Cost once ``total_expected`` requests are done, at the rates seen so far; None if unknown."""
+    req_per_s: float
+    output_tokens_per_s: float
+    req_per_s_10s: float
+    output_tokens_per_s_10s: float
+    errors_per_s_10s: float
+    run: Mapping[str, Mapping[str, float]]
+    phase: Mapping[str, Mapping[str, float]]
+    window: Mapping[str, Mapping[str, float]]
+    """Over the last ``window_s`` seconds (locust's "current")."""
+    window_s: int
+    bins_run: Mapping[str, Bins]
+    bins_window: Mapping[str, Bins]
+    phase_index: int
+    phase_t_start: float
+    phase_settings: tuple[Mapping[str, Any], ...]
+    phase_counts: Counts
+    phase_req_per_s: float
+    models: tuple[ModelStats, ...]
+    series: Series
+    errors: Mapping[str, ErrorStat]
+    attempt_errors: Mapping[str, int]
+    changes: tuple[Mapping[str, Any], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON types (dicts, lists, str, int, float, bool, None); orjson-ready."""
+        out = _plain(self)
+        assert isinstance(out, dict)
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Snapshot:
+        def summaries(m: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+            return {k: {kk: float(vv) for kk, vv in v.items()} for k, v in m.items()}
+
+        def bins(m: Mapping[str, Any]) -> dict[str, Bins]:
+            return {k: tuple((float(lo), float(hi), int(c)) for lo, hi, c in v) for k, v in m.items()}
+
+        def model(m: Mapping[str, Any]) -> ModelStats:
+            kw = dict(m)
+            kw["gauge"] = None if m["gauge"] is None else ModelGauge(**m["gauge"])
+            kw["counts"] = Counts(**m["counts"])
+            return ModelStats(**kw)
+
+        s = d["series"]
+        pc = d.get("projected_cost")
+        return cls(
+            gauges=Gauges.from_dict(d["gauges"]),
+            elapsed_s=float(d["elapsed_s"]),
+            counts=Counts(**d["counts"]),
+            input_tokens=int(d["input_tokens"]),
+            output_tokens=int(d["output_tokens"]),
+            tokens_estimated=int(d["tokens_estimated"]),
+            cost=float(d["cost"]),
+            projected_cost=None if pc is None else float(pc),
+            req_per_s=float(d["req_per_s"]),
+            output_tokens_per_s=float(d["output_tokens_per_s"]),
+            req_per_s_10s=float(d["req_per_s_10s"]),
+            output_tokens_per_s_10s=float(d["output_tokens_per_s_10s"]),
+            errors_per_s_10s=float(d["errors_per_s_10s"]),
+            run=summaries(d["run"]),
+            phase=summaries(d["phase"]),
+            window=summaries(d["window"]),
+            window_s=int(d["window_s"]),
+            bins_run=bins(d["bins_run"]),
+            bins_window=bins(d["bins_window"]),
+            phase_index=int(d["phase_index"]),
+            phase_t_start=float(d["phase_t_start"]),
+            phase_settings=tuple(dict(c) for c in d["phase_settings"]),
+            phase_counts=Counts(**d["phase_counts"]),
+            phase_req_per_s=float(d["phase_req_per_s"]),
+            models=tuple(model(m) for m in d["models"]),
+            series=Series(
+                start_s=int(s["start_s"]),
+                req_per_s=tuple(s["req_per_s"]),
+                output_tokens_per_s=tuple(s["output_tokens_per_s"]),
+                errors_per_s=tuple(s["errors_per_s"]),
+                markers=tuple(s["markers"]),
+            ),
+            errors={k: ErrorStat(**v) for k, v in d["errors"].items()},
+            attempt_errors={k: int(v) for k, v in d["attempt_errors"].items()},
+            changes=tuple(dict(c) for c in d["changes"]),
+        )
+
+
+def _plain(v: Any) -> Any:
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return {f.name: _plain(getattr(v, f.name)) for f in dataclasses.fields(v)}
+    if isinstance(v, Mapping):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, tuple | list):
+        return [_plain(x) for x in v]
+    return v

@@ -1,0 +1,348 @@
+"""The run summary as text or JSON, from a finished run or from its results journal alone.
+
+Why this module exists: `oxconsole report RESULTS.jsonl` must reproduce a run's summary without the
+engine, the workload file or the console (the journal is the record of what happened, possibly
+from a crashed or resumed run), and the headless runner prints the same table at the end of a
+run. The journal is streamed, so a journal of millions of lines costs the memory of its ids, not
+of its records. No UI libraries: plain text that fits 80 columns.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from oxconsole.metrics.aggregate import RunStats, build_summary, phase_summary
+from oxconsole.records import RequestRecord
+
+__all__ = [
+    "JournalIssues",
+    "read_journal",
+    "render_summary",
+    "report_main",
+    "summary_from_journal",
+]
+
+WIDTH = 80
+
+
+@dataclass(slots=True)
+class JournalIssues:
+    """What `read_journal` skipped: filled in as the journal is read."""
+
+    torn_last: bool = False
+    """The last line was incomplete or invalid (a crash while writing it): skipped."""
+    torn_line: int = 0
+    invalid: int = 0
+    """Invalid lines before the last one (skipped too; should not happen)."""
+    invalid_lines: list[int] = field(default_factory=list)
+    """Line numbers of the first few invalid lines."""
+    records: int = 0
+
+    def messages(self, path: str | os.PathLike[str]) -> list[str]:
+        out: list[str] = []
+        if self.torn_last:
+            out.append(f"{os.fspath(path)}: line {self.torn_line}: skipped an incomplete last line")
+        if self.invalid:
+            where = ", ".join(map(str, self.invalid_lines))
+            more = ", ..." if self.invalid > len(self.invalid_lines) else ""
+            out.append(f"{os.fspath(path)}: skipped {self.invalid} invalid line(s) (line {where}{more})")
+        return out
+
+
+def _parse(line: bytes) -> RequestRecord | None:
+    try:
+        d = orjson.loads(line)
+        if not isinstance(d, dict) or "id" not in d:
+            return None
+        return RequestRecord.from_json_dict(d)
+    except (orjson.JSONDecodeError, ValueError, TypeError, KeyError):
+        return None
+
+
+def read_journal(
+    path: str | os.PathLike[str],
+    issues: JournalIssues | None = None,
+    on_skip: Callable[[int, bool], None] | None = None,
+) -> Iterator[RequestRecord]:
+    """Stream the records of a results journal, in file order, in constant memory.
+
+    Invalid lines are skipped: a bad *last* line (torn by a crash) sets ``issues.torn_last``,
+    any other bad line counts in ``issues.invalid``; ``on_skip(line_no, is_last)`` is called for
+    each. Blank lines are ignored. Raises OSError when the file cannot be opened or read.
+    """
+    iss = issues if issues is not None else JournalIssues()
+    pending = 0  # line number of an invalid line not yet known to be the last one
+
+    def middle(line_no: int) -> None:
+        iss.invalid += 1
+        if len(iss.invalid_lines) < 5:
+            iss.invalid_lines.append(line_no)
+        if on_skip is not None:
+            on_skip(line_no, False)
+
+    with open(path, "rb") as f:
+        for line_no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            if pending:
+                middle(pending)
+                pending = 0
+            rec = _parse(line)
+            if rec is None:
+                pending = line_no
+                continue
+            iss.records += 1
+            yield rec
+    if pending:
+        iss.torn_last = True
+        iss.torn_line = pending
+        if on_skip is not None:
+            on_skip(pending, True)
+
+
+def summary_from_journal(
+    path: str | os.PathLike[str],
+    name: str | None = None,
+    issues: JournalIssues | None = None,
+) -> dict[str, Any]:
+    """Rebuild the run summary from a journal alone.
+
+    When an id appears more than once (a resumed run appends), its last record counts. The
+    duration runs from the earliest ``t_scheduled`` to the latest ``t_sent + latency`` over all
+    records; ``changes`` are not journaled, so they are empty and there is one phase.
+    """
+    p = Path(path)
+    # pass 1: which line holds the final record of each id, and the run's time span
+    last: dict[str, int] = {}
+    t_first = float("inf")
+    t_last = float("-inf")
+    for i, rec in enumerate(read_journal(p, issues)):
+        last[rec.id] = i
+        if rec.t_scheduled < t_first:
+            t_first = rec.t_scheduled
+        end = rec.t_sent + (rec.latency_ms or 0.0) / 1000.0
+        if end > t_last:
+            t_last = end
+    # pass 2: aggregate the final records (the second read reports nothing new)
+    overall = RunStats()
+    models: dict[str, RunStats] = {}
+    for i, rec in enumerate(read_journal(p)):
+        if last.get(rec.id) != i:
+            continue
+        overall.record(rec)
+        st = models.get(rec.model)
+        if st is None:
+            st = models[rec.model] = RunStats()
+        st.record(rec)
+    if overall.total:
+        started_at = t_first
+        duration = max(0.0, t_last - t_first)
+    else:
+        started_at = p.stat().st_mtime
+        duration = 0.0
+    if name is None:
+        name = p.resolve().parent.name or p.stem
+    return build_summary(
+        name=name,
+        started_at=started_at,
+        duration_s=duration,
+        overall=overall,
+        models=models.items(),
+        changes=[],
+        phases=[phase_summary(overall, 0.0, duration, [])],
+    )
+
+
+# -- text ------------------------------------------------------------------------------------
+
+
+def _num(v: Any, decimals: int = 1) -> str:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return "-"
+    if abs(x) >= 100_000:
+        return f"{x:,.0f}"
+    return f"{x:,.{decimals}f}"
+
+
+def _money(v: Any) -> str:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return "-"
+    if x == 0:
+        return "0"
+    if abs(x) >= 100:
+        return f"{x:,.2f}"
+    if abs(x) >= 1:
+        return f"{x:.4f}"
+    return f"{x:.6f}"
+
+
+def _fit(s: str, width: int = WIDTH) -> str:
+    s = s.rstrip()
+    return s if len(s) <= width else s[: width - 1] + "…"
+
+
+def _cut(s: str, width: int) -> str:
+    return s if len(s) <= width else s[: width - 1] + "…"
+
+
+def _duration(s: float) -> str:
+    if s < 60:
+        return f"{s:.1f}s"
+    m, sec = divmod(round(s), 60)
+    if m < 60:
+        return f"{m}m{sec:02d}s"
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m{sec:02d}s"
+
+
+def _g(d: Mapping[str, Any], *keys: str) -> Any:
+    cur: Any = d
+    for k in keys:
+        if not isinstance(cur, Mapping):
+            return None
+        cur = cur.get(k)
+    return cur
+
+
+def _change_text(c: Mapping[str, Any]) -> str:
+    what = str(c.get("what", "?"))
+    model = f" {c['model']}" if c.get("model") is not None else ""
+    return f"{what}{model} {c.get('from')} → {c.get('to')}"
+
+
+def render_summary(summary: Mapping[str, Any]) -> str:
+    """The summary as a plain-text table, no line longer than 80 columns."""
+    lines: list[str] = []
+    s = summary
+    req = s.get("requests") or {}
+    thr = s.get("throughput") or {}
+    tok = s.get("tokens") or {}
+    src = s.get("tokens_source") or {}
+    estimated = " (estimated)" if src.get("estimate") else ""
+    if src.get("estimate") and src.get("usage"):
+        estimated = f" ({src['estimate']} of {src['estimate'] + src['usage']} estimated)"
+    title = f"{s.get('name', '')}  ·  {_duration(float(s.get('duration_s') or 0.0))}"
+    if s.get("started_at"):
+        title += f"  ·  started {s['started_at']}"
+    lines.append(_fit(title))
+    lines.append(
+        _fit(
+            f"requests  {req.get('total', 0):,} total  {req.get('ok', 0):,} ok  "
+            f"{req.get('error', 0):,} error  {req.get('retried', 0):,} retried"
+        )
+    )
+    lines.append(
+        _fit(
+            f"rate      {_num(thr.get('requests_per_s'), 2)} req/s  "
+            f"{_num(thr.get('output_tokens_per_s'), 1)} output tok/s"
+        )
+    )
+    lines.append(_fit(f"tokens    in {tok.get('input', 0):,}  out {tok.get('output', 0):,}{estimated}"))
+    lines.append(_fit(f"cost      {_money(_g(s, 'cost', 'total'))}"))
+
+    # latency table: 10 + 6 * 11 = 76 columns
+    lines.append("")
+    cols = ("mean", "p50", "p90", "p95", "p99", "max")
+    lines.append(f"{'ms':<10}" + "".join(f"{c:>11}" for c in cols))
+    for label, key in (
+        ("TTFT", "ttft_ms"),
+        ("ITL", "itl_ms"),
+        ("latency", "latency_ms"),
+        ("queue", "queue_ms"),
+    ):
+        row = s.get(key) or {}
+        lines.append(_fit(f"{label:<10}" + "".join(f"{_num(row.get(c), 1):>11}" for c in cols)))
+
+    models = s.get("models") or {}
+    if models:
+        # 16 + 7 + 7 + 6 + 8 + 9 + 9 + 9 + 9 = 80 columns
+        lines.append("")
+        lines.append(
+            f"{'model':<16}{'reqs':>7}{'ok':>7}{'err':>6}{'req/s':>8}"
+            f"{'p50 lat':>9}{'p99 lat':>9}{'p50 ttft':>9}{'cost':>9}"
+        )
+        for name, m in models.items():
+            r = m.get("requests") or {}
+            lines.append(
+                _fit(
+                    f"{_cut(str(name), 15):<16}{_count(r.get('total')):>7}{_count(r.get('ok')):>7}"
+                    f"{_count(r.get('error')):>6}{_num(_g(m, 'throughput', 'requests_per_s'), 2):>8}"
+                    f"{_num(_g(m, 'latency_ms', 'p50'), 0):>9}{_num(_g(m, 'latency_ms', 'p99'), 0):>9}"
+                    f"{_num(_g(m, 'ttft_ms', 'p50'), 0):>9}{_money(_g(m, 'cost', 'total')):>9}"
+                )
+            )
+
+    errors = s.get("errors") or {}
+    attempts = s.get("attempt_errors") or {}
+    if errors or attempts:
+        lines.append("")
+    if errors:
+        lines.append(_fit("errors    " + "  ".join(f"{k} {v:,}" for k, v in errors.items())))
+    if attempts:
+        lines.append(
+            _fit("retried   " + "  ".join(f"{k} {v:,}" for k, v in attempts.items()) + " (attempts)")
+        )
+
+    phases = s.get("phases") or []
+    changes = s.get("changes") or []
+    if changes and len(phases) > 1:
+        # 15 + 7 + 8 + 9 + 9 + 9 = 57, the rest for what changed
+        lines.append("")
+        lines.append(
+            f"{'phase':<15}{'ok':>7}{'req/s':>8}{'p50 lat':>9}{'p99 lat':>9}{'p50 ttft':>9}  changed"
+        )
+        for ph in phases:
+            span = f"{_num(ph.get('t_start'), 1)}-{_num(ph.get('t_end'), 1)}s"
+            what = ", ".join(_change_text(c) for c in ph.get("settings") or []) or "start"
+            lines.append(
+                _fit(
+                    f"{_cut(span, 14):<15}{_count(_g(ph, 'requests', 'ok')):>7}"
+                    f"{_num(_g(ph, 'throughput', 'requests_per_s'), 2):>8}"
+                    f"{_num(_g(ph, 'latency_ms', 'p50'), 0):>9}{_num(_g(ph, 'latency_ms', 'p99'), 0):>9}"
+                    f"{_num(_g(ph, 'ttft_ms', 'p50'), 0):>9}  {what}"
+                )
+            )
+    elif changes:
+        lines.append("")
+        lines.append("changes")
+        for c in changes:
+            lines.append(_fit(f"  {_num(c.get('t'), 1):>8}s  {_change_text(c)}"))
+    return "\n".join(lines) + "\n"
+
+
+def _count(v: Any) -> str:
+    try:
+        n = int(v)
+    except (TypeError, ValueError):
+        return "-"
+    return f"{n:,}" if n < 1_000_000 else f"{n / 1e6:.1f}M"
+
+
+def report_main(path: str, as_json: bool) -> int:
+    """`oxconsole report RESULTS.jsonl [--json]`: print the summary; 0, or 2 if unreadable."""
+    issues = JournalIssues()
+    try:
+        summary = summary_from_journal(path, issues=issues)
+    except OSError as e:
+        reason = e.strerror or str(e)
+        print(f"oxconsole report: {path}: cannot read the results journal: {reason}", file=sys.stderr)
+        return 2
+    for msg in issues.messages(path):
+        print(f"oxconsole report: warning: {msg}", file=sys.stderr)
+    if as_json:
+        sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        sys.stdout.write(render_summary(summary))
+    sys.stdout.flush()
+    return 0

@@ -1,0 +1,148 @@
+"""``oxconsole sim``: run the simulator as a standalone server until SIGINT/SIGTERM.
+
+Why this module exists: users point other tools at the simulator, and the engine runs it in a child
+process (`oxconsole.sim.process`). Either way the contract is the same: the base URL is the first
+line on stdout (flushed), then the server runs until it is told to stop, and exits 0 without a
+traceback. Profiles come from a workload's ``[sim.models.*]`` tables (``--config``) and/or a hidden
+``--profiles-json`` (what the engine passes to the child).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import signal
+import sys
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from oxconsole.sim.server import is_loopback, start_sim
+from oxconsole.workload import SimModelProfile
+
+_FIELDS = {f.name: f for f in dataclasses.fields(SimModelProfile)}
+_INT_FIELDS = frozenset({"output_tokens", "capacity"})
+
+
+def profiles_to_json(profiles: dict[str, SimModelProfile]) -> str:
+    """The ``--profiles-json`` argument for these profiles."""
+    return orjson.dumps({name: dataclasses.asdict(p) for name, p in profiles.items()}).decode()
+
+
+def profiles_from_json(text: str) -> dict[str, SimModelProfile]:
+    """Parse ``--profiles-json``: ``{"model": {"ttft": 0.1, ...}, ...}``; raises ValueError when bad."""
+    try:
+        data = orjson.loads(text)
+    except orjson.JSONDecodeError as e:
+        raise ValueError(f"--profiles-json: not valid JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise ValueError("--profiles-json: expected an object of model name -> profile")
+    out: dict[str, SimModelProfile] = {}
+    for name, fields in data.items():
+        if not isinstance(fields, dict):
+            raise ValueError(f"--profiles-json: {name}: expected an object of profile fields")
+        kwargs: dict[str, Any] = {}
+        for key, value in fields.items():
+            if key not in _FIELDS:
+                raise ValueError(
+                    f"--profiles-json: {name}.{key}: unknown key (expected one of {', '.join(_FIELDS)})"
+                )
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise ValueError(f"--profiles-json: {name}.{key}: expected a number >= 0, got {value!r}")
+            if key in _INT_FIELDS:
+                if value != int(value):
+                    raise ValueError(f"--profiles-json: {name}.{key}: expected an integer, got {value!r}")
+                value = int(value)
+            else:
+                value = float(value)
+            kwargs[key] = value
+        out[name] = SimModelProfile(**kwargs)
+    return out
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="oxconsole sim",
+        description="Run the embedded OpenAI-compatible simulator; prints its base URL on the first line.",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=0, help="port (default 0 = any free port)")
+    p.add_argument("--config", type=Path, help="workload TOML (or a file of [sim.models.*] tables)")
+    p.add_argument("--seed", type=int, default=0, help="seed for jitter and faults (default 0)")
+    p.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow a non-loopback --host (the simulator has no authentication)",
+    )
+    p.add_argument("--profiles-json", help=argparse.SUPPRESS)
+    return p
+
+
+async def _serve(args: argparse.Namespace, profiles: dict[str, SimModelProfile]) -> int:
+    try:
+        runner, url = await start_sim(
+            args.host, args.port, profiles, seed=args.seed, allow_remote=args.allow_remote
+        )
+    except (ValueError, OSError) as e:
+        print(f"oxconsole sim: {e}", file=sys.stderr)
+        return 2
+    try:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        print(url, flush=True)
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+    return 0
+
+
+def _run(coro: Coroutine[Any, Any, int]) -> int:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(coro)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    profiles: dict[str, SimModelProfile] = {}
+    if args.config is not None:
+        from oxconsole.workload import WorkloadError, load_sim_section
+
+        try:
+            profiles.update(load_sim_section(args.config))
+        except WorkloadError as e:
+            print(f"oxconsole sim: {e}", file=sys.stderr)
+            return 2
+        except OSError as e:
+            print(f"oxconsole sim: {args.config}: {e.strerror or e}", file=sys.stderr)
+            return 2
+    if args.profiles_json is not None:
+        try:
+            profiles.update(profiles_from_json(args.profiles_json))
+        except ValueError as e:
+            print(f"oxconsole sim: {e}", file=sys.stderr)
+            return 2
+    if not is_loopback(args.host):
+        if not args.allow_remote:
+            print(
+                f"oxconsole sim: refusing to listen on {args.host!r}: the simulator has no authentication; "
+                "pass --allow-remote to do it anyway",
+                file=sys.stderr,
+            )
+            return 2
+        print(
+            f"oxconsole sim: warning: listening on {args.host!r}; anyone who can reach it can use it",
+            file=sys.stderr,
+        )
+    try:
+        return _run(_serve(args, profiles))
+    except KeyboardInterrupt:  # a signal before the handlers were installed
+        return 0

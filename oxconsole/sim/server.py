@@ -1,0 +1,706 @@
+"""The embedded OpenAI-compatible simulator: an aiohttp app with per-model latency and fault profiles.
+
+Why this module exists: load tests, the engine's own tests and client benchmarks need a server whose
+behaviour is known exactly — when the first token leaves, how fast tokens follow, how many requests
+are served at once, which requests fail and how. Real endpoints give none of that, so this module
+serves `/v1/chat/completions` from a `SimModelProfile` per model:
+
+* timing is scheduled against absolute loop times from admission (``t_admit + ttft + i/tps``), so with
+  ``jitter = 0`` latency is exactly ``ttft + (n - 1)/tokens_per_s`` and timer error never accumulates;
+* at most ``capacity`` requests per model are in service; the rest wait in a FIFO queue;
+* faults (500, 429, rate limits, resets, aborted or malformed streams, stalls) are drawn from a seeded
+  RNG per model, so a run is reproducible;
+* with ``ttft = 0`` and ``tokens_per_s = 0`` the whole response is built from pre-encoded pieces and
+  sent in one write, so the server costs as little as possible when benchmarking clients;
+* counters per model are served at ``GET /sim/stats`` so tests can check what the client did.
+
+The Authorization header is accepted whatever it holds (or without one) and never logged; the access
+log is off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import itertools
+import math
+import random
+import time
+from collections import deque
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from typing import Any, Final
+
+import orjson
+from aiohttp import web
+
+from oxconsole.workload import SimModelProfile
+
+__all__ = [
+    "SIM_STATE",
+    "ModelStats",
+    "SimState",
+    "build_app",
+    "is_loopback",
+    "start_sim",
+]
+
+# ---------------------------------------------------------------------------------------------------
+# Pre-encoded pieces of the wire format.
+
+_WORDS: Final = (
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "a",
+    "lazy",
+    "dog",
+    "while",
+    "seven",
+    "wizards",
+    "quietly",
+    "hex",
+    "jolly",
+    "boxing",
+    "frogs",
+    "and",
+    "many",
+    "small",
+    "engines",
+    "hum",
+    "along",
+    "the",
+    "river",
+    "under",
+    "pale",
+    "amber",
+    "light",
+    "as",
+    "distant",
+    "bells",
+    "ring",
+    "softly",
+    "through",
+    "cold",
+    "morning",
+    "air",
+    "near",
+    "old",
+    "stone",
+    "bridges",
+)
+_TOKEN_TEXT: Final = tuple(w + " " for w in _WORDS)
+_TOKEN_CHOICE: Final = tuple(
+    b'{"index":0,"delta":{"content":' + orjson.dumps(t) + b'},"finish_reason":null}]}\n\n'
+    for t in _TOKEN_TEXT
+)
+_ROLE_CHOICE: Final = b'{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n'
+_FINISH_CHOICE: Final = {
+    "stop": b'{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n',
+    "length": b'{"index":0,"delta":{},"finish_reason":"length"}]}\n\n',
+}
+_HEAD: Final = b'data: {"id":"'
+_SLOT_MID: Final = b'","object":"chat.completion.chunk","created":'
+_DONE: Final = b"data: [DONE]\n\n"
+_MALFORMED_CHUNK: Final = b'data: {"choices": [\n\n'
+_SSE_HEADERS: Final = {
+    "Content-Type": "text/event-stream",
+    "Cache-Control": "no-cache",
+}
+_MAX_MODEL_STATES: Final = 4096
+_OTHER_MODELS: Final = "<other>"
+_TEMPLATE_CACHE_SIZE: Final = 256
+
+
+@lru_cache(maxsize=1024)
+def _text(n: int) -> str:
+    """The deterministic response text of `n` tokens."""
+    k = len(_TOKEN_TEXT)
+    return "".join(_TOKEN_TEXT[i % k] for i in range(n))
+
+
+def _usage_tail(prompt_tokens: int, completion_tokens: int) -> bytes:
+    return b'],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}\n\n' % (
+        prompt_tokens,
+        completion_tokens,
+        prompt_tokens + completion_tokens,
+    )
+
+
+def _fmt_seconds(seconds: float) -> str:
+    """Retry-After value: whole seconds when whole, else up to millisecond precision."""
+    if seconds == int(seconds):
+        return str(int(seconds))
+    return f"{seconds:.3f}".rstrip("0").rstrip(".")
+
+
+def _error_body(message: str, type_: str, code: str | None) -> bytes:
+    return orjson.dumps({"error": {"message": message, "type": type_, "param": None, "code": code}})
+
+
+def _json_response(status: int, body: bytes, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(status=status, body=body, content_type="application/json", headers=headers)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Per-model state: counters, FIFO admission gate, rate bucket, seeded RNG.
+
+
+@dataclass(slots=True)
+class ModelStats:
+    """Counters for one model, as served by ``GET /sim/stats``."""
+
+    received: int = 0
+    """Requests that named this model (including those refused)."""
+    admitted: int = 0
+    """Requests given a capacity slot."""
+    in_service: int = 0
+    """Requests holding a slot now."""
+    queued: int = 0
+    """Requests waiting for a slot now."""
+    max_concurrent: int = 0
+    """Highest `in_service` seen (never above the profile's capacity)."""
+    completed: int = 0
+    """Responses sent whole and well-formed."""
+    http_429: int = 0
+    """Rate-limited (rate_limit) plus throttled (throttle_rate) answers."""
+    http_500: int = 0
+    faults: int = 0
+    """All injected faults: 429s, 500s, resets, aborts, malformed responses, stalls."""
+    disconnected: int = 0
+    """Responses cut short because the client went away."""
+    reset: int = 0
+    abort: int = 0
+    malformed: int = 0
+    stall: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+class _ModelState:
+    """Everything the simulator keeps for one model name."""
+
+    __slots__ = (
+        "_bucket_t",
+        "_bucket_tokens",
+        "_waiters",
+        "arrival_faults",
+        "capacity",
+        "model_json",
+        "name",
+        "profile",
+        "rng",
+        "stats",
+        "stream_faults",
+        "templates",
+        "zero_latency",
+    )
+
+    def __init__(self, name: str, profile: SimModelProfile, seed: int) -> None:
+        self.name = name
+        self.profile = profile
+        self.capacity = max(1, int(profile.capacity))
+        self.arrival_faults = (
+            profile.rate_limit > 0
+            or profile.stall_rate > 0
+            or profile.throttle_rate > 0
+            or profile.error_rate > 0
+            or profile.reset_rate > 0
+        )
+        self.stream_faults = profile.abort_rate > 0 or profile.malformed_rate > 0
+        self.zero_latency = profile.ttft <= 0 and profile.tokens_per_s <= 0
+        self.model_json = orjson.dumps(name)
+        # A string seed is hashed deterministically (sha512), unlike hash(str).
+        self.rng = random.Random(f"{seed}:{name}")
+        self.stats = ModelStats()
+        self._waiters: deque[asyncio.Future[float]] = deque()
+        self._bucket_tokens = max(1.0, profile.rate_limit)
+        self._bucket_t = -math.inf
+        self.templates: dict[tuple[int, str], list[bytes]] = {}
+
+    # -- admission (FIFO; a released slot is handed straight to the next waiter) ------------------
+
+    def try_acquire(self) -> bool:
+        st = self.stats
+        if st.in_service < self.capacity and not self._waiters:
+            st.in_service += 1
+            st.admitted += 1
+            if st.in_service > st.max_concurrent:
+                st.max_concurrent = st.in_service
+            return True
+        return False
+
+    async def acquire(self, loop: asyncio.AbstractEventLoop) -> float:
+        """Wait for a slot; returns the loop time at which the slot was granted."""
+        if self.try_acquire():
+            return loop.time()
+        fut: asyncio.Future[float] = loop.create_future()
+        self._waiters.append(fut)
+        self.stats.queued += 1
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                self.release(loop)  # granted just before the cancellation landed: pass it on
+            else:
+                self.stats.queued -= 1
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(fut)
+            raise
+
+    def release(self, loop: asyncio.AbstractEventLoop) -> None:
+        st = self.stats
+        while self._waiters:
+            fut = self._waiters.popleft()
+            if not fut.done():
+                st.queued -= 1
+                st.admitted += 1  # in_service unchanged: the slot moves to the waiter
+                fut.set_result(loop.time())
+                return
+        st.in_service -= 1
+
+    # -- rate limit (token bucket: rate_limit per second, capacity max(1, rate_limit)) -----------
+
+    def take_rate_token(self, now: float) -> float:
+        """0.0 when the request may pass, else the seconds until the bucket has a token again."""
+        rate = self.profile.rate_limit
+        cap = max(1.0, rate)
+        tokens = min(cap, self._bucket_tokens + (now - self._bucket_t) * rate)
+        self._bucket_t = now
+        if tokens >= 1.0:
+            self._bucket_tokens = tokens - 1.0
+            return 0.0
+        self._bucket_tokens = tokens
+        return (1.0 - tokens) / rate
+
+    def chance(self, rate: float) -> bool:
+        """True for a fraction `rate` of calls; draws from the RNG only when 0 < rate < 1."""
+        if rate <= 0.0:
+            return False
+        if rate >= 1.0:
+            return True
+        return self.rng.random() < rate
+
+    def factor(self) -> float:
+        j = min(max(self.profile.jitter, 0.0), 1.0)
+        if j == 0.0:
+            return 1.0
+        return self.rng.uniform(1.0 - j, 1.0 + j)
+
+    def template(self, n: int, finish: str) -> list[bytes]:
+        """Segments of the streamed body (role, n tokens, finish) to be joined with the id slot."""
+        key = (n, finish)
+        segs = self.templates.get(key)
+        if segs is None:
+            if len(self.templates) >= _TEMPLATE_CACHE_SIZE:
+                self.templates.clear()
+            mid = b',"model":' + self.model_json + b',"choices":['
+            k = len(_TOKEN_CHOICE)
+            choices = [_ROLE_CHOICE, *(_TOKEN_CHOICE[i % k] for i in range(n)), _FINISH_CHOICE[finish]]
+            segs = [_HEAD]
+            for c in choices[:-1]:
+                segs.append(mid + c + _HEAD)
+            segs.append(mid + choices[-1])
+            self.templates[key] = segs
+        return segs
+
+
+class SimState:
+    """The simulator behind one app: profiles, per-model state and the request handlers."""
+
+    def __init__(
+        self, profiles: dict[str, SimModelProfile], default: SimModelProfile | None, seed: int
+    ) -> None:
+        self.profiles = dict(profiles)
+        self.default = default if default is not None else SimModelProfile()
+        self.seed = seed
+        self.models: dict[str, _ModelState] = {
+            name: _ModelState(name, p, seed) for name, p in self.profiles.items()
+        }
+        self._ids = itertools.count(1)
+        self.bad_requests = 0
+
+    def state_for(self, name: str) -> _ModelState:
+        st = self.models.get(name)
+        if st is None:
+            if len(self.models) >= _MAX_MODEL_STATES:
+                name = _OTHER_MODELS
+                st = self.models.get(name)
+                if st is not None:
+                    return st
+            st = _ModelState(name, self.default, self.seed)
+            self.models[name] = st
+        return st
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "models": {name: st.stats.to_dict() for name, st in self.models.items()},
+            "bad_requests": self.bad_requests,
+        }
+
+    # -- handlers --------------------------------------------------------------------------------
+
+    async def handle_health(self, request: web.Request) -> web.Response:
+        return _json_response(200, b'{"status":"ok"}')
+
+    async def handle_stats(self, request: web.Request) -> web.Response:
+        return _json_response(200, orjson.dumps(self.stats()))
+
+    async def handle_models(self, request: web.Request) -> web.Response:
+        created = int(time.time())
+        data = [
+            {"id": name, "object": "model", "created": created, "owned_by": "oxconsole-sim"}
+            for name in self.profiles
+        ]
+        return _json_response(200, orjson.dumps({"object": "list", "data": data}))
+
+    async def handle_chat(self, request: web.Request) -> web.StreamResponse:
+        try:
+            body = orjson.loads(await request.read())
+        except orjson.JSONDecodeError:
+            self.bad_requests += 1
+            return _json_response(
+                400, _error_body("request body is not valid JSON", "invalid_request_error", None)
+            )
+        if not isinstance(body, dict):
+            self.bad_requests += 1
+            return _json_response(
+                400, _error_body("request body must be a JSON object", "invalid_request_error", None)
+            )
+        model = body.get("model")
+        ms = self.state_for(model if isinstance(model, str) else "")
+        prof = ms.profile
+        stats = ms.stats
+        stats.received += 1
+        loop = asyncio.get_running_loop()
+        if ms.arrival_faults:
+            refused = await self._arrival_faults(request, ms, loop)
+            if refused is not None:
+                return refused
+
+        # -- the request proper ----------------------------------------------------------------
+        max_tokens = body.get("max_completion_tokens")
+        if max_tokens is None:
+            max_tokens = body.get("max_tokens")
+        n = prof.output_tokens
+        finish = "stop"
+        if type(max_tokens) is int and max_tokens < n:
+            n = max(1, max_tokens)
+            finish = "length"
+        prompt_tokens = (_content_chars(body.get("messages")) + 3) // 4
+        stream = body.get("stream") is True
+        opts = body.get("stream_options")
+        include_usage = stream and isinstance(opts, dict) and opts.get("include_usage") is True
+        abort = malformed = False
+        if ms.stream_faults:
+            abort = ms.chance(prof.abort_rate)
+            malformed = not abort and ms.chance(prof.malformed_rate)
+            if abort:
+                stats.abort += 1
+                stats.faults += 1
+            elif malformed:
+                stats.malformed += 1
+                stats.faults += 1
+
+        t_admit = loop.time() if ms.try_acquire() else await ms.acquire(loop)
+        try:
+            rid = b"chatcmpl-sim%x" % next(self._ids)
+            created = int(time.time())
+            if stream:
+                slot = rid + _SLOT_MID + b"%d" % created
+                if ms.zero_latency and not (abort or malformed):
+                    parts = [slot.join(ms.template(n, finish))]
+                    if include_usage:
+                        parts += (_HEAD, slot, b',"model":', ms.model_json, b',"choices":[')
+                        parts.append(_usage_tail(prompt_tokens, n))
+                    parts.append(_DONE)
+                    stats.completed += 1
+                    return web.Response(body=b"".join(parts), headers=_SSE_HEADERS)
+                resp = await self._stream(
+                    request, ms, t_admit, slot, n, finish, prompt_tokens, include_usage, abort, malformed
+                )
+            else:
+                resp = await self._complete(
+                    request, ms, t_admit, rid, created, n, finish, prompt_tokens, abort, malformed
+                )
+            if not (abort or malformed):
+                stats.completed += 1
+            return resp
+        except ConnectionError:
+            # The client went away mid-response (a write hit the closing transport). Nothing can be
+            # sent; returning quietly keeps aiohttp from logging it as a server error.
+            stats.disconnected += 1
+            return web.Response(status=499)
+        finally:
+            ms.release(loop)
+
+    async def _arrival_faults(
+        self, request: web.Request, ms: _ModelState, loop: asyncio.AbstractEventLoop
+    ) -> web.StreamResponse | None:
+        """Rate limit, stall, throttle, 500 and reset; None when the request goes on to be served."""
+        prof = ms.profile
+        stats = ms.stats
+        if prof.rate_limit > 0.0:
+            wait = ms.take_rate_token(loop.time())
+            if wait > 0.0:
+                return self._too_many(ms, max(wait, 0.001), "rate limit reached (simulated)")
+        stall = ms.chance(prof.stall_rate)
+        throttle = ms.chance(prof.throttle_rate)
+        error = not throttle and ms.chance(prof.error_rate)
+        reset = not (throttle or error) and ms.chance(prof.reset_rate)
+        if stall:
+            stats.stall += 1
+            stats.faults += 1
+            await asyncio.sleep(prof.stall)  # before any header, and without holding a capacity slot
+        if throttle:
+            return self._too_many(ms, prof.retry_after, "too many requests (simulated throttle)")
+        if error:
+            stats.http_500 += 1
+            stats.faults += 1
+            return _json_response(500, _error_body("simulated server error", "server_error", None))
+        if reset:
+            stats.reset += 1
+            stats.faults += 1
+            if request.transport is not None:
+                request.transport.close()
+            # Whatever is returned cannot be written: aiohttp sees the closed transport and drops it.
+            return web.Response(status=500)
+        return None
+
+    def _too_many(self, ms: _ModelState, retry_after: float, message: str) -> web.Response:
+        ms.stats.http_429 += 1
+        ms.stats.faults += 1
+        headers = {
+            "Retry-After": _fmt_seconds(retry_after),
+            "retry-after-ms": str(max(0, math.ceil(retry_after * 1000))),
+        }
+        return _json_response(429, _error_body(message, "requests", "rate_limit_exceeded"), headers)
+
+    def _schedule(self, ms: _ModelState, t_admit: float, n: int) -> list[float]:
+        """Absolute loop times of the n content tokens (jitter applied per ttft and per gap)."""
+        prof = ms.profile
+        t_first = t_admit + prof.ttft * ms.factor()
+        if prof.tokens_per_s <= 0.0:
+            return [t_first] * n
+        gap = 1.0 / prof.tokens_per_s
+        if prof.jitter <= 0.0:
+            return [t_first + i * gap for i in range(n)]
+        times = [t_first]
+        t = t_first
+        for _ in range(n - 1):
+            t += gap * ms.factor()
+            times.append(t)
+        return times
+
+    async def _stream(
+        self,
+        request: web.Request,
+        ms: _ModelState,
+        t_admit: float,
+        slot: bytes,
+        n: int,
+        finish: str,
+        prompt_tokens: int,
+        include_usage: bool,
+        abort: bool,
+        malformed: bool,
+    ) -> web.StreamResponse:
+        loop = asyncio.get_running_loop()
+        times = self._schedule(ms, t_admit, n)
+        head = _HEAD + slot + b',"model":' + ms.model_json + b',"choices":['
+        resp = web.StreamResponse(headers=_SSE_HEADERS)
+        await resp.prepare(request)
+        pending: list[bytes] = [head + _ROLE_CHOICE]
+        stop_at = n // 2 if abort else n  # abort: about half the tokens, then the connection drops
+        bad_at = n // 2 if malformed else -1
+        k = len(_TOKEN_CHOICE)
+        i = 0
+        while i < stop_at:
+            if times[i] > loop.time():
+                if pending:
+                    await resp.write(b"".join(pending))
+                    pending = []
+                await _sleep_until(loop, times[i])
+            now = loop.time()
+            while i < stop_at and times[i] <= now:
+                pending.append(_MALFORMED_CHUNK if i == bad_at else head + _TOKEN_CHOICE[i % k])
+                i += 1
+            if i < stop_at:
+                await resp.write(b"".join(pending))
+                pending = []
+        if abort:
+            if pending:
+                await resp.write(b"".join(pending))
+            if request.transport is not None:
+                request.transport.close()  # buffered chunks are flushed first; no finish, no [DONE]
+            return resp
+        pending.append(head + _FINISH_CHOICE[finish])
+        if include_usage:
+            pending.append(_HEAD + slot + b',"model":' + ms.model_json + b',"choices":[')
+            pending.append(_usage_tail(prompt_tokens, n))
+        pending.append(_DONE)
+        await resp.write(b"".join(pending))
+        await resp.write_eof()
+        return resp
+
+    async def _complete(
+        self,
+        request: web.Request,
+        ms: _ModelState,
+        t_admit: float,
+        rid: bytes,
+        created: int,
+        n: int,
+        finish: str,
+        prompt_tokens: int,
+        abort: bool,
+        malformed: bool,
+    ) -> web.StreamResponse:
+        loop = asyncio.get_running_loop()
+        times = self._schedule(ms, t_admit, n)
+        body = orjson.dumps(
+            {
+                "id": rid.decode(),
+                "object": "chat.completion",
+                "created": created,
+                "model": ms.name,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": _text(n), "refusal": None},
+                        "logprobs": None,
+                        "finish_reason": finish,
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": n,
+                    "total_tokens": prompt_tokens + n,
+                },
+            }
+        )
+        await _sleep_until(loop, times[-1])
+        if malformed:
+            return _json_response(200, body[: len(body) // 2])
+        if abort:
+            resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+            resp.content_length = len(body)
+            await resp.prepare(request)
+            await resp.write(body[: len(body) // 2])
+            if request.transport is not None:
+                request.transport.close()
+            return resp
+        return _json_response(200, body)
+
+
+def _content_chars(messages: object) -> int:
+    """Characters of message content (strings, or the text of content parts)."""
+    if not isinstance(messages, list):
+        return 0
+    total = 0
+    for m in messages:
+        if not isinstance(m, dict):
+            continue
+        c = m.get("content")
+        if isinstance(c, str):
+            total += len(c)
+        elif isinstance(c, list):
+            for part in c:
+                if isinstance(part, dict):
+                    text = part.get("text")
+                    if isinstance(text, str):
+                        total += len(text)
+    return total
+
+
+def _wake(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+async def _sleep_until(loop: asyncio.AbstractEventLoop, when: float) -> None:
+    """Sleep until the absolute loop time `when` (no drift from accumulated relative sleeps)."""
+    if when <= loop.time():
+        return
+    fut: asyncio.Future[None] = loop.create_future()
+    handle = loop.call_at(when, _wake, fut)
+    try:
+        await fut
+    finally:
+        handle.cancel()
+
+
+# ---------------------------------------------------------------------------------------------------
+# App construction and start-up.
+
+SIM_STATE: Final = web.AppKey("oxconsole_sim_state", SimState)
+
+
+def build_app(
+    profiles: dict[str, SimModelProfile], default: SimModelProfile | None = None, seed: int = 0
+) -> web.Application:
+    """The simulator as an aiohttp app. Unknown models use `default` (contract defaults if None)."""
+    state = SimState(profiles, default, seed)
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app[SIM_STATE] = state
+    app.router.add_post("/v1/chat/completions", state.handle_chat)
+    app.router.add_get("/v1/models", state.handle_models)
+    app.router.add_get("/health", state.handle_health)
+    app.router.add_get("/sim/stats", state.handle_stats)
+    return app
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _url_host(host: str) -> str:
+    if host in ("", "0.0.0.0"):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    if ":" in host and not host.startswith("["):
+        return f"[{host}]"
+    return host
+
+
+async def start_sim(
+    host: str = "127.0.0.1",
+    port: int = 0,
+    profiles: dict[str, SimModelProfile] | None = None,
+    default: SimModelProfile | None = None,
+    seed: int = 0,
+    *,
+    allow_remote: bool = False,
+) -> tuple[web.AppRunner, str]:
+    """Start the simulator on the running loop; returns the runner (call ``cleanup()``) and base URL.
+
+    Listens on loopback unless `allow_remote` is set (the simulator has no authentication).
+    """
+    if not allow_remote and not is_loopback(host):
+        raise ValueError(
+            f"refusing to listen on non-loopback host {host!r} (the simulator has no authentication); "
+            "pass --allow-remote to do it anyway"
+        )
+    app = build_app(profiles or {}, default, seed)
+    # handler_cancellation: a client that disconnects frees its capacity slot at once, as vLLM does.
+    runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=1.0)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, backlog=4096)
+    try:
+        await site.start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    bound_port = runner.addresses[0][1]
+    return runner, f"http://{_url_host(host)}:{bound_port}/v1"

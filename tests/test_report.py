@@ -1,0 +1,164 @@
+"""Tests for oxconsole.report: journal reading, summary from a journal, the text table, the command."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+from test_metrics import FakeClock, make_records
+
+from oxconsole.metrics import Collector
+from oxconsole.records import RequestRecord
+from oxconsole.report import JournalIssues, read_journal, render_summary, report_main, summary_from_journal
+
+
+def write_journal(path: Path, recs: list[RequestRecord], tail: bytes = b"") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as f:
+        for r in recs:
+            f.write(orjson.dumps(r.to_json_dict()) + b"\n")
+        f.write(tail)
+
+
+def collector_summary(recs: list[RequestRecord], duration: float) -> dict[str, object]:
+    clock = FakeClock()
+    c = Collector(["alpha", "beta"], started_at=recs[0].t_scheduled, clock=clock)
+    for i, r in enumerate(recs):
+        clock.t = 1000.0 + i * 0.01
+        c.record(r)
+    return c.summary("my-run", duration)
+
+
+COMPARED = (
+    "name",
+    "requests",
+    "throughput",
+    "latency_ms",
+    "ttft_ms",
+    "itl_ms",
+    "queue_ms",
+    "tokens",
+    "tokens_source",
+    "cost",
+    "errors",
+    "attempt_errors",
+    "models",
+)
+
+
+def test_journal_summary_equals_collector_summary(tmp_path: Path) -> None:
+    recs = make_records(3000)
+    path = tmp_path / "my-run" / "results.jsonl"
+    write_journal(path, recs)
+    from_journal = summary_from_journal(path)
+    duration = max(r.t_sent + (r.latency_ms or 0) / 1000 for r in recs) - min(r.t_scheduled for r in recs)
+    assert from_journal["duration_s"] == round(duration, 3)
+    live = collector_summary(recs, duration)
+    for key in COMPARED:
+        assert from_journal[key] == live[key], key
+    assert from_journal["started_at"] == live["started_at"]
+    assert from_journal["changes"] == []
+    assert from_journal["phases"][0]["requests"] == live["requests"]
+    assert summary_from_journal(path, name="other")["name"] == "other"
+
+
+def test_duplicate_ids_last_record_wins(tmp_path: Path) -> None:
+    first = RequestRecord(
+        "a", "alpha", "e", "error", 3, 100.0, 100.5, 0.0, None, error="timeout", error_detail="t"
+    )
+    ok_b = RequestRecord("b", "alpha", "e", "ok", 1, 100.0, 100.1, 0.0, 200.0)
+    resumed = RequestRecord("a", "alpha", "e", "ok", 1, 200.0, 200.0, 0.0, 1000.0)
+    path = tmp_path / "run" / "results.jsonl"
+    write_journal(path, [first, ok_b, resumed])
+    s = summary_from_journal(path)
+    assert s["requests"] == {"total": 2, "ok": 2, "error": 0, "retried": 0}
+    assert s["errors"] == {}
+    assert s["duration_s"] == 101.0  # 100.0 .. 200.0 + 1 s
+
+
+def test_torn_last_line_skipped_and_reported(tmp_path: Path) -> None:
+    recs = make_records(20)
+    path = tmp_path / "r" / "results.jsonl"
+    write_journal(path, recs, tail=b'{"id": "torn", "model": "al')
+    issues = JournalIssues()
+    skipped: list[tuple[int, bool]] = []
+    got = list(read_journal(path, issues, on_skip=lambda n, last: skipped.append((n, last))))
+    assert [r.id for r in got] == [r.id for r in recs]
+    assert issues.torn_last and issues.torn_line == 21 and issues.invalid == 0
+    assert skipped == [(21, True)]
+    assert issues.records == 20
+    assert "incomplete last line" in issues.messages(path)[0]
+
+
+def test_invalid_middle_lines_counted(tmp_path: Path) -> None:
+    recs = make_records(5)
+    path = tmp_path / "r" / "results.jsonl"
+    lines = [orjson.dumps(r.to_json_dict()) for r in recs]
+    lines.insert(2, b"not json")
+    lines.insert(4, b"[1, 2]")
+    lines.insert(5, b"")
+    path.parent.mkdir()
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    issues = JournalIssues()
+    got = list(read_journal(path, issues))
+    assert len(got) == 5
+    assert issues.invalid == 2 and issues.invalid_lines == [3, 5] and not issues.torn_last
+
+
+def test_render_fits_80_columns(tmp_path: Path) -> None:
+    recs = make_records(500)
+    for r in recs[:50]:
+        r.model = "an-extraordinarily-long-model-name/with-a-provider-prefix-v2"
+        r.latency_ms = 123456789.123 if r.status == "ok" else None
+    clock = FakeClock()
+    c = Collector(["alpha"], started_at=1_700_000_000.0, clock=clock)
+    for r in recs:
+        c.record(r)
+    c.change(12.5, "concurrency", 50, 200)
+    c.change(30.0, "weight", 1.0, 2.5, model="an-extraordinarily-long-model-name/with-a-provider-prefix-v2")
+    s = c.summary("a-workload-name-that-is-rather-long-for-a-title-line-really", 98765.4)
+    text = render_summary(s)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80, max(lines, key=len)
+    assert "(" in lines[3] and "estimated" in lines[3]  # tokens line says some are estimates
+    for word in ("TTFT", "ITL", "latency", "queue", "alpha", "http_500", "concurrency 50 → 200"):
+        assert word in text, word
+    # a summary without estimates and without changes
+    plain = render_summary(
+        collector_summary([r for r in make_records(50) if r.tokens_source == "usage"], 5.0)
+    )
+    assert "estimated" not in plain and "changed" not in plain
+    assert max(len(line) for line in plain.splitlines()) <= 80
+
+
+def test_report_main_table_and_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    recs = make_records(100)
+    path = tmp_path / "job" / "results.jsonl"
+    write_journal(path, recs, tail=b"{")
+    assert report_main(str(path), as_json=False) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("job")
+    assert "incomplete last line" in err
+    assert report_main(str(path), as_json=True) == 0
+    out, _ = capsys.readouterr()
+    data = orjson.loads(out)
+    assert data["requests"]["total"] == 100 and data["name"] == "job"
+
+
+def test_report_main_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "nope.jsonl"
+    assert report_main(str(missing), as_json=False) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert str(missing) in err and len(err.strip().splitlines()) == 1
+    assert report_main(str(tmp_path), as_json=True) == 2  # a directory
+
+
+def test_empty_journal(tmp_path: Path) -> None:
+    path = tmp_path / "e" / "results.jsonl"
+    write_journal(path, [])
+    s = summary_from_journal(path)
+    assert s["requests"]["total"] == 0 and s["duration_s"] == 0.0
+    assert s["latency_ms"]["p99"] == 0.0
+    assert max(len(line) for line in render_summary(s).splitlines()) <= 80

@@ -1,0 +1,469 @@
+"""The simulator over real loopback HTTP: the openai SDK and raw aiohttp as clients."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import openai
+import pytest
+
+from oxconsole.sim import SIM_STATE, SimProcess, SimProcessError, start_sim
+from oxconsole.sim.cli import main as sim_main
+from oxconsole.sim.cli import profiles_from_json, profiles_to_json
+from oxconsole.workload import SimModelProfile
+
+REPO = Path(__file__).resolve().parents[1]
+MESSAGES: list[Any] = [{"role": "user", "content": "x" * 40}]  # 40 chars -> 10 prompt tokens
+
+FAST = SimModelProfile(ttft=0.0, tokens_per_s=0.0, output_tokens=8, jitter=0.0)
+PROFILES = {
+    "fast": FAST,
+    "timed": SimModelProfile(ttft=0.2, tokens_per_s=50.0, output_tokens=6, jitter=0.0),
+    "jittery": SimModelProfile(ttft=0.1, tokens_per_s=100.0, output_tokens=5, jitter=0.5),
+    "cap2": SimModelProfile(ttft=0.2, tokens_per_s=0.0, output_tokens=4, capacity=2, jitter=0.0),
+    "cap1": SimModelProfile(ttft=1.0, tokens_per_s=0.0, output_tokens=4, capacity=1, jitter=0.0),
+    "err": SimModelProfile(ttft=0.0, tokens_per_s=0.0, error_rate=1.0),
+    "throttle": SimModelProfile(ttft=0.0, tokens_per_s=0.0, throttle_rate=1.0, retry_after=2.0),
+    "limited": SimModelProfile(ttft=0.0, tokens_per_s=0.0, output_tokens=2, rate_limit=5.0),
+    "reset": SimModelProfile(ttft=0.0, tokens_per_s=0.0, reset_rate=1.0),
+    "abort": SimModelProfile(ttft=0.0, tokens_per_s=1000.0, output_tokens=10, abort_rate=1.0, jitter=0.0),
+    "malformed": SimModelProfile(ttft=0.0, tokens_per_s=0.0, output_tokens=10, malformed_rate=1.0),
+    "stall": SimModelProfile(ttft=0.0, tokens_per_s=0.0, output_tokens=2, stall_rate=1.0, stall=0.3),
+}
+
+
+@pytest.fixture
+async def sim() -> AsyncIterator[str]:
+    runner, url = await start_sim(profiles=PROFILES, default=FAST, seed=7)
+    try:
+        yield url
+    finally:
+        await runner.cleanup()
+
+
+@pytest.fixture
+async def client(sim: str) -> AsyncIterator[openai.AsyncOpenAI]:
+    c = openai.AsyncOpenAI(base_url=sim, api_key="x", max_retries=0)
+    try:
+        yield c
+    finally:
+        await c.close()
+
+
+async def sim_stats(url: str) -> dict[str, Any]:
+    async with aiohttp.ClientSession() as s, s.get(url.removesuffix("/v1") + "/sim/stats") as r:
+        assert r.status == 200
+        data: dict[str, Any] = await r.json()
+        return data
+
+
+async def raw_post(url: str, payload: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
+    async with aiohttp.ClientSession() as s, s.post(url + "/chat/completions", json=payload) as r:
+        return r.status, dict(r.headers), await r.read()
+
+
+# -- the happy path ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("max_tokens", "n", "finish"), [(None, 8, "stop"), (100, 8, "stop"), (3, 3, "length")]
+)
+async def test_stream_with_usage(
+    client: openai.AsyncOpenAI, max_tokens: int | None, n: int, finish: str
+) -> None:
+    kwargs: dict[str, Any] = {} if max_tokens is None else {"max_tokens": max_tokens}
+    stream = await client.chat.completions.create(
+        model="fast", messages=MESSAGES, stream=True, stream_options={"include_usage": True}, **kwargs
+    )
+    contents: list[str] = []
+    finishes: list[str] = []
+    usage = None
+    async for chunk in stream:
+        assert chunk.object == "chat.completion.chunk"
+        assert chunk.model == "fast"
+        for choice in chunk.choices:
+            if choice.delta.content:
+                contents.append(choice.delta.content)
+            if choice.finish_reason:
+                finishes.append(choice.finish_reason)
+        if chunk.usage is not None:
+            assert chunk.choices == []
+            usage = chunk.usage
+    assert len(contents) == n
+    assert all(c.endswith(" ") for c in contents)
+    assert finishes == [finish]
+    assert usage is not None
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens) == (10, n, 10 + n)
+
+
+async def test_stream_without_usage_ends_with_done(sim: str) -> None:
+    status, headers, body = await raw_post(sim, {"model": "fast", "messages": MESSAGES, "stream": True})
+    assert status == 200
+    assert headers["Content-Type"].startswith("text/event-stream")
+    events = [e for e in body.decode().split("\n\n") if e]
+    assert events[-1] == "data: [DONE]"
+    chunks = [json.loads(e.removeprefix("data: ")) for e in events[:-1]]
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert all("usage" not in c for c in chunks)
+    assert len({c["id"] for c in chunks}) == 1
+
+
+async def test_non_streaming(client: openai.AsyncOpenAI) -> None:
+    r = await client.chat.completions.create(model="fast", messages=MESSAGES, max_completion_tokens=5)
+    assert r.object == "chat.completion"
+    assert r.choices[0].finish_reason == "length"
+    assert r.choices[0].message.role == "assistant"
+    assert len((r.choices[0].message.content or "").split()) == 5
+    assert r.usage is not None
+    assert (r.usage.prompt_tokens, r.usage.completion_tokens, r.usage.total_tokens) == (10, 5, 15)
+
+
+async def test_unknown_model_uses_default_profile(client: openai.AsyncOpenAI, sim: str) -> None:
+    r = await client.chat.completions.create(model="no-such-model", messages=MESSAGES)
+    assert r.model == "no-such-model"
+    assert r.usage is not None and r.usage.completion_tokens == FAST.output_tokens
+    assert (await sim_stats(sim))["models"]["no-such-model"]["completed"] == 1
+
+
+async def test_models_health_and_bad_body(client: openai.AsyncOpenAI, sim: str) -> None:
+    models = await client.models.list()
+    assert [m.id for m in models.data] == list(PROFILES)
+    async with aiohttp.ClientSession() as s:
+        async with s.get(sim.removesuffix("/v1") + "/health") as r:
+            assert r.status == 200
+        async with s.post(sim + "/chat/completions", data=b"{not json") as r:
+            assert r.status == 400
+            assert "error" in await r.json()
+
+
+# -- timing -----------------------------------------------------------------------------------------
+
+
+async def test_timing_is_exact_without_jitter(client: openai.AsyncOpenAI) -> None:
+    # Tolerances: the server schedules every token at an absolute loop time (t_admit + ttft + i/tps),
+    # so its own error is one timer tick (~1 ms) and does not accumulate over tokens. What remains is
+    # client-side: sending the request, SSE parsing in the SDK, and scheduling noise on a loaded CI
+    # machine (a few ms). 15 ms on TTFT and 20 ms on latency leave room for that noise and are still
+    # far below one token gap (20 ms) times the 5 gaps, so a drifting or relative-sleep schedule fails.
+    await client.chat.completions.create(model="fast", messages=MESSAGES)  # warm up SDK and pool
+    ttfts: list[float] = []
+    latencies: list[float] = []
+    gaps: list[float] = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        stream = await client.chat.completions.create(model="timed", messages=MESSAGES, stream=True)
+        stamps: list[float] = []
+        async for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                stamps.append(time.perf_counter())
+        t_end = time.perf_counter()
+        assert len(stamps) == 6
+        ttfts.append((stamps[0] - t0) * 1000)
+        latencies.append((t_end - t0) * 1000)
+        gaps.append((stamps[-1] - stamps[0]) * 1000 / 5)
+    # The median of three keeps one scheduling hiccup on a shared machine from failing the test.
+    assert statistics.median(ttfts) == pytest.approx(200, abs=15)
+    assert statistics.median(latencies) == pytest.approx(300, abs=20)  # ttft + (6 - 1) / 50 s
+    assert statistics.median(gaps) == pytest.approx(20, abs=3)
+
+
+async def test_non_streaming_latency(client: openai.AsyncOpenAI) -> None:
+    await client.chat.completions.create(model="fast", messages=MESSAGES)
+    t0 = time.perf_counter()
+    r = await client.chat.completions.create(model="timed", messages=MESSAGES)
+    assert (time.perf_counter() - t0) * 1000 == pytest.approx(300, abs=25)
+    assert r.usage is not None and r.usage.completion_tokens == 6
+
+
+async def test_jitter_stays_within_its_spread(client: openai.AsyncOpenAI) -> None:
+    await client.chat.completions.create(model="fast", messages=MESSAGES)
+    t0 = time.perf_counter()
+    stream = await client.chat.completions.create(model="jittery", messages=MESSAGES, stream=True)
+    first = None
+    async for chunk in stream:
+        if first is None and chunk.choices and chunk.choices[0].delta.content:
+            first = time.perf_counter()
+    assert first is not None
+    assert 50 - 5 <= (first - t0) * 1000 <= 150 + 15  # ttft 100 ms x [0.5, 1.5]
+
+
+async def test_capacity_queues_fifo(client: openai.AsyncOpenAI, sim: str) -> None:
+    await client.chat.completions.create(model="fast", messages=MESSAGES)
+    t0 = time.perf_counter()
+
+    async def one() -> float:
+        await client.chat.completions.create(model="cap2", messages=MESSAGES)
+        return time.perf_counter() - t0
+
+    done = sorted(await asyncio.gather(*(one() for _ in range(4))))
+    # Service time is 0.2 s: two are served at once, the next two one service time later.
+    assert done[0] == pytest.approx(0.2, abs=0.04)
+    assert done[1] == pytest.approx(0.2, abs=0.04)
+    assert done[2] == pytest.approx(0.4, abs=0.05)
+    assert done[3] == pytest.approx(0.4, abs=0.05)
+    st = (await sim_stats(sim))["models"]["cap2"]
+    assert st["max_concurrent"] == 2
+    counts = (st["received"], st["admitted"], st["completed"], st["in_service"], st["queued"])
+    assert counts == (4, 4, 4, 0, 0)
+
+
+async def test_client_gone_while_queued_frees_its_place(sim: str) -> None:
+    payload = {"model": "cap1", "messages": MESSAGES}
+    async with aiohttp.ClientSession() as s:
+        first = asyncio.ensure_future(s.post(sim + "/chat/completions", json=payload))
+        await asyncio.sleep(0.05)
+        with pytest.raises(asyncio.TimeoutError):
+            await s.post(sim + "/chat/completions", json=payload, timeout=aiohttp.ClientTimeout(total=0.2))
+        await asyncio.sleep(0.05)
+        st = (await sim_stats(sim))["models"]["cap1"]
+        assert (st["in_service"], st["queued"]) == (1, 0)
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+    await asyncio.sleep(0.05)
+    st = (await sim_stats(sim))["models"]["cap1"]
+    assert (st["in_service"], st["queued"], st["admitted"]) == (0, 0, 1)
+
+
+async def test_client_gone_mid_stream_is_quiet(sim: str, caplog: pytest.LogCaptureFixture) -> None:
+    payload = {"model": "timed", "messages": MESSAGES, "stream": True}
+    async with aiohttp.ClientSession() as s, s.post(sim + "/chat/completions", json=payload) as r:
+        await r.content.readline()  # the role chunk, sent at admission
+        # leaving the block releases (closes) the connection mid-stream
+    await asyncio.sleep(0.35)
+    st = (await sim_stats(sim))["models"]["timed"]
+    assert (st["in_service"], st["completed"]) == (0, 0)
+    assert not [rec for rec in caplog.records if rec.levelname in ("ERROR", "CRITICAL")]
+
+
+# -- faults -----------------------------------------------------------------------------------------
+
+
+async def test_error_rate_gives_500(client: openai.AsyncOpenAI, sim: str) -> None:
+    with pytest.raises(openai.InternalServerError) as e:
+        await client.chat.completions.create(model="err", messages=MESSAGES)
+    assert e.value.status_code == 500
+    status, _, body = await raw_post(sim, {"model": "err", "messages": MESSAGES})
+    assert status == 500
+    assert json.loads(body)["error"]["type"] == "server_error"
+    assert (await sim_stats(sim))["models"]["err"]["http_500"] == 2
+
+
+async def test_throttle_gives_429_with_retry_after(client: openai.AsyncOpenAI, sim: str) -> None:
+    with pytest.raises(openai.RateLimitError):
+        await client.chat.completions.create(model="throttle", messages=MESSAGES)
+    status, headers, body = await raw_post(sim, {"model": "throttle", "messages": MESSAGES})
+    assert status == 429
+    assert headers["Retry-After"] == "2"
+    assert headers["retry-after-ms"] == "2000"
+    assert json.loads(body)["error"]["code"] == "rate_limit_exceeded"
+
+
+async def test_rate_limit(sim: str) -> None:
+    payload = {"model": "limited", "messages": MESSAGES}
+    async with aiohttp.ClientSession() as s:
+
+        async def one() -> tuple[int, str | None]:
+            async with s.post(sim + "/chat/completions", json=payload) as r:
+                await r.read()
+                return r.status, r.headers.get("Retry-After")
+
+        results = await asyncio.gather(*(one() for _ in range(10)))
+        # 5 requests/s with a bucket of 5: a burst of 10 lets 5 through.
+        assert sorted(s for s, _ in results).count(200) == 5
+        assert all(ra is not None and float(ra) > 0 for s, ra in results if s == 429)
+        await asyncio.sleep(0.25)  # one token refills every 0.2 s
+        assert (await one())[0] == 200
+        assert (await one())[0] == 429
+    assert (await sim_stats(sim))["models"]["limited"]["http_429"] == 6
+
+
+async def test_reset_is_a_connection_error(client: openai.AsyncOpenAI, sim: str) -> None:
+    with pytest.raises(openai.APIConnectionError):
+        await client.chat.completions.create(model="reset", messages=MESSAGES)
+    with pytest.raises(aiohttp.ClientConnectionError):
+        await raw_post(sim, {"model": "reset", "messages": MESSAGES})
+    assert (await sim_stats(sim))["models"]["reset"]["reset"] == 2
+
+
+async def test_abort_ends_stream_without_done(client: openai.AsyncOpenAI, sim: str) -> None:
+    lines: list[bytes] = []
+    async with aiohttp.ClientSession() as s:
+        payload = {"model": "abort", "messages": MESSAGES, "stream": True}
+        async with s.post(sim + "/chat/completions", json=payload) as r:
+            assert r.status == 200
+            with pytest.raises(aiohttp.ClientPayloadError):
+                async for line in r.content:
+                    lines.append(line)
+    data = [json.loads(x[6:]) for x in lines if x.startswith(b"data: {")]
+    assert b"data: [DONE]\n" not in lines
+    assert all(c["choices"][0]["finish_reason"] is None for c in data)
+    assert len([c for c in data if c["choices"][0]["delta"].get("content")]) == 5  # half of 10
+    # The SDK sees the same thing as a connection error in the middle of the stream.
+    stream = await client.chat.completions.create(model="abort", messages=MESSAGES, stream=True)
+    with pytest.raises(openai.APIConnectionError):
+        async for _ in stream:
+            pass
+
+
+async def test_malformed_chunk_and_body(client: openai.AsyncOpenAI, sim: str) -> None:
+    stream = await client.chat.completions.create(model="malformed", messages=MESSAGES, stream=True)
+    with pytest.raises(json.JSONDecodeError):
+        async for _ in stream:
+            pass
+    status, _, body = await raw_post(sim, {"model": "malformed", "messages": MESSAGES})
+    assert status == 200
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(body)
+
+
+async def test_stall_delays_headers(client: openai.AsyncOpenAI, sim: str) -> None:
+    t0 = time.perf_counter()
+    r = await client.chat.completions.create(model="stall", messages=MESSAGES)
+    assert time.perf_counter() - t0 >= 0.3
+    assert r.usage is not None and r.usage.completion_tokens == 2
+    with pytest.raises(openai.APITimeoutError):
+        await client.chat.completions.create(model="stall", messages=MESSAGES, timeout=0.1)
+
+
+async def test_stats_are_on_the_app() -> None:
+    runner, url = await start_sim(profiles={"a": FAST})
+    try:
+        status, _, _ = await raw_post(url, {"model": "a", "messages": MESSAGES})
+        assert status == 200
+        state = runner.app[SIM_STATE]
+        assert state.models["a"].stats.completed == 1
+        assert (await sim_stats(url))["models"]["a"]["completed"] == 1
+    finally:
+        await runner.cleanup()
+
+
+async def test_refuses_non_loopback_host() -> None:
+    with pytest.raises(ValueError, match="allow-remote"):
+        await start_sim(host="0.0.0.0")
+
+
+# -- process and command line -----------------------------------------------------------------------
+
+
+def test_profiles_json_round_trip() -> None:
+    assert profiles_from_json(profiles_to_json(PROFILES)) == PROFILES
+    with pytest.raises(ValueError, match="nope"):
+        profiles_from_json('{"m": {"nope": 1}}')
+    with pytest.raises(ValueError, match="ttft"):
+        profiles_from_json('{"m": {"ttft": "fast"}}')
+
+
+def test_cli_bad_input_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert sim_main(["--profiles-json", '{"m": {"nope": 1}}']) == 2
+    assert sim_main(["--host", "192.0.2.1"]) == 2
+    err = capsys.readouterr().err
+    assert "nope" in err and "allow-remote" in err
+
+
+def test_cli_bad_config_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import oxconsole.workload as workload
+
+    if not hasattr(workload, "load_sim_section"):
+        pytest.skip("workload.load_sim_section is not there yet")
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[sim.models.m]\nttft = "soon"\n')
+    assert sim_main(["--config", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "bad.toml" in err and "Traceback" not in err
+
+
+def test_sim_process_start_stop() -> None:
+    cpus = {min(os.sched_getaffinity(0))} if hasattr(os, "sched_getaffinity") else None
+    with SimProcess({"m": FAST}, cpus=cpus) as sim:
+        assert sim.url.startswith("http://127.0.0.1:") and sim.url.endswith("/v1")
+        pid = sim.pid
+        assert pid is not None and sim.running
+        if cpus is not None:
+            assert os.sched_getaffinity(pid) == cpus
+        r = openai.OpenAI(base_url=sim.url, api_key="x", max_retries=0).chat.completions.create(
+            model="m", messages=MESSAGES
+        )
+        assert r.usage is not None and r.usage.completion_tokens == FAST.output_tokens
+    assert not sim.running
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # reaped: the pid is gone
+
+
+def test_sim_process_reports_child_stderr() -> None:
+    sim = SimProcess({"m": FAST}, host="192.0.2.1")  # refused: not loopback
+    with pytest.raises(SimProcessError, match="allow-remote"):
+        sim.start()
+    assert not sim.running
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_cli_prints_url_first_and_exits_cleanly(sig: signal.Signals, tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    config = tmp_path / "sim.toml"
+    config.write_text('[sim.models."from-config"]\nttft = "10ms"\noutput_tokens = 3\n')
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "oxconsole.sim", "--port", "0", "--config", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().decode().strip()
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
+        import urllib.request
+
+        with urllib.request.urlopen(url.removesuffix("/v1") + "/health", timeout=5) as r:
+            assert r.status == 200
+        with urllib.request.urlopen(url + "/models", timeout=5) as r:
+            assert [m["id"] for m in json.load(r)["data"]] == ["from-config"]
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0
+    assert b"Traceback" not in err
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux-only")
+def test_sim_process_dies_with_its_parent() -> None:
+    code = (
+        "import os, sys\n"
+        "from oxconsole.sim import SimProcess\n"
+        "sim = SimProcess()\n"
+        "sim.start()\n"
+        "print(sim.pid, flush=True)\n"
+        "os._exit(0)\n"  # no stop(): only the kernel's parent-death signal can end the child
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, timeout=20, check=True)
+    child = int(out.stdout.decode().split()[0])
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    os.kill(child, signal.SIGKILL)
+    pytest.fail("the simulator outlived its parent")
+
+
+def test_simulator_does_not_import_textual() -> None:
+    code = "import sys, oxconsole.sim, oxconsole.sim.cli; assert 'textual' not in sys.modules"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=30)
