@@ -46,15 +46,33 @@ def _run_parser() -> argparse.ArgumentParser:
         ),
     )
     p.add_argument("workload", metavar="WORKLOAD.toml", help="the workload file")
-    p.add_argument("--headless", action="store_true", help="no console: progress on stderr, summary on stdout")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a workload key by dotted path, value parsed as TOML (repeatable)")
-    p.add_argument("--resume", action="store_true", help="continue from the results journal: ids already ok are not sent")
+    p.add_argument(
+        "--headless", action="store_true", help="no console: progress on stderr, summary on stdout"
+    )
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a workload key by dotted path, value parsed as TOML (repeatable)",
+    )
+    p.add_argument(
+        "--resume", action="store_true", help="continue from the results journal: ids already ok are not sent"
+    )
     p.add_argument("--summary-json", metavar="PATH", help="also write the summary JSON to PATH")
     p.add_argument("--output", metavar="PATH", help="override [output] results")
-    p.add_argument("--progress-interval", type=float, default=2.0, metavar="S", help="headless progress line interval (default 2)")
+    p.add_argument(
+        "--progress-interval",
+        type=float,
+        default=2.0,
+        metavar="S",
+        help="headless progress line interval (default 2)",
+    )
     p.add_argument("--theme", metavar="NAME", help="console theme")
-    p.add_argument("--refresh", type=float, default=4.0, metavar="HZ", help="console refresh rate (default 4)")
+    p.add_argument(
+        "--refresh", type=float, default=4.0, metavar="HZ", help="console refresh rate (default 4)"
+    )
     p.add_argument("--version", action="version", version=f"oxconsole {__version__}")
     return p
 
@@ -77,17 +95,21 @@ def _subcommand(name: str, rest: list[str]) -> int:
     if name == "sim":
         from oxconsole.sim.cli import main as sim_main
 
-        return sim_main(rest)
+        return int(sim_main(rest))
     if name == "report":
-        p = _Parser(prog="oxconsole report", description="Recompute the summary from a results journal alone.")
+        p = _Parser(
+            prog="oxconsole report", description="Recompute the summary from a results journal alone."
+        )
         p.add_argument("results", metavar="RESULTS.jsonl")
         p.add_argument("--json", action="store_true", help="print the summary JSON instead of the table")
         ns = p.parse_args(rest)
         from oxconsole.report import report_main
 
-        return report_main(ns.results, ns.json)
+        return int(report_main(ns.results, ns.json))
     if name == "validate":
-        p = _Parser(prog="oxconsole validate", description="Check a workload, its prompts and its key variables.")
+        p = _Parser(
+            prog="oxconsole validate", description="Check a workload, its prompts and its key variables."
+        )
         p.add_argument("workload", metavar="WORKLOAD.toml")
         p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
         ns = p.parse_args(rest)
@@ -155,7 +177,10 @@ def _run(ns: argparse.Namespace) -> int:
 
         skip, bad = ok_ids(path)
         if bad:
-            print(f"oxconsole: {path}: skipped {bad} unreadable line(s) (a torn last line from a crash)", file=sys.stderr)
+            print(
+                f"oxconsole: {path}: skipped {bad} unreadable line(s) (a torn last line from a crash)",
+                file=sys.stderr,
+            )
         print(f"oxconsole: resuming: {len(skip)} request(s) already ok in {path}", file=sys.stderr)
     if note:
         print(f"oxconsole: {note}", file=sys.stderr)
@@ -164,7 +189,9 @@ def _run(ns: argparse.Namespace) -> int:
         total = max(0, total - len(skip))
     headless = ns.headless or not sys.stdout.isatty()
     if not headless:
-        print("oxconsole: the live console is not available in this build; running headless.", file=sys.stderr)
+        print(
+            "oxconsole: the live console is not available in this build; running headless.", file=sys.stderr
+        )
     outcome = _run_headless(w, path, skip, total, ns.progress_interval)
     return _finish(outcome, ns.summary_json)
 
@@ -199,7 +226,9 @@ def _run_headless(w: Workload, path: Path, skip: set[str], total: int | None, in
     def tick(s: Snapshot) -> None:
         print(progress_line(s), file=sys.stderr, flush=True)
 
-    engine = Engine(w, results_path=path, skip_ids=skip, total_expected=total, on_tick=tick, tick_interval=interval)
+    engine = Engine(
+        w, results_path=path, skip_ids=skip, total_expected=total, on_tick=tick, tick_interval=interval
+    )
 
     async def go() -> RunOutcome:
         loop = asyncio.get_running_loop()
@@ -224,7 +253,8 @@ def _run_headless(w: Workload, path: Path, skip: set[str], total: int | None, in
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
 
-    return run_loop(go())
+    outcome: RunOutcome = run_loop(go())
+    return outcome
 
 
 def run_loop(coro: Any) -> Any:
@@ -236,7 +266,7 @@ def run_loop(coro: Any) -> Any:
     except ImportError:
         return asyncio.run(coro)
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(coro)
+        return runner.run(coro)  # noqa: RET504
 
 
 if __name__ == "__main__":

@@ -119,7 +119,9 @@ class EndpointClient:
     async def close(self) -> None:
         await self.sdk.close()
 
-    async def attempt(self, body: dict[str, Any], *, stream: bool, timeout: float, save_text: bool) -> AttemptResult:
+    async def attempt(
+        self, body: dict[str, Any], *, stream: bool, timeout: float, save_text: bool
+    ) -> AttemptResult:
         """Send one request and read it to the end. Never raises except on cancellation."""
         res = AttemptResult(ok=False)
         res.t_sent = time.time()

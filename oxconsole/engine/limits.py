@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import Callable
 import time
+from collections.abc import Callable
 
 from aiolimiter import AsyncLimiter
 
@@ -98,7 +98,7 @@ class LiveRateLimiter(AsyncLimiter):
 
     @property
     def rate(self) -> float:
-        return self._rate_per_sec  # type: ignore[no-any-return]
+        return float(self._rate_per_sec)
 
     def set_rate(self, rate: float) -> None:
         if rate <= 0:

@@ -57,7 +57,9 @@ class RunOutcome:
         return 1 if self.error else 0
 
 
-def backoff_delay(attempt: int, base: float, cap: float, rng: random.Random, retry_after: float | None) -> float:
+def backoff_delay(
+    attempt: int, base: float, cap: float, rng: random.Random, retry_after: float | None
+) -> float:
     """Exponential backoff with full jitter, capped; a server's Retry-After is a floor."""
     delay = rng.uniform(0.0, min(cap, base * (2 ** (attempt - 1))))
     if retry_after is not None:
@@ -108,11 +110,7 @@ class Engine:
         self.budget = TokenBudget(run.tpm) if run.tpm > 0 else None
         self._rng = random.Random(run.seed * 7919 + 17)
         self.started_at = time.time()
-        self.collector = Collector(
-            [m.name for m in workload.models],
-            started_at=self.started_at,
-            prices={m.name: (m.price_per_request, m.price_per_1m_input, m.price_per_1m_output) for m in workload.models},
-        )
+        self.collector = self._new_collector()
         self.latest: Snapshot | None = None
         self.state = "starting"
         self.dispatched = 0
@@ -176,14 +174,14 @@ class Engine:
                 self.slots.set_limit(value)
                 self.collector.change(t, "concurrency", old, value)
         elif isinstance(cmd, SetRate):
-            value = max(0.0, float(cmd.value))
-            old = self.rate
-            if value != old:
-                self._set_rate(value)
-                self.collector.change(t, "rate", old, value)
+            rate = max(0.0, float(cmd.value))
+            old_rate = self.rate
+            if rate != old_rate:
+                self._set_rate(rate)
+                self.collector.change(t, "rate", old_rate, rate)
         elif isinstance(cmd, SetWeight):
             if cmd.model in self.router.weights and cmd.value >= 0:
-                old_w = self.router.weights[cmd.model]
+                old_w: float = self.router.weights[cmd.model]
                 if cmd.value != old_w:
                     self.router.set_weight(cmd.model, cmd.value)
                     self.collector.change(t, "weight", old_w, float(cmd.value), model=cmd.model)
@@ -233,7 +231,7 @@ class Engine:
         self._t0 = loop.time()
         self._perf0 = time.perf_counter()
         self.started_at = time.time()
-        self.collector.started_at = self.started_at
+        self.collector = self._new_collector()
         run = self.w.run
         self._running.set()
         self._set_rate(self.rate)
@@ -242,7 +240,6 @@ class Engine:
         try:
             await self._start_endpoints()
             self.state = "running"
-            self.collector.reset_clock()
             ticker = asyncio.create_task(self._ticker())
             if run.duration > 0:
                 loop.call_later(run.duration, self._deadline)
@@ -279,12 +276,24 @@ class Engine:
             warnings=self.warnings,
         )
 
+    def _new_collector(self) -> Collector:
+        return Collector(
+            [m.name for m in self.w.models],
+            started_at=self.started_at,
+            prices={
+                m.name: (m.price_per_request, m.price_per_1m_input, m.price_per_1m_output)
+                for m in self.w.models
+            },
+        )
+
     def _deadline(self) -> None:
         if not self._stop_requested:
             self.request_stop()
 
     async def _start_endpoints(self) -> None:
-        need_sim = [e for e in self.w.endpoints.values() if e.base_url == "sim" and e.name not in self.endpoint_urls]
+        need_sim = [
+            e for e in self.w.endpoints.values() if e.base_url == "sim" and e.name not in self.endpoint_urls
+        ]
         if need_sim:
             from oxconsole.sim.process import SimProcess
 
@@ -434,7 +443,9 @@ class Engine:
                     attempts += 1
                     if t_first_send is None:
                         t_first_send = loop.time()
-                    res = await client.attempt(body, stream=run.stream, timeout=run.timeout, save_text=self.w.output.save_text)
+                    res = await client.attempt(
+                        body, stream=run.stream, timeout=run.timeout, save_text=self.w.output.save_text
+                    )
                     if res.ok:
                         break
                     if self._stop_requested or i == retry.max_attempts or not retryable(res, retry.on):
@@ -462,7 +473,17 @@ class Engine:
                 current = nxt[0]
                 self.router.in_flight[current] += 1
             assert res is not None
-            rec = self._record(prompt, current, res, attempts, t_sched_wall, t_sched, t_first_send, backoff_total, attempt_errors)
+            rec = self._record(
+                prompt,
+                current,
+                res,
+                attempts,
+                t_sched_wall,
+                t_sched,
+                t_first_send,
+                backoff_total,
+                attempt_errors,
+            )
         except asyncio.CancelledError:
             rec = RequestRecord(
                 id=prompt.id,
@@ -515,7 +536,11 @@ class Engine:
             output_tokens = res.content_chunks
         cost = 0.0
         if res.ok:
-            cost = m.price_per_request + input_tokens * m.price_per_1m_input / 1e6 + output_tokens * m.price_per_1m_output / 1e6
+            cost = (
+                m.price_per_request
+                + input_tokens * m.price_per_1m_input / 1e6
+                + output_tokens * m.price_per_1m_output / 1e6
+            )
         return RequestRecord(
             id=prompt.id,
             model=model,
