@@ -196,7 +196,9 @@ class SimModelProfile:
     stall_rate: float = 0.0
     """Fraction of requests that stall for `stall` seconds before answering."""
     stall: float = 120.0
-    """Seconds a stalled request waits."""
+    """Seconds a stalled request waits before answering."""
+    usage: bool = True
+    """Send `usage` when the client asks for it; false mimics llama.cpp's server (none in streams)."""
 
 
 @dataclass(frozen=True)
@@ -940,6 +942,7 @@ def parse_sim_profiles(table: Any, file_label: str) -> dict[str, SimModelProfile
             malformed_rate=p.num("malformed_rate", d.malformed_rate, 0.0, 1.0),
             stall_rate=p.num("stall_rate", d.stall_rate, 0.0, 1.0),
             stall=p.duration("stall", d.stall),
+            usage=p.bool_("usage", d.usage),
         )
     return out
 

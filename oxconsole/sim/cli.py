@@ -25,6 +25,7 @@ from oxconsole.workload import SimModelProfile
 
 _FIELDS = {f.name: f for f in dataclasses.fields(SimModelProfile)}
 _INT_FIELDS = frozenset({"output_tokens", "capacity"})
+_BOOL_FIELDS = frozenset({"usage"})
 
 
 def profiles_to_json(profiles: dict[str, SimModelProfile]) -> str:
@@ -50,6 +51,11 @@ def profiles_from_json(text: str) -> dict[str, SimModelProfile]:
                 raise ValueError(
                     f"--profiles-json: {name}.{key}: unknown key (expected one of {', '.join(_FIELDS)})"
                 )
+            if key in _BOOL_FIELDS:
+                if not isinstance(value, bool):
+                    raise ValueError(f"--profiles-json: {name}.{key}: expected true or false, got {value!r}")
+                kwargs[key] = value
+                continue
             if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
                 raise ValueError(f"--profiles-json: {name}.{key}: expected a number >= 0, got {value!r}")
             if key in _INT_FIELDS:

@@ -395,7 +395,7 @@ class SimState:
         prompt_tokens = (_content_chars(body.get("messages")) + 3) // 4
         stream = body.get("stream") is True
         opts = body.get("stream_options")
-        include_usage = stream and isinstance(opts, dict) and opts.get("include_usage") is True
+        include_usage = prof.usage and stream and isinstance(opts, dict) and opts.get("include_usage") is True
         abort = malformed = False
         if ms.stream_faults:
             abort = ms.chance(prof.abort_rate)
