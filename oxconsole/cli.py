@@ -11,13 +11,15 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oxconsole import __version__
 
 if TYPE_CHECKING:
-    from oxconsole.engine.runner import RunOutcome
+    from oxconsole.engine.runner import Engine, RunOutcome
     from oxconsole.metrics.snapshot import Snapshot
     from oxconsole.workload import Workload
 
@@ -164,15 +166,26 @@ def _results_path(w: Workload, output: str | None, resume: bool) -> tuple[Path, 
     return path, note
 
 
-def _run(ns: argparse.Namespace) -> int:
-    w, stats = _load(ns.workload, ns.overrides)
-    if ns.refresh <= 0:
-        raise BadInput(f"--refresh: expected a number of updates per second > 0, got {ns.refresh}")
-    if ns.progress_interval <= 0:
-        raise BadInput(f"--progress-interval: expected seconds > 0, got {ns.progress_interval}")
-    path, note = _results_path(w, ns.output, ns.resume)
+@dataclass
+class PreparedRun:
+    """A run validated and ready to start: what the headless runner and the engine process share."""
+
+    workload: Workload
+    results_path: Path
+    skip: set[str]
+    """Ids already `ok` in the journal (--resume): not sent again."""
+    total: int | None
+    """Requests this run will send, when known."""
+    overrides: tuple[str, ...]
+
+
+def prepare_run(workload: str, overrides: list[str], output: str | None, resume: bool) -> PreparedRun:
+    """Load and check the workload, settle the journal path (an old one is kept aside), read ids
+    already done on --resume. Notes go to stderr; bad input raises BadInput."""
+    w, stats = _load(workload, overrides)
+    path, note = _results_path(w, output, resume)
     skip: set[str] = set()
-    if ns.resume:
+    if resume:
         from oxconsole.engine.journal import ok_ids
 
         skip, bad = ok_ids(path)
@@ -187,13 +200,48 @@ def _run(ns: argparse.Namespace) -> int:
     total = stats.total_requests
     if total is not None and skip:
         total = max(0, total - len(skip))
+    return PreparedRun(w, path, skip, total, tuple(overrides))
+
+
+def _check_flags(ns: argparse.Namespace) -> None:
+    if ns.refresh <= 0:
+        raise BadInput(f"--refresh: expected a number of updates per second > 0, got {ns.refresh}")
+    if ns.progress_interval <= 0:
+        raise BadInput(f"--progress-interval: expected seconds > 0, got {ns.progress_interval}")
+
+
+def _run(ns: argparse.Namespace) -> int:
+    _check_flags(ns)
+    prep = prepare_run(ns.workload, ns.overrides, ns.output, ns.resume)
     headless = ns.headless or not sys.stdout.isatty()
     if not headless:
-        print(
-            "oxconsole: the live console is not available in this build; running headless.", file=sys.stderr
-        )
-    outcome = _run_headless(w, path, skip, total, ns.progress_interval)
+        code = _run_console(ns, prep)
+        if code is not None:
+            return code
+    outcome = run_headless(prep, ns.progress_interval)
     return _finish(outcome, ns.summary_json)
+
+
+def _run_console(ns: argparse.Namespace, prep: PreparedRun) -> int | None:
+    """Start the engine process and open the console on it; None: no console, run headless."""
+    from oxconsole.control import SocketSource, console_session, load_console
+    from oxconsole.host import spawn_host, wait_listening
+
+    run_console, why = load_console()
+    if run_console is None:
+        print(f"oxconsole: {why}; running headless.", file=sys.stderr)
+        return None
+    host = spawn_host(
+        prep,
+        resume=ns.resume,
+        summary_json=ns.summary_json,
+        progress_interval=ns.progress_interval,
+    )
+    entry = wait_listening(host, timeout=10.0)
+    if isinstance(entry, int):
+        return entry
+    source = SocketSource.from_entry(entry, hz=ns.refresh)
+    return console_session(source, run_console, theme=ns.theme, refresh=ns.refresh, wait_exit=host.proc.wait)
 
 
 def _finish(outcome: RunOutcome, summary_json: str | None) -> int:
@@ -217,17 +265,45 @@ def progress_line(s: Snapshot) -> str:
     return fmt(s)
 
 
-def _run_headless(w: Workload, path: Path, skip: set[str], total: int | None, interval: float) -> RunOutcome:
-    import asyncio
-    import signal
-
+def make_engine(prep: PreparedRun, progress_interval: float) -> Engine:
+    """The engine for a prepared run, printing a progress line to stderr every interval."""
     from oxconsole.engine.runner import Engine
 
     def tick(s: Snapshot) -> None:
         print(progress_line(s), file=sys.stderr, flush=True)
 
-    engine = Engine(
-        w, results_path=path, skip_ids=skip, total_expected=total, on_tick=tick, tick_interval=interval
+    return Engine(
+        prep.workload,
+        results_path=prep.results_path,
+        skip_ids=prep.skip,
+        total_expected=prep.total,
+        on_tick=tick,
+        tick_interval=progress_interval,
+    )
+
+
+def run_headless(
+    prep: PreparedRun,
+    interval: float,
+    *,
+    before_end: Callable[[RunOutcome], None] | None = None,
+) -> RunOutcome:
+    """Run on this thread's own loop with a control socket (so `attach` and `ps` see the run).
+
+    SIGINT/SIGTERM stop gracefully (in-flight requests get `run.grace`); a second one cancels.
+    """
+    import asyncio
+    import signal
+
+    from oxconsole.control import RunInfo, serve_run
+
+    w = prep.workload
+    engine = make_engine(prep, interval)
+    info = RunInfo(
+        name=w.name,
+        workload_path=str(Path(w.path).resolve()),
+        overrides=prep.overrides,
+        results_path=str(prep.results_path.resolve()),
     )
 
     async def go() -> RunOutcome:
@@ -248,7 +324,7 @@ def _run_headless(w: Workload, path: Path, skip: set[str], total: int | None, in
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, on_signal)
         try:
-            return await engine.run()
+            return await serve_run(engine, info, before_end=before_end)
         finally:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
@@ -266,7 +342,7 @@ def run_loop(coro: Any) -> Any:
     except ImportError:
         return asyncio.run(coro)
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(coro)  # noqa: RET504
+        return runner.run(coro)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ class Router:
         self.rules: tuple[RoutingRule, ...] = routing.rules
         self._rng = random.Random(seed)
         self._rr = itertools.count()
-        self._cum_cache: dict[tuple[str, ...], tuple[list[str], list[float]]] = {}
+        self._cum_cache: dict[tuple[str | bool, ...], tuple[list[str], list[float]]] = {}
 
     # --- live changes -------------------------------------------------------------------------
     def set_weight(self, model: str, weight: float) -> None:
@@ -72,7 +72,7 @@ class Router:
         rule = self.rule_for(prompt)
         if rule is not None:
             try:
-                return self._choose(rule.models)
+                return self._choose(rule.models, in_rule=True)
             except NoModelAvailable:
                 for fb in rule.fallback:
                     if self.available(fb):
@@ -86,28 +86,32 @@ class Router:
             return []
         return [m for m in rule.fallback if m not in tried and self.enabled.get(m, False)]
 
-    def _candidates(self, names: Sequence[str]) -> list[str]:
+    def _candidates(self, names: Sequence[str], in_rule: bool) -> list[str]:
         cands = [n for n in names if self.available(n) and self.weights[n] > 0]
         if not cands:
             # A cooled-down model is still better than nothing: fall back to enabled ones.
             cands = [n for n in names if self.enabled[n] and self.weights[n] > 0]
+        if not cands and in_rule:
+            # A rule's own list: naming a model there routes to it even at global weight 0
+            # (weight 0 keeps a model out of the general traffic, e.g. one kept for a tag).
+            cands = [n for n in names if self.available(n)] or [n for n in names if self.enabled[n]]
         if not cands:
             raise NoModelAvailable
         return cands
 
-    def _choose(self, names: Sequence[str]) -> str:
+    def _choose(self, names: Sequence[str], in_rule: bool = False) -> str:
         if self.strategy == "round_robin":
-            cands = self._candidates(names)
+            cands = self._candidates(names, in_rule)
             return cands[next(self._rr) % len(cands)]
         if self.strategy == "least_loaded":
-            cands = self._candidates(names)
+            cands = self._candidates(names, in_rule)
             # Fewest in flight relative to weight; ties go to the earlier model.
             return min(cands, key=lambda n: self.in_flight[n] / self.weights[n])
-        key = tuple(names)
+        key: tuple[str | bool, ...] = (*names, in_rule)
         cached = self._cum_cache.get(key)
         if cached is None:
-            cands = self._candidates(names)
-            cum = list(itertools.accumulate(self.weights[n] for n in cands))
+            cands = self._candidates(names, in_rule)
+            cum = list(itertools.accumulate(self.weights[n] or 1.0 for n in cands))
             cached = self._cum_cache[key] = (cands, cum)
         cands, cum = cached
         if len(cands) == 1:

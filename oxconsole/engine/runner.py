@@ -239,6 +239,12 @@ class Engine:
         ticker = None
         try:
             await self._start_endpoints()
+            # The run's clock starts when dispatch can start (after a simulator is up).
+            self._t0 = loop.time()
+            self.started_at = time.time()
+            self.collector = self._new_collector()
+            if self.schedule is not None:
+                self.schedule.rebase(self._t0)
             self.state = "running"
             ticker = asyncio.create_task(self._ticker())
             if run.duration > 0:

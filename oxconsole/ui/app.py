@@ -1,0 +1,555 @@
+"""The console app: pulls snapshots on a timer, renders them, turns keys into commands.
+
+Why this module exists: it is the only place that knows about both the run (through `RunSource`)
+and the screen. The cadence is the UI's own: a `set_interval` timer at ``refresh`` Hz asks the
+source for its latest snapshot and, only when it is a new one, hands it to every panel inside one
+`batch_update`. Keys become small command objects sent to the source; the run applies them on its
+own loop. Nothing here blocks on the run.
+
+Layout: at 140x38 and above everything is visible at once; below, the top row (header, in flight,
+throughput) stays and models / latency / errors / phase share a tabbed area.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import ClassVar
+
+from textual import on
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import Footer, TabbedContent, TabPane
+
+from oxconsole.engine.commands import (
+    Command,
+    EnableModel,
+    Pause,
+    Resume,
+    SetConcurrency,
+    SetRate,
+    SetWeight,
+    Stop,
+)
+from oxconsole.metrics.snapshot import Snapshot
+from oxconsole.ui.protocol import RunSource
+from oxconsole.ui.render import LATENCY_METRICS, fmt_rate, fmt_weight, round_sig
+from oxconsole.ui.screens import HelpScreen, ModelRoute, RoutingEditor
+from oxconsole.ui.theming import DEFAULT_THEME, load_themes
+from oxconsole.ui.widgets import (
+    ErrorsPanel,
+    HeaderPanel,
+    InFlightPanel,
+    LatencyPanel,
+    ModelsPanel,
+    Panel,
+    PhasePanel,
+    ThroughputPanel,
+)
+
+__all__ = ["ConsoleApp", "MainScreen", "run_console"]
+
+PENDING_S = 2.0
+"""A value just sent is the base for the next +/- for this long, even before a snapshot shows it."""
+
+_CONC = Binding.Group("concurrency", compact=True)
+_RATE = Binding.Group("rate", compact=True)
+
+
+class MainScreen(Screen[None]):
+    """The dashboard. Its bindings are the console keys (modal screens do not see them)."""
+
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-narrow"), (140, "-wide")]
+    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-short"), (38, "-tall")]
+
+    DEFAULT_CSS = """
+    MainScreen {
+        layout: vertical;
+        background: $background;
+    }
+    MainScreen #top {
+        height: 12;
+    }
+    MainScreen #top InFlightPanel {
+        width: 56;
+        height: 100%;
+    }
+    MainScreen #top ThroughputPanel {
+        width: 1fr;
+        height: 100%;
+    }
+    MainScreen #wide {
+        height: 1fr;
+    }
+    MainScreen #mid {
+        height: 1fr;
+    }
+    MainScreen #mid LatencyPanel {
+        width: 1fr;
+    }
+    MainScreen #mid PhasePanel {
+        width: 1fr;
+    }
+    MainScreen #mid ErrorsPanel {
+        width: 1fr;
+    }
+    MainScreen #tabs {
+        display: none;
+        height: 1fr;
+    }
+    MainScreen #tabs Panel {
+        border: none;
+        height: 1fr;
+        max-height: 100%;
+        padding: 0 1;
+    }
+    MainScreen #tabs TabPane {
+        padding: 0;
+    }
+    MainScreen.-narrow #top, MainScreen.-short #top {
+        height: 7;
+    }
+    MainScreen.-narrow #top InFlightPanel, MainScreen.-short #top InFlightPanel {
+        width: 1fr;
+    }
+    MainScreen.-narrow #wide, MainScreen.-short #wide {
+        display: none;
+    }
+    MainScreen.-narrow #tabs, MainScreen.-short #tabs {
+        display: block;
+    }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("plus,equals_sign", "app.concurrency(1)", "more", key_display="+", group=_CONC),
+        Binding("minus", "app.concurrency(-1)", "fewer", key_display="-", group=_CONC),
+        Binding("right_square_bracket", "app.rate(1)", "faster", key_display="]", group=_RATE),
+        Binding("left_square_bracket", "app.rate(-1)", "slower", key_display="[", group=_RATE),
+        Binding("0", "app.unlimited", "unlimited"),
+        Binding("w", "app.routing", "routing"),
+        Binding("space", "app.pause", "pause"),
+        Binding("s", "app.save", "save"),
+        Binding("d", "app.detach", "detach"),
+        Binding("q", "app.stop", "stop"),
+        Binding("question_mark", "app.help", "help", key_display="?"),
+        Binding("h", "app.histogram", "metric", show=False),
+        Binding("r", "app.scope", "window/run", show=False),
+        Binding("t", "app.next_tab", "next tab", show=False),
+        Binding("ctrl+c", "app.stop", "stop", show=False),
+    ]
+
+    def compose(self) -> ComposeResult:
+        yield HeaderPanel(id="header")
+        with Horizontal(id="top"):
+            yield InFlightPanel(id="in-flight")
+            yield ThroughputPanel(id="throughput")
+        with Vertical(id="wide"):
+            yield ModelsPanel(id="models")
+            with Horizontal(id="mid"):
+                yield LatencyPanel(id="latency")
+                yield PhasePanel(id="phase")
+                yield ErrorsPanel(id="errors")
+        with TabbedContent(id="tabs"):
+            with TabPane("models", id="tab-models"):
+                yield ModelsPanel(id="models-tab")
+            with TabPane("latency", id="tab-latency"):
+                yield LatencyPanel(id="latency-tab")
+            with TabPane("errors", id="tab-errors"):
+                yield ErrorsPanel(id="errors-tab")
+            with TabPane("phase", id="tab-phase"):
+                yield PhasePanel(id="phase-tab")
+        yield Footer(compact=True)
+
+    @property
+    def compact(self) -> bool:
+        return self.has_class("-narrow") or self.has_class("-short")
+
+
+class ConsoleApp(App[str]):
+    """The live console over one `RunSource`. `App.run()` returns "quit" or "detach"."""
+
+    TITLE = "oxconsole"
+    ENABLE_COMMAND_PALETTE = True
+
+    def __init__(
+        self,
+        source: RunSource,
+        *,
+        theme: str | None = None,
+        refresh: float = 4.0,
+        theme_dirs: Sequence[Path] | None = None,
+        cursor_blink: bool = True,
+    ) -> None:
+        super().__init__()
+        self.source = source
+        self.refresh_hz = max(0.2, float(refresh))
+        self.requested_theme = theme
+        self.theme_dirs = theme_dirs
+        self.cursor_blink = cursor_blink
+        self.last: Snapshot | None = None
+        self.stopping = False
+        self.cancelling = False
+        self.leaving = False
+        self.sent: list[Command] = []
+        """Every command sent, in order (tests and the help screen read it)."""
+        self.ticks = 0
+        self.renders = 0
+        self._status: tuple[str, str, str] = ("", "", "")
+        self._pending: dict[str, tuple[float, float]] = {}
+        self._prev_rate = 0.0
+        self._finished_told = False
+        self._timer: Timer | None = None
+        self._metric = 0
+        self._scope = "window"
+        self._theme_problems: list[str] = []
+        self._register_themes()
+
+    # -- start-up --------------------------------------------------------------------------------
+
+    def _register_themes(self) -> None:
+        themes, problems = load_themes(self.theme_dirs)
+        for theme in themes:
+            self.register_theme(theme)
+        self._theme_problems = [str(p) for p in problems]
+        want = self.requested_theme or DEFAULT_THEME
+        if want in self.available_themes:
+            self.theme = want
+        else:
+            self._theme_problems.append(
+                f"unknown theme {want!r}; using {DEFAULT_THEME!r} "
+                f"(available: {', '.join(sorted(self.available_themes))})"
+            )
+            if DEFAULT_THEME in self.available_themes:
+                self.theme = DEFAULT_THEME
+
+    def get_default_screen(self) -> Screen[None]:
+        return MainScreen(id="main")
+
+    async def on_mount(self) -> None:
+        self.title = f"oxconsole · {self.source.name}"
+        header = self.main.query_one(HeaderPanel)
+        header.run_name = self.source.name
+        for problem in self._theme_problems:
+            self.notify(problem, title="theme", severity="warning", timeout=8)
+        await self.source.start()
+        self._timer = self.set_interval(1.0 / self.refresh_hz, self.tick, name="pull snapshot")
+        self.tick()
+
+    @property
+    def main(self) -> MainScreen:
+        screen = self.get_screen("_default") if False else self.screen_stack[0]
+        assert isinstance(screen, MainScreen)
+        return screen
+
+    # -- the cadence -----------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        """Pull the latest snapshot; render only when it (or the status line) changed."""
+        if self.leaving:
+            return
+        self.ticks += 1
+        src = self.source
+        if self.stopping and src.finished:
+            self.call_later(self.leave, "quit")
+            return
+        snap = src.latest()
+        if snap is None:
+            return
+        status = self._status_of(snap)
+        if snap is self.last and status == self._status:
+            return
+        if src.finished and not self.stopping and not self._finished_told:
+            self._finished_told = True
+            self.notify("the run finished: q exits and prints the summary, s saves the tuned workload")
+        self.last = snap
+        self._status = status
+        self.renders += 1
+        main = self.main
+        with self.batch_update():
+            header = main.query_one(HeaderPanel)
+            header.state, header.note, header.note_level = status
+            header.snapshot = snap
+            for panel in main.query(Panel):
+                panel.snapshot = snap
+
+    def _status_of(self, snap: Snapshot) -> tuple[str, str, str]:
+        """(state shown, note line, note level) from the run and what the console is doing."""
+        g = snap.gauges
+        src = self.source
+        if not src.connected:
+            return "disconnected", "lost the connection to the run: q or d leaves the console", "error"
+        if src.finished or g.state == "done":
+            if self.stopping:
+                return "done", "stopped: leaving…", "info"
+            return "done", "run finished: q exits and prints the summary · s saves the tuned workload", "info"
+        if self.stopping:
+            if self.cancelling:
+                return "draining", f"cancelling {g.in_flight} in flight…", "warn"
+            return "draining", f"draining… {g.in_flight} in flight finishing (q again cancels them)", "warn"
+        if g.state == "paused":
+            if self._paused_by_user(snap):
+                return "paused", "paused: space resumes (requests in flight finish)", "warn"
+            return "paused", "no model available: w opens the routing editor", "warn"
+        return g.state, "", ""
+
+    @staticmethod
+    def _paused_by_user(snap: Snapshot) -> bool:
+        for c in reversed(snap.changes):
+            if c.get("what") == "paused":
+                return bool(c.get("to"))
+        return False
+
+    # -- sending -----------------------------------------------------------------------------------
+
+    def send(self, cmd: Command) -> None:
+        self.sent.append(cmd)
+        try:
+            self.source.send(cmd)
+        except Exception as e:  # a closed socket must not take the console down
+            self.notify(f"could not send {type(cmd).__name__}: {e}", severity="error")
+
+    def _base(self, key: str, live: float) -> float:
+        pend = self._pending.get(key)
+        if pend is not None and time.monotonic() - pend[1] < PENDING_S:
+            return pend[0]
+        return live
+
+    def _remember(self, key: str, value: float) -> None:
+        self._pending[key] = (value, time.monotonic())
+
+    def _need_snapshot(self) -> Snapshot | None:
+        snap = self.source.latest() or self.last
+        if snap is None:
+            self.notify("no figures from the run yet", severity="warning")
+        return snap
+
+    # -- actions (keys, command palette) -----------------------------------------------------------
+
+    def action_concurrency(self, direction: int) -> None:
+        """Concurrency up or down by 10%, at least by 1, never below 1."""
+        snap = self._need_snapshot()
+        if snap is None:
+            return
+        cur = int(self._base("concurrency", snap.gauges.concurrency))
+        if direction > 0:
+            new = max(cur + 1, round(cur * 1.1))
+        else:
+            new = max(1, min(cur - 1, round(cur * 0.9)))
+        if new == cur:
+            self.notify(f"concurrency is already {cur}", severity="warning")
+            return
+        self._remember("concurrency", new)
+        self.send(SetConcurrency(new))
+        self.notify(f"concurrency {cur} → {new}", title="concurrency")
+
+    def action_rate(self, direction: int) -> None:
+        """Rate up or down by 10%; from unlimited, 10% around the achieved rate."""
+        snap = self._need_snapshot()
+        if snap is None:
+            return
+        cur = self._base("rate", snap.gauges.rate)
+        factor = 1.1 if direction > 0 else 0.9
+        if cur <= 0:
+            achieved = snap.gauges.achieved_rate or snap.req_per_s_10s
+            base = achieved if achieved > 0 else 1.0
+            new = max(0.1, round_sig(base * factor))
+            was = "unlimited"
+        else:
+            new = max(0.1, round_sig(cur * factor))
+            if new == cur:
+                new = round_sig(cur + (0.1 if direction > 0 else -0.1)) if cur > 0.1 or direction > 0 else cur
+            was = fmt_rate(cur)
+        if new == cur:
+            self.notify(f"rate is already {fmt_rate(cur)}", severity="warning")
+            return
+        self._remember("rate", new)
+        self.send(SetRate(new))
+        self.notify(f"rate {was} → {fmt_rate(new)}", title="rate")
+
+    def action_unlimited(self) -> None:
+        """Toggle an unlimited rate, remembering the rate it replaced."""
+        snap = self._need_snapshot()
+        if snap is None:
+            return
+        cur = self._base("rate", snap.gauges.rate)
+        if cur > 0:
+            self._prev_rate = cur
+            self._remember("rate", 0.0)
+            self.send(SetRate(0.0))
+            self.notify(f"rate {fmt_rate(cur)} → unlimited (0 restores it)", title="rate")
+            return
+        prev = self._prev_rate
+        if prev <= 0:
+            achieved = snap.gauges.achieved_rate or snap.req_per_s_10s
+            if achieved <= 0:
+                self.notify("no previous rate to restore, and nothing sent yet to start from", severity="warning")
+                return
+            prev = max(0.1, round_sig(achieved))
+        self._remember("rate", prev)
+        self.send(SetRate(prev))
+        self.notify(f"rate unlimited → {fmt_rate(prev)}", title="rate")
+
+    def action_pause(self) -> None:
+        """Pause dispatch, or resume it."""
+        snap = self._need_snapshot()
+        if snap is None:
+            return
+        pend = self._pending.get("paused")
+        if pend is not None and time.monotonic() - pend[1] < PENDING_S:
+            paused = bool(pend[0])
+        else:
+            paused = snap.gauges.state == "paused" and self._paused_by_user(snap)
+        if paused:
+            self._remember("paused", 0.0)
+            self.send(Resume())
+            self.notify("resumed", title="dispatch")
+        else:
+            self._remember("paused", 1.0)
+            self.send(Pause())
+            self.notify("paused: requests in flight finish; space resumes", title="dispatch")
+
+    def action_routing(self) -> None:
+        """Open the routing editor on the models' live weights and states."""
+        snap = self._need_snapshot()
+        if snap is None:
+            return
+        routes = [
+            ModelRoute(name, g.weight, g.enabled) for name, g in snap.gauges.models.items()
+        ] or [ModelRoute(m.name, 1.0, True) for m in snap.models]
+        self.push_screen(RoutingEditor(routes, cursor_blink=self.cursor_blink), self._routing_done)
+
+    def _routing_done(self, commands: list[Command] | None) -> None:
+        if not commands:
+            if commands is not None:
+                self.notify("routing unchanged")
+            return
+        words = []
+        for cmd in commands:
+            self.send(cmd)
+            if isinstance(cmd, SetWeight):
+                words.append(f"{cmd.model} weight {fmt_weight(cmd.value)}")
+            elif isinstance(cmd, EnableModel):
+                words.append(f"{cmd.model} {'on' if cmd.enabled else 'off'}")
+        self.notify(", ".join(words), title="routing")
+
+    def action_save(self) -> None:
+        """Save NAME.tuned.toml beside the workload with the live settings."""
+        from oxconsole.tuned import save_tuned
+        from oxconsole.workload import WorkloadError
+
+        snap = self._need_snapshot()
+        if snap is None:
+            return
+        path = self.source.workload_path
+        if not path:
+            self.notify("this run's workload file is not known here; nothing saved", severity="error")
+            return
+        try:
+            out = save_tuned(path, self.source.overrides, snap)
+        except (OSError, WorkloadError) as e:
+            self.notify(f"not saved: {e}", severity="error", timeout=10)
+            return
+        g = snap.gauges
+        rate = "unlimited" if g.rate <= 0 else fmt_rate(g.rate)
+        self.notify(f"{out}\nconcurrency {g.concurrency}, rate {rate}", title="saved tuned workload", timeout=8)
+
+    async def action_detach(self) -> None:
+        """Leave the console; the run goes on."""
+        await self.leave("detach")
+
+    def action_stop(self) -> None:
+        """First press: stop dispatching and let requests in flight finish; second: cancel them."""
+        src = self.source
+        if src.finished or not src.connected:
+            self.call_later(self.leave, "quit")
+            return
+        if not self.stopping:
+            self.stopping = True
+            self.send(Stop())
+            self.notify("stopping: requests in flight finish (q again cancels them)", title="stop")
+        elif not self.cancelling:
+            self.cancelling = True
+            self.send(Stop(cancel=True))
+            self.notify("cancelling requests in flight", title="stop", severity="warning")
+        self._status = ("", "", "")  # show the new status at once
+        self.tick()
+
+    async def action_quit(self) -> None:
+        """ctrl+q: the same as q (a run is never dropped without its journal flushed)."""
+        self.action_stop()
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_histogram(self) -> None:
+        """Next latency metric; in the compact layout also shows the latency tab."""
+        main = self.main
+        if main.compact:
+            tabs = main.query_one(TabbedContent)
+            if tabs.active != "tab-latency":
+                tabs.active = "tab-latency"
+                return
+        self._metric = (self._metric + 1) % len(LATENCY_METRICS)
+        for p in main.query(LatencyPanel):
+            p.metric = LATENCY_METRICS[self._metric][0]
+
+    def action_scope(self) -> None:
+        """Latency histogram: last window <-> whole run."""
+        self._scope = "run" if self._scope == "window" else "window"
+        for p in self.main.query(LatencyPanel):
+            p.scope = self._scope
+        self.notify(
+            "latency: whole run" if self._scope == "run" else "latency: last 10 s", title="histogram", timeout=2
+        )
+
+    def action_next_tab(self) -> None:
+        tabs = self.main.query_one(TabbedContent)
+        order = ["tab-models", "tab-latency", "tab-errors", "tab-phase"]
+        i = order.index(tabs.active) if tabs.active in order else -1
+        tabs.active = order[(i + 1) % len(order)]
+
+    @on(TabbedContent.TabActivated)
+    def _tab_shown(self) -> None:
+        # the panels in a hidden tab kept their snapshot; nothing to push
+        pass
+
+    async def leave(self, result: str) -> None:
+        if self.leaving:
+            return
+        self.leaving = True
+        if self._timer is not None:
+            self._timer.stop()
+        try:
+            await self.source.close()
+        except Exception:  # leaving must not fail because a socket is already gone
+            pass
+        self.exit(result)
+
+    # -- command palette ---------------------------------------------------------------------------
+
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Concurrency up (+)", "10% more requests in flight", lambda: self.action_concurrency(1))
+        yield SystemCommand("Concurrency down (-)", "10% fewer requests in flight", lambda: self.action_concurrency(-1))
+        yield SystemCommand("Rate up (])", "10% more requests per second", lambda: self.action_rate(1))
+        yield SystemCommand("Rate down ([)", "10% fewer requests per second", lambda: self.action_rate(-1))
+        yield SystemCommand("Rate unlimited toggle (0)", "no rate limit / back to the previous rate", self.action_unlimited)
+        yield SystemCommand("Routing editor (w)", "weights and enabled models", self.action_routing)
+        yield SystemCommand("Pause / resume (space)", "stop or restart dispatching", self.action_pause)
+        yield SystemCommand("Save tuned workload (s)", "write NAME.tuned.toml beside the workload", self.action_save)
+        yield SystemCommand("Detach (d)", "close the console, the run goes on", self.action_detach)
+        yield SystemCommand("Stop the run (q)", "finish what is in flight, then exit", self.action_stop)
+        yield SystemCommand("Keys (?)", "the help screen", self.action_help)
+        yield SystemCommand("Latency: next metric (h)", "TTFT, inter-token, end-to-end, queue", self.action_histogram)
+        yield SystemCommand("Latency: window / whole run (r)", "last 10 s or the whole run", self.action_scope)
+
+
+def run_console(source: RunSource, *, theme: str | None = None, refresh: float = 4.0) -> str:
+    """Run the console until the user quits ("quit", the run stopped) or detaches ("detach")."""
+    app = ConsoleApp(source, theme=theme, refresh=refresh)
+    result = app.run()
+    return result if result in ("quit", "detach") else "quit"

@@ -1,0 +1,710 @@
+"""What each console panel shows, as plain Rich renderables built from one immutable Snapshot.
+
+Why this module exists: the widgets should be thin (hold a snapshot, ask for a renderable when
+Textual repaints) and the figures should be testable without a terminal. Every function here is
+pure: a `Snapshot`, a `Palette` (theme colours already resolved) and the space available in, a
+`rich.text.Text` or `rich.table.Table` out. Nothing here touches Textual's widget tree, so the
+cost of a refresh is exactly the cost of these functions, for the panels on screen.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from oxconsole.metrics.format import eta_seconds, fmt_duration, fmt_ms
+from oxconsole.metrics.snapshot import Bins, Snapshot
+
+__all__ = [
+    "LATENCY_METRICS",
+    "Palette",
+    "bar_chart",
+    "bottleneck",
+    "fmt_change",
+    "fmt_cost",
+    "fmt_count",
+    "fmt_rate",
+    "render_errors",
+    "render_header",
+    "render_in_flight",
+    "render_latency",
+    "render_models",
+    "render_phase",
+    "render_throughput",
+    "sparkline",
+]
+
+LATENCY_METRICS: tuple[tuple[str, str], ...] = (
+    ("ttft_ms", "TTFT"),
+    ("itl_ms", "inter-token"),
+    ("latency_ms", "end-to-end"),
+    ("queue_ms", "client queue"),
+)
+"""(snapshot key, label) in the order `h` cycles through them."""
+
+LOOP_LAG_WARN_MS = 50.0
+"""Event-loop lag above this means the client itself is late sending and reading."""
+
+_EIGHTHS = " ▁▂▃▄▅▆▇█"
+
+
+@dataclass(frozen=True, slots=True)
+class Palette:
+    """Theme colours resolved to Rich colour strings (from the app's theme variables)."""
+
+    primary: str = ""
+    accent: str = ""
+    success: str = ""
+    warning: str = ""
+    error: str = ""
+    muted: str = ""
+    foreground: str = ""
+    bar: str = ""
+    bar_empty: str = ""
+
+    @classmethod
+    def from_variables(cls, v: Mapping[str, str]) -> Palette:
+        """Build from ``App.theme_variables`` (text-* variants are legible on the background)."""
+        from textual.color import Color, ColorParseError
+
+        def get(*names: str) -> str:
+            for n in names:
+                raw = v.get(n)
+                if not raw:
+                    continue
+                try:
+                    return Color.parse(raw).hex
+                except ColorParseError:
+                    continue
+            return ""
+
+        def blend(a: str, b: str, f: float) -> str:
+            try:
+                return Color.parse(v[a]).blend(Color.parse(v[b]), f).hex
+            except (KeyError, ColorParseError):
+                return ""
+
+        return cls(
+            primary=get("text-primary", "primary"),
+            accent=get("text-accent", "accent"),
+            success=get("text-success", "success"),
+            warning=get("text-warning", "warning"),
+            error=get("text-error", "error"),
+            muted=blend("foreground", "background", 0.45),
+            foreground=get("foreground"),
+            bar=get("primary"),
+            bar_empty=blend("foreground", "background", 0.8),
+        )
+
+
+# -- numbers ---------------------------------------------------------------------------------
+
+
+def fmt_count(n: float) -> str:
+    """1234 -> "1,234"; 1234567 -> "1.23M"."""
+    n = int(n)
+    if abs(n) >= 10_000_000:
+        return f"{n / 1e6:.1f}M"
+    if abs(n) >= 1_000_000:
+        return f"{n / 1e6:.2f}M"
+    if abs(n) >= 100_000:
+        return f"{n / 1e3:.0f}k"
+    return f"{n:,}"
+
+
+def fmt_rate(r: float, unit: str = "/s") -> str:
+    """Requests (or tokens) per second with sensible digits; 0 shows as 0."""
+    if r >= 1000:
+        return f"{r:,.0f}{unit}"
+    if r >= 100:
+        return f"{r:.0f}{unit}"
+    if r >= 10:
+        return f"{r:.1f}{unit}"
+    return f"{r:.2f}{unit}"
+
+
+def fmt_cost(c: float) -> str:
+    """Costs carry no currency sign: they are in the currency of the workload's prices."""
+    if c == 0:
+        return "0"
+    if c < 0.01:
+        return f"{c:.5f}"
+    if c < 1:
+        return f"{c:.4f}"
+    if c < 100:
+        return f"{c:.2f}"
+    return f"{c:,.0f}"
+
+
+def fmt_weight(w: float) -> str:
+    return f"{w:g}" if w < 1000 else f"{w:.0f}"
+
+
+def fmt_clock(s: float) -> str:
+    """Elapsed time as m:ss or h:mm:ss."""
+    s = int(max(0.0, s))
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
+
+
+def _ms(v: float) -> str:
+    return fmt_ms(v) if v > 0 else "–"
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.0f}%" if x >= 0.1 or x == 0 else f"{100 * x:.1f}%"
+
+
+def fmt_change(c: Mapping[str, Any]) -> str:
+    """One logged change in words: ``concurrency 32→28``, ``qwen off``, ``paused``."""
+    what = str(c.get("what", "?"))
+    frm, to = c.get("from"), c.get("to")
+    if what == "rate":
+
+        def r(x: Any) -> str:
+            return "∞" if not x else fmt_rate(float(x))
+
+        return f"rate {r(frm)}→{r(to)}"
+    if what == "weight":
+        return f"{c.get('model', '?')} weight {fmt_weight(float(frm or 0))}→{fmt_weight(float(to or 0))}"
+    if what == "enabled":
+        return f"{c.get('model', '?')} {'on' if to else 'off'}"
+    if what == "paused":
+        return "paused" if to else "resumed"
+    return f"{what} {frm}→{to}"
+
+
+# -- small charts ----------------------------------------------------------------------------
+
+
+def sparkline(values: Sequence[float], width: int, top: float | None = None) -> str:
+    """One row of eighth-blocks, the last ``width`` values (left-padded with spaces)."""
+    vals = list(values)[-width:] if width > 0 else []
+    hi = top if top is not None else max(vals, default=0.0)
+    out = []
+    for v in vals:
+        if hi <= 0 or v <= 0:
+            out.append(" ")
+        else:
+            out.append(_EIGHTHS[max(1, min(8, round(8 * v / hi)))])
+    return " " * (width - len(out)) + "".join(out)
+
+
+def bar_chart(values: Sequence[float], width: int, height: int, top: float | None = None) -> list[str]:
+    """A block column chart, ``height`` rows of eighth-blocks, newest value on the right."""
+    vals = list(values)[-width:] if width > 0 else []
+    pad = width - len(vals)
+    hi = top if top is not None else max(vals, default=0.0)
+    levels = [0 if hi <= 0 or v <= 0 else max(1, round(8 * height * v / hi)) for v in vals]
+    rows = []
+    for r in range(height - 1, -1, -1):
+        base = r * 8
+        row = []
+        for lv in levels:
+            fill = lv - base
+            row.append("█" if fill >= 8 else (_EIGHTHS[fill] if fill > 0 else " "))
+        rows.append(" " * pad + "".join(row))
+    return rows
+
+
+def _bar(frac: float, width: int) -> tuple[str, str]:
+    """(filled, empty) parts of a horizontal bar with eighth-block resolution."""
+    frac = min(1.0, max(0.0, frac))
+    eighths = round(frac * width * 8)
+    full, part = divmod(eighths, 8)
+    filled = "█" * full + ("▏▎▍▌▋▊▉"[part - 1] if part else "")
+    return filled, "░" * max(0, width - len(filled))
+
+
+# -- header ----------------------------------------------------------------------------------
+
+
+def render_header(
+    s: Snapshot, p: Palette, width: int, *, name: str, state: str, note: str = "", note_style: str = ""
+) -> Text:
+    """Three lines: who/state/counts/cost; progress bar with ETA; a status note."""
+    g = s.gauges
+    state_style = {
+        "running": p.success,
+        "paused": p.warning,
+        "draining": p.warning,
+        "stopping": p.warning,
+        "done": p.primary,
+        "starting": p.muted,
+        "disconnected": p.error,
+    }.get(state, p.foreground)
+    t = Text(no_wrap=True, overflow="ellipsis")
+    t.append(f" {name} ", style=f"bold {p.primary}")
+    t.append(" ● ", style=state_style)
+    t.append(state, style=f"bold {state_style}")
+    t.append(f"  {fmt_clock(s.elapsed_s)}", style="bold")
+    t.append("   ok ", style=p.muted)
+    t.append(fmt_count(s.counts.ok), style=p.success)
+    t.append("  err ", style=p.muted)
+    err_pct = s.counts.error / s.counts.total if s.counts.total else 0.0
+    t.append(fmt_count(s.counts.error), style=p.error if s.counts.error else "")
+    if s.counts.error:
+        t.append(f" ({_pct(err_pct)})", style=p.error)
+    if s.counts.retried and width >= 100:
+        t.append("  retried ", style=p.muted)
+        t.append(fmt_count(s.counts.retried))
+    t.append("   cost ", style=p.muted)
+    t.append(fmt_cost(s.cost))
+    if s.projected_cost is not None and s.projected_cost > s.cost:
+        t.append(" → ", style=p.muted)
+        t.append(f"~{fmt_cost(s.projected_cost)}", style=p.accent)
+        if width >= 100:
+            t.append(" projected", style=p.muted)
+    t.append("\n")
+    total = g.total_expected
+    done = s.counts.total
+    if total:
+        frac = done / total if total else 0.0
+        tail = f" {fmt_count(done)}/{fmt_count(total)} {100 * frac:5.1f}%"
+        eta = eta_seconds(s)
+        if state in ("done",) or done >= total:
+            tail += "  complete"
+        elif eta is not None:
+            tail += f"  ETA {fmt_duration(eta)}"
+        bar_w = max(10, width - len(tail) - 2)
+        filled, empty = _bar(frac, bar_w)
+        t.append(" ")
+        t.append(filled, style=p.bar)
+        t.append(empty, style=p.bar_empty)
+        t.append(tail)
+    else:
+        t.append(f" {fmt_count(done)} finished · {fmt_count(g.dispatched)} sent · no fixed total", style=p.muted)
+    t.append("\n")
+    if note:
+        t.append(f" {note}", style=note_style or p.warning)
+    else:
+        t.append(f" phase {s.phase_index}", style=p.muted)
+        if s.phase_settings:
+            t.append(f" since {fmt_clock(s.phase_t_start)}: ", style=p.muted)
+            t.append(", ".join(fmt_change(c) for c in s.phase_settings))
+        else:
+            t.append(" (no change yet)", style=p.muted)
+        t.append(f"   {fmt_rate(s.req_per_s_10s, ' req/s')}", style=p.primary)
+        t.append(f"  {fmt_rate(s.output_tokens_per_s_10s, ' tok/s')}", style=p.primary)
+    return t
+
+
+# -- in flight -------------------------------------------------------------------------------
+
+
+def bottleneck(s: Snapshot) -> tuple[str, str]:
+    """(level, message): what limits throughput right now. level is "warn" when the client itself
+    is the bottleneck (its numbers are then not the server's), "info" otherwise."""
+    g = s.gauges
+    if g.state == "paused":
+        return "info", "paused (space resumes)"
+    if g.state in ("done", "starting"):
+        return "info", g.state
+    if g.loop_lag_ms >= LOOP_LAG_WARN_MS:
+        return "warn", f"⚠ the client: event loop lag {g.loop_lag_ms:.0f} ms"
+    free = g.in_flight < 0.9 * g.concurrency and g.waiting_slot == 0
+    if (
+        g.state == "running"
+        and g.rate > 0
+        and s.elapsed_s >= 5
+        and g.achieved_rate < 0.8 * g.rate
+        and free
+        and g.waiting_bucket == 0
+    ):
+        return "warn", f"⚠ the client: {fmt_rate(g.achieved_rate)} of {fmt_rate(g.rate)} with free slots"
+    if g.state == "draining":
+        return "info", "draining: no new requests"
+    if g.waiting_slot > 0 or g.in_flight >= g.concurrency:
+        return "info", "concurrency limit (+ raises it)"
+    if g.waiting_bucket > 0 or (g.rate > 0 and g.achieved_rate >= 0.9 * g.rate):
+        return "info", "rate limit (] raises it)"
+    if g.backing_off > 0 and g.backing_off >= 0.2 * max(1, g.in_flight):
+        return "info", "server pushback (retries backing off)"
+    return "info", "not limited by the client"
+
+
+def render_in_flight(s: Snapshot, p: Palette, width: int, height: int = 6) -> Text:
+    g = s.gauges
+    t = Text(no_wrap=True, overflow="ellipsis")
+    lab = 10
+    frac = g.in_flight / g.concurrency if g.concurrency else 0.0
+    head = f"{g.in_flight}/{g.concurrency}"
+    t.append("in flight".ljust(lab), style=p.muted)
+    t.append(head.ljust(10), style="bold")
+    bar_w = max(4, width - lab - 10 - 5)
+    filled, empty = _bar(frac, bar_w)
+    t.append(filled, style=p.warning if frac >= 1 else p.bar)
+    t.append(empty, style=p.bar_empty)
+    t.append(f" {100 * frac:3.0f}%" if frac < 10 else " ")
+    t.append("\n")
+    t.append("waiting".ljust(lab), style=p.muted)
+    t.append("slot ", style=p.muted)
+    t.append(fmt_count(g.waiting_slot), style=p.warning if g.waiting_slot else "")
+    t.append(" · rate ", style=p.muted)
+    t.append(fmt_count(g.waiting_bucket), style=p.warning if g.waiting_bucket else "")
+    t.append(" · backoff ", style=p.muted)
+    t.append(fmt_count(g.backing_off), style=p.warning if g.backing_off else "")
+    t.append("\n")
+    t.append("rate".ljust(lab), style=p.muted)
+    if g.rate > 0:
+        t.append(fmt_rate(g.rate), style="bold")
+        t.append(" target · ", style=p.muted)
+    else:
+        t.append("unlimited", style="bold")
+        t.append(" · ", style=p.muted)
+    t.append(fmt_rate(g.achieved_rate))
+    t.append(" sent", style=p.muted)
+    t.append("\n")
+    level, msg = bottleneck(s)
+    if height >= 5:
+        t.append("loop lag".ljust(lab), style=p.muted)
+        t.append(f"{g.loop_lag_ms:.1f} ms", style=p.error if g.loop_lag_ms >= LOOP_LAG_WARN_MS else "")
+        t.append(f"   sent {fmt_count(g.dispatched)}", style=p.muted)
+        t.append("\n")
+    t.append("bound by".ljust(lab), style=p.muted)
+    t.append(msg, style=f"bold {p.error}" if level == "warn" else p.foreground)
+    return t
+
+
+# -- throughput ------------------------------------------------------------------------------
+
+
+def _axis(width: int, span: int) -> str:
+    """`-2m ... -1m ... now` under a chart of ``span`` seconds drawn in ``width`` columns."""
+    if width < 8:
+        return ""
+    left = f"-{fmt_duration(span)}"
+    mid = f"-{fmt_duration(span / 2)}" if width >= 30 and span >= 4 else ""
+    right = "now"
+    line = [" "] * width
+    for i, ch in enumerate(left):
+        if i < width:
+            line[i] = ch
+    if mid:
+        start = width // 2 - len(mid) // 2
+        for i, ch in enumerate(mid):
+            line[start + i] = ch
+    for i, ch in enumerate(right):
+        line[width - len(right) + i] = ch
+    return "".join(line)
+
+
+def render_throughput(s: Snapshot, p: Palette, width: int, height: int) -> Text:
+    """req/s (a block chart) and output tokens/s (a sparkline), one column per second, with a ▲
+    under each second where a setting changed."""
+    ser = s.series
+    t = Text(no_wrap=True, overflow="crop")
+    n = len(ser.req_per_s)
+    cols = max(1, width)
+    shown = min(n, cols)
+    t.append("req/s ", style=p.muted)
+    t.append(fmt_rate(s.req_per_s_10s, ""), style=f"bold {p.primary}")
+    t.append(f" now ({s.window_s}s) · {fmt_rate(s.req_per_s, '')} run", style=p.muted)
+    if s.errors_per_s_10s > 0:
+        t.append(f" · err {fmt_rate(s.errors_per_s_10s)}", style=p.error)
+    t.append("\n")
+    # rows: title, chart, tok title, sparkline, markers, axis
+    chart_h = max(1, height - 5) if height >= 6 else 1
+    compact = height < 6
+    top = max(ser.req_per_s[-shown:], default=0.0) if shown else 0.0
+    for row in bar_chart(ser.req_per_s[-shown:], cols, chart_h, top=top or None):
+        t.append(row, style=p.primary)
+        t.append("\n")
+    if not compact:
+        t.append("tok/s ", style=p.muted)
+        t.append(fmt_rate(s.output_tokens_per_s_10s, ""), style=f"bold {p.accent}")
+        t.append(f" now · {fmt_rate(s.output_tokens_per_s, '')} run", style=p.muted)
+        t.append("\n")
+    t.append(sparkline(ser.output_tokens_per_s[-shown:], cols), style=p.accent)
+    t.append("\n")
+    # markers: one ▲ per changed second in view; errors as ×
+    line = [" "] * cols
+    first = ser.start_s + n - shown  # the second drawn in column (cols - shown)
+    off = cols - shown
+    for i, e in enumerate(ser.errors_per_s[-shown:] if shown else ()):
+        if e > 0:
+            line[off + i] = "×"
+    marks = 0
+    for m in ser.markers:
+        col = off + int(m) - first
+        if 0 <= col < cols:
+            line[col] = "▲"
+            marks += 1
+    for ch in line:
+        t.append(ch, style=p.warning if ch == "▲" else (p.error if ch == "×" else ""))
+    if not compact:
+        t.append("\n")
+        t.append(_axis(cols, max(shown, 1)), style=p.muted)
+    return t
+
+
+# -- latency ---------------------------------------------------------------------------------
+
+
+def _fit_bins(bins: Bins, rows: int) -> list[tuple[float, float, int]]:
+    b = list(bins)
+    while b and b[0][2] == 0:
+        b.pop(0)
+    while b and b[-1][2] == 0:
+        b.pop()
+    rows = max(1, rows)
+    while len(b) > rows:
+        merged = []
+        for i in range(0, len(b), 2):
+            pair = b[i : i + 2]
+            merged.append((pair[0][0], pair[-1][1], sum(c for _, _, c in pair)))
+        b = merged
+    return b
+
+
+def render_latency(s: Snapshot, p: Palette, width: int, height: int, metric: str, scope: str) -> Text:
+    """One metric's histogram (``scope`` "window" = last window_s seconds, "run" = whole run),
+    with p50/p90/p99 marked on the bins that hold them."""
+    label = dict(LATENCY_METRICS).get(metric, metric)
+    summ = (s.window if scope == "window" else s.run).get(metric, {})
+    bins = (s.bins_window if scope == "window" else s.bins_run).get(metric, ())
+    t = Text(no_wrap=True, overflow="ellipsis")
+    t.append(label, style=f"bold {p.primary}")
+    t.append(f" · {'last ' + str(s.window_s) + ' s' if scope == 'window' else 'whole run'}", style="bold")
+    t.append("   h metric · r window/run", style=p.muted)
+    t.append("\n")
+    n = sum(c for _, _, c in bins)
+    for q in ("p50", "p90", "p99"):
+        t.append(f"{q} ", style=p.muted)
+        t.append(f"{_ms(summ.get(q, 0.0)):<8}", style="bold")
+    if width >= 52:
+        t.append("max ", style=p.muted)
+        t.append(_ms(summ.get("max", 0.0)))
+    t.append(f"  n={fmt_count(n)}", style=p.muted)
+    if n == 0:
+        t.append("\n")
+        t.append("no finished requests" + (" in this window" if scope == "window" else " yet"), style=p.muted)
+        return t
+    rows = _fit_bins(bins, max(1, height - 2))
+    label_w = 9
+    count_w = max(len(fmt_count(c)) for _, _, c in rows)
+    mark_w = 4
+    bar_w = max(4, width - label_w - count_w - mark_w - 3)
+    top = max(c for _, _, c in rows) or 1
+    qs = [(q, summ.get(q, 0.0)) for q in ("p50", "p90", "p99")]
+    for i, (lo, hi, c) in enumerate(rows):
+        t.append("\n")
+        t.append(f"{fmt_ms(hi):>{label_w - 1}} ", style=p.muted)
+        filled, _ = _bar(c / top, bar_w)
+        in_bin = [q for q, v in qs if v > 0 and (lo <= v <= hi or (i == 0 and v < lo))]
+        style = p.accent if in_bin else p.bar
+        t.append(filled.ljust(bar_w), style=style)
+        t.append(f" {fmt_count(c):>{count_w}}", style=p.muted if c == 0 else "")
+        if in_bin:
+            t.append(f" ◂{in_bin[-1]}", style=p.accent)
+    return t
+
+
+# -- models ----------------------------------------------------------------------------------
+
+
+def render_models(s: Snapshot, p: Palette, width: int) -> Table:
+    """One row per model; columns are dropped, least useful first, to fit ``width``."""
+    wide = width >= 120
+    mid = width >= 90
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        expand=True,
+        padding=(0, 1),
+        show_edge=False,
+        header_style=f"bold {p.primary}",
+        pad_edge=False,
+    )
+    table.add_column("model", no_wrap=True, overflow="ellipsis", ratio=3, min_width=10)
+    table.add_column("state", no_wrap=True)
+    table.add_column("weight", justify="right", no_wrap=True)
+    table.add_column("share", justify="right", no_wrap=True)
+    table.add_column("in fl", justify="right", no_wrap=True)
+    table.add_column("req/s", justify="right", no_wrap=True)
+    table.add_column("TTFT p50/99" if mid else "TTFT p50", justify="right", no_wrap=True)
+    table.add_column("lat p50/99" if mid else "lat p50", justify="right", no_wrap=True)
+    table.add_column("ok", justify="right", no_wrap=True)
+    table.add_column("err", justify="right", no_wrap=True)
+    if wide:
+        table.add_column("tok in/out", justify="right", no_wrap=True)
+    if mid:
+        table.add_column("cost", justify="right", no_wrap=True)
+    wsum = sum(
+        m.gauge.weight for m in s.models if m.gauge is not None and m.gauge.enabled and m.gauge.weight > 0
+    )
+    for m in s.models:
+        gauge = m.gauge
+        enabled = gauge is None or gauge.enabled
+        if gauge is None:
+            state, st_style = "–", p.muted
+        elif not gauge.enabled:
+            state, st_style = "off", p.muted
+        elif gauge.cooled_down:
+            state, st_style = "cooling", p.warning
+        else:
+            state, st_style = "on", p.success
+        if gauge is not None:
+            wshare = gauge.weight / wsum if wsum and enabled else 0.0
+            weight = f"{fmt_weight(gauge.weight)} {_pct(wshare):>4}"
+        else:
+            weight = "–"
+        row_style = p.muted if not enabled else ""
+
+        def both(a: float, b: float) -> str:
+            return f"{_ms(a)}/{_ms(b)}" if mid else _ms(a)
+
+        cells = [
+            Text(m.name, style=row_style or "bold"),
+            Text(state, style=st_style),
+            weight,
+            _pct(m.share),
+            str(gauge.in_flight if gauge is not None else 0),
+            fmt_rate(m.req_per_s_10s, ""),
+            both(m.ttft_p50, m.ttft_p99),
+            both(m.latency_p50, m.latency_p99),
+            fmt_count(m.counts.ok),
+            Text(fmt_count(m.counts.error), style=p.error if m.counts.error else ""),
+        ]
+        if wide:
+            cells.append(f"{fmt_count(m.input_tokens)}/{fmt_count(m.output_tokens)}")
+        if mid:
+            cells.append(fmt_cost(m.cost))
+        table.add_row(*cells, style=row_style)
+    return table
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+
+def render_errors(s: Snapshot, p: Palette, width: int) -> RenderableType:
+    """Final errors by class (requests that ended in error), attempts retried by class, and the
+    latest detail of each class."""
+    classes = sorted(set(s.errors) | set(s.attempt_errors), key=lambda c: (-s.errors.get(c, _Z).count, c))
+    if not classes:
+        return Text("no errors", style=p.success)
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        expand=True,
+        padding=(0, 1),
+        show_edge=False,
+        header_style=f"bold {p.primary}",
+        pad_edge=False,
+    )
+    table.add_column("class", no_wrap=True)
+    table.add_column("final", justify="right", no_wrap=True)
+    table.add_column("retried", justify="right", no_wrap=True)
+    table.add_column("latest detail", no_wrap=True, overflow="ellipsis", ratio=1)
+    for c in classes:
+        e = s.errors.get(c)
+        table.add_row(
+            Text(c, style=p.error if e else p.warning),
+            Text(fmt_count(e.count) if e else "0", style=p.error if e else p.muted),
+            fmt_count(s.attempt_errors.get(c, 0)),
+            Text(e.detail if e and e.detail else "–", style=p.muted),
+        )
+    foot = Text(
+        f"{fmt_rate(s.errors_per_s_10s)} errors now · final = requests that failed after retries",
+        style=p.muted,
+        no_wrap=True,
+        overflow="ellipsis",
+    )
+    return Group(table, foot)
+
+
+class _ZeroStat:
+    count = 0
+    detail = ""
+
+
+_Z: Any = _ZeroStat()
+
+
+# -- phase -----------------------------------------------------------------------------------
+
+
+def render_phase(s: Snapshot, p: Palette, width: int, height: int) -> RenderableType:
+    """This phase (since the last change) next to the whole run, and the last changes."""
+    head = Text(no_wrap=True, overflow="ellipsis")
+    head.append(f"phase {s.phase_index}", style=f"bold {p.primary}")
+    if s.phase_settings:
+        dur = max(0.0, s.elapsed_s - s.phase_t_start)
+        head.append(f" · {fmt_clock(s.phase_t_start)} (+{fmt_duration(dur)}) ", style=p.muted)
+        head.append(", ".join(fmt_change(c) for c in s.phase_settings), style=p.accent)
+    else:
+        head.append(" · from the start, no change yet", style=p.muted)
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        expand=True,
+        padding=(0, 1),
+        show_edge=False,
+        header_style=f"bold {p.primary}",
+        pad_edge=False,
+    )
+    table.add_column("", style=p.muted, no_wrap=True)
+    table.add_column("this phase", justify="right", no_wrap=True)
+    table.add_column("whole run", justify="right", no_wrap=True)
+    table.add_column("Δ", justify="right", no_wrap=True)
+    pc, rc = s.phase_counts, s.counts
+
+    def delta(a: float, b: float, lower_is_better: bool) -> Text:
+        if a <= 0 or b <= 0:
+            return Text("")
+        d = (a - b) / b
+        if abs(d) < 0.005:
+            return Text("=", style=p.muted)
+        good = (d < 0) == lower_is_better
+        return Text(f"{100 * d:+.0f}%", style=p.success if good else p.warning)
+
+    table.add_row(
+        "req/s", fmt_rate(s.phase_req_per_s, ""), fmt_rate(s.req_per_s, ""),
+        delta(s.phase_req_per_s, s.req_per_s, False),
+    )  # fmt: skip
+    table.add_row("ok / err", f"{fmt_count(pc.ok)} / {fmt_count(pc.error)}", f"{fmt_count(rc.ok)} / {fmt_count(rc.error)}")
+    pe = pc.error / pc.total if pc.total else 0.0
+    re_ = rc.error / rc.total if rc.total else 0.0
+    table.add_row("error rate", _pct(pe), _pct(re_), delta(pe, re_, True))
+    rows: list[tuple[str, str, str]] = [
+        ("TTFT p50", "ttft_ms", "p50"),
+        ("TTFT p99", "ttft_ms", "p99"),
+        ("latency p50", "latency_ms", "p50"),
+        ("latency p99", "latency_ms", "p99"),
+        ("ITL p50", "itl_ms", "p50"),
+        ("queue p50", "queue_ms", "p50"),
+    ]
+    budget = max(1, height - 4 - (3 if height >= 16 else 0))
+    for label, metric, q in rows[:budget]:
+        a = s.phase.get(metric, {}).get(q, 0.0)
+        b = s.run.get(metric, {}).get(q, 0.0)
+        table.add_row(label, _ms(a), _ms(b), delta(a, b, True))
+    parts: list[RenderableType] = [head, table]
+    if height >= 16 and s.changes:
+        ch = Text(no_wrap=True, overflow="ellipsis")
+        ch.append("changes ", style=p.muted)
+        ch.append(
+            "  ".join(f"{fmt_clock(float(c.get('t', 0)))} {fmt_change(c)}" for c in s.changes[-4:]),
+        )
+        parts.append(ch)
+    return Group(*parts)
+
+
+def spark_width(width: int) -> int:
+    return max(1, width)
+
+
+def clamp(v: float, lo: float, hi: float) -> float:
+    return lo if v < lo else hi if v > hi else v
+
+
+def round_sig(x: float, digits: int = 3) -> float:
+    """Round to ``digits`` significant digits (rates read better as 22.0 than 21.9615)."""
+    if x <= 0:
+        return 0.0
+    return round(x, max(0, digits - 1 - math.floor(math.log10(x))))

@@ -1,0 +1,220 @@
+"""Modal screens: the help screen (`?`) and the routing editor (`w`).
+
+Why this module exists: both are small, self-contained forms over the main screen. The routing
+editor never talks to the engine: it is given the models' current weights and states, and it
+dismisses with the list of commands that would make the edits true; the app sends them. That keeps
+"what the user asked" testable apart from "how it reaches the run".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rich.table import Table
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, Static, Switch
+
+from oxconsole.engine.commands import Command, EnableModel, SetWeight
+from oxconsole.ui.render import fmt_weight
+
+__all__ = ["KEYS", "HelpScreen", "ModelRoute", "RoutingEditor"]
+
+KEYS: tuple[tuple[str, str], ...] = (
+    ("+ / -", "concurrency up / down by 10% (at least 1)"),
+    ("] / [", "rate up / down by 10% (from unlimited: from the achieved rate)"),
+    ("0", "toggle unlimited rate (remembers the previous rate)"),
+    ("w", "routing editor: each model's weight, enable / disable"),
+    ("space", "pause / resume dispatch (requests in flight finish)"),
+    ("s", "save the tuned workload as NAME.tuned.toml beside the original"),
+    ("d", "detach: close the console, the run goes on (oxconsole attach)"),
+    ("q", "stop: finish what is in flight (q again: cancel it), then exit"),
+    ("h", "latency histogram: next metric (TTFT, inter-token, end-to-end, queue)"),
+    ("r", "latency histogram: last 10 s / whole run"),
+    ("t", "next tab (compact layout: models, latency, errors, phase)"),
+    ("?", "this help"),
+    ("ctrl+p", "command palette: every action by name, and the theme"),
+)
+"""Every key of the console, in the order the help screen lists them."""
+
+
+class HelpScreen(ModalScreen[None]):
+    """Every key and what it does; any of escape, ?, q closes it."""
+
+    DEFAULT_CSS = """
+    HelpScreen {
+        align: center middle;
+    }
+    HelpScreen > Vertical {
+        width: auto;
+        max-width: 100%;
+        height: auto;
+        max-height: 100%;
+        border: round $primary;
+        background: $surface;
+        padding: 0 1;
+    }
+    HelpScreen #help-keys {
+        width: auto;
+        height: auto;
+    }
+    HelpScreen #help-foot {
+        color: $text-muted;
+        width: auto;
+    }
+    """
+
+    BINDINGS = [
+        Binding("escape,question_mark,q", "dismiss", "close", show=False),
+    ]
+
+    def compose(self) -> ComposeResult:
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold", no_wrap=True)
+        table.add_column()
+        for key, what in KEYS:
+            table.add_row(key, what)
+        with Vertical() as v:
+            v.border_title = "oxconsole keys"
+            yield Static(table, id="help-keys")
+            yield Static(Text("escape or ? closes this"), id="help-foot")
+
+
+@dataclass(frozen=True)
+class ModelRoute:
+    """A model as the routing editor shows it."""
+
+    name: str
+    weight: float
+    enabled: bool
+
+
+class RoutingEditor(ModalScreen[list[Command] | None]):
+    """Per model: a weight input and an enabled switch. Apply dismisses with the commands for what
+    changed (SetWeight, EnableModel); escape dismisses with None."""
+
+    DEFAULT_CSS = """
+    RoutingEditor {
+        align: center middle;
+    }
+    RoutingEditor > Vertical {
+        width: 72;
+        max-width: 100%;
+        height: auto;
+        max-height: 100%;
+        border: round $primary;
+        background: $surface;
+        padding: 0 1;
+    }
+    RoutingEditor #routes {
+        height: auto;
+        max-height: 16;
+    }
+    RoutingEditor .route {
+        grid-size: 3 1;
+        grid-columns: 1fr 14 10;
+        height: 3;
+    }
+    RoutingEditor .route Label {
+        padding: 1 0 0 0;
+        width: 100%;
+    }
+    RoutingEditor .route Input {
+        width: 14;
+    }
+    RoutingEditor #routing-error {
+        color: $error;
+        height: auto;
+    }
+    RoutingEditor #routing-buttons {
+        height: 3;
+        align-horizontal: right;
+    }
+    RoutingEditor #routing-buttons Button {
+        margin-left: 1;
+    }
+    RoutingEditor .hint {
+        color: $text-muted;
+    }
+    """
+
+    BINDINGS = [
+        Binding("escape", "cancel", "cancel"),
+        Binding("ctrl+s", "apply", "apply"),
+    ]
+
+    def __init__(self, models: Sequence[ModelRoute], *, cursor_blink: bool = True) -> None:
+        super().__init__()
+        self.models = tuple(models)
+        self._blink = cursor_blink
+
+    def compose(self) -> ComposeResult:
+        with Vertical() as v:
+            v.border_title = "routing"
+            yield Static("weight = share of traffic under weighted routing; off = no new requests", classes="hint")
+            with VerticalScroll(id="routes"):
+                for i, m in enumerate(self.models):
+                    with Grid(classes="route"):
+                        yield Label(m.name)
+                        yield Input(
+                            fmt_weight(m.weight),
+                            type="number",
+                            id=f"weight-{i}",
+                            cursor_blink=self._blink,
+                            select_on_focus=True,
+                        )
+                        yield Switch(m.enabled, id=f"enabled-{i}", animate=False)
+            yield Static("", id="routing-error")
+            with Horizontal(id="routing-buttons"):
+                yield Button("Apply (ctrl+s)", variant="primary", id="apply")
+                yield Button("Cancel (esc)", id="cancel")
+
+    def commands(self) -> list[Command] | str:
+        """The commands for the edits, or a message saying what is wrong."""
+        out: list[Command] = []
+        live = 0
+        for i, m in enumerate(self.models):
+            text = self.query_one(f"#weight-{i}", Input).value.strip()
+            enabled = self.query_one(f"#enabled-{i}", Switch).value
+            try:
+                weight = float(text)
+            except ValueError:
+                return f"{m.name}: weight: expected a number >= 0, got {text!r}"
+            if not weight >= 0 or weight == float("inf"):
+                return f"{m.name}: weight: expected a number >= 0, got {text!r}"
+            if weight != m.weight:
+                out.append(SetWeight(m.name, weight))
+            if enabled != m.enabled:
+                out.append(EnableModel(m.name, enabled))
+            if enabled and weight > 0:
+                live += 1
+        if live == 0:
+            return "at least one model must stay enabled with a weight > 0"
+        return out
+
+    def action_apply(self) -> None:
+        result = self.commands()
+        if isinstance(result, str):
+            self.query_one("#routing-error", Static).update(result)
+            return
+        self.dismiss(result)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    @on(Button.Pressed, "#apply")
+    def _apply_pressed(self) -> None:
+        self.action_apply()
+
+    @on(Button.Pressed, "#cancel")
+    def _cancel_pressed(self) -> None:
+        self.action_cancel()
+
+    @on(Input.Submitted)
+    def _submitted(self) -> None:
+        self.action_apply()

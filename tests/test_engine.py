@@ -1,0 +1,485 @@
+"""The engine end to end: real HTTP over loopback to the embedded simulator, real openai SDK."""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+from pathlib import Path
+
+import orjson
+import pytest
+
+from oxconsole.engine.commands import EnableModel, Pause, Resume, SetConcurrency, SetRate, Stop
+from oxconsole.engine.runner import Engine, RunOutcome
+from oxconsole.report import summary_from_journal
+from oxconsole.workload import Workload, check_prompts
+
+from .conftest import WorkloadFactory
+
+pytestmark = pytest.mark.asyncio
+
+
+def journal(w: Workload) -> list[dict]:
+    return [orjson.loads(line) for line in w.results_path().read_bytes().splitlines() if line.strip()]
+
+
+async def run(w: Workload, engine: Engine | None = None) -> tuple[Engine, RunOutcome]:
+    e = engine or Engine(w, results_path=w.results_path(), total_expected=check_prompts(w).total_requests)
+    return e, await e.run()
+
+
+TWO_MODELS = """
+name = "t"
+[run]
+concurrency = 16
+seed = 3
+[endpoints.default]
+base_url = "sim"
+[[models]]
+name = "small"
+weight = 3
+price_per_request = 0.001
+[[models]]
+name = "large"
+weight = 1
+price_per_1m_input = 1.0
+price_per_1m_output = 2.0
+[prompts]
+synthetic = { count = 200, input_tokens = 20, output_tokens = 8 }
+[sim.models.small]
+ttft = "10ms"
+tokens_per_s = 500
+jitter = 0
+[sim.models.large]
+ttft = "20ms"
+tokens_per_s = 400
+jitter = 0
+"""
+
+
+async def test_journal_complete_unique_and_summary_agrees(make_workload: WorkloadFactory) -> None:
+    w = make_workload(TWO_MODELS)
+    _, out = await run(w)
+    recs = journal(w)
+    ids = [r["id"] for r in recs]
+    assert len(ids) == 200
+    assert set(ids) == {f"syn-{i}" for i in range(200)}
+    assert all(r["status"] == "ok" for r in recs)
+    assert out.exit_code == 0
+    s = out.summary
+    assert s["requests"]["total"] == 200 and s["requests"]["ok"] == 200
+    per_model = {m: sum(1 for r in recs if r["model"] == m) for m in ("small", "large")}
+    assert {m: s["models"][m]["requests"]["total"] for m in per_model} == per_model
+    assert 0.65 < per_model["small"] / 200 < 0.85  # weight 3:1
+    assert all(r["output_tokens"] == 8 and r["tokens_source"] == "usage" for r in recs)
+    # cost: flat per request on small, token-based on large, exactly as priced
+    small = next(r for r in recs if r["model"] == "small")
+    large = next(r for r in recs if r["model"] == "large")
+    assert small["cost"] == pytest.approx(0.001)
+    assert large["cost"] == pytest.approx(large["input_tokens"] * 1e-6 + 8 * 2e-6)
+    assert s["cost"]["total"] == pytest.approx(sum(r["cost"] for r in recs))
+    rebuilt = summary_from_journal(w.results_path())
+    assert rebuilt["requests"] == s["requests"]
+    assert rebuilt["latency_ms"]["p50"] == pytest.approx(s["latency_ms"]["p50"], rel=1e-6)
+
+
+async def test_timings_agree_with_the_simulator(make_workload: WorkloadFactory) -> None:
+    # jitter 0: TTFT = 100 ms and latency = 100 + (11 - 1) * 20 = 300 ms at the server. The client
+    # adds loopback transfer, the SDK's request building and event-loop scheduling: about 1-3 ms on
+    # an idle machine; 12 ms of tolerance leaves room for a loaded CI box without hiding a
+    # systematic error (a missed first chunk would be off by 20 ms, a TTFT taken at the headers by 100).
+    w = make_workload(
+        """
+        [run]
+        concurrency = 8
+        [endpoints.default]
+        base_url = "sim"
+        [[models]]
+        name = "m"
+        max_tokens = 11
+        [prompts]
+        synthetic = { count = 40, input_tokens = 10, output_tokens = 11 }
+        [sim.models.m]
+        ttft = "100ms"
+        tokens_per_s = 50
+        output_tokens = 64
+        capacity = 64
+        jitter = 0
+        """
+    )
+    _, out = await run(w)
+    recs = journal(w)
+    ttft = statistics.median(r["ttft_ms"] for r in recs)
+    lat = statistics.median(r["latency_ms"] for r in recs)
+    itl = statistics.median(r["itl_ms"] for r in recs)
+    assert 100 <= ttft < 112, ttft
+    assert 300 <= lat < 312, lat
+    assert itl == pytest.approx(20, abs=2)
+    assert all(r["output_tokens"] == 11 for r in recs)
+    assert out.summary["ttft_ms"]["p50"] == pytest.approx(ttft, rel=0.01, abs=1)
+
+
+async def test_no_usage_means_estimated_tokens(make_workload: WorkloadFactory) -> None:
+    w = make_workload(
+        """
+        [run]
+        concurrency = 4
+        [endpoints.default]
+        base_url = "sim"
+        [[models]]
+        name = "llama"
+        max_tokens = 7
+        [prompts]
+        items = ["one two three four five six seven eight"]
+        repeat = 3
+        [sim.models.llama]
+        ttft = 0
+        tokens_per_s = 0
+        usage = false
+        """
+    )
+    _, out = await run(w)
+    recs = journal(w)
+    assert [r["tokens_source"] for r in recs] == ["estimate"] * 3
+    assert all(r["output_tokens"] == 7 for r in recs)  # one token per content chunk
+    assert out.summary["requests"]["ok"] == 3
+
+
+async def test_non_streaming(make_workload: WorkloadFactory) -> None:
+    w = make_workload(
+        """
+        [run]
+        concurrency = 4
+        stream = false
+        [endpoints.default]
+        base_url = "sim"
+        [[models]]
+        name = "m"
+        max_tokens = 5
+        [prompts]
+        items = ["a", "b", "c"]
+        [sim.models.m]
+        ttft = "30ms"
+        tokens_per_s = 100
+        jitter = 0
+        """
+    )
+    _, out = await run(w)
+    recs = journal(w)
+    assert out.exit_code == 0
+    assert all(r["output_tokens"] == 5 and r["tokens_source"] == "usage" and "ttft_ms" not in r for r in recs)
+    assert all(r["text"] for r in recs)
+    assert all(70 <= r["latency_ms"] < 90 for r in recs)  # 30 + 4 * 10 ms
+
+
+async def test_concurrency_lowered_live_is_never_exceeded(make_workload: WorkloadFactory) -> None:
+    w = make_workload(
+        """
+        [run]
+        concurrency = 20
+        [endpoints.default]
+        base_url = "sim"
+        [[models]]
+        name = "m"
+        [prompts]
+        synthetic = { count = 300, input_tokens = 5, output_tokens = 4 }
+        [sim.models.m]
+        ttft = "40ms"
+        tokens_per_s = 100
+        jitter = 0
+        capacity = 100
+        """
+    )
+    e = Engine(w, results_path=w.results_path(), publish_interval=0.05)
+    peak_after = 0
+
+    async def drive() -> None:
+        nonlocal peak_after
+        while e.dispatched < 40:
+            await asyncio.sleep(0.01)
+        assert e.in_flight > 5
+        e.apply(SetConcurrency(5))
+        while e.state != "done" and e.state != "draining":
+            await asyncio.sleep(0.005)
+            if e.in_flight <= 5:
+                break
+        while e.state == "running":
+            peak_after = max(peak_after, e.in_flight)
+            await asyncio.sleep(0.002)
+
+    d = asyncio.create_task(drive())
+    _, out = await run(w, e)
+    await d
+    assert 0 < peak_after <= 5
+    assert out.summary["requests"]["ok"] == 300  # nothing was cancelled by the shrink
+    assert out.summary["changes"][0] | {"t": 0} == {"t": 0, "what": "concurrency", "from": 20, "to": 5}
+
+
+async def test_constant_arrival_rate_and_live_rate_change(make_workload: WorkloadFactory) -> None:
+    w = make_workload(
+        """
+        [run]
+        concurrency = 50
+        arrival = "constant"
+        rate = 40
+        duration = "2s"
+        [endpoints.default]
+        base_url = "sim"
+        [[models]]
+        name = "m"
+        [prompts]
+        items = ["x"]
+        [sim.models.m]
+        ttft = "5ms"
+        tokens_per_s = 0
+        """
+    )
+    e = Engine(w, results_path=w.results_path())
+
+    async def drive() -> None:
+        while e.elapsed() < 1.0:
+            await asyncio.sleep(0.005)
+        e.apply(SetRate(120))
+
+    d = asyncio.create_task(drive())
+    _, out = await run(w, e)
+    await d
+    recs = journal(w)
+    t0 = min(r["t_scheduled"] for r in recs)
+    first = sum(1 for r in recs if r["t_scheduled"] - t0 < 1.0)
+    second = sum(1 for r in recs if r["t_scheduled"] - t0 >= 1.0)
+    assert 38 <= first <= 42, first
+    assert 110 <= second <= 126, second
+    gaps = sorted(r["t_scheduled"] for r in recs)
+    assert max(b - a for a, b in zip(gaps, gaps[1:], strict=False)) < 0.04
+    assert [c["what"] for c in out.summary["changes"]] == ["rate"]
+
+
+async def test_closed_loop_rate_limit_changes_live(make_workload: WorkloadFactory) -> None:
+    w = make_workload(
+        """
+        [run]
+        concurrency = 50
+        rate = 20
+        duration = "2s"
+        [endpoints.default]
+        base_url = "sim"
+        [[models]]
+        name = "m"
+        [prompts]
+        items = ["x"]
+        [sim.models.m]
+        ttft = 0
+        tokens_per_s = 0
+        """
+    )
+    e = Engine(w, results_path=w.results_path())
+
+    async def drive() -> None:
+        while e.elapsed() < 1.0:
+            await asyncio.sleep(0.005)
+        e.apply(SetRate(80))
+
+    d = asyncio.create_task(drive())
+    await run(w, e)
+    await d
+    recs = journal(w)
+    t0 = min(r["t_sent"] for r in recs)
+    first = sum(1 for r in recs if r["t_sent"] - t0 < 1.0)
+    second = sum(1 for r in recs if r["t_sent"] - t0 >= 1.0)
+    assert 18 <= first <= 23, first
+    assert 65 <= second <= 85, second
+
+
+async def test_pause_resume_and_disable_model(make_workload: WorkloadFactory) -> None:
+    w = make_workload(
+        TWO_MODELS.replace("count = 200", "count = 400").replace("concurrency = 16", "concurrency = 4")
+    )
+    e = Engine(w, results_path=w.results_path())
+
+    async def drive() -> None:
+        while e.dispatched < 20:
+            await asyncio.sleep(0.005)
+        e.apply(Pause())
+        await asyncio.sleep(0.1)
+        frozen = e.dispatched
+        await asyncio.sleep(0.3)
+        assert e.dispatched == frozen, "dispatch went on while paused"
+        assert e.state == "paused"
+        e.apply(EnableModel("large", False))
+        marker = e.dispatched
+        e.apply(Resume())
+        await asyncio.sleep(0.5)
+        assert e.dispatched > marker
+        e.apply(Stop())
+        e.marker = marker  # type: ignore[attr-defined]
+
+    d = asyncio.create_task(drive())
+    _, out = await run(w, e)
+    await d
+    recs = journal(w)
+    late = sorted(recs, key=lambda r: r["t_scheduled"])[e.marker + 4 :]  # type: ignore[attr-defined]
+    assert late and all(r["model"] == "small" for r in late)
+    whats = [c["what"] for c in out.summary["changes"]]
+    assert whats == ["paused", "enabled", "paused"]
+    assert out.summary["requests"]["total"] < 400  # stopped early
+    assert out.exit_code == 0  # in-flight requests finished within the grace time
+
+
+async def test_retry_after_is_honoured_and_fallback_used(make_workload: WorkloadFactory) -> None:
+    w = make_workload(
+        """
+        [run]
+        concurrency = 8
+        [endpoints.default]
+        base_url = "sim"
+        [[models]]
+        name = "flaky"
+        [[models]]
+        name = "broken"
+        weight = 0
+        [[models]]
+        name = "backup"
+        weight = 0
+        [prompts]
+        file = "prompts.jsonl"
+        [routing]
+        [[routing.rules]]
+        tag = "b"
+        models = ["broken"]
+        fallback = ["backup"]
+        [retry]
+        max_attempts = 3
+        backoff = "1ms"
+        backoff_max = "2ms"
+        [sim.models.flaky]
+        ttft = 0
+        tokens_per_s = 0
+        throttle_rate = 0.5
+        retry_after = "150ms"
+        [sim.models.broken]
+        ttft = 0
+        tokens_per_s = 0
+        error_rate = 1.0
+        [sim.models.backup]
+        ttft = 0
+        tokens_per_s = 0
+        """,
+        prompts="\n".join(f'{{"id": "a{i}", "prompt": "hi", "tag": "a"}}' for i in range(30))
+        + "\n"
+        + "\n".join(f'{{"id": "b{i}", "prompt": "hi", "tag": "b"}}' for i in range(5)),
+    )
+    _, out = await run(w)
+    recs = {r["id"]: r for r in journal(w)}
+    retried = [r for k, r in recs.items() if k.startswith("a") and r["attempts"] > 1]
+    assert retried, "throttle_rate 0.5 over 30 requests should have retried some"
+    for r in retried:
+        if r["status"] == "ok":
+            assert r["backoff_ms"] >= 150 * (r["attempts"] - 1) - 1
+            assert r["attempt_errors"] == {"http_429": r["attempts"] - 1}
+            assert r["latency_ms"] < 100  # backoff is not latency
+    for k in (f"b{i}" for i in range(5)):
+        assert recs[k]["model"] == "backup" and recs[k]["status"] == "ok"
+        assert recs[k]["attempts"] == 4  # 3 on broken, then 1 on the fallback
+    assert out.summary["attempt_errors"].get("http_500", 0) == 15
+
+
+async def test_errors_classified_and_exit_code(make_workload: WorkloadFactory) -> None:
+    w = make_workload(
+        """
+        [run]
+        concurrency = 4
+        [endpoints.default]
+        base_url = "sim"
+        [[models]]
+        name = "m"
+        [prompts]
+        items = ["a", "b", "c", "d"]
+        [retry]
+        max_attempts = 2
+        backoff = "1ms"
+        [sim.models.m]
+        ttft = 0
+        tokens_per_s = 0
+        error_rate = 1.0
+        """
+    )
+    _, out = await run(w)
+    recs = journal(w)
+    assert {r["error"] for r in recs} == {"http_500"}
+    assert all(r["attempts"] == 2 and r["status"] == "error" and r["error_detail"] for r in recs)
+    assert out.exit_code == 1
+    assert out.summary["errors"] == {"http_500": 4}
+
+
+async def test_stop_with_grace_then_resume_completes_each_id_once(make_workload: WorkloadFactory, tmp_path: Path) -> None:
+    text = """
+        [run]
+        concurrency = 10
+        grace = "5s"
+        [endpoints.default]
+        base_url = "sim"
+        [[models]]
+        name = "m"
+        [prompts]
+        synthetic = { count = 120, input_tokens = 5, output_tokens = 5 }
+        [sim.models.m]
+        ttft = "30ms"
+        tokens_per_s = 200
+        jitter = 0
+        """
+    w = make_workload(text)
+    e = Engine(w, results_path=w.results_path())
+
+    async def drive() -> None:
+        while e.dispatched < 30:
+            await asyncio.sleep(0.005)
+        e.request_stop(interrupted=True)
+
+    d = asyncio.create_task(drive())
+    _, out = await run(w, e)
+    await d
+    assert out.exit_code == 130
+    first = journal(w)
+    assert 30 <= len(first) < 120
+    assert all(r["status"] == "ok" for r in first)  # in flight finished within the grace time
+    from oxconsole.engine.journal import ok_ids
+
+    done, bad = ok_ids(w.results_path())
+    assert bad == 0
+    e2 = Engine(w, results_path=w.results_path(), skip_ids=done)
+    _, out2 = await run(w, e2)
+    assert out2.exit_code == 0
+    ids = [r["id"] for r in journal(w) if r["status"] == "ok"]
+    assert len(ids) == 120 and len(set(ids)) == 120
+
+
+async def test_stop_cancel_records_cancelled(make_workload: WorkloadFactory) -> None:
+    w = make_workload(
+        """
+        [run]
+        concurrency = 6
+        [endpoints.default]
+        base_url = "sim"
+        [[models]]
+        name = "m"
+        [prompts]
+        synthetic = { count = 50, input_tokens = 5, output_tokens = 5 }
+        [sim.models.m]
+        ttft = "5s"
+        """
+    )
+    e = Engine(w, results_path=w.results_path())
+
+    async def drive() -> None:
+        while e.in_flight < 6:
+            await asyncio.sleep(0.005)
+        e.apply(Stop(cancel=True))
+
+    d = asyncio.create_task(drive())
+    _, out = await run(w, e)
+    await d
+    recs = journal(w)
+    assert len(recs) == 6
+    assert {r["error"] for r in recs} == {"cancelled"}
+    assert out.exit_code == 1
