@@ -63,6 +63,8 @@ __all__ = [
 APP = "oxconsole"
 MAX_BUFFER = 64 * 1024
 """Bytes queued to one client above which snapshot frames are skipped for it."""
+SOCKET_SNDBUF = 64 * 1024
+"""Kernel send buffer asked for each client connection (Linux doubles it)."""
 STUCK_DROP_S = 60.0
 """A client whose buffer stays above MAX_BUFFER this long is dropped."""
 MAX_LINE = 32 * 1024 * 1024
@@ -305,6 +307,8 @@ class ControlServer:
         self._base_interval = engine.publish_interval
         self._enc_snap: Snapshot | None = None
         self._enc: bytes = b""
+        self.frames_skipped = 0
+        """Snapshot frames not sent because a client was behind (all clients, whole run)."""
 
     @property
     def clients(self) -> int:
@@ -367,6 +371,10 @@ class ControlServer:
         if task is not None:
             self._handlers.add(task)
         client = _Client(writer)
+        sock = writer.get_extra_info("socket")
+        if sock is not None:  # keep the kernel's share of a slow client's backlog small too
+            with contextlib.suppress(OSError, AttributeError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_SNDBUF)
         try:
             while not self._closed:
                 line = await reader.readline()
@@ -387,6 +395,8 @@ class ControlServer:
                 else:
                     self._reply(client, {"op": "error", "message": f"unknown op {op!r}"})
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
+            pass
+        except asyncio.CancelledError:  # only close() cancels a handler; asyncio would log it
             pass
         finally:
             self._drop(client)
@@ -462,6 +472,7 @@ class ControlServer:
             return False
         if w.transport.get_write_buffer_size() > self.max_buffer:
             client.skipped += 1
+            self.frames_skipped += 1
             if client.stuck_since is None:
                 client.stuck_since = now
             elif now - client.stuck_since > STUCK_DROP_S:
@@ -545,10 +556,13 @@ class ControlServer:
         self.engine.publish_interval = self._base_interval
         if self._server is not None:
             self._server.close()
-        for h in list(self._handlers):
-            h.cancel()
-        if self._tasks or self._handlers:
-            await asyncio.gather(*self._tasks, *self._handlers, return_exceptions=True)
+        handlers = list(self._handlers)
+        if handlers:  # their readers see the connections close and return
+            await asyncio.wait(handlers, timeout=0.5)
+            for h in handlers:
+                h.cancel()
+        if self._tasks or handlers:
+            await asyncio.gather(*self._tasks, *handlers, return_exceptions=True)
         for p in (self.socket_path, self.registry_path):
             if p is not None:
                 _unlink(p)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from test_metrics import FakeClock, make_records
+from tests.test_metrics import FakeClock, make_records
 
 from oxconsole.metrics import Collector
 from oxconsole.records import RequestRecord

@@ -56,15 +56,15 @@ __all__ = ["ConsoleApp", "MainScreen", "run_console"]
 PENDING_S = 2.0
 """A value just sent is the base for the next +/- for this long, even before a snapshot shows it."""
 
-_CONC = Binding.Group("concurrency", compact=True)
+_CONC = Binding.Group("conc", compact=True)
 _RATE = Binding.Group("rate", compact=True)
 
 
 class MainScreen(Screen[None]):
     """The dashboard. Its bindings are the console keys (modal screens do not see them)."""
 
-    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-narrow"), (140, "-wide")]
-    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [(0, "-short"), (38, "-tall")]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (140, "-wide")]  # noqa: RUF012  (Textual's own type)
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (38, "-tall")]  # noqa: RUF012
 
     DEFAULT_CSS = """
     MainScreen {
@@ -72,7 +72,7 @@ class MainScreen(Screen[None]):
         background: $background;
     }
     MainScreen #top {
-        height: 12;
+        height: 15;
     }
     MainScreen #top InFlightPanel {
         width: 56;
@@ -129,8 +129,8 @@ class MainScreen(Screen[None]):
         Binding("minus", "app.concurrency(-1)", "fewer", key_display="-", group=_CONC),
         Binding("right_square_bracket", "app.rate(1)", "faster", key_display="]", group=_RATE),
         Binding("left_square_bracket", "app.rate(-1)", "slower", key_display="[", group=_RATE),
-        Binding("0", "app.unlimited", "unlimited"),
-        Binding("w", "app.routing", "routing"),
+        Binding("0", "app.unlimited", "∞"),
+        Binding("w", "app.routing", "routes"),
         Binding("space", "app.pause", "pause"),
         Binding("s", "app.save", "save"),
         Binding("d", "app.detach", "detach"),
@@ -142,8 +142,16 @@ class MainScreen(Screen[None]):
         Binding("ctrl+c", "app.stop", "stop", show=False),
     ]
 
+    def __init__(self, run_name: str) -> None:
+        super().__init__(id="main")
+        self.run_name = run_name
+        self.panels: list[Panel] = []
+        """Every panel, header first; filled on mount (the app renders only once it is set)."""
+
     def compose(self) -> ComposeResult:
-        yield HeaderPanel(id="header")
+        header = HeaderPanel(id="header")
+        header.run_name = self.run_name
+        yield header
         with Horizontal(id="top"):
             yield InFlightPanel(id="in-flight")
             yield ThroughputPanel(id="throughput")
@@ -162,7 +170,13 @@ class MainScreen(Screen[None]):
                 yield ErrorsPanel(id="errors-tab")
             with TabPane("phase", id="tab-phase"):
                 yield PhasePanel(id="phase-tab")
-        yield Footer(compact=True)
+        yield Footer(show_command_palette=False)
+
+    def on_mount(self) -> None:
+        self.panels = list(self.query(Panel))
+        app = self.app
+        if isinstance(app, ConsoleApp):
+            app.tick()
 
     @property
     def compact(self) -> bool:
@@ -227,12 +241,10 @@ class ConsoleApp(App[str]):
                 self.theme = DEFAULT_THEME
 
     def get_default_screen(self) -> Screen[None]:
-        return MainScreen(id="main")
+        return MainScreen(self.source.name)
 
     async def on_mount(self) -> None:
         self.title = f"oxconsole · {self.source.name}"
-        header = self.main.query_one(HeaderPanel)
-        header.run_name = self.source.name
         for problem in self._theme_problems:
             self.notify(problem, title="theme", severity="warning", timeout=8)
         await self.source.start()
@@ -241,7 +253,7 @@ class ConsoleApp(App[str]):
 
     @property
     def main(self) -> MainScreen:
-        screen = self.get_screen("_default") if False else self.screen_stack[0]
+        screen = self.screen_stack[0]
         assert isinstance(screen, MainScreen)
         return screen
 
@@ -256,8 +268,9 @@ class ConsoleApp(App[str]):
         if self.stopping and src.finished:
             self.call_later(self.leave, "quit")
             return
+        main = self.main
         snap = src.latest()
-        if snap is None:
+        if snap is None or not main.panels:
             return
         status = self._status_of(snap)
         if snap is self.last and status == self._status:
@@ -268,12 +281,10 @@ class ConsoleApp(App[str]):
         self.last = snap
         self._status = status
         self.renders += 1
-        main = self.main
         with self.batch_update():
-            header = main.query_one(HeaderPanel)
-            header.state, header.note, header.note_level = status
-            header.snapshot = snap
-            for panel in main.query(Panel):
+            for panel in main.panels:
+                if isinstance(panel, HeaderPanel):
+                    panel.state, panel.note, panel.note_level = status
                 panel.snapshot = snap
 
     def _status_of(self, snap: Snapshot) -> tuple[str, str, str]:
@@ -386,7 +397,9 @@ class ConsoleApp(App[str]):
         if prev <= 0:
             achieved = snap.gauges.achieved_rate or snap.req_per_s_10s
             if achieved <= 0:
-                self.notify("no previous rate to restore, and nothing sent yet to start from", severity="warning")
+                self.notify(
+                    "no previous rate to restore, and nothing sent yet to start from", severity="warning"
+                )
                 return
             prev = max(0.1, round_sig(achieved))
         self._remember("rate", prev)
@@ -417,9 +430,9 @@ class ConsoleApp(App[str]):
         snap = self._need_snapshot()
         if snap is None:
             return
-        routes = [
-            ModelRoute(name, g.weight, g.enabled) for name, g in snap.gauges.models.items()
-        ] or [ModelRoute(m.name, 1.0, True) for m in snap.models]
+        routes = [ModelRoute(name, g.weight, g.enabled) for name, g in snap.gauges.models.items()] or [
+            ModelRoute(m.name, 1.0, True) for m in snap.models
+        ]
         self.push_screen(RoutingEditor(routes, cursor_blink=self.cursor_blink), self._routing_done)
 
     def _routing_done(self, commands: list[Command] | None) -> None:
@@ -455,7 +468,9 @@ class ConsoleApp(App[str]):
             return
         g = snap.gauges
         rate = "unlimited" if g.rate <= 0 else fmt_rate(g.rate)
-        self.notify(f"{out}\nconcurrency {g.concurrency}, rate {rate}", title="saved tuned workload", timeout=8)
+        self.notify(
+            f"{out}\nconcurrency {g.concurrency}, rate {rate}", title="saved tuned workload", timeout=8
+        )
 
     async def action_detach(self) -> None:
         """Leave the console; the run goes on."""
@@ -503,7 +518,9 @@ class ConsoleApp(App[str]):
         for p in self.main.query(LatencyPanel):
             p.scope = self._scope
         self.notify(
-            "latency: whole run" if self._scope == "run" else "latency: last 10 s", title="histogram", timeout=2
+            "latency: whole run" if self._scope == "run" else "latency: last 10 s",
+            title="histogram",
+            timeout=2,
         )
 
     def action_next_tab(self) -> None:
@@ -533,19 +550,31 @@ class ConsoleApp(App[str]):
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
-        yield SystemCommand("Concurrency up (+)", "10% more requests in flight", lambda: self.action_concurrency(1))
-        yield SystemCommand("Concurrency down (-)", "10% fewer requests in flight", lambda: self.action_concurrency(-1))
+        yield SystemCommand(
+            "Concurrency up (+)", "10% more requests in flight", lambda: self.action_concurrency(1)
+        )
+        yield SystemCommand(
+            "Concurrency down (-)", "10% fewer requests in flight", lambda: self.action_concurrency(-1)
+        )
         yield SystemCommand("Rate up (])", "10% more requests per second", lambda: self.action_rate(1))
         yield SystemCommand("Rate down ([)", "10% fewer requests per second", lambda: self.action_rate(-1))
-        yield SystemCommand("Rate unlimited toggle (0)", "no rate limit / back to the previous rate", self.action_unlimited)
+        yield SystemCommand(
+            "Rate unlimited toggle (0)", "no rate limit / back to the previous rate", self.action_unlimited
+        )
         yield SystemCommand("Routing editor (w)", "weights and enabled models", self.action_routing)
         yield SystemCommand("Pause / resume (space)", "stop or restart dispatching", self.action_pause)
-        yield SystemCommand("Save tuned workload (s)", "write NAME.tuned.toml beside the workload", self.action_save)
+        yield SystemCommand(
+            "Save tuned workload (s)", "write NAME.tuned.toml beside the workload", self.action_save
+        )
         yield SystemCommand("Detach (d)", "close the console, the run goes on", self.action_detach)
         yield SystemCommand("Stop the run (q)", "finish what is in flight, then exit", self.action_stop)
         yield SystemCommand("Keys (?)", "the help screen", self.action_help)
-        yield SystemCommand("Latency: next metric (h)", "TTFT, inter-token, end-to-end, queue", self.action_histogram)
-        yield SystemCommand("Latency: window / whole run (r)", "last 10 s or the whole run", self.action_scope)
+        yield SystemCommand(
+            "Latency: next metric (h)", "TTFT, inter-token, end-to-end, queue", self.action_histogram
+        )
+        yield SystemCommand(
+            "Latency: window / whole run (r)", "last 10 s or the whole run", self.action_scope
+        )
 
 
 def run_console(source: RunSource, *, theme: str | None = None, refresh: float = 4.0) -> str:

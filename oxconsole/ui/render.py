@@ -104,6 +104,14 @@ class Palette:
         )
 
 
+def _crop(lines: Sequence[Text], width: int) -> Text:
+    """Join lines, each cut to ``width`` cells with an ellipsis (Textual may wrap long Text)."""
+    for line in lines:
+        line.no_wrap = True
+        line.truncate(max(1, width), overflow="ellipsis")
+    return Text("\n", no_wrap=True).join(lines)
+
+
 # -- numbers ---------------------------------------------------------------------------------
 
 
@@ -241,7 +249,7 @@ def render_header(
         "starting": p.muted,
         "disconnected": p.error,
     }.get(state, p.foreground)
-    t = Text(no_wrap=True, overflow="ellipsis")
+    t = Text()
     t.append(f" {name} ", style=f"bold {p.primary}")
     t.append(" ● ", style=state_style)
     t.append(state, style=f"bold {state_style}")
@@ -263,7 +271,8 @@ def render_header(
         t.append(f"~{fmt_cost(s.projected_cost)}", style=p.accent)
         if width >= 100:
             t.append(" projected", style=p.muted)
-    t.append("\n")
+    lines = [t]
+    t = Text()
     total = g.total_expected
     done = s.counts.total
     if total:
@@ -281,8 +290,11 @@ def render_header(
         t.append(empty, style=p.bar_empty)
         t.append(tail)
     else:
-        t.append(f" {fmt_count(done)} finished · {fmt_count(g.dispatched)} sent · no fixed total", style=p.muted)
-    t.append("\n")
+        t.append(
+            f" {fmt_count(done)} finished · {fmt_count(g.dispatched)} sent · no fixed total", style=p.muted
+        )
+    lines.append(t)
+    t = Text()
     if note:
         t.append(f" {note}", style=note_style or p.warning)
     else:
@@ -294,7 +306,8 @@ def render_header(
             t.append(" (no change yet)", style=p.muted)
         t.append(f"   {fmt_rate(s.req_per_s_10s, ' req/s')}", style=p.primary)
         t.append(f"  {fmt_rate(s.output_tokens_per_s_10s, ' tok/s')}", style=p.primary)
-    return t
+    lines.append(t)
+    return _crop(lines, width)
 
 
 # -- in flight -------------------------------------------------------------------------------
@@ -323,37 +336,45 @@ def bottleneck(s: Snapshot) -> tuple[str, str]:
     if g.state == "draining":
         return "info", "draining: no new requests"
     if g.waiting_slot > 0 or g.in_flight >= g.concurrency:
-        return "info", "concurrency limit (+ raises it)"
+        return "info", "concurrency (+ raises it)"
     if g.waiting_bucket > 0 or (g.rate > 0 and g.achieved_rate >= 0.9 * g.rate):
-        return "info", "rate limit (] raises it)"
+        return "info", "rate (] raises it)"
     if g.backing_off > 0 and g.backing_off >= 0.2 * max(1, g.in_flight):
         return "info", "server pushback (retries backing off)"
     return "info", "not limited by the client"
 
 
 def render_in_flight(s: Snapshot, p: Palette, width: int, height: int = 6) -> Text:
+    """In flight vs limit, what is waiting and why, target vs achieved rate, and what bounds
+    throughput; more detail (loop lag, client queue time, in flight per model) when tall."""
     g = s.gauges
-    t = Text(no_wrap=True, overflow="ellipsis")
-    lab = 10
+    narrow = width < 44
+    lab = 8 if narrow else 10
+    short = {"in flight": "in fl", "loop lag": "lag", "bound by": "bound", "per model": "models"}
+
+    def label(text: str) -> Text:
+        return Text((short.get(text, text) if narrow else text).ljust(lab), style=p.muted)
+
+    lines: list[Text] = []
     frac = g.in_flight / g.concurrency if g.concurrency else 0.0
-    head = f"{g.in_flight}/{g.concurrency}"
-    t.append("in flight".ljust(lab), style=p.muted)
-    t.append(head.ljust(10), style="bold")
-    bar_w = max(4, width - lab - 10 - 5)
+    t = label("in flight")
+    head = f"{g.in_flight}/{g.concurrency}".ljust(8 if narrow else 10)
+    t.append(head, style="bold")
+    bar_w = max(4, width - lab - len(head) - 5)
     filled, empty = _bar(frac, bar_w)
     t.append(filled, style=p.warning if frac >= 1 else p.bar)
     t.append(empty, style=p.bar_empty)
-    t.append(f" {100 * frac:3.0f}%" if frac < 10 else " ")
-    t.append("\n")
-    t.append("waiting".ljust(lab), style=p.muted)
+    t.append(f" {100 * frac:3.0f}%")
+    lines.append(t)
+    t = label("waiting")
     t.append("slot ", style=p.muted)
     t.append(fmt_count(g.waiting_slot), style=p.warning if g.waiting_slot else "")
-    t.append(" · rate ", style=p.muted)
+    t.append(" · bucket " if not narrow else " bucket ", style=p.muted)
     t.append(fmt_count(g.waiting_bucket), style=p.warning if g.waiting_bucket else "")
-    t.append(" · backoff ", style=p.muted)
+    t.append(" · backoff " if not narrow else " backoff ", style=p.muted)
     t.append(fmt_count(g.backing_off), style=p.warning if g.backing_off else "")
-    t.append("\n")
-    t.append("rate".ljust(lab), style=p.muted)
+    lines.append(t)
+    t = label("rate")
     if g.rate > 0:
         t.append(fmt_rate(g.rate), style="bold")
         t.append(" target · ", style=p.muted)
@@ -362,16 +383,32 @@ def render_in_flight(s: Snapshot, p: Palette, width: int, height: int = 6) -> Te
         t.append(" · ", style=p.muted)
     t.append(fmt_rate(g.achieved_rate))
     t.append(" sent", style=p.muted)
-    t.append("\n")
+    lines.append(t)
     level, msg = bottleneck(s)
-    if height >= 5:
-        t.append("loop lag".ljust(lab), style=p.muted)
-        t.append(f"{g.loop_lag_ms:.1f} ms", style=p.error if g.loop_lag_ms >= LOOP_LAG_WARN_MS else "")
-        t.append(f"   sent {fmt_count(g.dispatched)}", style=p.muted)
-        t.append("\n")
-    t.append("bound by".ljust(lab), style=p.muted)
+    extra: list[Text] = []
+    t = label("loop lag")
+    t.append(f"{g.loop_lag_ms:.1f} ms", style=p.error if g.loop_lag_ms >= LOOP_LAG_WARN_MS else "")
+    t.append(f"   sent {fmt_count(g.dispatched)}", style=p.muted)
+    extra.append(t)
+    q = s.window.get("queue_ms", {})
+    t = label("queued")
+    t.append(f"p50 {_ms(q.get('p50', 0.0))}  p99 {_ms(q.get('p99', 0.0))}")
+    t.append("  (client, 10 s)", style=p.muted)
+    extra.append(t)
+    if g.models:
+        t = label("per model")
+        for i, (name, mg) in enumerate(g.models.items()):
+            if i:
+                t.append(" · ", style=p.muted)
+            t.append(f"{name} ", style=p.muted if not mg.enabled else "")
+            t.append(str(mg.in_flight))
+        extra.append(t)
+    room = max(0, height - 4)
+    lines.extend(extra[:room])
+    t = label("bound by")
     t.append(msg, style=f"bold {p.error}" if level == "warn" else p.foreground)
-    return t
+    lines.append(t)
+    return _crop(lines, width)
 
 
 # -- throughput ------------------------------------------------------------------------------
@@ -398,52 +435,51 @@ def _axis(width: int, span: int) -> str:
 
 
 def render_throughput(s: Snapshot, p: Palette, width: int, height: int) -> Text:
-    """req/s (a block chart) and output tokens/s (a sparkline), one column per second, with a ▲
-    under each second where a setting changed."""
+    """req/s (a block chart) and output tokens/s (a sparkline), one column per second, a ▲ under
+    each second where a setting changed and a × under seconds with errors."""
     ser = s.series
-    t = Text(no_wrap=True, overflow="crop")
-    n = len(ser.req_per_s)
     cols = max(1, width)
+    n = len(ser.req_per_s)
     shown = min(n, cols)
-    t.append("req/s ", style=p.muted)
+    tall = height >= 7
+    lines: list[Text] = []
+    t = Text("req/s ", style=p.muted)
     t.append(fmt_rate(s.req_per_s_10s, ""), style=f"bold {p.primary}")
-    t.append(f" now ({s.window_s}s) · {fmt_rate(s.req_per_s, '')} run", style=p.muted)
+    t.append(f" now · {fmt_rate(s.req_per_s, '')} run", style=p.muted)
     if s.errors_per_s_10s > 0:
         t.append(f" · err {fmt_rate(s.errors_per_s_10s)}", style=p.error)
-    t.append("\n")
-    # rows: title, chart, tok title, sparkline, markers, axis
-    chart_h = max(1, height - 5) if height >= 6 else 1
-    compact = height < 6
-    top = max(ser.req_per_s[-shown:], default=0.0) if shown else 0.0
-    for row in bar_chart(ser.req_per_s[-shown:], cols, chart_h, top=top or None):
-        t.append(row, style=p.primary)
-        t.append("\n")
-    if not compact:
-        t.append("tok/s ", style=p.muted)
+    if not tall:
+        t.append(" · tok/s ", style=p.muted)
+        t.append(fmt_rate(s.output_tokens_per_s_10s, ""), style=f"bold {p.accent}")
+    lines.append(t)
+    chart_h = max(1, height - (5 if tall else 3))
+    recent = ser.req_per_s[-shown:] if shown else ()
+    top = max(recent, default=0.0)
+    for row in bar_chart(recent, cols, chart_h, top=top or None):
+        lines.append(Text(row, style=p.primary))
+    if tall:
+        t = Text("tok/s ", style=p.muted)
         t.append(fmt_rate(s.output_tokens_per_s_10s, ""), style=f"bold {p.accent}")
         t.append(f" now · {fmt_rate(s.output_tokens_per_s, '')} run", style=p.muted)
-        t.append("\n")
-    t.append(sparkline(ser.output_tokens_per_s[-shown:], cols), style=p.accent)
-    t.append("\n")
-    # markers: one ▲ per changed second in view; errors as ×
-    line = [" "] * cols
-    first = ser.start_s + n - shown  # the second drawn in column (cols - shown)
+        lines.append(t)
+    lines.append(Text(sparkline(ser.output_tokens_per_s[-shown:] if shown else (), cols), style=p.accent))
+    marks = [" "] * cols
+    first = ser.start_s + n - shown  # the second drawn in column ``off``
     off = cols - shown
     for i, e in enumerate(ser.errors_per_s[-shown:] if shown else ()):
         if e > 0:
-            line[off + i] = "×"
-    marks = 0
+            marks[off + i] = "×"
     for m in ser.markers:
         col = off + int(m) - first
         if 0 <= col < cols:
-            line[col] = "▲"
-            marks += 1
-    for ch in line:
+            marks[col] = "▲"
+    t = Text()
+    for ch in marks:
         t.append(ch, style=p.warning if ch == "▲" else (p.error if ch == "×" else ""))
-    if not compact:
-        t.append("\n")
-        t.append(_axis(cols, max(shown, 1)), style=p.muted)
-    return t
+    lines.append(t)
+    if tall:
+        lines.append(Text(_axis(cols, max(shown, 1)), style=p.muted))
+    return _crop(lines[: max(1, height)], width)
 
 
 # -- latency ---------------------------------------------------------------------------------
@@ -471,71 +507,77 @@ def render_latency(s: Snapshot, p: Palette, width: int, height: int, metric: str
     label = dict(LATENCY_METRICS).get(metric, metric)
     summ = (s.window if scope == "window" else s.run).get(metric, {})
     bins = (s.bins_window if scope == "window" else s.bins_run).get(metric, ())
-    t = Text(no_wrap=True, overflow="ellipsis")
-    t.append(label, style=f"bold {p.primary}")
+    lines: list[Text] = []
+    t = Text(label, style=f"bold {p.primary}")
     t.append(f" · {'last ' + str(s.window_s) + ' s' if scope == 'window' else 'whole run'}", style="bold")
-    t.append("   h metric · r window/run", style=p.muted)
-    t.append("\n")
+    t.append("   h: metric · r: window/run", style=p.muted)
+    lines.append(t)
     n = sum(c for _, _, c in bins)
+    t = Text()
     for q in ("p50", "p90", "p99"):
         t.append(f"{q} ", style=p.muted)
         t.append(f"{_ms(summ.get(q, 0.0)):<8}", style="bold")
     if width >= 52:
         t.append("max ", style=p.muted)
-        t.append(_ms(summ.get("max", 0.0)))
-    t.append(f"  n={fmt_count(n)}", style=p.muted)
+        t.append(f"{_ms(summ.get('max', 0.0)):<8}")
+    t.append(f"n={fmt_count(n)}", style=p.muted)
+    lines.append(t)
     if n == 0:
-        t.append("\n")
-        t.append("no finished requests" + (" in this window" if scope == "window" else " yet"), style=p.muted)
-        return t
+        lines.append(
+            Text("no finished requests" + (" in this window" if scope == "window" else " yet"), style=p.muted)
+        )
+        return _crop(lines, width)
     rows = _fit_bins(bins, max(1, height - 2))
     label_w = 9
     count_w = max(len(fmt_count(c)) for _, _, c in rows)
-    mark_w = 4
-    bar_w = max(4, width - label_w - count_w - mark_w - 3)
+    mark_w = 13
+    bar_w = max(4, width - label_w - count_w - mark_w - 1)
     top = max(c for _, _, c in rows) or 1
     qs = [(q, summ.get(q, 0.0)) for q in ("p50", "p90", "p99")]
     for i, (lo, hi, c) in enumerate(rows):
-        t.append("\n")
-        t.append(f"{fmt_ms(hi):>{label_w - 1}} ", style=p.muted)
+        t = Text(f"{fmt_ms(hi):>{label_w - 1}} ", style=p.muted)
         filled, _ = _bar(c / top, bar_w)
         in_bin = [q for q, v in qs if v > 0 and (lo <= v <= hi or (i == 0 and v < lo))]
-        style = p.accent if in_bin else p.bar
-        t.append(filled.ljust(bar_w), style=style)
+        t.append(filled.ljust(bar_w), style=p.accent if in_bin else p.bar)
         t.append(f" {fmt_count(c):>{count_w}}", style=p.muted if c == 0 else "")
         if in_bin:
-            t.append(f" ◂{in_bin[-1]}", style=p.accent)
-    return t
+            t.append(" ◂" + " ".join(in_bin), style=p.accent)
+        lines.append(t)
+    return _crop(lines, width)
 
 
 # -- models ----------------------------------------------------------------------------------
 
 
 def render_models(s: Snapshot, p: Palette, width: int) -> Table:
-    """One row per model; columns are dropped, least useful first, to fit ``width``."""
+    """One row per model; columns are dropped or merged, least useful first, to fit ``width``."""
     wide = width >= 120
-    mid = width >= 90
+    mid = width >= 100
     table = Table(
         box=box.SIMPLE_HEAD,
         expand=True,
         padding=(0, 1),
+        collapse_padding=not mid,
         show_edge=False,
         header_style=f"bold {p.primary}",
         pad_edge=False,
     )
-    table.add_column("model", no_wrap=True, overflow="ellipsis", ratio=3, min_width=10)
-    table.add_column("state", no_wrap=True)
+    longest = max((len(m.name) for m in s.models), default=5)
+    table.add_column(
+        "model", no_wrap=True, overflow="ellipsis", ratio=1, min_width=min(longest + (0 if mid else 4), 24)
+    )
+    if mid:
+        table.add_column("state", no_wrap=True)
     table.add_column("weight", justify="right", no_wrap=True)
     table.add_column("share", justify="right", no_wrap=True)
     table.add_column("in fl", justify="right", no_wrap=True)
     table.add_column("req/s", justify="right", no_wrap=True)
-    table.add_column("TTFT p50/99" if mid else "TTFT p50", justify="right", no_wrap=True)
-    table.add_column("lat p50/99" if mid else "lat p50", justify="right", no_wrap=True)
+    table.add_column("TTFT p50/99" if mid else "TTFT50", justify="right", no_wrap=True)
+    table.add_column("lat p50/99" if mid else "lat50", justify="right", no_wrap=True)
     table.add_column("ok", justify="right", no_wrap=True)
     table.add_column("err", justify="right", no_wrap=True)
     if wide:
         table.add_column("tok in/out", justify="right", no_wrap=True)
-    if mid:
         table.add_column("cost", justify="right", no_wrap=True)
     wsum = sum(
         m.gauge.weight for m in s.models if m.gauge is not None and m.gauge.enabled and m.gauge.weight > 0
@@ -561,9 +603,13 @@ def render_models(s: Snapshot, p: Palette, width: int) -> Table:
         def both(a: float, b: float) -> str:
             return f"{_ms(a)}/{_ms(b)}" if mid else _ms(a)
 
-        cells = [
-            Text(m.name, style=row_style or "bold"),
-            Text(state, style=st_style),
+        name = Text(m.name, style=row_style or "bold")
+        if not mid and state != "on":
+            name.append(f" {state}", style=st_style)
+        cells: list[Text | str] = [name]
+        if mid:
+            cells.append(Text(state, style=st_style))
+        cells += [
             weight,
             _pct(m.share),
             str(gauge.in_flight if gauge is not None else 0),
@@ -575,7 +621,6 @@ def render_models(s: Snapshot, p: Palette, width: int) -> Table:
         ]
         if wide:
             cells.append(f"{fmt_count(m.input_tokens)}/{fmt_count(m.output_tokens)}")
-        if mid:
             cells.append(fmt_cost(m.cost))
         table.add_row(*cells, style=row_style)
     return table
@@ -611,7 +656,7 @@ def render_errors(s: Snapshot, p: Palette, width: int) -> RenderableType:
             Text(e.detail if e and e.detail else "–", style=p.muted),
         )
     foot = Text(
-        f"{fmt_rate(s.errors_per_s_10s)} errors now · final = requests that failed after retries",
+        f"{fmt_rate(s.errors_per_s_10s)} now · final: failed after retries · retried: attempts retried",
         style=p.muted,
         no_wrap=True,
         overflow="ellipsis",
@@ -632,7 +677,7 @@ _Z: Any = _ZeroStat()
 
 def render_phase(s: Snapshot, p: Palette, width: int, height: int) -> RenderableType:
     """This phase (since the last change) next to the whole run, and the last changes."""
-    head = Text(no_wrap=True, overflow="ellipsis")
+    head = Text()
     head.append(f"phase {s.phase_index}", style=f"bold {p.primary}")
     if s.phase_settings:
         dur = max(0.0, s.elapsed_s - s.phase_t_start)
@@ -640,6 +685,7 @@ def render_phase(s: Snapshot, p: Palette, width: int, height: int) -> Renderable
         head.append(", ".join(fmt_change(c) for c in s.phase_settings), style=p.accent)
     else:
         head.append(" · from the start, no change yet", style=p.muted)
+    head = _crop([head], width)
     table = Table(
         box=box.SIMPLE_HEAD,
         expand=True,
@@ -667,7 +713,11 @@ def render_phase(s: Snapshot, p: Palette, width: int, height: int) -> Renderable
         "req/s", fmt_rate(s.phase_req_per_s, ""), fmt_rate(s.req_per_s, ""),
         delta(s.phase_req_per_s, s.req_per_s, False),
     )  # fmt: skip
-    table.add_row("ok / err", f"{fmt_count(pc.ok)} / {fmt_count(pc.error)}", f"{fmt_count(rc.ok)} / {fmt_count(rc.error)}")
+    table.add_row(
+        "ok / err",
+        f"{fmt_count(pc.ok)} / {fmt_count(pc.error)}",
+        f"{fmt_count(rc.ok)} / {fmt_count(rc.error)}",
+    )
     pe = pc.error / pc.total if pc.total else 0.0
     re_ = rc.error / rc.total if rc.total else 0.0
     table.add_row("error rate", _pct(pe), _pct(re_), delta(pe, re_, True))
@@ -679,28 +729,25 @@ def render_phase(s: Snapshot, p: Palette, width: int, height: int) -> Renderable
         ("ITL p50", "itl_ms", "p50"),
         ("queue p50", "queue_ms", "p50"),
     ]
-    budget = max(1, height - 4 - (3 if height >= 16 else 0))
+    budget = max(1, height - 7)
     for label, metric, q in rows[:budget]:
         a = s.phase.get(metric, {}).get(q, 0.0)
         b = s.run.get(metric, {}).get(q, 0.0)
         table.add_row(label, _ms(a), _ms(b), delta(a, b, True))
     parts: list[RenderableType] = [head, table]
-    if height >= 16 and s.changes:
-        ch = Text(no_wrap=True, overflow="ellipsis")
-        ch.append("changes ", style=p.muted)
-        ch.append(
-            "  ".join(f"{fmt_clock(float(c.get('t', 0)))} {fmt_change(c)}" for c in s.changes[-4:]),
-        )
-        parts.append(ch)
+    room = height - 4 - 3 - min(len(rows), budget)
+    if room >= 2 and s.changes:
+        ch = [Text("changes", style=p.muted)]
+        for c in s.changes[-(room - 1) :]:
+            line = Text(f"{fmt_clock(float(c.get('t', 0))):>7} ", style=p.muted)
+            line.append(fmt_change(c))
+            ch.append(line)
+        parts.append(_crop(ch, width))
     return Group(*parts)
 
 
 def spark_width(width: int) -> int:
     return max(1, width)
-
-
-def clamp(v: float, lo: float, hi: float) -> float:
-    return lo if v < lo else hi if v > hi else v
 
 
 def round_sig(x: float, digits: int = 3) -> float:

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 from rich.table import Table
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static, Switch
@@ -69,7 +70,7 @@ class HelpScreen(ModalScreen[None]):
     }
     """
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,question_mark,q", "dismiss", "close", show=False),
     ]
 
@@ -143,7 +144,7 @@ class RoutingEditor(ModalScreen[list[Command] | None]):
     }
     """
 
-    BINDINGS = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "cancel"),
         Binding("ctrl+s", "apply", "apply"),
     ]
@@ -156,18 +157,18 @@ class RoutingEditor(ModalScreen[list[Command] | None]):
     def compose(self) -> ComposeResult:
         with Vertical() as v:
             v.border_title = "routing"
-            yield Static("weight = share of traffic under weighted routing; off = no new requests", classes="hint")
+            yield Static(
+                "weight = share of traffic under weighted routing; off = no new requests", classes="hint"
+            )
             with VerticalScroll(id="routes"):
                 for i, m in enumerate(self.models):
                     with Grid(classes="route"):
                         yield Label(m.name)
-                        yield Input(
-                            fmt_weight(m.weight),
-                            type="number",
-                            id=f"weight-{i}",
-                            cursor_blink=self._blink,
-                            select_on_focus=True,
+                        weight = Input(
+                            fmt_weight(m.weight), type="number", id=f"weight-{i}", select_on_focus=True
                         )
+                        weight.cursor_blink = self._blink
+                        yield weight
                         yield Switch(m.enabled, id=f"enabled-{i}", animate=False)
             yield Static("", id="routing-error")
             with Horizontal(id="routing-buttons"):

@@ -78,11 +78,11 @@ def _colour(data: dict[str, Any], key: str) -> str | None:
     if v is None:
         return None
     if not isinstance(v, str):
-        raise _Bad(f"{key}: expected a colour string such as \"#4aa3ff\", got {v!r}")
+        raise _Bad(f'{key}: expected a colour string such as "#4aa3ff", got {v!r}')
     try:
         Color.parse(v)
     except ColorParseError:
-        raise _Bad(f"{key}: expected a colour such as \"#4aa3ff\" or \"rgb(74,163,255)\", got {v!r}") from None
+        raise _Bad(f'{key}: expected a colour such as "#4aa3ff" or "rgb(74,163,255)", got {v!r}') from None
     return v
 
 
@@ -123,14 +123,9 @@ def load_theme_file(path: Path) -> Theme:
             raise _Bad('variables: expected a table of strings ("footer-key-foreground" = "#ffb454")')
     except _Bad as e:
         raise ValueError(str(e)) from None
-    return Theme(
-        name=name.strip(),
-        primary=primary,
-        dark=dark,
-        variables=dict(variables),
-        **{k: v for k, v in colours.items() if v is not None},
-        **floats,
-    )
+    kwargs: dict[str, Any] = {k: v for k, v in colours.items() if v is not None}
+    kwargs.update(floats)
+    return Theme(name=name.strip(), primary=primary, dark=dark, variables=dict(variables), **kwargs)
 
 
 def _files(folder: Path) -> Iterable[Path]:
