@@ -89,6 +89,14 @@ def main(argv: list[str] | None = None) -> int:
     except BadInput as e:
         print(f"oxconsole: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except Exception as e:
+        # A workload problem found once the run started (e.g. --resume against a changed workload).
+        from oxconsole.workload import WorkloadError
+
+        if not isinstance(e, WorkloadError):
+            raise
+        print(f"oxconsole: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
 

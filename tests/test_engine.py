@@ -86,8 +86,10 @@ async def test_journal_complete_unique_and_summary_agrees(make_workload: Workloa
 async def test_timings_agree_with_the_simulator(make_workload: WorkloadFactory) -> None:
     # jitter 0: TTFT = 100 ms and latency = 100 + (11 - 1) * 20 = 300 ms at the server. The client
     # adds loopback transfer, the SDK's request building and event-loop scheduling: about 1-3 ms on
-    # an idle machine; 12 ms of tolerance leaves room for a loaded CI box without hiding a
-    # systematic error (a missed first chunk would be off by 20 ms, a TTFT taken at the headers by 100).
+    # an idle machine, 10-15 ms when both cores are busy with other work (seen here). Medians with
+    # 20-25 ms of room still catch the systematic errors that matter: a TTFT taken at the headers
+    # is off by 100 ms, latency taken before the last chunk by >= 20 ms, and the exact token count
+    # and the ~20 ms inter-token gap are checked separately.
     w = make_workload(
         """
         [run]
@@ -112,8 +114,8 @@ async def test_timings_agree_with_the_simulator(make_workload: WorkloadFactory) 
     ttft = statistics.median(r["ttft_ms"] for r in recs)
     lat = statistics.median(r["latency_ms"] for r in recs)
     itl = statistics.median(r["itl_ms"] for r in recs)
-    assert 100 <= ttft < 112, ttft
-    assert 300 <= lat < 312, lat
+    assert 100 <= ttft < 120, ttft
+    assert 300 <= lat < 325, lat
     assert itl == pytest.approx(20, abs=2)
     assert all(r["output_tokens"] == 11 for r in recs)
     assert out.summary["ttft_ms"]["p50"] == pytest.approx(ttft, rel=0.01, abs=1)
@@ -483,3 +485,37 @@ async def test_stop_cancel_records_cancelled(make_workload: WorkloadFactory) -> 
     assert len(recs) == 6
     assert {r["error"] for r in recs} == {"cancelled"}
     assert out.exit_code == 1
+
+
+async def test_failing_model_is_cooled_down(make_workload: WorkloadFactory) -> None:
+    w = make_workload(
+        """
+        [run]
+        concurrency = 2
+        [endpoints.default]
+        base_url = "sim"
+        [[models]]
+        name = "good"
+        [[models]]
+        name = "bad"
+        [prompts]
+        synthetic = { count = 200, input_tokens = 5, output_tokens = 2 }
+        [retry]
+        max_attempts = 1
+        [sim.models.good]
+        ttft = "5ms"
+        tokens_per_s = 0
+        [sim.models.bad]
+        ttft = "5ms"
+        tokens_per_s = 0
+        error_rate = 1.0
+        """
+    )
+    _, out = await run(w)
+    cd = out.summary["cooldowns"]
+    assert cd and cd[0]["model"] == "bad" and cd[0]["seconds"] == 5.0
+    recs = journal(w)
+    bad = sum(1 for r in recs if r["model"] == "bad")
+    # equal weights would send ~100 to "bad"; after 5 failures in a row it is cooled for 5 s,
+    # longer than this whole run, so it takes only the first handful
+    assert 5 <= bad <= 12, bad

@@ -31,6 +31,7 @@ from oxconsole.engine.commands import (
 )
 from oxconsole.engine.journal import Journal
 from oxconsole.engine.limits import LiveRateLimiter, ResizableSlots, TokenBudget
+from oxconsole.engine.manifest import check_resume, manifest_path, write_manifest
 from oxconsole.engine.router import NoModelAvailable, Router
 from oxconsole.metrics.collector import Collector
 from oxconsole.metrics.snapshot import Gauges, ModelGauge, Snapshot
@@ -38,6 +39,16 @@ from oxconsole.records import RequestRecord
 from oxconsole.workload import ModelConfig, Prompt, Workload, iter_prompts, resolve_api_key
 
 STREAM_ERRORS = frozenset({"stream_aborted", "bad_response", "stream_error"})
+COOL_AFTER = 5
+"""Consecutive failed attempts after which a model is cooled down."""
+COOL_FIRST_S, COOL_MAX_S = 5.0, 60.0
+
+
+def counts_against_model(res: AttemptResult) -> bool:
+    """Failures that say the model's server is unwell (not that our request was wrong)."""
+    if res.status is not None:
+        return res.status >= 500 or res.status in (408, 429)
+    return res.error is not None and res.error != "cancelled"
 
 
 @dataclass
@@ -68,7 +79,13 @@ def backoff_delay(
 
 
 def retryable(res: AttemptResult, on: frozenset[int | str]) -> bool:
+    """Whether `[retry] on` covers this failure. 4xx other than 408 and 429 are never retried
+    (the request itself is wrong); 408 is the server's timeout and follows "timeout"."""
     if res.status is not None:
+        if res.status == 408:
+            return 408 in on or "timeout" in on
+        if 400 <= res.status < 500 and res.status != 429:
+            return False
         return res.status in on
     if res.error in ("timeout", "connection"):
         return res.error in on
@@ -137,6 +154,9 @@ class Engine:
         self._dispatch_done = False
         self._dispatch_hist: deque[tuple[float, int]] = deque(maxlen=64)
         self._sim: Any = None
+        self._streak: dict[str, int] = {m.name: 0 for m in workload.models}
+        self._cool_s: dict[str, float] = {m.name: COOL_FIRST_S for m in workload.models}
+        self.cooldowns: list[dict[str, Any]] = []
 
     # --- control, from any thread -------------------------------------------------------------
     def submit(self, cmd: Command) -> None:
@@ -235,6 +255,12 @@ class Engine:
         run = self.w.run
         self._running.set()
         self._set_rate(self.rate)
+        if self.skip_ids:
+            self.warnings.extend(check_resume(self.w, self.results_path, self.skip_ids))
+            if not manifest_path(self.results_path).exists():
+                write_manifest(self.w, self.results_path)
+        else:
+            write_manifest(self.w, self.results_path)
         self._journal = Journal(self.results_path)
         ticker = None
         try:
@@ -273,6 +299,7 @@ class Engine:
         summary = self.collector.summary(self.w.name, duration)
         if self.skip_ids:
             summary["resumed_skipped"] = len(self.skip_ids)
+        summary["cooldowns"] = self.cooldowns
         return RunOutcome(
             summary=summary,
             ok=self.ok,
@@ -313,6 +340,8 @@ class Engine:
             if name not in used:
                 continue
             url = self.endpoint_urls.get(name, ep.base_url)
+            if ep.insecure:
+                self.warnings.append(f"endpoints.{name}.insecure = true: TLS certificates are not verified")
             if ep.max_connections < self.w.run.concurrency:
                 self.warnings.append(
                     f"endpoints.{name}.max_connections = {ep.max_connections} is below run.concurrency"
@@ -452,6 +481,7 @@ class Engine:
                     res = await client.attempt(
                         body, stream=run.stream, timeout=run.timeout, save_text=self.w.output.save_text
                     )
+                    self._health(current, res)
                     if res.ok:
                         break
                     if self._stop_requested or i == retry.max_attempts or not retryable(res, retry.on):
@@ -513,6 +543,30 @@ class Engine:
             if self.in_flight == 0 and self._dispatch_done:
                 self._wake.set()
         self._finish(rec)
+
+    def _health(self, model: str, res: AttemptResult) -> None:
+        """Track consecutive failures per model; cool a failing model down for a while."""
+        if res.ok:
+            self._streak[model] = 0
+            self._cool_s[model] = COOL_FIRST_S
+            return
+        if not counts_against_model(res):
+            return
+        self._streak[model] += 1
+        if self._streak[model] >= COOL_AFTER and not self.router.cooled[model]:
+            seconds = self._cool_s[model]
+            self._cool_s[model] = min(COOL_MAX_S, seconds * 2)
+            self._streak[model] = COOL_AFTER - 1  # one more failure after the cool-down re-cools it
+            self.router.set_cooled(model, True)
+            self.cooldowns.append(
+                {"t": round(self.elapsed(), 3), "model": model, "seconds": seconds, "after": res.error}
+            )
+            assert self._loop is not None
+            self._loop.call_later(seconds, self._warm, model)
+
+    def _warm(self, model: str) -> None:
+        self.router.set_cooled(model, False)
+        self._model_event.set()
 
     def _record(
         self,

@@ -1,0 +1,137 @@
+"""The run manifest beside a journal: what `--resume` checks before it trusts the journal's ids.
+
+Why this module exists: `--resume` skips ids already `ok`. That is only right while an id still
+names the same prompt. Ids come from the prompt source (explicit `id`s, line numbers, item or
+synthetic indexes), `repeat`, `requests` and duration cycling, and synthetic prompts from the seed.
+The manifest (`<results>.meta.json`) records those inputs when a run starts; a resume whose
+workload changed them in a way that changes what an id means is refused (exit 2) instead of
+silently mixing two different runs in one journal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from oxconsole.workload import Workload, WorkloadError, iter_prompts
+
+VERSION = 1
+
+
+def manifest_path(results: Path) -> Path:
+    return results.with_name(results.name + ".meta.json")
+
+
+def fingerprint(w: Workload) -> dict[str, Any]:
+    """The inputs that decide which prompt each id names (no prompt text is stored)."""
+    pc, run = w.prompts, w.run
+    fp: dict[str, Any] = {
+        "version": VERSION,
+        "repeat": pc.repeat,
+        "requests": run.requests,
+        "cycling": run.requests == 0 and run.duration > 0,
+    }
+    if pc.file is not None:
+        h = hashlib.sha256()
+        explicit = True
+        with open(pc.file, "rb") as f:
+            for line in f:
+                h.update(line)
+                if explicit and line.strip() and b'"id"' not in line:
+                    explicit = False
+        fp["source"] = "file"
+        fp["file_sha256"] = h.hexdigest()
+        fp["explicit_ids"] = explicit
+    elif pc.items is not None:
+        fp["source"] = "items"
+        fp["items_sha256"] = hashlib.sha256(orjson.dumps(list(pc.items))).hexdigest()
+    else:
+        assert pc.synthetic is not None
+        s = pc.synthetic
+        fp["source"] = "synthetic"
+        fp["synthetic"] = {"count": s.count, "input_tokens": s.input_tokens, "output_tokens": s.output_tokens}
+        fp["seed"] = run.seed
+    return fp
+
+
+def write_manifest(w: Workload, results: Path, fp: dict[str, Any] | None = None) -> None:
+    path = manifest_path(results)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    data = {"name": w.name, "workload": str(w.path), "prompts": fp or fingerprint(w)}
+    tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
+    os.replace(tmp, path)
+
+
+def _base(i: str) -> str:
+    head, sep, tail = i.rpartition("#")
+    return head if sep and tail.isdigit() else i
+
+
+def check_resume(w: Workload, results: Path, done_ids: Iterable[str]) -> list[str]:
+    """Refuse (WorkloadError) a resume whose workload changed what the journal's ids mean.
+
+    Returns notes for the user (e.g. the prompts file grew but its explicit ids still match).
+    """
+    label = f"{results}: --resume"
+    notes: list[str] = []
+    now = fingerprint(w)
+    mpath = manifest_path(results)
+    then: dict[str, Any] | None = None
+    if mpath.exists():
+        try:
+            then = orjson.loads(mpath.read_bytes()).get("prompts")
+        except (orjson.JSONDecodeError, AttributeError):
+            then = None
+    if then is None:
+        notes.append(
+            f"{mpath.name} is missing: could only check that the journal's ids exist in the workload"
+        )
+    else:
+
+        def refuse(what: str) -> None:
+            raise WorkloadError(
+                f"{label}: expected the workload the journal was written with, but {what}; the journal's "
+                "ids would name other prompts. Start a new run without --resume (the journal is kept "
+                "aside), or restore the original settings."
+            )
+
+        if then.get("source") != now["source"]:
+            refuse(f"the prompt source changed from {then.get('source')} to {now['source']}")
+        for key in ("repeat", "requests", "cycling"):
+            if then.get(key) != now[key]:
+                where = (
+                    "prompts.repeat" if key == "repeat" else f"run.{'duration' if key == 'cycling' else key}"
+                )
+                refuse(f"{where} changed ({then.get(key)} -> {now[key]})")
+        if now["source"] == "synthetic" and (
+            then.get("synthetic") != now["synthetic"] or then.get("seed") != now["seed"]
+        ):
+            refuse("prompts.synthetic or run.seed changed (synthetic prompts would differ)")
+        if now["source"] == "items" and then.get("items_sha256") != now["items_sha256"]:
+            refuse("prompts.items changed")
+        if now["source"] == "file" and then.get("file_sha256") != now["file_sha256"]:
+            if not (now["explicit_ids"] and then.get("explicit_ids")):
+                refuse("the prompts file changed and its prompts have no explicit ids (ids are line numbers)")
+            notes.append("the prompts file changed; its explicit ids are kept, new ids will be sent")
+    done = set(done_ids)
+    if done:
+        cycling = now["cycling"]
+        current: set[str] = set()
+        for p in iter_prompts(w):
+            if cycling and not p.id.endswith("#1"):
+                break  # one pass of base ids is all a cycling run has
+            current.add(_base(p.id) if cycling else p.id)
+        missing = [i for i in done if (_base(i) if cycling else i) not in current]
+        if missing:
+            raise WorkloadError(
+                f"{label}: expected the journal's ids to name prompts of this workload, but "
+                f"{len(missing)} do not (e.g. {sorted(missing)[:3]}); the workload changed in a way that "
+                "changes ids. Start a new run without --resume, or restore the original workload."
+            )
+    return notes
