@@ -519,3 +519,29 @@ async def test_failing_model_is_cooled_down(make_workload: WorkloadFactory) -> N
     # equal weights would send ~100 to "bad"; after 5 failures in a row it is cooled for 5 s,
     # longer than this whole run, so it takes only the first handful
     assert 5 <= bad <= 12, bad
+
+
+async def test_tpm_budget_paces_tokens(make_workload: WorkloadFactory) -> None:
+    # 6,000 tokens/minute = 100 tokens/s; each request asks ~2 input + 48 output tokens = 50:
+    # the bucket starts full (6,000 = 120 requests), then admits ~2 requests/s.
+    w = make_workload(
+        """
+        [run]
+        concurrency = 50
+        tpm = 6000
+        duration = "2s"
+        [endpoints.default]
+        base_url = "sim"
+        [[models]]
+        name = "m"
+        max_tokens = 48
+        [prompts]
+        items = ["abcdefgh"]
+        [sim.models.m]
+        ttft = 0
+        tokens_per_s = 0
+        """
+    )
+    _, out = await run(w)
+    n = out.summary["requests"]["total"]
+    assert 120 <= n <= 126, n

@@ -264,6 +264,7 @@ class Engine:
         self._journal = Journal(self.results_path)
         ticker = None
         try:
+            self._check_limits()
             await self._start_endpoints()
             # The run's clock starts when dispatch can start (after a simulator is up).
             self._t0 = loop.time()
@@ -322,6 +323,31 @@ class Engine:
     def _deadline(self) -> None:
         if not self._stop_requested:
             self.request_stop()
+
+    def _check_limits(self) -> None:
+        """Raise the open-files soft limit to fit the connections a run may open (10k in flight)."""
+        if self.w.run.workers != 1:
+            self.warnings.append(
+                f"run.workers = {self.w.run.workers}: several engine processes are not implemented yet; "
+                "this run uses one"
+            )
+        try:
+            import resource
+        except ImportError:  # not on this platform
+            return
+        need = self.w.run.concurrency + 256  # sockets, the journal, the simulator's pipes, margin
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != resource.RLIM_INFINITY and soft < need:
+            target = need if hard == resource.RLIM_INFINITY else min(max(need, soft), hard)
+            try:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            except (ValueError, OSError):
+                target = soft
+            if target < need:
+                self.warnings.append(
+                    f"run.concurrency = {self.w.run.concurrency} needs about {need} open files but the limit is "
+                    f"{target} (hard limit {hard}); raise it (ulimit -n) or expect connection errors"
+                )
 
     async def _start_endpoints(self) -> None:
         need_sim = [
