@@ -1,0 +1,101 @@
+"""run.workers: several engine processes, one journal, one collector, commands split into shares."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+import orjson
+
+from oxconsole.engine.commands import Pause, Resume, SetConcurrency
+from oxconsole.engine.workers import WorkerPool, make_engine, split
+
+from .conftest import WorkloadFactory
+
+WL = """
+[run]
+concurrency = 8
+workers = 2
+[endpoints.default]
+base_url = "sim"
+[[models]]
+name = "a"
+[[models]]
+name = "b"
+[prompts]
+synthetic = {{ count = {count}, input_tokens = 5, output_tokens = 4 }}
+[sim.models.a]
+ttft = "{ttft}"
+tokens_per_s = 0
+[sim.models.b]
+ttft = "{ttft}"
+tokens_per_s = 0
+"""
+
+
+def test_split_shares() -> None:
+    assert split(10, 2) == [5, 5]
+    assert split(11, 2) == [6, 5]
+    assert split(1, 3) == [1, 1, 1]  # every worker keeps at least one slot
+    assert sum(split(1000, 7)) == 1000
+
+
+async def test_two_workers_one_journal_each_id_once(make_workload: WorkloadFactory) -> None:
+    w = make_workload(WL.format(count=300, ttft="20ms"))
+    e = make_engine(w, results_path=w.results_path(), total_expected=300, publish_interval=0.05)
+    assert isinstance(e, WorkerPool) and e.n == 2
+    seen_limits: list[int] = []
+    peak_after = 0
+
+    async def drive() -> None:
+        nonlocal peak_after
+        while e.latest is None or e.latest.counts.total < 60:
+            await asyncio.sleep(0.02)
+        e.apply(SetConcurrency(2))
+        e.apply(Pause())
+        await asyncio.sleep(0.4)  # in flight drains; nothing new is sent
+        frozen = e.latest.gauges.dispatched if e.latest else 0
+        await asyncio.sleep(0.3)
+        assert e.latest is not None and e.latest.gauges.dispatched == frozen
+        e.apply(Resume())
+        while e.state == "running":
+            if e.latest is not None:
+                seen_limits.append(e.latest.gauges.concurrency)
+                peak_after = max(peak_after, e.latest.gauges.in_flight)
+            await asyncio.sleep(0.02)
+
+    d = asyncio.create_task(drive())
+    out = await e.run()
+    await d
+    recs = [orjson.loads(x) for x in w.results_path().read_bytes().splitlines()]
+    ids = [r["id"] for r in recs]
+    assert len(ids) == 300 and len(set(ids)) == 300
+    assert out.exit_code == 0
+    assert out.summary["requests"]["ok"] == 300
+    assert out.summary["workers"] == 2
+    assert [c["what"] for c in out.summary["changes"]] == ["concurrency", "paused", "paused"]
+    assert set(seen_limits) == {2}
+    assert peak_after <= 2
+    assert {r["model"] for r in recs} == {"a", "b"}
+
+
+async def test_worker_crash_is_reported_not_silent(make_workload: WorkloadFactory) -> None:
+    w = make_workload(WL.format(count=2000, ttft="50ms"))
+    e = make_engine(w, results_path=w.results_path(), total_expected=2000)
+    assert isinstance(e, WorkerPool)
+
+    async def kill_one() -> None:
+        while e.latest is None or e.latest.counts.total < 20:
+            await asyncio.sleep(0.02)
+        pid = e._workers[0].proc.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+
+    k = asyncio.create_task(kill_one())
+    out = await e.run()
+    await k
+    assert out.exit_code == 1
+    assert any("worker 0 ended unexpectedly" in x for x in out.warnings)
+    ids = [orjson.loads(x)["id"] for x in w.results_path().read_bytes().splitlines()]
+    assert len(ids) == len(set(ids)) and 20 <= len(ids) < 2000
