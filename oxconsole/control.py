@@ -10,7 +10,8 @@ Protocol (one JSON object a line):
     client -> server   {"op": "hello", "hz": 4}
                        {"op": "cmd", "cmd": "set_concurrency", "value": 200}   (command_to_dict)
                        {"op": "bye"}
-    server -> client   {"op": "hello", "name", "workload_path", "overrides", "results_path", "pid"}
+    server -> client   {"op": "hello", "name", "workload_path", "overrides", "results_path", "pid",
+                        "started_at"}
                        {"op": "snap", "s": Snapshot.to_dict()}     at the client's hz, newest only
                        {"op": "end", "summary": {...}, "exit_code": n, "warnings": [...]}
                        {"op": "error", "message": "..."}           a message it could not use
@@ -31,6 +32,7 @@ import math
 import os
 import re
 import socket
+import stat
 import sys
 import time
 import warnings
@@ -97,9 +99,7 @@ def _usable(d: Path) -> bool:
     try:
         d.mkdir(parents=True, exist_ok=True, mode=0o700)
         st = d.lstat()
-        import stat as st_mod
-
-        if not st_mod.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
             return False
         if st.st_mode & 0o077:
             os.chmod(d, 0o700)
@@ -344,7 +344,7 @@ class ControlServer:
             overrides=i.overrides,
             results_path=i.results_path,
             started_at=i.started_at,
-            state=s.gauges.state if s is not None else self.engine.state,
+            state=self.engine.state,
             done=s.counts.total if s is not None else 0,
             total=s.gauges.total_expected if s is not None else self.engine.total_expected,
             req_per_s=round(s.req_per_s_10s, 3) if s is not None else 0.0,
@@ -361,9 +361,15 @@ class ControlServer:
             pass
 
     async def _registry_loop(self) -> None:
+        """Rewrite the entry every `registry_interval`, and soon after the run's state changes."""
+        loop = asyncio.get_running_loop()
+        last_t, last_state = loop.time(), self.engine.state
         while True:
-            await asyncio.sleep(self.registry_interval)
-            self.write_registry()
+            await asyncio.sleep(min(0.5, self.registry_interval))
+            state = self.engine.state
+            if state != last_state or loop.time() - last_t >= self.registry_interval:
+                self.write_registry()
+                last_t, last_state = loop.time(), state
 
     # clients
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -585,11 +591,15 @@ async def serve_run(
     """
     task = asyncio.ensure_future(engine.run())
     await asyncio.sleep(0)  # run() has taken the loop: commands from clients can be applied
+    if task.done():  # refused at once (e.g. a --resume against a changed workload)
+        if on_listening is not None:
+            on_listening(None)
+        return await task
     server: ControlServer | None = ControlServer(engine, info, folder=folder)
     assert server is not None
     try:
         await server.start()
-    except OSError as e:
+    except (OSError, NotImplementedError, AttributeError) as e:  # no Unix sockets here
         await server.close()
         server = None
         (warn or _stderr)(f"the run cannot be attached to (control socket: {e})")
@@ -823,19 +833,35 @@ def console_session(
     wait_exit: Callable[[float], object] | None = None,
 ) -> int:
     """Open the console on a run; after `q` print its summary, after `d` how to come back."""
-    result = run_console(source, theme=theme, refresh=refresh)
+    if not _answers(source.path):
+        print(
+            f"oxconsole: run {source.name} (pid {source.pid}) does not answer on {source.path}",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
+    try:
+        result = run_console(source, theme=theme, refresh=refresh)
+    except Exception:
+        import traceback
+
+        traceback.print_exc()
+        print(f"oxconsole: the console failed; {_goes_on(source)}", file=sys.stderr)
+        return 1
     if result == "detach" and not source.ended:
-        key = source.name
-        live = list_runs(clean=False)
-        if sum(1 for e in live if e.name == source.name) > 1:
-            key = f"{source.name}-{source.pid}"
-        print(f"run {source.name} goes on (pid {source.pid}); re-attach with: oxconsole attach {key}")
+        print(_goes_on(source))
         return 0
     code = finish_run(source)
     if wait_exit is not None:
         with contextlib.suppress(Exception):
             wait_exit(10.0)
     return code
+
+
+def _goes_on(source: SocketSource) -> str:
+    key = source.name
+    if sum(1 for e in list_runs(clean=False) if e.name == source.name) > 1:
+        key = f"{source.name}-{source.pid}"
+    return f"run {source.name} goes on (pid {source.pid}); re-attach with: oxconsole attach {key}"
 
 
 def finish_run(source: SocketSource) -> int:

@@ -99,8 +99,13 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as e:
             print(f"oxconsole: could not write the summary: {e}", file=sys.stderr, flush=True)
 
+    from oxconsole.workload import WorkloadError
+
     try:
         outcome = cli.run_headless(prep, ns.progress_interval, before_end=before_end)
+    except WorkloadError as e:  # found once the run started (e.g. --resume against a changed workload)
+        print(f"oxconsole: {e}", file=sys.stderr, flush=True)
+        return cli.EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return cli.EXIT_INTERRUPTED
     code = cli._finish(outcome, None)
