@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from oxconsole import __version__
 
 if TYPE_CHECKING:
-    from oxconsole.engine.runner import Engine, RunOutcome
+    from oxconsole.engine.runner import RunEngine, RunOutcome
     from oxconsole.metrics.snapshot import Snapshot
     from oxconsole.workload import Workload
 
@@ -273,14 +273,15 @@ def progress_line(s: Snapshot) -> str:
     return fmt(s)
 
 
-def make_engine(prep: PreparedRun, progress_interval: float) -> Engine:
-    """The engine for a prepared run, printing a progress line to stderr every interval."""
-    from oxconsole.engine.runner import Engine
+def make_engine(prep: PreparedRun, progress_interval: float) -> RunEngine:
+    """The engine for a prepared run (several processes when run.workers > 1), printing a
+    progress line to stderr every interval."""
+    from oxconsole.engine.workers import make_engine as build
 
     def tick(s: Snapshot) -> None:
         print(progress_line(s), file=sys.stderr, flush=True)
 
-    return Engine(
+    return build(
         prep.workload,
         results_path=prep.results_path,
         skip_ids=prep.skip,

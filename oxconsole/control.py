@@ -48,7 +48,7 @@ from oxconsole.engine.commands import Command, Stop, command_from_dict, command_
 from oxconsole.metrics.snapshot import Snapshot
 
 if TYPE_CHECKING:
-    from oxconsole.engine.runner import Engine, RunOutcome
+    from oxconsole.engine.runner import RunEngine, RunOutcome
 
 __all__ = [
     "ControlServer",
@@ -283,7 +283,7 @@ class ControlServer:
 
     def __init__(
         self,
-        engine: Engine,
+        engine: RunEngine,
         info: RunInfo,
         *,
         folder: Path | None = None,
@@ -575,7 +575,7 @@ class ControlServer:
 
 
 async def serve_run(
-    engine: Engine,
+    engine: RunEngine,
     info: RunInfo,
     *,
     folder: Path | None = None,

@@ -20,7 +20,7 @@ from oxconsole.metrics.snapshot import Snapshot
 
 if TYPE_CHECKING:
     from oxconsole.control import RunInfo
-    from oxconsole.engine.runner import Engine, RunOutcome
+    from oxconsole.engine.runner import RunEngine, RunOutcome
 
 __all__ = ["LocalSource", "RunSource"]
 
@@ -81,14 +81,14 @@ class LocalSource:
 
     def __init__(
         self,
-        engine_factory: Callable[[], Engine],
+        engine_factory: Callable[[], RunEngine],
         *,
         overrides: tuple[str, ...] = (),
         serve: RunInfo | None = None,
         serve_folder: Path | None = None,
     ) -> None:
         self._factory = engine_factory
-        self.engine: Engine | None = None
+        self.engine: RunEngine | None = None
         self.name = ""
         self.workload_path: str | None = None
         self.overrides = tuple(overrides)

@@ -646,7 +646,8 @@ _RETRY = ("max_attempts", "backoff", "backoff_max", "on")
 _SIM = ("models",)
 _PROFILE = (
     "ttft", "tokens_per_s", "output_tokens", "capacity", "jitter", "error_rate", "rate_limit",
-    "retry_after", "throttle_rate", "reset_rate", "abort_rate", "malformed_rate", "stall_rate", "stall", "usage",
+    "retry_after", "throttle_rate", "reset_rate", "abort_rate", "malformed_rate", "stall_rate", "stall",
+    "usage",
 )  # fmt: skip
 _RETRY_WORDS = ("timeout", "connection", "stream")
 

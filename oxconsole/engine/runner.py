@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from oxconsole.engine.arrival import ArrivalSchedule
 from oxconsole.engine.client import AttemptResult, EndpointClient
@@ -61,11 +61,29 @@ class RunOutcome:
     """Ids already `ok` in the journal (on --resume) that were not sent again."""
     warnings: list[str] = field(default_factory=list)
 
+    crashed: bool = False
+    """A worker process died: its requests in flight are not in the journal (--resume sends them)."""
+
     @property
     def exit_code(self) -> int:
         if self.interrupted:
             return 130
-        return 1 if self.error else 0
+        return 1 if self.error or self.crashed else 0
+
+
+class RunEngine(Protocol):
+    """What the CLI, the control socket and the console need of a run: `Engine` or `WorkerPool`."""
+
+    w: Workload
+    state: str
+    latest: Snapshot | None
+    publish_interval: float
+    total_expected: int | None
+
+    def apply(self, cmd: Command) -> None: ...
+    def submit(self, cmd: Command) -> None: ...
+    def request_stop(self, *, cancel: bool = False, interrupted: bool = False) -> None: ...
+    async def run(self) -> RunOutcome: ...
 
 
 def backoff_delay(
@@ -108,8 +126,14 @@ class Engine:
         publish_interval: float = 0.25,
         on_tick: Callable[[Snapshot], None] | None = None,
         tick_interval: float = 2.0,
+        shard: tuple[int, int] | None = None,
+        record_sink: Callable[[RequestRecord], None] | None = None,
     ) -> None:
         self.w = workload
+        self.shard = shard
+        """(index, count): this engine sends every count-th prompt from index (one of several workers)."""
+        self.record_sink = record_sink
+        """Where finished records go instead of the journal and collector (a worker's parent)."""
         self.results_path = results_path
         self.skip_ids = skip_ids or set()
         self.total_expected = total_expected
@@ -255,13 +279,14 @@ class Engine:
         run = self.w.run
         self._running.set()
         self._set_rate(self.rate)
-        if self.skip_ids:
-            self.warnings.extend(check_resume(self.w, self.results_path, self.skip_ids))
-            if not manifest_path(self.results_path).exists():
+        if self.record_sink is None:
+            if self.skip_ids:
+                self.warnings.extend(check_resume(self.w, self.results_path, self.skip_ids))
+                if not manifest_path(self.results_path).exists():
+                    write_manifest(self.w, self.results_path)
+            else:
                 write_manifest(self.w, self.results_path)
-        else:
-            write_manifest(self.w, self.results_path)
-        self._journal = Journal(self.results_path)
+            self._journal = Journal(self.results_path)
         ticker = None
         try:
             self._check_limits()
@@ -294,7 +319,8 @@ class Engine:
             if self._tasks:
                 await asyncio.gather(*self._tasks, return_exceptions=True)
             await self._close_endpoints()
-            self._journal.close()
+            if self._journal is not None:
+                self._journal.close()
         duration = loop.time() - self._t0
         self._publish()
         summary = self.collector.summary(self.w.name, duration)
@@ -326,11 +352,6 @@ class Engine:
 
     def _check_limits(self) -> None:
         """Raise the open-files soft limit to fit the connections a run may open (10k in flight)."""
-        if self.w.run.workers != 1:
-            self.warnings.append(
-                f"run.workers = {self.w.run.workers}: several engine processes are not implemented yet; "
-                "this run uses one"
-            )
         try:
             import resource
         except ImportError:  # not on this platform
@@ -345,8 +366,8 @@ class Engine:
                 target = soft
             if target < need:
                 self.warnings.append(
-                    f"run.concurrency = {self.w.run.concurrency} needs about {need} open files but the limit is "
-                    f"{target} (hard limit {hard}); raise it (ulimit -n) or expect connection errors"
+                    f"run.concurrency = {self.w.run.concurrency} needs about {need} open files but the "
+                    f"limit is {target} (hard limit {hard}); raise it (ulimit -n) or expect connection errors"
                 )
 
     async def _start_endpoints(self) -> None:
@@ -393,7 +414,10 @@ class Engine:
 
     def _prompts(self) -> Iterator[Prompt]:
         skip = self.skip_ids
-        for p in iter_prompts(self.w):
+        index, count = self.shard or (0, 1)
+        for i, p in enumerate(iter_prompts(self.w)):
+            if count > 1 and i % count != index:
+                continue
             if skip and p.id in skip:
                 continue
             yield p
@@ -429,12 +453,19 @@ class Engine:
                 if self._stop_requested:
                     return
                 self.state = "running" if self._running.is_set() else "paused"
-            if not slots.try_acquire():
+            while not slots.try_acquire():
                 self.waiting_slot += 1
                 try:
                     await slots.acquire()
                 finally:
                     self.waiting_slot -= 1
+                if self._running.is_set():
+                    break
+                # Paused while waiting for a slot: give it back and hold the request until resumed.
+                slots.release()
+                await self._running.wait()
+                if self._stop_requested:
+                    return
             try:
                 if self.limiter is not None:
                     self.waiting_bucket += 1
@@ -656,6 +687,9 @@ class Engine:
             self.ok += 1
         else:
             self.errors += 1
+        if self.record_sink is not None:
+            self.record_sink(rec)
+            return
         assert self._journal is not None
         self._journal.write(rec)
         rec.text = None  # the collector does not need it; let it go
