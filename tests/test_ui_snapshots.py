@@ -10,9 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.ui_support import StaticSource, fixed_snapshot
-
 from oxconsole.ui.app import ConsoleApp
+from tests.ui_support import StaticSource, fixed_snapshot
 
 
 def make_app() -> ConsoleApp:

@@ -36,7 +36,7 @@ from oxconsole.engine.commands import (
     Stop,
 )
 from oxconsole.metrics.snapshot import Snapshot
-from oxconsole.ui.protocol import RunSource
+from oxconsole.source import RunSource
 from oxconsole.ui.render import LATENCY_METRICS, fmt_rate, fmt_weight, round_sig
 from oxconsole.ui.screens import HelpScreen, ModelRoute, RoutingEditor
 from oxconsole.ui.theming import DEFAULT_THEME, load_themes
@@ -49,6 +49,7 @@ from oxconsole.ui.widgets import (
     Panel,
     PhasePanel,
     ThroughputPanel,
+    forget_palettes,
 )
 
 __all__ = ["ConsoleApp", "MainScreen", "run_console"]
@@ -174,9 +175,20 @@ class MainScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.panels = list(self.query(Panel))
+        self.app.theme_changed_signal.subscribe(self, self._theme_changed)
         app = self.app
         if isinstance(app, ConsoleApp):
             app.tick()
+
+    def on_resize(self) -> None:
+        # the layout may have switched (wide <-> compact): panels shown again paint in full
+        for panel in self.panels:
+            panel.restyle()
+
+    def _theme_changed(self, theme: object) -> None:
+        forget_palettes()
+        for panel in self.panels:
+            panel.restyle()
 
     @property
     def compact(self) -> bool:
@@ -285,18 +297,20 @@ class ConsoleApp(App[str]):
             for panel in main.panels:
                 if isinstance(panel, HeaderPanel):
                     panel.state, panel.note, panel.note_level = status
+                    if panel.snapshot is snap:
+                        panel.redraw()  # only the status line changed
                 panel.snapshot = snap
 
     def _status_of(self, snap: Snapshot) -> tuple[str, str, str]:
         """(state shown, note line, note level) from the run and what the console is doing."""
         g = snap.gauges
         src = self.source
-        if not src.connected:
-            return "disconnected", "lost the connection to the run: q or d leaves the console", "error"
         if src.finished or g.state == "done":
             if self.stopping:
                 return "done", "stopped: leaving…", "info"
             return "done", "run finished: q exits and prints the summary · s saves the tuned workload", "info"
+        if not src.connected:
+            return "disconnected", "lost the connection to the run: q or d leaves the console", "error"
         if self.stopping:
             if self.cancelling:
                 return "draining", f"cancelling {g.in_flight} in flight…", "warn"
@@ -530,9 +544,10 @@ class ConsoleApp(App[str]):
         tabs.active = order[(i + 1) % len(order)]
 
     @on(TabbedContent.TabActivated)
-    def _tab_shown(self) -> None:
-        # the panels in a hidden tab kept their snapshot; nothing to push
-        pass
+    def _tab_shown(self, event: TabbedContent.TabActivated) -> None:
+        # a panel in a hidden tab drew nothing; paint it in full now that it shows
+        for panel in event.pane.query(Panel):
+            panel.restyle()
 
     async def leave(self, result: str) -> None:
         if self.leaving:

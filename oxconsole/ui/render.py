@@ -1,10 +1,10 @@
-"""What each console panel shows, as plain Rich renderables built from one immutable Snapshot.
+"""What each console panel shows, as Rich Text built from one immutable Snapshot.
 
-Why this module exists: the widgets should be thin (hold a snapshot, ask for a renderable when
-Textual repaints) and the figures should be testable without a terminal. Every function here is
-pure: a `Snapshot`, a `Palette` (theme colours already resolved) and the space available in, a
-`rich.text.Text` or `rich.table.Table` out. Nothing here touches Textual's widget tree, so the
-cost of a refresh is exactly the cost of these functions, for the panels on screen.
+Why this module exists: the widgets should be thin (hold a snapshot, show a Text) and the figures
+should be testable without a terminal. Every function here is pure: a `Snapshot`, a `Palette` (theme
+colours already resolved) and the space available in, a `rich.text.Text` out. Tables are laid out
+by hand (`grid`): cheaper than rich.table to build and to paint, and two results compare equal when
+nothing visible changed, so the widget can skip the repaint.
 """
 
 from __future__ import annotations
@@ -14,9 +14,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rich import box
-from rich.console import Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
 from oxconsole.metrics.format import eta_seconds, fmt_duration, fmt_ms
@@ -492,12 +489,12 @@ def _fit_bins(bins: Bins, rows: int) -> list[tuple[float, float, int]]:
     while b and b[-1][2] == 0:
         b.pop()
     rows = max(1, rows)
-    while len(b) > rows:
-        merged = []
-        for i in range(0, len(b), 2):
-            pair = b[i : i + 2]
-            merged.append((pair[0][0], pair[-1][1], sum(c for _, _, c in pair)))
-        b = merged
+    if len(b) > rows:
+        k = math.ceil(len(b) / rows)
+        b = [
+            (b[i][0], b[min(i + k, len(b)) - 1][1], sum(c for _, _, c in b[i : i + k]))
+            for i in range(0, len(b), k)
+        ]
     return b
 
 
@@ -546,42 +543,89 @@ def render_latency(s: Snapshot, p: Palette, width: int, height: int, metric: str
     return _crop(lines, width)
 
 
+# -- tables --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Col:
+    """A column of `grid`: header, alignment, and whether it takes the width left over."""
+
+    header: str
+    right: bool = True
+    flex: bool = False
+    min_width: int = 0
+
+
+Cell = Text | str
+
+
+def grid(cols: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int, p: Palette) -> list[Text]:
+    """A plain table as lines of Text: header, a rule, rows. Columns are as wide as their widest
+    cell; the flex column gets what is left (cells cut with an ellipsis). Much cheaper to build
+    and to paint than rich.table.Table, and comparable, so an unchanged panel is not repainted."""
+    cells = [[c if isinstance(c, Text) else Text(c) for c in row] for row in rows]
+    widths = [
+        max([len(col.header), col.min_width, *(len(r[i]) for r in cells)]) for i, col in enumerate(cols)
+    ]
+    gap = 2
+    fixed = sum(w for w, c in zip(widths, cols, strict=True) if not c.flex) + gap * (len(cols) - 1)
+    for i, col in enumerate(cols):
+        if col.flex:
+            widths[i] = max(4, width - fixed)
+    out: list[Text] = []
+
+    def line(items: Sequence[Text], style: str = "") -> Text:
+        t = Text(style=style)
+        for i, (item, col) in enumerate(zip(items, cols, strict=True)):
+            w = widths[i]
+            if len(item) > w:
+                item = item.copy()
+                item.truncate(w, overflow="ellipsis")
+            pad = " " * (w - len(item))
+            if i:
+                t.append(" " * gap)
+            if col.right:
+                t.append(pad)
+                t.append_text(item)
+            else:
+                t.append_text(item)
+                t.append(pad)
+        return t
+
+    out.append(line([Text(c.header) for c in cols], f"bold {p.primary}"))
+    out.append(Text("─" * max(1, min(width, sum(widths) + gap * (len(cols) - 1))), style=p.muted))
+    for row in cells:
+        out.append(line(row))
+    return out
+
+
 # -- models ----------------------------------------------------------------------------------
 
 
-def render_models(s: Snapshot, p: Palette, width: int) -> Table:
+def render_models(s: Snapshot, p: Palette, width: int) -> Text:
     """One row per model; columns are dropped or merged, least useful first, to fit ``width``."""
     wide = width >= 120
     mid = width >= 100
-    table = Table(
-        box=box.SIMPLE_HEAD,
-        expand=True,
-        padding=(0, 1),
-        collapse_padding=not mid,
-        show_edge=False,
-        header_style=f"bold {p.primary}",
-        pad_edge=False,
-    )
     longest = max((len(m.name) for m in s.models), default=5)
-    table.add_column(
-        "model", no_wrap=True, overflow="ellipsis", ratio=1, min_width=min(longest + (0 if mid else 4), 24)
-    )
+    cols = [Col("model", right=False, flex=True, min_width=min(longest + (0 if mid else 8), 26))]
     if mid:
-        table.add_column("state", no_wrap=True)
-    table.add_column("weight", justify="right", no_wrap=True)
-    table.add_column("share", justify="right", no_wrap=True)
-    table.add_column("in fl", justify="right", no_wrap=True)
-    table.add_column("req/s", justify="right", no_wrap=True)
-    table.add_column("TTFT p50/99" if mid else "TTFT50", justify="right", no_wrap=True)
-    table.add_column("lat p50/99" if mid else "lat50", justify="right", no_wrap=True)
-    table.add_column("ok", justify="right", no_wrap=True)
-    table.add_column("err", justify="right", no_wrap=True)
+        cols.append(Col("state", right=False))
+    cols += [
+        Col("weight"),
+        Col("share"),
+        Col("in fl"),
+        Col("req/s"),
+        Col("TTFT p50/99" if mid else "TTFT50"),
+        Col("lat p50/99" if mid else "lat50"),
+        Col("ok"),
+        Col("err"),
+    ]
     if wide:
-        table.add_column("tok in/out", justify="right", no_wrap=True)
-        table.add_column("cost", justify="right", no_wrap=True)
+        cols += [Col("tok in/out"), Col("cost")]
     wsum = sum(
         m.gauge.weight for m in s.models if m.gauge is not None and m.gauge.enabled and m.gauge.weight > 0
     )
+    rows: list[list[Cell]] = []
     for m in s.models:
         gauge = m.gauge
         enabled = gauge is None or gauge.enabled
@@ -598,70 +642,68 @@ def render_models(s: Snapshot, p: Palette, width: int) -> Table:
             weight = f"{fmt_weight(gauge.weight)} {_pct(wshare):>4}"
         else:
             weight = "–"
-        row_style = p.muted if not enabled else ""
+        dim = p.muted if not enabled else ""
 
         def both(a: float, b: float) -> str:
             return f"{_ms(a)}/{_ms(b)}" if mid else _ms(a)
 
-        name = Text(m.name, style=row_style or "bold")
+        name = Text(m.name, style=dim or "bold")
         if not mid and state != "on":
             name.append(f" {state}", style=st_style)
-        cells: list[Text | str] = [name]
+        row: list[Cell] = [name]
         if mid:
-            cells.append(Text(state, style=st_style))
-        cells += [
-            weight,
-            _pct(m.share),
-            str(gauge.in_flight if gauge is not None else 0),
-            fmt_rate(m.req_per_s_10s, ""),
-            both(m.ttft_p50, m.ttft_p99),
-            both(m.latency_p50, m.latency_p99),
-            fmt_count(m.counts.ok),
-            Text(fmt_count(m.counts.error), style=p.error if m.counts.error else ""),
+            row.append(Text(state, style=st_style))
+        row += [
+            Text(weight, style=dim),
+            Text(_pct(m.share), style=dim),
+            Text(str(gauge.in_flight if gauge is not None else 0), style=dim),
+            Text(fmt_rate(m.req_per_s_10s, ""), style=dim),
+            Text(both(m.ttft_p50, m.ttft_p99), style=dim),
+            Text(both(m.latency_p50, m.latency_p99), style=dim),
+            Text(fmt_count(m.counts.ok), style=dim),
+            Text(fmt_count(m.counts.error), style=p.error if m.counts.error else dim),
         ]
         if wide:
-            cells.append(f"{fmt_count(m.input_tokens)}/{fmt_count(m.output_tokens)}")
-            cells.append(fmt_cost(m.cost))
-        table.add_row(*cells, style=row_style)
-    return table
+            row.append(Text(f"{fmt_count(m.input_tokens)}/{fmt_count(m.output_tokens)}", style=dim))
+            row.append(Text(fmt_cost(m.cost), style=dim))
+        rows.append(row)
+    return _crop(grid(cols, rows, width, p), width)
 
 
 # -- errors ----------------------------------------------------------------------------------
 
 
-def render_errors(s: Snapshot, p: Palette, width: int) -> RenderableType:
+def render_errors(s: Snapshot, p: Palette, width: int) -> Text:
     """Final errors by class (requests that ended in error), attempts retried by class, and the
     latest detail of each class."""
     classes = sorted(set(s.errors) | set(s.attempt_errors), key=lambda c: (-s.errors.get(c, _Z).count, c))
     if not classes:
         return Text("no errors", style=p.success)
-    table = Table(
-        box=box.SIMPLE_HEAD,
-        expand=True,
-        padding=(0, 1),
-        show_edge=False,
-        header_style=f"bold {p.primary}",
-        pad_edge=False,
-    )
-    table.add_column("class", no_wrap=True)
-    table.add_column("final", justify="right", no_wrap=True)
-    table.add_column("retried", justify="right", no_wrap=True)
-    table.add_column("latest detail", no_wrap=True, overflow="ellipsis", ratio=1)
+    cols = [
+        Col("class", right=False),
+        Col("final"),
+        Col("retried"),
+        Col("latest detail", right=False, flex=True),
+    ]
+    rows: list[list[Cell]] = []
     for c in classes:
         e = s.errors.get(c)
-        table.add_row(
-            Text(c, style=p.error if e else p.warning),
-            Text(fmt_count(e.count) if e else "0", style=p.error if e else p.muted),
-            fmt_count(s.attempt_errors.get(c, 0)),
-            Text(e.detail if e and e.detail else "–", style=p.muted),
+        rows.append(
+            [
+                Text(c, style=p.error if e else p.warning),
+                Text(fmt_count(e.count) if e else "0", style=p.error if e else p.muted),
+                fmt_count(s.attempt_errors.get(c, 0)),
+                Text(e.detail if e and e.detail else "–", style=p.muted),
+            ]
         )
-    foot = Text(
-        f"{fmt_rate(s.errors_per_s_10s)} now · final: failed after retries · retried: attempts retried",
-        style=p.muted,
-        no_wrap=True,
-        overflow="ellipsis",
+    lines = grid(cols, rows, width, p)
+    lines.append(
+        Text(
+            f"{fmt_rate(s.errors_per_s_10s)} now · final: failed after retries · retried: attempts retried",
+            style=p.muted,
+        )
     )
-    return Group(table, foot)
+    return _crop(lines, width)
 
 
 class _ZeroStat:
@@ -675,7 +717,7 @@ _Z: Any = _ZeroStat()
 # -- phase -----------------------------------------------------------------------------------
 
 
-def render_phase(s: Snapshot, p: Palette, width: int, height: int) -> RenderableType:
+def render_phase(s: Snapshot, p: Palette, width: int, height: int) -> Text:
     """This phase (since the last change) next to the whole run, and the last changes."""
     head = Text()
     head.append(f"phase {s.phase_index}", style=f"bold {p.primary}")
@@ -685,19 +727,6 @@ def render_phase(s: Snapshot, p: Palette, width: int, height: int) -> Renderable
         head.append(", ".join(fmt_change(c) for c in s.phase_settings), style=p.accent)
     else:
         head.append(" · from the start, no change yet", style=p.muted)
-    head = _crop([head], width)
-    table = Table(
-        box=box.SIMPLE_HEAD,
-        expand=True,
-        padding=(0, 1),
-        show_edge=False,
-        header_style=f"bold {p.primary}",
-        pad_edge=False,
-    )
-    table.add_column("", style=p.muted, no_wrap=True)
-    table.add_column("this phase", justify="right", no_wrap=True)
-    table.add_column("whole run", justify="right", no_wrap=True)
-    table.add_column("Δ", justify="right", no_wrap=True)
     pc, rc = s.phase_counts, s.counts
 
     def delta(a: float, b: float, lower_is_better: bool) -> Text:
@@ -709,19 +738,24 @@ def render_phase(s: Snapshot, p: Palette, width: int, height: int) -> Renderable
         good = (d < 0) == lower_is_better
         return Text(f"{100 * d:+.0f}%", style=p.success if good else p.warning)
 
-    table.add_row(
-        "req/s", fmt_rate(s.phase_req_per_s, ""), fmt_rate(s.req_per_s, ""),
-        delta(s.phase_req_per_s, s.req_per_s, False),
-    )  # fmt: skip
-    table.add_row(
-        "ok / err",
-        f"{fmt_count(pc.ok)} / {fmt_count(pc.error)}",
-        f"{fmt_count(rc.ok)} / {fmt_count(rc.error)}",
-    )
     pe = pc.error / pc.total if pc.total else 0.0
     re_ = rc.error / rc.total if rc.total else 0.0
-    table.add_row("error rate", _pct(pe), _pct(re_), delta(pe, re_, True))
-    rows: list[tuple[str, str, str]] = [
+    rows: list[list[Cell]] = [
+        [
+            Text("req/s", style=p.muted),
+            fmt_rate(s.phase_req_per_s, ""),
+            fmt_rate(s.req_per_s, ""),
+            delta(s.phase_req_per_s, s.req_per_s, False),
+        ],
+        [
+            Text("ok / err", style=p.muted),
+            f"{fmt_count(pc.ok)} / {fmt_count(pc.error)}",
+            f"{fmt_count(rc.ok)} / {fmt_count(rc.error)}",
+            "",
+        ],
+        [Text("error rate", style=p.muted), _pct(pe), _pct(re_), delta(pe, re_, True)],
+    ]
+    metrics: list[tuple[str, str, str]] = [
         ("TTFT p50", "ttft_ms", "p50"),
         ("TTFT p99", "ttft_ms", "p99"),
         ("latency p50", "latency_ms", "p50"),
@@ -729,25 +763,26 @@ def render_phase(s: Snapshot, p: Palette, width: int, height: int) -> Renderable
         ("ITL p50", "itl_ms", "p50"),
         ("queue p50", "queue_ms", "p50"),
     ]
-    budget = max(1, height - 7)
-    for label, metric, q in rows[:budget]:
+    budget = max(1, height - 6)
+    for label, metric, q in metrics[:budget]:
         a = s.phase.get(metric, {}).get(q, 0.0)
         b = s.run.get(metric, {}).get(q, 0.0)
-        table.add_row(label, _ms(a), _ms(b), delta(a, b, True))
-    parts: list[RenderableType] = [head, table]
-    room = height - 4 - 3 - min(len(rows), budget)
+        rows.append([Text(label, style=p.muted), _ms(a), _ms(b), delta(a, b, True)])
+    cols = [
+        Col("", right=False, flex=True, min_width=11),
+        Col("this phase"),
+        Col("whole run"),
+        Col("Δ", min_width=4),
+    ]
+    lines = [head, *grid(cols, rows, width, p)]
+    room = height - len(lines)
     if room >= 2 and s.changes:
-        ch = [Text("changes", style=p.muted)]
+        lines.append(Text("changes", style=p.muted))
         for c in s.changes[-(room - 1) :]:
             line = Text(f"{fmt_clock(float(c.get('t', 0))):>7} ", style=p.muted)
             line.append(fmt_change(c))
-            ch.append(line)
-        parts.append(_crop(ch, width))
-    return Group(*parts)
-
-
-def spark_width(width: int) -> int:
-    return max(1, width)
+            lines.append(line)
+    return _crop(lines, width)
 
 
 def round_sig(x: float, digits: int = 3) -> float:

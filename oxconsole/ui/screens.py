@@ -51,8 +51,8 @@ class HelpScreen(ModalScreen[None]):
     HelpScreen {
         align: center middle;
     }
-    HelpScreen > Vertical {
-        width: auto;
+    HelpScreen > VerticalScroll {
+        width: 86;
         max-width: 100%;
         height: auto;
         max-height: 100%;
@@ -61,12 +61,10 @@ class HelpScreen(ModalScreen[None]):
         padding: 0 1;
     }
     HelpScreen #help-keys {
-        width: auto;
         height: auto;
     }
     HelpScreen #help-foot {
         color: $text-muted;
-        width: auto;
     }
     """
 
@@ -80,7 +78,7 @@ class HelpScreen(ModalScreen[None]):
         table.add_column()
         for key, what in KEYS:
             table.add_row(key, what)
-        with Vertical() as v:
+        with VerticalScroll() as v:
             v.border_title = "oxconsole keys"
             yield Static(table, id="help-keys")
             yield Static(Text("escape or ? closes this"), id="help-foot")
@@ -118,7 +116,7 @@ class RoutingEditor(ModalScreen[list[Command] | None]):
     }
     RoutingEditor .route {
         grid-size: 3 1;
-        grid-columns: 1fr 14 10;
+        grid-columns: 1fr 16 12;
         height: 3;
     }
     RoutingEditor .route Label {
@@ -126,7 +124,17 @@ class RoutingEditor(ModalScreen[list[Command] | None]):
         width: 100%;
     }
     RoutingEditor .route Input {
-        width: 14;
+        width: 16;
+    }
+    RoutingEditor .route Switch {
+        width: 12;
+    }
+    RoutingEditor #routes-head {
+        grid-size: 3 1;
+        grid-columns: 1fr 16 12;
+        height: 1;
+        color: $text-primary;
+        text-style: bold;
     }
     RoutingEditor #routing-error {
         color: $error;
@@ -160,6 +168,10 @@ class RoutingEditor(ModalScreen[list[Command] | None]):
             yield Static(
                 "weight = share of traffic under weighted routing; off = no new requests", classes="hint"
             )
+            with Grid(id="routes-head"):
+                yield Label("model")
+                yield Label("weight")
+                yield Label("enabled")
             with VerticalScroll(id="routes"):
                 for i, m in enumerate(self.models):
                     with Grid(classes="route"):

@@ -1,0 +1,319 @@
+"""Console behaviour without an engine: cadence, layout, stop/detach, themes, palette, tuned files.
+
+A `StaticSource` stands in for the run (its snapshot is set by hand), so these tests are fast and
+exact; `test_ui_engine.py` drives the same keys against a real engine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import filecmp
+import shutil
+import tomllib
+from pathlib import Path
+
+import pytest
+from textual.theme import Theme
+
+from oxconsole.engine.commands import SetConcurrency, SetRate, Stop
+from oxconsole.metrics.snapshot import Snapshot
+from oxconsole.tuned import save_tuned, tuned_path
+from oxconsole.ui import render as R
+from oxconsole.ui.app import ConsoleApp, MainScreen
+from oxconsole.ui.screens import KEYS, HelpScreen, RoutingEditor
+from oxconsole.ui.theming import PACKAGE_THEMES, load_theme_file, load_themes
+from oxconsole.ui.widgets import LatencyPanel
+from oxconsole.workload import WorkloadError, load_workload
+from tests.ui_support import StaticSource, fixed_snapshot
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAP = fixed_snapshot()
+
+
+def with_gauges(s: Snapshot, **kw: object) -> Snapshot:
+    return dataclasses.replace(s, gauges=dataclasses.replace(s.gauges, **kw))  # type: ignore[arg-type]
+
+
+def app_for(src: StaticSource, **kw: object) -> ConsoleApp:
+    return ConsoleApp(src, theme_dirs=[], cursor_blink=False, **kw)  # type: ignore[arg-type]
+
+
+# -- cadence and layout --------------------------------------------------------------------------
+
+
+async def test_renders_only_when_the_snapshot_changes() -> None:
+    src = StaticSource(SNAP)
+    app = app_for(src, refresh=50.0)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause(0.3)
+        assert app.ticks >= 5
+        assert app.renders == 1  # the same snapshot object: nothing re-rendered
+        src.snapshot = with_gauges(SNAP, in_flight=3)
+        await pilot.pause(0.1)
+        assert app.renders == 2
+        assert src.started
+
+
+async def test_layout_wide_and_compact() -> None:
+    async with app_for(StaticSource(SNAP)).run_test(size=(160, 48)) as pilot:
+        main = pilot.app.screen
+        assert isinstance(main, MainScreen) and not main.compact
+        assert main.query_one("#wide").display and not main.query_one("#tabs").display
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        assert main.compact
+        assert main.query_one("#tabs").display and not main.query_one("#wide").display
+        # t cycles tabs; h shows the latency tab, then cycles the metric
+        await pilot.press("t")
+        assert main.query_one("#tabs").active == "tab-latency"  # type: ignore[attr-defined]
+        await pilot.press("h")
+        assert main.query_one("#latency-tab", LatencyPanel).metric == "itl_ms"
+        await pilot.press("r")
+        assert main.query_one("#latency-tab", LatencyPanel).scope == "run"
+
+
+async def test_every_contract_key_is_bound_and_in_the_help_and_the_palette() -> None:
+    app = app_for(StaticSource(SNAP))
+    async with app.run_test(size=(120, 40)) as pilot:
+        keys = {b.key_display or b.key for b in MainScreen.BINDINGS if not isinstance(b, tuple)}  # type: ignore[union-attr]
+        for k in ("+", "-", "]", "[", "0", "w", "space", "s", "d", "q", "?"):
+            assert k in keys
+            assert any(k in row[0] for row in KEYS)
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        for word in ("Concurrency up", "Concurrency down", "Rate up", "Rate down", "unlimited", "Routing",
+                     "Pause", "Save tuned", "Detach", "Stop", "Keys"):  # fmt: skip
+            assert any(word in t for t in titles), word
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        await pilot.press("w")
+        assert isinstance(app.screen, RoutingEditor)
+        await pilot.press("escape")
+        assert isinstance(app.screen, MainScreen)
+
+
+async def test_concurrency_steps_and_floor() -> None:
+    src = StaticSource(with_gauges(SNAP, concurrency=2))
+    async with app_for(src).run_test() as pilot:
+        await pilot.press("minus", "minus", "minus")
+        assert [c for c in src.sent if isinstance(c, SetConcurrency)] == [SetConcurrency(1)]
+        await pilot.press("plus")
+        assert src.sent[-1] == SetConcurrency(2)
+
+
+async def test_rate_from_unlimited_uses_achieved_rate() -> None:
+    src = StaticSource(with_gauges(SNAP, rate=0.0, achieved_rate=40.0))
+    async with app_for(src).run_test() as pilot:
+        await pilot.press("right_square_bracket")
+        assert src.sent[-1] == SetRate(44.0)
+        await pilot.press("0")  # 44 -> unlimited, remembered
+        assert src.sent[-1] == SetRate(0.0)
+        await pilot.press("0")
+        assert src.sent[-1] == SetRate(44.0)
+
+
+async def test_routing_editor_refuses_no_live_model() -> None:
+    src = StaticSource(SNAP)
+    async with app_for(src).run_test(size=(100, 30)) as pilot:
+        await pilot.press("w")
+        editor = pilot.app.screen
+        assert isinstance(editor, RoutingEditor)
+        for i in range(3):
+            editor.query_one(f"#weight-{i}").value = "0"  # type: ignore[attr-defined]
+        await pilot.press("ctrl+s")
+        assert isinstance(pilot.app.screen, RoutingEditor)  # still open, with the reason
+        assert "at least one model" in str(editor.query_one("#routing-error").render())
+        assert src.sent == []
+
+
+async def test_stop_drains_then_quits_and_second_q_cancels() -> None:
+    src = StaticSource(SNAP)
+    app = app_for(src, refresh=20.0)
+    async with app.run_test() as pilot:
+        await pilot.press("q")
+        assert src.sent == [Stop()]
+        await pilot.pause(0.1)
+        assert app.return_value is None  # draining: still there
+        assert app._status[0] == "draining"
+        await pilot.press("q")
+        assert src.sent == [Stop(), Stop(cancel=True)]
+        src.is_finished = True
+        await pilot.pause(0.3)
+    assert app.return_value == "quit"
+    assert src.closed
+
+
+async def test_detach_returns_detach_without_stopping() -> None:
+    src = StaticSource(SNAP)
+    app = app_for(src)
+    async with app.run_test() as pilot:
+        await pilot.press("d")
+        await pilot.pause(0.1)
+    assert app.return_value == "detach"
+    assert src.sent == []
+
+
+async def test_save_without_a_workload_path_says_so() -> None:
+    src = StaticSource(SNAP, workload_path=None)
+    app = app_for(src)
+    async with app.run_test() as pilot:
+        await pilot.press("s")
+        assert any("not known" in n.message for n in app._notifications)
+
+
+# -- themes --------------------------------------------------------------------------------------
+
+
+def test_root_themes_are_the_packaged_themes() -> None:
+    names = sorted(p.name for p in (ROOT / "themes").glob("*.toml"))
+    assert names == sorted(p.name for p in PACKAGE_THEMES.glob("*.toml"))
+    assert {"dark.toml", "light.toml", "high-contrast.toml"} <= set(names)
+    _match, mismatch, errors = filecmp.cmpfiles(ROOT / "themes", PACKAGE_THEMES, names, shallow=False)
+    assert not mismatch and not errors, "copy themes/*.toml to oxconsole/ui/themes/"
+
+
+def test_shipped_themes_load() -> None:
+    themes, problems = load_themes([])
+    assert problems == []
+    by_name = {t.name: t for t in themes}
+    assert {"dark", "light", "high-contrast"} <= set(by_name)
+    assert isinstance(by_name["dark"], Theme) and by_name["dark"].dark
+    assert not by_name["light"].dark
+
+
+def test_user_themes_and_bad_files(tmp_path: Path) -> None:
+    shutil.copy(PACKAGE_THEMES / "dark.toml", tmp_path / "mine.toml")
+    text = (tmp_path / "mine.toml").read_text().replace('name = "dark"', 'name = "mine"')
+    (tmp_path / "mine.toml").write_text(text)
+    (tmp_path / "broken.toml").write_text('name = "broken"\nprimary = "not-a-colour"\n')
+    (tmp_path / "syntax.toml").write_text("name = \n")
+    themes, problems = load_themes([tmp_path])
+    assert "mine" in {t.name for t in themes}
+    assert "broken" not in {t.name for t in themes}
+    assert sorted(p.path.name for p in problems) == ["broken.toml", "syntax.toml"]
+    assert "primary" in next(p.message for p in problems if p.path.name == "broken.toml")
+    with pytest.raises(ValueError, match="unknown key"):
+        (tmp_path / "extra.toml").write_text('name = "x"\nprimary = "#000000"\nprimery = "#fff"\n')
+        load_theme_file(tmp_path / "extra.toml")
+
+
+async def test_unknown_theme_and_bad_theme_file_notify_once(tmp_path: Path) -> None:
+    (tmp_path / "broken.toml").write_text('name = "broken"\n')
+    app = ConsoleApp(StaticSource(SNAP), theme="nope", theme_dirs=[tmp_path], cursor_blink=False)
+    async with app.run_test() as pilot:
+        await pilot.pause(0.1)
+        messages = [n.message for n in app._notifications]
+        assert app.theme == "dark"
+        assert sum("unknown theme 'nope'" in m for m in messages) == 1
+        assert sum("broken.toml" in m for m in messages) == 1
+
+
+async def test_theme_flag_selects_a_theme() -> None:
+    app = ConsoleApp(StaticSource(SNAP), theme="high-contrast", theme_dirs=[], cursor_blink=False)
+    async with app.run_test():
+        assert app.theme == "high-contrast"
+
+
+def test_css_uses_theme_variables_only() -> None:
+    import re
+
+    for path in (ROOT / "oxconsole" / "ui").glob("*.py"):
+        text = path.read_text()
+        assert not re.search(r"#[0-9a-fA-F]{3,8}\b(?![\w-])\s*;", text), path
+
+
+# -- tuned workloads -----------------------------------------------------------------------------
+
+
+def demo_copy(tmp_path: Path) -> Path:
+    shutil.copy(ROOT / "examples" / "demo.toml", tmp_path / "demo.toml")
+    shutil.copy(ROOT / "examples" / "prompts.jsonl", tmp_path / "prompts.jsonl")
+    return tmp_path / "demo.toml"
+
+
+def test_save_tuned_writes_live_values_and_keeps_key_order(tmp_path: Path) -> None:
+    path = demo_copy(tmp_path)
+    snap = with_gauges(SNAP, concurrency=57, rate=12.5)
+    out = save_tuned(path, ["run.grace=3"], snap)
+    assert out == tmp_path / "demo.tuned.toml" == tuned_path(path)
+    w = load_workload(out)
+    assert w.run.concurrency == 57
+    assert w.run.rate == 12.5
+    assert w.run.grace == 3  # the run's --set overrides are kept
+    assert {m.name: m.weight for m in w.models} == {
+        "deepseek-v4-flash": 3,
+        "qwen-3-32b": 2,
+        "deepseek-v3.2": 0,
+    }
+    with path.open("rb") as f:
+        orig = tomllib.load(f)
+    with out.open("rb") as f:
+        new = tomllib.load(f)
+    assert list(new) == list(orig)
+    assert list(new["run"]) == list(orig["run"])
+    assert [list(m) for m in new["models"]] == [list(m) for m in orig["models"]]
+    assert "api_key" not in out.read_text()
+
+
+def test_save_tuned_open_loop_unlimited_becomes_closed(tmp_path: Path) -> None:
+    src = ROOT / "examples" / "synthetic.toml"
+    shutil.copy(src, tmp_path / "synthetic.toml")
+    snap = with_gauges(SNAP, rate=0.0, models={"synthetic-7b": SNAP.gauges.models["deepseek-v4-flash"]})
+    out = save_tuned(tmp_path / "synthetic.toml", [], snap)
+    w = load_workload(out)
+    assert w.run.arrival == "closed" and w.run.rate == 0
+
+
+def test_save_tuned_refuses_a_file_that_would_not_load(tmp_path: Path) -> None:
+    path = demo_copy(tmp_path)
+    off = {k: dataclasses.replace(v, enabled=False) for k, v in SNAP.gauges.models.items()}
+    with pytest.raises(WorkloadError):
+        save_tuned(path, [], with_gauges(SNAP, models=off))
+    assert not (tmp_path / "demo.tuned.toml").exists()
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_tuned_module_does_not_import_textual() -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", "import oxconsole.tuned, sys; print('textual' in sys.modules)"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "False"
+
+
+# -- pure rendering ------------------------------------------------------------------------------
+
+
+def test_charts() -> None:
+    assert R.sparkline([0, 1, 2, 4], 6) == "  " + " ▂▄█"
+    rows = R.bar_chart([1, 2], 3, 2)
+    assert rows == ["  █", " ██"]
+    assert R.round_sig(21.9615) == 22.0
+    assert R.fmt_change({"what": "rate", "from": 0, "to": 20}) == "rate ∞→20.0/s"
+    assert R.fmt_change({"what": "enabled", "from": True, "to": False, "model": "m"}) == "m off"
+
+
+def test_bottleneck_warns_when_the_client_is_the_limit() -> None:
+    lag = with_gauges(SNAP, loop_lag_ms=120.0)
+    assert R.bottleneck(lag)[0] == "warn" and "loop lag" in R.bottleneck(lag)[1]
+    slow = with_gauges(SNAP, rate=100.0, achieved_rate=40.0, in_flight=3, waiting_slot=0, waiting_bucket=0)
+    assert R.bottleneck(slow)[0] == "warn"
+    ok = with_gauges(SNAP, rate=0.0, waiting_slot=5)
+    assert R.bottleneck(ok) == ("info", "concurrency (+ raises it)")
+
+
+def test_panels_fit_their_width() -> None:
+    p = R.Palette()
+    for width in (36, 50, 76, 150):
+        for text in (
+            R.render_in_flight(SNAP, p, width, 8),
+            R.render_throughput(SNAP, p, width, 8),
+            R.render_latency(SNAP, p, width, 12, "latency_ms", "run"),
+            R.render_header(SNAP, p, width, name="demo", state="running"),
+        ):
+            assert max(len(line) for line in text.plain.split("\n")) <= width
