@@ -1,3 +1,4 @@
 from oxconsole.cli import main
 
-raise SystemExit(main())
+if __name__ == "__main__":  # not when multiprocessing's spawn re-imports this module in a worker
+    raise SystemExit(main())
