@@ -1,0 +1,431 @@
+"""Every simulator fault, end to end: the engine over loopback against the embedded simulator.
+
+Each fault runs at rate 1.0 with retries limited, and the journal must carry the right error class
+with a non-empty detail on every record; then all faults together at 0.2 each, where retries must
+bring most requests home, every id must be journaled exactly once and backoff must stay out of
+latency. Failures per model are kept below the engine's cool-down threshold (5 in a row) except in
+the mixed test, where everything is dispatched before a cool-down could matter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from oxconsole.engine import journal as journal_mod
+from oxconsole.engine.runner import Engine, RunOutcome
+from oxconsole.workload import Workload, check_prompts
+
+from .conftest import WorkloadFactory
+
+
+def journal(w: Workload) -> list[dict]:
+    return [orjson.loads(line) for line in w.results_path().read_bytes().splitlines() if line.strip()]
+
+
+async def run(w: Workload) -> RunOutcome:
+    e = Engine(w, results_path=w.results_path(), total_expected=check_prompts(w).total_requests)
+    return await e.run()
+
+
+def fault_workload(fault: str, *, stream: bool = True, max_attempts: int = 2, count: int = 2) -> str:
+    """One model `m`, `count` prompts all in flight at once, `fault` lines in its simulator profile."""
+    return f"""
+        [run]
+        concurrency = {count}
+        timeout = "0.3s"
+        stream = {"true" if stream else "false"}
+        grace = "2s"
+        [endpoints.default]
+        base_url = "sim"
+        [[models]]
+        name = "m"
+        max_tokens = 8
+        [prompts]
+        synthetic = {{ count = {count}, input_tokens = 5, output_tokens = 8 }}
+        [retry]
+        max_attempts = {max_attempts}
+        backoff = "1ms"
+        backoff_max = "5ms"
+        [sim.models.m]
+        ttft = "5ms"
+        tokens_per_s = 1000
+        output_tokens = 8
+        jitter = 0
+        {fault}
+        """
+
+
+async def assert_all_fail_with(w: Workload, cls: str, attempts: int) -> list[dict]:
+    out = await run(w)
+    recs = journal(w)
+    assert len(recs) == len({r["id"] for r in recs}) == check_prompts(w).total_requests
+    for r in recs:
+        assert r["status"] == "error", r
+        assert r["error"] == cls, r
+        assert r["error_detail"].strip(), r
+        assert r["attempts"] == attempts, r
+        if attempts > 1:
+            assert r["attempt_errors"] == {cls: attempts - 1}, r
+    assert out.exit_code == 1
+    assert out.summary["errors"] == {cls: len(recs)}
+    if attempts > 1:
+        assert out.summary["attempt_errors"] == {cls: len(recs) * (attempts - 1)}
+    return recs
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a connection reset is classified `timeout`: the openai SDK's vendored aiohttp transport "
+    "maps aiohttp.ClientConnectionError (ServerDisconnectedError) to httpx2.ConnectTimeout, which "
+    "client.py catches as a timeout before looking at the cause",
+)
+async def test_reset_is_connection(make_workload: WorkloadFactory) -> None:
+    w = make_workload(fault_workload("reset_rate = 1.0"))
+    recs = await assert_all_fail_with(w, "connection", 2)
+    # a reset is seen at once, not after the 0.3 s timeout
+    assert all(r["t_sent"] - r["t_scheduled"] < 0.25 for r in recs)
+
+
+async def test_reset_fails_fast_and_is_retried(make_workload: WorkloadFactory) -> None:
+    """Whatever its class, a reset must be retried and must not wait for the timeout."""
+    w = make_workload(fault_workload("reset_rate = 1.0", max_attempts=2).replace('"0.3s"', '"5s"'))
+    out = await run(w)
+    recs = journal(w)
+    assert len(recs) == 2
+    assert all(r["status"] == "error" and r["attempts"] == 2 and r["error_detail"] for r in recs)
+    assert out.summary["duration_s"] < 2.0  # two attempts each, neither waited 5 s
+
+
+async def test_stream_abort_is_stream_aborted(make_workload: WorkloadFactory) -> None:
+    w = make_workload(fault_workload("abort_rate = 1.0"))
+    recs = await assert_all_fail_with(w, "stream_aborted", 2)
+    assert all(r["output_tokens"] < 8 for r in recs)  # it stopped mid-way
+
+
+async def test_non_streaming_abort_is_stream_aborted(make_workload: WorkloadFactory) -> None:
+    w = make_workload(fault_workload("abort_rate = 1.0", stream=False))
+    await assert_all_fail_with(w, "stream_aborted", 2)
+
+
+async def test_malformed_chunk_is_bad_response(make_workload: WorkloadFactory) -> None:
+    w = make_workload(fault_workload("malformed_rate = 1.0"))
+    recs = await assert_all_fail_with(w, "bad_response", 2)
+    assert all("malformed" in r["error_detail"] for r in recs)
+
+
+async def test_malformed_json_body_is_bad_response(make_workload: WorkloadFactory) -> None:
+    w = make_workload(fault_workload("malformed_rate = 1.0", stream=False))
+    recs = await assert_all_fail_with(w, "bad_response", 2)
+    assert all("JSON" in r["error_detail"] for r in recs)
+
+
+async def test_stall_longer_than_timeout_is_timeout(make_workload: WorkloadFactory) -> None:
+    w = make_workload(fault_workload('stall_rate = 1.0\nstall = "2s"'))
+    out = await run(w)
+    recs = journal(w)
+    assert {r["error"] for r in recs} == {"timeout"}
+    assert all(r["attempts"] == 2 and r["error_detail"] and r["latency_ms"] is None for r in recs)
+    # two attempts of 0.3 s each, not the 2 s stall
+    assert out.summary["duration_s"] < 1.5
+
+
+async def test_server_error_is_http_500(make_workload: WorkloadFactory) -> None:
+    w = make_workload(fault_workload("error_rate = 1.0"))
+    recs = await assert_all_fail_with(w, "http_500", 2)
+    assert all("500" in r["error_detail"] for r in recs)
+
+
+async def test_throttle_is_http_429_after_max_attempts_honouring_retry_after(
+    make_workload: WorkloadFactory,
+) -> None:
+    w = make_workload(fault_workload('throttle_rate = 1.0\nretry_after = "200ms"', max_attempts=3, count=1))
+    recs = await assert_all_fail_with(w, "http_429", 3)
+    (r,) = recs
+    assert r["backoff_ms"] >= (r["attempts"] - 1) * 200
+    # the final attempt left at least two Retry-After waits after the request was due
+    assert r["t_sent"] - r["t_scheduled"] >= 0.4
+
+
+async def test_backoff_is_capped(make_workload: WorkloadFactory) -> None:
+    # uncapped, the waits would be drawn from [0, 40], [0, 80], [0, 160], [0, 320] ms
+    text = fault_workload("error_rate = 1.0", max_attempts=5, count=1)
+    text = text.replace('backoff = "1ms"', 'backoff = "40ms"').replace(
+        'backoff_max = "5ms"', 'backoff_max = "50ms"'
+    )
+    w = make_workload(text)
+    (r,) = await assert_all_fail_with(w, "http_500", 5)
+    assert r["backoff_ms"] <= 4 * 50 + 1  # four waits, each capped at backoff_max
+
+
+async def test_errors_not_in_retry_on_are_not_retried(make_workload: WorkloadFactory) -> None:
+    text = fault_workload("error_rate = 1.0", max_attempts=3).replace(
+        "[retry]", '[retry]\non = [429, "timeout"]'
+    )
+    w = make_workload(text)
+    await assert_all_fail_with(w, "http_500", 1)
+
+
+async def test_mixed_faults_mostly_ok_each_id_once_backoff_not_latency(
+    make_workload: WorkloadFactory,
+) -> None:
+    count = 60
+    w = make_workload(
+        f"""
+        [run]
+        concurrency = {count}
+        timeout = "0.5s"
+        seed = 11
+        [endpoints.default]
+        base_url = "sim"
+        [[models]]
+        name = "m"
+        max_tokens = 6
+        [prompts]
+        synthetic = {{ count = {count}, input_tokens = 5, output_tokens = 6 }}
+        [retry]
+        max_attempts = 5
+        backoff = "100ms"
+        backoff_max = "200ms"
+        [sim.models.m]
+        ttft = "20ms"
+        tokens_per_s = 500
+        output_tokens = 6
+        capacity = 100
+        jitter = 0
+        error_rate = 0.2
+        throttle_rate = 0.2
+        retry_after = "300ms"
+        reset_rate = 0.2
+        abort_rate = 0.2
+        malformed_rate = 0.2
+        stall_rate = 0.2
+        stall = "1s"
+        """
+    )
+    out = await run(w)
+    recs = journal(w)
+    ids = [r["id"] for r in recs]
+    assert len(ids) == len(set(ids)) == count  # every id exactly once
+    ok = [r for r in recs if r["status"] == "ok"]
+    assert len(ok) >= 0.6 * count, out.summary["errors"]
+    assert out.summary["requests"]["total"] == count
+    assert out.summary["requests"]["ok"] == len(ok)
+    # the retried attempts are classified, in the records and in the summary
+    seen: dict[str, int] = {}
+    for r in recs:
+        for cls, n in (r.get("attempt_errors") or {}).items():
+            seen[cls] = seen.get(cls, 0) + n
+    assert seen == out.summary["attempt_errors"]
+    assert {"http_429", "http_500", "stream_aborted", "bad_response", "timeout"} <= set(seen)
+    for r in recs:
+        if r["status"] == "error":
+            assert r["error_detail"]
+    # backoff is not latency: an ok answer takes ~20 + 5 * 2 ms at the server, whatever the waits
+    retried_ok = [r for r in ok if r["attempts"] > 1]
+    assert retried_ok
+    for r in retried_ok:
+        assert r["backoff_ms"] > 0
+        assert r["latency_ms"] < 250, r
+        assert r["t_sent"] - r["t_scheduled"] >= r["backoff_ms"] / 1000 - 0.01
+    throttled_ok = [r for r in retried_ok if "http_429" in r["attempt_errors"]]
+    assert throttled_ok
+    assert all(r["backoff_ms"] >= 300 * r["attempt_errors"]["http_429"] - 1 for r in throttled_ok)
+
+
+# --- the journal on disk, and stopping -----------------------------------------------------------
+
+QUICK = """
+    [run]
+    concurrency = 8
+    [endpoints.default]
+    base_url = "sim"
+    [[models]]
+    name = "m"
+    [prompts]
+    synthetic = { count = 300, input_tokens = 5, output_tokens = 4 }
+    [sim.models.m]
+    ttft = "20ms"
+    tokens_per_s = 200
+    jitter = 0
+    """
+
+
+async def test_journal_is_on_disk_per_record_and_fsynced_every_second(
+    make_workload: WorkloadFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+
+    syncs: list[float] = []
+    real_fsync, real_fdatasync = os.fsync, os.fdatasync
+
+    def fsync(fd: int) -> None:
+        syncs.append(time.monotonic())
+        real_fsync(fd)
+
+    def fdatasync(fd: int) -> None:
+        syncs.append(time.monotonic())
+        real_fdatasync(fd)
+
+    monkeypatch.setattr(journal_mod.os, "fsync", fsync)
+    monkeypatch.setattr(journal_mod.os, "fdatasync", fdatasync)
+    w = make_workload(QUICK.replace("count = 300", "count = 400").replace('"20ms"', '"50ms"'))
+    e = Engine(w, results_path=w.results_path())
+    seen: list[tuple[int, int]] = []
+
+    async def watch() -> None:
+        while e.state != "done":
+            if e.state in ("running", "draining") and w.results_path().exists():
+                done = e.ok + e.errors
+                await asyncio.sleep(0)  # one loop iteration: records may be batched within one
+                lines = w.results_path().read_bytes().count(b"\n")
+                seen.append((lines, done))
+            await asyncio.sleep(0.01)
+
+    t_start = time.monotonic()
+    d = asyncio.create_task(watch())
+    out = await e.run()
+    t_end = time.monotonic()
+    await d
+    # every finished request is a whole line in the file by the next loop iteration (no buffer that
+    # waits for more records or for a timer); whole lines only, never a partial one
+    assert seen and all(lines >= done for lines, done in seen), [s for s in seen if s[0] < s[1]][:5]
+    assert sum(1 for lines, done in seen if lines > 0) > 20
+    assert out.summary["duration_s"] > 2.5
+    # fsync at least once a second while records arrive, and once at close
+    assert len(syncs) >= 3
+    gaps = [b - a for a, b in zip([t_start, *syncs], syncs, strict=False)]
+    assert max(gaps[1:]) < 1.5, gaps
+    assert t_end - syncs[-1] < 0.5
+
+
+def _start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "oxconsole", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+SLOW = """
+    name = "stop"
+    [run]
+    concurrency = 8
+    grace = "{grace}"
+    [output]
+    results = "{results}"
+    [endpoints.default]
+    base_url = "sim"
+    [[models]]
+    name = "m"
+    [prompts]
+    synthetic = {{ count = 40, input_tokens = 5, output_tokens = 4 }}
+    [sim.models.m]
+    ttft = "4s"
+    tokens_per_s = 200
+    jitter = 0
+    """
+
+
+@pytest.mark.parametrize(
+    ("grace", "signals"),
+    [("0.5s", ("SIGTERM",)), ("30s", ("SIGINT", "SIGINT"))],
+    ids=["sigterm-grace-expires", "second-sigint-cancels-at-once"],
+)
+def test_stop_records_in_flight_as_cancelled_exits_130_and_resume_sends_them(
+    tmp_path: Path, grace: str, signals: tuple[str, ...]
+) -> None:
+    tmp = tmp_path
+    results = tmp / "out" / "results.jsonl"
+    wl = tmp / "w.toml"
+    wl.write_text(SLOW.format(grace=grace, results=results))
+    p = _start([str(wl), "--headless", "--progress-interval", "0.2"], tmp)
+    assert p.stderr is not None
+    deadline = time.time() + 30
+    while time.time() < deadline:  # a progress line every 0.2 s; wait until all 8 are in flight
+        line = p.stderr.readline()
+        if not line or "in flight 8/8" in line:
+            break
+    assert "in flight 8/8" in line, line
+    t_sig = time.monotonic()
+    for name in signals:
+        p.send_signal(getattr(signal, name))
+        time.sleep(0.2)
+    out, err = p.communicate(timeout=30)
+    took = time.monotonic() - t_sig
+    assert p.returncode == 130, err
+    assert "Traceback" not in err
+    assert "requests" in out  # the summary was printed
+    assert took < 3.0, took  # grace 0.5 s, or cancelled at once by the second signal
+    recs = [json.loads(x) for x in results.read_text().splitlines() if x.strip()]
+    assert len(recs) == 8
+    assert {r["error"] for r in recs} == {"cancelled"}
+    assert all(r["error_detail"] for r in recs)
+    cancelled = {r["id"] for r in recs}
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "oxconsole",
+            str(wl),
+            "--headless",
+            "--resume",
+            "--set",
+            'sim.models.m.ttft="10ms"',
+        ],
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    after = [json.loads(x) for x in results.read_text().splitlines() if x.strip()]
+    assert after[:8] == recs  # appended, never truncated
+    ok = [x["id"] for x in after if x["status"] == "ok"]
+    assert len(ok) == len(set(ok)) == 40
+    assert cancelled <= set(ok)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="cool-down counts failures in completion order across concurrent requests: at concurrency "
+    "100, 500s that come back at once outrun the slower successes of the same burst, so a model "
+    "answering 90% ok is cooled within the first half second and again after every warm-up burst",
+)
+async def test_a_mostly_healthy_model_is_not_cooled_down(make_workload: WorkloadFactory) -> None:
+    w = make_workload(
+        """
+        [run]
+        concurrency = 100
+        duration = "2s"
+        [endpoints.default]
+        base_url = "sim"
+        [[models]]
+        name = "m"
+        [prompts]
+        synthetic = { count = 1000, input_tokens = 5, output_tokens = 4 }
+        [retry]
+        max_attempts = 1
+        [sim.models.m]
+        ttft = "200ms"
+        tokens_per_s = 100
+        capacity = 200
+        jitter = 0.2
+        error_rate = 0.1
+        """
+    )
+    out = await run(w)
+    recs = journal(w)
+    ok = sum(1 for r in recs if r["status"] == "ok")
+    assert ok >= 0.8 * len(recs)  # the model is healthy: ~90% of its answers are ok
+    assert out.summary["cooldowns"] == []
