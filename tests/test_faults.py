@@ -396,12 +396,6 @@ def test_stop_records_in_flight_as_cancelled_exits_130_and_resume_sends_them(
     assert cancelled <= set(ok)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cool-down counts failures in completion order across concurrent requests: at concurrency "
-    "100, 500s that come back at once outrun the slower successes of the same burst, so a model "
-    "answering 90% ok is cooled within the first half second and again after every warm-up burst",
-)
 async def test_a_mostly_healthy_model_is_not_cooled_down(make_workload: WorkloadFactory) -> None:
     w = make_workload(
         """

@@ -40,8 +40,13 @@ from oxconsole.workload import ModelConfig, Prompt, Workload, iter_prompts, reso
 
 STREAM_ERRORS = frozenset({"stream_aborted", "bad_response", "stream_error"})
 COOL_AFTER = 5
-"""Consecutive failed attempts after which a model is cooled down."""
+"""Failed attempts in a row, in the order they were SENT, after which a model is cooled down.
+Send order, not completion order: at high concurrency fast failures (500s, 429s, resets) come back
+before the slower successes sent with them, and a healthy model would look dead."""
 COOL_FIRST_S, COOL_MAX_S = 5.0, 60.0
+
+
+_OK, _FAIL, _NEUTRAL = 1, 2, 3
 
 
 def counts_against_model(res: AttemptResult) -> bool:
@@ -179,6 +184,10 @@ class Engine:
         self._dispatch_hist: deque[tuple[float, int]] = deque(maxlen=64)
         self._sim: Any = None
         self._streak: dict[str, int] = {m.name: 0 for m in workload.models}
+        # Attempt outcomes per model by send sequence, consumed in send order (see COOL_AFTER).
+        self._sent_seq: dict[str, int] = {m.name: 0 for m in workload.models}
+        self._next_seq: dict[str, int] = {m.name: 0 for m in workload.models}
+        self._outcomes: dict[str, dict[int, int]] = {m.name: {} for m in workload.models}
         self._cool_s: dict[str, float] = {m.name: COOL_FIRST_S for m in workload.models}
         self.cooldowns: list[dict[str, Any]] = []
 
@@ -535,10 +544,16 @@ class Engine:
                     attempts += 1
                     if t_first_send is None:
                         t_first_send = loop.time()
-                    res = await client.attempt(
-                        body, stream=run.stream, timeout=run.timeout, save_text=self.w.output.save_text
-                    )
-                    self._health(current, res)
+                    seq = self._sent_seq[current]
+                    self._sent_seq[current] = seq + 1
+                    outcome = _NEUTRAL
+                    try:
+                        res = await client.attempt(
+                            body, stream=run.stream, timeout=run.timeout, save_text=self.w.output.save_text
+                        )
+                        outcome = _OK if res.ok else _FAIL if counts_against_model(res) else _NEUTRAL
+                    finally:
+                        self._health(current, seq, outcome, res)
                     if res.ok:
                         break
                     if self._stop_requested or i == retry.max_attempts or not retryable(res, retry.on):
@@ -601,22 +616,27 @@ class Engine:
                 self._wake.set()
         self._finish(rec)
 
-    def _health(self, model: str, res: AttemptResult) -> None:
-        """Track consecutive failures per model; cool a failing model down for a while."""
-        if res.ok:
-            self._streak[model] = 0
-            self._cool_s[model] = COOL_FIRST_S
-            return
-        if not counts_against_model(res):
-            return
-        self._streak[model] += 1
+    def _health(self, model: str, seq: int, outcome: int, res: AttemptResult | None) -> None:
+        """Track failures in a row per model, in send order; cool a failing model down for a while."""
+        pending = self._outcomes[model]
+        pending[seq] = outcome
+        nxt = self._next_seq[model]
+        while nxt in pending:
+            o = pending.pop(nxt)
+            nxt += 1
+            if o == _OK:
+                self._streak[model] = 0
+                self._cool_s[model] = COOL_FIRST_S
+            elif o == _FAIL:
+                self._streak[model] += 1
+        self._next_seq[model] = nxt
         if self._streak[model] >= COOL_AFTER and not self.router.cooled[model]:
             seconds = self._cool_s[model]
             self._cool_s[model] = min(COOL_MAX_S, seconds * 2)
             self._streak[model] = COOL_AFTER - 1  # one more failure after the cool-down re-cools it
             self.router.set_cooled(model, True)
             self.cooldowns.append(
-                {"t": round(self.elapsed(), 3), "model": model, "seconds": seconds, "after": res.error}
+                {"t": round(self.elapsed(), 3), "model": model, "seconds": seconds, "after": res and res.error}
             )
             assert self._loop is not None
             self._loop.call_later(seconds, self._warm, model)
