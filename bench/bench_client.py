@@ -3,9 +3,13 @@
 One zero-latency simulator (ttft 0, all tokens at once, N-chunk streams) on loopback, pinned to
 core 0 where `taskset` exists; each client runs in turn as its own process pinned to core 1, at the
 same concurrency, for the same number of requests; repeated, medians and ratios printed in one run
-so the ratios do not depend on the machine.
+so the ratios do not depend on the machine. `--chunks 16,256` runs each stream length in turn
+(long generations are where per-chunk cost dominates) and prints one table for each.
 
-    python bench/bench_client.py [--requests 4000] [--concurrency 64] [--chunks 16] [--reps 3]
+CPU per request is counted after each client's imports (importing the openai SDK alone costs
+about a second of CPU, once per process); oxconsole's import CPU is printed beside it.
+
+    python bench/bench_client.py [--requests 4000] [--concurrency 64] [--chunks 16[,256]] [--reps 3]
 """
 
 from __future__ import annotations
@@ -84,10 +88,11 @@ items = ["Say sixteen words."]
             *pin(1),
             sys.executable,
             "-c",
-            "import resource,sys,time,json;from oxconsole.cli import main;"
-            "t=time.perf_counter();rc=main(sys.argv[1:]);w=time.perf_counter()-t;"
-            "r=resource.getrusage(resource.RUSAGE_SELF);"
-            "print(json.dumps({'rc':rc,'wall_s':w,'cpu_s':r.ru_utime+r.ru_stime}),file=sys.stderr)",
+            "import resource,sys,time,json\n"
+            "def cpu():\n r=resource.getrusage(resource.RUSAGE_SELF);return r.ru_utime+r.ru_stime\n"
+            "import openai,oxconsole.engine.runner;from oxconsole.cli import main;c0=cpu()\n"
+            "t=time.perf_counter();rc=main(sys.argv[1:]);w=time.perf_counter()-t\n"
+            "print(json.dumps({'rc':rc,'wall_s':w,'cpu_s':cpu()-c0,'import_cpu_s':c0}),file=sys.stderr)",
             str(wl),
             "--headless",
             "--summary-json",
@@ -104,27 +109,17 @@ items = ["Say sixteen words."]
             "ok": s["requests"]["ok"],
             "req_s": s["throughput"]["requests_per_s"],
             "cpu_ms_per_req": meta["cpu_s"] * 1000 / n,
+            "import_cpu_s": meta["import_cpu_s"],
         }
-    cmd = [*pin(1), sys.executable, str(HERE / "clients.py"), kind, url, str(n), str(conc)]
+    cmd = [*pin(1), sys.executable, str(HERE / "clients.py"), kind, url, str(n), str(conc), str(chunks)]
     p = subprocess.run(cmd, capture_output=True, text=True, check=True)
     d = json.loads(p.stdout.strip().splitlines()[-1])
     return {"ok": d["ok"], "req_s": d["ok"] / d["wall_s"], "cpu_ms_per_req": d["cpu_s"] * 1000 / n}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--requests", type=int, default=4000)
-    ap.add_argument("--concurrency", type=int, default=64)
-    ap.add_argument("--chunks", type=int, default=16)
-    ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument(
-        "--article-requests",
-        type=int,
-        default=0,
-        help="requests for the (slow) article client; default requests/4",
-    )
-    args = ap.parse_args()
-    proc, url = start_server(args.chunks)
+def bench_chunks(args: argparse.Namespace, chunks: int) -> dict[str, float]:
+    """One simulator with `chunks`-chunk streams; every client `reps` times; a table; the ratios."""
+    proc, url = start_server(chunks)
     results: dict[str, list[dict[str, float]]] = {"raw": [], "oxconsole": [], "article": []}
     try:
         with tempfile.TemporaryDirectory() as td:
@@ -132,11 +127,13 @@ def main() -> None:
                 for kind in results:
                     n = args.requests
                     if kind == "article":
-                        n = args.article_requests or max(200, args.requests // 4)
-                    r = run_client(kind, url, n, args.concurrency, args.chunks, Path(td))
+                        # the SDK's pydantic chunks cost ~0.5 ms each: keep its share of the time sane
+                        n = args.article_requests or max(100, args.requests * 4 // chunks)
+                    r = run_client(kind, url, n, args.concurrency, chunks, Path(td))
                     results[kind].append(r)
                     print(
-                        f"rep {rep + 1} {kind:10s} {r['req_s']:8.0f} req/s  {r['cpu_ms_per_req']:.3f} ms CPU/req  ok={r['ok']:.0f}/{n}",
+                        f"{chunks:4d} chunks rep {rep + 1} {kind:10s} {r['req_s']:8.0f} req/s  "
+                        f"{r['cpu_ms_per_req']:.3f} ms CPU/req  ok={r['ok']:.0f}/{n}",
                         file=sys.stderr,
                     )
     finally:
@@ -144,17 +141,44 @@ def main() -> None:
         proc.wait(5)
     med = {k: statistics.median(x["req_s"] for x in v) for k, v in results.items()}
     cpu = {k: statistics.median(x["cpu_ms_per_req"] for x in v) for k, v in results.items()}
+    imp = statistics.median(x["import_cpu_s"] for x in results["oxconsole"])
     print(
-        f"\nclient benchmark: {args.chunks}-chunk streams, concurrency {args.concurrency}, "
+        f"\nclient benchmark: {chunks}-chunk streams, concurrency {args.concurrency}, "
         f"{args.requests} requests, {args.reps} reps, {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores"
     )
     print(f"{'client':<12}{'req/s (median)':>16}{'CPU ms/req':>12}{'vs raw':>9}")
     for k in ("raw", "oxconsole", "article"):
         print(f"{k:<12}{med[k]:>16.0f}{cpu[k]:>12.3f}{med[k] / med['raw']:>8.2f}x")
+    ratios = {"raw": med["oxconsole"] / med["raw"], "article": med["oxconsole"] / med["article"]}
     print(
-        f"oxconsole / raw aiohttp = {med['oxconsole'] / med['raw']:.2f}x; "
-        f"oxconsole / article = {med['oxconsole'] / med['article']:.2f}x"
+        f"oxconsole / raw aiohttp = {ratios['raw']:.2f}x; oxconsole / article = {ratios['article']:.2f}x"
+        f" (oxconsole imports: {imp:.2f} s CPU once per process, not counted above)"
     )
+    return ratios
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--requests", type=int, default=4000)
+    ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--chunks", default="16", help="chunks per stream; several: 16,256")
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument(
+        "--article-requests",
+        type=int,
+        default=0,
+        help="requests for the (slow) article client; default requests*4/chunks, at least 100",
+    )
+    args = ap.parse_args()
+    lengths = [int(c) for c in str(args.chunks).split(",") if c.strip()]
+    ratios = {c: bench_chunks(args, c) for c in lengths}
+    if len(ratios) > 1:
+        print()
+        for c, r in ratios.items():
+            print(
+                f"{c:4d} chunks: oxconsole / raw aiohttp = {r['raw']:.2f}x; "
+                f"oxconsole / article = {r['article']:.2f}x"
+            )
 
 
 if __name__ == "__main__":

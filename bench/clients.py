@@ -5,7 +5,9 @@ only reads the stream and counts lines) and with the pattern of the article the 
 (AsyncOpenAI with its defaults + Semaphore + gather, iterating the SDK's chunk objects). Each client
 prints one JSON line: requests, ok, wall seconds, CPU seconds.
 
-    python bench/clients.py raw|article URL N CONCURRENCY
+    python bench/clients.py raw|article URL N CONCURRENCY [MAX_TOKENS]
+
+CPU time is counted from after the client's imports, as the benchmark does for oxconsole.
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ async def article(url: str, n: int, conc: int) -> int:
                 model="bench",
                 messages=[{"role": "user", "content": "Say sixteen words."}],
                 stream=True,
-                max_tokens=16,
+                max_tokens=BODY["max_tokens"],
             )
             got = 0
             async for chunk in stream:
@@ -80,7 +82,13 @@ async def article(url: str, n: int, conc: int) -> int:
 
 def main() -> None:
     kind, url, n, conc = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    if len(sys.argv) > 5:
+        BODY["max_tokens"] = int(sys.argv[5])
     fn = {"raw": raw, "article": article}[kind]
+    if kind == "raw":
+        import aiohttp  # noqa: F401  (imports are not the client's per-request cost)
+    else:
+        import openai  # noqa: F401
     try:
         import uvloop
 

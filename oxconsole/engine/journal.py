@@ -1,9 +1,13 @@
 """The results journal: one JSON line per finished request, appended and flushed per record.
 
-Why this module exists: results must survive a crash. Each record is one `os.write` of a whole
-line on an O_APPEND descriptor (no user-space buffer to lose), `fsync` runs at most once a second
-off the event loop and once at close. A journal whose last line was torn by an earlier crash is
-continued on a fresh line, so the torn line stays the only bad one.
+Why this module exists: results must survive a crash. Records are written with `os.write` of
+whole lines on an O_APPEND descriptor (no user-space buffer to lose): the records finished within
+one event-loop iteration go out together in one `os.write` at the end of that iteration (a
+`call_soon`), so a crash loses at most the requests that were finishing at that moment, as if
+they had been in flight, and at most the last line is torn. Without a running loop each record is
+written at once. `fsync` runs at most once a second off the event loop and once at close. A
+journal whose last line was torn by an earlier crash is continued on a fresh line, so the torn
+line stays the only bad one.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ class Journal:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._dirty = False
+        self._pending: list[bytes] = []
         self.records = 0
         size = os.fstat(self._fd).st_size
         if size:
@@ -36,21 +41,42 @@ class Journal:
         self.write_dict(rec.to_json_dict())
 
     def write_dict(self, d: dict[str, Any]) -> None:
-        line = orjson.dumps(d) + b"\n"
-        n = os.write(self._fd, line)
-        while n < len(line):  # short writes are rare (disk full, signals) but possible
-            n += os.write(self._fd, line[n:])
-        self._dirty = True
+        pending = self._pending
+        pending.append(orjson.dumps(d, option=orjson.OPT_APPEND_NEWLINE))
         self.records += 1
+        if len(pending) == 1:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                self.flush()
+            else:
+                loop.call_soon(self.flush)
 
-    def sync(self) -> None:
+    def flush(self) -> None:
+        """Write the lines not written yet, in one `os.write` (more if it comes back short)."""
+        pending = self._pending
+        if not pending:
+            return
+        data = pending[0] if len(pending) == 1 else b"".join(pending)
+        pending.clear()
+        n = os.write(self._fd, data)
+        while n < len(data):  # short writes are rare (disk full, signals) but possible
+            n += os.write(self._fd, data[n:])
+        self._dirty = True
+
+    def _fsync(self) -> None:
         if self._dirty and self._fd >= 0:
             self._dirty = False
             os.fsync(self._fd)
 
+    def sync(self) -> None:
+        self.flush()
+        self._fsync()
+
     async def sync_async(self) -> None:
+        self.flush()  # on the loop's thread, where lines are added
         if self._dirty:
-            await asyncio.get_running_loop().run_in_executor(None, self.sync)
+            await asyncio.get_running_loop().run_in_executor(None, self._fsync)
 
     def close(self) -> None:
         if self._fd >= 0:

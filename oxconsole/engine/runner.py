@@ -8,6 +8,7 @@ which is safe from any thread and applied here, on the engine's own loop, with i
 from __future__ import annotations
 
 import asyncio
+import gc
 import math
 import random
 import time
@@ -89,6 +90,27 @@ class RunEngine(Protocol):
     def submit(self, cmd: Command) -> None: ...
     def request_stop(self, *, cancel: bool = False, interrupted: bool = False) -> None: ...
     async def run(self) -> RunOutcome: ...
+
+
+def quiet_gc() -> Callable[[], None]:
+    """Keep the cyclic garbage collector off the request path for a run; returns the undo.
+
+    The openai SDK leaves ~90k long-lived objects (pydantic models) that every full collection
+    walks (~70 ms each, several per 10k requests), and each request allocates enough short-lived
+    containers to trigger a young collection every few requests though refcounting frees them.
+    So what exists at the start of the run is frozen (never scanned) and young collections wait
+    for 10k net allocations. On the 16-chunk setup of `bench/bench_client.py` this took the
+    median CPU per request from 0.71 to 0.55 ms. Undone at the end of the run.
+    """
+    threshold = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(max(threshold[0], 10_000), *threshold[1:])
+
+    def restore() -> None:
+        gc.set_threshold(*threshold)
+        gc.unfreeze()
+
+    return restore
 
 
 def backoff_delay(
@@ -297,6 +319,7 @@ class Engine:
                 write_manifest(self.w, self.results_path)
             self._journal = Journal(self.results_path)
         ticker = None
+        restore_gc = None
         try:
             self._check_limits()
             await self._start_endpoints()
@@ -304,6 +327,7 @@ class Engine:
             self._t0 = loop.time()
             self.started_at = time.time()
             self.collector = self._new_collector()
+            restore_gc = quiet_gc()
             if self.schedule is not None:
                 self.schedule.rebase(self._t0)
             self.state = "running"
@@ -321,6 +345,8 @@ class Engine:
             await self._drain()
         finally:
             self.state = "done"
+            if restore_gc is not None:
+                restore_gc()
             if ticker is not None:
                 ticker.cancel()
             for t in list(self._tasks):

@@ -1,0 +1,216 @@
+"""The client's own request path and stream reader, against small loopback servers.
+
+Requests are built once per endpoint by the SDK and copied; these tests check the copies carry
+what the SDK's own `post()` sends, that status errors still come back as the SDK's, and that the
+stream reader (with its shortcut for chunks that share the first chunk's prefix) gives the same
+counts, timings and text as a full parse of every chunk, whatever the read boundaries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp import web
+
+from oxconsole.engine.client import AttemptResult, EndpointClient, _BadResponse, _Events
+
+HEAD = b'data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":['
+
+
+def chunk(choice: dict[str, Any]) -> bytes:
+    return HEAD + orjson.dumps(choice) + b"]}\n\n"
+
+
+def content(text: str) -> bytes:
+    return chunk({"index": 0, "delta": {"content": text}, "finish_reason": None})
+
+
+ROLE = chunk({"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None})
+FINISH = chunk({"index": 0, "delta": {}, "finish_reason": "stop"})
+USAGE = (
+    b'data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],'
+    b'"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}\n\n'
+)
+DONE = b"data: [DONE]\n\n"
+STREAM = ROLE + content("a") + content('b "quoted"\n') + content("c") + FINISH + USAGE + DONE
+
+
+def feed_all(parts: list[tuple[bytes, float]], save_text: bool = True) -> AttemptResult:
+    res = AttemptResult(ok=False)
+    ev = _Events(res, save_text)
+    for data, now in parts:
+        ev.feed(data, now)
+    ev.end(0.0, 10.0)
+    return res
+
+
+def test_whole_stream_in_one_read() -> None:
+    res = feed_all([(STREAM, 1.0)])
+    assert res.content_chunks == 3
+    assert res.text == 'ab "quoted"\nc'
+    assert (res.input_tokens, res.output_tokens) == (7, 3)
+    assert res.ttft_ms == 1000.0 and res.latency_ms == 10000.0
+
+
+def test_prefix_shortcut_is_learned_and_used() -> None:
+    res = AttemptResult(ok=False)
+    ev = _Events(res, True)
+    ev.feed(ROLE, 0.5)
+    assert ev.prefix == HEAD
+    ev.feed(content("x"), 1.0)
+    assert ev.n == 1 and ev.first == 1.0
+
+
+@pytest.mark.parametrize("step", [1, 2, 7, 64])
+def test_any_read_boundaries_give_the_same_result(step: int) -> None:
+    parts = [(STREAM[i : i + step], float(i)) for i in range(0, len(STREAM), step)]
+    res = feed_all(parts)
+    assert res.content_chunks == 3 and res.text == 'ab "quoted"\nc' and res.output_tokens == 3
+    # TTFT is the read that completed the first content-bearing chunk (not the role-only one)
+    first_end = len(ROLE) + len(content("a")) - 2  # its line ends before the blank line
+    assert res.ttft_ms == 1000.0 * ((first_end // step) * step)
+
+
+def test_time_of_first_content_not_of_role_chunk() -> None:
+    res = feed_all([(ROLE, 1.0), (content("a"), 2.0), (content("b") + FINISH + DONE, 3.0)])
+    assert res.ttft_ms == 2000.0 and res.itl_ms == 1000.0 and res.content_chunks == 2
+
+
+def test_tool_calls_and_reasoning_count_as_content() -> None:
+    tool = chunk({"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "t"}]}, "finish_reason": None})
+    reasoning = chunk({"index": 0, "delta": {"reasoning_content": "hm"}, "finish_reason": None})
+    res = feed_all([(ROLE + reasoning + tool + FINISH, 1.0)])
+    assert res.content_chunks == 2 and res.text == "hm"
+
+
+def test_text_not_kept_unless_asked() -> None:
+    res = feed_all([(STREAM, 1.0)], save_text=False)
+    assert res.text is None and res.content_chunks == 3
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        HEAD + b'{"index":0,"delta":{"content":"a"}' + b"]}\n\n",  # choice cut short
+        HEAD + b"{]}\n\n",
+        b'data: {"choices": [\n\n',  # the simulator's malformed chunk
+        HEAD + b'{"index":0},{"index":1}]}\n\n',  # two choices: not one value, full parse accepts
+    ],
+)
+def test_malformed_after_the_prefix_is_learned(bad: bytes) -> None:
+    stream = ROLE + content("a") + bad + FINISH + DONE
+    if bad.endswith(b'{"index":1}]}\n\n'):
+        assert feed_all([(stream, 1.0)]).content_chunks == 1  # valid JSON, just not the shortcut
+        return
+    with pytest.raises(_BadResponse) as e:
+        feed_all([(stream, 1.0)])
+    assert e.value.cls == "bad_response"
+
+
+def test_wrong_shapes_are_bad_response_not_a_crash() -> None:
+    from oxconsole.engine.client import _read_stream
+
+    class Resp:
+        stream = None
+
+        async def aiter_bytes(self) -> AsyncIterator[bytes]:
+            yield b'data: {"choices":[1]}\n\n'
+
+    with pytest.raises(_BadResponse) as e:
+        asyncio.run(_read_stream(Resp(), AttemptResult(ok=False), 0.0, False))  # type: ignore[arg-type]
+    assert e.value.cls == "bad_response"
+
+
+def test_error_event_and_abort() -> None:
+    with pytest.raises(_BadResponse) as e:
+        feed_all([(ROLE + b'data: {"error":{"message":"overloaded"}}\n\n', 1.0)])
+    assert e.value.cls == "stream_error" and "overloaded" in str(e.value)
+    with pytest.raises(_BadResponse) as e:
+        feed_all([(ROLE + content("a"), 1.0)])
+    assert e.value.cls == "stream_aborted"
+
+
+def test_usage_after_choices_in_a_chunk_is_read() -> None:
+    line = HEAD[:-1] + b'[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"completion_tokens":9}}\n\n'
+    res = feed_all([(ROLE + content("a") + line + DONE, 1.0)])
+    assert res.output_tokens == 9
+
+
+def test_crlf_lines() -> None:
+    res = feed_all([(STREAM.replace(b"\n", b"\r\n"), 1.0)])
+    assert res.content_chunks == 3 and res.output_tokens == 3
+
+
+# -- the request path --------------------------------------------------------------------------
+
+
+class Server:
+    def __init__(self, status: int = 200, headers: dict[str, str] | None = None) -> None:
+        self.seen: list[tuple[dict[str, str], bytes]] = []
+        self.status = status
+        self.headers = headers or {}
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        self.seen.append((dict(request.headers), await request.read()))
+        if self.status != 200:
+            body = orjson.dumps({"error": {"message": "slow down", "type": "requests"}})
+            return web.Response(status=self.status, body=body, headers=self.headers)
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for part in (ROLE, content("hi"), FINISH + USAGE, DONE):
+            await resp.write(part)
+        await resp.write_eof()
+        return resp
+
+
+async def serve(server: Server) -> tuple[web.AppRunner, str]:
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", server.handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return runner, f"http://127.0.0.1:{port}/v1"
+
+
+BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+
+
+async def test_prebuilt_requests_carry_what_the_sdk_sends() -> None:
+    server = Server()
+    runner, url = await serve(server)
+    try:
+        fast = EndpointClient("e", url, "sk-test-123456", max_connections=4, timeout=5.0)
+        slow = EndpointClient("e", url, "sk-test-123456", max_connections=4, timeout=5.0)
+        assert fast.prebuilt
+        slow.prebuilt = False  # the SDK's post() for every request
+        for c in (fast, slow, fast):
+            res = await c.attempt(BODY, stream=True, timeout=5.0, save_text=True)
+            assert res.ok and res.text == "hi" and res.output_tokens == 3, res
+        await fast.close()
+        await slow.close()
+    finally:
+        await runner.cleanup()
+    (h1, b1), (h2, b2), (h3, b3) = server.seen
+    assert orjson.loads(b1) == orjson.loads(b2) == orjson.loads(b3) == BODY
+    assert h1 == h3
+    assert h1["Authorization"] == "Bearer sk-test-123456"
+    assert {k.lower(): v for k, v in h1.items()} == {k.lower(): v for k, v in h2.items()}
+
+
+async def test_status_errors_still_come_from_the_sdk() -> None:
+    server = Server(status=429, headers={"retry-after-ms": "1500"})
+    runner, url = await serve(server)
+    try:
+        c = EndpointClient("e", url, None, max_connections=4, timeout=5.0)
+        res = await c.attempt(BODY, stream=True, timeout=5.0, save_text=False)
+        await c.close()
+    finally:
+        await runner.cleanup()
+    assert res.error == "http_429" and res.status == 429 and res.retry_after == 1.5
+    assert res.detail is not None and "slow down" in res.detail
