@@ -35,7 +35,9 @@ jitter = 0
 """
 
 
-def oxc(*args: str, cwd: Path, timeout: float = 60, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def oxc(
+    *args: str, cwd: Path, timeout: float = 60, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "oxconsole", *args],
         cwd=cwd,
@@ -59,7 +61,15 @@ def records(tmp_path: Path) -> list[dict]:
 
 def test_headless_run_summary_json_and_report(tmp_path: Path) -> None:
     w = write(tmp_path)
-    r = oxc(str(w), "--headless", "--summary-json", str(tmp_path / "s.json"), "--set", "run.concurrency=4", cwd=tmp_path)
+    r = oxc(
+        str(w),
+        "--headless",
+        "--summary-json",
+        str(tmp_path / "s.json"),
+        "--set",
+        "run.concurrency=4",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     assert "requests" in r.stdout and "latency" in r.stdout  # the summary table
     s = json.loads((tmp_path / "s.json").read_text())
@@ -98,7 +108,9 @@ def test_bad_input_exits_2_without_traceback(tmp_path: Path) -> None:
 
 def test_missing_key_variable_is_bad_input(tmp_path: Path) -> None:
     w = write(tmp_path)
-    w.write_text(w.read_text().replace('base_url = "sim"', 'base_url = "sim"\napi_key_env = "OXC_TEST_KEY_UNSET"'))
+    w.write_text(
+        w.read_text().replace('base_url = "sim"', 'base_url = "sim"\napi_key_env = "OXC_TEST_KEY_UNSET"')
+    )
     r = oxc("validate", str(w), cwd=tmp_path)
     assert r.returncode == 2
     assert "OXC_TEST_KEY_UNSET" in r.stderr
@@ -112,7 +124,14 @@ def test_key_never_written(tmp_path: Path) -> None:
     w = write(tmp_path, count=5)
     w.write_text(w.read_text().replace('base_url = "sim"', 'base_url = "sim"\napi_key_env = "OXC_KEY"'))
     secret = "sk-test-DO-NOT-LEAK-4242"
-    r = oxc(str(w), "--headless", "--summary-json", str(tmp_path / "s.json"), cwd=tmp_path, env={"OXC_KEY": secret})
+    r = oxc(
+        str(w),
+        "--headless",
+        "--summary-json",
+        str(tmp_path / "s.json"),
+        cwd=tmp_path,
+        env={"OXC_KEY": secret},
+    )
     assert r.returncode == 0, r.stderr
     for f in [*tmp_path.rglob("*.json*"), *tmp_path.rglob("*.log")]:
         assert secret not in f.read_text(), f
@@ -123,7 +142,10 @@ def test_sigint_flushes_journal_and_exits_130_then_resume_completes(tmp_path: Pa
     w = write(tmp_path, count=400, ttft="50ms")
     p = subprocess.Popen(
         [sys.executable, "-m", "oxconsole", str(w), "--headless", "--progress-interval", "0.2"],
-        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     deadline = time.time() + 30
     while time.time() < deadline:
@@ -132,7 +154,7 @@ def test_sigint_flushes_journal_and_exits_130_then_resume_completes(tmp_path: Pa
             break
         time.sleep(0.05)
     p.send_signal(signal.SIGINT)
-    out, err = p.communicate(timeout=30)
+    _out, err = p.communicate(timeout=30)
     assert p.returncode == 130, err
     assert "Traceback" not in err
     first = records(tmp_path)
@@ -148,7 +170,9 @@ def test_kill_9_then_resume_sends_each_id_once(tmp_path: Path) -> None:
     w = write(tmp_path, count=300, ttft="30ms")
     p = subprocess.Popen(
         [sys.executable, "-m", "oxconsole", str(w), "--headless"],
-        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     j = tmp_path / "out" / "results.jsonl"
     deadline = time.time() + 30
@@ -186,7 +210,9 @@ def test_version_and_help(tmp_path: Path) -> None:
 
 
 def test_sim_command_prints_url_first(tmp_path: Path) -> None:
-    p = subprocess.Popen([sys.executable, "-m", "oxconsole", "sim", "--port", "0"], stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "oxconsole", "sim", "--port", "0"], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert p.stdout is not None
         line = p.stdout.readline().strip()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import statistics
 from pathlib import Path
 
@@ -253,7 +254,7 @@ async def test_constant_arrival_rate_and_live_rate_change(make_workload: Workloa
     assert 38 <= first <= 42, first
     assert 110 <= second <= 126, second
     gaps = sorted(r["t_scheduled"] for r in recs)
-    assert max(b - a for a, b in zip(gaps, gaps[1:], strict=False)) < 0.04
+    assert max(b - a for a, b in itertools.pairwise(gaps)) < 0.04
     assert [c["what"] for c in out.summary["changes"]] == ["rate"]
 
 
@@ -414,7 +415,9 @@ async def test_errors_classified_and_exit_code(make_workload: WorkloadFactory) -
     assert out.summary["errors"] == {"http_500": 4}
 
 
-async def test_stop_with_grace_then_resume_completes_each_id_once(make_workload: WorkloadFactory, tmp_path: Path) -> None:
+async def test_stop_with_grace_then_resume_completes_each_id_once(
+    make_workload: WorkloadFactory, tmp_path: Path
+) -> None:
     text = """
         [run]
         concurrency = 10

@@ -83,12 +83,6 @@ async def assert_all_fail_with(w: Workload, cls: str, attempts: int) -> list[dic
     return recs
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a connection reset is classified `timeout`: the openai SDK's vendored aiohttp transport "
-    "maps aiohttp.ClientConnectionError (ServerDisconnectedError) to httpx2.ConnectTimeout, which "
-    "client.py catches as a timeout before looking at the cause",
-)
 async def test_reset_is_connection(make_workload: WorkloadFactory) -> None:
     w = make_workload(fault_workload("reset_rate = 1.0"))
     recs = await assert_all_fail_with(w, "connection", 2)

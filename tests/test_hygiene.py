@@ -17,7 +17,9 @@ def _loaded(code: str) -> set[str]:
 
 
 def test_engine_never_imports_textual() -> None:
-    mods = _loaded("import oxconsole.engine.runner, oxconsole.metrics.collector, oxconsole.sim.server, oxconsole.report")
+    mods = _loaded(
+        "import oxconsole.engine.runner, oxconsole.metrics.collector, oxconsole.sim.server, oxconsole.report"
+    )
     assert "textual" not in mods
     assert "rich" not in mods
     assert "openai" in mods  # sanity: the probe does see what the engine imports

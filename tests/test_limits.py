@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import statistics
 import time
 
@@ -163,7 +164,7 @@ def test_poisson_schedule_mean_and_seed() -> None:
     da = [a.next_due() for _ in range(5001)]
     assert da == [b.next_due() for _ in range(5001)]
     assert da != [c.next_due() for _ in range(5001)]
-    gaps = [y - x for x, y in zip(da[1:], da[2:], strict=False)]
+    gaps = [y - x for x, y in itertools.pairwise(da)]
     mean = statistics.fmean(gaps)
     assert mean == pytest.approx(0.01, rel=0.05)
     # exponential: the standard deviation equals the mean

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import orjson
 import pytest
-from tests.test_metrics import FakeClock, make_records
 
 from oxconsole.metrics import Collector
 from oxconsole.records import RequestRecord
 from oxconsole.report import JournalIssues, read_journal, render_summary, report_main, summary_from_journal
+from tests.test_metrics import FakeClock, make_records
 
 
 def write_journal(path: Path, recs: list[RequestRecord], tail: bytes = b"") -> None:

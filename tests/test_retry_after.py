@@ -328,11 +328,6 @@ async def test_authorization_echoed_by_the_server_is_redacted(
 
 
 @pytest.mark.asyncio
-@pytest.mark.xfail(
-    strict=True,
-    reason="redact() only knows key shapes (Bearer, sk-, api_key=); a key without them echoed in an "
-    'error message ("Incorrect API key provided: <key>") reaches error_detail and the journal',
-)
 async def test_key_of_any_shape_echoed_by_the_server_is_redacted(
     make_workload: WorkloadFactory, upstream: Upstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -427,11 +422,6 @@ async def test_tls_verified_by_default_insecure_opt_in_warned(
 
 @pytest.mark.asyncio
 @needs_openssl
-@pytest.mark.xfail(
-    strict=True,
-    reason="a certificate failure is classified `timeout` with the detail 'no complete answer within "
-    "5s': the SDK's aiohttp transport maps every aiohttp.ClientConnectionError to httpx2.ConnectTimeout",
-)
 async def test_tls_failure_is_a_connection_error_saying_why(
     make_workload: WorkloadFactory, tls_upstream: Upstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -444,11 +434,6 @@ async def test_tls_failure_is_a_connection_error_saying_why(
 
 
 @pytest.mark.asyncio
-@pytest.mark.xfail(
-    strict=True,
-    reason="connection refused is classified `timeout` ('no complete answer within 5s'), for the "
-    "same reason: aiohttp.ClientConnectorError is a ClientConnectionError, mapped to ConnectTimeout",
-)
 async def test_connection_refused_is_a_connection_error(
     make_workload: WorkloadFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
 import httpx2
 import openai
 import orjson
@@ -136,6 +137,7 @@ class EndpointClient:
         insecure: bool = False,
     ) -> None:
         self.name = name
+        self._secret = api_key or None  # only to take it out of error details
         limits = httpx2.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
         http_client = openai.DefaultAioHttpClient(limits=limits, timeout=timeout, verify=not insecure)
         self.sdk = openai.AsyncOpenAI(
@@ -234,10 +236,16 @@ class EndpointClient:
             res.status = err.status_code
             res.detail = _status_detail(err)
             res.retry_after = parse_retry_after(err.response.headers)
-        except (TimeoutError, openai.APITimeoutError, httpx2.TimeoutException):
-            # (the SDK's aiohttp transport maps every aiohttp connection error to ConnectTimeout)
-            res.error = "timeout"
-            res.detail = f"no complete answer within {timeout:g}s"
+        except (TimeoutError, openai.APITimeoutError, httpx2.TimeoutException) as err:
+            # The SDK's aiohttp transport maps every aiohttp connection error (reset, refused,
+            # TLS failure) to ConnectTimeout: the cause chain tells a real timeout from those.
+            cause = _connection_cause(err)
+            if cause is None:
+                res.error = "timeout"
+                res.detail = f"no complete answer within {timeout:g}s"
+            else:
+                res.error = "stream_aborted" if headers_seen else "connection"
+                res.detail = _short(f"{type(cause).__name__}: {cause}")
         except openai.APIConnectionError as err:
             res.error = "connection"
             cause = err.__cause__
@@ -251,9 +259,27 @@ class EndpointClient:
             res.detail = _short(str(err))
         if res.error is None:
             res.ok = True
+        elif res.detail and self._secret and self._secret in res.detail:
+            res.detail = res.detail.replace(self._secret, "***")
         if res.latency_ms is None and res.ok:
             res.latency_ms = (time.perf_counter() - t0) * 1000.0
         return res
+
+
+def _connection_cause(err: BaseException) -> BaseException | None:
+    """The connection error behind a transport's "timeout", or None when it really timed out."""
+    seen: set[int] = set()
+    e: BaseException | None = err
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if isinstance(e, TimeoutError) and e is not err:
+            return None  # aiohttp's socket/connect timeouts are TimeoutErrors too
+        if isinstance(e, aiohttp.ClientError | ConnectionError) or (
+            isinstance(e, OSError) and not isinstance(e, TimeoutError)
+        ):
+            return e
+        e = e.__cause__ or e.__context__
+    return None
 
 
 class _BadResponse(Exception):

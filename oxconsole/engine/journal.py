@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from oxconsole.engine.idset import IdSet
 from oxconsole.records import RequestRecord
 
 
@@ -85,12 +87,10 @@ class Journal:
             self._fd = -1
 
 
-def ok_ids(path: Path) -> tuple[set[str], int]:
-    """Ids recorded `ok` in a journal, and how many unreadable lines were skipped (a torn last one)."""
-    done: set[str] = set()
-    bad = 0
+def _ok_lines(path: Path, bad: list[int] | None = None) -> Iterator[str]:
+    """The ids of the `ok` records of a journal, streamed; unreadable lines are counted in bad[0]."""
     if not path.exists():
-        return done, 0
+        return
     with open(path, "rb") as f:
         for line in f:
             if not line.strip():
@@ -98,8 +98,19 @@ def ok_ids(path: Path) -> tuple[set[str], int]:
             try:
                 d = orjson.loads(line)
             except orjson.JSONDecodeError:
-                bad += 1
+                if bad is not None:
+                    bad[0] += 1
                 continue
             if isinstance(d, dict) and d.get("status") == "ok" and "id" in d:
-                done.add(str(d["id"]))
-    return done, bad
+                yield str(d["id"])
+
+
+def ok_ids(path: Path) -> tuple[IdSet, int]:
+    """Ids recorded `ok` in a journal, and how many unreadable lines were skipped (a torn last one).
+
+    The set holds 8 bytes an id (`IdSet`), not the id strings: a resume of a million-line journal
+    stays small; iterating it reads the ids from the journal again.
+    """
+    bad = [0]
+    done = IdSet(_ok_lines(path, bad), reread=lambda: _ok_lines(path))
+    return done, bad[0]

@@ -11,13 +11,15 @@ silently mixing two different runs in one journal.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from oxconsole.engine.idset import IdSet
 from oxconsole.workload import Workload, WorkloadError, iter_prompts
 
 VERSION = 1
@@ -119,19 +121,31 @@ def check_resume(w: Workload, results: Path, done_ids: Iterable[str]) -> list[st
             if not (now["explicit_ids"] and then.get("explicit_ids")):
                 refuse("the prompts file changed and its prompts have no explicit ids (ids are line numbers)")
             notes.append("the prompts file changed; its explicit ids are kept, new ids will be sent")
-    done = set(done_ids)
-    if done:
+    # Streamed: the journal's ids are read once, the workload's held as 8-byte hashes (IdSet), so a
+    # resume of a million-line journal does not hold a million strings twice.
+    done = iter(done_ids)
+    first = next(done, None)
+    if first is not None:
         cycling = now["cycling"]
-        current: set[str] = set()
-        for p in iter_prompts(w):
-            if cycling and not p.id.endswith("#1"):
-                break  # one pass of base ids is all a cycling run has
-            current.add(_base(p.id) if cycling else p.id)
-        missing = [i for i in done if (_base(i) if cycling else i) not in current]
+
+        def current_ids() -> Iterator[str]:
+            for p in iter_prompts(w):
+                if cycling and not p.id.endswith("#1"):
+                    break  # one pass of base ids is all a cycling run has
+                yield _base(p.id) if cycling else p.id
+
+        current = IdSet(current_ids())
+        missing = 0
+        examples: list[str] = []
+        for i in itertools.chain((first,), done):
+            if (_base(i) if cycling else i) not in current:
+                missing += 1
+                if len(examples) < 3:
+                    examples.append(i)
         if missing:
             raise WorkloadError(
                 f"{label}: expected the journal's ids to name prompts of this workload, but "
-                f"{len(missing)} do not (e.g. {sorted(missing)[:3]}); the workload changed in a way that "
+                f"{missing} do not (e.g. {sorted(examples)}); the workload changed in a way that "
                 "changes ids. Start a new run without --resume, or restore the original workload."
             )
     return notes

@@ -14,6 +14,7 @@ import random
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -147,7 +148,7 @@ class Engine:
         workload: Workload,
         *,
         results_path: Path,
-        skip_ids: set[str] | None = None,
+        skip_ids: AbstractSet[str] | None = None,
         total_expected: int | None = None,
         endpoint_urls: dict[str, str] | None = None,
         publish_interval: float = 0.25,
@@ -162,7 +163,7 @@ class Engine:
         self.record_sink = record_sink
         """Where finished records go instead of the journal and collector (a worker's parent)."""
         self.results_path = results_path
-        self.skip_ids = skip_ids or set()
+        self.skip_ids: AbstractSet[str] = skip_ids or set()
         self.total_expected = total_expected
         self.endpoint_urls = dict(endpoint_urls or {})
         self.publish_interval = publish_interval
@@ -662,7 +663,12 @@ class Engine:
             self._streak[model] = COOL_AFTER - 1  # one more failure after the cool-down re-cools it
             self.router.set_cooled(model, True)
             self.cooldowns.append(
-                {"t": round(self.elapsed(), 3), "model": model, "seconds": seconds, "after": res and res.error}
+                {
+                    "t": round(self.elapsed(), 3),
+                    "model": model,
+                    "seconds": seconds,
+                    "after": res and res.error,
+                }
             )
             assert self._loop is not None
             self._loop.call_later(seconds, self._warm, model)

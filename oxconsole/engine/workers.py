@@ -18,6 +18,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -90,7 +91,7 @@ def _worker_main(
 
 
 async def _worker(
-    w: Workload, shard: tuple[int, int], urls: dict[str, str], skip: set[str], conn: Connection
+    w: Workload, shard: tuple[int, int], urls: dict[str, str], skip: AbstractSet[str], conn: Connection
 ) -> None:
     loop = asyncio.get_running_loop()
     batch: list[dict[str, Any]] = []
@@ -173,7 +174,7 @@ class WorkerPool:
         workload: Workload,
         *,
         results_path: Path,
-        skip_ids: set[str] | None = None,
+        skip_ids: AbstractSet[str] | None = None,
         total_expected: int | None = None,
         publish_interval: float = 0.25,
         on_tick: Callable[[Snapshot], None] | None = None,
@@ -183,7 +184,7 @@ class WorkerPool:
         self.w = workload
         self.n = workers or worker_count(workload)
         self.results_path = results_path
-        self.skip_ids = skip_ids or set()
+        self.skip_ids: AbstractSet[str] = skip_ids or set()
         self.total_expected = total_expected
         self.publish_interval = publish_interval
         self.on_tick = on_tick
