@@ -43,9 +43,13 @@ class Journal:
         self.write_dict(rec.to_json_dict())
 
     def write_dict(self, d: dict[str, Any]) -> None:
+        self.write_lines(orjson.dumps(d, option=orjson.OPT_APPEND_NEWLINE), 1)
+
+    def write_lines(self, data: bytes, count: int) -> None:
+        """Append `count` whole JSON lines, already encoded (each ending in a newline)."""
         pending = self._pending
-        pending.append(orjson.dumps(d, option=orjson.OPT_APPEND_NEWLINE))
-        self.records += 1
+        pending.append(data)
+        self.records += count
         if len(pending) == 1:
             try:
                 loop = asyncio.get_running_loop()

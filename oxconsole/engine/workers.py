@@ -94,11 +94,15 @@ async def _worker(
     w: Workload, shard: tuple[int, int], urls: dict[str, str], skip: AbstractSet[str], conn: Connection
 ) -> None:
     loop = asyncio.get_running_loop()
-    batch: list[dict[str, Any]] = []
+    lines: list[bytes] = []  # journal lines, encoded once here
+    batch: list[tuple[Any, ...]] = []  # the same records for the parent's collector, without text
     lock = threading.Lock()  # conn.send_bytes from the loop and the final send
+    dumps, newline = orjson.dumps, orjson.OPT_APPEND_NEWLINE
 
     def sink(rec: RequestRecord) -> None:
-        batch.append(rec.to_json_dict())
+        lines.append(dumps(rec.to_json_dict(), option=newline))
+        rec.text = None
+        batch.append(record_tuple(rec))
 
     engine = Engine(
         w, results_path=Path(os.devnull), skip_ids=skip, endpoint_urls=urls, shard=shard, record_sink=sink
@@ -108,11 +112,22 @@ async def _worker(
         with lock:
             conn.send_bytes(orjson.dumps(msg))
 
+    go = asyncio.Event()
+    held: list[dict[str, Any]] | None = []  # commands that arrive before the engine runs
+
     def on_command(d: dict[str, Any]) -> None:
-        if d.get("cmd") == "stop":
+        if d.get("cmd") == "_go":
+            go.set()
+        elif d.get("cmd") == "stop":
             engine.request_stop(cancel=bool(d.get("cancel")))
+        elif held is not None:
+            held.append(d)
         else:
             engine.apply(command_from_dict(d))
+
+    def gone() -> None:
+        go.set()
+        engine.request_stop(cancel=True)
 
     def reader() -> None:
         while True:
@@ -120,7 +135,7 @@ async def _worker(
                 data = conn.recv_bytes()
             except (EOFError, OSError):
                 # The parent is gone: stop at once rather than run unobserved.
-                loop.call_soon_threadsafe(lambda: engine.request_stop(cancel=True))
+                loop.call_soon_threadsafe(gone)
                 return
             d = orjson.loads(data)
             if d.get("cmd") == "_bye":
@@ -136,18 +151,42 @@ async def _worker(
 
     def flush() -> None:
         g = engine.gauges() if engine.state != "starting" else None
+        if lines:
+            with lock:
+                conn.send_bytes(JOURNAL_TAG + b"".join(lines))
+            lines.clear()
         if batch or g is not None:
             recs = batch[:]
             batch.clear()
             send({"r": recs, "g": _gauges_to_dict(g) if g else None})
 
+    # Imports and start-up done: tell the parent, and start when every worker is ready, so that
+    # the run's clock does not count process start-up.
+    send({"ready": True})
+    await go.wait()
     f = asyncio.create_task(flusher())
     try:
-        out = await engine.run()
+        running = asyncio.create_task(engine.run())
+        while engine.state == "starting" and not running.done():
+            await asyncio.sleep(0.005)
+        early, held = held, None
+        for d in early or ():
+            on_command(d)
+        out = await running
     finally:
         f.cancel()
     flush()
     send({"end": {"ok": out.ok, "error": out.error, "warnings": out.warnings, "cooldowns": engine.cooldowns}})
+
+
+JOURNAL_TAG = b"\x00"
+"""First byte of a worker message that carries encoded journal lines (others are JSON objects)."""
+_FIELDS = tuple(f.name for f in dataclasses.fields(RequestRecord))
+
+
+def record_tuple(rec: RequestRecord) -> tuple[Any, ...]:
+    """A record's fields in declaration order: compact on the wire, `RequestRecord(*t)` rebuilds it."""
+    return tuple(getattr(rec, f) for f in _FIELDS)
 
 
 def _gauges_to_dict(g: Gauges) -> dict[str, Any]:
@@ -209,6 +248,8 @@ class WorkerPool:
         self._ok = 0
         self._errors = 0
         self._all_ended = asyncio.Event()
+        self._ready = 0
+        self._all_ready = asyncio.Event()
         self._sim: Any = None
 
     def _new_collector(self) -> Collector:
@@ -300,9 +341,6 @@ class WorkerPool:
         ticker = None
         try:
             urls = await self._start_sim()
-            self._t0 = loop.time()
-            self.started_at = time.time()
-            self.collector = self._new_collector()
             resume = str(self.results_path) if self.skip_ids else None
             for i in range(self.n):
                 parent, child = ctx.Pipe(duplex=True)
@@ -316,9 +354,19 @@ class WorkerPool:
                 child.close()
                 self._workers.append(_Worker(proc, parent))
                 threading.Thread(target=self._reader, args=(i,), daemon=True).start()
+            ready = asyncio.create_task(self._all_ready.wait())
+            ended = asyncio.create_task(self._all_ended.wait())
+            await asyncio.wait({ready, ended}, return_when=asyncio.FIRST_COMPLETED)
+            ready.cancel()
+            # The run's clock starts when every worker can dispatch.
+            self._t0 = loop.time()
+            self.started_at = time.time()
+            self.collector = self._new_collector()
+            for i in range(self.n):
+                self._send(i, {"cmd": "_go"})
             self.state = "running"
             ticker = asyncio.create_task(self._ticker())
-            await self._all_ended.wait()
+            await ended
         finally:
             self.state = "done"
             if ticker is not None:
@@ -367,18 +415,26 @@ class WorkerPool:
             except (EOFError, OSError):
                 loop.call_soon_threadsafe(self._on_end, i, None)
                 return
+            if data[:1] == JOURNAL_TAG:
+                loop.call_soon_threadsafe(self._on_lines, data)
+                continue
             msg = orjson.loads(data)
             loop.call_soon_threadsafe(self._on_message, i, msg)
             if "end" in msg:
                 return
 
+    def _on_lines(self, data: bytes) -> None:
+        assert self._journal is not None
+        self._journal.write_lines(data[1:], data.count(b"\n"))
+
     def _on_message(self, i: int, msg: dict[str, Any]) -> None:
-        journal = self._journal
-        assert journal is not None
-        for d in msg.get("r") or ():
-            journal.write_dict(d)
-            d.pop("text", None)
-            rec = RequestRecord.from_json_dict(d)
+        if msg.get("ready"):
+            self._ready += 1
+            if self._ready == self.n:
+                self._all_ready.set()
+            return
+        for t in msg.get("r") or ():
+            rec = RequestRecord(*t)
             if rec.status == "ok":
                 self._ok += 1
             else:
