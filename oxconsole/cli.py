@@ -12,6 +12,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -180,7 +181,7 @@ class PreparedRun:
 
     workload: Workload
     results_path: Path
-    skip: set[str]
+    skip: AbstractSet[str]
     """Ids already `ok` in the journal (--resume): not sent again."""
     total: int | None
     """Requests this run will send, when known."""
@@ -192,7 +193,7 @@ def prepare_run(workload: str, overrides: list[str], output: str | None, resume:
     already done on --resume. Notes go to stderr; bad input raises BadInput."""
     w, stats = _load(workload, overrides)
     path, note = _results_path(w, output, resume)
-    skip: set[str] = set()
+    skip: AbstractSet[str] = set()
     if resume:
         from oxconsole.engine.journal import ok_ids
 

@@ -21,13 +21,13 @@ Stdlib only (plus orjson for the prompts file): importing this module never load
 from __future__ import annotations
 
 import difflib
-import hashlib
 import json
 import math
 import os
 import random
 import re
 import tomllib
+from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -1232,10 +1232,11 @@ def check_prompts(w: Workload) -> PromptStats:
     if pc.file is not None:
         label = _prompts_label(w)
         models = frozenset(m.name for m in w.models)
-        seen: set[bytes] = set()
-        explicit_ids = False
+        # Ids are checked for uniqueness by their 64-bit hashes (8 bytes a line, not a set of
+        # strings); the few lines whose hashes repeat are then compared by their ids.
+        keys = array("q")
+        key = keys.append
         count = 0
-        blake = hashlib.blake2b
         for lineno, line in _file_lines(w):
             sid, tag, model, _, _ = _parse_line(line, lineno, label, models)
             count += 1
@@ -1243,17 +1244,10 @@ def check_prompts(w: Workload) -> PromptStats:
                 tags.add(tag)
             if model is not None:
                 pinned.add(model)
-            digest = blake(sid.encode(), digest_size=8).digest()
-            if digest in seen:
-                first = _find_id(w, sid, lineno, label, models)
-                if first is not None:
-                    raise _err(
-                        label, f"line {lineno}: id", f"a unique id (line {first} has the same id)", _show(sid)
-                    )
-            seen.add(digest)
-            explicit_ids = explicit_ids or sid != str(lineno)
+            key(hash(sid))
         if count == 0:
             raise _err(label, "", "at least one prompt (one JSON object a line)", "an empty file")
+        _check_unique(w, keys, label, models)
     else:
         count = _count_one_pass(w)
     if run.requests > 0:
@@ -1267,14 +1261,24 @@ def check_prompts(w: Workload) -> PromptStats:
     )
 
 
-def _find_id(w: Workload, sid: str, before: int, label: str, models: frozenset[str]) -> int | None:
-    """Line number of the first line before `before` whose id is `sid` (rules out digest collisions)."""
+def _check_unique(w: Workload, keys: array[int], label: str, models: frozenset[str]) -> None:
+    """Raise at the first line whose id an earlier line has (only lines whose hash repeats are
+    looked at again, by their ids)."""
+    from oxconsole.engine.idset import repeated
+
+    twice = repeated(keys)
+    if not twice:
+        return
+    first: dict[str, int] = {}
     for lineno, line in _file_lines(w):
-        if lineno >= before:
-            return None
-        if _parse_line(line, lineno, label, models)[0] == sid:
-            return lineno
-    return None
+        sid = _parse_line(line, lineno, label, models)[0]
+        if hash(sid) not in twice:
+            continue
+        if sid in first:
+            raise _err(
+                label, f"line {lineno}: id", f"a unique id (line {first[sid]} has the same id)", _show(sid)
+            )
+        first[sid] = lineno
 
 
 # --------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ the few ids whose hashes repeat against the ids themselves.
 
 from __future__ import annotations
 
+import heapq
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
@@ -24,12 +25,26 @@ def id_hash(i: str) -> int:
     return hash(i)
 
 
+_CHUNK = 1 << 16
+
+
+def sorted_keys(keys: array[int]) -> Iterator[int]:
+    """The keys in ascending order, sorted in chunks of 64k and merged, so no list of them all is
+    ever built (a list of a million ints costs ~40 MB; this costs a second copy of the array)."""
+    if len(keys) <= _CHUNK:
+        yield from sorted(keys)
+        return
+    runs = [array("q", sorted(keys[i : i + _CHUNK])) for i in range(0, len(keys), _CHUNK)]
+    yield from heapq.merge(*runs)
+
+
 def _sorted_unique(keys: array[int]) -> array[int]:
     out = array("q")
+    append = out.append
     last: int | None = None
-    for k in sorted(keys):  # a transient list of ints (~40 bytes a key) while sorting
+    for k in sorted_keys(keys):
         if k != last:
-            out.append(k)
+            append(k)
             last = k
     return out
 
@@ -38,7 +53,7 @@ def repeated(keys: array[int]) -> set[int]:
     """The keys that occur more than once (usually none, so the result is small)."""
     out: set[int] = set()
     last: int | None = None
-    for k in sorted(keys):
+    for k in sorted_keys(keys):
         if k == last:
             out.add(k)
         last = k

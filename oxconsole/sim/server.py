@@ -12,7 +12,12 @@ serves `/v1/chat/completions` from a `SimModelProfile` per model:
   RNG per model, so a run is reproducible;
 * with ``ttft = 0`` and ``tokens_per_s = 0`` the whole response is built from pre-encoded pieces and
   sent in one write, so the server costs as little as possible when benchmarking clients;
-* counters per model are served at ``GET /sim/stats`` so tests can check what the client did.
+* the timed chunks of every open stream are written by one ticker per event loop (a heap of due
+  times, one timer armed for the earliest), not by a timer and a task wake-up per token, so ~1,000
+  open streams at 10 tokens/s cost the simulator little more than its `send` calls;
+* counters per model are served at ``GET /sim/stats`` so tests can check what the client did, with
+  the simulator's own lateness (each timed write against its schedule) and GC pauses, so a
+  benchmark can tell the server's error from the client's.
 
 The Authorization header is accepted whatever it holds (or without one) and never logged; the access
 log is off.
@@ -22,6 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
+import heapq
 import ipaddress
 import itertools
 import math
@@ -35,6 +42,7 @@ from typing import Any, Final
 import orjson
 from aiohttp import web
 
+from oxconsole.metrics.histogram import LogHistogram
 from oxconsole.workload import SimModelProfile
 
 __all__ = [
@@ -310,6 +318,164 @@ class _ModelState:
         return segs
 
 
+class Lateness:
+    """How late the simulator's timed writes leave, against their schedule (``t_admit + ttft + i/tps``).
+
+    Measured with `time.monotonic` (the clock of asyncio's loop and, at millisecond resolution, of
+    uvloop's) just before each write: `first` is the write carrying the first content token (what
+    TTFT measures), `last` the final write (what latency measures), `write` every timed write.
+    `gc` holds the process's garbage-collector pauses once `watch_gc()` is called.
+    """
+
+    __slots__ = ("_gc_t", "first", "gc", "last", "write")
+
+    def __init__(self) -> None:
+        self.first = LogHistogram()
+        self.last = LogHistogram()
+        self.write = LogHistogram()
+        self.gc = LogHistogram()
+        self._gc_t = 0.0
+
+    def wrote(self, due: float, first: bool, last: bool, last_due: float = 0.0) -> None:
+        now = time.monotonic()
+        ms = (now - due) * 1000.0
+        self.write.record(ms if ms > 0.0 else 0.0)
+        if first:
+            self.first.record(ms if ms > 0.0 else 0.0)
+        if last:
+            ms = (now - last_due) * 1000.0
+            self.last.record(ms if ms > 0.0 else 0.0)
+
+    def watch_gc(self) -> None:
+        """Time every garbage collection of this process (for a simulator in its own process)."""
+        gc.callbacks.append(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._gc_t = time.perf_counter()
+        else:
+            self.gc.record((time.perf_counter() - self._gc_t) * 1000.0)
+
+    def to_dict(self) -> dict[str, dict[str, float]]:
+        out: dict[str, dict[str, float]] = {}
+        for name in ("first", "last", "write", "gc"):
+            h: LogHistogram = getattr(self, name)
+            s = h.summary()
+            out[name] = {"n": h.count, "p50": s["p50"], "p99": s["p99"], "max": s["max"]}
+        out["gc"]["total"] = round(self.gc.total, 3)
+        return out
+
+
+class _TimedStream:
+    """One open stream's timed content chunks, written by the `_Ticker` as they fall due."""
+
+    __slots__ = ("bad_at", "dead", "done", "end", "head", "i", "late", "times", "transport")
+
+    def __init__(
+        self,
+        times: list[float],
+        head: bytes,
+        end: int,
+        bad_at: int,
+        transport: asyncio.Transport | None,
+        done: asyncio.Future[None],
+        late: Lateness,
+    ) -> None:
+        self.times = times
+        self.head = head
+        self.end = end
+        """Chunks [0, end) are content; the handler writes the last due ones with the tail."""
+        self.bad_at = bad_at
+        self.transport = transport
+        self.done = done
+        self.late = late
+        self.i = 0
+        """The next chunk not yet written."""
+        self.dead = False
+        """The handler is gone (finished or cancelled): forget this stream."""
+
+    def write(self, i: int, j: int, now: float) -> None:
+        """Write chunks [i, j) as one HTTP chunk straight to the transport (the response's
+        headers are already out and aiohttp's writer holds nothing back)."""
+        head = self.head
+        k = len(_TOKEN_CHOICE)
+        bad = self.bad_at
+        data = b"".join(_MALFORMED_CHUNK if c == bad else head + _TOKEN_CHOICE[c % k] for c in range(i, j))
+        self.late.wrote(self.times[i], i == 0, False)
+        assert self.transport is not None
+        self.transport.write(b"%x\r\n%b\r\n" % (len(data), data))
+        self.i = j
+
+    def due(self, now: float) -> float | None:
+        """Write what is due at loop time `now`; the next due time, or None when this stream is done
+        with the ticker (its last chunk is due: the handler writes it with the tail)."""
+        times = self.times
+        j = self.i
+        end = self.end
+        while j < end and times[j] <= now:
+            j += 1
+        if j >= end:
+            if not self.done.done():
+                self.done.set_result(None)
+            return None
+        if j > self.i:
+            tr = self.transport
+            if tr is None or tr.is_closing():
+                if not self.done.done():
+                    self.done.set_exception(ConnectionResetError("client went away"))
+                return None
+            self.write(self.i, j, now)
+        return times[j]
+
+
+class _Ticker:
+    """One timer for every open stream on a loop, instead of a timer and a task wake-up per token.
+
+    A heap holds each stream's next due time; one `call_at` is armed for the earliest. When it fires,
+    every stream with chunks due writes them (all its due chunks in one write) and goes back on the
+    heap at its next due time. Times are absolute loop times, as before, so with jitter 0 a chunk
+    leaves when its schedule says (to the loop clock's resolution) and errors never accumulate.
+    """
+
+    __slots__ = ("_seq", "armed", "handle", "heap", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.heap: list[tuple[float, int, _TimedStream]] = []
+        self.handle: asyncio.TimerHandle | None = None
+        self.armed = math.inf
+        self._seq = itertools.count()
+
+    def add(self, st: _TimedStream) -> None:
+        """Start timing a stream: it is due at its first chunk's time."""
+        self._push(st.times[st.i], st)
+
+    def _push(self, when: float, st: _TimedStream) -> None:
+        heapq.heappush(self.heap, (when, next(self._seq), st))
+        if when < self.armed:
+            if self.handle is not None:
+                self.handle.cancel()
+            self.armed = when
+            self.handle = self.loop.call_at(when, self._fire)
+
+    def _fire(self) -> None:
+        self.handle = None
+        self.armed = math.inf
+        heap = self.heap
+        now = self.loop.time()
+        pop, push, seq = heapq.heappop, heapq.heappush, self._seq
+        while heap and heap[0][0] <= now:
+            st = pop(heap)[2]
+            if st.dead:
+                continue
+            nxt = st.due(now)
+            if nxt is not None:
+                push(heap, (nxt, next(seq), st))
+        if heap:
+            self.armed = heap[0][0]
+            self.handle = self.loop.call_at(self.armed, self._fire)
+
+
 class SimState:
     """The simulator behind one app: profiles, per-model state and the request handlers."""
 
@@ -324,6 +490,10 @@ class SimState:
         }
         self._ids = itertools.count(1)
         self.bad_requests = 0
+        self.lateness = Lateness()
+        self._ticker: _Ticker | None = None
+        """How late the simulator's own timed writes were (so a benchmark can tell server error
+        from client error)."""
 
     def state_for(self, name: str) -> _ModelState:
         st = self.models.get(name)
@@ -341,6 +511,7 @@ class SimState:
         return {
             "models": {name: st.stats.to_dict() for name, st in self.models.items()},
             "bad_requests": self.bad_requests,
+            "lateness_ms": self.lateness.to_dict(),
         }
 
     # -- handlers --------------------------------------------------------------------------------
@@ -515,38 +686,44 @@ class SimState:
         head = _HEAD + slot + b',"model":' + ms.model_json + b',"choices":['
         resp = web.StreamResponse(headers=_SSE_HEADERS)
         await resp.prepare(request)
-        pending: list[bytes] = [head + _ROLE_CHOICE]
+        await resp.write(head + _ROLE_CHOICE)  # headers and the role chunk leave at once
         stop_at = n // 2 if abort else n  # abort: about half the tokens, then the connection drops
         bad_at = n // 2 if malformed else -1
-        k = len(_TOKEN_CHOICE)
-        i = 0
-        while i < stop_at:
-            if times[i] > loop.time():
-                if pending:
-                    await resp.write(b"".join(pending))
-                    pending = []
-                await _sleep_until(loop, times[i])
-            now = loop.time()
-            while i < stop_at and times[i] <= now:
-                pending.append(_MALFORMED_CHUNK if i == bad_at else head + _TOKEN_CHOICE[i % k])
-                i += 1
-            if i < stop_at:
-                await resp.write(b"".join(pending))
-                pending = []
+        # The content chunks that leave before the last one are written by the loop's ticker, as
+        # they fall due; this coroutine wakes again when the last one is due (or the stream ends).
+        ts = _TimedStream(
+            times, head, stop_at, bad_at, request.transport, loop.create_future(), self.lateness
+        )
+        if stop_at > 0:
+            self._ticker_for(loop).add(ts)
+            try:
+                await ts.done
+            finally:
+                ts.dead = True
         if abort:
-            if pending:
-                await resp.write(b"".join(pending))
+            if ts.i < stop_at:
+                ts.write(ts.i, stop_at, time.monotonic())
             if request.transport is not None:
                 request.transport.close()  # buffered chunks are flushed first; no finish, no [DONE]
             return resp
+        i = ts.i
+        k = len(_TOKEN_CHOICE)
+        pending = [_MALFORMED_CHUNK if j == bad_at else head + _TOKEN_CHOICE[j % k] for j in range(i, n)]
         pending.append(head + _FINISH_CHOICE[finish])
         if include_usage:
             pending.append(_HEAD + slot + b',"model":' + ms.model_json + b',"choices":[')
             pending.append(_usage_tail(prompt_tokens, n))
         pending.append(_DONE)
-        await resp.write(b"".join(pending))
-        await resp.write_eof()
+        if n:
+            self.lateness.wrote(times[i], i == 0, True, times[-1])
+        await resp.write_eof(b"".join(pending))
         return resp
+
+    def _ticker_for(self, loop: asyncio.AbstractEventLoop) -> _Ticker:
+        t = self._ticker
+        if t is None or t.loop is not loop:
+            t = self._ticker = _Ticker(loop)
+        return t
 
     async def _complete(
         self,
