@@ -207,11 +207,14 @@ async def test_capacity_queues_fifo(client: openai.AsyncOpenAI, sim: str) -> Non
         return time.perf_counter() - t0
 
     done = sorted(await asyncio.gather(*(one() for _ in range(4))))
-    # Service time is 0.2 s: two are served at once, the next two one service time later.
-    assert done[0] == pytest.approx(0.2, abs=0.04)
-    assert done[1] == pytest.approx(0.2, abs=0.04)
-    assert done[2] == pytest.approx(0.4, abs=0.05)
-    assert done[3] == pytest.approx(0.4, abs=0.05)
+    # Service time is 0.2 s: two are served at once, the next two one service time later. The
+    # gaps between them carry the property; absolute times also carry the client's start-up
+    # delay, which a loaded machine stretches (0.25 s for the first pair seen here once).
+    assert done[0] >= 0.2 - 0.005
+    assert done[1] - done[0] < 0.04
+    assert done[2] - done[1] == pytest.approx(0.2, abs=0.04)
+    assert done[3] - done[2] < 0.04
+    assert done[3] < 0.4 + 0.15
     st = (await sim_stats(sim))["models"]["cap2"]
     assert st["max_concurrent"] == 2
     counts = (st["received"], st["admitted"], st["completed"], st["in_service"], st["queued"])
