@@ -548,3 +548,31 @@ async def test_tpm_budget_paces_tokens(make_workload: WorkloadFactory) -> None:
     _, out = await run(w)
     n = out.summary["requests"]["total"]
     assert 120 <= n <= 126, n
+
+
+async def test_backoff_is_reported_apart_from_latency(make_workload: WorkloadFactory) -> None:
+    w = make_workload(
+        """
+        [run]
+        concurrency = 4
+        [endpoints.default]
+        base_url = "sim"
+        [[models]]
+        name = "m"
+        [prompts]
+        synthetic = { count = 8, input_tokens = 5, output_tokens = 2 }
+        [retry]
+        max_attempts = 2
+        [sim.models.m]
+        ttft = 0
+        tokens_per_s = 0
+        throttle_rate = 1.0
+        retry_after = "100ms"
+        """
+    )
+    _, out = await run(w)
+    recs = journal(w)
+    b = out.summary["backoff"]
+    assert b["requests"] == 8
+    assert b["total_s"] == pytest.approx(sum(r["backoff_ms"] for r in recs) / 1000, abs=0.01)
+    assert b["mean_ms"] >= 100

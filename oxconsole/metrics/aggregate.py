@@ -26,6 +26,8 @@ class RunStats:
 
     __slots__ = (
         "attempt_errors",
+        "backoff_ms",
+        "backoff_requests",
         "cost",
         "error",
         "error_detail",
@@ -52,6 +54,8 @@ class RunStats:
         self.output_tokens = 0
         self.ok_output_tokens = 0
         self.cost = 0.0
+        self.backoff_ms = 0.0
+        self.backoff_requests = 0
         self.latency = LogHistogram()
         self.ttft = LogHistogram()
         self.itl = LogHistogram()
@@ -101,6 +105,9 @@ class RunStats:
             cls = rec.error or "unknown"
             self.errors[cls] = self.errors.get(cls, 0) + 1
             self.error_detail[cls] = rec.error_detail or ""
+        if rec.backoff_ms:
+            self.backoff_ms += rec.backoff_ms
+            self.backoff_requests += 1
         if rec.attempt_errors:
             ae = self.attempt_errors
             for cls, n in rec.attempt_errors.items():
@@ -190,6 +197,14 @@ def build_summary(
         "cost": {"total": _money(overall.cost)},
         "errors": dict(sorted(overall.errors.items())),
         "attempt_errors": dict(sorted(attempt_errors.items())),
+        # time spent waiting between attempts: never part of latency_ms, reported here instead
+        "backoff": {
+            "requests": overall.backoff_requests,
+            "total_s": round(overall.backoff_ms / 1000.0, 3),
+            "mean_ms": round(overall.backoff_ms / overall.backoff_requests, 3)
+            if overall.backoff_requests
+            else 0.0,
+        },
         "models": {m: st.model_block(duration_s) for m, st in models if st.total},
         "changes": [dict(c) for c in changes],
         "phases": [dict(p) for p in phases],
