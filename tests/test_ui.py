@@ -14,15 +14,16 @@ from pathlib import Path
 
 import pytest
 from textual.theme import Theme
+from textual.widgets import Label
 
-from oxconsole.engine.commands import SetConcurrency, SetRate, Stop
+from oxconsole.engine.commands import EnableModel, SetConcurrency, SetRate, Stop
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.tuned import save_tuned, tuned_path
 from oxconsole.ui import render as R
 from oxconsole.ui.app import ConsoleApp, MainScreen
 from oxconsole.ui.screens import KEYS, HelpScreen, RoutingEditor
 from oxconsole.ui.theming import PACKAGE_THEMES, load_theme_file, load_themes
-from oxconsole.ui.widgets import LatencyPanel
+from oxconsole.ui.widgets import ErrorsPanel, HeaderPanel, LatencyPanel
 from oxconsole.workload import WorkloadError, load_workload
 from tests.ui_support import StaticSource, fixed_snapshot
 
@@ -159,6 +160,114 @@ async def test_save_without_a_workload_path_says_so() -> None:
     async with app.run_test() as pilot:
         await pilot.press("s")
         assert any("not known" in n.message for n in app._notifications)
+
+
+async def test_confirmations_replace_each_other_in_the_status_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("oxconsole.ui.app.FLASH_S", 0.3)
+    src = StaticSource(with_gauges(SNAP, concurrency=50))
+    app = app_for(src)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.1)
+        await pilot.press("minus", "minus")
+        header = app.main.query_one(HeaderPanel)
+        assert app.flash == ("concurrency 45 → 40", "info")
+        assert header.flash == "concurrency 45 → 40"
+        assert "concurrency 45 → 40" in header._lines[2].plain
+        assert len(app._notifications) == 0  # nothing over the panels
+        await pilot.pause(0.5)
+        assert app.flash == ("", "") and header.flash == ""
+        assert "concurrency" not in header._lines[2].plain
+
+
+async def test_keys_before_the_first_snapshot_give_one_toast() -> None:
+    src = StaticSource(None)
+    app = app_for(src)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("minus", "minus", "plus", "w", "s")
+        await pilot.pause()
+        assert [n.message for n in app._notifications] == ["no figures from the run yet"]
+        assert src.sent == []
+
+
+async def test_toasts_of_a_kind_replace_each_other() -> None:
+    app = app_for(StaticSource(SNAP))
+    async with app.run_test(size=(80, 24)) as pilot:
+        app.toast("first", kind="save", severity="error")
+        app.toast("second", kind="save", severity="error")
+        app.toast("other")
+        await pilot.pause()
+        assert sorted(n.message for n in app._notifications) == ["other", "second"]
+
+
+def many_models(n: int) -> Snapshot:
+    gauge = SNAP.gauges.models["deepseek-v4-flash"]
+    models = {
+        f"model-{i:02d}": dataclasses.replace(gauge, weight=float(i % 3), enabled=i != 4) for i in range(n)
+    }
+    return with_gauges(SNAP, models=models)
+
+
+async def test_routing_editor_rows_are_one_line_and_scroll() -> None:
+    src = StaticSource(many_models(20))
+    app = app_for(src)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("w")
+        editor = app.screen
+        assert isinstance(editor, RoutingEditor)
+        assert app.focused is editor.query_one("#weight-0")
+        rows = [editor.query_one(f"#route-{i}") for i in range(20)]
+        assert {r.outer_size.height for r in rows} == {1}
+        screen_h = 24
+        for button in editor.query("Button"):
+            assert 0 <= button.region.y < screen_h and button.region.height == 1
+        # tab through to the last checkbox: the rows scroll to keep it in view
+        for _ in range(2 * 20 - 1):
+            await pilot.press("tab")
+        await pilot.pause()
+        last = editor.query_one("#enabled-19")
+        assert app.focused is last
+        assert 0 <= last.region.y < screen_h and last.region.height == 1
+        await pilot.press("space")  # model-19 off
+        assert str(last.label) == "off"
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert not isinstance(app.screen, RoutingEditor)
+        assert src.sent == [EnableModel("model-19", False)]
+        assert app.flash[0] == "routing: model-19 off"
+
+
+async def test_routing_editor_shows_shares_and_keeps_one_live_model() -> None:
+    src = StaticSource(SNAP)
+    async with app_for(src).run_test(size=(80, 24)) as pilot:
+        await pilot.press("w")
+        editor = pilot.app.screen
+        assert isinstance(editor, RoutingEditor)
+        share = [str(editor.query_one(f"#share-{i}", Label).render()) for i in range(3)]
+        assert share == ["60%", "40%", "0%"]  # deepseek-v3.2 is off in the fixture
+        await pilot.press("1")  # weight 3 -> 1 (the input selects its text on focus)
+        await pilot.pause()
+        assert str(editor.query_one("#share-0", Label).render()) == "33%"
+        await pilot.press("tab", "space", "tab", "tab", "space")  # both live models off
+        await pilot.press("ctrl+s")
+        assert isinstance(pilot.app.screen, RoutingEditor)
+        assert "at least one model" in str(editor.query_one("#routing-error").render())
+        await pilot.press("escape")
+        assert isinstance(pilot.app.screen, MainScreen)
+        assert src.sent == []
+
+
+async def test_a_panel_whose_figures_did_not_change_is_not_drawn() -> None:
+    src = StaticSource(SNAP)
+    app = app_for(src, refresh=50.0)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause(0.2)
+        errors = app.main.query_one("#errors", ErrorsPanel)
+        header = app.main.query_one("#header", HeaderPanel)
+        draws, header_draws, paints = errors.draws, header.draws, errors.paints
+        src.snapshot = with_gauges(SNAP, in_flight=3)  # errors unchanged
+        await pilot.pause(0.2)
+        assert errors.draws == draws and errors.paints == paints
+        assert header.draws > header_draws
 
 
 # -- themes --------------------------------------------------------------------------------------
@@ -317,3 +426,24 @@ def test_panels_fit_their_width() -> None:
             R.render_header(SNAP, p, width, name="demo", state="running"),
         ):
             assert max(len(line) for line in text.plain.split("\n")) <= width
+
+
+def test_line_draws_as_rich_text_would() -> None:
+    from rich.console import Console
+    from rich.text import Text
+
+    console = Console(width=100, color_system="truecolor")
+
+    def cells(t: Text) -> list[tuple[str, str]]:
+        return [(ch, str(seg.style)) for seg in t.render(console) for ch in seg.text]
+
+    for width in (1, 3, 7, 12, 40):
+        line = R.Line("ab", style="bold").append("cdé", "#ff0000").append("→fgh", "italic #00ff00")
+        text = Text.assemble(("ab", ""), ("cdé", "#ff0000"), ("→fgh", "italic #00ff00"), style="bold")
+        text.truncate(width, overflow="ellipsis")
+        line.truncate(width)
+        assert line.plain == text.plain
+        assert cells(line.to_text()) == cells(text), width
+    wide = R.Line("模型模型", style="")
+    wide.truncate(5)
+    assert wide.cell_len == 5 and wide.plain.endswith("…")

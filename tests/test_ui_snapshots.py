@@ -8,6 +8,7 @@ change, and look at the report before committing.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from oxconsole.ui.app import ConsoleApp
@@ -41,3 +42,18 @@ def test_routing_editor(snap_compare: Any) -> None:
 def test_light_theme_160x48(snap_compare: Any) -> None:
     app = ConsoleApp(StaticSource(fixed_snapshot()), theme="light", theme_dirs=[], cursor_blink=False)
     assert snap_compare(app, terminal_size=(160, 48))
+
+
+def test_confirmation_in_the_status_line_80x24(snap_compare: Any) -> None:
+    assert snap_compare(make_app(), terminal_size=(80, 24), press=["minus", "minus"])
+
+
+def test_routing_editor_12_models_80x24(snap_compare: Any) -> None:
+    snap = fixed_snapshot()
+    gauge = snap.gauges.models["deepseek-v4-flash"]
+    models = {
+        f"model-{i:02d}": dataclasses.replace(gauge, weight=1.0 + i % 3, enabled=i != 4) for i in range(12)
+    }
+    snap = dataclasses.replace(snap, gauges=dataclasses.replace(snap.gauges, models=models))
+    app = ConsoleApp(StaticSource(snap), theme_dirs=[], cursor_blink=False)
+    assert snap_compare(app, terminal_size=(80, 24), press=["w"])

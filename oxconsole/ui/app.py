@@ -21,6 +21,7 @@ from textual import on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
+from textual.notifications import Notification, SeverityLevel
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, TabbedContent, TabPane
@@ -56,6 +57,9 @@ __all__ = ["ConsoleApp", "MainScreen", "run_console"]
 
 PENDING_S = 2.0
 """A value just sent is the base for the next +/- for this long, even before a snapshot shows it."""
+
+FLASH_S = 2.0
+"""How long a confirmation (``concurrency 48 → 53``) stays in the header's status line."""
 
 _CONC = Binding.Group("conc", compact=True)
 _RATE = Binding.Group("rate", compact=True)
@@ -200,6 +204,12 @@ class ConsoleApp(App[str]):
 
     TITLE = "oxconsole"
     ENABLE_COMMAND_PALETTE = True
+    CSS = """
+    Toast {
+        padding: 0 1;
+    }
+    """
+    """Toasts are one line, two with a title: they sit over the panels, so the smaller the better."""
 
     def __init__(
         self,
@@ -224,11 +234,14 @@ class ConsoleApp(App[str]):
         """Every command sent, in order (tests and the help screen read it)."""
         self.ticks = 0
         self.renders = 0
-        self._status: tuple[str, str, str] = ("", "", "")
+        self._status: tuple[str, ...] = ("", "", "")
         self._pending: dict[str, tuple[float, float]] = {}
         self._prev_rate = 0.0
-        self._finished_told = False
         self._timer: Timer | None = None
+        self.flash: tuple[str, str] = ("", "")
+        """The confirmation shown in the header's status line now: (text, "info" | "warn")."""
+        self._flash_timer: Timer | None = None
+        self._toasts: dict[str, Notification] = {}
         self._metric = 0
         self._scope = "window"
         self._theme_problems: list[str] = []
@@ -258,7 +271,7 @@ class ConsoleApp(App[str]):
     async def on_mount(self) -> None:
         self.title = f"oxconsole · {self.source.name}"
         for problem in self._theme_problems:
-            self.notify(problem, title="theme", severity="warning", timeout=8)
+            self.toast(problem, title="theme", severity="warning", timeout=8)
         await self.source.start()
         self._timer = self.set_interval(1.0 / self.refresh_hz, self.tick, name="pull snapshot")
         self.tick()
@@ -284,19 +297,16 @@ class ConsoleApp(App[str]):
         snap = src.latest()
         if snap is None or not main.panels:
             return
-        status = self._status_of(snap)
+        status = self._status_of(snap) + self.flash
         if snap is self.last and status == self._status:
             return
-        if src.finished and not self.stopping and not self._finished_told:
-            self._finished_told = True
-            self.notify("the run finished: q exits and prints the summary, s saves the tuned workload")
         self.last = snap
         self._status = status
         self.renders += 1
         with self.batch_update():
             for panel in main.panels:
                 if isinstance(panel, HeaderPanel):
-                    panel.state, panel.note, panel.note_level = status
+                    panel.state, panel.note, panel.note_level, panel.flash, panel.flash_level = status
                     if panel.snapshot is snap:
                         panel.redraw()  # only the status line changed
                 panel.snapshot = snap
@@ -328,6 +338,48 @@ class ConsoleApp(App[str]):
                 return bool(c.get("to"))
         return False
 
+    # -- telling the user ------------------------------------------------------------------------
+
+    def tell(self, text: str, level: str = "info") -> None:
+        """A one-line confirmation in the header's status line for FLASH_S seconds. It covers
+        nothing, and the next one replaces it (two presses of - never stack up)."""
+        self.flash = (text, level)
+        if self._flash_timer is not None:
+            self._flash_timer.stop()
+        self._flash_timer = self.set_timer(FLASH_S, self._end_flash, name="end flash")
+        self.tick()
+
+    def _end_flash(self) -> None:
+        self.flash = ("", "")
+        self._flash_timer = None
+        self.tick()
+
+    def toast(
+        self,
+        message: str,
+        *,
+        kind: str = "",
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float = 4.0,
+        keep: bool = False,
+    ) -> None:
+        """A notification for what needs more than the status line (errors, theme problems).
+        A toast of a ``kind`` replaces the one of that kind still showing, or, with ``keep``, is
+        dropped while that one shows (one "no figures yet" is enough)."""
+        old = self._toasts.get(kind) if kind else None
+        if old is not None and old in self._notifications and not old.has_expired:
+            if keep:
+                return
+            self._unnotify(old, refresh=False)
+        note = Notification(message, title, severity, timeout)
+        if kind:
+            self._toasts[kind] = note
+        # what App.notify does once its message arrives, done now so that keys pressed before
+        # then see this toast (notify is for other threads; this runs on the app's own)
+        self._notifications.add(note)
+        self._refresh_notifications()
+
     # -- sending -----------------------------------------------------------------------------------
 
     def send(self, cmd: Command) -> None:
@@ -335,7 +387,7 @@ class ConsoleApp(App[str]):
         try:
             self.source.send(cmd)
         except Exception as e:  # a closed socket must not take the console down
-            self.notify(f"could not send {type(cmd).__name__}: {e}", severity="error")
+            self.toast(f"could not send {type(cmd).__name__}: {e}", kind="send", severity="error")
 
     def _base(self, key: str, live: float) -> float:
         pend = self._pending.get(key)
@@ -349,7 +401,7 @@ class ConsoleApp(App[str]):
     def _need_snapshot(self) -> Snapshot | None:
         snap = self.source.latest() or self.last
         if snap is None:
-            self.notify("no figures from the run yet", severity="warning")
+            self.toast("no figures from the run yet", kind="no-figures", severity="warning", keep=True)
         return snap
 
     # -- actions (keys, command palette) -----------------------------------------------------------
@@ -365,11 +417,11 @@ class ConsoleApp(App[str]):
         else:
             new = max(1, min(cur - 1, round(cur * 0.9)))
         if new == cur:
-            self.notify(f"concurrency is already {cur}", severity="warning")
+            self.tell(f"concurrency is already {cur}", "warn")
             return
         self._remember("concurrency", new)
         self.send(SetConcurrency(new))
-        self.notify(f"concurrency {cur} → {new}", title="concurrency")
+        self.tell(f"concurrency {cur} → {new}")
 
     def action_rate(self, direction: int) -> None:
         """Rate up or down by 10%; from unlimited, 10% around the achieved rate."""
@@ -389,11 +441,11 @@ class ConsoleApp(App[str]):
                 new = round_sig(cur + (0.1 if direction > 0 else -0.1)) if cur > 0.1 or direction > 0 else cur
             was = fmt_rate(cur)
         if new == cur:
-            self.notify(f"rate is already {fmt_rate(cur)}", severity="warning")
+            self.tell(f"rate is already {fmt_rate(cur)}", "warn")
             return
         self._remember("rate", new)
         self.send(SetRate(new))
-        self.notify(f"rate {was} → {fmt_rate(new)}", title="rate")
+        self.tell(f"rate {was} → {fmt_rate(new)}")
 
     def action_unlimited(self) -> None:
         """Toggle an unlimited rate, remembering the rate it replaced."""
@@ -405,20 +457,18 @@ class ConsoleApp(App[str]):
             self._prev_rate = cur
             self._remember("rate", 0.0)
             self.send(SetRate(0.0))
-            self.notify(f"rate {fmt_rate(cur)} → unlimited (0 restores it)", title="rate")
+            self.tell(f"rate {fmt_rate(cur)} → unlimited (0 restores it)")
             return
         prev = self._prev_rate
         if prev <= 0:
             achieved = snap.gauges.achieved_rate or snap.req_per_s_10s
             if achieved <= 0:
-                self.notify(
-                    "no previous rate to restore, and nothing sent yet to start from", severity="warning"
-                )
+                self.tell("no previous rate to restore, and nothing sent yet to start from", "warn")
                 return
             prev = max(0.1, round_sig(achieved))
         self._remember("rate", prev)
         self.send(SetRate(prev))
-        self.notify(f"rate unlimited → {fmt_rate(prev)}", title="rate")
+        self.tell(f"rate unlimited → {fmt_rate(prev)}")
 
     def action_pause(self) -> None:
         """Pause dispatch, or resume it."""
@@ -433,11 +483,11 @@ class ConsoleApp(App[str]):
         if paused:
             self._remember("paused", 0.0)
             self.send(Resume())
-            self.notify("resumed", title="dispatch")
+            self.tell("resumed")
         else:
             self._remember("paused", 1.0)
             self.send(Pause())
-            self.notify("paused: requests in flight finish; space resumes", title="dispatch")
+            self.tell("pausing…")
 
     def action_routing(self) -> None:
         """Open the routing editor on the models' live weights and states."""
@@ -452,7 +502,7 @@ class ConsoleApp(App[str]):
     def _routing_done(self, commands: list[Command] | None) -> None:
         if not commands:
             if commands is not None:
-                self.notify("routing unchanged")
+                self.tell("routing unchanged")
             return
         words = []
         for cmd in commands:
@@ -461,7 +511,7 @@ class ConsoleApp(App[str]):
                 words.append(f"{cmd.model} weight {fmt_weight(cmd.value)}")
             elif isinstance(cmd, EnableModel):
                 words.append(f"{cmd.model} {'on' if cmd.enabled else 'off'}")
-        self.notify(", ".join(words), title="routing")
+        self.tell("routing: " + ", ".join(words))
 
     def action_save(self) -> None:
         """Save NAME.tuned.toml beside the workload with the live settings."""
@@ -473,18 +523,18 @@ class ConsoleApp(App[str]):
             return
         path = self.source.workload_path
         if not path:
-            self.notify("this run's workload file is not known here; nothing saved", severity="error")
+            self.toast(
+                "this run's workload file is not known here; nothing saved", kind="save", severity="error"
+            )
             return
         try:
             out = save_tuned(path, self.source.overrides, snap)
         except (OSError, WorkloadError) as e:
-            self.notify(f"not saved: {e}", severity="error", timeout=10)
+            self.toast(f"not saved: {e}", kind="save", severity="error", timeout=10)
             return
         g = snap.gauges
         rate = "unlimited" if g.rate <= 0 else fmt_rate(g.rate)
-        self.notify(
-            f"{out}\nconcurrency {g.concurrency}, rate {rate}", title="saved tuned workload", timeout=8
-        )
+        self.tell(f"saved {_short_path(out)} (concurrency {g.concurrency}, rate {rate})")
 
     async def action_detach(self) -> None:
         """Leave the console; the run goes on."""
@@ -498,13 +548,11 @@ class ConsoleApp(App[str]):
             return
         if not self.stopping:
             self.stopping = True
-            self.send(Stop())
-            self.notify("stopping: requests in flight finish (q again cancels them)", title="stop")
+            self.send(Stop())  # the status line says "draining…" at once
         elif not self.cancelling:
             self.cancelling = True
             self.send(Stop(cancel=True))
-            self.notify("cancelling requests in flight", title="stop", severity="warning")
-        self._status = ("", "", "")  # show the new status at once
+        self._status = ()  # show the new status at once
         self.tick()
 
     async def action_quit(self) -> None:
@@ -531,11 +579,7 @@ class ConsoleApp(App[str]):
         self._scope = "run" if self._scope == "window" else "window"
         for p in self.main.query(LatencyPanel):
             p.scope = self._scope
-        self.notify(
-            "latency: whole run" if self._scope == "run" else "latency: last 10 s",
-            title="histogram",
-            timeout=2,
-        )
+        self.tell("latency: whole run" if self._scope == "run" else "latency: last 10 s")
 
     def action_next_tab(self) -> None:
         tabs = self.main.query_one(TabbedContent)
@@ -590,6 +634,14 @@ class ConsoleApp(App[str]):
         yield SystemCommand(
             "Latency: window / whole run (r)", "last 10 s or the whole run", self.action_scope
         )
+
+
+def _short_path(path: Path) -> str:
+    """``path`` relative to the working directory when it is below it (it is beside the workload)."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 def run_console(source: RunSource, *, theme: str | None = None, refresh: float = 4.0) -> str:

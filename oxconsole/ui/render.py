@@ -9,11 +9,13 @@ nothing visible changed, so the widget can skip the repaint.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rich.cells import cell_len, set_cell_size
 from rich.text import Text
 
 from oxconsole.metrics.format import eta_seconds, fmt_duration, fmt_ms
@@ -101,12 +103,102 @@ class Palette:
         )
 
 
-def _crop(lines: Sequence[Text], width: int) -> Text:
-    """Join lines, each cut to ``width`` cells with an ellipsis (Textual may wrap long Text)."""
+class Line:
+    """One line of a panel as (text, style) runs: the few parts of `rich.text.Text` the panels use.
+
+    Why not Text itself: a panel builds some 30 lines four times a second, and Text sanitises every
+    string it is given and keeps spans that must be divided again to be drawn; that was a fifth of
+    the console's CPU. A Line is a list of runs, two Lines compare equal when they draw the same,
+    and `widgets.Panel` turns one into a Strip with styles parsed once per style string.
+    ``style`` applies under every run, as a Text's own style does.
+    """
+
+    __slots__ = ("cells", "runs", "style")
+
+    def __init__(self, text: str = "", style: str = "") -> None:
+        self.style = style
+        self.runs: list[tuple[str, str]] = [(text, "")] if text else []
+        self.cells = -1
+        """Width in cells once `truncate` has measured it (-1: not yet)."""
+
+    def append(self, text: str, style: str = "") -> Line:
+        if text:
+            self.runs.append((text, style))
+            self.cells = -1
+        return self
+
+    def append_text(self, other: Line) -> Line:
+        if other.style:
+            self.runs.extend((t, f"{other.style} {st}" if st else other.style) for t, st in other.runs)
+        else:
+            self.runs.extend(other.runs)
+        self.cells = -1
+        return self
+
+    @property
+    def plain(self) -> str:
+        return "".join(t for t, _ in self.runs)
+
+    def __len__(self) -> int:
+        return sum(len(t) for t, _ in self.runs)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Line):
+            return NotImplemented
+        return self.runs == other.runs and self.style == other.style
+
+    # mutable, like Text: not hashable
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Line({self.plain!r})"
+
+    def copy(self) -> Line:
+        new = Line(style=self.style)
+        new.runs = list(self.runs)
+        return new
+
+    @property
+    def cell_len(self) -> int:
+        if self.cells < 0:
+            self.cells = cell_len(self.plain)
+        return self.cells
+
+    def truncate(self, width: int) -> None:
+        """Cut to ``width`` cells, the last one an ellipsis in the style of the cell it replaces
+        (as `Text.truncate(..., overflow="ellipsis")`)."""
+        if self.cell_len <= width:
+            return
+        self.cells = width
+        room = max(0, width - 1)
+        out: list[tuple[str, str]] = []
+        for text, style in self.runs:
+            n = cell_len(text)
+            if n <= room:
+                out.append((text, style))
+                room -= n
+                continue
+            if room:
+                out.append((set_cell_size(text, room), style))
+            out.append(("…", style))
+            break
+        self.runs = out
+
+    def to_text(self) -> Text:
+        return Text.assemble(*self.runs, style=self.style, no_wrap=True)
+
+
+def _fit(lines: Sequence[Line], width: int) -> list[Line]:
+    """Each line cut to ``width`` cells with an ellipsis."""
+    w = max(1, width)
     for line in lines:
-        line.no_wrap = True
-        line.truncate(max(1, width), overflow="ellipsis")
-    return Text("\n", no_wrap=True).join(lines)
+        line.truncate(w)
+    return list(lines)
+
+
+def join_lines(lines: Sequence[Line]) -> Text:
+    """One Rich Text of several lines (what the public ``render_*`` functions return)."""
+    return Text("\n", no_wrap=True).join(line.to_text() for line in lines)
 
 
 # -- numbers ---------------------------------------------------------------------------------
@@ -232,10 +324,20 @@ def _bar(frac: float, width: int) -> tuple[str, str]:
 # -- header ----------------------------------------------------------------------------------
 
 
-def render_header(
-    s: Snapshot, p: Palette, width: int, *, name: str, state: str, note: str = "", note_style: str = ""
-) -> Text:
-    """Three lines: who/state/counts/cost; progress bar with ETA; a status note."""
+def header_lines(
+    s: Snapshot,
+    p: Palette,
+    width: int,
+    *,
+    name: str,
+    state: str,
+    note: str = "",
+    note_style: str = "",
+    flash: str = "",
+    flash_style: str = "",
+) -> list[Line]:
+    """Three lines: who/state/counts/cost; progress bar with ETA; a status line: a confirmation
+    (``flash``, for a moment), then the console's note or the phase, and the current rates."""
     g = s.gauges
     state_style = {
         "running": p.success,
@@ -246,7 +348,7 @@ def render_header(
         "starting": p.muted,
         "disconnected": p.error,
     }.get(state, p.foreground)
-    t = Text()
+    t = Line()
     t.append(f" {name} ", style=f"bold {p.primary}")
     t.append(" ● ", style=state_style)
     t.append(state, style=f"bold {state_style}")
@@ -269,7 +371,7 @@ def render_header(
         if width >= 100:
             t.append(" projected", style=p.muted)
     lines = [t]
-    t = Text()
+    t = Line()
     total = g.total_expected
     done = s.counts.total
     if total:
@@ -291,9 +393,16 @@ def render_header(
             f" {fmt_count(done)} finished · {fmt_count(g.dispatched)} sent · no fixed total", style=p.muted
         )
     lines.append(t)
-    t = Text()
+    t = Line()
+    if flash:
+        t.append(f" {flash}", style=f"bold {flash_style or p.accent}")
+        if note:
+            t.append("  ·", style=p.muted)
     if note:
         t.append(f" {note}", style=note_style or p.warning)
+    elif flash:
+        t.append(f"   {fmt_rate(s.req_per_s_10s, ' req/s')}", style=p.primary)
+        t.append(f"  {fmt_rate(s.output_tokens_per_s_10s, ' tok/s')}", style=p.primary)
     else:
         t.append(f" phase {s.phase_index}", style=p.muted)
         if s.phase_settings:
@@ -304,7 +413,35 @@ def render_header(
         t.append(f"   {fmt_rate(s.req_per_s_10s, ' req/s')}", style=p.primary)
         t.append(f"  {fmt_rate(s.output_tokens_per_s_10s, ' tok/s')}", style=p.primary)
     lines.append(t)
-    return _crop(lines, width)
+    return _fit(lines, width)
+
+
+def render_header(
+    s: Snapshot,
+    p: Palette,
+    width: int,
+    *,
+    name: str,
+    state: str,
+    note: str = "",
+    note_style: str = "",
+    flash: str = "",
+    flash_style: str = "",
+) -> Text:
+    """As `header_lines`, joined into one Text."""
+    return join_lines(
+        header_lines(
+            s,
+            p,
+            width,
+            name=name,
+            state=state,
+            note=note,
+            note_style=note_style,
+            flash=flash,
+            flash_style=flash_style,
+        )
+    )
 
 
 # -- in flight -------------------------------------------------------------------------------
@@ -341,7 +478,7 @@ def bottleneck(s: Snapshot) -> tuple[str, str]:
     return "info", "not limited by the client"
 
 
-def render_in_flight(s: Snapshot, p: Palette, width: int, height: int = 6) -> Text:
+def in_flight_lines(s: Snapshot, p: Palette, width: int, height: int = 6) -> list[Line]:
     """In flight vs limit, what is waiting and why, target vs achieved rate, and what bounds
     throughput; more detail (loop lag, client queue time, in flight per model) when tall."""
     g = s.gauges
@@ -349,10 +486,10 @@ def render_in_flight(s: Snapshot, p: Palette, width: int, height: int = 6) -> Te
     lab = 8 if narrow else 10
     short = {"in flight": "in fl", "loop lag": "lag", "bound by": "bound", "per model": "models"}
 
-    def label(text: str) -> Text:
-        return Text((short.get(text, text) if narrow else text).ljust(lab), style=p.muted)
+    def label(text: str) -> Line:
+        return Line((short.get(text, text) if narrow else text).ljust(lab), style=p.muted)
 
-    lines: list[Text] = []
+    lines: list[Line] = []
     frac = g.in_flight / g.concurrency if g.concurrency else 0.0
     t = label("in flight")
     head = f"{g.in_flight}/{g.concurrency}".ljust(8 if narrow else 10)
@@ -382,7 +519,7 @@ def render_in_flight(s: Snapshot, p: Palette, width: int, height: int = 6) -> Te
     t.append(" sent", style=p.muted)
     lines.append(t)
     level, msg = bottleneck(s)
-    extra: list[Text] = []
+    extra: list[Line] = []
     t = label("loop lag")
     t.append(f"{g.loop_lag_ms:.1f} ms", style=p.error if g.loop_lag_ms >= LOOP_LAG_WARN_MS else "")
     t.append(f"   sent {fmt_count(g.dispatched)}", style=p.muted)
@@ -405,7 +542,12 @@ def render_in_flight(s: Snapshot, p: Palette, width: int, height: int = 6) -> Te
     t = label("bound by")
     t.append(msg, style=f"bold {p.error}" if level == "warn" else p.foreground)
     lines.append(t)
-    return _crop(lines, width)
+    return _fit(lines, width)
+
+
+def render_in_flight(s: Snapshot, p: Palette, width: int, height: int = 6) -> Text:
+    """As `in_flight_lines`, joined into one Text."""
+    return join_lines(in_flight_lines(s, p, width, height))
 
 
 # -- throughput ------------------------------------------------------------------------------
@@ -431,7 +573,7 @@ def _axis(width: int, span: int) -> str:
     return "".join(line)
 
 
-def render_throughput(s: Snapshot, p: Palette, width: int, height: int) -> Text:
+def throughput_lines(s: Snapshot, p: Palette, width: int, height: int) -> list[Line]:
     """req/s (a block chart) and output tokens/s (a sparkline), one column per second, a ▲ under
     each second where a setting changed and a × under seconds with errors."""
     ser = s.series
@@ -439,8 +581,8 @@ def render_throughput(s: Snapshot, p: Palette, width: int, height: int) -> Text:
     n = len(ser.req_per_s)
     shown = min(n, cols)
     tall = height >= 7
-    lines: list[Text] = []
-    t = Text("req/s ", style=p.muted)
+    lines: list[Line] = []
+    t = Line("req/s ", style=p.muted)
     t.append(fmt_rate(s.req_per_s_10s, ""), style=f"bold {p.primary}")
     t.append(f" now · {fmt_rate(s.req_per_s, '')} run", style=p.muted)
     if s.errors_per_s_10s > 0:
@@ -453,13 +595,13 @@ def render_throughput(s: Snapshot, p: Palette, width: int, height: int) -> Text:
     recent = ser.req_per_s[-shown:] if shown else ()
     top = max(recent, default=0.0)
     for row in bar_chart(recent, cols, chart_h, top=top or None):
-        lines.append(Text(row, style=p.primary))
+        lines.append(Line(row, style=p.primary))
     if tall:
-        t = Text("tok/s ", style=p.muted)
+        t = Line("tok/s ", style=p.muted)
         t.append(fmt_rate(s.output_tokens_per_s_10s, ""), style=f"bold {p.accent}")
         t.append(f" now · {fmt_rate(s.output_tokens_per_s, '')} run", style=p.muted)
         lines.append(t)
-    lines.append(Text(sparkline(ser.output_tokens_per_s[-shown:] if shown else (), cols), style=p.accent))
+    lines.append(Line(sparkline(ser.output_tokens_per_s[-shown:] if shown else (), cols), style=p.accent))
     marks = [" "] * cols
     first = ser.start_s + n - shown  # the second drawn in column ``off``
     off = cols - shown
@@ -470,13 +612,19 @@ def render_throughput(s: Snapshot, p: Palette, width: int, height: int) -> Text:
         col = off + int(m) - first
         if 0 <= col < cols:
             marks[col] = "▲"
-    t = Text()
-    for ch in marks:
-        t.append(ch, style=p.warning if ch == "▲" else (p.error if ch == "×" else ""))
+    t = Line()
+    styles = {"▲": p.warning, "×": p.error, " ": ""}
+    for ch, same in itertools.groupby(marks):
+        t.append(ch * len(list(same)), style=styles[ch])
     lines.append(t)
     if tall:
-        lines.append(Text(_axis(cols, max(shown, 1)), style=p.muted))
-    return _crop(lines[: max(1, height)], width)
+        lines.append(Line(_axis(cols, max(shown, 1)), style=p.muted))
+    return _fit(lines[: max(1, height)], width)
+
+
+def render_throughput(s: Snapshot, p: Palette, width: int, height: int) -> Text:
+    """As `throughput_lines`, joined into one Text."""
+    return join_lines(throughput_lines(s, p, width, height))
 
 
 # -- latency ---------------------------------------------------------------------------------
@@ -498,19 +646,19 @@ def _fit_bins(bins: Bins, rows: int) -> list[tuple[float, float, int]]:
     return b
 
 
-def render_latency(s: Snapshot, p: Palette, width: int, height: int, metric: str, scope: str) -> Text:
+def latency_lines(s: Snapshot, p: Palette, width: int, height: int, metric: str, scope: str) -> list[Line]:
     """One metric's histogram (``scope`` "window" = last window_s seconds, "run" = whole run),
     with p50/p90/p99 marked on the bins that hold them."""
     label = dict(LATENCY_METRICS).get(metric, metric)
     summ = (s.window if scope == "window" else s.run).get(metric, {})
     bins = (s.bins_window if scope == "window" else s.bins_run).get(metric, ())
-    lines: list[Text] = []
-    t = Text(label, style=f"bold {p.primary}")
+    lines: list[Line] = []
+    t = Line(label, style=f"bold {p.primary}")
     t.append(f" · {'last ' + str(s.window_s) + ' s' if scope == 'window' else 'whole run'}", style="bold")
     t.append("   h: metric · r: window/run", style=p.muted)
     lines.append(t)
     n = sum(c for _, _, c in bins)
-    t = Text()
+    t = Line()
     for q in ("p50", "p90", "p99"):
         t.append(f"{q} ", style=p.muted)
         t.append(f"{_ms(summ.get(q, 0.0)):<8}", style="bold")
@@ -521,9 +669,9 @@ def render_latency(s: Snapshot, p: Palette, width: int, height: int, metric: str
     lines.append(t)
     if n == 0:
         lines.append(
-            Text("no finished requests" + (" in this window" if scope == "window" else " yet"), style=p.muted)
+            Line("no finished requests" + (" in this window" if scope == "window" else " yet"), style=p.muted)
         )
-        return _crop(lines, width)
+        return _fit(lines, width)
     rows = _fit_bins(bins, max(1, height - 2))
     label_w = 9
     count_w = max(len(fmt_count(c)) for _, _, c in rows)
@@ -532,7 +680,7 @@ def render_latency(s: Snapshot, p: Palette, width: int, height: int, metric: str
     top = max(c for _, _, c in rows) or 1
     qs = [(q, summ.get(q, 0.0)) for q in ("p50", "p90", "p99")]
     for i, (lo, hi, c) in enumerate(rows):
-        t = Text(f"{fmt_ms(hi):>{label_w - 1}} ", style=p.muted)
+        t = Line(f"{fmt_ms(hi):>{label_w - 1}} ", style=p.muted)
         filled, _ = _bar(c / top, bar_w)
         in_bin = [q for q, v in qs if v > 0 and (lo <= v <= hi or (i == 0 and v < lo))]
         t.append(filled.ljust(bar_w), style=p.accent if in_bin else p.bar)
@@ -540,7 +688,12 @@ def render_latency(s: Snapshot, p: Palette, width: int, height: int, metric: str
         if in_bin:
             t.append(" ◂" + " ".join(in_bin), style=p.accent)
         lines.append(t)
-    return _crop(lines, width)
+    return _fit(lines, width)
+
+
+def render_latency(s: Snapshot, p: Palette, width: int, height: int, metric: str, scope: str) -> Text:
+    """As `latency_lines`, joined into one Text."""
+    return join_lines(latency_lines(s, p, width, height, metric, scope))
 
 
 # -- tables --------------------------------------------------------------------------------
@@ -556,35 +709,37 @@ class Col:
     min_width: int = 0
 
 
-Cell = Text | str
+Cell = Line | str
 
 
-def grid(cols: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int, p: Palette) -> list[Text]:
+def grid(cols: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int, p: Palette) -> list[Line]:
     """A plain table as lines of Text: header, a rule, rows. Columns are as wide as their widest
     cell; the flex column gets what is left (cells cut with an ellipsis). Much cheaper to build
     and to paint than rich.table.Table, and comparable, so an unchanged panel is not repainted."""
-    cells = [[c if isinstance(c, Text) else Text(c) for c in row] for row in rows]
-    widths = [
-        max([len(col.header), col.min_width, *(len(r[i]) for r in cells)]) for i, col in enumerate(cols)
-    ]
+    cells = [[c if isinstance(c, Line) else Line(c) for c in row] for row in rows]
+    lens = [[len(c) for c in row] for row in cells]
+    widths = [max([len(col.header), col.min_width, *(n[i] for n in lens)]) for i, col in enumerate(cols)]
     gap = 2
     fixed = sum(w for w, c in zip(widths, cols, strict=True) if not c.flex) + gap * (len(cols) - 1)
     for i, col in enumerate(cols):
         if col.flex:
             widths[i] = max(4, width - fixed)
-    out: list[Text] = []
+    out: list[Line] = []
+    sep = " " * gap
+    right = [col.right for col in cols]
 
-    def line(items: Sequence[Text], style: str = "") -> Text:
-        t = Text(style=style)
-        for i, (item, col) in enumerate(zip(items, cols, strict=True)):
-            w = widths[i]
-            if len(item) > w:
+    def line(items: Sequence[Line], sizes: Sequence[int], style: str = "") -> Line:
+        t = Line(style=style)
+        for i, item in enumerate(items):
+            w, n = widths[i], sizes[i]
+            if n > w:
                 item = item.copy()
-                item.truncate(w, overflow="ellipsis")
-            pad = " " * (w - len(item))
+                item.truncate(w)
+                n = len(item)
+            pad = " " * (w - n)
             if i:
-                t.append(" " * gap)
-            if col.right:
+                t.append(sep)
+            if right[i]:
                 t.append(pad)
                 t.append_text(item)
             else:
@@ -592,17 +747,17 @@ def grid(cols: Sequence[Col], rows: Sequence[Sequence[Cell]], width: int, p: Pal
                 t.append(pad)
         return t
 
-    out.append(line([Text(c.header) for c in cols], f"bold {p.primary}"))
-    out.append(Text("─" * max(1, min(width, sum(widths) + gap * (len(cols) - 1))), style=p.muted))
-    for row in cells:
-        out.append(line(row))
+    out.append(line([Line(c.header) for c in cols], [len(c.header) for c in cols], f"bold {p.primary}"))
+    out.append(Line("─" * max(1, min(width, sum(widths) + gap * (len(cols) - 1))), style=p.muted))
+    for row, sizes in zip(cells, lens, strict=True):
+        out.append(line(row, sizes))
     return out
 
 
 # -- models ----------------------------------------------------------------------------------
 
 
-def render_models(s: Snapshot, p: Palette, width: int) -> Text:
+def models_lines(s: Snapshot, p: Palette, width: int) -> list[Line]:
     """One row per model; columns are dropped or merged, least useful first, to fit ``width``."""
     wide = width >= 120
     mid = width >= 100
@@ -647,38 +802,43 @@ def render_models(s: Snapshot, p: Palette, width: int) -> Text:
         def both(a: float, b: float) -> str:
             return f"{_ms(a)}/{_ms(b)}" if mid else _ms(a)
 
-        name = Text(m.name, style=dim or "bold")
+        name = Line(m.name, style=dim or "bold")
         if not mid and state != "on":
             name.append(f" {state}", style=st_style)
         row: list[Cell] = [name]
         if mid:
-            row.append(Text(state, style=st_style))
+            row.append(Line(state, style=st_style))
         row += [
-            Text(weight, style=dim),
-            Text(_pct(m.share), style=dim),
-            Text(str(gauge.in_flight if gauge is not None else 0), style=dim),
-            Text(fmt_rate(m.req_per_s_10s, ""), style=dim),
-            Text(both(m.ttft_p50, m.ttft_p99), style=dim),
-            Text(both(m.latency_p50, m.latency_p99), style=dim),
-            Text(fmt_count(m.counts.ok), style=dim),
-            Text(fmt_count(m.counts.error), style=p.error if m.counts.error else dim),
+            Line(weight, style=dim),
+            Line(_pct(m.share), style=dim),
+            Line(str(gauge.in_flight if gauge is not None else 0), style=dim),
+            Line(fmt_rate(m.req_per_s_10s, ""), style=dim),
+            Line(both(m.ttft_p50, m.ttft_p99), style=dim),
+            Line(both(m.latency_p50, m.latency_p99), style=dim),
+            Line(fmt_count(m.counts.ok), style=dim),
+            Line(fmt_count(m.counts.error), style=p.error if m.counts.error else dim),
         ]
         if wide:
-            row.append(Text(f"{fmt_count(m.input_tokens)}/{fmt_count(m.output_tokens)}", style=dim))
-            row.append(Text(fmt_cost(m.cost), style=dim))
+            row.append(Line(f"{fmt_count(m.input_tokens)}/{fmt_count(m.output_tokens)}", style=dim))
+            row.append(Line(fmt_cost(m.cost), style=dim))
         rows.append(row)
-    return _crop(grid(cols, rows, width, p), width)
+    return _fit(grid(cols, rows, width, p), width)
+
+
+def render_models(s: Snapshot, p: Palette, width: int) -> Text:
+    """As `models_lines`, joined into one Text."""
+    return join_lines(models_lines(s, p, width))
 
 
 # -- errors ----------------------------------------------------------------------------------
 
 
-def render_errors(s: Snapshot, p: Palette, width: int) -> Text:
+def errors_lines(s: Snapshot, p: Palette, width: int) -> list[Line]:
     """Final errors by class (requests that ended in error), attempts retried by class, and the
     latest detail of each class."""
     classes = sorted(set(s.errors) | set(s.attempt_errors), key=lambda c: (-s.errors.get(c, _Z).count, c))
     if not classes:
-        return Text("no errors", style=p.success)
+        return [Line("no errors", style=p.success)]
     cols = [
         Col("class", right=False),
         Col("final"),
@@ -690,20 +850,25 @@ def render_errors(s: Snapshot, p: Palette, width: int) -> Text:
         e = s.errors.get(c)
         rows.append(
             [
-                Text(c, style=p.error if e else p.warning),
-                Text(fmt_count(e.count) if e else "0", style=p.error if e else p.muted),
+                Line(c, style=p.error if e else p.warning),
+                Line(fmt_count(e.count) if e else "0", style=p.error if e else p.muted),
                 fmt_count(s.attempt_errors.get(c, 0)),
-                Text(e.detail if e and e.detail else "–", style=p.muted),
+                Line(e.detail if e and e.detail else "–", style=p.muted),
             ]
         )
     lines = grid(cols, rows, width, p)
     lines.append(
-        Text(
+        Line(
             f"{fmt_rate(s.errors_per_s_10s)} now · final: failed after retries · retried: attempts retried",
             style=p.muted,
         )
     )
-    return _crop(lines, width)
+    return _fit(lines, width)
+
+
+def render_errors(s: Snapshot, p: Palette, width: int) -> Text:
+    """As `errors_lines`, joined into one Text."""
+    return join_lines(errors_lines(s, p, width))
 
 
 class _ZeroStat:
@@ -717,9 +882,9 @@ _Z: Any = _ZeroStat()
 # -- phase -----------------------------------------------------------------------------------
 
 
-def render_phase(s: Snapshot, p: Palette, width: int, height: int) -> Text:
+def phase_lines(s: Snapshot, p: Palette, width: int, height: int) -> list[Line]:
     """This phase (since the last change) next to the whole run, and the last changes."""
-    head = Text()
+    head = Line()
     head.append(f"phase {s.phase_index}", style=f"bold {p.primary}")
     if s.phase_settings:
         dur = max(0.0, s.elapsed_s - s.phase_t_start)
@@ -729,31 +894,31 @@ def render_phase(s: Snapshot, p: Palette, width: int, height: int) -> Text:
         head.append(" · from the start, no change yet", style=p.muted)
     pc, rc = s.phase_counts, s.counts
 
-    def delta(a: float, b: float, lower_is_better: bool) -> Text:
+    def delta(a: float, b: float, lower_is_better: bool) -> Line:
         if a <= 0 or b <= 0:
-            return Text("")
+            return Line("")
         d = (a - b) / b
         if abs(d) < 0.005:
-            return Text("=", style=p.muted)
+            return Line("=", style=p.muted)
         good = (d < 0) == lower_is_better
-        return Text(f"{100 * d:+.0f}%", style=p.success if good else p.warning)
+        return Line(f"{100 * d:+.0f}%", style=p.success if good else p.warning)
 
     pe = pc.error / pc.total if pc.total else 0.0
     re_ = rc.error / rc.total if rc.total else 0.0
     rows: list[list[Cell]] = [
         [
-            Text("req/s", style=p.muted),
+            Line("req/s", style=p.muted),
             fmt_rate(s.phase_req_per_s, ""),
             fmt_rate(s.req_per_s, ""),
             delta(s.phase_req_per_s, s.req_per_s, False),
         ],
         [
-            Text("ok / err", style=p.muted),
+            Line("ok / err", style=p.muted),
             f"{fmt_count(pc.ok)} / {fmt_count(pc.error)}",
             f"{fmt_count(rc.ok)} / {fmt_count(rc.error)}",
             "",
         ],
-        [Text("error rate", style=p.muted), _pct(pe), _pct(re_), delta(pe, re_, True)],
+        [Line("error rate", style=p.muted), _pct(pe), _pct(re_), delta(pe, re_, True)],
     ]
     metrics: list[tuple[str, str, str]] = [
         ("TTFT p50", "ttft_ms", "p50"),
@@ -767,7 +932,7 @@ def render_phase(s: Snapshot, p: Palette, width: int, height: int) -> Text:
     for label, metric, q in metrics[:budget]:
         a = s.phase.get(metric, {}).get(q, 0.0)
         b = s.run.get(metric, {}).get(q, 0.0)
-        rows.append([Text(label, style=p.muted), _ms(a), _ms(b), delta(a, b, True)])
+        rows.append([Line(label, style=p.muted), _ms(a), _ms(b), delta(a, b, True)])
     cols = [
         Col("", right=False, flex=True, min_width=11),
         Col("this phase"),
@@ -777,12 +942,17 @@ def render_phase(s: Snapshot, p: Palette, width: int, height: int) -> Text:
     lines = [head, *grid(cols, rows, width, p)]
     room = height - len(lines)
     if room >= 2 and s.changes:
-        lines.append(Text("changes", style=p.muted))
+        lines.append(Line("changes", style=p.muted))
         for c in s.changes[-(room - 1) :]:
-            line = Text(f"{fmt_clock(float(c.get('t', 0))):>7} ", style=p.muted)
+            line = Line(f"{fmt_clock(float(c.get('t', 0))):>7} ", style=p.muted)
             line.append(fmt_change(c))
             lines.append(line)
-    return _crop(lines, width)
+    return _fit(lines, width)
+
+
+def render_phase(s: Snapshot, p: Palette, width: int, height: int) -> Text:
+    """As `phase_lines`, joined into one Text."""
+    return join_lines(phase_lines(s, p, width, height))
 
 
 def round_sig(x: float, digits: int = 3) -> float:

@@ -19,12 +19,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, Static, Switch
+from textual.widgets import Button, Checkbox, Input, Label, Static
 
 from oxconsole.engine.commands import Command, EnableModel, SetWeight
 from oxconsole.ui.render import fmt_weight
 
-__all__ = ["KEYS", "HelpScreen", "ModelRoute", "RoutingEditor"]
+__all__ = ["KEYS", "EnabledBox", "HelpScreen", "ModelRoute", "RoutingEditor"]
 
 KEYS: tuple[tuple[str, str], ...] = (
     ("+ / -", "concurrency up / down by 10% (at least 1)"),
@@ -93,9 +93,28 @@ class ModelRoute:
     enabled: bool
 
 
+class EnabledBox(Checkbox):
+    """A one-line checkbox whose mark and label both say on or off, legible without colour."""
+
+    def __init__(self, value: bool, *, id: str) -> None:
+        super().__init__(_on_off(value), value, id=id, compact=True)
+        self.BUTTON_INNER = "X" if value else " "
+
+    def watch_value(self) -> None:
+        value = self.value
+        self.BUTTON_INNER = "X" if value else " "
+        self.label = _on_off(value)
+        super().watch_value()
+
+
+def _on_off(value: bool) -> str:
+    return "on" if value else "off"
+
+
 class RoutingEditor(ModalScreen[list[Command] | None]):
-    """Per model: a weight input and an enabled switch. Apply dismisses with the commands for what
-    changed (SetWeight, EnableModel); escape dismisses with None."""
+    """Per model, one line: name, a weight input, the share it gives, an enabled checkbox. Apply
+    dismisses with the commands for what changed (SetWeight, EnableModel); escape dismisses with
+    None. The rows scroll when there are more models than lines."""
 
     DEFAULT_CSS = """
     RoutingEditor {
@@ -112,40 +131,48 @@ class RoutingEditor(ModalScreen[list[Command] | None]):
     }
     RoutingEditor #routes {
         height: auto;
-        max-height: 16;
+        scrollbar-size-vertical: 1;
     }
-    RoutingEditor .route {
-        grid-size: 3 1;
-        grid-columns: 1fr 16 12;
-        height: 3;
-    }
-    RoutingEditor .route Label {
-        padding: 1 0 0 0;
-        width: 100%;
-    }
-    RoutingEditor .route Input {
-        width: 16;
-    }
-    RoutingEditor .route Switch {
-        width: 12;
+    RoutingEditor .route, RoutingEditor #routes-head {
+        grid-size: 4 1;
+        grid-columns: 1fr 10 7 8;
+        grid-gutter: 0 1;
+        height: 1;
     }
     RoutingEditor #routes-head {
-        grid-size: 3 1;
-        grid-columns: 1fr 16 12;
-        height: 1;
         color: $text-primary;
         text-style: bold;
+    }
+    RoutingEditor .route Label {
+        width: 100%;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
+    }
+    RoutingEditor .route Input {
+        width: 10;
+    }
+    RoutingEditor .route Input:focus {
+        background: $primary 30%;
+    }
+    RoutingEditor .route .share {
+        width: 7;
+        text-align: right;
+        color: $text-muted;
+    }
+    RoutingEditor .route.-off Label {
+        color: $text-muted;
     }
     RoutingEditor #routing-error {
         color: $error;
         height: auto;
+        min-height: 1;
     }
     RoutingEditor #routing-buttons {
-        height: 3;
+        height: 1;
         align-horizontal: right;
     }
     RoutingEditor #routing-buttons Button {
-        margin-left: 1;
+        margin-left: 2;
     }
     RoutingEditor .hint {
         color: $text-muted;
@@ -157,6 +184,11 @@ class RoutingEditor(ModalScreen[list[Command] | None]):
         Binding("ctrl+s", "apply", "apply"),
     ]
 
+    AUTO_FOCUS = "#weight-0"
+
+    CHROME = 6
+    """Lines of the dialog that are not model rows: border, hint, heading, error line, buttons."""
+
     def __init__(self, models: Sequence[ModelRoute], *, cursor_blink: bool = True) -> None:
         super().__init__()
         self.models = tuple(models)
@@ -165,27 +197,75 @@ class RoutingEditor(ModalScreen[list[Command] | None]):
     def compose(self) -> ComposeResult:
         with Vertical() as v:
             v.border_title = "routing"
-            yield Static(
-                "weight = share of traffic under weighted routing; off = no new requests", classes="hint"
-            )
+            yield Static("weight: share under weighted routing · off: no new requests", classes="hint")
             with Grid(id="routes-head"):
                 yield Label("model")
                 yield Label("weight")
+                yield Label("share", classes="share")
                 yield Label("enabled")
-            with VerticalScroll(id="routes"):
+            with VerticalScroll(id="routes") as rows:
+                rows.can_focus = False  # tab goes from field to field; focus scrolls the rows
                 for i, m in enumerate(self.models):
-                    with Grid(classes="route"):
+                    with Grid(classes="route" if m.enabled else "route -off", id=f"route-{i}"):
                         yield Label(m.name)
                         weight = Input(
-                            fmt_weight(m.weight), type="number", id=f"weight-{i}", select_on_focus=True
+                            fmt_weight(m.weight),
+                            type="number",
+                            id=f"weight-{i}",
+                            select_on_focus=True,
+                            compact=True,
                         )
                         weight.cursor_blink = self._blink
                         yield weight
-                        yield Switch(m.enabled, id=f"enabled-{i}", animate=False)
+                        yield Label("", id=f"share-{i}", classes="share")
+                        yield EnabledBox(m.enabled, id=f"enabled-{i}")
             yield Static("", id="routing-error")
             with Horizontal(id="routing-buttons"):
-                yield Button("Apply (ctrl+s)", variant="primary", id="apply")
-                yield Button("Cancel (esc)", id="cancel")
+                yield Button("Apply (ctrl+s)", variant="primary", id="apply", compact=True)
+                yield Button("Cancel (esc)", id="cancel", compact=True)
+
+    def on_mount(self) -> None:
+        self._fit()
+        self._show_shares()
+
+    def on_resize(self) -> None:
+        self._fit()
+
+    def _fit(self) -> None:
+        """Give the rows what the screen has left, so Apply and Cancel stay visible; they scroll."""
+        rows = self.query_one("#routes", VerticalScroll)
+        rows.styles.max_height = max(2, self.size.height - self.CHROME)
+
+    def _edits(self) -> list[tuple[float | None, bool]]:
+        """(weight or None when not a number >= 0, enabled) per model, as the form reads now."""
+        out: list[tuple[float | None, bool]] = []
+        for i in range(len(self.models)):
+            text = self.query_one(f"#weight-{i}", Input).value.strip()
+            enabled = self.query_one(f"#enabled-{i}", Checkbox).value
+            try:
+                weight: float | None = float(text)
+            except ValueError:
+                weight = None
+            if weight is not None and not (0 <= weight < float("inf")):
+                weight = None
+            out.append((weight, enabled))
+        return out
+
+    def _show_shares(self) -> None:
+        """The share of traffic each row would get under weighted routing with the form's values."""
+        edits = self._edits()
+        total = sum(w for w, enabled in edits if enabled and w)
+        for i, (w, enabled) in enumerate(edits):
+            live = enabled and total and w
+            share = "–" if w is None else (f"{100 * w / total:.0f}%" if live else "0%")
+            self.query_one(f"#share-{i}", Label).update(share)
+            self.query_one(f"#route-{i}").set_class(not enabled, "-off")
+
+    @on(Input.Changed)
+    @on(Checkbox.Changed)
+    def _edited(self) -> None:
+        self._show_shares()
+        self.query_one("#routing-error", Static).update("")
 
     def commands(self) -> list[Command] | str:
         """The commands for the edits, or a message saying what is wrong."""
@@ -193,7 +273,7 @@ class RoutingEditor(ModalScreen[list[Command] | None]):
         live = 0
         for i, m in enumerate(self.models):
             text = self.query_one(f"#weight-{i}", Input).value.strip()
-            enabled = self.query_one(f"#enabled-{i}", Switch).value
+            enabled = self.query_one(f"#enabled-{i}", Checkbox).value
             try:
                 weight = float(text)
             except ValueError:

@@ -14,7 +14,6 @@ from typing import ClassVar
 
 from rich.segment import Segment
 from rich.style import Style
-from rich.text import Text
 from textual.geometry import Region, Size
 from textual.reactive import reactive
 from textual.strip import Strip
@@ -60,11 +59,16 @@ class Panel(Widget):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self.border_title = self.TITLE
-        self._lines: list[Text] = []
+        self._lines: list[R.Line] = []
         self._strips: list[Strip] = []
         self._drawn_for: tuple[int, int, Style | None] = (0, 0, None)
+        self._base: Style | None = None
+        self._styles: dict[tuple[str, str], Style] = {}
+        self._inputs: object = None
         self.paints = 0
         """Lines repainted so far (tests and the CPU budget read it)."""
+        self.draws = 0
+        """Times the panel's Text was built (a snapshot that changes nothing it shows builds none)."""
 
     def watch_snapshot(self) -> None:
         self.redraw()
@@ -76,24 +80,35 @@ class Panel(Widget):
             return
         self._update()
 
+    def _base_style(self) -> Style:
+        """The panel's own colours under its lines. `Widget.rich_style` is worked out again after
+        every refresh, so it is kept here until the theme or the layout changes (`restyle`)."""
+        base = self._base
+        if base is None:
+            base = self._base = self.rich_style
+        return base
+
     def _update(self) -> None:
         width, height = self._size_now()
-        base = self.rich_style
-        text = self._draw_now(width, height)
-        lines = list(text.split("\n", allow_blank=True)) if text.plain else [Text()]
+        base = self._base_style()
         full = self._drawn_for != (width, height, base)
+        snap = self.snapshot
+        inputs = self.inputs(snap, width, height) if snap is not None else None
+        if not full and inputs is not None and inputs == self._inputs:
+            return  # nothing this panel shows has changed
+        self._inputs = inputs
+        self.draws += 1
+        lines = self._draw_now(width, height)
         old = self._lines
         if len(lines) != len(old) and self.styles.height is not None and self.styles.height.is_auto:
             self.refresh(layout=True)
             full = True
-        console = self.app.console
         strips = self._strips if not full else []
         dirty: list[int] = []
         for y, line in enumerate(lines):
             if not full and y < len(old) and line == old[y]:
                 continue
-            strip = Strip(list(Segment.apply_style(line.render(console), base)))
-            strip = strip.adjust_cell_length(width, base)
+            strip = self._strip(line, width, base)
             if y < len(strips):
                 strips[y] = strip
             else:
@@ -109,18 +124,52 @@ class Panel(Widget):
             self.paints += height
             self.refresh()
             return
-        self.paints += len(dirty)
-        for start, count in _runs(dirty):
-            self.refresh(Region(0, start, width, count))
+        if dirty:
+            self.paints += len(dirty)
+            self.refresh(*(Region(0, start, width, count) for start, count in _runs(dirty)))
+
+    def _strip(self, line: R.Line, width: int, base: Style) -> Strip:
+        """A Line as a Strip of ``width`` cells on the panel's colours; each style string is
+        parsed once (until `restyle`)."""
+        styles = self._styles
+        get_style = self.app.console.get_style
+        under = line.style
+        segments: list[Segment] = []
+        last: Style | None = None
+        pending = ""
+        for text, name in line.runs:
+            style = styles.get((under, name))
+            if style is None:
+                style = base
+                if under:
+                    style = style + get_style(under)
+                if name:
+                    style = style + get_style(name)
+                styles[(under, name)] = style
+            if style is last or style == last:
+                pending += text  # one segment per style change: each costs escape codes
+                continue
+            if last is not None:
+                segments.append(Segment(pending, last))
+            last, pending = style, text
+        if last is not None:
+            segments.append(Segment(pending, last))
+        cells = line.cell_len
+        if cells < width:
+            segments.append(Segment(" " * (width - cells), base))
+            return Strip(segments, width)
+        if cells == width:
+            return Strip(segments, width)
+        return Strip(segments).adjust_cell_length(width, base)
 
     def _size_now(self) -> tuple[int, int]:
         size = self.content_size
         return max(1, size.width), max(1, size.height)
 
-    def _draw_now(self, width: int, height: int) -> Text:
+    def _draw_now(self, width: int, height: int) -> list[R.Line]:
         snap = self.snapshot
         if snap is None:
-            return Text("waiting for the first figures…", style=self.palette.muted)
+            return [R.Line("waiting for the first figures…", style=self.palette.muted)]
         return self.draw(snap, width, height)
 
     @property
@@ -146,14 +195,22 @@ class Panel(Widget):
         snap = self.snapshot
         if snap is None:
             return 1
-        return len(self.draw(snap, max(1, width), 100).plain.split("\n"))
+        return len(self.draw(snap, max(1, width), 100))
 
-    def draw(self, snap: Snapshot, width: int, height: int) -> Text:
+    def inputs(self, snap: Snapshot, width: int, height: int) -> object:
+        """What the panel shows depends on, compared with ``==`` before drawing: when it equals the
+        last one, the panel is not drawn at all. None (the default) means draw every snapshot."""
+        return None
+
+    def draw(self, snap: Snapshot, width: int, height: int) -> list[R.Line]:
+        """The panel's lines, each at most ``width`` cells."""
         raise NotImplementedError
 
     def restyle(self) -> None:
-        """The theme changed: draw every line again (their colours changed)."""
+        """The theme or the layout changed: draw every line again (their colours changed)."""
         self._drawn_for = (0, 0, None)
+        self._base = None
+        self._styles.clear()
         self.refresh()
 
 
@@ -190,12 +247,22 @@ class HeaderPanel(Panel):
     state: reactive[str] = reactive("starting", repaint=False)
     note: reactive[str] = reactive("", repaint=False)
     note_level: reactive[str] = reactive("", repaint=False)
+    flash: reactive[str] = reactive("", repaint=False)
+    flash_level: reactive[str] = reactive("", repaint=False)
 
-    def draw(self, snap: Snapshot, width: int, height: int) -> Text:
+    def draw(self, snap: Snapshot, width: int, height: int) -> list[R.Line]:
         p = self.palette
-        style = {"error": p.error, "warn": p.warning, "info": p.primary}.get(self.note_level, "")
-        return R.render_header(
-            snap, p, width, name=self.run_name, state=self.state, note=self.note, note_style=style
+        levels = {"error": p.error, "warn": p.warning, "info": p.primary}
+        return R.header_lines(
+            snap,
+            p,
+            width,
+            name=self.run_name,
+            state=self.state,
+            note=self.note,
+            note_style=levels.get(self.note_level, ""),
+            flash=self.flash,
+            flash_style=p.warning if self.flash_level == "warn" else p.accent,
         )
 
 
@@ -208,8 +275,8 @@ class InFlightPanel(Panel):
     InFlightPanel { height: 8; }
     """
 
-    def draw(self, snap: Snapshot, width: int, height: int) -> Text:
-        return R.render_in_flight(snap, self.palette, width, height)
+    def draw(self, snap: Snapshot, width: int, height: int) -> list[R.Line]:
+        return R.in_flight_lines(snap, self.palette, width, height)
 
 
 class ThroughputPanel(Panel):
@@ -220,8 +287,8 @@ class ThroughputPanel(Panel):
     ThroughputPanel { height: 8; }
     """
 
-    def draw(self, snap: Snapshot, width: int, height: int) -> Text:
-        return R.render_throughput(snap, self.palette, width, height)
+    def draw(self, snap: Snapshot, width: int, height: int) -> list[R.Line]:
+        return R.throughput_lines(snap, self.palette, width, height)
 
 
 class LatencyPanel(Panel):
@@ -237,8 +304,14 @@ class LatencyPanel(Panel):
     def watch_scope(self) -> None:
         self.redraw()
 
-    def draw(self, snap: Snapshot, width: int, height: int) -> Text:
-        return R.render_latency(snap, self.palette, width, height, self.metric, self.scope)
+    def inputs(self, snap: Snapshot, width: int, height: int) -> object:
+        run = self.scope == "run"
+        summary = (snap.run if run else snap.window).get(self.metric)
+        bins = (snap.bins_run if run else snap.bins_window).get(self.metric)
+        return self.metric, self.scope, snap.window_s, summary, bins
+
+    def draw(self, snap: Snapshot, width: int, height: int) -> list[R.Line]:
+        return R.latency_lines(snap, self.palette, width, height, self.metric, self.scope)
 
 
 class ModelsPanel(Panel):
@@ -250,8 +323,8 @@ class ModelsPanel(Panel):
     ModelsPanel { height: auto; max-height: 14; }
     """
 
-    def draw(self, snap: Snapshot, width: int, height: int) -> Text:
-        return R.render_models(snap, self.palette, width)
+    def draw(self, snap: Snapshot, width: int, height: int) -> list[R.Line]:
+        return R.models_lines(snap, self.palette, width)
 
 
 class ErrorsPanel(Panel):
@@ -259,8 +332,11 @@ class ErrorsPanel(Panel):
 
     TITLE = "errors"
 
-    def draw(self, snap: Snapshot, width: int, height: int) -> Text:
-        return R.render_errors(snap, self.palette, width)
+    def inputs(self, snap: Snapshot, width: int, height: int) -> object:
+        return snap.errors, snap.attempt_errors, R.fmt_rate(snap.errors_per_s_10s)
+
+    def draw(self, snap: Snapshot, width: int, height: int) -> list[R.Line]:
+        return R.errors_lines(snap, self.palette, width)
 
 
 class PhasePanel(Panel):
@@ -268,5 +344,5 @@ class PhasePanel(Panel):
 
     TITLE = "this phase vs whole run"
 
-    def draw(self, snap: Snapshot, width: int, height: int) -> Text:
-        return R.render_phase(snap, self.palette, width, height)
+    def draw(self, snap: Snapshot, width: int, height: int) -> list[R.Line]:
+        return R.phase_lines(snap, self.palette, width, height)
