@@ -14,12 +14,14 @@ import hashlib
 import itertools
 import os
 from collections.abc import Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from oxconsole.engine.idset import IdSet
+from oxconsole.engine.journal import Journal
 from oxconsole.workload import Workload, WorkloadError, iter_prompts
 
 VERSION = 1
@@ -149,3 +151,16 @@ def check_resume(w: Workload, results: Path, done_ids: Iterable[str]) -> list[st
                 "changes ids. Start a new run without --resume, or restore the original workload."
             )
     return notes
+
+
+def open_journal(w: Workload, results: Path, done_ids: AbstractSet[str]) -> tuple[Journal, list[str]]:
+    """Open a run's journal for appending: on resume (`done_ids` not empty) after checking that
+    its ids still mean the same prompts, else after recording what they mean. Returns notes."""
+    notes: list[str] = []
+    if len(done_ids):
+        notes = check_resume(w, results, done_ids)
+        if not manifest_path(results).exists():
+            write_manifest(w, results)
+    else:
+        write_manifest(w, results)
+    return Journal(results), notes

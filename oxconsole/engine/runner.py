@@ -33,7 +33,7 @@ from oxconsole.engine.commands import (
 )
 from oxconsole.engine.journal import Journal
 from oxconsole.engine.limits import LiveRateLimiter, ResizableSlots, TokenBudget
-from oxconsole.engine.manifest import check_resume, manifest_path, write_manifest
+from oxconsole.engine.manifest import open_journal
 from oxconsole.engine.router import NoModelAvailable, Router
 from oxconsole.metrics.collector import Collector
 from oxconsole.metrics.histogram import LogHistogram
@@ -117,6 +117,15 @@ def quiet_gc() -> Callable[[], None]:
         gc.unfreeze()
 
     return restore
+
+
+def new_collector(w: Workload, started_at: float) -> Collector:
+    """The metrics collector for a run, with each model's prices for cost projections."""
+    return Collector(
+        [m.name for m in w.models],
+        started_at=started_at,
+        prices={m.name: (m.price_per_request, m.price_per_1m_input, m.price_per_1m_output) for m in w.models},
+    )
 
 
 def backoff_delay(
@@ -320,13 +329,8 @@ class Engine:
         self._running.set()
         self._set_rate(self.rate)
         if self.record_sink is None:
-            if self.skip_ids:
-                self.warnings.extend(check_resume(self.w, self.results_path, self.skip_ids))
-                if not manifest_path(self.results_path).exists():
-                    write_manifest(self.w, self.results_path)
-            else:
-                write_manifest(self.w, self.results_path)
-            self._journal = Journal(self.results_path)
+            self._journal, notes = open_journal(self.w, self.results_path, self.skip_ids)
+            self.warnings.extend(notes)
         ticker = None
         restore_gc = None
         try:
@@ -383,14 +387,7 @@ class Engine:
         )
 
     def _new_collector(self) -> Collector:
-        return Collector(
-            [m.name for m in self.w.models],
-            started_at=self.started_at,
-            prices={
-                m.name: (m.price_per_request, m.price_per_1m_input, m.price_per_1m_output)
-                for m in self.w.models
-            },
-        )
+        return new_collector(self.w, self.started_at)
 
     def _deadline(self) -> None:
         if not self._stop_requested:

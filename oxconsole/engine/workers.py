@@ -38,8 +38,8 @@ from oxconsole.engine.commands import (
     command_to_dict,
 )
 from oxconsole.engine.journal import Journal, ok_ids
-from oxconsole.engine.manifest import check_resume, manifest_path, write_manifest
-from oxconsole.engine.runner import Engine, RunOutcome
+from oxconsole.engine.manifest import open_journal
+from oxconsole.engine.runner import Engine, RunOutcome, new_collector
 from oxconsole.metrics.collector import Collector
 from oxconsole.metrics.snapshot import Gauges, ModelGauge, Snapshot
 from oxconsole.records import RequestRecord
@@ -253,14 +253,7 @@ class WorkerPool:
         self._sim: Any = None
 
     def _new_collector(self) -> Collector:
-        return Collector(
-            [m.name for m in self.w.models],
-            started_at=self.started_at,
-            prices={
-                m.name: (m.price_per_request, m.price_per_1m_input, m.price_per_1m_output)
-                for m in self.w.models
-            },
-        )
+        return new_collector(self.w, self.started_at)
 
     def elapsed(self) -> float:
         return 0.0 if self._loop is None else self._loop.time() - self._t0
@@ -330,13 +323,8 @@ class WorkerPool:
     async def run(self) -> RunOutcome:
         loop = asyncio.get_running_loop()
         self._loop = loop
-        if self.skip_ids:
-            self.warnings.extend(check_resume(self.w, self.results_path, self.skip_ids))
-            if not manifest_path(self.results_path).exists():
-                write_manifest(self.w, self.results_path)
-        else:
-            write_manifest(self.w, self.results_path)
-        self._journal = Journal(self.results_path)
+        self._journal, notes = open_journal(self.w, self.results_path, self.skip_ids)
+        self.warnings.extend(notes)
         ctx = multiprocessing.get_context("spawn")
         ticker = None
         try:
