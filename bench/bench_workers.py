@@ -117,6 +117,27 @@ def main() -> None:
     for mode in ("pinned", "free"):
         (r1, c1), (r2, c2) = med[(mode, 1)], med[(mode, 2)]
         print(f"{mode}: 2 workers / 1 worker = {r2 / r1:.2f}x req/s, {c2 / c1:.2f}x CPU per request")
+    # CPU per request above includes each process's start-up (imports: ~1 s of CPU each, so a
+    # second worker adds a fixed cost). The marginal cost per request — CPU of a run of 3n
+    # requests minus a run of n, over 2n — cancels fixed costs: is a request dearer with workers?
+    proc, url = start_server(16)
+    try:
+        with tempfile.TemporaryDirectory() as td:
+            marg = {}
+            for workers in (1, 2):
+                small = run(url, workers, args.requests, args.concurrency, Path(td), 1)
+                big = run(url, workers, 3 * args.requests, args.concurrency, Path(td), 1)
+                marg[workers] = (big["cpu_ms"] * 3 - small["cpu_ms"]) / 2
+                print(
+                    f"pinned workers={workers}: marginal CPU {marg[workers]:.3f} ms/request", file=sys.stderr
+                )
+    finally:
+        proc.terminate()
+        proc.wait(5)
+    print(
+        f"marginal client CPU per request (pinned, fixed start-up costs cancelled): 1 worker "
+        f"{marg[1]:.3f} ms, 2 workers {marg[2]:.3f} ms = {marg[2] / marg[1]:.2f}x"
+    )
 
 
 def _free_server() -> tuple[subprocess.Popen[str], str]:
