@@ -279,10 +279,18 @@ def make_engine(prep: PreparedRun, progress_interval: float) -> RunEngine:
     progress line to stderr every interval."""
     from oxconsole.engine.workers import make_engine as build
 
+    shown = 0
+
     def tick(s: Snapshot) -> None:
+        # Warnings found as the run starts (open-files limit, TLS off, resume notes) are shown with
+        # the first progress line, not only beside the summary at the end.
+        nonlocal shown
+        for warning in engine.warnings[shown:]:
+            print(f"oxconsole: warning: {warning}", file=sys.stderr)
+        shown = len(engine.warnings)
         print(progress_line(s), file=sys.stderr, flush=True)
 
-    return build(
+    engine = build(
         prep.workload,
         results_path=prep.results_path,
         skip_ids=prep.skip,
@@ -290,6 +298,7 @@ def make_engine(prep: PreparedRun, progress_interval: float) -> RunEngine:
         on_tick=tick,
         tick_interval=progress_interval,
     )
+    return engine
 
 
 def run_headless(

@@ -89,6 +89,7 @@ class RunEngine(Protocol):
     w: Workload
     state: str
     latest: Snapshot | None
+    warnings: list[str]
     publish_interval: float
     total_expected: int | None
 
