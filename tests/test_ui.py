@@ -447,3 +447,21 @@ def test_line_draws_as_rich_text_would() -> None:
     wide = R.Line("模型模型", style="")
     wide.truncate(5)
     assert wide.cell_len == 5 and wide.plain.endswith("…")
+
+
+async def test_engine_warnings_are_shown_once() -> None:
+    """A warning the engine reports (e.g. the open-files limit) shows as one toast, not per frame."""
+    import dataclasses
+
+    warned = dataclasses.replace(
+        SNAP,
+        gauges=dataclasses.replace(SNAP.gauges, warnings=("run.concurrency = 20000 needs 20256 open files",)),
+    )
+    src = StaticSource(warned)
+    app = app_for(src)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.3)
+        src.snapshot = dataclasses.replace(warned, elapsed_s=warned.elapsed_s + 1)  # a new frame
+        await pilot.pause(0.3)
+        texts = [str(n.message) for n in app._notifications]
+        assert sum("open files" in t for t in texts) == 1

@@ -809,6 +809,7 @@ class Engine:
             rate=self.rate,
             achieved_rate=achieved,
             loop_lag_ms=self.loop_lag_ms,
+            warnings=tuple(self.warnings),
             models={
                 n: ModelGauge(
                     weight=self.router.weights[n],

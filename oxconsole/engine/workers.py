@@ -491,6 +491,7 @@ class WorkerPool:
             achieved_rate=sum(float(g["achieved_rate"]) for g in gs),
             loop_lag_ms=max((float(g["loop_lag_ms"]) for g in gs), default=0.0),
             models=models,
+            warnings=tuple(self.warnings),
         )
 
     def _publish(self) -> None:

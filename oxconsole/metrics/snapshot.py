@@ -56,6 +56,8 @@ class Gauges:
     achieved_rate: float  # dispatches/s over the last few seconds
     loop_lag_ms: float
     models: Mapping[str, ModelGauge] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    """What the engine warned about so far (open-files limit, TLS off, resume notes...)."""
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Gauges:
@@ -74,6 +76,7 @@ class Gauges:
             achieved_rate=float(d["achieved_rate"]),
             loop_lag_ms=float(d["loop_lag_ms"]),
             models={k: ModelGauge(**v) for k, v in d.get("models", {}).items()},
+            warnings=tuple(str(w) for w in d.get("warnings", ())),
         )
 
 

@@ -234,6 +234,7 @@ class ConsoleApp(App[str]):
         """Every command sent, in order (tests and the help screen read it)."""
         self.ticks = 0
         self.renders = 0
+        self._warned = 0  # engine warnings already shown
         self._status: tuple[str, ...] = ("", "", "")
         self._pending: dict[str, tuple[float, float]] = {}
         self._prev_rate = 0.0
@@ -286,8 +287,8 @@ class ConsoleApp(App[str]):
 
     def tick(self) -> None:
         """Pull the latest snapshot; render only when it (or the status line) changed."""
-        if self.leaving:
-            return
+        if self.leaving or not self.screen_stack:
+            return  # (a last timer tick can land while the app is shutting down)
         self.ticks += 1
         src = self.source
         if self.stopping and src.finished:
@@ -303,6 +304,16 @@ class ConsoleApp(App[str]):
         self.last = snap
         self._status = status
         self.renders += 1
+        for warning in snap.gauges.warnings[self._warned :]:
+            # the engine's warnings (open-files limit, TLS off, ...), each once, until dismissed
+            self.toast(
+                warning,
+                kind=f"engine-warning-{self._warned}",
+                title="warning",
+                severity="warning",
+                timeout=15,
+            )
+            self._warned += 1
         with self.batch_update():
             for panel in main.panels:
                 if isinstance(panel, HeaderPanel):
