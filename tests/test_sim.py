@@ -470,3 +470,35 @@ def test_simulator_does_not_import_textual() -> None:
     code = "import sys, oxconsole.sim, oxconsole.sim.cli; assert 'textual' not in sys.modules"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=30)
+
+
+async def test_trace_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OXCONSOLE_SIM_TRACE: per streamed request, the prompt's text and when the handler started,
+    admitted it, wrote the first token and ended (what bench_truth.py splits a client's error by)."""
+    monkeypatch.setenv("OXCONSOLE_SIM_TRACE", "1")
+    runner, url = await start_sim(profiles=PROFILES, default=FAST, seed=7)
+    try:
+        t_before = time.time()
+        async with aiohttp.ClientSession() as s:
+            for text in ("first prompt", "second prompt"):
+                payload = {"model": "timed", "stream": True, "messages": [{"role": "user", "content": text}]}
+                async with s.post(url + "/chat/completions", json=payload) as r:
+                    await r.read()
+            async with s.get(url.removesuffix("/v1") + "/sim/trace") as r:
+                trace = await r.json()
+    finally:
+        await runner.cleanup()
+    assert [t[0] for t in trace] == ["first prompt", "second prompt"]
+    for _, t_in, t_admit, t_first, t_end in trace:
+        assert t_before <= t_in <= t_admit <= t_first <= t_end
+        assert t_first - t_admit == pytest.approx(0.2, abs=0.015)  # the profile's ttft
+        assert t_end - t_admit == pytest.approx(0.3, abs=0.02)
+
+
+async def test_no_trace_unless_asked(sim: str) -> None:
+    async with aiohttp.ClientSession() as s:
+        payload = {"model": "timed", "stream": True, "messages": MESSAGES}
+        async with s.post(sim + "/chat/completions", json=payload) as r:
+            await r.read()
+        async with s.get(sim.removesuffix("/v1") + "/sim/trace") as r:
+            assert await r.json() == []

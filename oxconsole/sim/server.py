@@ -32,6 +32,7 @@ import heapq
 import ipaddress
 import itertools
 import math
+import os
 import random
 import time
 from collections import deque
@@ -369,7 +370,7 @@ class Lateness:
 class _TimedStream:
     """One open stream's timed content chunks, written by the `_Ticker` as they fall due."""
 
-    __slots__ = ("bad_at", "dead", "done", "end", "head", "i", "late", "times", "transport")
+    __slots__ = ("bad_at", "dead", "done", "end", "first_wall", "head", "i", "late", "times", "transport")
 
     def __init__(
         self,
@@ -393,6 +394,8 @@ class _TimedStream:
         """The next chunk not yet written."""
         self.dead = False
         """The handler is gone (finished or cancelled): forget this stream."""
+        self.first_wall = 0.0
+        """Wall time of the write carrying the first content token (for the trace)."""
 
     def write(self, i: int, j: int, now: float) -> None:
         """Write chunks [i, j) as one HTTP chunk straight to the transport (the response's
@@ -402,6 +405,8 @@ class _TimedStream:
         bad = self.bad_at
         data = b"".join(_MALFORMED_CHUNK if c == bad else head + _TOKEN_CHOICE[c % k] for c in range(i, j))
         self.late.wrote(self.times[i], i == 0, False)
+        if i == 0:
+            self.first_wall = time.time()
         assert self.transport is not None
         self.transport.write(b"%x\r\n%b\r\n" % (len(data), data))
         self.i = j
@@ -492,6 +497,12 @@ class SimState:
         self.bad_requests = 0
         self.lateness = Lateness()
         self._ticker: _Ticker | None = None
+        self.trace: list[tuple[str, float, float, float, float]] | None = (
+            [] if os.environ.get("OXCONSOLE_SIM_TRACE") else None
+        )
+        """Per streamed request, when `OXCONSOLE_SIM_TRACE` is set (benchmarks): the last message's
+        text and the wall times the handler started, admitted it, wrote the first token and the
+        end, served at `/sim/trace`, so a client's timings can be split into its own part and ours."""
         """How late the simulator's own timed writes were (so a benchmark can tell server error
         from client error)."""
 
@@ -522,6 +533,9 @@ class SimState:
     async def handle_stats(self, request: web.Request) -> web.Response:
         return _json_response(200, orjson.dumps(self.stats()))
 
+    async def handle_trace(self, request: web.Request) -> web.Response:
+        return _json_response(200, orjson.dumps(self.trace or []))
+
     async def handle_models(self, request: web.Request) -> web.Response:
         created = int(time.time())
         data = [
@@ -531,6 +545,7 @@ class SimState:
         return _json_response(200, orjson.dumps({"object": "list", "data": data}))
 
     async def handle_chat(self, request: web.Request) -> web.StreamResponse:
+        t_in = time.time() if self.trace is not None else 0.0
         try:
             body = orjson.loads(await request.read())
         except orjson.JSONDecodeError:
@@ -579,6 +594,7 @@ class SimState:
                 stats.faults += 1
 
         t_admit = loop.time() if ms.try_acquire() else await ms.acquire(loop)
+        traced = (t_in, time.time(), _last_text(body.get("messages"))) if t_in else None
         try:
             rid = b"chatcmpl-sim%x" % next(self._ids)
             created = int(time.time())
@@ -593,7 +609,17 @@ class SimState:
                     stats.completed += 1
                     return web.Response(body=b"".join(parts), headers=_SSE_HEADERS)
                 resp = await self._stream(
-                    request, ms, t_admit, slot, n, finish, prompt_tokens, include_usage, abort, malformed
+                    request,
+                    ms,
+                    t_admit,
+                    slot,
+                    n,
+                    finish,
+                    prompt_tokens,
+                    include_usage,
+                    abort,
+                    malformed,
+                    traced,
                 )
             else:
                 resp = await self._complete(
@@ -680,6 +706,7 @@ class SimState:
         include_usage: bool,
         abort: bool,
         malformed: bool,
+        traced: tuple[float, float, str] | None = None,
     ) -> web.StreamResponse:
         loop = asyncio.get_running_loop()
         times = self._schedule(ms, t_admit, n)
@@ -716,6 +743,9 @@ class SimState:
         pending.append(_DONE)
         if n:
             self.lateness.wrote(times[i], i == 0, True, times[-1])
+        if traced and self.trace is not None:
+            end = time.time()
+            self.trace.append((traced[2], traced[0], traced[1], ts.first_wall or end, end))
         await resp.write_eof(b"".join(pending))
         return resp
 
@@ -795,6 +825,14 @@ def _content_chars(messages: object) -> int:
     return total
 
 
+def _last_text(messages: object) -> str:
+    if isinstance(messages, list) and messages and isinstance(messages[-1], dict):
+        content = messages[-1].get("content")
+        if isinstance(content, str):
+            return content
+    return ""
+
+
 def _wake(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
@@ -829,6 +867,7 @@ def build_app(
     app.router.add_get("/v1/models", state.handle_models)
     app.router.add_get("/health", state.handle_health)
     app.router.add_get("/sim/stats", state.handle_stats)
+    app.router.add_get("/sim/trace", state.handle_trace)
     return app
 
 
