@@ -214,3 +214,96 @@ async def test_status_errors_still_come_from_the_sdk() -> None:
         await runner.cleanup()
     assert res.error == "http_429" and res.status == 429 and res.retry_after == 1.5
     assert res.detail is not None and "slow down" in res.detail
+
+
+# -- the tapped reader: each network read handed to the parser as it arrives ----------------------
+
+
+class Paced:
+    """Writes a stream in parts with pauses between them (separate network reads), then `end`."""
+
+    def __init__(self, parts: list[bytes], end: str = "eof", gap: float = 0.05) -> None:
+        self.parts = parts
+        self.end = end
+        self.gap = gap
+        self.peers: list[object] = []
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        await request.read()
+        self.peers.append(request.transport.get_extra_info("peername") if request.transport else None)
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for part in self.parts:
+            await resp.write(part)
+            await asyncio.sleep(self.gap)
+        if self.end == "drop":
+            assert request.transport is not None
+            request.transport.close()
+            return resp
+        await resp.write_eof()
+        return resp
+
+
+async def run_paced(server: Paced, attempts: int = 1) -> tuple[list[AttemptResult], list[int]]:
+    """Attempts against `server`, and how many streams were tapped while each was being read."""
+    from oxconsole.engine import client as client_mod
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", server.handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    c = EndpointClient("e", f"http://127.0.0.1:{port}/v1", None, max_connections=4, timeout=5.0)
+    results, tapped = [], []
+    try:
+        for _ in range(attempts):
+            task = asyncio.create_task(c.attempt(BODY, stream=True, timeout=5.0, save_text=True))
+            seen = 0
+            while not task.done():
+                seen = max(seen, len(client_mod._TAPS))
+                await asyncio.sleep(0.01)
+            results.append(task.result())
+            tapped.append(seen)
+            assert client_mod._TAPS == {}, "a finished attempt left its reader registered"
+    finally:
+        await c.close()
+        await runner.cleanup()
+    return results, tapped
+
+
+async def test_tapped_reads_time_each_chunk_and_reuse_the_connection() -> None:
+    server = Paced([ROLE, content("a"), content("b"), FINISH + USAGE + DONE], gap=0.05)
+    (r1, r2), tapped = await run_paced(server, attempts=2)
+    assert tapped == [1, 1]  # read through the tap, not readany
+    for r in (r1, r2):
+        assert r.ok and r.text == "ab" and r.content_chunks == 2 and r.output_tokens == 3, r
+        assert r.ttft_ms is not None and r.itl_ms is not None and r.latency_ms is not None
+        assert 45.0 <= r.ttft_ms < r.latency_ms  # the first content chunk left one gap after the role
+        assert r.itl_ms >= 45.0  # the second, one gap later
+        assert r.latency_ms >= 3 * 45.0
+    assert server.peers[0] == server.peers[1]  # the end of the body gave the connection back
+
+
+async def test_tapped_stream_dropped_midway_is_stream_aborted() -> None:
+    server = Paced([ROLE, content("a"), content("b")], end="drop")
+    (r,), tapped = await run_paced(server)
+    assert tapped == [1]
+    assert not r.ok and r.error in ("stream_aborted", "connection"), r
+    assert r.error == "stream_aborted"
+
+
+@pytest.mark.parametrize(
+    "bad, cls",
+    [
+        (b"data: {not json\n\n", "bad_response"),
+        (b'data: {"error": {"message": "overloaded"}}\n\n', "stream_error"),
+        (HEAD + b'"not a choice"]}\n\n', "bad_response"),
+    ],
+)
+async def test_tapped_bad_chunk_midway_fails_the_attempt(bad: bytes, cls: str) -> None:
+    server = Paced([ROLE, content("a"), bad, content("b"), FINISH + DONE], gap=0.03)
+    (r,), tapped = await run_paced(server)
+    assert tapped == [1]
+    assert not r.ok and r.error == cls, r

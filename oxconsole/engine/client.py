@@ -313,7 +313,20 @@ class _Events:
     takes the full parse.
     """
 
-    __slots__ = ("buf", "cut", "done", "finished", "first", "last", "n", "parts", "prefix", "res")
+    __slots__ = (
+        "buf",
+        "cut",
+        "done",
+        "error",
+        "finished",
+        "first",
+        "last",
+        "n",
+        "parts",
+        "prefix",
+        "res",
+        "t_end",
+    )
 
     def __init__(self, res: AttemptResult, save_text: bool) -> None:
         self.res = res
@@ -325,6 +338,8 @@ class _Events:
         self.parts: list[str] | None = [] if save_text else None
         self.prefix: bytes | None = None
         self.cut = 0  # len(prefix); -1 once learning it failed
+        self.t_end = 0.0  # when the end of the body arrived (set by a tapped reader)
+        self.error: Exception | None = None  # what feeding raised (in a tapped reader)
 
     def feed(self, data: bytes, now: float) -> None:
         if self.buf:
@@ -432,23 +447,92 @@ def _aiohttp_content(resp: httpx2.Response) -> Any:
     return inner._aiohttp_response.content
 
 
+_TAPS: dict[int, _Events] = {}
+"""The streams being read by a `_TapReader`, by id of the reader."""
+
+
+class _TapReader(aiohttp.StreamReader):
+    """An aiohttp body stream that hands each network read to its `_Events` as it arrives.
+
+    Why: read through `readany`, every network read wakes the reading task (a future, a scheduled
+    callback, a task step and three async frames); the read is timed only when that task runs, after
+    whatever else the event loop had queued. A response's reader is switched to this class once its
+    headers are in (same slots, so `__class__` assignment is allowed), and from then on aiohttp's
+    HTTP parser feeds the events parser directly, inside the protocol's `data_received`: the time
+    stamped is when the bytes came off the socket, and the task wakes once, at the end. Nothing is
+    buffered, so flow control never pauses the connection. `feed_eof` and `set_exception` are the
+    base class's (the connection goes back to the pool at the end, errors reach the waiting task).
+    """
+
+    __slots__ = ()
+
+    def feed_data(self, data: bytes, size: int = 0) -> bool:
+        if data:
+            self.total_bytes += len(data)
+            ev = _TAPS.get(id(self))
+            if ev is not None and ev.error is None:
+                try:
+                    ev.feed(data, time.perf_counter())
+                except Exception as err:  # a bad stream: stop here, the attempt raises it
+                    ev.error = err
+                    self.set_exception(err)
+        return False
+
+    def begin_http_chunk_receiving(self) -> None:
+        pass
+
+    def end_http_chunk_receiving(self) -> None:
+        pass
+
+    def feed_eof(self) -> None:
+        ev = _TAPS.get(id(self))
+        if ev is not None:
+            ev.t_end = time.perf_counter()
+        super().feed_eof()
+
+
+async def _read_tapped(content: aiohttp.StreamReader, ev: _Events) -> float:
+    """Read a body through a `_TapReader`; when its end arrived."""
+    perf = time.perf_counter
+    if content._buffer:  # what came with the headers, read before the switch
+        ev.feed(content.read_nowait(), perf())
+    key = id(content)
+    _TAPS[key] = ev
+    try:
+        content.__class__ = _TapReader
+        with map_aiohttp_exceptions():
+            if content.exception() is not None:
+                raise content.exception()  # type: ignore[misc]
+            if not content.is_eof():
+                await content.wait_eof()
+    finally:
+        del _TAPS[key]
+    if ev.error is not None:
+        raise ev.error
+    return ev.t_end or perf()
+
+
 async def _read_stream(resp: httpx2.Response, res: AttemptResult, t0: float, save_text: bool) -> None:
     perf = time.perf_counter
     ev = _Events(res, save_text)
     feed = ev.feed
     content = _aiohttp_content(resp)
     try:
-        if content is not None:
+        if content is not None and type(content) is aiohttp.StreamReader:
+            end = await _read_tapped(content, ev)
+        elif content is not None:
             readany = content.readany
             with map_aiohttp_exceptions():
                 while data := await readany():
                     feed(data, perf())
+            end = perf()
         else:
             async for data in resp.aiter_bytes():
                 feed(data, perf())
+            end = perf()
     except (AttributeError, TypeError, IndexError, KeyError) as err:
         raise _BadResponse("bad_response", f"unexpected SSE chunk shape: {err}") from None
-    ev.end(t0, perf())
+    ev.end(t0, end)
 
 
 async def _read_json(resp: httpx2.Response, res: AttemptResult, t0: float, save_text: bool) -> None:
