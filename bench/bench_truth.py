@@ -15,10 +15,13 @@ in flight and the simulator writes ~9k timed chunks a second. Printed, per confi
     python bench/bench_truth.py [--rate 550] [--duration 25] [--configs default,nofreeze,asyncio,w2]
                                 [--pin]
 
-Configurations: `default` (uvloop; the engine freezes the GC for the run), `nofreeze` (the engine's
-GC settings undone: CPython's defaults), `nogc` (no cyclic GC at all during the run: what GC
-costs), `freeze700` (frozen, but young collections at CPython's 700 allocations: many small
-pauses instead of fewer large ones), `asyncio` (no uvloop), `w2` (run.workers = 2).
+Configurations: `default` (uvloop; the engine paces the GC: frozen at the start, automatic
+collection off, a young collection from its ticker once 20k net allocations accumulate),
+`nofreeze` (CPython's defaults), `nogc` (no cyclic GC at all during the run: what GC costs),
+`freeze10k` (frozen, automatic young collections every 10k allocations: the engine's setting
+before), `freeze700` (frozen, automatic at CPython's 700), `asyncio` (no uvloop),
+`w2` (run.workers = 2). `--trace` splits each request's error into the way there, the
+simulator's own lateness and the way back (the simulator's per-request trace).
 """
 
 from __future__ import annotations
@@ -52,7 +55,9 @@ def pin(core: int, enabled: bool) -> list[str]:
     return []
 
 
-def start_sim(pinned: bool, profile: str | None = None) -> tuple[subprocess.Popen[str], str]:
+def start_sim(
+    pinned: bool, profile: str | None = None, trace: bool = False
+) -> tuple[subprocess.Popen[str], str]:
     profiles = {
         "m": {
             "ttft": TTFT_MS / 1000.0,
@@ -75,6 +80,7 @@ def start_sim(pinned: bool, profile: str | None = None) -> tuple[subprocess.Pope
         stdout=subprocess.PIPE,
         text=True,
         cwd=ROOT,
+        env={**os.environ, "OXCONSOLE_SIM_TRACE": "1"} if trace else None,
     )
     assert proc.stdout is not None
     url = proc.stdout.readline().strip()
@@ -83,10 +89,9 @@ def start_sim(pinned: bool, profile: str | None = None) -> tuple[subprocess.Pope
     return proc, url
 
 
-def sim_stats(url: str) -> dict[str, Any]:
-    with urllib.request.urlopen(url.removesuffix("/v1") + "/sim/stats", timeout=10) as r:
-        data: dict[str, Any] = json.loads(r.read())
-    return data
+def sim_stats(url: str, path: str = "/sim/stats") -> Any:
+    with urllib.request.urlopen(url.removesuffix("/v1") + path, timeout=30) as r:
+        return json.loads(r.read())
 
 
 def proc_cpu(pid: int) -> float:
@@ -175,6 +180,51 @@ def journal_truth(path: Path, summary: dict[str, Any], skip_s: float) -> dict[st
     return out
 
 
+def pcts(values: list[float]) -> dict[str, float]:
+    values.sort()
+    return {"p50": exact(values, 50), "p99": exact(values, 99), "max": values[-1]}
+
+
+def decompose(wl: Path, journal: Path, trace: list[list[Any]], skip_s: float) -> dict[str, Any]:
+    """Split each request's TTFT and latency error into its parts, by wall clock (one machine, one
+    clock): the way there (client's attempt start to the simulator's handler start), the wait for
+    admission, the simulator's own lateness (first token against admission + ttft) and the way back
+    (the simulator's write to the client's stamp). Requests are matched by their prompt's text."""
+    import orjson
+
+    from oxconsole.workload import iter_prompts, load_workload
+
+    by_text = {t[0]: t for t in trace}
+    text_of = {}
+    for p in iter_prompts(load_workload(wl)):
+        content = p.messages[-1]["content"]
+        if content in by_text:
+            text_of[p.id] = content
+    parts: dict[str, list[float]] = {
+        k: [] for k in ("there", "admit", "server_first", "back_first", "server_last", "back_last")
+    }
+    t0 = math.inf
+    rows = []
+    with open(journal, "rb") as f:
+        for line in f:
+            d = orjson.loads(line)
+            if d["status"] == "ok" and d["id"] in text_of:
+                rows.append(d)
+                t0 = min(t0, d["t_scheduled"])
+    for d in rows:
+        if d["t_scheduled"] - t0 < skip_s:
+            continue
+        _, t_in, t_admit, t_first, t_end = by_text[text_of[d["id"]]]
+        sent = d["t_sent"]
+        parts["there"].append((t_in - sent) * 1000.0)
+        parts["admit"].append((t_admit - t_in) * 1000.0)
+        parts["server_first"].append((t_first - t_admit) * 1000.0 - TRUE_TTFT)
+        parts["back_first"].append((sent + d["ttft_ms"] / 1000.0 - t_first) * 1000.0)
+        parts["server_last"].append((t_end - t_admit) * 1000.0 - TRUE_LATENCY)
+        parts["back_last"].append((sent + d["latency_ms"] / 1000.0 - t_end) * 1000.0)
+    return {"matched": len(parts["there"]), **{k: pcts(v) for k, v in parts.items() if v}}
+
+
 # --- the client process ---------------------------------------------------------------------------
 
 
@@ -184,17 +234,25 @@ def child(wl: str, out: str, config: str) -> None:
     from oxconsole.engine import runner
     from oxconsole.metrics.histogram import LogHistogram
 
-    if config in ("nofreeze", "nogc", "freeze700"):
-        runner.quiet_gc = lambda: lambda: None  # type: ignore[attr-defined]
+    class Unpaced:
+        """CPython's collector as the config sets it, instead of the engine's PacedGC."""
+
+        collections = 0
+        pause_ms = 0.0
+
+        def tick(self) -> None:
+            pass
+
+        def restore(self) -> None:
+            pass
+
+    if config in ("nofreeze", "nogc", "freeze700", "freeze10k"):
+        runner.quiet_gc = Unpaced  # type: ignore[assignment]
     if config == "nogc":
         gc.disable()
-    if config == "freeze700":
-
-        def freeze_only() -> Any:
-            gc.freeze()
-            return gc.unfreeze
-
-        runner.quiet_gc = freeze_only  # type: ignore[attr-defined]
+    if config in ("freeze700", "freeze10k"):
+        gc.freeze()
+        gc.set_threshold(700 if config == "freeze700" else 10_000)
     gc_pauses = LogHistogram()
     gc_total = [0.0, 0]
     gc_start = [0.0]
@@ -276,12 +334,17 @@ def child(wl: str, out: str, config: str) -> None:
 
 
 def run_config(
-    config: str, rate: float, duration: float, pinned: bool, sim_profile: str | None = None
+    config: str,
+    rate: float,
+    duration: float,
+    pinned: bool,
+    sim_profile: str | None = None,
+    trace: bool = False,
 ) -> dict[str, Any]:
     workers = 2 if config == "w2" else 1
     with tempfile.TemporaryDirectory(prefix="oxtruth-") as d:
         tmp = Path(d)
-        sim, url = start_sim(pinned, sim_profile)
+        sim, url = start_sim(pinned, sim_profile, trace)
         try:
             sim_cpu0 = proc_cpu(sim.pid)
             wl = workload(tmp, url, rate, duration, workers)
@@ -296,6 +359,7 @@ def run_config(
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             wall = time.perf_counter() - t0
             stats = sim_stats(url)
+            traced = sim_stats(url, "/sim/trace") if trace else []
             sim_cpu = proc_cpu(sim.pid) - sim_cpu0
         finally:
             sim.terminate()
@@ -305,6 +369,8 @@ def run_config(
         res["wall_s"] = wall
         res["sim"] = {"cpu_s": sim_cpu, "lateness_ms": stats.get("lateness_ms", {})}
         res["journal"] = journal_truth(tmp / "results.jsonl", res["summary"], skip_s=3.0)
+        if trace:
+            res["parts"] = decompose(wl, tmp / "results.jsonl", traced, skip_s=3.0)
         return res
 
 
@@ -360,6 +426,24 @@ def show(config: str, r: dict[str, Any]) -> None:
         f"simulator {r['sim']['cpu_s']:.1f}s over {r['wall_s']:.1f}s wall; "
         f"client peak RSS {r['rss_mb']:.0f} MB"
     )
+    parts = r.get("parts")
+    if parts:
+        print(
+            f"  where the error is (after 3s, {parts['matched']} requests matched by prompt, "
+            "ms p50 / p99 / max):"
+        )
+        names = {
+            "there": "client start -> simulator handler",
+            "admit": "handler -> admitted",
+            "server_first": "simulator first token vs schedule",
+            "back_first": "simulator first write -> client stamp",
+            "server_last": "simulator last write vs schedule",
+            "back_last": "simulator last write -> client stamp",
+        }
+        for k, label in names.items():
+            v = parts.get(k)
+            if v:
+                print(f"    {label:<40} {v['p50']:7.2f} / {v['p99']:7.2f} / {v['max']:7.1f}")
     for w in r.get("warnings", []):
         print(f"  warning: {w}")
 
@@ -377,6 +461,9 @@ def main() -> None:
     ap.add_argument("--pin", action="store_true", help="simulator on core 0, client on core 1 (taskset)")
     ap.add_argument("--json", type=Path, help="also write the raw results here")
     ap.add_argument("--sim-profile", help="run the simulator under cProfile, stats to this file")
+    ap.add_argument(
+        "--trace", action="store_true", help="split the error into its parts (the simulator's trace)"
+    )
     ns = ap.parse_args()
     print(
         f"truth: TTFT {TRUE_TTFT:.0f} ms, latency {TRUE_LATENCY:.0f} ms; "
@@ -385,7 +472,7 @@ def main() -> None:
     )
     results = {}
     for config in ns.configs.split(","):
-        results[config] = run_config(config, ns.rate, ns.duration, ns.pin, ns.sim_profile)
+        results[config] = run_config(config, ns.rate, ns.duration, ns.pin, ns.sim_profile, ns.trace)
         show(config, results[config])
     if ns.json:
         ns.json.write_text(json.dumps(results, indent=1))

@@ -99,25 +99,78 @@ class RunEngine(Protocol):
     async def run(self) -> RunOutcome: ...
 
 
-def quiet_gc() -> Callable[[], None]:
-    """Keep the cyclic garbage collector off the request path for a run; returns the undo.
+class PacedGC:
+    """The cyclic garbage collector, paced by the engine for a run instead of by allocation counts.
 
-    The openai SDK leaves ~90k long-lived objects (pydantic models) that every full collection
-    walks (~70 ms each, several per 10k requests), and each request allocates enough short-lived
-    containers to trigger a young collection every few requests though refcounting frees them.
-    So what exists at the start of the run is frozen (never scanned) and young collections wait
-    for 10k net allocations. On the 16-chunk setup of `bench/bench_client.py` this took the
-    median CPU per request from 0.71 to 0.55 ms. Undone at the end of the run.
+    Why: the openai SDK leaves ~90k long-lived objects that every full collection walks, and a run
+    allocates in bursts (a thousand requests starting or reading at once) that trip CPython's
+    young-generation threshold in the middle of a callback. At ~1,000 in flight the young
+    generation is mostly the live requests (~20 tracked objects each), so a collection scans
+    ~20k objects (~18 ms here) and, in a run without failures, frees nothing: reference counting
+    frees what a request makes. Only failures that raise inside the HTTP stack (connection
+    errors, aborted or malformed streams, timeouts) leave cycles (~16 objects each, tracebacks
+    holding their frames). Each such pause delays every read arriving during it, which is what
+    the run measures.
+
+    So, for the run: what exists at its start is frozen (never scanned), automatic collection is
+    off, and the engine's ticker calls `tick()` every 100 ms. Once the young generation has grown by
+    `young_bound` net allocations, it is collected if cycles may be there (failures of that kind
+    since the last collection, or the last collection freed something, or `max_freezes` moves since
+    the last one), and otherwise moved to the permanent generation (`gc.freeze`, no scan: its
+    objects are still freed by reference counting). A middle collection every tenth time.
+    `restore()` puts the collector back as it was.
     """
-    threshold = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(max(threshold[0], 10_000), *threshold[1:])
 
-    def restore() -> None:
-        gc.set_threshold(*threshold)
+    __slots__ = (
+        "_threshold",
+        "_was_enabled",
+        "collections",
+        "failures",
+        "freed_last",
+        "freezes",
+        "max_freezes",
+        "pause_ms",
+        "young_bound",
+    )
+
+    def __init__(self, young_bound: int = 20_000, max_freezes: int = 20) -> None:
+        self.young_bound = young_bound
+        self.max_freezes = max_freezes
+        self.collections = 0
+        self.freezes = 0
+        self.failures = 0
+        """Failures since the last collection that can leave cycles (the engine counts them)."""
+        self.freed_last = False
+        self.pause_ms = 0.0
+        self._was_enabled = gc.isenabled()
+        self._threshold = gc.get_threshold()
+        gc.freeze()
+        gc.disable()
+
+    def tick(self) -> None:
+        if gc.get_count()[0] < self.young_bound:
+            return
+        if self.failures or self.freed_last or self.freezes >= self.max_freezes:
+            self.collections += 1
+            t = time.perf_counter()
+            freed = gc.collect(1 if self.collections % 10 == 0 else 0)
+            self.pause_ms += (time.perf_counter() - t) * 1000.0
+            self.freed_last = freed > 0
+            self.failures = self.freezes = 0
+        else:
+            gc.freeze()
+            self.freezes += 1
+
+    def restore(self) -> None:
+        gc.set_threshold(*self._threshold)
+        if self._was_enabled:
+            gc.enable()
         gc.unfreeze()
 
-    return restore
+
+def quiet_gc() -> PacedGC:
+    """Pace the garbage collector for a run (`PacedGC`); a module-level hook benchmarks replace."""
+    return PacedGC()
 
 
 def new_collector(w: Workload, started_at: float) -> Collector:
@@ -204,6 +257,7 @@ class Engine:
         self.backing_off = 0
         self.loop_lag_ms = 0.0
         self.loop_lag = LogHistogram()
+        self._gc: PacedGC | None = None
         """How late the engine's 100 ms ticker woke, each tick (ms): the client's own event-loop lag,
         which every timing it takes may include. In the summary as `loop_lag_ms`."""
         self.ok = 0
@@ -333,7 +387,6 @@ class Engine:
             self._journal, notes = open_journal(self.w, self.results_path, self.skip_ids)
             self.warnings.extend(notes)
         ticker = None
-        restore_gc = None
         try:
             self._check_limits()
             await self._start_endpoints()
@@ -341,7 +394,7 @@ class Engine:
             self._t0 = loop.time()
             self.started_at = time.time()
             self.collector = self._new_collector()
-            restore_gc = quiet_gc()
+            self._gc = quiet_gc()
             if self.schedule is not None:
                 self.schedule.rebase(self._t0)
             self.state = "running"
@@ -359,8 +412,8 @@ class Engine:
             await self._drain()
         finally:
             self.state = "done"
-            if restore_gc is not None:
-                restore_gc()
+            if self._gc is not None:
+                self._gc.restore()
             if ticker is not None:
                 ticker.cancel()
             for t in list(self._tasks):
@@ -378,6 +431,8 @@ class Engine:
         summary["cooldowns"] = self.cooldowns
         lag = self.loop_lag.summary()
         summary["loop_lag_ms"] = {"p50": lag["p50"], "p99": lag["p99"], "max": lag["max"]}
+        if self._gc is not None:
+            summary["gc"] = {"collections": self._gc.collections, "pause_ms": round(self._gc.pause_ms, 3)}
         return RunOutcome(
             summary=summary,
             ok=self.ok,
@@ -594,6 +649,8 @@ class Engine:
                             body, stream=run.stream, timeout=run.timeout, save_text=self.w.output.save_text
                         )
                         outcome = _OK if res.ok else _FAIL if counts_against_model(res) else _NEUTRAL
+                        if res.status is None and not res.ok and self._gc is not None:
+                            self._gc.failures += 1  # raised in the HTTP stack: may leave cycles
                     finally:
                         self._health(current, seq, outcome, res)
                     if res.ok:
@@ -836,6 +893,8 @@ class Engine:
             now = loop.time()
             lag = max(0.0, (perf() - t_before - step) * 1000.0)  # perf: uvloop's clock is in ms
             self.loop_lag.record(lag)
+            if self._gc is not None:
+                self._gc.tick()
             lag_ewma = lag if lag > lag_ewma else 0.8 * lag_ewma + 0.2 * lag
             self.loop_lag_ms = lag_ewma
             self._dispatch_hist.append((now, self.dispatched))

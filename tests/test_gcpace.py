@@ -1,0 +1,141 @@
+"""The engine's pacing of the cyclic garbage collector during a run (`runner.PacedGC`).
+
+A run freezes what exists at its start, turns automatic collection off and, from its ticker,
+collects the young generation only when cycles may be there (failures raised inside the HTTP stack,
+or the last collection found some); otherwise it moves the young generation out of the way with
+`gc.freeze`. These tests check each branch with real objects and a real run against the simulator.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+
+import pytest
+
+from oxconsole.engine import runner
+from oxconsole.engine.runner import Engine, PacedGC
+from oxconsole.workload import check_prompts
+
+from .conftest import WorkloadFactory
+
+
+@pytest.fixture(autouse=True)
+def gc_state() -> Iterator[None]:
+    enabled, threshold = gc.isenabled(), gc.get_threshold()
+    yield
+    gc.unfreeze()
+    gc.set_threshold(*threshold)
+    (gc.enable if enabled else gc.disable)()
+
+
+class Node:
+    def __init__(self) -> None:
+        self.other: Node | None = None
+
+
+def make_cycles(n: int) -> None:
+    for _ in range(n):
+        a, b = Node(), Node()
+        a.other, b.other = b, a
+
+
+def test_live_objects_are_frozen_not_scanned() -> None:
+    g = PacedGC(young_bound=500)
+    assert not gc.isenabled()
+    frozen = gc.get_freeze_count()
+    keep = [[i] for i in range(2000)]  # live containers, no cycles
+    g.tick()
+    assert g.collections == 0 and g.freezes == 1
+    assert gc.get_freeze_count() >= frozen + 2000
+    assert gc.get_count()[0] < 500
+    g.tick()  # below the bound again: nothing
+    assert g.freezes == 1
+    g.restore()
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    del keep
+
+
+def test_after_failures_the_young_generation_is_collected() -> None:
+    g = PacedGC(young_bound=500)
+    make_cycles(2000)  # garbage only a collection can free
+    g.failures = 1
+    g.tick()
+    assert g.collections == 1 and g.freezes == 0 and g.failures == 0
+    assert g.freed_last and g.pause_ms > 0.0
+    # cycles were found last time: the next crossing collects again, with no failures counted
+    make_cycles(2000)
+    g.tick()
+    assert g.collections == 2 and g.freed_last
+    # a collection that finds nothing goes back to freezing
+    keep = [[i] for i in range(2000)]
+    g.tick()
+    assert g.collections == 3 and not g.freed_last
+    keep += [[i] for i in range(2000)]
+    g.tick()
+    assert g.collections == 3 and g.freezes == 1
+    g.restore()
+
+
+def test_a_collection_at_least_every_max_freezes() -> None:
+    g = PacedGC(young_bound=200, max_freezes=3)
+    keep = []
+    for _ in range(4):
+        keep += [[i] for i in range(400)]
+        g.tick()
+    assert (g.freezes, g.collections) == (0, 1)  # three freezes, then a collection (which resets)
+    g.restore()
+
+
+def workload(fault: str) -> str:
+    return f"""
+        [run]
+        concurrency = 60
+        timeout = "2s"
+        [endpoints.default]
+        base_url = "sim"
+        [[models]]
+        name = "m"
+        [prompts]
+        synthetic = {{ count = 900, input_tokens = 5, output_tokens = 8 }}
+        [retry]
+        max_attempts = 3
+        backoff = "1ms"
+        backoff_max = "5ms"
+        [sim.models.m]
+        ttft = "5ms"
+        tokens_per_s = 400
+        output_tokens = 8
+        capacity = 1000
+        jitter = 0
+        {fault}
+        """
+
+
+async def test_a_run_collects_only_when_failures_may_leave_cycles(
+    make_workload: WorkloadFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[PacedGC] = []
+
+    def paced() -> PacedGC:
+        g = PacedGC(young_bound=300, max_freezes=10**6)
+        made.append(g)
+        return g
+
+    monkeypatch.setattr(runner, "quiet_gc", paced)
+    enabled = gc.isenabled()
+    for fault, collects in (("", False), ("abort_rate = 0.3\nreset_rate = 0.2", True)):
+        w = make_workload(workload(fault))
+        out = await Engine(
+            w, results_path=w.results_path(), total_expected=check_prompts(w).total_requests
+        ).run()
+        g = made[-1]
+        assert gc.isenabled() == enabled  # put back at the end of the run
+        assert g.freezes + g.collections > 0, "the young bound was never reached: the test proves nothing"
+        assert out.summary["gc"] == {"collections": g.collections, "pause_ms": round(g.pause_ms, 3)}
+        if collects:
+            assert sum(out.summary["attempt_errors"].values()) > 0
+            assert g.collections >= 1
+        else:
+            assert out.summary["requests"]["error"] == 0
+            assert g.collections == 0
