@@ -105,6 +105,10 @@ class ModelConfig:
     """Share of traffic under weighted routing (adjustable live); 0 = only via rules/fallbacks."""
     max_tokens: int | None = None
     """Default max_tokens for requests (a prompt's own max_tokens wins); None = not sent."""
+    max_tokens_param: str = "max_tokens"
+    """The request field the cap is sent as: "max_tokens" (what llama.cpp reads) or
+    "max_completion_tokens" (what OpenAI's reasoning models require). A server that rejects one
+    with HTTP 400 gets the other for the rest of the run (with a warning)."""
     temperature: float | None = None
     """Sampling temperature in [0, 2]; None = not sent."""
     price_per_request: float = 0.0
@@ -635,7 +639,7 @@ _RUN = (
 _OUTPUT = ("results", "save_text")
 _ENDPOINT = ("base_url", "api_key_env", "max_connections", "insecure")
 _MODEL = (
-    "name", "endpoint", "weight", "max_tokens", "temperature",
+    "name", "endpoint", "weight", "max_tokens", "max_tokens_param", "temperature",
     "price_per_request", "price_per_1m_input", "price_per_1m_output",
 )  # fmt: skip
 _PROMPTS = ("file", "items", "synthetic", "repeat")
@@ -786,6 +790,9 @@ def _parse_models(label: str, data: Any, endpoints: Mapping[str, EndpointConfig]
                 endpoint=endpoint,
                 weight=t.num("weight", 1.0),
                 max_tokens=t.opt_int("max_tokens", 1),
+                max_tokens_param=t.enum(
+                    "max_tokens_param", "max_tokens", ("max_tokens", "max_completion_tokens")
+                ),
                 temperature=t.opt_num("temperature", 0.0, 2.0),
                 price_per_request=t.num("price_per_request", 0.0),
                 price_per_1m_input=t.num("price_per_1m_input", 0.0),

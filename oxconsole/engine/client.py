@@ -60,6 +60,8 @@ class AttemptResult:
     content_chunks: int = 0
     text: str | None = None
     status: int | None = None
+    param: str | None = None
+    """The request field a 4xx error names (OpenAI's `error.param`), when it names one."""
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -236,6 +238,7 @@ class EndpointClient:
             res.status = err.status_code
             res.detail = _status_detail(err)
             res.retry_after = parse_retry_after(err.response.headers)
+            res.param = err.param if isinstance(err.param, str) else None
         except (TimeoutError, openai.APITimeoutError, httpx2.TimeoutException) as err:
             # The SDK's aiohttp transport maps every aiohttp connection error (reset, refused,
             # TLS failure) to ConnectTimeout: the cause chain tells a real timeout from those.

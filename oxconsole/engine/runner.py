@@ -11,6 +11,7 @@ import asyncio
 import gc
 import math
 import random
+import re
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -97,6 +98,47 @@ class RunEngine(Protocol):
     def submit(self, cmd: Command) -> None: ...
     def request_stop(self, *, cancel: bool = False, interrupted: bool = False) -> None: ...
     async def run(self) -> RunOutcome: ...
+
+
+_ADAPTABLE = ("max_tokens", "max_completion_tokens", "temperature", "stream_options")
+_REJECTED = (
+    "unsupported",
+    "not supported",
+    "unrecognized",
+    "unknown",
+    "not allowed",
+    "extra inputs",
+    "not permitted",
+)
+
+
+def rejected_field(res: AttemptResult, body: dict[str, Any]) -> str | None:
+    """The field of `body` an HTTP 400 rejects, among those the engine may send differently.
+
+    OpenAI names it in `error.param` ("Unsupported parameter: 'max_tokens' is not supported with
+    this model. Use 'max_completion_tokens' instead."); other servers only in the message
+    ("Unrecognized request argument supplied: stream_options", pydantic's "Extra inputs are not
+    permitted"), so a message saying a field of the body is not supported counts too.
+    """
+    if res.param in _ADAPTABLE and res.param in body:
+        return res.param
+    text = (res.detail or "").lower()
+    if not any(w in text for w in _REJECTED):
+        return None
+    for key in _ADAPTABLE:
+        if key in body and re.search(rf"(?<![a-z_]){key}(?![a-z_])", text):
+            return key
+    return None
+
+
+@dataclass(slots=True)
+class _SendAs:
+    """How one model's requests are sent (changed when its server rejects a field)."""
+
+    max_key: str
+    temperature: bool = True
+    stream_options: bool = True
+    max_switched: bool = False
 
 
 class PacedGC:
@@ -239,6 +281,7 @@ class Engine:
         self.tick_interval = tick_interval
         run = workload.run
         self.models: dict[str, ModelConfig] = {m.name: m for m in workload.models}
+        self._send_as = {m.name: _SendAs(m.max_tokens_param) for m in workload.models}
         self.router = Router(workload.models, workload.routing, seed=run.seed)
         self.slots = ResizableSlots(run.concurrency)
         self.rate = float(run.rate)
@@ -607,18 +650,50 @@ class Engine:
         return math.ceil(prompt.input_chars / 4) + out
 
     def _body(self, prompt: Prompt, m: ModelConfig) -> dict[str, Any]:
+        send = self._send_as[m.name]
         body: dict[str, Any] = {"model": m.name, "messages": prompt.messages}
         if self.w.run.stream:
             body["stream"] = True
-            body["stream_options"] = {"include_usage": True}
+            if send.stream_options:
+                body["stream_options"] = {"include_usage": True}
         else:
             body["stream"] = False
         max_tokens = prompt.max_tokens if prompt.max_tokens is not None else m.max_tokens
         if max_tokens is not None:
-            body["max_tokens"] = max_tokens
-        if m.temperature is not None:
+            body[send.max_key] = max_tokens
+        if m.temperature is not None and send.temperature:
             body["temperature"] = m.temperature
         return body
+
+    def _adapt(self, model: str, res: AttemptResult, body: dict[str, Any]) -> bool:
+        """After an HTTP 400 naming a key this engine chose to send: send it differently from now
+        on (max_tokens <-> max_completion_tokens once, temperature or stream_options dropped), with
+        a warning the first time. True when the request should go again with a new body."""
+        key = rejected_field(res, body)
+        if key is None:
+            return False
+        send = self._send_as[model]
+        note = ""
+        if key in ("max_tokens", "max_completion_tokens"):
+            if send.max_key == key:
+                if send.max_switched:
+                    return False  # both rejected: a real error
+                send.max_key = "max_completion_tokens" if key == "max_tokens" else "max_tokens"
+                send.max_switched = True
+                note = f"sending the cap as {send.max_key} instead"
+        elif key == "temperature":
+            if send.temperature:
+                send.temperature = False
+                note = "sending no temperature (the model's default) instead"
+        elif send.stream_options:
+            send.stream_options = False
+            note = "sending no stream_options: token counts may be estimated"
+        if note:
+            self.warnings.append(
+                f"model {model}: the server rejected {key} ({res.detail or 'HTTP 400'}); {note} "
+                "for the rest of the run"
+            )
+        return True
 
     async def _request(self, prompt: Prompt, model: str, t_sched_wall: float, t_sched: float) -> None:
         loop = asyncio.get_running_loop()
@@ -637,27 +712,41 @@ class Engine:
                 m = self.models[current]
                 client = self._clients[m.endpoint]
                 body = self._body(prompt, m)
-                for i in range(1, retry.max_attempts + 1):
+                i = 0
+                while i < retry.max_attempts:
+                    i += 1
                     attempts += 1
                     if t_first_send is None:
                         t_first_send = loop.time()
                     seq = self._sent_seq[current]
                     self._sent_seq[current] = seq + 1
                     outcome = _NEUTRAL
+                    adapted = False
                     try:
                         res = await client.attempt(
                             body, stream=run.stream, timeout=run.timeout, save_text=self.w.output.save_text
                         )
-                        outcome = _OK if res.ok else _FAIL if counts_against_model(res) else _NEUTRAL
+                        adapted = res.status == 400 and self._adapt(current, res, body)
+                        if res.ok:
+                            outcome = _OK
+                        elif not adapted and counts_against_model(res):
+                            outcome = _FAIL
                         if res.status is None and not res.ok and self._gc is not None:
                             self._gc.failures += 1  # raised in the HTTP stack: may leave cycles
                     finally:
                         self._health(current, seq, outcome, res)
                     if res.ok:
                         break
+                    assert res.error is not None
+                    if adapted and not self._stop_requested:
+                        # a field the server does not take: again at once, not counted as a retry
+                        attempt_errors[res.error] = attempt_errors.get(res.error, 0) + 1
+                        self.collector.record_attempt_error(current, res.error, res.detail or "")
+                        body = self._body(prompt, m)
+                        i -= 1
+                        continue
                     if self._stop_requested or i == retry.max_attempts or not retryable(res, retry.on):
                         break
-                    assert res.error is not None
                     attempt_errors[res.error] = attempt_errors.get(res.error, 0) + 1
                     self.collector.record_attempt_error(current, res.error, res.detail or "")
                     delay = backoff_delay(i, retry.backoff, retry.backoff_max, self._rng, res.retry_after)

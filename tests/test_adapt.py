@@ -1,0 +1,186 @@
+"""Servers that reject a field the engine sends (HTTP 400): the engine sends it differently from
+then on, says so once, and does not count the rejection as a retry or against the model's health.
+
+The servers are small aiohttp apps on loopback answering as the real ones do: OpenAI's reasoning
+models reject `max_tokens` and a non-default `temperature` with `error.param` set; older Azure API
+versions reject `stream_options` in the message only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from aiohttp import web
+
+from oxconsole.engine.client import AttemptResult
+from oxconsole.engine.runner import Engine, RunOutcome, rejected_field
+from oxconsole.workload import check_prompts
+
+from .conftest import WorkloadFactory
+
+OPENAI_MAX_TOKENS = {
+    "error": {
+        "message": "Unsupported parameter: 'max_tokens' is not supported with this model. "
+        "Use 'max_completion_tokens' instead.",
+        "type": "invalid_request_error",
+        "param": "max_tokens",
+        "code": "unsupported_parameter",
+    }
+}
+OPENAI_TEMPERATURE = {
+    "error": {
+        "message": "Unsupported value: 'temperature' does not support 0.2 with this model. "
+        "Only the default (1) value is supported.",
+        "type": "invalid_request_error",
+        "param": "temperature",
+        "code": "unsupported_value",
+    }
+}
+AZURE_STREAM_OPTIONS = {
+    "error": {
+        "message": "Unrecognized request argument supplied: stream_options",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": None,
+    }
+}
+
+
+class Picky:
+    """Answers 400 (with `bodies[field]`) to any request carrying one of `rejects`; streams otherwise."""
+
+    def __init__(self, rejects: dict[str, dict[str, Any]]) -> None:
+        self.rejects = rejects
+        self.seen: list[dict[str, Any]] = []
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        body = orjson.loads(await request.read())
+        self.seen.append(body)
+        for key, err in self.rejects.items():
+            if key in body:
+                return web.Response(status=400, body=orjson.dumps(err), content_type="application/json")
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        head = b'data: {"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":['
+        for piece in (
+            b'{"index":0,"delta":{"content":"ok"},"finish_reason":null}',
+            b'{"index":0,"delta":{},"finish_reason":"stop"}',
+        ):
+            await resp.write(head + piece + b"]}\n\n")
+        await resp.write_eof(b"data: [DONE]\n\n")
+        return resp
+
+
+async def run_against(
+    picky: Picky, make_workload: WorkloadFactory, extra: str = ""
+) -> tuple[RunOutcome, list[dict]]:
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", picky.handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        w = make_workload(
+            f"""
+            [run]
+            concurrency = 8
+            timeout = "5s"
+            [endpoints.default]
+            base_url = "http://127.0.0.1:{port}/v1"
+            [[models]]
+            name = "o-model"
+            max_tokens = 64
+            temperature = 0.2
+            {extra}
+            [prompts]
+            items = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"]
+            [retry]
+            max_attempts = 1
+            """
+        )
+        out = await Engine(
+            w, results_path=w.results_path(), total_expected=check_prompts(w).total_requests
+        ).run()
+    finally:
+        await runner.cleanup()
+    recs = [orjson.loads(line) for line in w.results_path().read_bytes().splitlines()]
+    return out, recs
+
+
+async def test_openai_reasoning_model_gets_max_completion_tokens_and_no_temperature(
+    make_workload: WorkloadFactory,
+) -> None:
+    picky = Picky({"max_tokens": OPENAI_MAX_TOKENS, "temperature": OPENAI_TEMPERATURE})
+    out, recs = await run_against(picky, make_workload)
+    assert out.summary["requests"]["ok"] == 12 and out.summary["requests"]["error"] == 0
+    assert out.summary["cooldowns"] == []
+    # max_attempts = 1, yet each request got through: a rejected field is not a retry
+    assert all(r["status"] == "ok" for r in recs)
+    assert max(r["attempts"] for r in recs) >= 2
+    for r in recs:
+        if r["attempts"] > 1:
+            assert r["attempt_errors"] == {"http_400": r["attempts"] - 1}
+    ok_bodies = [b for b in picky.seen if "max_tokens" not in b and "temperature" not in b]
+    assert len(ok_bodies) == 12 and all(b["max_completion_tokens"] == 64 for b in ok_bodies)
+    notes = [x for x in out.warnings if "o-model" in x]
+    assert len(notes) == 2  # once per field, not once per request
+    assert any("max_tokens" in x and "max_completion_tokens instead" in x for x in notes)
+    assert any("temperature" in x for x in notes)
+    # once adapted, later requests go right the first time
+    assert len(picky.seen) <= 12 + 2 * 8
+
+
+async def test_message_only_rejection_of_stream_options(make_workload: WorkloadFactory) -> None:
+    picky = Picky({"stream_options": AZURE_STREAM_OPTIONS})
+    out, _ = await run_against(picky, make_workload)
+    assert out.summary["requests"]["ok"] == 12
+    assert all("stream_options" not in b for b in picky.seen[-4:])
+    assert any("stream_options" in x and "estimated" in x for x in out.warnings)
+
+
+async def test_both_caps_rejected_is_an_error_not_a_loop(make_workload: WorkloadFactory) -> None:
+    both = {
+        "max_tokens": OPENAI_MAX_TOKENS,
+        "max_completion_tokens": {
+            "error": {
+                "message": "Unsupported parameter: 'max_completion_tokens'",
+                "param": "max_completion_tokens",
+            }
+        },
+    }
+    picky = Picky(both)
+    out, recs = await run_against(picky, make_workload, 'max_tokens_param = "max_completion_tokens"')
+    assert out.summary["requests"]["error"] == 12
+    assert all(r["error"] == "http_400" for r in recs)
+    assert len(picky.seen) <= 12 * 2
+    assert "max_completion_tokens" in picky.seen[0]  # the configured field was sent first
+
+
+async def test_other_400s_fail_at_once(make_workload: WorkloadFactory) -> None:
+    picky = Picky({"messages": {"error": {"message": "prompt is too long", "param": "messages"}}})
+    out, recs = await run_against(picky, make_workload)
+    assert out.summary["requests"]["error"] == 12
+    assert all(r["attempts"] == 1 for r in recs)
+    assert len(picky.seen) == 12
+    assert not [x for x in out.warnings if "rejected" in x]
+
+
+@pytest.mark.parametrize(
+    "detail, param, expected",
+    [
+        ("HTTP 400: Unsupported parameter: 'max_tokens' is not supported", None, "max_tokens"),
+        ("HTTP 400: Unrecognized request argument supplied: stream_options", None, "stream_options"),
+        ("HTTP 400: temperature: Extra inputs are not permitted", None, "temperature"),
+        ("HTTP 400: max_completion_tokens must be at least 1", None, None),  # not a rejection of the field
+        ("HTTP 400: prompt too long", "max_tokens", "max_tokens"),  # param names it
+        ("HTTP 400: Unsupported parameter: 'top_k'", None, None),  # not one the engine adapts
+    ],
+)
+def test_rejected_field(detail: str, param: str | None, expected: str | None) -> None:
+    res = AttemptResult(ok=False, error="http_400", detail=detail, status=400, param=param)
+    body = {"model": "m", "max_tokens": 5, "stream_options": {}, "temperature": 0.2}
+    assert rejected_field(res, body) == expected
