@@ -289,6 +289,14 @@ def render_summary(summary: Mapping[str, Any]) -> str:
                 f"max {_num(lag.get('max'), 1)} ms (timings above may include it)"
             )
         )
+    gcs = s.get("gc")
+    if gcs and gcs.get("collections"):
+        lines.append(
+            _fit(
+                f"client GC        {gcs['collections']} collections, {_num(gcs.get('pause_ms'), 1)} ms "
+                "of pauses (after failures that leave cycles)"
+            )
+        )
 
     models = s.get("models") or {}
     if models:

@@ -118,9 +118,12 @@ def test_render_fits_80_columns(tmp_path: Path) -> None:
     c.change(12.5, "concurrency", 50, 200)
     c.change(30.0, "weight", 1.0, 2.5, model="an-extraordinarily-long-model-name/with-a-provider-prefix-v2")
     s = c.summary("a-workload-name-that-is-rather-long-for-a-title-line-really", 98765.4)
+    s["loop_lag_ms"] = {"p50": 0.5, "p99": 12345.6, "max": 98765.4}
+    s["gc"] = {"collections": 123456, "pause_ms": 9876543.2}
     text = render_summary(s)
     lines = text.splitlines()
     assert max(len(line) for line in lines) <= 80, max(lines, key=len)
+    assert "123456 collections" in text and "client loop lag" in text
     assert "(" in lines[3] and "estimated" in lines[3]  # tokens line says some are estimates
     for word in ("TTFT", "ITL", "latency", "queue", "alpha", "http_500", "concurrency 50 → 200"):
         assert word in text, word
@@ -128,7 +131,7 @@ def test_render_fits_80_columns(tmp_path: Path) -> None:
     plain = render_summary(
         collector_summary([r for r in make_records(50) if r.tokens_source == "usage"], 5.0)
     )
-    assert "estimated" not in plain and "changed" not in plain
+    assert "estimated" not in plain and "changed" not in plain and "client GC" not in plain
     assert max(len(line) for line in plain.splitlines()) <= 80
 
 
