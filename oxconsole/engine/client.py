@@ -60,6 +60,8 @@ class AttemptResult:
     content_chunks: int = 0
     text: str | None = None
     status: int | None = None
+    unstreamed: bool = False
+    """Asked to stream, the server answered with one JSON body (no TTFT or inter-token figures)."""
     param: str | None = None
     """The request field a 4xx error names (OpenAI's `error.param`), when it names one."""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -227,9 +229,10 @@ class EndpointClient:
                 resp = await self._send(body, timeout)
                 headers_seen = True
                 try:
-                    if stream:
+                    if stream and not resp.headers.get("content-type", "").startswith("application/json"):
                         await _read_stream(resp, res, t0, save_text)
-                    else:
+                    else:  # asked to stream, some servers answer with one JSON body anyway
+                        res.unstreamed = stream
                         await _read_json(resp, res, t0, save_text)
                 finally:
                     await resp.aclose()
@@ -239,6 +242,8 @@ class EndpointClient:
             res.detail = _status_detail(err)
             res.retry_after = parse_retry_after(err.response.headers)
             res.param = err.param if isinstance(err.param, str) else None
+            if err.status_code == 404 and not self.sdk.base_url.path.rstrip("/").endswith("/v1"):
+                res.detail += f" (is base_url {str(self.sdk.base_url).rstrip('/')!r} missing /v1?)"
         except (TimeoutError, openai.APITimeoutError, httpx2.TimeoutException) as err:
             # The SDK's aiohttp transport maps every aiohttp connection error (reset, refused,
             # TLS failure) to ConnectTimeout: the cause chain tells a real timeout from those.

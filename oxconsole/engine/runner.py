@@ -282,6 +282,7 @@ class Engine:
         run = workload.run
         self.models: dict[str, ModelConfig] = {m.name: m for m in workload.models}
         self._send_as = {m.name: _SendAs(m.max_tokens_param) for m in workload.models}
+        self._unstreamed: set[str] = set()
         self.router = Router(workload.models, workload.routing, seed=run.seed)
         self.slots = ResizableSlots(run.concurrency)
         self.rate = float(run.rate)
@@ -727,6 +728,12 @@ class Engine:
                             body, stream=run.stream, timeout=run.timeout, save_text=self.w.output.save_text
                         )
                         adapted = res.status == 400 and self._adapt(current, res, body)
+                        if res.unstreamed and m.endpoint not in self._unstreamed:
+                            self._unstreamed.add(m.endpoint)
+                            self.warnings.append(
+                                f"endpoint {m.endpoint}: a streamed request was answered with one JSON "
+                                "body (the server does not stream): no TTFT or inter-token latency"
+                            )
                         if res.ok:
                             outcome = _OK
                         elif not adapted and counts_against_model(res):
