@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -68,8 +69,10 @@ async def sim_stats(url: str) -> dict[str, Any]:
         return data
 
 
-async def raw_post(url: str, payload: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
-    async with aiohttp.ClientSession() as s, s.post(url + "/chat/completions", json=payload) as r:
+async def raw_post(
+    url: str, payload: dict[str, Any], path: str = "/chat/completions"
+) -> tuple[int, dict[str, str], bytes]:
+    async with aiohttp.ClientSession() as s, s.post(url + path, json=payload) as r:
         return r.status, dict(r.headers), await r.read()
 
 
@@ -355,6 +358,260 @@ async def test_stats_are_on_the_app() -> None:
 async def test_refuses_non_loopback_host() -> None:
     with pytest.raises(ValueError, match="allow-remote"):
         await start_sim(host="0.0.0.0")
+
+
+# -- legacy text completions (/v1/completions) -------------------------------------------------------
+
+PROMPT = "x" * 40  # 10 prompt tokens, as MESSAGES
+
+
+def sse_chunks(body: bytes) -> list[dict[str, Any]]:
+    """The JSON chunks of an SSE body that ends with [DONE] (asserted)."""
+    events = [e for e in body.decode().split("\n\n") if e]
+    assert events[-1] == "data: [DONE]"
+    assert all(e.startswith("data: ") for e in events)
+    return [json.loads(e.removeprefix("data: ")) for e in events[:-1]]
+
+
+@pytest.mark.parametrize("model", ["fast", "timed"])  # the zero-latency path and the timed one
+@pytest.mark.parametrize(("max_tokens", "finish"), [(None, "stop"), (100, "stop"), (3, "length")])
+async def test_completions_stream_with_usage(
+    client: openai.AsyncOpenAI, model: str, max_tokens: int | None, finish: str
+) -> None:
+    n = min(PROFILES[model].output_tokens, max_tokens or 10**6)
+    kwargs: dict[str, Any] = {} if max_tokens is None else {"max_tokens": max_tokens}
+    stream = await client.completions.create(
+        model=model, prompt=PROMPT, stream=True, stream_options={"include_usage": True}, **kwargs
+    )
+    texts: list[str] = []
+    finishes: list[str] = []
+    ids: set[str] = set()
+    usage = None
+    async for chunk in stream:
+        assert chunk.object == "text_completion"
+        assert chunk.model == model
+        ids.add(chunk.id)
+        for choice in chunk.choices:
+            assert choice.index == 0
+            if choice.text:
+                texts.append(choice.text)
+            if choice.finish_reason:
+                assert choice.text == ""
+                finishes.append(choice.finish_reason)
+        if chunk.usage is not None:
+            assert chunk.choices == []
+            usage = chunk.usage
+    assert len(texts) == n
+    assert finishes == [finish]
+    assert len(ids) == 1 and ids.pop().startswith("cmpl-")
+    assert usage is not None
+    assert (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens) == (10, n, 10 + n)
+    whole = await client.completions.create(model=model, prompt=PROMPT, **kwargs)
+    assert "".join(texts) == whole.choices[0].text
+
+
+@pytest.mark.parametrize(
+    ("prompt", "prompt_tokens"),
+    [
+        (PROMPT, 10),
+        ([PROMPT], 10),
+        ([PROMPT, "y" * 400], 10),  # a batch: only the first prompt is answered and counted
+        ([7] * 13, 13),
+        ([[7] * 5, [7] * 50], 5),
+    ],
+)
+async def test_completions_non_streaming(
+    client: openai.AsyncOpenAI, sim: str, prompt: Any, prompt_tokens: int
+) -> None:
+    r = await client.completions.create(model="fast", prompt=prompt, max_tokens=5)
+    assert r.object == "text_completion"
+    assert r.id.startswith("cmpl-")
+    assert r.model == "fast"
+    assert len(r.choices) == 1
+    assert (r.choices[0].index, r.choices[0].finish_reason, r.choices[0].logprobs) == (0, "length", None)
+    assert len(r.choices[0].text.split()) == 5
+    assert r.usage is not None
+    usage = (r.usage.prompt_tokens, r.usage.completion_tokens, r.usage.total_tokens)
+    assert usage == (prompt_tokens, 5, prompt_tokens + 5)
+    r = await client.completions.create(model="fast", prompt=prompt)
+    assert r.choices[0].finish_reason == "stop"
+    assert r.usage is not None and r.usage.completion_tokens == FAST.output_tokens
+    st = (await sim_stats(sim))["models"]["fast"]
+    assert (st["received"], st["completed"]) == (2, 2)
+
+
+@pytest.mark.parametrize("model", ["fast", "timed"])
+async def test_completions_raw_stream_shape(sim: str, model: str) -> None:
+    payload: dict[str, Any] = {"model": model, "prompt": PROMPT, "stream": True, "max_tokens": 2}
+    status, headers, body = await raw_post(sim, payload, "/completions")
+    assert status == 200
+    assert headers["Content-Type"].startswith("text/event-stream")
+    chunks = sse_chunks(body)
+    assert len(chunks) == 3  # no role chunk, two tokens, the finish; no usage unless asked
+    for c in chunks:
+        assert list(c) == ["id", "object", "created", "model", "choices"]
+        assert (c["object"], c["model"]) == ("text_completion", model)
+        assert [list(ch) for ch in c["choices"]] == [["index", "text", "logprobs", "finish_reason"]]
+    choices = [c["choices"][0] for c in chunks]
+    assert [ch["finish_reason"] for ch in choices] == [None, None, "length"]
+    assert choices[0]["text"] and choices[1]["text"] and choices[2]["text"] == ""
+    assert len({c["id"] for c in chunks}) == 1
+
+
+async def test_completions_usage_only_when_the_profile_sends_it() -> None:
+    profiles = {"quiet": replace(FAST, usage=False)}
+    runner, url = await start_sim(profiles=profiles)
+    try:
+        payload: dict[str, Any] = {
+            "model": "quiet",
+            "prompt": PROMPT,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        status, _, body = await raw_post(url, payload, "/completions")
+        assert status == 200
+        chunks = sse_chunks(body)
+        assert all("usage" not in c and c["choices"] for c in chunks)
+        assert len(chunks) == FAST.output_tokens + 1
+    finally:
+        await runner.cleanup()
+
+
+async def test_completions_timing_is_exact_without_jitter(client: openai.AsyncOpenAI) -> None:
+    # The same schedule and tolerances as test_timing_is_exact_without_jitter (see there); text
+    # completions have no role chunk, so the first chunk is the first token.
+    await client.completions.create(model="fast", prompt=PROMPT)  # warm up SDK and pool
+    ttfts: list[float] = []
+    latencies: list[float] = []
+    gaps: list[float] = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        stream = await client.completions.create(model="timed", prompt=PROMPT, stream=True)
+        stamps: list[float] = []
+        async for chunk in stream:
+            if chunk.choices and chunk.choices[0].text:
+                stamps.append(time.perf_counter())
+        t_end = time.perf_counter()
+        assert len(stamps) == 6
+        ttfts.append((stamps[0] - t0) * 1000)
+        latencies.append((t_end - t0) * 1000)
+        gaps.append((stamps[-1] - stamps[0]) * 1000 / 5)
+    assert statistics.median(ttfts) == pytest.approx(200, abs=15)
+    assert statistics.median(latencies) == pytest.approx(300, abs=20)  # ttft + (6 - 1) / 50 s
+    assert statistics.median(gaps) == pytest.approx(20, abs=3)
+
+
+async def test_completions_non_streaming_latency_and_capacity(client: openai.AsyncOpenAI, sim: str) -> None:
+    await client.completions.create(model="fast", prompt=PROMPT)
+    t0 = time.perf_counter()
+    r = await client.completions.create(model="timed", prompt=PROMPT)
+    assert (time.perf_counter() - t0) * 1000 == pytest.approx(300, abs=25)
+    assert r.usage is not None and r.usage.completion_tokens == 6
+    # cap2 serves two at once (0.2 s each), so four take two service times; chat and text share it.
+    # The upper bound is loose: new connections and a loaded machine add to the client's side.
+    t0 = time.perf_counter()
+    await asyncio.gather(
+        *(client.completions.create(model="cap2", prompt=PROMPT) for _ in range(2)),
+        *(client.chat.completions.create(model="cap2", messages=MESSAGES) for _ in range(2)),
+    )
+    assert 0.4 - 0.005 <= time.perf_counter() - t0 < 0.4 + 0.3
+    st = (await sim_stats(sim))["models"]["cap2"]
+    assert (st["max_concurrent"], st["admitted"], st["completed"], st["queued"]) == (2, 4, 4, 0)
+
+
+async def test_completions_faults(client: openai.AsyncOpenAI, sim: str) -> None:
+    with pytest.raises(openai.InternalServerError):
+        await client.completions.create(model="err", prompt=PROMPT)
+    status, _, body = await raw_post(sim, {"model": "err", "prompt": PROMPT}, "/completions")
+    assert status == 500
+    assert json.loads(body)["error"]["type"] == "server_error"
+    with pytest.raises(openai.RateLimitError):
+        await client.completions.create(model="throttle", prompt=PROMPT)
+    status, headers, body = await raw_post(sim, {"model": "throttle", "prompt": PROMPT}, "/completions")
+    assert status == 429
+    assert (headers["Retry-After"], headers["retry-after-ms"]) == ("2", "2000")
+    assert json.loads(body)["error"]["code"] == "rate_limit_exceeded"
+    with pytest.raises(openai.APIConnectionError):
+        await client.completions.create(model="reset", prompt=PROMPT)
+    stream = await client.completions.create(model="abort", prompt=PROMPT, stream=True)
+    texts: list[str] = []
+    with pytest.raises(openai.APIConnectionError):
+        async for chunk in stream:
+            texts += [c.text for c in chunk.choices if c.text]
+    assert len(texts) == 5  # half of 10, then the connection drops
+    stream = await client.completions.create(model="malformed", prompt=PROMPT, stream=True)
+    with pytest.raises(json.JSONDecodeError):
+        async for _ in stream:
+            pass
+    t0 = time.perf_counter()
+    r = await client.completions.create(model="stall", prompt=PROMPT)
+    assert time.perf_counter() - t0 >= 0.3
+    assert r.usage is not None and r.usage.completion_tokens == 2
+    models = (await sim_stats(sim))["models"]
+    assert models["err"]["http_500"] == 2
+    assert models["throttle"]["http_429"] == 2
+    assert (models["reset"]["reset"], models["abort"]["abort"], models["malformed"]["malformed"]) == (1, 1, 1)
+    assert (models["stall"]["stall"], models["stall"]["completed"]) == (1, 1)
+
+
+async def test_completions_rate_limit(sim: str) -> None:
+    payload = {"model": "limited", "prompt": PROMPT}
+    results = await asyncio.gather(*(raw_post(sim, payload, "/completions") for _ in range(8)))
+    statuses = sorted(status for status, _, _ in results)
+    assert statuses == [200] * 5 + [429] * 3  # 5 requests/s with a bucket of 5
+    assert all(float(h["Retry-After"]) > 0 for status, h, _ in results if status == 429)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"model": "fast"},
+        {"model": "fast", "prompt": None},
+        {"model": "fast", "prompt": 42},
+        {"model": "fast", "prompt": []},
+        {"model": "fast", "prompt": ["a", 1]},
+        {"model": "fast", "prompt": [1, "a"]},
+        {"model": "fast", "prompt": [True, False]},
+        {"model": "fast", "prompt": [[1, 2], []]},
+        {"model": "fast", "messages": MESSAGES},  # a chat body sent to the text endpoint
+    ],
+)
+async def test_completions_bad_prompt_is_400(sim: str, payload: dict[str, Any]) -> None:
+    status, _, body = await raw_post(sim, payload, "/completions")
+    assert status == 400
+    error = json.loads(body)["error"]
+    assert error["type"] == "invalid_request_error"
+    assert "prompt" in error["message"]
+    stats = await sim_stats(sim)
+    assert stats["bad_requests"] == 1
+    assert "fast" not in stats["models"] or stats["models"]["fast"]["received"] == 0
+
+
+async def test_completions_bad_prompt_via_sdk(client: openai.AsyncOpenAI) -> None:
+    with pytest.raises(openai.BadRequestError) as e:
+        await client.completions.create(model="fast", prompt=[])
+    assert e.value.status_code == 400
+
+
+async def test_completions_trace_key_is_the_prompt(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OXCONSOLE_SIM_TRACE", "1")
+    runner, url = await start_sim(profiles=PROFILES, default=FAST, seed=7)
+    try:
+        async with aiohttp.ClientSession() as s:
+            for prompt in ("one prompt", ["first of two", "second of two"], [1, 2, 3]):
+                payload = {"model": "timed", "stream": True, "prompt": prompt}
+                async with s.post(url + "/completions", json=payload) as r:
+                    assert r.status == 200
+                    await r.read()
+            async with s.get(url.removesuffix("/v1") + "/sim/trace") as r:
+                trace = await r.json()
+    finally:
+        await runner.cleanup()
+    assert [t[0] for t in trace] == ["one prompt", "second of two", ""]
+    for _, t_in, t_admit, t_first, t_end in trace:
+        assert t_in <= t_admit <= t_first <= t_end
+        assert t_first - t_admit == pytest.approx(0.2, abs=0.015)
+        assert t_end - t_admit == pytest.approx(0.3, abs=0.02)
 
 
 # -- process and command line -----------------------------------------------------------------------

@@ -3,7 +3,8 @@
 Why this module exists: load tests, the engine's own tests and client benchmarks need a server whose
 behaviour is known exactly — when the first token leaves, how fast tokens follow, how many requests
 are served at once, which requests fail and how. Real endpoints give none of that, so this module
-serves `/v1/chat/completions` from a `SimModelProfile` per model:
+serves `/v1/chat/completions` (and the legacy text `/v1/completions`, same profiles, faults and
+timing, for clients such as vLLM's ``bench serve``) from a `SimModelProfile` per model:
 
 * timing is scheduled against absolute loop times from admission (``t_admit + ttft + i/tps``), so with
   ``jitter = 0`` latency is exactly ``ttft + (n - 1)/tokens_per_s`` and timer error never accumulates;
@@ -103,17 +104,75 @@ _WORDS: Final = (
     "bridges",
 )
 _TOKEN_TEXT: Final = tuple(w + " " for w in _WORDS)
-_TOKEN_CHOICE: Final = tuple(
-    b'{"index":0,"delta":{"content":' + orjson.dumps(t) + b'},"finish_reason":null}]}\n\n'
-    for t in _TOKEN_TEXT
-)
-_ROLE_CHOICE: Final = b'{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n'
-_FINISH_CHOICE: Final = {
-    "stop": b'{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n',
-    "length": b'{"index":0,"delta":{},"finish_reason":"length"}]}\n\n',
-}
 _HEAD: Final = b'data: {"id":"'
-_SLOT_MID: Final = b'","object":"chat.completion.chunk","created":'
+
+
+class _Kind:
+    """What differs between the two wire formats served: chat (``/v1/chat/completions``) and legacy
+    text completions (``/v1/completions``). One handler body, `_stream`, `_complete` and the
+    template cache serve both; they take the kind and read its pre-encoded pieces, so neither format
+    does per-chunk work on the other's behalf."""
+
+    __slots__ = ("chat", "finish_choice", "id_prefix", "object", "role_choice", "slot_mid", "token_choice")
+
+    def __init__(
+        self,
+        *,
+        chat: bool,
+        id_prefix: bytes,
+        object_: str,
+        chunk_object: str,
+        token_choice: tuple[bytes, ...],
+        role_choice: bytes,
+        finish_choice: dict[str, bytes],
+    ) -> None:
+        self.chat = chat
+        self.id_prefix = id_prefix
+        """`b"chatcmpl-sim"` / `b"cmpl-sim"`, followed by a hex counter."""
+        self.object = object_
+        """The non-streamed body's "object"."""
+        self.slot_mid = b'","object":' + orjson.dumps(chunk_object) + b',"created":'
+        """Between the id and the created time in every streamed chunk."""
+        self.token_choice = token_choice
+        """The choice (closing the chunk) carrying each token of `_TOKEN_TEXT`."""
+        self.role_choice = role_choice
+        """The choice of the chunk sent at admission, before the first token: chat's role-only
+        delta; b"" (no such chunk) for text completions."""
+        self.finish_choice = finish_choice
+        """The last choice, by finish reason."""
+
+
+_CHAT: Final = _Kind(
+    chat=True,
+    id_prefix=b"chatcmpl-sim",
+    object_="chat.completion",
+    chunk_object="chat.completion.chunk",
+    token_choice=tuple(
+        b'{"index":0,"delta":{"content":' + orjson.dumps(t) + b'},"finish_reason":null}]}\n\n'
+        for t in _TOKEN_TEXT
+    ),
+    role_choice=b'{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n',
+    finish_choice={
+        "stop": b'{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n',
+        "length": b'{"index":0,"delta":{},"finish_reason":"length"}]}\n\n',
+    },
+)
+# Shaped as OpenAI's and vLLM's text-completion chunks: "text" and "logprobs" in every choice, no role.
+_TEXT: Final = _Kind(
+    chat=False,
+    id_prefix=b"cmpl-sim",
+    object_="text_completion",
+    chunk_object="text_completion",
+    token_choice=tuple(
+        b'{"index":0,"text":' + orjson.dumps(t) + b',"logprobs":null,"finish_reason":null}]}\n\n'
+        for t in _TOKEN_TEXT
+    ),
+    role_choice=b"",
+    finish_choice={
+        "stop": b'{"index":0,"text":"","logprobs":null,"finish_reason":"stop"}]}\n\n',
+        "length": b'{"index":0,"text":"","logprobs":null,"finish_reason":"length"}]}\n\n',
+    },
+)
 _DONE: Final = b"data: [DONE]\n\n"
 _MALFORMED_CHUNK: Final = b'data: {"choices": [\n\n'
 _SSE_HEADERS: Final = {
@@ -230,7 +289,7 @@ class _ModelState:
         self._waiters: deque[asyncio.Future[float]] = deque()
         self._bucket_tokens = max(1.0, profile.rate_limit)
         self._bucket_t = -math.inf
-        self.templates: dict[tuple[int, str], list[bytes]] = {}
+        self.templates: dict[tuple[int, str, _Kind], list[bytes]] = {}
 
     # -- admission (FIFO; a released slot is handed straight to the next waiter) ------------------
 
@@ -301,16 +360,20 @@ class _ModelState:
             return 1.0
         return self.rng.uniform(1.0 - j, 1.0 + j)
 
-    def template(self, n: int, finish: str) -> list[bytes]:
-        """Segments of the streamed body (role, n tokens, finish) to be joined with the id slot."""
-        key = (n, finish)
+    def template(self, n: int, finish: str, kind: _Kind) -> list[bytes]:
+        """Segments of the streamed body (role if the kind has one, n tokens, finish) to be joined
+        with the id slot (which carries the kind's object name)."""
+        key = (n, finish, kind)
         segs = self.templates.get(key)
         if segs is None:
             if len(self.templates) >= _TEMPLATE_CACHE_SIZE:
                 self.templates.clear()
             mid = b',"model":' + self.model_json + b',"choices":['
-            k = len(_TOKEN_CHOICE)
-            choices = [_ROLE_CHOICE, *(_TOKEN_CHOICE[i % k] for i in range(n)), _FINISH_CHOICE[finish]]
+            tokens = kind.token_choice
+            k = len(tokens)
+            choices = [kind.role_choice] if kind.role_choice else []
+            choices += (tokens[i % k] for i in range(n))
+            choices.append(kind.finish_choice[finish])
             segs = [_HEAD]
             for c in choices[:-1]:
                 segs.append(mid + c + _HEAD)
@@ -370,12 +433,25 @@ class Lateness:
 class _TimedStream:
     """One open stream's timed content chunks, written by the `_Ticker` as they fall due."""
 
-    __slots__ = ("bad_at", "dead", "done", "end", "first_wall", "head", "i", "late", "times", "transport")
+    __slots__ = (
+        "bad_at",
+        "dead",
+        "done",
+        "end",
+        "first_wall",
+        "head",
+        "i",
+        "late",
+        "times",
+        "tokens",
+        "transport",
+    )
 
     def __init__(
         self,
         times: list[float],
         head: bytes,
+        tokens: tuple[bytes, ...],
         end: int,
         bad_at: int,
         transport: asyncio.Transport | None,
@@ -384,6 +460,8 @@ class _TimedStream:
     ) -> None:
         self.times = times
         self.head = head
+        self.tokens = tokens
+        """The kind's token choices (`_Kind.token_choice`)."""
         self.end = end
         """Chunks [0, end) are content; the handler writes the last due ones with the tail."""
         self.bad_at = bad_at
@@ -401,9 +479,10 @@ class _TimedStream:
         """Write chunks [i, j) as one HTTP chunk straight to the transport (the response's
         headers are already out and aiohttp's writer holds nothing back)."""
         head = self.head
-        k = len(_TOKEN_CHOICE)
+        tokens = self.tokens
+        k = len(tokens)
         bad = self.bad_at
-        data = b"".join(_MALFORMED_CHUNK if c == bad else head + _TOKEN_CHOICE[c % k] for c in range(i, j))
+        data = b"".join(_MALFORMED_CHUNK if c == bad else head + tokens[c % k] for c in range(i, j))
         self.late.wrote(self.times[i], i == 0, False)
         if i == 0:
             self.first_wall = time.time()
@@ -545,6 +624,16 @@ class SimState:
         return _json_response(200, orjson.dumps({"object": "list", "data": data}))
 
     async def handle_chat(self, request: web.Request) -> web.StreamResponse:
+        """``POST /v1/chat/completions``."""
+        return await self._handle(request, _CHAT)
+
+    async def handle_completions(self, request: web.Request) -> web.StreamResponse:
+        """``POST /v1/completions`` (legacy text completions, as vLLM's ``bench serve --backend
+        openai``, guidellm's text_completions and the SDK's ``completions.create`` send them)."""
+        return await self._handle(request, _TEXT)
+
+    async def _handle(self, request: web.Request, kind: _Kind) -> web.StreamResponse:
+        """One request of either kind: the same model lookup, faults, admission and timing."""
         t_in = time.time() if self.trace is not None else 0.0
         try:
             body = orjson.loads(await request.read())
@@ -558,6 +647,12 @@ class SimState:
             return _json_response(
                 400, _error_body("request body must be a JSON object", "invalid_request_error", None)
             )
+        prompt: tuple[int, str] | None = None  # (prompt tokens, trace text) of a text completion
+        if not kind.chat:
+            prompt = _completion_prompt(body.get("prompt"))
+            if prompt is None:
+                self.bad_requests += 1
+                return _json_response(400, _error_body(_BAD_PROMPT, "invalid_request_error", None))
         model = body.get("model")
         ms = self.state_for(model if isinstance(model, str) else "")
         prof = ms.profile
@@ -578,7 +673,10 @@ class SimState:
         if type(max_tokens) is int and max_tokens < n:
             n = max(1, max_tokens)
             finish = "length"
-        prompt_tokens = (_content_chars(body.get("messages")) + 3) // 4
+        if prompt is None:
+            prompt_tokens = (_content_chars(body.get("messages")) + 3) // 4
+        else:
+            prompt_tokens = prompt[0]
         stream = body.get("stream") is True
         opts = body.get("stream_options")
         include_usage = prof.usage and stream and isinstance(opts, dict) and opts.get("include_usage") is True
@@ -594,14 +692,17 @@ class SimState:
                 stats.faults += 1
 
         t_admit = loop.time() if ms.try_acquire() else await ms.acquire(loop)
-        traced = (t_in, time.time(), _last_text(body.get("messages"))) if t_in else None
+        traced = None
+        if t_in:
+            text = _last_text(body.get("messages")) if prompt is None else prompt[1]
+            traced = (t_in, time.time(), text)
         try:
-            rid = b"chatcmpl-sim%x" % next(self._ids)
+            rid = kind.id_prefix + b"%x" % next(self._ids)
             created = int(time.time())
             if stream:
-                slot = rid + _SLOT_MID + b"%d" % created
+                slot = rid + kind.slot_mid + b"%d" % created
                 if ms.zero_latency and not (abort or malformed):
-                    parts = [slot.join(ms.template(n, finish))]
+                    parts = [slot.join(ms.template(n, finish, kind))]
                     if include_usage:
                         parts += (_HEAD, slot, b',"model":', ms.model_json, b',"choices":[')
                         parts.append(_usage_tail(prompt_tokens, n))
@@ -611,6 +712,7 @@ class SimState:
                 resp = await self._stream(
                     request,
                     ms,
+                    kind,
                     t_admit,
                     slot,
                     n,
@@ -623,7 +725,7 @@ class SimState:
                 )
             else:
                 resp = await self._complete(
-                    request, ms, t_admit, rid, created, n, finish, prompt_tokens, abort, malformed
+                    request, ms, kind, t_admit, rid, created, n, finish, prompt_tokens, abort, malformed
                 )
             if not (abort or malformed):
                 stats.completed += 1
@@ -698,6 +800,7 @@ class SimState:
         self,
         request: web.Request,
         ms: _ModelState,
+        kind: _Kind,
         t_admit: float,
         slot: bytes,
         n: int,
@@ -712,14 +815,16 @@ class SimState:
         times = self._schedule(ms, t_admit, n)
         head = _HEAD + slot + b',"model":' + ms.model_json + b',"choices":['
         resp = web.StreamResponse(headers=_SSE_HEADERS)
-        await resp.prepare(request)
-        await resp.write(head + _ROLE_CHOICE)  # headers and the role chunk leave at once
+        await resp.prepare(request)  # a StreamResponse sends its headers at once
+        if kind.role_choice:
+            await resp.write(head + kind.role_choice)  # with the headers: chat's role chunk
+        tokens = kind.token_choice
         stop_at = n // 2 if abort else n  # abort: about half the tokens, then the connection drops
         bad_at = n // 2 if malformed else -1
         # The content chunks that leave before the last one are written by the loop's ticker, as
         # they fall due; this coroutine wakes again when the last one is due (or the stream ends).
         ts = _TimedStream(
-            times, head, stop_at, bad_at, request.transport, loop.create_future(), self.lateness
+            times, head, tokens, stop_at, bad_at, request.transport, loop.create_future(), self.lateness
         )
         if stop_at > 0:
             self._ticker_for(loop).add(ts)
@@ -734,9 +839,9 @@ class SimState:
                 request.transport.close()  # buffered chunks are flushed first; no finish, no [DONE]
             return resp
         i = ts.i
-        k = len(_TOKEN_CHOICE)
-        pending = [_MALFORMED_CHUNK if j == bad_at else head + _TOKEN_CHOICE[j % k] for j in range(i, n)]
-        pending.append(head + _FINISH_CHOICE[finish])
+        k = len(tokens)
+        pending = [_MALFORMED_CHUNK if j == bad_at else head + tokens[j % k] for j in range(i, n)]
+        pending.append(head + kind.finish_choice[finish])
         if include_usage:
             pending.append(_HEAD + slot + b',"model":' + ms.model_json + b',"choices":[')
             pending.append(_usage_tail(prompt_tokens, n))
@@ -759,6 +864,7 @@ class SimState:
         self,
         request: web.Request,
         ms: _ModelState,
+        kind: _Kind,
         t_admit: float,
         rid: bytes,
         created: int,
@@ -770,20 +876,23 @@ class SimState:
     ) -> web.StreamResponse:
         loop = asyncio.get_running_loop()
         times = self._schedule(ms, t_admit, n)
+        choice: dict[str, Any]
+        if kind.chat:
+            choice = {
+                "index": 0,
+                "message": {"role": "assistant", "content": _text(n), "refusal": None},
+                "logprobs": None,
+                "finish_reason": finish,
+            }
+        else:
+            choice = {"index": 0, "text": _text(n), "logprobs": None, "finish_reason": finish}
         body = orjson.dumps(
             {
                 "id": rid.decode(),
-                "object": "chat.completion",
+                "object": kind.object,
                 "created": created,
                 "model": ms.name,
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": _text(n), "refusal": None},
-                        "logprobs": None,
-                        "finish_reason": finish,
-                    }
-                ],
+                "choices": [choice],
                 "usage": {
                     "prompt_tokens": prompt_tokens,
                     "completion_tokens": n,
@@ -825,6 +934,35 @@ def _content_chars(messages: object) -> int:
     return total
 
 
+_BAD_PROMPT: Final = (
+    "prompt must be a string, a list of strings, a list of token ids or a list of token-id lists"
+)
+
+
+def _completion_prompt(prompt: object) -> tuple[int, str] | None:
+    """Prompt tokens and trace text of a text-completions `prompt`; None when missing or invalid.
+
+    A list of strings or of token-id lists is a batch; the simulator answers only the first prompt
+    (n=1 semantics: one choice, index 0), so only its tokens are counted. Strings count
+    (chars + 3) // 4 tokens as chat does, token-id lists their length. The trace text is the string,
+    the last string of a list (as chat traces the last message), or "" for token ids.
+    """
+    if isinstance(prompt, str):
+        return (len(prompt) + 3) // 4, prompt
+    if not isinstance(prompt, list) or not prompt:
+        return None
+    first = prompt[0]
+    if isinstance(first, str) and all(isinstance(p, str) for p in prompt):
+        return (len(first) + 3) // 4, prompt[-1]
+    if type(first) is int and all(type(t) is int for t in prompt):
+        return len(prompt), ""
+    if isinstance(first, list) and all(
+        isinstance(p, list) and p and all(type(t) is int for t in p) for p in prompt
+    ):
+        return len(first), ""
+    return None
+
+
 def _last_text(messages: object) -> str:
     if isinstance(messages, list) and messages and isinstance(messages[-1], dict):
         content = messages[-1].get("content")
@@ -864,6 +1002,7 @@ def build_app(
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app[SIM_STATE] = state
     app.router.add_post("/v1/chat/completions", state.handle_chat)
+    app.router.add_post("/v1/completions", state.handle_completions)
     app.router.add_get("/v1/models", state.handle_models)
     app.router.add_get("/health", state.handle_health)
     app.router.add_get("/sim/stats", state.handle_stats)
