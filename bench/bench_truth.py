@@ -421,6 +421,12 @@ def show(config: str, r: dict[str, Any]) -> None:
             f"  simulator lateness: first token p50 {f['p50']:.2f} p99 {f['p99']:.2f} max {f['max']:.1f} ms; "
             f"last write p50 {la['p50']:.2f} p99 {la['p99']:.2f} max {la['max']:.1f} ms"
         )
+        g = late.get("gc")
+        if g:
+            print(
+                f"  simulator GC: {g['n']} pauses, {g.get('total', 0.0):.0f} ms total, "
+                f"p99 {g['p99']:.1f} max {g['max']:.1f} ms"
+            )
     print(
         f"  CPU: client {r['client_cpu_total_s']:.1f}s (engine process {r['cpu_s']:.1f}s), "
         f"simulator {r['sim']['cpu_s']:.1f}s over {r['wall_s']:.1f}s wall; "

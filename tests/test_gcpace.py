@@ -14,7 +14,8 @@ from collections.abc import Iterator
 import pytest
 
 from oxconsole.engine import runner
-from oxconsole.engine.runner import Engine, PacedGC
+from oxconsole.engine.runner import Engine
+from oxconsole.gcpace import PacedGC
 from oxconsole.workload import check_prompts
 
 from .conftest import WorkloadFactory

@@ -656,6 +656,9 @@ def test_sim_process_start_stop() -> None:
             model="m", messages=MESSAGES
         )
         assert r.usage is not None and r.usage.completion_tokens == FAST.output_tokens
+        # its own process paces its garbage collector (an in-process simulator leaves that alone)
+        stats = asyncio.run(sim_stats(sim.url))
+        assert stats["gc_pacing"] == {"collections": 0, "pause_ms": 0.0}
     assert not sim.running
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)  # reaped: the pid is gone
@@ -759,3 +762,10 @@ async def test_no_trace_unless_asked(sim: str) -> None:
             await r.read()
         async with s.get(sim.removesuffix("/v1") + "/sim/trace") as r:
             assert await r.json() == []
+
+
+async def test_in_process_simulator_leaves_the_collector_alone(sim: str) -> None:
+    import gc
+
+    assert "gc_pacing" not in await sim_stats(sim)
+    assert gc.isenabled()

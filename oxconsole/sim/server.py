@@ -44,6 +44,7 @@ from typing import Any, Final
 import orjson
 from aiohttp import web
 
+from oxconsole.gcpace import PacedGC
 from oxconsole.metrics.histogram import LogHistogram
 from oxconsole.workload import SimModelProfile
 
@@ -575,6 +576,8 @@ class SimState:
         self._ids = itertools.count(1)
         self.bad_requests = 0
         self.lateness = Lateness()
+        self.gc: PacedGC | None = None
+        """The garbage collector's pacing, in a simulator running as its own process."""
         self._ticker: _Ticker | None = None
         self.trace: list[tuple[str, float, float, float, float]] | None = (
             [] if os.environ.get("OXCONSOLE_SIM_TRACE") else None
@@ -602,6 +605,11 @@ class SimState:
             "models": {name: st.stats.to_dict() for name, st in self.models.items()},
             "bad_requests": self.bad_requests,
             "lateness_ms": self.lateness.to_dict(),
+            **(
+                {"gc_pacing": {"collections": self.gc.collections, "pause_ms": round(self.gc.pause_ms, 3)}}
+                if self.gc is not None
+                else {}
+            ),
         }
 
     # -- handlers --------------------------------------------------------------------------------
@@ -734,7 +742,13 @@ class SimState:
             # The client went away mid-response (a write hit the closing transport). Nothing can be
             # sent; returning quietly keeps aiohttp from logging it as a server error.
             stats.disconnected += 1
+            if self.gc is not None:
+                self.gc.failures += 1  # an exception's traceback: cycles for the collector
             return web.Response(status=499)
+        except asyncio.CancelledError:
+            if self.gc is not None:
+                self.gc.failures += 1
+            raise
         finally:
             ms.release(loop)
 
