@@ -769,3 +769,10 @@ async def test_in_process_simulator_leaves_the_collector_alone(sim: str) -> None
 
     assert "gc_pacing" not in await sim_stats(sim)
     assert gc.isenabled()
+
+
+async def test_retrieve_a_model(client: openai.AsyncOpenAI) -> None:
+    m = await client.models.retrieve("timed")
+    assert m.id == "timed" and m.owned_by == "oxconsole-sim"
+    other = await client.models.retrieve("org/some-model")  # any name is served (default profile)
+    assert other.id == "org/some-model" and "default" in other.owned_by

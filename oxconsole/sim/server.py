@@ -631,6 +631,13 @@ class SimState:
         ]
         return _json_response(200, orjson.dumps({"object": "list", "data": data}))
 
+    async def handle_model(self, request: web.Request) -> web.Response:
+        """``GET /v1/models/{id}``: any name is served (unknown ones with the default profile)."""
+        name = request.match_info["model"]
+        owner = "oxconsole-sim" if name in self.profiles else "oxconsole-sim (default profile)"
+        body = {"id": name, "object": "model", "created": int(time.time()), "owned_by": owner}
+        return _json_response(200, orjson.dumps(body))
+
     async def handle_chat(self, request: web.Request) -> web.StreamResponse:
         """``POST /v1/chat/completions``."""
         return await self._handle(request, _CHAT)
@@ -1018,6 +1025,7 @@ def build_app(
     app.router.add_post("/v1/chat/completions", state.handle_chat)
     app.router.add_post("/v1/completions", state.handle_completions)
     app.router.add_get("/v1/models", state.handle_models)
+    app.router.add_get("/v1/models/{model:.+}", state.handle_model)
     app.router.add_get("/health", state.handle_health)
     app.router.add_get("/sim/stats", state.handle_stats)
     app.router.add_get("/sim/trace", state.handle_trace)
