@@ -10,6 +10,11 @@ exponential distribution of the target rate with a Kolmogorov-Smirnov test (scip
 else the statistic computed here and its asymptotic p-value).
 
     python bench/bench_pacing.py [--rates 10,100,500,1000,2000] [--seconds 3] [--poisson-rate 200]
+                                 [--server nginx] [--workers 2]
+
+`--server nginx` answers with nginx (a recorded 16-chunk stream, see `bench_workers.py`) instead
+of the simulator, and leaves oxconsole unpinned, so `--workers 2` (`run.workers`) has both cores:
+what the high rates need once one core is not enough.
 """
 
 from __future__ import annotations
@@ -33,7 +38,9 @@ sys.path.insert(0, str(HERE))
 from bench_client import ROOT, pin, start_server  # noqa: E402
 
 
-def run(url: str, arrival: str, rate: float, n: int, tmp: Path) -> list[dict[str, float]]:
+def run(
+    url: str, arrival: str, rate: float, n: int, tmp: Path, workers: int = 1, pinned: bool = True
+) -> list[dict[str, float]]:
     results = tmp / f"{arrival}-{rate:g}.jsonl"
     wl = tmp / "pacing.toml"
     wl.write_text(
@@ -45,6 +52,7 @@ rate = {rate}
 concurrency = 1000
 requests = {n}
 timeout = "30s"
+workers = {workers}
 [output]
 results = "{results}"
 save_text = false
@@ -57,7 +65,16 @@ max_tokens = 16
 items = ["pace me"]
 """
     )
-    cmd = [*pin(1), sys.executable, "-m", "oxconsole", str(wl), "--headless", "--progress-interval", "1000"]
+    cmd = [
+        *(pin(1) if pinned else []),
+        sys.executable,
+        "-m",
+        "oxconsole",
+        str(wl),
+        "--headless",
+        "--progress-interval",
+        "1000",
+    ]
     subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, check=False)
     recs = [orjson.loads(line) for line in results.read_bytes().splitlines() if line.strip()]
     return sorted(recs, key=lambda r: r["t_scheduled"])
@@ -103,16 +120,24 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=3.0, help="length of each constant-rate run")
     ap.add_argument("--poisson-rate", type=float, default=200.0)
     ap.add_argument("--poisson-requests", type=int, default=2000)
+    ap.add_argument("--server", choices=("sim", "nginx"), default="sim")
+    ap.add_argument("--workers", type=int, default=1, help="run.workers")
     args = ap.parse_args()
     rates = [float(r) for r in args.rates.split(",") if r.strip()]
-    proc, url = start_server(16)
     rows = []
-    try:
-        with tempfile.TemporaryDirectory() as td:
-            tmp = Path(td)
+    with tempfile.TemporaryDirectory() as td:
+        tmp = Path(td)
+        if args.server == "nginx":
+            from bench_workers import start_nginx
+
+            proc, url = start_nginx(tmp, 16)
+        else:
+            proc, url = start_server(16)
+        pinned = args.server == "sim"
+        try:
             for rate in rates:
                 n = max(20, int(rate * args.seconds))
-                recs = run(url, "constant", rate, n, tmp)
+                recs = run(url, "constant", rate, n, tmp, args.workers, pinned)
                 ok = sum(r["status"] == "ok" for r in recs)
                 sched = [r["t_scheduled"] for r in recs]
                 sent = sorted(r["t_sent"] for r in recs)
@@ -132,13 +157,14 @@ def main() -> None:
                     )
                 )
                 print(f"constant {rate:g}/s: {len(recs)} records", file=sys.stderr)
-            precs = run(url, "poisson", args.poisson_rate, args.poisson_requests, tmp)
-    finally:
-        proc.terminate()
-        proc.wait(5)
+            precs = run(url, "poisson", args.poisson_rate, args.poisson_requests, tmp, args.workers, pinned)
+        finally:
+            proc.terminate()
+            proc.wait(5)
 
     print(
-        f"pacing benchmark: zero-latency simulator, 16-chunk streams, {args.seconds:g} s per rate, "
+        f"pacing benchmark: {'zero-latency simulator' if args.server == 'sim' else 'nginx'}, "
+        f"run.workers = {args.workers}, 16-chunk streams, {args.seconds:g} s per rate, "
         f"{time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, Python {sys.version.split()[0]}"
     )
     print(
