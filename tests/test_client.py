@@ -307,3 +307,18 @@ async def test_tapped_bad_chunk_midway_fails_the_attempt(bad: bytes, cls: str) -
     (r,), tapped = await run_paced(server)
     assert tapped == [1]
     assert not r.ok and r.error == cls, r
+
+
+async def test_a_reader_that_cannot_be_switched_is_read_with_readany(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where aiohttp's reader does not allow the switch (another layout), the stream is still read."""
+    from oxconsole.engine import client as client_mod
+
+    class Other(client_mod.aiohttp.StreamReader):
+        __slots__ = ("extra",)  # another layout: __class__ assignment raises TypeError
+
+    monkeypatch.setattr(client_mod, "_TapReader", Other)
+    server = Paced([ROLE, content("a"), content("b"), FINISH + USAGE + DONE], gap=0.03)
+    (r,), tapped = await run_paced(server)
+    assert tapped == [0]  # not tapped
+    assert r.ok and r.text == "ab" and r.content_chunks == 2 and r.output_tokens == 3, r
+    assert r.ttft_ms is not None and r.ttft_ms >= 25.0

@@ -499,15 +499,23 @@ class _TapReader(aiohttp.StreamReader):
         super().feed_eof()
 
 
+def _switch(content: aiohttp.StreamReader) -> bool:
+    """Make `content` a `_TapReader`; False where this aiohttp's reader does not allow it."""
+    try:
+        content.__class__ = _TapReader
+    except TypeError:  # a reader with another layout (a compiled one): read it with readany
+        return False
+    return True
+
+
 async def _read_tapped(content: aiohttp.StreamReader, ev: _Events) -> float:
-    """Read a body through a `_TapReader`; when its end arrived."""
+    """Read a body through a reader `_switch`ed to `_TapReader`; when its end arrived."""
     perf = time.perf_counter
-    if content._buffer:  # what came with the headers, read before the switch
-        ev.feed(content.read_nowait(), perf())
     key = id(content)
     _TAPS[key] = ev
     try:
-        content.__class__ = _TapReader
+        if content._buffer:  # what came with the headers, before the switch
+            ev.feed(content.read_nowait(), perf())
         with map_aiohttp_exceptions():
             if content.exception() is not None:
                 raise content.exception()  # type: ignore[misc]
@@ -526,7 +534,7 @@ async def _read_stream(resp: httpx2.Response, res: AttemptResult, t0: float, sav
     feed = ev.feed
     content = _aiohttp_content(resp)
     try:
-        if content is not None and type(content) is aiohttp.StreamReader:
+        if content is not None and type(content) is aiohttp.StreamReader and _switch(content):
             end = await _read_tapped(content, ev)
         elif content is not None:
             readany = content.readany
