@@ -33,7 +33,14 @@ class PacedGC:
     `young_bound` net allocations, it is collected if cycles may be there (failures of that kind
     since the last collection, or the last collection freed something, or `max_freezes` moves since
     the last one), and otherwise moved to the permanent generation (`gc.freeze`, no scan: its
-    objects are still freed by reference counting). A middle collection every tenth time.
+    objects are still freed by reference counting). A middle collection every tenth time, the old
+    generation (what survived collections during the run; not the frozen) every hundredth.
+
+    Frozen cycles are never scanned again. A collection forced by `max_freezes` that finds cycles
+    means some were made where no failure was counted, and the windows frozen before it likely
+    hold as many: that estimate (what it freed times the freezes before it) is summed, and once it
+    reaches `frozen_bound` objects everything is unfrozen, collected in full (one long pause, the
+    SDK's objects included) and frozen again. Frozen garbage stays bounded by about that much.
     `restore()` puts the collector back as it was.
     """
 
@@ -44,15 +51,22 @@ class PacedGC:
         "failures",
         "freed_last",
         "freezes",
+        "frozen_bound",
+        "full_collections",
         "max_freezes",
         "pause_ms",
+        "suspect",
         "young_bound",
     )
 
-    def __init__(self, young_bound: int = 20_000, max_freezes: int = 20) -> None:
+    def __init__(self, young_bound: int = 20_000, max_freezes: int = 20, frozen_bound: int = 50_000) -> None:
         self.young_bound = young_bound
         self.max_freezes = max_freezes
+        self.frozen_bound = frozen_bound
         self.collections = 0
+        self.full_collections = 0
+        self.suspect = 0
+        """Estimated garbage objects frozen so far (see the class docstring)."""
         self.freezes = 0
         self.failures = 0
         """Failures since the last collection that can leave cycles (the engine counts them)."""
@@ -67,9 +81,19 @@ class PacedGC:
         if gc.get_count()[0] < self.young_bound:
             return
         if self.failures or self.freed_last or self.freezes >= self.max_freezes:
+            forced = not (self.failures or self.freed_last)
             self.collections += 1
+            n = self.collections
             t = time.perf_counter()
-            freed = gc.collect(1 if self.collections % 10 == 0 else 0)
+            freed = gc.collect(2 if n % 100 == 0 else 1 if n % 10 == 0 else 0)
+            if forced and freed:
+                self.suspect += freed * self.freezes
+                if self.suspect >= self.frozen_bound:
+                    self.full_collections += 1
+                    self.suspect = 0
+                    gc.unfreeze()
+                    gc.collect()
+                    gc.freeze()
             self.pause_ms += (time.perf_counter() - t) * 1000.0
             self.freed_last = freed > 0
             self.failures = self.freezes = 0
