@@ -74,6 +74,10 @@ async def test_two_workers_one_journal_each_id_once(make_workload: WorkloadFacto
     assert out.exit_code == 0
     assert out.summary["requests"]["ok"] == 300
     assert out.summary["workers"] == 2
+    # the workers' own event-loop lag and GC pacing reach the summary (the worst lag, summed GC)
+    lag = out.summary["loop_lag_ms"]
+    assert set(lag) == {"p50", "p99", "max"} and 0.0 <= lag["p50"] <= lag["p99"] <= lag["max"]
+    assert set(out.summary["gc"]) == {"collections", "pause_ms"}
     assert [c["what"] for c in out.summary["changes"]] == ["concurrency", "paused", "paused"]
     assert set(seen_limits) == {2}
     assert peak_after <= 2

@@ -176,7 +176,18 @@ async def _worker(
     finally:
         f.cancel()
     flush()
-    send({"end": {"ok": out.ok, "error": out.error, "warnings": out.warnings, "cooldowns": engine.cooldowns}})
+    send(
+        {
+            "end": {
+                "ok": out.ok,
+                "error": out.error,
+                "warnings": out.warnings,
+                "cooldowns": engine.cooldowns,
+                "loop_lag_ms": out.summary.get("loop_lag_ms"),
+                "gc": out.summary.get("gc"),
+            }
+        }
+    )
 
 
 JOURNAL_TAG = b"\x00"
@@ -372,6 +383,16 @@ class WorkerPool:
             summary["resumed_skipped"] = len(self.skip_ids)
         summary["cooldowns"] = self.cooldowns
         summary["workers"] = self.n
+        ends = [wk.end for wk in self._workers if wk.end]
+        lags = [e["loop_lag_ms"] for e in ends if e.get("loop_lag_ms")]
+        if lags:  # the worst worker's: every timing may include up to that much
+            summary["loop_lag_ms"] = {k: max(lag[k] for lag in lags) for k in ("p50", "p99", "max")}
+        gcs = [e["gc"] for e in ends if e.get("gc")]
+        if gcs:
+            summary["gc"] = {
+                "collections": sum(g["collections"] for g in gcs),
+                "pause_ms": round(sum(g["pause_ms"] for g in gcs), 3),
+            }
         return RunOutcome(
             summary=summary,
             ok=self._ok,
