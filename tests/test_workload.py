@@ -853,9 +853,17 @@ def test_resolve_api_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 def test_describe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OXC_TEST_KEY", "sk-hidden")
     path = _full(tmp_path)
-    text = load_workload(path, ['routing.rules.0.tag="nothing-has-this"'])
+    text = load_workload(
+        path,
+        [
+            'routing.rules.0.tag="nothing-has-this"',
+            "models.0.max_tokens=99",
+            'models.0.max_tokens_param="max_completion_tokens"',
+        ],
+    )
     out = describe(text, check_prompts(text))
     for needle in (
+        "max_completion_tokens 99",
         "full",
         "https://api.example.com/v1",
         "OXC_TEST_KEY",
