@@ -294,7 +294,7 @@ def render_summary(summary: Mapping[str, Any]) -> str:
         lines.append(
             _fit(
                 f"client GC        {gcs['collections']} collections, {_num(gcs.get('pause_ms'), 1)} ms "
-                "of pauses (after failures that leave cycles)"
+                "of pauses (cycles from failures)"
             )
         )
 
