@@ -180,7 +180,14 @@ class EndpointClient:
         req = sdk._build_request(options)
         await sdk._prepare_request(req)
         headers = httpx2.Headers([(k, v) for k, v in req.headers.raw if k.lower() != b"content-length"])
-        tmpl = _Template(req.url, headers, headers.encoding, dict(req.extensions), sdk._idempotency_header)
+        extensions = dict(req.extensions)
+        limits = extensions.get("timeout")
+        if isinstance(limits, dict):
+            # No per-read timeout: aiohttp would cancel and re-arm a timer on every network read
+            # (~9k a second at 1,000 streams). `attempt` bounds the whole attempt by the same
+            # timeout, so no gap between reads can outlast it anyway.
+            extensions["timeout"] = {**limits, "read": None}
+        tmpl = _Template(req.url, headers, headers.encoding, extensions, sdk._idempotency_header)
         self._templates[timeout] = tmpl
         return tmpl
 
