@@ -1316,7 +1316,9 @@ def describe(w: Workload, stats: PromptStats) -> str:
     width = max(len(m.name) for m in w.models)
     for m in w.models:
         bits = [f"endpoint {m.endpoint}", f"weight {_fmt_num(m.weight)} ({m.weight / total_w:.0%})"]
-        bits.append(f"{m.max_tokens_param} {m.max_tokens}" if m.max_tokens is not None else "max_tokens not sent")
+        bits.append(
+            f"{m.max_tokens_param} {m.max_tokens}" if m.max_tokens is not None else "max_tokens not sent"
+        )
         if m.temperature is not None:
             bits.append(f"temperature {_fmt_num(m.temperature)}")
         prices = []
