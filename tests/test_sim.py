@@ -751,8 +751,9 @@ async def test_trace_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     assert [t[0] for t in trace] == ["first prompt", "second prompt"]
     for _, t_in, t_admit, t_first, t_end in trace:
         assert t_before <= t_in <= t_admit <= t_first <= t_end
-        assert t_first - t_admit == pytest.approx(0.2, abs=0.015)  # the profile's ttft
-        assert t_end - t_admit == pytest.approx(0.3, abs=0.02)
+        # the profile's ttft and latency (loose: this checks the trace's fields, not the timing)
+        assert t_first - t_admit == pytest.approx(0.2, abs=0.05)
+        assert t_end - t_admit == pytest.approx(0.3, abs=0.05)
 
 
 async def test_no_trace_unless_asked(sim: str) -> None:
