@@ -55,6 +55,41 @@ async def test_renders_only_when_the_snapshot_changes() -> None:
         assert src.started
 
 
+async def test_window_panels_take_every_other_snapshot_but_always_the_last() -> None:
+    """Histograms, per-model rows and the phase redraw at half the refresh rate (console CPU);
+    the header and in-flight figures at every tick; the final snapshot reaches every panel."""
+    from oxconsole.ui.widgets import InFlightPanel, ModelsPanel
+
+    src = StaticSource(SNAP)
+    app = app_for(src, refresh=50.0)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause(0.2)
+        main = pilot.app.screen
+        inflight, latency, models = (main.query_one(c) for c in (InFlightPanel, LatencyPanel, ModelsPanel))
+        took = {"inflight": 0, "latency": 0, "models": 0}
+
+        async def show(snap: Snapshot) -> None:
+            before = app.renders
+            src.snapshot = snap
+            for _ in range(200):  # until a tick has taken it (however slow the machine)
+                await pilot.pause(0.02)
+                if app.renders > before:
+                    return
+            raise AssertionError("the snapshot was never rendered")
+
+        for n in range(1, 7):
+            snap = with_gauges(SNAP, in_flight=n)
+            await show(snap)
+            took["inflight"] += inflight.snapshot is snap
+            took["latency"] += latency.snapshot is snap
+            took["models"] += models.snapshot is snap
+        assert took["inflight"] == 6
+        assert took["latency"] == took["models"] == 3
+        done = with_gauges(SNAP, in_flight=0, state="done")
+        await show(done)
+        assert inflight.snapshot is done and latency.snapshot is done and models.snapshot is done
+
+
 async def test_layout_wide_and_compact() -> None:
     async with app_for(StaticSource(SNAP)).run_test(size=(160, 48)) as pilot:
         main = pilot.app.screen

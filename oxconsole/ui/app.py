@@ -314,8 +314,11 @@ class ConsoleApp(App[str]):
                 timeout=15,
             )
             self._warned += 1
+        final = snap.gauges.state == "done" or src.finished
         with self.batch_update():
             for panel in main.panels:
+                if panel.EVERY > 1 and self.renders % panel.EVERY and panel.snapshot is not None and not final:
+                    continue
                 if isinstance(panel, HeaderPanel):
                     panel.state, panel.note, panel.note_level, panel.flash, panel.flash_level = status
                     if panel.snapshot is snap:

@@ -54,6 +54,9 @@ class Panel(Widget):
     """
 
     TITLE: ClassVar[str] = ""
+    EVERY: ClassVar[int] = 1
+    """Take every EVERY-th snapshot (the console ticks at --refresh): figures over windows of
+    seconds (histograms, per-model rows, the phase) need not redraw at 4 Hz."""
     snapshot: reactive[Snapshot | None] = reactive(None, repaint=False)
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
@@ -295,6 +298,7 @@ class LatencyPanel(Panel):
     """Histogram of one latency metric (`h` cycles), last window or whole run (`r`)."""
 
     TITLE = "latency"
+    EVERY = 2
     metric: reactive[str] = reactive("ttft_ms", repaint=False)
     scope: reactive[str] = reactive("window", repaint=False)
 
@@ -319,6 +323,7 @@ class ModelsPanel(Panel):
     tokens, cost; disabled and cooling-down models marked."""
 
     TITLE = "models"
+    EVERY = 2
     DEFAULT_CSS = """
     ModelsPanel { height: auto; max-height: 14; }
     """
@@ -343,6 +348,7 @@ class PhasePanel(Panel):
     """Since the last change vs the whole run: what the change did."""
 
     TITLE = "this phase vs whole run"
+    EVERY = 2
 
     def draw(self, snap: Snapshot, width: int, height: int) -> list[R.Line]:
         return R.phase_lines(snap, self.palette, width, height)
