@@ -184,3 +184,61 @@ def test_rejected_field(detail: str, param: str | None, expected: str | None) ->
     res = AttemptResult(ok=False, error="http_400", detail=detail, status=400, param=param)
     body = {"model": "m", "max_tokens": 5, "stream_options": {}, "temperature": 0.2}
     assert rejected_field(res, body) == expected
+
+
+async def test_with_workers_the_warning_shows_while_the_run_goes(make_workload: WorkloadFactory) -> None:
+    """run.workers = 2: a worker's warning reaches the parent's snapshot during the run, not only
+    at its end."""
+    import asyncio
+
+    from oxconsole.engine.workers import WorkerPool, make_engine
+
+    picky = Picky({"max_tokens": OPENAI_MAX_TOKENS})
+    app = web.Application()
+
+    async def slow(request: web.Request) -> web.StreamResponse:
+        await asyncio.sleep(0.05)
+        return await picky.handle(request)
+
+    app.router.add_post("/v1/chat/completions", slow)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    seen_running: list[str] = []
+    try:
+        w = make_workload(
+            f"""
+            [run]
+            concurrency = 4
+            workers = 2
+            timeout = "5s"
+            [endpoints.default]
+            base_url = "http://127.0.0.1:{port}/v1"
+            [[models]]
+            name = "o-model"
+            max_tokens = 64
+            [prompts]
+            synthetic = {{ count = 120, input_tokens = 5, output_tokens = 8 }}
+            """
+        )
+        e = make_engine(w, results_path=w.results_path(), total_expected=120, publish_interval=0.05)
+        assert isinstance(e, WorkerPool)
+
+        async def watch() -> None:
+            while e.state != "done":
+                snap = e.latest
+                if snap is not None and snap.gauges.state == "running" and snap.gauges.warnings:
+                    seen_running.extend(snap.gauges.warnings)
+                    return
+                await asyncio.sleep(0.02)
+
+        watcher = asyncio.create_task(watch())
+        out = await e.run()
+        watcher.cancel()
+    finally:
+        await runner.cleanup()
+    assert out.summary["requests"]["ok"] == 120
+    assert any("max_completion_tokens instead" in x for x in seen_running), seen_running
+    assert sum("rejected max_tokens" in x for x in out.warnings) >= 1

@@ -450,7 +450,11 @@ class WorkerPool:
                 self._errors += 1
             self.collector.record(rec)
         if msg.get("g") is not None:
-            self._workers[i].gauges = msg["g"]
+            g = msg["g"]
+            self._workers[i].gauges = g
+            for w in g.get("warnings") or ():  # found mid-run (a field a server rejected): shown now
+                if w not in self.warnings:
+                    self.warnings.append(w)
         if "end" in msg:
             self._on_end(i, msg["end"])
 
