@@ -317,7 +317,8 @@ class ConsoleApp(App[str]):
         final = snap.gauges.state == "done" or src.finished
         with self.batch_update():
             for panel in main.panels:
-                if panel.EVERY > 1 and self.renders % panel.EVERY and panel.snapshot is not None and not final:
+                skip = panel.EVERY > 1 and self.renders % panel.EVERY and panel.snapshot is not None
+                if skip and not final:
                     continue
                 if isinstance(panel, HeaderPanel):
                     panel.state, panel.note, panel.note_level, panel.flash, panel.flash_level = status
