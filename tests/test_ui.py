@@ -455,10 +455,10 @@ def test_panels_fit_their_width() -> None:
     p = R.Palette()
     for width in (36, 50, 76, 150):
         for text in (
-            R.render_in_flight(SNAP, p, width, 8),
-            R.render_throughput(SNAP, p, width, 8),
-            R.render_latency(SNAP, p, width, 12, "latency_ms", "run"),
-            R.render_header(SNAP, p, width, name="demo", state="running"),
+            R.join_lines(R.in_flight_lines(SNAP, p, width, 8)),
+            R.join_lines(R.throughput_lines(SNAP, p, width, 8)),
+            R.join_lines(R.latency_lines(SNAP, p, width, 12, "latency_ms", "run")),
+            R.join_lines(R.header_lines(SNAP, p, width, name="demo", state="running")),
         ):
             assert max(len(line) for line in text.plain.split("\n")) <= width
 

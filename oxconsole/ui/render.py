@@ -30,13 +30,8 @@ __all__ = [
     "fmt_cost",
     "fmt_count",
     "fmt_rate",
-    "render_errors",
-    "render_header",
-    "render_in_flight",
-    "render_latency",
-    "render_models",
-    "render_phase",
-    "render_throughput",
+    "header_lines",
+    "join_lines",
     "sparkline",
 ]
 
@@ -197,7 +192,7 @@ def _fit(lines: Sequence[Line], width: int) -> list[Line]:
 
 
 def join_lines(lines: Sequence[Line]) -> Text:
-    """One Rich Text of several lines (what the public ``render_*`` functions return)."""
+    """One Rich Text of several lines (a panel's lines, for tests and tools that want Text)."""
     return Text("\n", no_wrap=True).join(line.to_text() for line in lines)
 
 
@@ -416,34 +411,6 @@ def header_lines(
     return _fit(lines, width)
 
 
-def render_header(
-    s: Snapshot,
-    p: Palette,
-    width: int,
-    *,
-    name: str,
-    state: str,
-    note: str = "",
-    note_style: str = "",
-    flash: str = "",
-    flash_style: str = "",
-) -> Text:
-    """As `header_lines`, joined into one Text."""
-    return join_lines(
-        header_lines(
-            s,
-            p,
-            width,
-            name=name,
-            state=state,
-            note=note,
-            note_style=note_style,
-            flash=flash,
-            flash_style=flash_style,
-        )
-    )
-
-
 # -- in flight -------------------------------------------------------------------------------
 
 
@@ -545,11 +512,6 @@ def in_flight_lines(s: Snapshot, p: Palette, width: int, height: int = 6) -> lis
     return _fit(lines, width)
 
 
-def render_in_flight(s: Snapshot, p: Palette, width: int, height: int = 6) -> Text:
-    """As `in_flight_lines`, joined into one Text."""
-    return join_lines(in_flight_lines(s, p, width, height))
-
-
 # -- throughput ------------------------------------------------------------------------------
 
 
@@ -622,11 +584,6 @@ def throughput_lines(s: Snapshot, p: Palette, width: int, height: int) -> list[L
     return _fit(lines[: max(1, height)], width)
 
 
-def render_throughput(s: Snapshot, p: Palette, width: int, height: int) -> Text:
-    """As `throughput_lines`, joined into one Text."""
-    return join_lines(throughput_lines(s, p, width, height))
-
-
 # -- latency ---------------------------------------------------------------------------------
 
 
@@ -689,11 +646,6 @@ def latency_lines(s: Snapshot, p: Palette, width: int, height: int, metric: str,
             t.append(" ◂" + " ".join(in_bin), style=p.accent)
         lines.append(t)
     return _fit(lines, width)
-
-
-def render_latency(s: Snapshot, p: Palette, width: int, height: int, metric: str, scope: str) -> Text:
-    """As `latency_lines`, joined into one Text."""
-    return join_lines(latency_lines(s, p, width, height, metric, scope))
 
 
 # -- tables --------------------------------------------------------------------------------
@@ -825,12 +777,15 @@ def models_lines(s: Snapshot, p: Palette, width: int) -> list[Line]:
     return _fit(grid(cols, rows, width, p), width)
 
 
-def render_models(s: Snapshot, p: Palette, width: int) -> Text:
-    """As `models_lines`, joined into one Text."""
-    return join_lines(models_lines(s, p, width))
-
-
 # -- errors ----------------------------------------------------------------------------------
+
+
+class _ZeroStat:
+    count = 0
+    detail = ""
+
+
+_Z: Any = _ZeroStat()
 
 
 def errors_lines(s: Snapshot, p: Palette, width: int) -> list[Line]:
@@ -864,19 +819,6 @@ def errors_lines(s: Snapshot, p: Palette, width: int) -> list[Line]:
         )
     )
     return _fit(lines, width)
-
-
-def render_errors(s: Snapshot, p: Palette, width: int) -> Text:
-    """As `errors_lines`, joined into one Text."""
-    return join_lines(errors_lines(s, p, width))
-
-
-class _ZeroStat:
-    count = 0
-    detail = ""
-
-
-_Z: Any = _ZeroStat()
 
 
 # -- phase -----------------------------------------------------------------------------------
@@ -948,11 +890,6 @@ def phase_lines(s: Snapshot, p: Palette, width: int, height: int) -> list[Line]:
             line.append(fmt_change(c))
             lines.append(line)
     return _fit(lines, width)
-
-
-def render_phase(s: Snapshot, p: Palette, width: int, height: int) -> Text:
-    """As `phase_lines`, joined into one Text."""
-    return join_lines(phase_lines(s, p, width, height))
 
 
 def round_sig(x: float, digits: int = 3) -> float:
