@@ -19,6 +19,7 @@ from oxconsole.engine.runner import Engine, RunOutcome, rejected_field
 from oxconsole.workload import check_prompts
 
 from .conftest import WorkloadFactory
+from .http_support import chat_server
 
 OPENAI_MAX_TOKENS = {
     "error": {
@@ -76,21 +77,14 @@ class Picky:
 async def run_against(
     picky: Picky, make_workload: WorkloadFactory, extra: str = ""
 ) -> tuple[RunOutcome, list[dict]]:
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", picky.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
+    async with chat_server(picky.handle) as base:
         w = make_workload(
             f"""
             [run]
             concurrency = 8
             timeout = "5s"
             [endpoints.default]
-            base_url = "http://127.0.0.1:{port}/v1"
+            base_url = "{base}/v1"
             [[models]]
             name = "o-model"
             max_tokens = 64
@@ -105,8 +99,6 @@ async def run_against(
         out = await Engine(
             w, results_path=w.results_path(), total_expected=check_prompts(w).total_requests
         ).run()
-    finally:
-        await runner.cleanup()
     recs = [orjson.loads(line) for line in w.results_path().read_bytes().splitlines()]
     return out, recs
 
@@ -194,20 +186,13 @@ async def test_with_workers_the_warning_shows_while_the_run_goes(make_workload: 
     from oxconsole.engine.workers import WorkerPool, make_engine
 
     picky = Picky({"max_tokens": OPENAI_MAX_TOKENS})
-    app = web.Application()
 
     async def slow(request: web.Request) -> web.StreamResponse:
         await asyncio.sleep(0.05)
         return await picky.handle(request)
 
-    app.router.add_post("/v1/chat/completions", slow)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     seen_running: list[str] = []
-    try:
+    async with chat_server(slow) as base:
         w = make_workload(
             f"""
             [run]
@@ -215,7 +200,7 @@ async def test_with_workers_the_warning_shows_while_the_run_goes(make_workload: 
             workers = 2
             timeout = "5s"
             [endpoints.default]
-            base_url = "http://127.0.0.1:{port}/v1"
+            base_url = "{base}/v1"
             [[models]]
             name = "o-model"
             max_tokens = 64
@@ -237,8 +222,6 @@ async def test_with_workers_the_warning_shows_while_the_run_goes(make_workload: 
         watcher = asyncio.create_task(watch())
         out = await e.run()
         watcher.cancel()
-    finally:
-        await runner.cleanup()
     assert out.summary["requests"]["ok"] == 120
     assert any("max_completion_tokens instead" in x for x in seen_running), seen_running
     assert sum("rejected max_tokens" in x for x in out.warnings) >= 1

@@ -18,6 +18,8 @@ from aiohttp import web
 
 from oxconsole.engine.client import AttemptResult, EndpointClient, _BadResponse, _Events
 
+from .http_support import chat_server
+
 HEAD = b'data: {"id":"c1","object":"chat.completion.chunk","created":1,"model":"m","choices":['
 
 
@@ -167,24 +169,13 @@ class Server:
         return resp
 
 
-async def serve(server: Server) -> tuple[web.AppRunner, str]:
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", server.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    return runner, f"http://127.0.0.1:{port}/v1"
-
-
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
 
 
 async def test_prebuilt_requests_carry_what_the_sdk_sends() -> None:
     server = Server()
-    runner, url = await serve(server)
-    try:
+    async with chat_server(server.handle) as base:
+        url = base + "/v1"
         fast = EndpointClient("e", url, "sk-test-123456", max_connections=4, timeout=5.0)
         slow = EndpointClient("e", url, "sk-test-123456", max_connections=4, timeout=5.0)
         assert fast.prebuilt
@@ -194,8 +185,6 @@ async def test_prebuilt_requests_carry_what_the_sdk_sends() -> None:
             assert res.ok and res.text == "hi" and res.output_tokens == 3, res
         await fast.close()
         await slow.close()
-    finally:
-        await runner.cleanup()
     (h1, b1), (h2, b2), (h3, b3) = server.seen
     assert orjson.loads(b1) == orjson.loads(b2) == orjson.loads(b3) == BODY
     assert h1 == h3
@@ -205,13 +194,10 @@ async def test_prebuilt_requests_carry_what_the_sdk_sends() -> None:
 
 async def test_status_errors_still_come_from_the_sdk() -> None:
     server = Server(status=429, headers={"retry-after-ms": "1500"})
-    runner, url = await serve(server)
-    try:
-        c = EndpointClient("e", url, None, max_connections=4, timeout=5.0)
+    async with chat_server(server.handle) as base:
+        c = EndpointClient("e", base + "/v1", None, max_connections=4, timeout=5.0)
         res = await c.attempt(BODY, stream=True, timeout=5.0, save_text=False)
         await c.close()
-    finally:
-        await runner.cleanup()
     assert res.error == "http_429" and res.status == 429 and res.retry_after == 1.5
     assert res.detail is not None and "slow down" in res.detail
 
@@ -248,28 +234,21 @@ async def run_paced(server: Paced, attempts: int = 1) -> tuple[list[AttemptResul
     """Attempts against `server`, and how many streams were tapped while each was being read."""
     from oxconsole.engine import client as client_mod
 
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", server.handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    c = EndpointClient("e", f"http://127.0.0.1:{port}/v1", None, max_connections=4, timeout=5.0)
     results, tapped = [], []
-    try:
-        for _ in range(attempts):
-            task = asyncio.create_task(c.attempt(BODY, stream=True, timeout=5.0, save_text=True))
-            seen = 0
-            while not task.done():
-                seen = max(seen, len(client_mod._TAPS))
-                await asyncio.sleep(0.01)
-            results.append(task.result())
-            tapped.append(seen)
-            assert client_mod._TAPS == {}, "a finished attempt left its reader registered"
-    finally:
-        await c.close()
-        await runner.cleanup()
+    async with chat_server(server.handle) as base:
+        c = EndpointClient("e", base + "/v1", None, max_connections=4, timeout=5.0)
+        try:
+            for _ in range(attempts):
+                task = asyncio.create_task(c.attempt(BODY, stream=True, timeout=5.0, save_text=True))
+                seen = 0
+                while not task.done():
+                    seen = max(seen, len(client_mod._TAPS))
+                    await asyncio.sleep(0.01)
+                results.append(task.result())
+                tapped.append(seen)
+                assert client_mod._TAPS == {}, "a finished attempt left its reader registered"
+        finally:
+            await c.close()
     return results, tapped
 
 

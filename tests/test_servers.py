@@ -6,8 +6,6 @@ Each server is a small aiohttp app on loopback.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
 import orjson
 from aiohttp import web
 
@@ -15,28 +13,20 @@ from oxconsole.engine.runner import Engine, RunOutcome
 from oxconsole.workload import check_prompts
 
 from .conftest import WorkloadFactory
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+from .http_support import Handler, chat_server
 
 
 async def run_against(
     handler: Handler, make_workload: WorkloadFactory, path: str = "/v1"
 ) -> tuple[RunOutcome, list[dict]]:
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
+    async with chat_server(handler) as base:
         w = make_workload(
             f"""
             [run]
             concurrency = 4
             timeout = "5s"
             [endpoints.default]
-            base_url = "http://127.0.0.1:{port}{path}"
+            base_url = "{base}{path}"
             [[models]]
             name = "m"
             [prompts]
@@ -48,8 +38,6 @@ async def run_against(
         out = await Engine(
             w, results_path=w.results_path(), total_expected=check_prompts(w).total_requests
         ).run()
-    finally:
-        await runner.cleanup()
     return out, [orjson.loads(line) for line in w.results_path().read_bytes().splitlines()]
 
 
