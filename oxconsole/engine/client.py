@@ -13,8 +13,9 @@ carrying its body through the SDK's HTTP client (`sdk._client.send`); a status e
 the SDK's `APIStatusError` via `_make_status_error_from_response`. Clients whose auth changes per
 request (key providers, workload identity, provider runtimes) keep the SDK's full `post()` path.
 The stream is read from the aiohttp response underneath when the SDK's aiohttp transport is in
-use (one `readany` per network read instead of four async generator layers), with the transport's
-own exception mapping.
+use, with the transport's own exception mapping: each network read is parsed and timed inside
+aiohttp's `data_received` (`_TapReader`), and the attempt's task wakes once, at the end; `readany`
+where the reader cannot be switched, httpx2's iterator for other transports or compressed bodies.
 Every failure comes back as an `AttemptResult` with a short class (`http_429`, `timeout`,
 `connection`, `stream_aborted`, `bad_response`) and a detail that never carries a credential.
 """
