@@ -48,7 +48,8 @@ def proc_status(pid: int) -> dict[str, float]:
 
 
 def child(wl: str, out: str) -> None:
-    from oxconsole.cli import make_engine, prepare_run, run_loop
+    from oxconsole.aio import run_loop
+    from oxconsole.cli import make_engine, prepare_run
 
     prep = prepare_run(wl, [], None, False)
     engine: Any = make_engine(prep, 5.0)

@@ -230,7 +230,8 @@ def decompose(wl: Path, journal: Path, trace: list[list[Any]], skip_s: float) ->
 
 def child(wl: str, out: str, config: str) -> None:
     """Run the engine as `oxconsole --headless` does, with a lag probe and GC timing beside it."""
-    from oxconsole.cli import make_engine, prepare_run, run_loop
+    from oxconsole.aio import run_loop
+    from oxconsole.cli import make_engine, prepare_run
     from oxconsole.engine import runner
     from oxconsole.metrics.histogram import LogHistogram
 

@@ -195,7 +195,7 @@ def prepare_run(workload: str, overrides: list[str], output: str | None, resume:
     path, note = _results_path(w, output, resume)
     skip: AbstractSet[str] = set()
     if resume:
-        from oxconsole.engine.journal import ok_ids
+        from oxconsole.journal.journal import ok_ids
 
         skip, bad = ok_ids(path)
         if bad:
@@ -348,20 +348,10 @@ def run_headless(
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)
 
+    from oxconsole.aio import run_loop
+
     outcome: RunOutcome = run_loop(go())
     return outcome
-
-
-def run_loop(coro: Any) -> Any:
-    """asyncio.run with uvloop where it is installed."""
-    import asyncio
-
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coro)
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(coro)
 
 
 if __name__ == "__main__":

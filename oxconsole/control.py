@@ -818,7 +818,7 @@ def load_console() -> tuple[ConsoleFn | None, str]:
 
 
 def _run_async(coro: Any) -> Any:
-    from oxconsole.source import new_event_loop
+    from oxconsole.aio import new_event_loop
 
     with asyncio.Runner(loop_factory=new_event_loop) as runner:
         return runner.run(coro)

@@ -19,9 +19,9 @@ from typing import Any
 
 import orjson
 
-from oxconsole.engine.idset import repeated
+from oxconsole.idset import repeated
+from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.aggregate import RunStats, build_summary, phase_summary
-from oxconsole.records import RequestRecord
 
 __all__ = [
     "JournalIssues",

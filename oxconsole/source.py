@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from oxconsole.aio import new_event_loop
 from oxconsole.engine.commands import Command
 from oxconsole.metrics.snapshot import Snapshot
 
@@ -59,16 +60,6 @@ class RunSource(Protocol):
 
     @property
     def connected(self) -> bool: ...
-
-
-def new_event_loop() -> asyncio.AbstractEventLoop:
-    """A fresh event loop: uvloop's where it is installed."""
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop()
-    loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
-    return loop
 
 
 class LocalSource:

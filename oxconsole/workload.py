@@ -1271,7 +1271,7 @@ def check_prompts(w: Workload) -> PromptStats:
 def _check_unique(w: Workload, keys: array[int], label: str, models: frozenset[str]) -> None:
     """Raise at the first line whose id an earlier line has (only lines whose hash repeats are
     looked at again, by their ids)."""
-    from oxconsole.engine.idset import repeated
+    from oxconsole.idset import repeated
 
     twice = repeated(keys)
     if not twice:

@@ -448,7 +448,7 @@ async def test_stop_with_grace_then_resume_completes_each_id_once(
     first = journal(w)
     assert 30 <= len(first) < 120
     assert all(r["status"] == "ok" for r in first)  # in flight finished within the grace time
-    from oxconsole.engine.journal import ok_ids
+    from oxconsole.journal.journal import ok_ids
 
     done, bad = ok_ids(w.results_path())
     assert bad == 0

@@ -10,6 +10,7 @@ import statistics
 import orjson
 import pytest
 
+from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics import (
     Collector,
     Gauges,
@@ -20,7 +21,6 @@ from oxconsole.metrics import (
     Snapshot,
 )
 from oxconsole.metrics.histogram import record_into
-from oxconsole.records import RequestRecord
 
 QS = (0, 1, 10, 25, 50, 75, 90, 95, 99, 99.9, 100)
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics import Collector
-from oxconsole.records import RequestRecord
 from oxconsole.report import JournalIssues, read_journal, render_summary, report_main, summary_from_journal
 from tests.test_metrics import FakeClock, make_records
 

@@ -11,8 +11,8 @@ import aiohttp
 import orjson
 import pytest
 
-from oxconsole.engine.idset import IdSet, repeated
-from oxconsole.engine.journal import ok_ids
+from oxconsole.idset import IdSet, repeated
+from oxconsole.journal.journal import ok_ids
 from oxconsole.report import render_summary
 from oxconsole.sim import start_sim
 from oxconsole.workload import SimModelProfile

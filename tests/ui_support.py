@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from oxconsole.engine.commands import Command, Stop
+from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.collector import Collector
 from oxconsole.metrics.snapshot import Gauges, ModelGauge, Snapshot
-from oxconsole.records import RequestRecord
 from oxconsole.workload import Workload, load_workload
 
 MODELS = ("deepseek-v4-flash", "qwen-3-32b", "deepseek-v3.2")

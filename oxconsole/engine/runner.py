@@ -31,15 +31,15 @@ from oxconsole.engine.commands import (
     SetWeight,
     Stop,
 )
-from oxconsole.engine.journal import Journal
 from oxconsole.engine.limits import LiveRateLimiter, ResizableSlots, TokenBudget
-from oxconsole.engine.manifest import open_journal
 from oxconsole.engine.router import NoModelAvailable, Router
 from oxconsole.gcpace import PacedGC
+from oxconsole.journal.journal import Journal
+from oxconsole.journal.manifest import open_journal
+from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.collector import Collector
 from oxconsole.metrics.histogram import LogHistogram
 from oxconsole.metrics.snapshot import Gauges, ModelGauge, Snapshot
-from oxconsole.records import RequestRecord
 from oxconsole.workload import ModelConfig, Prompt, Workload, iter_prompts, resolve_api_key
 
 STREAM_ERRORS = frozenset({"stream_aborted", "bad_response", "stream_error"})

@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from oxconsole.aio import run_loop
 from oxconsole.engine.commands import (
     Command,
     EnableModel,
@@ -37,12 +38,12 @@ from oxconsole.engine.commands import (
     command_from_dict,
     command_to_dict,
 )
-from oxconsole.engine.journal import Journal, ok_ids
-from oxconsole.engine.manifest import open_journal
 from oxconsole.engine.runner import Engine, RunOutcome, new_collector
+from oxconsole.journal.journal import Journal, ok_ids
+from oxconsole.journal.manifest import open_journal
+from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.collector import Collector
 from oxconsole.metrics.snapshot import Gauges, ModelGauge, Snapshot
-from oxconsole.records import RequestRecord
 from oxconsole.workload import Workload
 
 FLUSH_S = 0.02
@@ -83,8 +84,6 @@ def _share(w: Workload, i: int, n: int) -> Workload:
 def _worker_main(
     w: Workload, shard: tuple[int, int], urls: dict[str, str], resume: str | None, conn: Connection
 ) -> None:
-    from oxconsole.cli import run_loop
-
     skip = ok_ids(Path(resume))[0] if resume else set()
     run_loop(_worker(w, shard, urls, skip, conn))
     conn.close()

@@ -2,7 +2,7 @@
 
 Why this package exists: it is the only place figures are computed, so the live console, the
 headless progress line, the final summary and `oxconsole report` cannot disagree. It depends on
-nothing but the standard library and `oxconsole.records` (no engine, no UI).
+nothing but the standard library and `oxconsole.journal.records` (no engine, no UI).
 """
 
 from oxconsole.metrics.aggregate import METRICS, RunStats, build_summary

@@ -12,8 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.histogram import LogHistogram
-from oxconsole.records import RequestRecord
 
 __all__ = ["METRICS", "RunStats", "build_summary", "iso_time", "phase_summary"]
 

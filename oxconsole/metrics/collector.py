@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.aggregate import METRICS, RunStats, build_summary, phase_summary
 from oxconsole.metrics.histogram import LogHistogram, record_into
 from oxconsole.metrics.snapshot import (
@@ -29,7 +30,6 @@ from oxconsole.metrics.snapshot import (
     Snapshot,
 )
 from oxconsole.metrics.window import RollingHistogram, SecondSeries
-from oxconsole.records import RequestRecord
 
 __all__ = ["Collector"]
 

@@ -15,12 +15,12 @@ import dataclasses
 import gc
 import signal
 import sys
-from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from oxconsole.aio import run_loop
 from oxconsole.gcpace import PacedGC
 from oxconsole.sim.server import SIM_STATE, SimState, is_loopback, start_sim
 from oxconsole.workload import SimModelProfile
@@ -156,15 +156,6 @@ async def _serve(args: argparse.Namespace, profiles: dict[str, SimModelProfile])
     return 0
 
 
-def _run(coro: Coroutine[Any, Any, int]) -> int:
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coro)
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(coro)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     profiles: dict[str, SimModelProfile] = {}
@@ -198,6 +189,6 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
     try:
-        return _run(_serve(args, profiles))
+        return run_loop(_serve(args, profiles))
     except KeyboardInterrupt:  # a signal before the handlers were installed
         return 0

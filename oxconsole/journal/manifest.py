@@ -20,8 +20,8 @@ from typing import Any
 
 import orjson
 
-from oxconsole.engine.idset import IdSet
-from oxconsole.engine.journal import Journal
+from oxconsole.idset import IdSet
+from oxconsole.journal.journal import Journal
 from oxconsole.workload import Workload, WorkloadError, iter_prompts
 
 VERSION = 1

@@ -20,8 +20,8 @@ from typing import Any
 
 import orjson
 
-from oxconsole.engine.idset import IdSet
-from oxconsole.records import RequestRecord
+from oxconsole.idset import IdSet
+from oxconsole.journal.records import RequestRecord
 
 
 class Journal:
