@@ -430,7 +430,8 @@ async def test_tls_failure_is_a_connection_error_saying_why(
     await run(w)
     (r,) = journal(w)
     assert r["error"] == "connection", r
-    assert "certificate" in r["error_detail"].lower(), r
+    assert r["error_detail"].startswith("TLS: certificate verify failed"), r
+    assert "SSL_CERT_FILE" in r["error_detail"], r  # and what to do about it
 
 
 @pytest.mark.asyncio

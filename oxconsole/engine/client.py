@@ -24,8 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import json
 import re
+import ssl
 import time
+import urllib.parse
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +47,8 @@ except ImportError:  # pragma: no cover - an SDK without it reads through httpx2
     map_aiohttp_exceptions = None  # type: ignore[assignment]
 
 _DONE = b"[DONE]"
+DETAIL_MAX = 200
+"""Longest `error_detail` kept (characters)."""
 _SECRET_RE = re.compile(r"(Bearer\s+|sk-|api[_-]?key[\"'=:\s]+)[A-Za-z0-9._\-]{4,}", re.IGNORECASE)
 
 
@@ -73,6 +79,31 @@ def redact(text: str) -> str:
     return _SECRET_RE.sub(lambda m: m.group(1) + "***", text)
 
 
+def secret_forms(secret: str) -> list[str]:
+    """A secret as a server may echo it: as is, URL-encoded (both ways), JSON-escaped; longest first."""
+    forms = {
+        secret,
+        urllib.parse.quote(secret, safe=""),
+        urllib.parse.quote_plus(secret),
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+        json.dumps(secret)[1:-1],
+        json.dumps(secret)[1:-1].replace("/", "\\/"),  # JSON that escapes "/" (PHP, some proxies)
+    }
+    return sorted((f for f in forms if f), key=len, reverse=True)
+
+
+def scrub(text: str, secrets: Sequence[str] = (), limit: int = DETAIL_MAX) -> str:
+    """An error detail safe to journal: on one line, every form of each exact secret replaced,
+    then anything shaped like a credential, and only then cut to `limit` characters (cutting
+    first could leave a piece of a key that no longer matches anything)."""
+    text = " ".join(text.split())
+    for secret in secrets:
+        for form in secret_forms(secret):
+            text = text.replace(form, "***")
+    text = redact(text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def parse_retry_after(headers: Any) -> float | None:
     """Seconds to wait from `retry-after-ms`, or `Retry-After` in seconds or HTTP-date form."""
     if headers is None:
@@ -97,11 +128,6 @@ def parse_retry_after(headers: Any) -> float | None:
     return max(0.0, dt.timestamp() - time.time())
 
 
-def _short(s: str, n: int = 200) -> str:
-    s = " ".join(s.split())
-    return redact(s if len(s) <= n else s[: n - 1] + "…")
-
-
 def _status_detail(err: openai.APIStatusError) -> str:
     msg = ""
     body = err.body
@@ -113,7 +139,7 @@ def _status_detail(err: openai.APIStatusError) -> str:
             msg = str(e)
     if not msg:
         msg = err.message or ""
-    return _short(f"HTTP {err.status_code}: {msg}")
+    return f"HTTP {err.status_code}: {msg}"
 
 
 @dataclass(slots=True, frozen=True)
@@ -142,7 +168,8 @@ class EndpointClient:
         insecure: bool = False,
     ) -> None:
         self.name = name
-        self._secret = api_key or None  # only to take it out of error details
+        self._secrets: tuple[str, ...] = (api_key,) if api_key else ()
+        """Only to take them out of error details (the key; header values from the environment)."""
         limits = httpx2.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
         http_client = openai.DefaultAioHttpClient(limits=limits, timeout=timeout, verify=not insecure)
         self.sdk = openai.AsyncOpenAI(
@@ -251,7 +278,8 @@ class EndpointClient:
             res.retry_after = parse_retry_after(err.response.headers)
             res.param = err.param if isinstance(err.param, str) else None
             if err.status_code == 404 and not self.sdk.base_url.path.rstrip("/").endswith("/v1"):
-                res.detail += f" (is base_url {str(self.sdk.base_url).rstrip('/')!r} missing /v1?)"
+                hint = f" (is base_url {str(self.sdk.base_url).rstrip('/')!r} missing /v1?)"
+                res.detail = scrub(res.detail, self._secrets, DETAIL_MAX - len(hint)) + hint
         except (TimeoutError, openai.APITimeoutError, httpx2.TimeoutException) as err:
             # The SDK's aiohttp transport maps every aiohttp connection error (reset, refused,
             # TLS failure) to ConnectTimeout: the cause chain tells a real timeout from those.
@@ -261,25 +289,42 @@ class EndpointClient:
                 res.detail = f"no complete answer within {timeout:g}s"
             else:
                 res.error = "stream_aborted" if headers_seen else "connection"
-                res.detail = _short(f"{type(cause).__name__}: {cause}")
+                res.detail = _cause_detail(cause)
         except openai.APIConnectionError as err:
             res.error = "connection"
             cause = err.__cause__
-            res.detail = _short(f"{type(cause).__name__}: {cause}" if cause else str(err))
+            res.detail = _cause_detail(cause) if cause else str(err)
         except (httpx2.RequestError, httpx2.StreamError, OSError) as err:
             # before the headers: what the SDK's post() reports as APIConnectionError
             res.error = "stream_aborted" if headers_seen else "connection"
-            res.detail = _short(f"{type(err).__name__}: {err}")
+            res.detail = _cause_detail(err)
         except _BadResponse as err:
             res.error = err.cls
-            res.detail = _short(str(err))
+            res.detail = str(err)
         if res.error is None:
             res.ok = True
-        elif res.detail and self._secret and self._secret in res.detail:
-            res.detail = res.detail.replace(self._secret, "***")
+        elif res.detail:
+            res.detail = scrub(res.detail, self._secrets)
         if res.latency_ms is None and res.ok:
             res.latency_ms = (time.perf_counter() - t0) * 1000.0
         return res
+
+
+TLS_HINT = (
+    "; a private CA: point SSL_CERT_FILE at its bundle (or set the endpoint's insecure = true to skip "
+    "verification)"
+)
+
+
+def _cause_detail(err: BaseException) -> str:
+    """What went wrong on the connection, in words: a TLS verification failure says so first."""
+    e: BaseException | None = err
+    while e is not None:
+        if isinstance(e, ssl.SSLCertVerificationError | aiohttp.ClientConnectorCertificateError):
+            reason = getattr(e, "verify_message", None) or "certificate verify failed"
+            return f"TLS: {reason}{TLS_HINT}"
+        e = e.__cause__ or e.__context__
+    return f"{type(err).__name__}: {err}"
 
 
 def _connection_cause(err: BaseException) -> BaseException | None:
