@@ -8,13 +8,19 @@ they had been in flight, and at most the last line is torn. Without a running lo
 written at once. `fsync` runs at most once a second off the event loop and once at close. A
 journal whose last line was torn by an earlier crash is continued on a fresh line, so the torn
 line stays the only bad one.
+
+A write or fsync that fails (disk full, quota, I/O error) is never an exception in a callback and
+never silent: the journal stops taking lines, keeps the first error (`failure`, naming the file and
+the reason), counts what really reached the file (`written`) and calls `on_failure` once, so the
+engine can stop at once and the run can end with exit 4. The file is created owner-only (0600):
+it holds response text.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,19 +31,27 @@ from oxconsole.journal.records import RequestRecord
 
 
 class Journal:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, on_failure: Callable[[str], None] | None = None) -> None:
         self.path = path
+        self.on_failure = on_failure
+        """Called once, on the loop's thread, with `failure` when a write or fsync first fails."""
+        self.failure: str | None = None
+        """The first write or fsync error, as "PATH: reason"; nothing is written after it."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         self._dirty = False
         self._pending: list[bytes] = []
+        self._pending_count = 0
         self.records = 0
+        """Lines handed to the journal."""
+        self.written = 0
+        """Whole lines that reached the file (`records` less those lost to a failure)."""
         size = os.fstat(self._fd).st_size
         if size:
             with open(path, "rb") as f:
                 f.seek(size - 1)
                 if f.read(1) != b"\n":
-                    os.write(self._fd, b"\n")
+                    self._write_all(b"\n")
 
     def write(self, rec: RequestRecord) -> None:
         self.write_dict(rec.to_json_dict())
@@ -47,9 +61,12 @@ class Journal:
 
     def write_lines(self, data: bytes, count: int) -> None:
         """Append `count` whole JSON lines, already encoded (each ending in a newline)."""
+        self.records += count
+        if self.failure is not None:
+            return
         pending = self._pending
         pending.append(data)
-        self.records += count
+        self._pending_count += count
         if len(pending) == 1:
             try:
                 loop = asyncio.get_running_loop()
@@ -58,22 +75,45 @@ class Journal:
             else:
                 loop.call_soon(self.flush)
 
+    def _write_all(self, data: bytes) -> int:
+        """Write all of `data`; on an error, the bytes written before it and the error."""
+        n = 0
+        try:
+            while n < len(data):  # short writes are rare (disk full, signals) but possible
+                n += os.write(self._fd, data[n:])
+        except OSError as e:
+            self._fail(e)
+        return n
+
+    def _fail(self, e: OSError) -> None:
+        if self.failure is not None:
+            return
+        self.failure = f"{self.path}: {e.strerror or e}"
+        self._pending.clear()
+        self._pending_count = 0
+        if self.on_failure is not None:
+            self.on_failure(self.failure)
+
     def flush(self) -> None:
         """Write the lines not written yet, in one `os.write` (more if it comes back short)."""
         pending = self._pending
-        if not pending:
+        if not pending or self.failure is not None:
             return
         data = pending[0] if len(pending) == 1 else b"".join(pending)
+        count = self._pending_count
         pending.clear()
-        n = os.write(self._fd, data)
-        while n < len(data):  # short writes are rare (disk full, signals) but possible
-            n += os.write(self._fd, data[n:])
+        self._pending_count = 0
+        n = self._write_all(data)
+        self.written += count if n == len(data) else data.count(b"\n", 0, n)
         self._dirty = True
 
     def _fsync(self) -> None:
-        if self._dirty and self._fd >= 0:
+        if self._dirty and self._fd >= 0 and self.failure is None:
             self._dirty = False
-            os.fsync(self._fd)
+            try:
+                os.fsync(self._fd)
+            except OSError as e:
+                self._fail(e)
 
     def sync(self) -> None:
         self.flush()
@@ -81,8 +121,19 @@ class Journal:
 
     async def sync_async(self) -> None:
         self.flush()  # on the loop's thread, where lines are added
-        if self._dirty:
-            await asyncio.get_running_loop().run_in_executor(None, self._fsync)
+        if self._dirty and self.failure is None:
+            err: list[OSError] = []
+            await asyncio.get_running_loop().run_in_executor(None, self._fsync_into, err)
+            if err:
+                self._fail(err[0])  # back on the loop's thread
+
+    def _fsync_into(self, err: list[OSError]) -> None:
+        """fsync off the loop; an error is handed back to the loop's thread, not raised there."""
+        self._dirty = False
+        try:
+            os.fsync(self._fd)
+        except OSError as e:
+            err.append(e)
 
     def close(self) -> None:
         if self._fd >= 0:
