@@ -18,7 +18,7 @@ def _loaded(code: str) -> set[str]:
 
 def test_engine_never_imports_textual() -> None:
     mods = _loaded(
-        "import oxconsole.engine.runner, oxconsole.metrics.collector, oxconsole.sim.server, oxconsole.report"
+        "import oxconsole.engine.runner, oxconsole.metrics.collector, oxconsole.sim.app, oxconsole.report"
     )
     assert "textual" not in mods
     assert "rich" not in mods

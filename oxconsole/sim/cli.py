@@ -22,7 +22,7 @@ import orjson
 
 from oxconsole.aio import run_loop
 from oxconsole.gcpace import PacedGC
-from oxconsole.sim.server import SIM_STATE, SimState, is_loopback, start_sim
+from oxconsole.sim.app import SIM_STATE, SimState, is_loopback, start_sim
 from oxconsole.workload import SimModelProfile
 
 _FIELDS = {f.name: f for f in dataclasses.fields(SimModelProfile)}

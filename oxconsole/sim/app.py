@@ -1,0 +1,333 @@
+"""The simulator's aiohttp app: routes, request handlers and start-up on loopback.
+
+Why this module exists: load tests, the engine's own tests and client benchmarks need a server whose
+behaviour is known exactly — when the first token leaves, how fast tokens follow, how many requests
+are served at once, which requests fail and how. Real endpoints give none of that, so the simulator
+serves `/v1/chat/completions` (and the legacy text `/v1/completions`, same profiles, faults and
+timing, for clients such as vLLM's ``bench serve``) from a `SimModelProfile` per model:
+
+* timing is scheduled against absolute loop times from admission (``t_admit + ttft + i/tps``), so with
+  ``jitter = 0`` latency is exactly ``ttft + (n - 1)/tokens_per_s`` and timer error never accumulates
+  (`streams`);
+* at most ``capacity`` requests per model are in service; the rest wait in a FIFO queue (`state`);
+* faults (500, 429, rate limits, resets, aborted or malformed streams, stalls) are drawn from a seeded
+  RNG per model, so a run is reproducible (`faults`);
+* with ``ttft = 0`` and ``tokens_per_s = 0`` the whole response is built from pre-encoded pieces
+  (`wire`) and sent in one write, so the server costs as little as possible when benchmarking clients;
+* the timed chunks of every open stream are written by one ticker per event loop (a heap of due
+  times, one timer armed for the earliest), not by a timer and a task wake-up per token, so ~1,000
+  open streams at 10 tokens/s cost the simulator little more than its `send` calls;
+* counters per model are served at ``GET /sim/stats`` so tests can check what the client did, with
+  the simulator's own lateness (each timed write against its schedule) and GC pauses, so a
+  benchmark can tell the server's error from the client's.
+
+The Authorization header is accepted whatever it holds (or without one) and never logged; the access
+log is off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import itertools
+import os
+import time
+from typing import Any, Final
+
+import orjson
+from aiohttp import web
+
+from oxconsole.gcpace import PacedGC
+from oxconsole.sim.faults import arrival_faults, stream_faults
+from oxconsole.sim.state import ModelState
+from oxconsole.sim.streams import Answer, Lateness, Trace, Writer, whole_stream
+from oxconsole.sim.wire import (
+    BAD_PROMPT,
+    CHAT,
+    TEXT,
+    Kind,
+    completion_prompt,
+    content_chars,
+    error_body,
+    json_response,
+    last_text,
+)
+from oxconsole.workload import SimModelProfile
+
+__all__ = [
+    "SIM_STATE",
+    "SimState",
+    "build_app",
+    "is_loopback",
+    "start_sim",
+]
+
+_MAX_MODEL_STATES: Final = 4096
+_OTHER_MODELS: Final = "<other>"
+
+_Read = tuple[dict[str, Any], tuple[int, str] | None]
+"""A request's JSON body, and for a text completion its (prompt tokens, trace text)."""
+
+
+class SimState:
+    """The simulator behind one app: profiles, per-model state and the request handlers."""
+
+    def __init__(
+        self, profiles: dict[str, SimModelProfile], default: SimModelProfile | None, seed: int
+    ) -> None:
+        self.profiles = dict(profiles)
+        self.default = default if default is not None else SimModelProfile()
+        self.seed = seed
+        self.models: dict[str, ModelState] = {
+            name: ModelState(name, p, seed) for name, p in self.profiles.items()
+        }
+        self._ids = itertools.count(1)
+        self.bad_requests = 0
+        self.lateness = Lateness()
+        """How late the simulator's own timed writes were (so a benchmark can tell server error
+        from client error)."""
+        self.gc: PacedGC | None = None
+        """The garbage collector's pacing, in a simulator running as its own process."""
+        self.trace: Trace | None = [] if os.environ.get("OXCONSOLE_SIM_TRACE") else None
+        """Per streamed request, when `OXCONSOLE_SIM_TRACE` is set (benchmarks): the last message's
+        text and the wall times the handler started, admitted it, wrote the first token and the
+        end, served at `/sim/trace`, so a client's timings can be split into its own part and ours."""
+        self._writer = Writer(self.lateness, self.trace)
+
+    def state_for(self, name: str) -> ModelState:
+        st = self.models.get(name)
+        if st is None:
+            if len(self.models) >= _MAX_MODEL_STATES:
+                name = _OTHER_MODELS
+                st = self.models.get(name)
+                if st is not None:
+                    return st
+            st = ModelState(name, self.default, self.seed)
+            self.models[name] = st
+        return st
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "models": {name: st.stats.to_dict() for name, st in self.models.items()},
+            "bad_requests": self.bad_requests,
+            "lateness_ms": self.lateness.to_dict(),
+            **(
+                {"gc_pacing": {"collections": self.gc.collections, "pause_ms": round(self.gc.pause_ms, 3)}}
+                if self.gc is not None
+                else {}
+            ),
+        }
+
+    # -- handlers --------------------------------------------------------------------------------
+
+    async def handle_health(self, request: web.Request) -> web.Response:
+        return json_response(200, b'{"status":"ok"}')
+
+    async def handle_stats(self, request: web.Request) -> web.Response:
+        return json_response(200, orjson.dumps(self.stats()))
+
+    async def handle_trace(self, request: web.Request) -> web.Response:
+        return json_response(200, orjson.dumps(self.trace or []))
+
+    async def handle_models(self, request: web.Request) -> web.Response:
+        created = int(time.time())
+        data = [
+            {"id": name, "object": "model", "created": created, "owned_by": "oxconsole-sim"}
+            for name in self.profiles
+        ]
+        return json_response(200, orjson.dumps({"object": "list", "data": data}))
+
+    async def handle_model(self, request: web.Request) -> web.Response:
+        """``GET /v1/models/{id}``: any name is served (unknown ones with the default profile)."""
+        name = request.match_info["model"]
+        owner = "oxconsole-sim" if name in self.profiles else "oxconsole-sim (default profile)"
+        body = {"id": name, "object": "model", "created": int(time.time()), "owned_by": owner}
+        return json_response(200, orjson.dumps(body))
+
+    async def handle_chat(self, request: web.Request) -> web.StreamResponse:
+        """``POST /v1/chat/completions``."""
+        return await self._handle(request, CHAT)
+
+    async def handle_completions(self, request: web.Request) -> web.StreamResponse:
+        """``POST /v1/completions`` (legacy text completions, as vLLM's ``bench serve --backend
+        openai``, guidellm's text_completions and the SDK's ``completions.create`` send them)."""
+        return await self._handle(request, TEXT)
+
+    async def _handle(self, request: web.Request, kind: Kind) -> web.StreamResponse:
+        """One request of either kind: read it, find its model, draw the arrival faults, plan the
+        answer (drawing the stream faults), wait for a capacity slot, answer, give the slot back."""
+        t_in = time.time() if self.trace is not None else 0.0
+        read = await self._read(request, kind)
+        if isinstance(read, web.Response):
+            return read
+        body, prompt = read
+        model = body.get("model")
+        ms = self.state_for(model if isinstance(model, str) else "")
+        ms.stats.received += 1
+        loop = asyncio.get_running_loop()
+        if ms.arrival_faults:
+            refused = await arrival_faults(request, ms, loop)
+            if refused is not None:
+                return refused
+        ans = _plan(body, prompt, ms)
+        t_admit = loop.time() if ms.try_acquire() else await ms.acquire(loop)
+        traced = None
+        if t_in:
+            text = last_text(body.get("messages")) if prompt is None else prompt[1]
+            traced = (t_in, time.time(), text)
+        try:
+            return await self._answer(request, ms, kind, ans, t_admit, traced)
+        except ConnectionError:
+            # The client went away mid-response (a write hit the closing transport). Nothing can be
+            # sent; returning quietly keeps aiohttp from logging it as a server error.
+            ms.stats.disconnected += 1
+            if self.gc is not None:
+                self.gc.failures += 1  # an exception's traceback: cycles for the collector
+            return web.Response(status=499)
+        except asyncio.CancelledError:
+            if self.gc is not None:
+                self.gc.failures += 1
+            raise
+        finally:
+            ms.release(loop)
+
+    async def _read(self, request: web.Request, kind: Kind) -> _Read | web.Response:
+        """The request's JSON object (and a text completion's prompt), or the 400 that refuses it."""
+        try:
+            body = orjson.loads(await request.read())
+        except orjson.JSONDecodeError:
+            return self._bad_request("request body is not valid JSON")
+        if not isinstance(body, dict):
+            return self._bad_request("request body must be a JSON object")
+        prompt: tuple[int, str] | None = None
+        if not kind.chat:
+            prompt = completion_prompt(body.get("prompt"))
+            if prompt is None:
+                return self._bad_request(BAD_PROMPT)
+        return body, prompt
+
+    def _bad_request(self, message: str) -> web.Response:
+        self.bad_requests += 1
+        return json_response(400, error_body(message, "invalid_request_error", None))
+
+    async def _answer(
+        self,
+        request: web.Request,
+        ms: ModelState,
+        kind: Kind,
+        ans: Answer,
+        t_admit: float,
+        traced: tuple[float, float, str] | None,
+    ) -> web.StreamResponse:
+        """The admitted request's response, streamed or whole; counted completed unless a fault
+        spoils it."""
+        rid = kind.id_prefix + b"%x" % next(self._ids)
+        created = int(time.time())
+        if ans.stream:
+            slot = rid + kind.slot_mid + b"%d" % created
+            if ms.zero_latency and not ans.faulty:
+                ms.stats.completed += 1
+                return whole_stream(ms, kind, slot, ans)
+            resp = await self._writer.stream(request, ms, kind, t_admit, slot, ans, traced)
+        else:
+            resp = await self._writer.complete(request, ms, kind, t_admit, rid, created, ans)
+        if not ans.faulty:
+            ms.stats.completed += 1
+        return resp
+
+
+def _plan(body: dict[str, Any], prompt: tuple[int, str] | None, ms: ModelState) -> Answer:
+    """What the request will be answered with: tokens (capped by max_completion_tokens or
+    max_tokens), prompt tokens, streaming and usage, and the stream faults drawn for it."""
+    prof = ms.profile
+    max_tokens = body.get("max_completion_tokens")
+    if max_tokens is None:
+        max_tokens = body.get("max_tokens")
+    n = prof.output_tokens
+    finish = "stop"
+    if type(max_tokens) is int and max_tokens < n:
+        n = max(1, max_tokens)
+        finish = "length"
+    if prompt is None:
+        prompt_tokens = (content_chars(body.get("messages")) + 3) // 4
+    else:
+        prompt_tokens = prompt[0]
+    stream = body.get("stream") is True
+    opts = body.get("stream_options")
+    include_usage = prof.usage and stream and isinstance(opts, dict) and opts.get("include_usage") is True
+    abort, malformed = stream_faults(ms) if ms.stream_faults else (False, False)
+    return Answer(n, finish, prompt_tokens, stream, include_usage, abort, malformed)
+
+
+# ---------------------------------------------------------------------------------------------------
+# App construction and start-up.
+
+SIM_STATE: Final = web.AppKey("oxconsole_sim_state", SimState)
+
+
+def build_app(
+    profiles: dict[str, SimModelProfile], default: SimModelProfile | None = None, seed: int = 0
+) -> web.Application:
+    """The simulator as an aiohttp app. Unknown models use `default` (contract defaults if None)."""
+    state = SimState(profiles, default, seed)
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app[SIM_STATE] = state
+    app.router.add_post("/v1/chat/completions", state.handle_chat)
+    app.router.add_post("/v1/completions", state.handle_completions)
+    app.router.add_get("/v1/models", state.handle_models)
+    app.router.add_get("/v1/models/{model:.+}", state.handle_model)
+    app.router.add_get("/health", state.handle_health)
+    app.router.add_get("/sim/stats", state.handle_stats)
+    app.router.add_get("/sim/trace", state.handle_trace)
+    return app
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _url_host(host: str) -> str:
+    if host in ("", "0.0.0.0"):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    if ":" in host and not host.startswith("["):
+        return f"[{host}]"
+    return host
+
+
+async def start_sim(
+    host: str = "127.0.0.1",
+    port: int = 0,
+    profiles: dict[str, SimModelProfile] | None = None,
+    default: SimModelProfile | None = None,
+    seed: int = 0,
+    *,
+    allow_remote: bool = False,
+) -> tuple[web.AppRunner, str]:
+    """Start the simulator on the running loop; returns the runner (call ``cleanup()``) and base URL.
+
+    Listens on loopback unless `allow_remote` is set (the simulator has no authentication).
+    """
+    if not allow_remote and not is_loopback(host):
+        raise ValueError(
+            f"refusing to listen on non-loopback host {host!r} (the simulator has no authentication); "
+            "pass --allow-remote to do it anyway"
+        )
+    app = build_app(profiles or {}, default, seed)
+    # handler_cancellation: a client that disconnects frees its capacity slot at once, as vLLM does.
+    runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=1.0)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, backlog=4096)
+    try:
+        await site.start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    bound_port = runner.addresses[0][1]
+    return runner, f"http://{_url_host(host)}:{bound_port}/v1"

@@ -1,0 +1,412 @@
+"""When the simulator's bytes leave: timed streams, one ticker per loop, and how late each write was.
+
+Why this module exists: the simulator's timing is what benchmarks measure the client against
+(docs/performance.md, "measurement truth"). Every content chunk is due at an absolute loop time
+from admission (``t_admit + ttft + i/tps``), written by one `Ticker` per loop (a heap of due times,
+one timer armed for the earliest) straight to the transport, and each timed write is recorded
+against its schedule in `Lateness`. Nothing here does work per chunk beyond the write itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import heapq
+import itertools
+import math
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from oxconsole.metrics.histogram import LogHistogram
+from oxconsole.sim.state import ModelState
+from oxconsole.sim.wire import (
+    DONE,
+    HEAD,
+    MALFORMED_CHUNK,
+    SSE_HEADERS,
+    Kind,
+    answer_text,
+    json_response,
+    usage_tail,
+)
+
+
+@dataclass(slots=True)
+class Answer:
+    """What one admitted request is answered with: read from its body and the fault draws."""
+
+    n: int
+    """Content tokens (the profile's output_tokens, capped by the request's max_tokens)."""
+    finish: str
+    """"stop", or "length" when max_tokens cut the answer."""
+    prompt_tokens: int
+    stream: bool
+    include_usage: bool
+    """A streamed answer ends with a usage chunk (the client asked and the profile sends usage)."""
+    abort: bool
+    """The stream stops about half-way and the connection drops (no finish, no [DONE])."""
+    malformed: bool
+    """One chunk (or the body) is not valid JSON."""
+
+    @property
+    def faulty(self) -> bool:
+        return self.abort or self.malformed
+
+
+class Lateness:
+    """How late the simulator's timed writes leave, against their schedule (``t_admit + ttft + i/tps``).
+
+    Measured with `time.monotonic` (the clock of asyncio's loop and, at millisecond resolution, of
+    uvloop's) just before each write: `first` is the write carrying the first content token (what
+    TTFT measures), `last` the final write (what latency measures), `write` every timed write.
+    `gc` holds the process's garbage-collector pauses once `watch_gc()` is called.
+    """
+
+    __slots__ = ("_gc_t", "first", "gc", "last", "write")
+
+    def __init__(self) -> None:
+        self.first = LogHistogram()
+        self.last = LogHistogram()
+        self.write = LogHistogram()
+        self.gc = LogHistogram()
+        self._gc_t = 0.0
+
+    def wrote(self, due: float, first: bool, last: bool, last_due: float = 0.0) -> None:
+        now = time.monotonic()
+        ms = (now - due) * 1000.0
+        self.write.record(ms if ms > 0.0 else 0.0)
+        if first:
+            self.first.record(ms if ms > 0.0 else 0.0)
+        if last:
+            ms = (now - last_due) * 1000.0
+            self.last.record(ms if ms > 0.0 else 0.0)
+
+    def watch_gc(self) -> None:
+        """Time every garbage collection of this process (for a simulator in its own process)."""
+        gc.callbacks.append(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._gc_t = time.perf_counter()
+        else:
+            self.gc.record((time.perf_counter() - self._gc_t) * 1000.0)
+
+    def to_dict(self) -> dict[str, dict[str, float]]:
+        out: dict[str, dict[str, float]] = {}
+        for name in ("first", "last", "write", "gc"):
+            h: LogHistogram = getattr(self, name)
+            s = h.summary()
+            out[name] = {"n": h.count, "p50": s["p50"], "p99": s["p99"], "max": s["max"]}
+        out["gc"]["total"] = round(self.gc.total, 3)
+        return out
+
+
+class _TimedStream:
+    """One open stream's timed content chunks, written by the `Ticker` as they fall due."""
+
+    __slots__ = (
+        "bad_at",
+        "dead",
+        "done",
+        "end",
+        "first_wall",
+        "head",
+        "i",
+        "late",
+        "times",
+        "tokens",
+        "transport",
+    )
+
+    def __init__(
+        self,
+        times: list[float],
+        head: bytes,
+        tokens: tuple[bytes, ...],
+        end: int,
+        bad_at: int,
+        transport: asyncio.Transport | None,
+        done: asyncio.Future[None],
+        late: Lateness,
+    ) -> None:
+        self.times = times
+        self.head = head
+        self.tokens = tokens
+        """The kind's token choices (`Kind.token_choice`)."""
+        self.end = end
+        """Chunks [0, end) are content; the handler writes the last due ones with the tail."""
+        self.bad_at = bad_at
+        self.transport = transport
+        self.done = done
+        self.late = late
+        self.i = 0
+        """The next chunk not yet written."""
+        self.dead = False
+        """The handler is gone (finished or cancelled): forget this stream."""
+        self.first_wall = 0.0
+        """Wall time of the write carrying the first content token (for the trace)."""
+
+    def write(self, i: int, j: int, now: float) -> None:
+        """Write chunks [i, j) as one HTTP chunk straight to the transport (the response's
+        headers are already out and aiohttp's writer holds nothing back)."""
+        head = self.head
+        tokens = self.tokens
+        k = len(tokens)
+        bad = self.bad_at
+        data = b"".join(MALFORMED_CHUNK if c == bad else head + tokens[c % k] for c in range(i, j))
+        self.late.wrote(self.times[i], i == 0, False)
+        if i == 0:
+            self.first_wall = time.time()
+        assert self.transport is not None
+        self.transport.write(b"%x\r\n%b\r\n" % (len(data), data))
+        self.i = j
+
+    def due(self, now: float) -> float | None:
+        """Write what is due at loop time `now`; the next due time, or None when this stream is done
+        with the ticker (its last chunk is due: the handler writes it with the tail)."""
+        times = self.times
+        j = self.i
+        end = self.end
+        while j < end and times[j] <= now:
+            j += 1
+        if j >= end:
+            if not self.done.done():
+                self.done.set_result(None)
+            return None
+        if j > self.i:
+            tr = self.transport
+            if tr is None or tr.is_closing():
+                if not self.done.done():
+                    self.done.set_exception(ConnectionResetError("client went away"))
+                return None
+            self.write(self.i, j, now)
+        return times[j]
+
+
+class Ticker:
+    """One timer for every open stream on a loop, instead of a timer and a task wake-up per token.
+
+    A heap holds each stream's next due time; one `call_at` is armed for the earliest. When it fires,
+    every stream with chunks due writes them (all its due chunks in one write) and goes back on the
+    heap at its next due time. Times are absolute loop times, as before, so with jitter 0 a chunk
+    leaves when its schedule says (to the loop clock's resolution) and errors never accumulate.
+    """
+
+    __slots__ = ("_seq", "armed", "handle", "heap", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.heap: list[tuple[float, int, _TimedStream]] = []
+        self.handle: asyncio.TimerHandle | None = None
+        self.armed = math.inf
+        self._seq = itertools.count()
+
+    def add(self, st: _TimedStream) -> None:
+        """Start timing a stream: it is due at its first chunk's time."""
+        self._push(st.times[st.i], st)
+
+    def _push(self, when: float, st: _TimedStream) -> None:
+        heapq.heappush(self.heap, (when, next(self._seq), st))
+        if when < self.armed:
+            if self.handle is not None:
+                self.handle.cancel()
+            self.armed = when
+            self.handle = self.loop.call_at(when, self._fire)
+
+    def _fire(self) -> None:
+        self.handle = None
+        self.armed = math.inf
+        heap = self.heap
+        now = self.loop.time()
+        pop, push, seq = heapq.heappop, heapq.heappush, self._seq
+        while heap and heap[0][0] <= now:
+            st = pop(heap)[2]
+            if st.dead:
+                continue
+            nxt = st.due(now)
+            if nxt is not None:
+                push(heap, (nxt, next(seq), st))
+        if heap:
+            self.armed = heap[0][0]
+            self.handle = self.loop.call_at(self.armed, self._fire)
+
+
+def schedule(ms: ModelState, t_admit: float, n: int) -> list[float]:
+    """Absolute loop times of the n content tokens (jitter applied per ttft and per gap)."""
+    prof = ms.profile
+    t_first = t_admit + prof.ttft * ms.factor()
+    if prof.tokens_per_s <= 0.0:
+        return [t_first] * n
+    gap = 1.0 / prof.tokens_per_s
+    if prof.jitter <= 0.0:
+        return [t_first + i * gap for i in range(n)]
+    times = [t_first]
+    t = t_first
+    for _ in range(n - 1):
+        t += gap * ms.factor()
+        times.append(t)
+    return times
+
+
+Trace = list[tuple[str, float, float, float, float]]
+"""Per streamed request: the last message's text and the wall times the handler started, admitted
+it, wrote the first token and the end."""
+
+
+def whole_stream(ms: ModelState, kind: Kind, slot: bytes, ans: Answer) -> web.Response:
+    """A zero-latency stream (ttft 0, tokens_per_s 0, no fault): the whole body, pre-encoded, in one
+    write."""
+    parts = [slot.join(ms.template(ans.n, ans.finish, kind))]
+    if ans.include_usage:
+        parts += (HEAD, slot, b',"model":', ms.model_json, b',"choices":[')
+        parts.append(usage_tail(ans.prompt_tokens, ans.n))
+    parts.append(DONE)
+    return web.Response(body=b"".join(parts), headers=SSE_HEADERS)
+
+
+class Writer:
+    """Writes one simulator's timed answers: streams through the loop's `Ticker`, whole bodies after
+    sleeping until their last token is due; each timed write is recorded in `lateness`, and, when
+    `trace` is a list, each stream's wall times are appended to it."""
+
+    __slots__ = ("_ticker", "lateness", "trace")
+
+    def __init__(self, lateness: Lateness, trace: Trace | None) -> None:
+        self.lateness = lateness
+        self.trace = trace
+        self._ticker: Ticker | None = None
+
+    def _ticker_for(self, loop: asyncio.AbstractEventLoop) -> Ticker:
+        t = self._ticker
+        if t is None or t.loop is not loop:
+            t = self._ticker = Ticker(loop)
+        return t
+
+    async def stream(
+        self,
+        request: web.Request,
+        ms: ModelState,
+        kind: Kind,
+        t_admit: float,
+        slot: bytes,
+        ans: Answer,
+        traced: tuple[float, float, str] | None = None,
+    ) -> web.StreamResponse:
+        """A streamed answer: headers (and chat's role chunk) at once, content chunks as they fall
+        due, the last ones with the finish, usage and [DONE] in one final write."""
+        loop = asyncio.get_running_loop()
+        n = ans.n
+        times = schedule(ms, t_admit, n)
+        head = HEAD + slot + b',"model":' + ms.model_json + b',"choices":['
+        resp = web.StreamResponse(headers=SSE_HEADERS)
+        await resp.prepare(request)  # a StreamResponse sends its headers at once
+        if kind.role_choice:
+            await resp.write(head + kind.role_choice)  # with the headers: chat's role chunk
+        tokens = kind.token_choice
+        stop_at = n // 2 if ans.abort else n  # abort: about half the tokens, then the connection drops
+        bad_at = n // 2 if ans.malformed else -1
+        # The content chunks that leave before the last one are written by the loop's ticker, as
+        # they fall due; this coroutine wakes again when the last one is due (or the stream ends).
+        ts = _TimedStream(
+            times, head, tokens, stop_at, bad_at, request.transport, loop.create_future(), self.lateness
+        )
+        if stop_at > 0:
+            self._ticker_for(loop).add(ts)
+            try:
+                await ts.done
+            finally:
+                ts.dead = True
+        if ans.abort:
+            if ts.i < stop_at:
+                ts.write(ts.i, stop_at, time.monotonic())
+            if request.transport is not None:
+                request.transport.close()  # buffered chunks are flushed first; no finish, no [DONE]
+            return resp
+        i = ts.i
+        k = len(tokens)
+        pending = [MALFORMED_CHUNK if j == bad_at else head + tokens[j % k] for j in range(i, n)]
+        pending.append(head + kind.finish_choice[ans.finish])
+        if ans.include_usage:
+            pending.append(HEAD + slot + b',"model":' + ms.model_json + b',"choices":[')
+            pending.append(usage_tail(ans.prompt_tokens, n))
+        pending.append(DONE)
+        if n:
+            self.lateness.wrote(times[i], i == 0, True, times[-1])
+        if traced and self.trace is not None:
+            end = time.time()
+            self.trace.append((traced[2], traced[0], traced[1], ts.first_wall or end, end))
+        await resp.write_eof(b"".join(pending))
+        return resp
+
+    async def complete(
+        self,
+        request: web.Request,
+        ms: ModelState,
+        kind: Kind,
+        t_admit: float,
+        rid: bytes,
+        created: int,
+        ans: Answer,
+    ) -> web.StreamResponse:
+        """A whole (non-streamed) answer, sent when its last token is due."""
+        loop = asyncio.get_running_loop()
+        n, finish = ans.n, ans.finish
+        times = schedule(ms, t_admit, n)
+        choice: dict[str, Any]
+        if kind.chat:
+            choice = {
+                "index": 0,
+                "message": {"role": "assistant", "content": answer_text(n), "refusal": None},
+                "logprobs": None,
+                "finish_reason": finish,
+            }
+        else:
+            choice = {"index": 0, "text": answer_text(n), "logprobs": None, "finish_reason": finish}
+        usage = {
+            "prompt_tokens": ans.prompt_tokens,
+            "completion_tokens": n,
+            "total_tokens": ans.prompt_tokens + n,
+        }
+        body = orjson.dumps(
+            {
+                "id": rid.decode(),
+                "object": kind.object,
+                "created": created,
+                "model": ms.name,
+                "choices": [choice],
+                "usage": usage,
+            }
+        )
+        await _sleep_until(loop, times[-1])
+        if ans.malformed:
+            return json_response(200, body[: len(body) // 2])
+        if ans.abort:
+            resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+            resp.content_length = len(body)
+            await resp.prepare(request)
+            await resp.write(body[: len(body) // 2])
+            if request.transport is not None:
+                request.transport.close()
+            return resp
+        return json_response(200, body)
+
+
+def _wake(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+async def _sleep_until(loop: asyncio.AbstractEventLoop, when: float) -> None:
+    """Sleep until the absolute loop time `when` (no drift from accumulated relative sleeps)."""
+    if when <= loop.time():
+        return
+    fut: asyncio.Future[None] = loop.create_future()
+    handle = loop.call_at(when, _wake, fut)
+    try:
+        await fut
+    finally:
+        handle.cancel()

@@ -1,0 +1,80 @@
+"""The workload file: one typed, immutable structure loaded from TOML.
+
+Why this package exists: every other part (engine, simulator, console, report) reads the workload
+through these dataclasses only, so the schema, its defaults and its error messages live in one place.
+Errors are raised as `WorkloadError` whose message is already in the user's words:
+``workload.toml: run.concurrency: expected an integer >= 1, got "fifty"``.
+
+INTERFACE (fixed; other modules rely on these names, imported from this package):
+  load_workload(path, overrides=()) -> Workload      # overrides: ["run.concurrency=200", ...]
+  iter_prompts(workload) -> Iterator[Prompt]          # streams; applies repeat/requests/duration cycling
+  check_prompts(workload) -> PromptStats              # full validation pass over the prompt source
+  resolve_api_key(workload, endpoint_name) -> str | None
+  describe(workload, stats) -> str                    # the text `oxconsole validate` prints
+  load_sim_section(path) -> dict[str, SimModelProfile]
+  parse_sim_profiles(sim_table, file_label) -> dict[str, SimModelProfile]
+  WorkloadError(Exception)
+
+Where each question is answered: `schema` (the dataclasses), `errors` and `values` (error texts,
+typed reading of TOML values), `sections` (one parser per table), `overrides` (--set), `load`
+(file -> Workload, API keys), `prompts` (streaming and checking prompts), `describe` (validate's text).
+
+Stdlib only (plus orjson for the prompts file): importing this package never loads the UI or HTTP stack.
+"""
+
+from __future__ import annotations
+
+from oxconsole.workload.describe import describe
+from oxconsole.workload.load import load_sim_section, load_workload, resolve_api_key
+from oxconsole.workload.overrides import apply_override
+from oxconsole.workload.prompts import check_prompts, iter_prompts
+from oxconsole.workload.schema import (
+    DEFAULT_RETRY_ON,
+    Arrival,
+    EndpointConfig,
+    ModelConfig,
+    OutputConfig,
+    Prompt,
+    PromptsConfig,
+    PromptStats,
+    RetryConfig,
+    RoutingConfig,
+    RoutingRule,
+    RunConfig,
+    SimModelProfile,
+    Strategy,
+    SyntheticConfig,
+    Workload,
+    WorkloadError,
+)
+from oxconsole.workload.sections import parse_sim_profiles
+from oxconsole.workload.values import parse_duration
+
+__all__ = [
+    "DEFAULT_RETRY_ON",
+    "Arrival",
+    "EndpointConfig",
+    "ModelConfig",
+    "OutputConfig",
+    "Prompt",
+    "PromptStats",
+    "PromptsConfig",
+    "RetryConfig",
+    "RoutingConfig",
+    "RoutingRule",
+    "RunConfig",
+    "SimModelProfile",
+    "Strategy",
+    "SyntheticConfig",
+    "Workload",
+    "WorkloadError",
+    "apply_override",
+    "check_prompts",
+    "describe",
+    "iter_prompts",
+    "load_sim_section",
+    "load_workload",
+    "parse_duration",
+    "parse_sim_profiles",
+    "resolve_api_key",
+]

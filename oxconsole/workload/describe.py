@@ -1,0 +1,201 @@
+"""What `oxconsole validate` prints: the workload in plain words, section by section, then warnings.
+
+Why this module exists: the user sees what would run (endpoints, models, prompts, routing, run and
+retry settings) before anything is sent, and which settings look like mistakes. Key values are never
+shown, only whether their variables are set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from oxconsole.workload.errors import did_you_mean
+from oxconsole.workload.schema import RETRY_WORDS, PromptStats, Workload
+from oxconsole.workload.values import fmt_duration
+
+
+def _fmt_num(x: float) -> str:
+    return f"{x:g}"
+
+
+def describe(w: Workload, stats: PromptStats) -> str:
+    """Human-readable summary of what would run, followed by warnings. Never shows key values."""
+    lines: list[str] = [f"workload  {w.name}  ({w.path})"]
+    lines += _endpoint_lines(w)
+    lines += _model_lines(w)
+    lines += _prompt_lines(w, stats)
+    lines += _routing_lines(w)
+    lines += _run_lines(w)
+    warnings = _warnings(w, stats)
+    if warnings:
+        lines += ["", "warnings"] + [f"  - {x}" for x in warnings]
+    return "\n".join(lines) + "\n"
+
+
+def _endpoint_lines(w: Workload) -> list[str]:
+    lines = ["", "endpoints"]
+    width = max(len(n) for n in w.endpoints)
+    for ep in w.endpoints.values():
+        url = "sim (embedded simulator)" if ep.base_url == "sim" else ep.base_url
+        if ep.api_key_env is None:
+            key = "no key"
+        else:
+            state = "set" if os.environ.get(ep.api_key_env, "").strip() else "NOT SET"
+            key = f"key from ${ep.api_key_env} ({state})"
+        extra = ", TLS verification OFF" if ep.insecure else ""
+        lines.append(f"  {ep.name:<{width}}  {url}  {key}, max {ep.max_connections} connections{extra}")
+    return lines
+
+
+def _model_lines(w: Workload) -> list[str]:
+    lines = ["", "models"]
+    total_w = sum(m.weight for m in w.models) or 1.0
+    width = max(len(m.name) for m in w.models)
+    for m in w.models:
+        bits = [f"endpoint {m.endpoint}", f"weight {_fmt_num(m.weight)} ({m.weight / total_w:.0%})"]
+        bits.append(
+            f"{m.max_tokens_param} {m.max_tokens}" if m.max_tokens is not None else "max_tokens not sent"
+        )
+        if m.temperature is not None:
+            bits.append(f"temperature {_fmt_num(m.temperature)}")
+        prices = []
+        if m.price_per_request:
+            prices.append(f"{_fmt_num(m.price_per_request)}/request")
+        if m.price_per_1m_input:
+            prices.append(f"{_fmt_num(m.price_per_1m_input)}/1M input")
+        if m.price_per_1m_output:
+            prices.append(f"{_fmt_num(m.price_per_1m_output)}/1M output")
+        bits.append("price " + " + ".join(prices) if prices else "no pricing")
+        lines.append(f"  {m.name:<{width}}  " + ", ".join(bits))
+    return lines
+
+
+def _prompt_lines(w: Workload, stats: PromptStats) -> list[str]:
+    pc, run = w.prompts, w.run
+    if pc.file is not None:
+        source = f"file {pc.file}"
+    elif pc.items is not None:
+        source = "inline items"
+    else:
+        assert pc.synthetic is not None
+        s = pc.synthetic
+        source = f"synthetic (~{s.input_tokens} input tokens, max_tokens {s.output_tokens}, seed {run.seed})"
+    lines = [
+        "",
+        "prompts",
+        f"  {source}: {stats.count} prompt{'s' if stats.count != 1 else ''}"
+        + (f" x repeat {pc.repeat}" if pc.repeat > 1 else ""),
+    ]
+    if stats.tags:
+        lines.append("  tags: " + ", ".join(sorted(stats.tags)))
+    if stats.models_referenced:
+        lines.append("  pinned to models by the file: " + ", ".join(sorted(stats.models_referenced)))
+    if stats.total_requests is None:
+        lines.append(
+            f"  requests: cycling through the prompts until the duration ({fmt_duration(run.duration)})"
+        )
+    else:
+        cap = f" (or until {fmt_duration(run.duration)})" if run.duration > 0 else ""
+        lines.append(f"  requests: {stats.total_requests}{cap}")
+    return lines
+
+
+def _routing_lines(w: Workload) -> list[str]:
+    lines = ["", "routing", f"  strategy {w.routing.strategy}"]
+    for i, r in enumerate(w.routing.rules):
+        fb = f", fallback {' -> '.join(r.fallback)}" if r.fallback else ""
+        lines.append(f"  rule {i}: tag {r.tag!r} -> {', '.join(r.models)}{fb}")
+    return lines
+
+
+def _run_lines(w: Workload) -> list[str]:
+    """The [run] settings, then retry and where results go."""
+    run = w.run
+    rate = f"{_fmt_num(run.rate)}/s (burst {run.burst})" if run.rate > 0 else "unlimited"
+    lines = [
+        "",
+        "run",
+        f"  concurrency {run.concurrency}, rate {rate}, arrival {run.arrival}, "
+        f"tpm {run.tpm if run.tpm else 'off'}",
+        f"  duration {fmt_duration(run.duration) if run.duration else 'none'}, "
+        f"timeout {fmt_duration(run.timeout)} per attempt, grace {fmt_duration(run.grace)}, "
+        f"stream {'on' if run.stream else 'off'}, seed {run.seed}, workers {run.workers}",
+    ]
+    rt = w.retry
+    on = sorted((x for x in rt.on if isinstance(x, int)), key=int)
+    on_txt = " ".join(str(x) for x in on) + "".join(f" {x}" for x in RETRY_WORDS if x in rt.on)
+    if rt.max_attempts == 1:
+        lines.append("  retry: off (max_attempts = 1)")
+    else:
+        lines.append(
+            f"  retry: up to {rt.max_attempts} attempts, backoff {fmt_duration(rt.backoff)} "
+            f"(max {fmt_duration(rt.backoff_max)}), on {on_txt.strip() or 'nothing'}"
+        )
+    lines.append(
+        f"  results: {w.output.results.format(name=w.name)}"
+        + (" (response text kept)" if w.output.save_text else " (no response text)")
+    )
+    return lines
+
+
+def _warnings(w: Workload, stats: PromptStats) -> list[str]:
+    """Settings that are valid but look like mistakes (rules that never apply, unused tables, ...)."""
+    out = _routing_warnings(w, stats)
+    run = w.run
+    if run.rate == 0 and run.arrival == "closed":
+        out.append(
+            f'rate = 0 with arrival = "closed": dispatch is unlimited, bounded only by '
+            f"concurrency ({run.concurrency})"
+        )
+    used = {m.endpoint for m in w.models}
+    for name in w.endpoints:
+        if name not in used:
+            out.append(f"endpoints.{name}: no model uses this endpoint")
+    for ep in w.endpoints.values():
+        if ep.insecure:
+            out.append(f"endpoints.{ep.name}: insecure = true, TLS certificates are not verified")
+    for m in w.models:
+        if m.weight == 0:
+            out.append(
+                f"model {m.name!r} has weight 0: it gets traffic only through routing rules and fallbacks"
+            )
+    out += _sim_warnings(w)
+    if run.requests and run.requests < stats.count:
+        out.append(
+            f"run.requests = {run.requests} sends only the first {run.requests} of {stats.count} prompts"
+        )
+    if run.duration > 0 and 0 < run.duration < run.timeout:
+        out.append("run.duration is shorter than run.timeout")
+    return out
+
+
+def _routing_warnings(w: Workload, stats: PromptStats) -> list[str]:
+    out: list[str] = []
+    seen_tags: set[str] = set()
+    for i, r in enumerate(w.routing.rules):
+        if r.tag in seen_tags:
+            out.append(
+                f"routing.rules.{i}: tag {r.tag!r} is matched by an earlier rule; this rule never applies"
+            )
+        elif r.tag not in stats.tags:
+            out.append(f"routing.rules.{i}: no prompt has tag {r.tag!r}; the rule never applies")
+        seen_tags.add(r.tag)
+    return out
+
+
+def _sim_warnings(w: Workload) -> list[str]:
+    out: list[str] = []
+    if not w.sim:
+        return out
+    if not any(ep.base_url == "sim" for ep in w.endpoints.values()):
+        out.append('[sim.models] profiles are given but no endpoint has base_url = "sim"; they are unused')
+    names = [m.name for m in w.models]
+    for name in w.sim:
+        if name not in names:
+            hint = did_you_mean(name, names)
+            out.append(
+                f"sim.models.{json.dumps(name)}: no model of that name"
+                + (f' (did you mean "{hint}"?)' if hint else "")
+            )
+    return out

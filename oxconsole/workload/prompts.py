@@ -1,0 +1,270 @@
+"""The run's prompts: streamed from the file (never loaded whole), inline items or synthetic text.
+
+Why this module exists: `iter_prompts` feeds the engine one prompt at a time, cycling as the run
+asks; `check_prompts` validates the whole source before anything is sent (one line at a time, ids
+checked unique by their 64-bit hashes).
+"""
+
+from __future__ import annotations
+
+import random
+from array import array
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+
+from oxconsole.idset import repeated
+from oxconsole.workload.errors import did_you_mean, error, fail, show
+from oxconsole.workload.schema import Prompt, PromptStats, Workload, WorkloadError
+
+_WORD_TEXT = (
+    "time year people way day man thing woman life child world school state family student group "
+    "country problem hand part place case week company system program question work government number "
+    "night point home water room mother area money story fact month lot right study book eye job word "
+    "business issue side kind head house service friend father power hour game line end member law car "
+    "city community name president team minute idea kid body information back parent face others level "
+    "office door health person art war history party result change morning reason research girl guy "
+    "moment air teacher force education river garden window market light table paper music energy "
+    "model token engine signal memory cloud server request answer latency stream batch vector graph "
+    "simple quick bright quiet gentle rapid careful early final green heavy local modern recent strong "
+    "build write read learn measure compare explain describe summarize classify extract translate"
+)
+_WORDS = tuple(_WORD_TEXT.split())
+
+
+def _synthetic_text(seed: int, index: int, input_tokens: int) -> str:
+    rng = random.Random(f"oxconsole-synthetic:{seed}:{index}")
+    target = max(1, input_tokens * 4)
+    words: list[str] = []
+    length = -1
+    while length < target:
+        w = rng.choice(_WORDS)
+        words.append(w)
+        length += len(w) + 1
+    return " ".join(words)
+
+
+def _prompts_label(w: Workload) -> str:
+    return str(w.prompts.file) if w.prompts.file is not None else f"{w.path}: prompts"
+
+
+def _content_chars(content: Any) -> int:
+    if isinstance(content, str):
+        return len(content)
+    if isinstance(content, list):
+        n = 0
+        for part in content:
+            if isinstance(part, dict):
+                text = part.get("text")
+                if isinstance(text, str):
+                    n += len(text)
+        return n
+    return 0
+
+
+_LineParts = tuple[str, str | None, str | None, int | None, Any]
+"""(id, tag, model, max_tokens, prompt string or messages list)"""
+
+
+def _parse_line(line: bytes, lineno: int, label: str, models: frozenset[str]) -> _LineParts:
+    """Validate one non-blank JSONL line; raise WorkloadError naming the line."""
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError as e:
+        detail = e.msg.split(":")[0] if e.msg else "invalid JSON"
+        got = f"invalid JSON ({detail} at column {e.pos + 1})"
+        raise WorkloadError(f"{label}: line {lineno}: expected a JSON object, got {got}") from None
+    if type(obj) is not dict:
+        fail(label, f"line {lineno}", 'a JSON object with "prompt" or "messages"', obj)
+    prompt = obj.get("prompt")
+    messages = obj.get("messages")
+    where = f"line {lineno}"
+    if prompt is not None:
+        if messages is not None:
+            raise error(label, where, 'only one of "prompt" or "messages"', "both")
+        if type(prompt) is not str or not prompt:
+            fail(label, f"{where}: prompt", "a non-empty string", prompt)
+        body: Any = prompt
+    elif messages is not None:
+        if type(messages) is not list or not messages:
+            fail(label, f"{where}: messages", 'a non-empty array of {"role", "content"} objects', messages)
+        for j, m in enumerate(messages):
+            if type(m) is not dict or type(m.get("role")) is not str:
+                fail(label, f"{where}: messages.{j}", 'an object with a "role" string and "content"', m)
+            c = m.get("content")
+            if c is not None and type(c) is not str and type(c) is not list:
+                fail(label, f"{where}: messages.{j}.content", "a string or an array of content parts", c)
+        body = messages
+    else:
+        keys = ", ".join(f'"{k}"' for k in list(obj)[:6]) or "no keys"
+        raise error(label, where, 'a JSON object with "prompt" or "messages"', f"an object with {keys}")
+    pid = obj.get("id")
+    if pid is None:
+        sid = str(lineno)
+    elif type(pid) is str and pid:
+        sid = pid
+    elif type(pid) is int:
+        sid = str(pid)
+    else:
+        fail(label, f"{where}: id", "a non-empty string or an integer", pid)
+    tag = obj.get("tag")
+    if tag is not None and (type(tag) is not str or not tag):
+        fail(label, f"{where}: tag", "a non-empty string", tag)
+    model = obj.get("model")
+    if model is not None and model not in models:
+        if type(model) is not str:
+            fail(label, f"{where}: model", "the name of a model in [[models]]", model)
+        hint = did_you_mean(model, models)
+        fail(
+            label,
+            f"{where}: model",
+            "the name of a model in [[models]]" + (f' (did you mean "{hint}"?)' if hint else ""),
+            model,
+        )
+    max_tokens = obj.get("max_tokens")
+    if max_tokens is not None and (type(max_tokens) is not int or max_tokens < 1):
+        fail(label, f"{where}: max_tokens", "an integer >= 1", max_tokens)
+    return sid, tag, model, max_tokens, body
+
+
+def _file_lines(w: Workload) -> Iterator[tuple[int, bytes]]:
+    """(line number, line) for the non-blank lines of the prompts file, streamed."""
+    path = w.prompts.file
+    assert path is not None
+    try:
+        f = open(path, "rb")  # noqa: SIM115 - closed by the with below; open errors need their own message
+    except OSError as e:
+        raise error(
+            str(w.path), "prompts.file", "a readable file", f"{show(str(path))} ({e.strerror})"
+        ) from None
+    with f:
+        for lineno, line in enumerate(f, 1):
+            if line.isspace() or not line:
+                continue
+            yield lineno, line
+
+
+def _one_pass(w: Workload, suffix: str) -> Iterator[Prompt]:
+    pc = w.prompts
+    if pc.file is not None:
+        label = _prompts_label(w)
+        models = frozenset(m.name for m in w.models)
+        for lineno, line in _file_lines(w):
+            sid, tag, model, max_tokens, body = _parse_line(line, lineno, label, models)
+            if isinstance(body, str):
+                messages: list[dict[str, Any]] = [{"role": "user", "content": body}]
+                chars = len(body)
+            else:
+                messages = body
+                chars = sum(_content_chars(m.get("content")) for m in messages)
+            yield Prompt(sid + suffix, messages, tag, model, max_tokens, chars)
+    elif pc.items is not None:
+        for i, text in enumerate(pc.items):
+            yield Prompt(f"item-{i}{suffix}", [{"role": "user", "content": text}], input_chars=len(text))
+    elif pc.synthetic is not None:
+        syn = pc.synthetic
+        for i in range(syn.count):
+            text = _synthetic_text(w.run.seed, i, syn.input_tokens)
+            yield Prompt(
+                f"syn-{i}{suffix}",
+                [{"role": "user", "content": text}],
+                max_tokens=syn.output_tokens,
+                input_chars=len(text),
+            )
+
+
+def _count_one_pass(w: Workload) -> int:
+    pc = w.prompts
+    if pc.items is not None:
+        return len(pc.items)
+    if pc.synthetic is not None:
+        return pc.synthetic.count
+    return sum(1 for _ in _file_lines(w))
+
+
+def iter_prompts(w: Workload) -> Iterator[Prompt]:
+    """Stream the run's prompts: pass after pass (repeat), capped by run.requests, or cycling for duration.
+
+    Ids are the plain prompt ids when only one pass is possible, otherwise `f"{id}#{pass}"`, pass from 1.
+    The prompts file is read line by line, never whole.
+    """
+    run, pc = w.run, w.prompts
+    total: int | None = None
+    passes: int | None = None
+    if run.requests > 0:
+        total = run.requests
+        multi = pc.repeat > 1 or run.requests > _count_one_pass(w)
+    elif run.duration > 0:
+        multi = True
+    else:
+        passes = pc.repeat
+        multi = pc.repeat > 1
+    emitted = 0
+    n = 1
+    while passes is None or n <= passes:
+        got = 0
+        for prompt in _one_pass(w, f"#{n}" if multi else ""):
+            got += 1
+            yield prompt
+            emitted += 1
+            if total is not None and emitted >= total:
+                return
+        if got == 0:
+            raise error(_prompts_label(w), "", "at least one prompt", "an empty file")
+        n += 1
+
+
+def check_prompts(w: Workload) -> PromptStats:
+    """Validate the whole prompt source before anything is sent; count prompts, tags and pinned models."""
+    pc, run = w.prompts, w.run
+    tags: set[str] = set()
+    pinned: set[str] = set()
+    if pc.file is not None:
+        label = _prompts_label(w)
+        models = frozenset(m.name for m in w.models)
+        # Ids are checked for uniqueness by their 64-bit hashes (8 bytes a line, not a set of
+        # strings); the few lines whose hashes repeat are then compared by their ids.
+        keys = array("q")
+        key = keys.append
+        count = 0
+        for lineno, line in _file_lines(w):
+            sid, tag, model, _, _ = _parse_line(line, lineno, label, models)
+            count += 1
+            if tag is not None:
+                tags.add(tag)
+            if model is not None:
+                pinned.add(model)
+            key(hash(sid))
+        if count == 0:
+            raise error(label, "", "at least one prompt (one JSON object a line)", "an empty file")
+        _check_unique(w, keys, label, models)
+    else:
+        count = _count_one_pass(w)
+    if run.requests > 0:
+        total: int | None = run.requests
+    elif run.duration > 0:
+        total = None
+    else:
+        total = count * pc.repeat
+    return PromptStats(
+        count=count, total_requests=total, tags=frozenset(tags), models_referenced=frozenset(pinned)
+    )
+
+
+def _check_unique(w: Workload, keys: array[int], label: str, models: frozenset[str]) -> None:
+    """Raise at the first line whose id an earlier line has (only lines whose hash repeats are
+    looked at again, by their ids)."""
+    twice = repeated(keys)
+    if not twice:
+        return
+    first: dict[str, int] = {}
+    for lineno, line in _file_lines(w):
+        sid = _parse_line(line, lineno, label, models)[0]
+        if hash(sid) not in twice:
+            continue
+        if sid in first:
+            raise error(
+                label, f"line {lineno}: id", f"a unique id (line {first[sid]} has the same id)", show(sid)
+            )
+        first[sid] = lineno

@@ -1,0 +1,241 @@
+"""The workload's schema: frozen dataclasses with a docstring per field, and the error type.
+
+Why this module exists: every other part (engine, simulator, console, report) reads the workload
+through these types only; their defaults are the contract's defaults.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+Arrival = Literal["closed", "constant", "poisson"]
+Strategy = Literal["weighted", "round_robin", "least_loaded"]
+
+DEFAULT_RETRY_ON: tuple[int | str, ...] = (429, 500, 502, 503, 504, "timeout", "connection", "stream")
+RETRY_WORDS = ("timeout", "connection", "stream")
+"""The words `retry.on` accepts besides HTTP statuses."""
+
+
+class WorkloadError(Exception):
+    """Bad input. The message names the file, the key path and what was expected (exit 2)."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    concurrency: int = 50
+    """Maximum requests in flight (adjustable live)."""
+    rate: float = 0.0
+    """Requests per second; 0 = unlimited (closed) — required > 0 for constant/poisson arrival."""
+    burst: int = 1
+    """Token-bucket capacity in requests (1 = smooth pacing)."""
+    tpm: int = 0
+    """Tokens-per-minute budget across the run; 0 = off."""
+    arrival: Arrival = "closed"
+    """closed: send as fast as concurrency/rate allow; constant / poisson: open-loop schedule at `rate`."""
+    requests: int = 0
+    """Total requests; 0 = one per prompt (x repeat), or cycling until `duration` when that is set."""
+    duration: float = 0.0
+    """Wall-clock cap in seconds; 0 = none."""
+    timeout: float = 60.0
+    """Per attempt, seconds."""
+    stream: bool = True
+    """Stream responses (gives TTFT and inter-token latency)."""
+    seed: int = 1
+    """Seed for routing, arrival times and synthetic prompts (runs are reproducible)."""
+    workers: int | Literal["auto"] = 1
+    """Engine processes sharing the load; "auto" = one per CPU core."""
+    grace: float = 10.0
+    """On stop: seconds requests in flight may finish before they are cancelled."""
+
+
+@dataclass(frozen=True)
+class OutputConfig:
+    results: str = "runs/{name}/results.jsonl"
+    """Per-request journal path; {name} is replaced by the workload name."""
+    save_text: bool = True
+    """Keep the response text in the journal."""
+
+
+@dataclass(frozen=True)
+class EndpointConfig:
+    name: str
+    """The table name under [endpoints] (models refer to it)."""
+    base_url: str
+    """A URL such as http://127.0.0.1:8000/v1, or "sim" for the embedded simulator."""
+    api_key_env: str | None = None
+    """Name of the environment variable holding the key (never the key itself); None = no key."""
+    max_connections: int = 1000
+    """Connection pool size for this endpoint."""
+    insecure: bool = False
+    """Skip TLS verification (warned about)."""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    name: str
+    """Model name as sent in the request's `model` field."""
+    endpoint: str = "default"
+    """Name of a table under [endpoints]."""
+    weight: float = 1.0
+    """Share of traffic under weighted routing (adjustable live); 0 = only via rules/fallbacks."""
+    max_tokens: int | None = None
+    """Default max_tokens for requests (a prompt's own max_tokens wins); None = not sent."""
+    max_tokens_param: str = "max_tokens"
+    """The request field the cap is sent as: "max_tokens" (what llama.cpp reads) or
+    "max_completion_tokens" (what OpenAI's reasoning models require). A server that rejects one
+    with HTTP 400 gets the other for the rest of the run (with a warning)."""
+    temperature: float | None = None
+    """Sampling temperature in [0, 2]; None = not sent."""
+    price_per_request: float = 0.0
+    """Flat price per request."""
+    price_per_1m_input: float = 0.0
+    """Price per million input tokens."""
+    price_per_1m_output: float = 0.0
+    """Price per million output tokens."""
+
+
+@dataclass(frozen=True)
+class SyntheticConfig:
+    count: int
+    """Number of distinct synthetic prompts in one pass."""
+    input_tokens: int = 200
+    """Approximate prompt length in tokens (about 4 characters a token)."""
+    output_tokens: int = 64
+    """max_tokens sent with each synthetic prompt."""
+
+
+@dataclass(frozen=True)
+class PromptsConfig:
+    file: Path | None = None
+    """Resolved relative to the workload file's folder."""
+    items: tuple[str, ...] | None = None
+    """Inline prompts (ids item-0, item-1, ...)."""
+    synthetic: SyntheticConfig | None = None
+    """Generated prompts (ids syn-0, syn-1, ...), deterministic from run.seed."""
+    repeat: int = 1
+    """Passes over the whole prompt sequence."""
+
+
+@dataclass(frozen=True)
+class RoutingRule:
+    tag: str
+    """Prompts carrying this tag match the rule."""
+    models: tuple[str, ...]
+    """Candidate models (chosen among by the routing strategy)."""
+    fallback: tuple[str, ...] = ()
+    """Tried in order when a request fails after its retries."""
+
+
+@dataclass(frozen=True)
+class RoutingConfig:
+    strategy: Strategy = "weighted"
+    """How a model is chosen when no rule (or several rule models) apply."""
+    rules: tuple[RoutingRule, ...] = ()
+    """First match wins; no match = the strategy over all models."""
+
+
+@dataclass(frozen=True)
+class RetryConfig:
+    max_attempts: int = 3
+    """Attempts per request including the first (1 = no retry)."""
+    backoff: float = 0.5
+    """Base of the exponential backoff with full jitter, seconds."""
+    backoff_max: float = 30.0
+    """Cap on one backoff wait, seconds."""
+    on: frozenset[int | str] = frozenset(DEFAULT_RETRY_ON)
+    """HTTP statuses (400-599) and "timeout" / "connection" / "stream" that are retried."""
+
+
+@dataclass(frozen=True)
+class SimModelProfile:
+    ttft: float = 0.12
+    """Seconds from admission to the first content token."""
+    tokens_per_s: float = 80.0
+    """Decode speed per request; 0 = all tokens at once."""
+    output_tokens: int = 64
+    """Tokens generated per answer (capped by the request's max_tokens)."""
+    capacity: int = 64
+    """Requests served at once before further ones queue."""
+    jitter: float = 0.1
+    """Relative spread of ttft and token gaps in [0, 1]; 0 = exact."""
+    error_rate: float = 0.0
+    """Fraction of requests answered with HTTP 500."""
+    rate_limit: float = 0.0
+    """Requests/s above which the model answers 429 with Retry-After; 0 = no limit."""
+    retry_after: float = 1.0
+    """Seconds sent in Retry-After (and retry-after-ms) on simulated 429s."""
+    throttle_rate: float = 0.0
+    """Fraction of requests answered 429 with Retry-After regardless of load."""
+    reset_rate: float = 0.0
+    """Fraction of requests whose connection is dropped before any response."""
+    abort_rate: float = 0.0
+    """Fraction of streams that stop mid-way (connection closed, no finish_reason, no [DONE])."""
+    malformed_rate: float = 0.0
+    """Fraction of responses carrying a malformed (non-JSON) chunk or body."""
+    stall_rate: float = 0.0
+    """Fraction of requests that stall for `stall` seconds before answering."""
+    stall: float = 120.0
+    """Seconds a stalled request waits before answering."""
+    usage: bool = True
+    """Send `usage` when the client asks for it; false mimics llama.cpp's server (none in streams)."""
+
+
+@dataclass(frozen=True)
+class Prompt:
+    id: str
+    """Unique per run (repeats carry "#n")."""
+    messages: list[dict[str, Any]]
+    """Chat messages sent as-is."""
+    tag: str | None = None
+    """Routing tag (matched by [[routing.rules]])."""
+    model: str | None = None
+    """Pin this prompt to one model (bypasses routing)."""
+    max_tokens: int | None = None
+    """Per-prompt cap (synthetic prompts set it from output_tokens); None = the model's max_tokens."""
+    input_chars: int = 0
+    """Characters of message content, for input-token estimates (~4 chars a token)."""
+
+
+@dataclass(frozen=True)
+class Workload:
+    path: Path
+    """The workload file as the user gave it."""
+    name: str
+    """`name` key, or the file's stem."""
+    run: RunConfig
+    output: OutputConfig
+    endpoints: dict[str, EndpointConfig]
+    models: tuple[ModelConfig, ...]
+    prompts: PromptsConfig
+    routing: RoutingConfig
+    retry: RetryConfig
+    sim: dict[str, SimModelProfile] = field(default_factory=dict)
+    """[sim.models."NAME"] profiles for the embedded simulator."""
+    raw: dict[str, Any] = field(default_factory=dict)
+    """The TOML document after --set overrides (used to write tuned workloads back)."""
+
+    def model(self, name: str) -> ModelConfig:
+        for m in self.models:
+            if m.name == name:
+                return m
+        raise KeyError(name)
+
+    def results_path(self) -> Path:
+        """`output.results` with {name} filled in, relative to the current directory."""
+        return Path(self.output.results.format(name=self.name))
+
+
+@dataclass(frozen=True)
+class PromptStats:
+    """What `check_prompts` learned from one full pass over the prompt source."""
+
+    count: int
+    """Prompts in one pass."""
+    total_requests: int | None
+    """Requests the run will send; None = unbounded (cycling until run.duration)."""
+    tags: frozenset[str] = frozenset()
+    """Tags seen on prompts."""
+    models_referenced: frozenset[str] = frozenset()
+    """Models named by prompts' own `model` key."""
