@@ -49,10 +49,11 @@ def proc_status(pid: int) -> dict[str, float]:
 
 def child(wl: str, out: str) -> None:
     from oxconsole.aio import run_loop
-    from oxconsole.cli import make_engine, prepare_run
+    from oxconsole.headless import engine_with_progress
+    from oxconsole.runprep import prepare_run
 
     prep = prepare_run(wl, [], None, False)
-    engine: Any = make_engine(prep, 5.0)
+    engine: Any = engine_with_progress(prep, 5.0)
     peak = {"in_flight": 0, "t": 0.0, "fds": 0, "sim_fds": 0}
     sim_last: dict[str, float] = {}
 

@@ -231,9 +231,10 @@ def decompose(wl: Path, journal: Path, trace: list[list[Any]], skip_s: float) ->
 def child(wl: str, out: str, config: str) -> None:
     """Run the engine as `oxconsole --headless` does, with a lag probe and GC timing beside it."""
     from oxconsole.aio import run_loop
-    from oxconsole.cli import make_engine, prepare_run
     from oxconsole.engine import runner
+    from oxconsole.headless import engine_with_progress
     from oxconsole.metrics.histogram import LogHistogram
+    from oxconsole.runprep import prepare_run
 
     class Unpaced:
         """CPython's collector as the config sets it, instead of the engine's PacedGC."""
@@ -275,7 +276,7 @@ def child(wl: str, out: str, config: str) -> None:
 
     gc.callbacks.append(on_gc)
     prep = prepare_run(wl, [], None, False)
-    engine = make_engine(prep, 5.0)
+    engine = engine_with_progress(prep, 5.0)
     lag = LogHistogram()
 
     async def probe() -> None:

@@ -22,7 +22,19 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from oxconsole import cli
+from oxconsole.headless import report_outcome, run_headless
+from oxconsole.runprep import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERRUPTED,
+    LOG_NAME,
+    SUMMARY_NAME,
+    BadInput,
+    Parser,
+    PreparedRun,
+    check_progress_interval,
+    prepare_run,
+    write_json,
+)
 
 if TYPE_CHECKING:
     from oxconsole.control import RunEntry
@@ -30,12 +42,9 @@ if TYPE_CHECKING:
 
 __all__ = ["HostProcess", "main", "spawn_host", "wait_listening"]
 
-LOG_NAME = "engine.log"
-SUMMARY_NAME = "summary.json"
 
-
-def _parser() -> cli._Parser:
-    p = cli._Parser(prog="python -m oxconsole.host", description="Run one workload as an attachable engine.")
+def _parser() -> Parser:
+    p = Parser(prog="python -m oxconsole.host", description="Run one workload as an attachable engine.")
     p.add_argument("--workload", required=True, metavar="WORKLOAD.toml")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--output", metavar="PATH", help="override [output] results")
@@ -48,13 +57,6 @@ def _parser() -> cli._Parser:
         help=f"where progress and messages go (default: {LOG_NAME} beside the results; - = stderr)",
     )
     return p
-
-
-def _write_json(path: Path, data: object) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
-    os.replace(tmp, path)
 
 
 def _redirect_output(log: Path) -> None:
@@ -73,12 +75,11 @@ def _redirect_output(log: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     ns = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        if ns.progress_interval <= 0:
-            raise cli.BadInput(f"--progress-interval: expected seconds > 0, got {ns.progress_interval}")
-        prep = cli.prepare_run(ns.workload, ns.overrides, ns.output, ns.resume)
-    except cli.BadInput as e:
+        check_progress_interval(ns.progress_interval)
+        prep = prepare_run(ns.workload, ns.overrides, ns.output, ns.resume)
+    except BadInput as e:
         print(f"oxconsole: {e}", file=sys.stderr, flush=True)
-        return cli.EXIT_BAD_INPUT
+        return EXIT_BAD_INPUT
     folder = prep.results_path.resolve().parent
     if ns.log != "-":
         log = Path(ns.log) if ns.log else folder / LOG_NAME
@@ -93,22 +94,22 @@ def main(argv: list[str] | None = None) -> int:
 
     def before_end(outcome: RunOutcome) -> None:
         try:
-            _write_json(folder / SUMMARY_NAME, outcome.summary)
+            write_json(folder / SUMMARY_NAME, outcome.summary)
             if ns.summary_json:
-                _write_json(Path(ns.summary_json), outcome.summary)
+                write_json(Path(ns.summary_json), outcome.summary)
         except OSError as e:
             print(f"oxconsole: could not write the summary: {e}", file=sys.stderr, flush=True)
 
     from oxconsole.workload import WorkloadError
 
     try:
-        outcome = cli.run_headless(prep, ns.progress_interval, before_end=before_end)
+        outcome = run_headless(prep, ns.progress_interval, before_end=before_end)
     except WorkloadError as e:  # found once the run started (e.g. --resume against a changed workload)
         print(f"oxconsole: {e}", file=sys.stderr, flush=True)
-        return cli.EXIT_BAD_INPUT
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
-        return cli.EXIT_INTERRUPTED
-    code = cli._finish(outcome, None)
+        return EXIT_INTERRUPTED
+    code = report_outcome(outcome, None)
     print(f"oxconsole: run {prep.workload.name} ended, exit code {code}", file=sys.stderr, flush=True)
     return code
 
@@ -131,7 +132,7 @@ class HostProcess:
 
 
 def spawn_host(
-    prep: cli.PreparedRun,
+    prep: PreparedRun,
     *,
     resume: bool,
     summary_json: str | None,
@@ -207,7 +208,7 @@ def wait_listening(host: HostProcess, *, timeout: float = 10.0) -> RunEntry | in
                 f"could attach; the end of {log}:\n{tail}",
                 file=sys.stderr,
             )
-            return rc if rc == cli.EXIT_INTERRUPTED else cli.EXIT_BAD_INPUT
+            return rc if rc == EXIT_INTERRUPTED else EXIT_BAD_INPUT
         time.sleep(0.05)
     proc.terminate()
     print(
@@ -215,7 +216,7 @@ def wait_listening(host: HostProcess, *, timeout: float = 10.0) -> RunEntry | in
         f"within {timeout:g}s; it was stopped. The end of {log}:\n{_tail(log, offset)}",
         file=sys.stderr,
     )
-    return cli.EXIT_BAD_INPUT
+    return EXIT_BAD_INPUT
 
 
 if __name__ == "__main__":

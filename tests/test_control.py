@@ -23,19 +23,18 @@ import orjson
 import pytest
 
 from oxconsole import cli
+from oxconsole.attach import NO_RUN, attach_main, ps_main
 from oxconsole.control import (
-    NO_RUN,
     ControlServer,
+    LocalSource,
     RunInfo,
+    RunSource,
     SocketSource,
-    attach_main,
     list_runs,
-    ps_main,
     runs_dir,
 )
 from oxconsole.engine.commands import Pause, Resume, SetConcurrency, Stop
 from oxconsole.engine.runner import Engine
-from oxconsole.source import LocalSource, RunSource
 from oxconsole.workload import load_workload
 
 REPO = Path(__file__).resolve().parents[1]
@@ -402,7 +401,7 @@ def test_host_reports_bad_input_like_the_cli(tmp_path: Path) -> None:
 
 def test_control_modules_do_not_import_textual() -> None:
     code = (
-        "import sys, oxconsole.control, oxconsole.host, oxconsole.source, oxconsole.cli\n"
+        "import sys, oxconsole.control, oxconsole.host, oxconsole.attach, oxconsole.headless, oxconsole.cli\n"
         "assert 'textual' not in sys.modules, 'textual imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, timeout=30)

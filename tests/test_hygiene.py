@@ -26,7 +26,7 @@ def test_engine_never_imports_textual() -> None:
 
 
 def test_help_and_validate_paths_stay_light() -> None:
-    mods = _loaded("import oxconsole.cli, oxconsole.workload, oxconsole.report")
+    mods = _loaded("import oxconsole.cli, oxconsole.runprep, oxconsole.workload, oxconsole.report")
     assert not {"textual", "openai", "aiohttp", "httpx2"} & mods
 
 

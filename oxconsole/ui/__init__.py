@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from oxconsole.source import RunSource
+    from oxconsole.control import RunSource
 
 __all__ = ["run_console"]
 

@@ -26,6 +26,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, TabbedContent, TabPane
 
+from oxconsole.control import RunSource
 from oxconsole.engine.commands import (
     Command,
     EnableModel,
@@ -37,7 +38,6 @@ from oxconsole.engine.commands import (
     Stop,
 )
 from oxconsole.metrics.snapshot import Snapshot
-from oxconsole.source import RunSource
 from oxconsole.ui.render import LATENCY_METRICS, fmt_rate, fmt_weight, round_sig
 from oxconsole.ui.screens import HelpScreen, ModelRoute, RoutingEditor
 from oxconsole.ui.theming import DEFAULT_THEME, load_themes

@@ -1,7 +1,7 @@
 """Where the console gets a run from: the `RunSource` interface, and `LocalSource` (same process).
 
 Why this module exists: the console must not care whether the engine runs in another process
-(reached over the control socket, `oxconsole.control.SocketSource`) or in a thread of its own
+(reached over the control socket, `control.client.SocketSource`) or in a thread of its own
 process (`LocalSource`, for tests and as a fallback). Both give it the newest snapshot without
 blocking, take commands fire-and-forget, and say whether the run has finished. Nothing here
 imports Textual.
@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from oxconsole.aio import new_event_loop
+from oxconsole.control.registry import RunInfo
+from oxconsole.control.server import serve_run
 from oxconsole.engine.commands import Command
 from oxconsole.metrics.snapshot import Snapshot
 
 if TYPE_CHECKING:
-    from oxconsole.control import RunInfo
     from oxconsole.engine.runner import RunEngine, RunOutcome
 
 __all__ = ["LocalSource", "RunSource"]
@@ -175,7 +176,6 @@ class LocalSource:
             await asyncio.sleep(0)  # run() has taken the loop: commands can be applied
             self._started.set()
             return await task
-        from oxconsole.control import serve_run
 
         def listening(path: Path | None) -> None:
             self.server_socket = path

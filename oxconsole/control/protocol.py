@@ -1,0 +1,53 @@
+"""The wire between a run and its consoles: newline-delimited orjson objects on a Unix socket.
+
+Why this module exists: the server (`control.server`) and the client (`control.client`) must agree
+on every message; this is where the messages are written down, once.
+
+One JSON object a line, each with an `op`:
+
+    client -> server   {"op": "hello", "hz": 4}
+                           hz: snapshots a second wanted, clamped to [MIN_HZ, MAX_HZ]
+                       {"op": "cmd", "cmd": "set_concurrency", "value": 200}
+                           a live command, the fields of `engine.commands.command_to_dict`
+                       {"op": "bye"}
+                           the client leaves; the run goes on
+    server -> client   {"op": "hello", "name", "workload_path", "overrides", "results_path", "pid",
+                        "started_at"}
+                           the run's `RunInfo`, sent once in answer to hello
+                       {"op": "snap", "s": Snapshot.to_dict()}
+                           at the client's hz, newest only (frames skipped while it is behind)
+                       {"op": "end", "summary": {...}, "exit_code": n, "warnings": [...]}
+                           the run has ended: its summary JSON, exit code and warnings
+                       {"op": "error", "message": "..."}
+                           a message the server could not use (bad JSON, unknown op, a command
+                           not applied, a command after the end)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+__all__ = ["MAX_HZ", "MAX_LINE", "MIN_HZ", "SERVER_MAX_LINE", "encode", "parse"]
+
+MAX_LINE = 32 * 1024 * 1024
+"""Longest line a client accepts (a snapshot)."""
+SERVER_MAX_LINE = 64 * 1024
+"""Longest line the server accepts (commands are small)."""
+MIN_HZ, MAX_HZ = 0.2, 30.0
+"""The snapshot rates a client may ask for in its hello."""
+
+
+def encode(msg: dict[str, Any]) -> bytes:
+    """One message as one line."""
+    return orjson.dumps(msg) + b"\n"
+
+
+def parse(line: bytes) -> dict[str, Any] | None:
+    """One line as a message; None when it is not a JSON object."""
+    try:
+        msg = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    return msg if isinstance(msg, dict) else None

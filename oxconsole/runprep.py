@@ -1,0 +1,159 @@
+"""Getting a run ready: bad input and exit codes, the argument parser, the checked workload, the
+results path, and the files a run leaves beside its journal.
+
+Why this module exists: the command line, the engine process and `attach` must turn the same
+mistakes into the same message and the same exit code, and agree on where a run's files are.
+It imports neither the engine nor Textual at module level, so the fast commands stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from oxconsole.workload import PromptStats, Workload
+
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_ERRORS",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "LOG_NAME",
+    "SUMMARY_NAME",
+    "BadInput",
+    "Parser",
+    "PreparedRun",
+    "check_progress_interval",
+    "load_checked",
+    "prepare_run",
+    "write_json",
+]
+
+EXIT_OK, EXIT_ERRORS, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+"""Every request ok; some ended in error; bad input (no traceback); stopped before the end."""
+LOG_NAME = "engine.log"
+"""The engine process's output, beside the results journal."""
+SUMMARY_NAME = "summary.json"
+"""The summary the engine process writes beside the results journal before the run ends."""
+
+
+class BadInput(Exception):
+    """A user error: printed as one paragraph, exit 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with usage errors as bad input: the usage line, one message, exit 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_BAD_INPUT)
+
+
+def check_progress_interval(seconds: float) -> None:
+    if seconds <= 0:
+        raise BadInput(f"--progress-interval: expected seconds > 0, got {seconds}")
+
+
+def load_checked(path: str, overrides: list[str]) -> tuple[Workload, PromptStats]:
+    """The workload with its prompts read and every key variable set; BadInput otherwise."""
+    from oxconsole.workload import WorkloadError, check_prompts, load_workload, resolve_api_key
+
+    try:
+        w = load_workload(path, overrides)
+        stats = check_prompts(w)
+        for m in w.models:
+            resolve_api_key(w, m.endpoint)
+    except WorkloadError as e:
+        raise BadInput(str(e)) from None
+    return w, stats
+
+
+def _results_path(w: Workload, output: str | None, resume: bool) -> tuple[Path, str | None]:
+    """The journal path; an existing journal is kept aside (never overwritten) unless resuming."""
+    path = Path(output) if output else w.results_path()
+    note = None
+    if resume:
+        if not path.exists():
+            raise BadInput(f"{path}: --resume: expected an existing results journal, found none")
+        return path, None
+    if path.exists() and path.stat().st_size > 0:
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(path.stat().st_mtime))
+        aside = path.with_name(f"{path.stem}.{stamp}{path.suffix}")
+        n = 1
+        while aside.exists():
+            aside = path.with_name(f"{path.stem}.{stamp}-{n}{path.suffix}")
+            n += 1
+        path.rename(aside)
+        note = f"previous results kept as {aside}"
+    return path, note
+
+
+@dataclass
+class PreparedRun:
+    """A run validated and ready to start: what the headless runner and the engine process share."""
+
+    workload: Workload
+    results_path: Path
+    skip: AbstractSet[str]
+    """Ids already `ok` in the journal (--resume): not sent again."""
+    total: int | None
+    """Requests this run will send, when known."""
+    overrides: tuple[str, ...]
+
+
+def prepare_run(workload: str, overrides: list[str], output: str | None, resume: bool) -> PreparedRun:
+    """Load and check the workload, settle the journal path (an old one is kept aside), read ids
+    already done on --resume. Notes go to stderr; bad input raises BadInput."""
+    w, stats = load_checked(workload, overrides)
+    path, note = _results_path(w, output, resume)
+    skip: AbstractSet[str] = set()
+    if resume:
+        from oxconsole.journal.journal import ok_ids
+
+        skip, bad = ok_ids(path)
+        if bad:
+            print(
+                f"oxconsole: {path}: skipped {bad} unreadable line(s) (a torn last line from a crash)",
+                file=sys.stderr,
+            )
+        print(f"oxconsole: resuming: {len(skip)} request(s) already ok in {path}", file=sys.stderr)
+    if note:
+        print(f"oxconsole: {note}", file=sys.stderr)
+    total = stats.total_requests
+    if total is not None and skip:
+        total = max(0, total - len(skip))
+    return PreparedRun(w, path, skip, total, tuple(overrides))
+
+
+def write_json(path: Path, data: object, *, private: bool = False, in_place: bool = False) -> None:
+    """Write `data` as JSON so that a reader never sees half a file (a temporary file beside it,
+    then a rename).
+
+    Default: indented with a final newline (summaries, read by people), missing folders created.
+    `private` (a run's registry entry): one compact line, mode 0600, and the folder must exist
+    already (a folder made here would not be owner-only). `in_place`: write the file itself, not
+    a temporary beside it (the headless --summary-json, which may be a path such as /dev/stdout).
+    """
+    import orjson
+
+    if private:
+        body, mode = orjson.dumps(data), 0o600
+    else:
+        body, mode = orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n", 0o666
+        path.parent.mkdir(parents=True, exist_ok=True)
+    if in_place:
+        path.write_bytes(body)
+        return
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with open(fd, "wb") as f:
+        f.write(body)
+    os.replace(tmp, path)
