@@ -38,7 +38,8 @@ from oxconsole.engine.commands import (
 )
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.source import RunSource
-from oxconsole.ui.render import LATENCY_METRICS, fmt_rate, fmt_weight, round_sig
+from oxconsole.ui.numbers import fmt_rate, fmt_weight, round_sig
+from oxconsole.ui.panels.latency import LATENCY_METRICS
 from oxconsole.ui.screens import HelpScreen, ModelRoute, RoutingEditor
 from oxconsole.ui.theming import DEFAULT_THEME, load_themes
 from oxconsole.ui.widgets import (
