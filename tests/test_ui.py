@@ -28,6 +28,7 @@ from oxconsole.ui.panels.in_flight import bottleneck, in_flight_lines
 from oxconsole.ui.panels.latency import latency_lines
 from oxconsole.ui.panels.throughput import throughput_lines
 from oxconsole.ui.screens import KEYS, HelpScreen, RoutingEditor
+from oxconsole.ui.steps import PENDING_S, Pending, concurrency_step, rate_step
 from oxconsole.ui.theming import PACKAGE_THEMES, load_theme_file, load_themes
 from oxconsole.ui.widgets import ErrorsPanel, HeaderPanel, LatencyPanel
 from oxconsole.workload import WorkloadError, load_workload
@@ -446,6 +447,22 @@ def test_charts() -> None:
     assert round_sig(21.9615) == 22.0
     assert fmt_change({"what": "rate", "from": 0, "to": 20}) == "rate ∞→20.0/s"
     assert fmt_change({"what": "enabled", "from": True, "to": False, "model": "m"}) == "m off"
+
+
+def test_key_steps() -> None:
+    """What + / - and ] / [ set next, and how long a value just sent is the base for the next."""
+    assert [concurrency_step(c, 1) for c in (1, 9, 10, 48)] == [2, 10, 11, 53]
+    assert [concurrency_step(c, -1) for c in (1, 2, 10, 48)] == [1, 1, 9, 43]
+    assert rate_step(20.0, 0.0, 1) == 22.0 and rate_step(20.0, 0.0, -1) == 18.0
+    assert rate_step(0.0, 23.6, 1) == 26.0  # from unlimited: around the achieved rate
+    assert rate_step(0.0, 0.0, -1) == 0.9  # nothing sent yet: around 1/s
+    assert rate_step(0.1, 0.0, -1) == 0.1  # the floor
+    now = [0.0]
+    pending = Pending(clock=lambda: now[0])
+    pending.remember("rate", 5.0)
+    assert pending.base("rate", 3.0) == 5.0
+    now[0] = PENDING_S
+    assert pending.base("rate", 3.0) == 3.0 and pending.get("rate") is None
 
 
 def test_bottleneck_warns_when_the_client_is_the_limit() -> None:
