@@ -121,8 +121,30 @@ def summary_from_journal(
     records; ``changes`` are not journaled, so they are empty and there is one phase.
     """
     p = Path(path)
-    # pass 1: each record's id as an 8-byte hash (not a dict of a million id strings), and the
-    # run's time span
+    twice, t_first, t_last = _scan(p, issues)
+    overall, models = _tally(p, twice)
+    if overall.total:
+        started_at = t_first
+        duration = max(0.0, t_last - t_first)
+    else:
+        started_at = p.stat().st_mtime
+        duration = 0.0
+    if name is None:
+        name = p.resolve().parent.name or p.stem
+    return build_summary(
+        name=name,
+        started_at=started_at,
+        duration_s=duration,
+        overall=overall,
+        models=models.items(),
+        changes=[],
+        phases=[phase_summary(overall, 0.0, duration, [])],
+    )
+
+
+def _scan(p: Path, issues: JournalIssues | None) -> tuple[set[int], float, float]:
+    """Pass 1: the hashes of ids that appear more than once, and the run's time span. Each id is
+    held as an 8-byte hash (not a dict of a million id strings) until the repeats are known."""
     keys = array("q")
     key = keys.append
     t_first = float("inf")
@@ -134,10 +156,13 @@ def summary_from_journal(
         end = rec.t_sent + (rec.latency_ms or 0.0) / 1000.0
         if end > t_last:
             t_last = end
-    twice = repeated(keys)
-    del keys
-    # pass 2: aggregate; records of ids whose hash repeats (few: resumed ids) are held until the
-    # end so that the last one of each id counts (the second read reports nothing new)
+    return repeated(keys), t_first, t_last
+
+
+def _tally(p: Path, twice: set[int]) -> tuple[RunStats, dict[str, RunStats]]:
+    """Pass 2: the whole run's and each model's figures. Records of ids whose hash repeats (few:
+    resumed ids) are held until the end so that the last one of each id counts (this second read
+    reports nothing new)."""
     overall = RunStats()
     models: dict[str, RunStats] = {}
     held: dict[str, RequestRecord] = {}
@@ -158,23 +183,7 @@ def summary_from_journal(
         count(rec)
     for rec in held.values():
         count(rec)
-    if overall.total:
-        started_at = t_first
-        duration = max(0.0, t_last - t_first)
-    else:
-        started_at = p.stat().st_mtime
-        duration = 0.0
-    if name is None:
-        name = p.resolve().parent.name or p.stem
-    return build_summary(
-        name=name,
-        started_at=started_at,
-        duration_s=duration,
-        overall=overall,
-        models=models.items(),
-        changes=[],
-        phases=[phase_summary(overall, 0.0, duration, [])],
-    )
+    return overall, models
 
 
 # -- text ------------------------------------------------------------------------------------
@@ -240,8 +249,17 @@ def _change_text(c: Mapping[str, Any]) -> str:
 
 def render_summary(summary: Mapping[str, Any]) -> str:
     """The summary as a plain-text table, no line longer than 80 columns."""
-    lines: list[str] = []
     s = summary
+    lines = _totals_lines(s)
+    lines += _timing_lines(s)
+    lines += _model_lines(s.get("models") or {})
+    lines += _error_lines(s.get("errors") or {}, s.get("attempt_errors") or {})
+    lines += _phase_lines(s.get("phases") or [], s.get("changes") or [])
+    return "\n".join(lines) + "\n"
+
+
+def _totals_lines(s: Mapping[str, Any]) -> list[str]:
+    """Name, duration and start; requests, rates, tokens (how many estimated) and cost."""
     req = s.get("requests") or {}
     thr = s.get("throughput") or {}
     tok = s.get("tokens") or {}
@@ -252,24 +270,24 @@ def render_summary(summary: Mapping[str, Any]) -> str:
     title = f"{s.get('name', '')}  ·  {_duration(float(s.get('duration_s') or 0.0))}"
     if s.get("started_at"):
         title += f"  ·  started {s['started_at']}"
-    lines.append(_fit(title))
-    lines.append(
+    return [
+        _fit(title),
         _fit(
             f"requests  {req.get('total', 0):,} total  {req.get('ok', 0):,} ok  "
             f"{req.get('error', 0):,} error  {req.get('retried', 0):,} retried"
-        )
-    )
-    lines.append(
+        ),
         _fit(
             f"rate      {_num(thr.get('requests_per_s'), 2)} req/s  "
             f"{_num(thr.get('output_tokens_per_s'), 1)} output tok/s"
-        )
-    )
-    lines.append(_fit(f"tokens    in {tok.get('input', 0):,}  out {tok.get('output', 0):,}{estimated}"))
-    lines.append(_fit(f"cost      {_money(_g(s, 'cost', 'total'))}"))
+        ),
+        _fit(f"tokens    in {tok.get('input', 0):,}  out {tok.get('output', 0):,}{estimated}"),
+        _fit(f"cost      {_money(_g(s, 'cost', 'total'))}"),
+    ]
 
-    # latency table: 10 + 6 * 11 = 76 columns
-    lines.append("")
+
+def _timing_lines(s: Mapping[str, Any]) -> list[str]:
+    """The latency table (10 + 6 * 11 = 76 columns), then the client's own loop lag and GC."""
+    lines = [""]
     cols = ("mean", "p50", "p90", "p95", "p99", "max")
     lines.append(f"{'ms':<10}" + "".join(f"{c:>11}" for c in cols))
     for label, key in (
@@ -297,28 +315,34 @@ def render_summary(summary: Mapping[str, Any]) -> str:
                 "of pauses (cycles from failures)"
             )
         )
+    return lines
 
-    models = s.get("models") or {}
-    if models:
-        # 16 + 7 + 7 + 6 + 8 + 9 + 9 + 9 + 9 = 80 columns
-        lines.append("")
+
+def _model_lines(models: Mapping[str, Any]) -> list[str]:
+    """One row per model: 16 + 7 + 7 + 6 + 8 + 9 + 9 + 9 + 9 = 80 columns."""
+    if not models:
+        return []
+    lines = [
+        "",
+        f"{'model':<16}{'reqs':>7}{'ok':>7}{'err':>6}{'req/s':>8}"
+        f"{'p50 lat':>9}{'p99 lat':>9}{'p50 ttft':>9}{'cost':>9}",
+    ]
+    for name, m in models.items():
+        r = m.get("requests") or {}
         lines.append(
-            f"{'model':<16}{'reqs':>7}{'ok':>7}{'err':>6}{'req/s':>8}"
-            f"{'p50 lat':>9}{'p99 lat':>9}{'p50 ttft':>9}{'cost':>9}"
-        )
-        for name, m in models.items():
-            r = m.get("requests") or {}
-            lines.append(
-                _fit(
-                    f"{_cut(str(name), 15):<16}{_count(r.get('total')):>7}{_count(r.get('ok')):>7}"
-                    f"{_count(r.get('error')):>6}{_num(_g(m, 'throughput', 'requests_per_s'), 2):>8}"
-                    f"{_num(_g(m, 'latency_ms', 'p50'), 0):>9}{_num(_g(m, 'latency_ms', 'p99'), 0):>9}"
-                    f"{_num(_g(m, 'ttft_ms', 'p50'), 0):>9}{_money(_g(m, 'cost', 'total')):>9}"
-                )
+            _fit(
+                f"{_cut(str(name), 15):<16}{_count(r.get('total')):>7}{_count(r.get('ok')):>7}"
+                f"{_count(r.get('error')):>6}{_num(_g(m, 'throughput', 'requests_per_s'), 2):>8}"
+                f"{_num(_g(m, 'latency_ms', 'p50'), 0):>9}{_num(_g(m, 'latency_ms', 'p99'), 0):>9}"
+                f"{_num(_g(m, 'ttft_ms', 'p50'), 0):>9}{_money(_g(m, 'cost', 'total')):>9}"
             )
+        )
+    return lines
 
-    errors = s.get("errors") or {}
-    attempts = s.get("attempt_errors") or {}
+
+def _error_lines(errors: Mapping[str, Any], attempts: Mapping[str, Any]) -> list[str]:
+    """Final errors by class, then attempts retried by class."""
+    lines: list[str] = []
     if errors or attempts:
         lines.append("")
     if errors:
@@ -327,15 +351,17 @@ def render_summary(summary: Mapping[str, Any]) -> str:
         lines.append(
             _fit("retried   " + "  ".join(f"{k} {v:,}" for k, v in attempts.items()) + " (attempts)")
         )
+    return lines
 
-    phases = s.get("phases") or []
-    changes = s.get("changes") or []
+
+def _phase_lines(phases: list[Any], changes: list[Any]) -> list[str]:
+    """One row per phase with what started it (15 + 7 + 8 + 9 + 9 + 9 = 57 columns, the rest for
+    what changed); with changes but one phase, the list of changes."""
     if changes and len(phases) > 1:
-        # 15 + 7 + 8 + 9 + 9 + 9 = 57, the rest for what changed
-        lines.append("")
-        lines.append(
-            f"{'phase':<15}{'ok':>7}{'req/s':>8}{'p50 lat':>9}{'p99 lat':>9}{'p50 ttft':>9}  changed"
-        )
+        lines = [
+            "",
+            f"{'phase':<15}{'ok':>7}{'req/s':>8}{'p50 lat':>9}{'p99 lat':>9}{'p50 ttft':>9}  changed",
+        ]
         for ph in phases:
             span = f"{_num(ph.get('t_start'), 1)}-{_num(ph.get('t_end'), 1)}s"
             what = ", ".join(_change_text(c) for c in ph.get("settings") or []) or "start"
@@ -347,12 +373,10 @@ def render_summary(summary: Mapping[str, Any]) -> str:
                     f"{_num(_g(ph, 'ttft_ms', 'p50'), 0):>9}  {what}"
                 )
             )
-    elif changes:
-        lines.append("")
-        lines.append("changes")
-        for c in changes:
-            lines.append(_fit(f"  {_num(c.get('t'), 1):>8}s  {_change_text(c)}"))
-    return "\n".join(lines) + "\n"
+        return lines
+    if changes:
+        return ["", "changes", *(_fit(f"  {_num(c.get('t'), 1):>8}s  {_change_text(c)}") for c in changes)]
+    return []
 
 
 def _count(v: Any) -> str:

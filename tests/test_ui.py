@@ -19,9 +19,16 @@ from textual.widgets import Label
 from oxconsole.engine.commands import EnableModel, SetConcurrency, SetRate, Stop
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.tuned import save_tuned, tuned_path
-from oxconsole.ui import render as R
 from oxconsole.ui.app import ConsoleApp, MainScreen
+from oxconsole.ui.charts import bar_chart, sparkline
+from oxconsole.ui.lines import Line, Palette, join_lines
+from oxconsole.ui.numbers import fmt_change, round_sig
+from oxconsole.ui.panels.header import header_lines
+from oxconsole.ui.panels.in_flight import bottleneck, in_flight_lines
+from oxconsole.ui.panels.latency import latency_lines
+from oxconsole.ui.panels.throughput import throughput_lines
 from oxconsole.ui.screens import KEYS, HelpScreen, RoutingEditor
+from oxconsole.ui.steps import PENDING_S, Pending, concurrency_step, rate_step
 from oxconsole.ui.theming import PACKAGE_THEMES, load_theme_file, load_themes
 from oxconsole.ui.widgets import ErrorsPanel, HeaderPanel, LatencyPanel
 from oxconsole.workload import WorkloadError, load_workload
@@ -434,31 +441,47 @@ def test_tuned_module_does_not_import_textual() -> None:
 
 
 def test_charts() -> None:
-    assert R.sparkline([0, 1, 2, 4], 6) == "  " + " ▂▄█"
-    rows = R.bar_chart([1, 2], 3, 2)
+    assert sparkline([0, 1, 2, 4], 6) == "  " + " ▂▄█"
+    rows = bar_chart([1, 2], 3, 2)
     assert rows == ["  █", " ██"]
-    assert R.round_sig(21.9615) == 22.0
-    assert R.fmt_change({"what": "rate", "from": 0, "to": 20}) == "rate ∞→20.0/s"
-    assert R.fmt_change({"what": "enabled", "from": True, "to": False, "model": "m"}) == "m off"
+    assert round_sig(21.9615) == 22.0
+    assert fmt_change({"what": "rate", "from": 0, "to": 20}) == "rate ∞→20.0/s"
+    assert fmt_change({"what": "enabled", "from": True, "to": False, "model": "m"}) == "m off"
+
+
+def test_key_steps() -> None:
+    """What + / - and ] / [ set next, and how long a value just sent is the base for the next."""
+    assert [concurrency_step(c, 1) for c in (1, 9, 10, 48)] == [2, 10, 11, 53]
+    assert [concurrency_step(c, -1) for c in (1, 2, 10, 48)] == [1, 1, 9, 43]
+    assert rate_step(20.0, 0.0, 1) == 22.0 and rate_step(20.0, 0.0, -1) == 18.0
+    assert rate_step(0.0, 23.6, 1) == 26.0  # from unlimited: around the achieved rate
+    assert rate_step(0.0, 0.0, -1) == 0.9  # nothing sent yet: around 1/s
+    assert rate_step(0.1, 0.0, -1) == 0.1  # the floor
+    now = [0.0]
+    pending = Pending(clock=lambda: now[0])
+    pending.remember("rate", 5.0)
+    assert pending.base("rate", 3.0) == 5.0
+    now[0] = PENDING_S
+    assert pending.base("rate", 3.0) == 3.0 and pending.get("rate") is None
 
 
 def test_bottleneck_warns_when_the_client_is_the_limit() -> None:
     lag = with_gauges(SNAP, loop_lag_ms=120.0)
-    assert R.bottleneck(lag)[0] == "warn" and "loop lag" in R.bottleneck(lag)[1]
+    assert bottleneck(lag)[0] == "warn" and "loop lag" in bottleneck(lag)[1]
     slow = with_gauges(SNAP, rate=100.0, achieved_rate=40.0, in_flight=3, waiting_slot=0, waiting_bucket=0)
-    assert R.bottleneck(slow)[0] == "warn"
+    assert bottleneck(slow)[0] == "warn"
     ok = with_gauges(SNAP, rate=0.0, waiting_slot=5)
-    assert R.bottleneck(ok) == ("info", "concurrency (+ raises it)")
+    assert bottleneck(ok) == ("info", "concurrency (+ raises it)")
 
 
 def test_panels_fit_their_width() -> None:
-    p = R.Palette()
+    p = Palette()
     for width in (36, 50, 76, 150):
         for text in (
-            R.join_lines(R.in_flight_lines(SNAP, p, width, 8)),
-            R.join_lines(R.throughput_lines(SNAP, p, width, 8)),
-            R.join_lines(R.latency_lines(SNAP, p, width, 12, "latency_ms", "run")),
-            R.join_lines(R.header_lines(SNAP, p, width, name="demo", state="running")),
+            join_lines(in_flight_lines(SNAP, p, width, 8)),
+            join_lines(throughput_lines(SNAP, p, width, 8)),
+            join_lines(latency_lines(SNAP, p, width, 12, "latency_ms", "run")),
+            join_lines(header_lines(SNAP, p, width, name="demo", state="running")),
         ):
             assert max(len(line) for line in text.plain.split("\n")) <= width
 
@@ -473,13 +496,13 @@ def test_line_draws_as_rich_text_would() -> None:
         return [(ch, str(seg.style)) for seg in t.render(console) for ch in seg.text]
 
     for width in (1, 3, 7, 12, 40):
-        line = R.Line("ab", style="bold").append("cdé", "#ff0000").append("→fgh", "italic #00ff00")
+        line = Line("ab", style="bold").append("cdé", "#ff0000").append("→fgh", "italic #00ff00")
         text = Text.assemble(("ab", ""), ("cdé", "#ff0000"), ("→fgh", "italic #00ff00"), style="bold")
         text.truncate(width, overflow="ellipsis")
         line.truncate(width)
         assert line.plain == text.plain
         assert cells(line.to_text()) == cells(text), width
-    wide = R.Line("模型模型", style="")
+    wide = Line("模型模型", style="")
     wide.truncate(5)
     assert wide.cell_len == 5 and wide.plain.endswith("…")
 

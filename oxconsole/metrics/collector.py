@@ -205,12 +205,54 @@ class Collector:
         span = max(now - w_start, 1e-3)
         run_span = max(now, 1e-3)
         al = self._all
-
         window_h = {m: r.view(sec) for m, r in self._roll.items()}
         run_h = {m: al.hist(m) for m in METRICS}
-
         run = {m: h.summary() for m, h in run_h.items()}
-        total = al.total
+        ph = self._phase
+        return Snapshot(
+            gauges=g,
+            elapsed_s=round(now, 3),
+            counts=Counts(al.total, al.ok, al.error, al.retried),
+            input_tokens=al.input_tokens,
+            output_tokens=al.output_tokens,
+            tokens_estimated=al.tokens_source.get("estimate", 0),
+            cost=al.cost,
+            projected_cost=self._projected_cost(g),
+            req_per_s=round(al.ok / run_span, 3),
+            output_tokens_per_s=round(al.ok_output_tokens / run_span, 3),
+            req_per_s_10s=round(self._ok_s.total(w_start, sec) / span, 3),
+            output_tokens_per_s_10s=round(self._out_s.total(w_start, sec) / span, 3),
+            errors_per_s_10s=round(self._err_s.total(w_start, sec) / span, 3),
+            run=run,
+            phase=self._phase_figures(run),
+            window={m: h.summary() for m, h in window_h.items()},
+            window_s=w,
+            bins_run=_bins(run_h, bins),
+            bins_window=_bins(window_h, bins),
+            phase_index=len(self._phases),
+            phase_t_start=self._phase_t,
+            phase_settings=tuple(dict(c) for c in self._phase_settings),
+            phase_counts=Counts(ph.total, ph.ok, ph.error, ph.retried),
+            phase_req_per_s=round(ph.ok / max(now - self._phase_t, 1e-3), 3),
+            models=self._model_stats(g, w_start, sec, span),
+            series=self._series(sec),
+            errors={cls: ErrorStat(n, al.error_detail.get(cls, "")) for cls, n in sorted(al.errors.items())},
+            attempt_errors=self._attempt_errors(),
+            changes=tuple(dict(c) for c in self.changes),
+        )
+
+    def _phase_figures(self, run: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        """The current phase's timing summaries; until the first change the phase is the whole
+        run: the same figures (``run``), computed once."""
+        ph = self._phase
+        if not self._phases and ph.total == self._all.total:
+            return run
+        return {m: ph.hist(m).summary() for m in METRICS}
+
+    def _model_stats(self, g: Gauges, w_start: int, sec: int, span: float) -> tuple[ModelStats, ...]:
+        """Each model's figures, with its live gauge and its rate over the window [w_start, sec]
+        (``span`` seconds)."""
+        total = self._all.total
         models: list[ModelStats] = []
         for name, acc in self._models.items():
             st = acc.stats
@@ -236,51 +278,17 @@ class Collector:
                     cost=st.cost,
                 )
             )
+        return tuple(models)
 
+    def _series(self, sec: int) -> Series:
+        """Per-second rates of the last completed seconds (up to series_s), and the change marks."""
         n_series = min(self._series_s, sec)
-        s_start = sec - n_series
-        series = Series(
-            start_s=s_start,
+        return Series(
+            start_s=sec - n_series,
             req_per_s=tuple(self._ok_s.completed(sec, n_series)),
             output_tokens_per_s=tuple(self._out_s.completed(sec, n_series)),
             errors_per_s=tuple(self._err_s.completed(sec, n_series)),
             markers=tuple(float(c["t"]) for c in self.changes),
-        )
-        errors = {cls: ErrorStat(n, al.error_detail.get(cls, "")) for cls, n in sorted(al.errors.items())}
-        ph = self._phase
-        return Snapshot(
-            gauges=g,
-            elapsed_s=round(now, 3),
-            counts=Counts(al.total, al.ok, al.error, al.retried),
-            input_tokens=al.input_tokens,
-            output_tokens=al.output_tokens,
-            tokens_estimated=al.tokens_source.get("estimate", 0),
-            cost=al.cost,
-            projected_cost=self._projected_cost(g),
-            req_per_s=round(al.ok / run_span, 3),
-            output_tokens_per_s=round(al.ok_output_tokens / run_span, 3),
-            req_per_s_10s=round(self._ok_s.total(w_start, sec) / span, 3),
-            output_tokens_per_s_10s=round(self._out_s.total(w_start, sec) / span, 3),
-            errors_per_s_10s=round(self._err_s.total(w_start, sec) / span, 3),
-            run=run,
-            # until the first change the phase is the whole run: same figures, computed once
-            phase=run
-            if not self._phases and ph.total == al.total
-            else {m: ph.hist(m).summary() for m in METRICS},
-            window={m: h.summary() for m, h in window_h.items()},
-            window_s=w,
-            bins_run=_bins(run_h, bins),
-            bins_window=_bins(window_h, bins),
-            phase_index=len(self._phases),
-            phase_t_start=self._phase_t,
-            phase_settings=tuple(dict(c) for c in self._phase_settings),
-            phase_counts=Counts(ph.total, ph.ok, ph.error, ph.retried),
-            phase_req_per_s=round(ph.ok / max(now - self._phase_t, 1e-3), 3),
-            models=tuple(models),
-            series=series,
-            errors=errors,
-            attempt_errors=self._attempt_errors(),
-            changes=tuple(dict(c) for c in self.changes),
         )
 
     def _attempt_errors(self) -> dict[str, int]:

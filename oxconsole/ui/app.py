@@ -6,25 +6,21 @@ source for its latest snapshot and, only when it is a new one, hands it to every
 `batch_update`. Keys become small command objects sent to the source; the run applies them on its
 own loop. Nothing here blocks on the run.
 
-Layout: at 140x38 and above everything is visible at once; below, the top row (header, in flight,
-throughput) stays and models / latency / errors / phase share a tabbed area.
+The layout and the key bindings are in `dashboard.py`; what a key sets and what the status line
+says are decided in `steps.py`; here they meet the run and the screen.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import ClassVar
 
 from textual import on
-from textual.app import App, ComposeResult, SystemCommand
-from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical
+from textual.app import App, SystemCommand
 from textual.notifications import Notification, SeverityLevel
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer, TabbedContent, TabPane
+from textual.widgets import TabbedContent
 
 from oxconsole.control import RunSource
 from oxconsole.engine.commands import (
@@ -38,165 +34,18 @@ from oxconsole.engine.commands import (
     Stop,
 )
 from oxconsole.metrics.snapshot import Snapshot
-from oxconsole.ui.render import LATENCY_METRICS, fmt_rate, fmt_weight, round_sig
+from oxconsole.ui.dashboard import MainScreen
+from oxconsole.ui.numbers import fmt_rate, fmt_weight, round_sig
+from oxconsole.ui.panels.latency import LATENCY_METRICS
 from oxconsole.ui.screens import HelpScreen, ModelRoute, RoutingEditor
+from oxconsole.ui.steps import Pending, concurrency_step, console_status, paused_by_user, rate_step
 from oxconsole.ui.theming import DEFAULT_THEME, load_themes
-from oxconsole.ui.widgets import (
-    ErrorsPanel,
-    HeaderPanel,
-    InFlightPanel,
-    LatencyPanel,
-    ModelsPanel,
-    Panel,
-    PhasePanel,
-    ThroughputPanel,
-    forget_palettes,
-)
+from oxconsole.ui.widgets import HeaderPanel, LatencyPanel, Panel
 
 __all__ = ["ConsoleApp", "MainScreen", "run_console"]
 
-PENDING_S = 2.0
-"""A value just sent is the base for the next +/- for this long, even before a snapshot shows it."""
-
 FLASH_S = 2.0
 """How long a confirmation (``concurrency 48 → 53``) stays in the header's status line."""
-
-_CONC = Binding.Group("conc", compact=True)
-_RATE = Binding.Group("rate", compact=True)
-
-
-class MainScreen(Screen[None]):
-    """The dashboard. Its bindings are the console keys (modal screens do not see them)."""
-
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (140, "-wide")]  # noqa: RUF012  (Textual's own type)
-    VERTICAL_BREAKPOINTS = [(0, "-short"), (38, "-tall")]  # noqa: RUF012
-
-    DEFAULT_CSS = """
-    MainScreen {
-        layout: vertical;
-        background: $background;
-    }
-    MainScreen #top {
-        height: 15;
-    }
-    MainScreen #top InFlightPanel {
-        width: 56;
-        height: 100%;
-    }
-    MainScreen #top ThroughputPanel {
-        width: 1fr;
-        height: 100%;
-    }
-    MainScreen #wide {
-        height: 1fr;
-    }
-    MainScreen #mid {
-        height: 1fr;
-    }
-    MainScreen #mid LatencyPanel {
-        width: 1fr;
-    }
-    MainScreen #mid PhasePanel {
-        width: 1fr;
-    }
-    MainScreen #mid ErrorsPanel {
-        width: 1fr;
-    }
-    MainScreen #tabs {
-        display: none;
-        height: 1fr;
-    }
-    MainScreen #tabs Panel {
-        border: none;
-        height: 1fr;
-        max-height: 100%;
-        padding: 0 1;
-    }
-    MainScreen #tabs TabPane {
-        padding: 0;
-    }
-    MainScreen.-narrow #top, MainScreen.-short #top {
-        height: 7;
-    }
-    MainScreen.-narrow #top InFlightPanel, MainScreen.-short #top InFlightPanel {
-        width: 1fr;
-    }
-    MainScreen.-narrow #wide, MainScreen.-short #wide {
-        display: none;
-    }
-    MainScreen.-narrow #tabs, MainScreen.-short #tabs {
-        display: block;
-    }
-    """
-
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("plus,equals_sign", "app.concurrency(1)", "more", key_display="+", group=_CONC),
-        Binding("minus", "app.concurrency(-1)", "fewer", key_display="-", group=_CONC),
-        Binding("right_square_bracket", "app.rate(1)", "faster", key_display="]", group=_RATE),
-        Binding("left_square_bracket", "app.rate(-1)", "slower", key_display="[", group=_RATE),
-        Binding("0", "app.unlimited", "∞"),
-        Binding("w", "app.routing", "routes"),
-        Binding("space", "app.pause", "pause"),
-        Binding("s", "app.save", "save"),
-        Binding("d", "app.detach", "detach"),
-        Binding("q", "app.stop", "stop"),
-        Binding("question_mark", "app.help", "help", key_display="?"),
-        Binding("h", "app.histogram", "metric", show=False),
-        Binding("r", "app.scope", "window/run", show=False),
-        Binding("t", "app.next_tab", "next tab", show=False),
-        Binding("ctrl+c", "app.stop", "stop", show=False),
-    ]
-
-    def __init__(self, run_name: str) -> None:
-        super().__init__(id="main")
-        self.run_name = run_name
-        self.panels: list[Panel] = []
-        """Every panel, header first; filled on mount (the app renders only once it is set)."""
-
-    def compose(self) -> ComposeResult:
-        header = HeaderPanel(id="header")
-        header.run_name = self.run_name
-        yield header
-        with Horizontal(id="top"):
-            yield InFlightPanel(id="in-flight")
-            yield ThroughputPanel(id="throughput")
-        with Vertical(id="wide"):
-            yield ModelsPanel(id="models")
-            with Horizontal(id="mid"):
-                yield LatencyPanel(id="latency")
-                yield PhasePanel(id="phase")
-                yield ErrorsPanel(id="errors")
-        with TabbedContent(id="tabs"):
-            with TabPane("models", id="tab-models"):
-                yield ModelsPanel(id="models-tab")
-            with TabPane("latency", id="tab-latency"):
-                yield LatencyPanel(id="latency-tab")
-            with TabPane("errors", id="tab-errors"):
-                yield ErrorsPanel(id="errors-tab")
-            with TabPane("phase", id="tab-phase"):
-                yield PhasePanel(id="phase-tab")
-        yield Footer(show_command_palette=False)
-
-    def on_mount(self) -> None:
-        self.panels = list(self.query(Panel))
-        self.app.theme_changed_signal.subscribe(self, self._theme_changed)
-        app = self.app
-        if isinstance(app, ConsoleApp):
-            app.tick()
-
-    def on_resize(self) -> None:
-        # the layout may have switched (wide <-> compact): panels shown again paint in full
-        for panel in self.panels:
-            panel.restyle()
-
-    def _theme_changed(self, theme: object) -> None:
-        forget_palettes()
-        for panel in self.panels:
-            panel.restyle()
-
-    @property
-    def compact(self) -> bool:
-        return self.has_class("-narrow") or self.has_class("-short")
 
 
 class ConsoleApp(App[str]):
@@ -236,7 +85,7 @@ class ConsoleApp(App[str]):
         self.renders = 0
         self._warned = 0  # engine warnings already shown
         self._status: tuple[str, ...] = ("", "", "")
-        self._pending: dict[str, tuple[float, float]] = {}
+        self._pending = Pending()
         self._prev_rate = 0.0
         self._timer: Timer | None = None
         self.flash: tuple[str, str] = ("", "")
@@ -267,7 +116,7 @@ class ConsoleApp(App[str]):
                 self.theme = DEFAULT_THEME
 
     def get_default_screen(self) -> Screen[None]:
-        return MainScreen(self.source.name)
+        return MainScreen(self.source.name, on_ready=self.tick)
 
     async def on_mount(self) -> None:
         self.title = f"oxconsole · {self.source.name}"
@@ -328,30 +177,14 @@ class ConsoleApp(App[str]):
 
     def _status_of(self, snap: Snapshot) -> tuple[str, str, str]:
         """(state shown, note line, note level) from the run and what the console is doing."""
-        g = snap.gauges
         src = self.source
-        if src.finished or g.state == "done":
-            if self.stopping:
-                return "done", "stopped: leaving…", "info"
-            return "done", "run finished: q exits and prints the summary · s saves the tuned workload", "info"
-        if not src.connected:
-            return "disconnected", "lost the connection to the run: q or d leaves the console", "error"
-        if self.stopping:
-            if self.cancelling:
-                return "draining", f"cancelling {g.in_flight} in flight…", "warn"
-            return "draining", f"draining… {g.in_flight} in flight finishing (q again cancels them)", "warn"
-        if g.state == "paused":
-            if self._paused_by_user(snap):
-                return "paused", "paused: space resumes (requests in flight finish)", "warn"
-            return "paused", "no model available: w opens the routing editor", "warn"
-        return g.state, "", ""
-
-    @staticmethod
-    def _paused_by_user(snap: Snapshot) -> bool:
-        for c in reversed(snap.changes):
-            if c.get("what") == "paused":
-                return bool(c.get("to"))
-        return False
+        return console_status(
+            snap,
+            finished=src.finished,
+            connected=src.connected,
+            stopping=self.stopping,
+            cancelling=self.cancelling,
+        )
 
     # -- telling the user ------------------------------------------------------------------------
 
@@ -404,15 +237,6 @@ class ConsoleApp(App[str]):
         except Exception as e:  # a closed socket must not take the console down
             self.toast(f"could not send {type(cmd).__name__}: {e}", kind="send", severity="error")
 
-    def _base(self, key: str, live: float) -> float:
-        pend = self._pending.get(key)
-        if pend is not None and time.monotonic() - pend[1] < PENDING_S:
-            return pend[0]
-        return live
-
-    def _remember(self, key: str, value: float) -> None:
-        self._pending[key] = (value, time.monotonic())
-
     def _need_snapshot(self) -> Snapshot | None:
         snap = self.source.latest() or self.last
         if snap is None:
@@ -426,15 +250,12 @@ class ConsoleApp(App[str]):
         snap = self._need_snapshot()
         if snap is None:
             return
-        cur = int(self._base("concurrency", snap.gauges.concurrency))
-        if direction > 0:
-            new = max(cur + 1, round(cur * 1.1))
-        else:
-            new = max(1, min(cur - 1, round(cur * 0.9)))
+        cur = int(self._pending.base("concurrency", snap.gauges.concurrency))
+        new = concurrency_step(cur, direction)
         if new == cur:
             self.tell(f"concurrency is already {cur}", "warn")
             return
-        self._remember("concurrency", new)
+        self._pending.remember("concurrency", new)
         self.send(SetConcurrency(new))
         self.tell(f"concurrency {cur} → {new}")
 
@@ -443,22 +264,13 @@ class ConsoleApp(App[str]):
         snap = self._need_snapshot()
         if snap is None:
             return
-        cur = self._base("rate", snap.gauges.rate)
-        factor = 1.1 if direction > 0 else 0.9
-        if cur <= 0:
-            achieved = snap.gauges.achieved_rate or snap.req_per_s_10s
-            base = achieved if achieved > 0 else 1.0
-            new = max(0.1, round_sig(base * factor))
-            was = "unlimited"
-        else:
-            new = max(0.1, round_sig(cur * factor))
-            if new == cur:
-                new = round_sig(cur + (0.1 if direction > 0 else -0.1)) if cur > 0.1 or direction > 0 else cur
-            was = fmt_rate(cur)
+        cur = self._pending.base("rate", snap.gauges.rate)
+        new = rate_step(cur, snap.gauges.achieved_rate or snap.req_per_s_10s, direction)
+        was = "unlimited" if cur <= 0 else fmt_rate(cur)
         if new == cur:
             self.tell(f"rate is already {fmt_rate(cur)}", "warn")
             return
-        self._remember("rate", new)
+        self._pending.remember("rate", new)
         self.send(SetRate(new))
         self.tell(f"rate {was} → {fmt_rate(new)}")
 
@@ -467,10 +279,10 @@ class ConsoleApp(App[str]):
         snap = self._need_snapshot()
         if snap is None:
             return
-        cur = self._base("rate", snap.gauges.rate)
+        cur = self._pending.base("rate", snap.gauges.rate)
         if cur > 0:
             self._prev_rate = cur
-            self._remember("rate", 0.0)
+            self._pending.remember("rate", 0.0)
             self.send(SetRate(0.0))
             self.tell(f"rate {fmt_rate(cur)} → unlimited (0 restores it)")
             return
@@ -481,7 +293,7 @@ class ConsoleApp(App[str]):
                 self.tell("no previous rate to restore, and nothing sent yet to start from", "warn")
                 return
             prev = max(0.1, round_sig(achieved))
-        self._remember("rate", prev)
+        self._pending.remember("rate", prev)
         self.send(SetRate(prev))
         self.tell(f"rate unlimited → {fmt_rate(prev)}")
 
@@ -491,16 +303,16 @@ class ConsoleApp(App[str]):
         if snap is None:
             return
         pend = self._pending.get("paused")
-        if pend is not None and time.monotonic() - pend[1] < PENDING_S:
-            paused = bool(pend[0])
+        if pend is not None:
+            paused = bool(pend)
         else:
-            paused = snap.gauges.state == "paused" and self._paused_by_user(snap)
+            paused = snap.gauges.state == "paused" and paused_by_user(snap)
         if paused:
-            self._remember("paused", 0.0)
+            self._pending.remember("paused", 0.0)
             self.send(Resume())
             self.tell("resumed")
         else:
-            self._remember("paused", 1.0)
+            self._pending.remember("paused", 1.0)
             self.send(Pause())
             self.tell("pausing…")
 

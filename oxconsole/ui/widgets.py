@@ -1,8 +1,8 @@
-"""The console's panels: each holds one immutable Snapshot and shows it as one Rich Text.
+"""The console's panels: each holds one immutable Snapshot and shows it as lines of styled text.
 
 Why this module exists: a panel must cost nothing when nothing visible changed and little when
 something did. Each panel keeps the latest snapshot in a `reactive`; `watch_snapshot` asks a pure
-function in `render.py` for the Text at the panel's size and repaints only when that Text differs
+function in `ui/panels/` for the lines at the panel's size and repaints only the lines that differ
 from what is on screen (a snapshot that only moved the clock by 250 ms repaints the header once a
 second, not four times). A panel that is not on screen (a hidden tab) draws nothing until it is
 shown. No DataTable, no per-row widgets, no work proportional to the run.
@@ -20,7 +20,13 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from oxconsole.metrics.snapshot import Snapshot
-from oxconsole.ui import render as R
+from oxconsole.ui.lines import Line, Palette
+from oxconsole.ui.numbers import fmt_rate
+from oxconsole.ui.panels.header import header_lines
+from oxconsole.ui.panels.in_flight import in_flight_lines
+from oxconsole.ui.panels.latency import latency_lines
+from oxconsole.ui.panels.tables import errors_lines, models_lines, phase_lines
+from oxconsole.ui.panels.throughput import throughput_lines
 
 __all__ = [
     "ErrorsPanel",
@@ -33,7 +39,7 @@ __all__ = [
     "ThroughputPanel",
 ]
 
-_PALETTES: dict[str, R.Palette] = {}
+_PALETTES: dict[str, Palette] = {}
 
 
 class Panel(Widget):
@@ -62,7 +68,7 @@ class Panel(Widget):
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self.border_title = self.TITLE
-        self._lines: list[R.Line] = []
+        self._lines: list[Line] = []
         self._strips: list[Strip] = []
         self._drawn_for: tuple[int, int, Style | None] = (0, 0, None)
         self._base: Style | None = None
@@ -131,7 +137,7 @@ class Panel(Widget):
             self.paints += len(dirty)
             self.refresh(*(Region(0, start, width, count) for start, count in _runs(dirty)))
 
-    def _strip(self, line: R.Line, width: int, base: Style) -> Strip:
+    def _strip(self, line: Line, width: int, base: Style) -> Strip:
         """A Line as a Strip of ``width`` cells on the panel's colours; each style string is
         parsed once (until `restyle`)."""
         styles = self._styles
@@ -169,19 +175,19 @@ class Panel(Widget):
         size = self.content_size
         return max(1, size.width), max(1, size.height)
 
-    def _draw_now(self, width: int, height: int) -> list[R.Line]:
+    def _draw_now(self, width: int, height: int) -> list[Line]:
         snap = self.snapshot
         if snap is None:
-            return [R.Line("waiting for the first figures…", style=self.palette.muted)]
+            return [Line("waiting for the first figures…", style=self.palette.muted)]
         return self.draw(snap, width, height)
 
     @property
-    def palette(self) -> R.Palette:
+    def palette(self) -> Palette:
         """Theme colours resolved once per theme (panels render Rich text, not CSS)."""
         name = self.app.theme
         p = _PALETTES.get(name)
         if p is None:
-            p = _PALETTES[name] = R.Palette.from_variables(self.app.theme_variables)
+            p = _PALETTES[name] = Palette.from_variables(self.app.theme_variables)
         return p
 
     def render_line(self, y: int) -> Strip:
@@ -205,7 +211,7 @@ class Panel(Widget):
         last one, the panel is not drawn at all. None (the default) means draw every snapshot."""
         return None
 
-    def draw(self, snap: Snapshot, width: int, height: int) -> list[R.Line]:
+    def draw(self, snap: Snapshot, width: int, height: int) -> list[Line]:
         """The panel's lines, each at most ``width`` cells."""
         raise NotImplementedError
 
@@ -253,10 +259,10 @@ class HeaderPanel(Panel):
     flash: reactive[str] = reactive("", repaint=False)
     flash_level: reactive[str] = reactive("", repaint=False)
 
-    def draw(self, snap: Snapshot, width: int, height: int) -> list[R.Line]:
+    def draw(self, snap: Snapshot, width: int, height: int) -> list[Line]:
         p = self.palette
         levels = {"error": p.error, "warn": p.warning, "info": p.primary}
-        return R.header_lines(
+        return header_lines(
             snap,
             p,
             width,
@@ -278,8 +284,8 @@ class InFlightPanel(Panel):
     InFlightPanel { height: 8; }
     """
 
-    def draw(self, snap: Snapshot, width: int, height: int) -> list[R.Line]:
-        return R.in_flight_lines(snap, self.palette, width, height)
+    def draw(self, snap: Snapshot, width: int, height: int) -> list[Line]:
+        return in_flight_lines(snap, self.palette, width, height)
 
 
 class ThroughputPanel(Panel):
@@ -290,8 +296,8 @@ class ThroughputPanel(Panel):
     ThroughputPanel { height: 8; }
     """
 
-    def draw(self, snap: Snapshot, width: int, height: int) -> list[R.Line]:
-        return R.throughput_lines(snap, self.palette, width, height)
+    def draw(self, snap: Snapshot, width: int, height: int) -> list[Line]:
+        return throughput_lines(snap, self.palette, width, height)
 
 
 class LatencyPanel(Panel):
@@ -314,8 +320,8 @@ class LatencyPanel(Panel):
         bins = (snap.bins_run if run else snap.bins_window).get(self.metric)
         return self.metric, self.scope, snap.window_s, summary, bins
 
-    def draw(self, snap: Snapshot, width: int, height: int) -> list[R.Line]:
-        return R.latency_lines(snap, self.palette, width, height, self.metric, self.scope)
+    def draw(self, snap: Snapshot, width: int, height: int) -> list[Line]:
+        return latency_lines(snap, self.palette, width, height, self.metric, self.scope)
 
 
 class ModelsPanel(Panel):
@@ -328,8 +334,8 @@ class ModelsPanel(Panel):
     ModelsPanel { height: auto; max-height: 14; }
     """
 
-    def draw(self, snap: Snapshot, width: int, height: int) -> list[R.Line]:
-        return R.models_lines(snap, self.palette, width)
+    def draw(self, snap: Snapshot, width: int, height: int) -> list[Line]:
+        return models_lines(snap, self.palette, width)
 
 
 class ErrorsPanel(Panel):
@@ -338,10 +344,10 @@ class ErrorsPanel(Panel):
     TITLE = "errors"
 
     def inputs(self, snap: Snapshot, width: int, height: int) -> object:
-        return snap.errors, snap.attempt_errors, R.fmt_rate(snap.errors_per_s_10s)
+        return snap.errors, snap.attempt_errors, fmt_rate(snap.errors_per_s_10s)
 
-    def draw(self, snap: Snapshot, width: int, height: int) -> list[R.Line]:
-        return R.errors_lines(snap, self.palette, width)
+    def draw(self, snap: Snapshot, width: int, height: int) -> list[Line]:
+        return errors_lines(snap, self.palette, width)
 
 
 class PhasePanel(Panel):
@@ -350,5 +356,5 @@ class PhasePanel(Panel):
     TITLE = "this phase vs whole run"
     EVERY = 2
 
-    def draw(self, snap: Snapshot, width: int, height: int) -> list[R.Line]:
-        return R.phase_lines(snap, self.palette, width, height)
+    def draw(self, snap: Snapshot, width: int, height: int) -> list[Line]:
+        return phase_lines(snap, self.palette, width, height)

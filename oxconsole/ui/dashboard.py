@@ -1,0 +1,171 @@
+"""The console's main screen: which panel goes where at which size, and the console's keys.
+
+Why this module exists: the layout is its own question (what shows at 140x38 and above, what
+shares the tabbed area below), apart from what the app does with snapshots and keys. At 140x38
+and above everything is visible at once; below, the top row (header, in flight, throughput) stays
+and models / latency / errors / phase share a tabbed area. The key bindings live here because
+modal screens must not see them; each one names an action of the app.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, TabbedContent, TabPane
+
+from oxconsole.ui.widgets import (
+    ErrorsPanel,
+    HeaderPanel,
+    InFlightPanel,
+    LatencyPanel,
+    ModelsPanel,
+    Panel,
+    PhasePanel,
+    ThroughputPanel,
+    forget_palettes,
+)
+
+__all__ = ["MainScreen"]
+
+_CONC = Binding.Group("conc", compact=True)
+_RATE = Binding.Group("rate", compact=True)
+
+
+class MainScreen(Screen[None]):
+    """The dashboard. Its bindings are the console keys (modal screens do not see them)."""
+
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (140, "-wide")]  # noqa: RUF012  (Textual's own type)
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (38, "-tall")]  # noqa: RUF012
+
+    DEFAULT_CSS = """
+    MainScreen {
+        layout: vertical;
+        background: $background;
+    }
+    MainScreen #top {
+        height: 15;
+    }
+    MainScreen #top InFlightPanel {
+        width: 56;
+        height: 100%;
+    }
+    MainScreen #top ThroughputPanel {
+        width: 1fr;
+        height: 100%;
+    }
+    MainScreen #wide {
+        height: 1fr;
+    }
+    MainScreen #mid {
+        height: 1fr;
+    }
+    MainScreen #mid LatencyPanel {
+        width: 1fr;
+    }
+    MainScreen #mid PhasePanel {
+        width: 1fr;
+    }
+    MainScreen #mid ErrorsPanel {
+        width: 1fr;
+    }
+    MainScreen #tabs {
+        display: none;
+        height: 1fr;
+    }
+    MainScreen #tabs Panel {
+        border: none;
+        height: 1fr;
+        max-height: 100%;
+        padding: 0 1;
+    }
+    MainScreen #tabs TabPane {
+        padding: 0;
+    }
+    MainScreen.-narrow #top, MainScreen.-short #top {
+        height: 7;
+    }
+    MainScreen.-narrow #top InFlightPanel, MainScreen.-short #top InFlightPanel {
+        width: 1fr;
+    }
+    MainScreen.-narrow #wide, MainScreen.-short #wide {
+        display: none;
+    }
+    MainScreen.-narrow #tabs, MainScreen.-short #tabs {
+        display: block;
+    }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("plus,equals_sign", "app.concurrency(1)", "more", key_display="+", group=_CONC),
+        Binding("minus", "app.concurrency(-1)", "fewer", key_display="-", group=_CONC),
+        Binding("right_square_bracket", "app.rate(1)", "faster", key_display="]", group=_RATE),
+        Binding("left_square_bracket", "app.rate(-1)", "slower", key_display="[", group=_RATE),
+        Binding("0", "app.unlimited", "∞"),
+        Binding("w", "app.routing", "routes"),
+        Binding("space", "app.pause", "pause"),
+        Binding("s", "app.save", "save"),
+        Binding("d", "app.detach", "detach"),
+        Binding("q", "app.stop", "stop"),
+        Binding("question_mark", "app.help", "help", key_display="?"),
+        Binding("h", "app.histogram", "metric", show=False),
+        Binding("r", "app.scope", "window/run", show=False),
+        Binding("t", "app.next_tab", "next tab", show=False),
+        Binding("ctrl+c", "app.stop", "stop", show=False),
+    ]
+
+    def __init__(self, run_name: str, on_ready: Callable[[], None] | None = None) -> None:
+        super().__init__(id="main")
+        self.run_name = run_name
+        self.on_ready = on_ready
+        """Called once the panels are mounted (the app renders its first snapshot then)."""
+        self.panels: list[Panel] = []
+        """Every panel, header first; filled on mount (the app renders only once it is set)."""
+
+    def compose(self) -> ComposeResult:
+        header = HeaderPanel(id="header")
+        header.run_name = self.run_name
+        yield header
+        with Horizontal(id="top"):
+            yield InFlightPanel(id="in-flight")
+            yield ThroughputPanel(id="throughput")
+        with Vertical(id="wide"):
+            yield ModelsPanel(id="models")
+            with Horizontal(id="mid"):
+                yield LatencyPanel(id="latency")
+                yield PhasePanel(id="phase")
+                yield ErrorsPanel(id="errors")
+        with TabbedContent(id="tabs"):
+            with TabPane("models", id="tab-models"):
+                yield ModelsPanel(id="models-tab")
+            with TabPane("latency", id="tab-latency"):
+                yield LatencyPanel(id="latency-tab")
+            with TabPane("errors", id="tab-errors"):
+                yield ErrorsPanel(id="errors-tab")
+            with TabPane("phase", id="tab-phase"):
+                yield PhasePanel(id="phase-tab")
+        yield Footer(show_command_palette=False)
+
+    def on_mount(self) -> None:
+        self.panels = list(self.query(Panel))
+        self.app.theme_changed_signal.subscribe(self, self._theme_changed)
+        if self.on_ready is not None:
+            self.on_ready()
+
+    def on_resize(self) -> None:
+        # the layout may have switched (wide <-> compact): panels shown again paint in full
+        for panel in self.panels:
+            panel.restyle()
+
+    def _theme_changed(self, theme: object) -> None:
+        forget_palettes()
+        for panel in self.panels:
+            panel.restyle()
+
+    @property
+    def compact(self) -> bool:
+        return self.has_class("-narrow") or self.has_class("-short")

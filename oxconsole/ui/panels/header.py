@@ -1,0 +1,128 @@
+"""The header panel: who and how the run is doing, how far it is, and one status line.
+
+Why this module exists: the header is the one panel always on screen, and its three lines answer
+three questions (state and totals; progress; what just happened or what the phase is), each built
+by its own function here.
+"""
+
+from __future__ import annotations
+
+from oxconsole.metrics.format import eta_seconds, fmt_duration
+from oxconsole.metrics.snapshot import Snapshot
+from oxconsole.ui.charts import hbar
+from oxconsole.ui.lines import Line, Palette, fit
+from oxconsole.ui.numbers import fmt_change, fmt_clock, fmt_cost, fmt_count, fmt_rate, pct
+
+__all__ = ["header_lines"]
+
+
+def header_lines(
+    s: Snapshot,
+    p: Palette,
+    width: int,
+    *,
+    name: str,
+    state: str,
+    note: str = "",
+    note_style: str = "",
+    flash: str = "",
+    flash_style: str = "",
+) -> list[Line]:
+    """Three lines: who/state/counts/cost; progress bar with ETA; a status line: a confirmation
+    (``flash``, for a moment), then the console's note or the phase, and the current rates."""
+    lines = [
+        _title_line(s, p, width, name, state),
+        _progress_line(s, p, width, state),
+        _status_line(s, p, note, note_style, flash, flash_style),
+    ]
+    return fit(lines, width)
+
+
+def _state_style(p: Palette, state: str) -> str:
+    return {
+        "running": p.success,
+        "paused": p.warning,
+        "draining": p.warning,
+        "stopping": p.warning,
+        "done": p.primary,
+        "starting": p.muted,
+        "disconnected": p.error,
+    }.get(state, p.foreground)
+
+
+def _title_line(s: Snapshot, p: Palette, width: int, name: str, state: str) -> Line:
+    """Run name, state, elapsed, ok / errors (retried when wide), cost and projected cost."""
+    state_style = _state_style(p, state)
+    t = Line()
+    t.append(f" {name} ", style=f"bold {p.primary}")
+    t.append(" ● ", style=state_style)
+    t.append(state, style=f"bold {state_style}")
+    t.append(f"  {fmt_clock(s.elapsed_s)}", style="bold")
+    t.append("   ok ", style=p.muted)
+    t.append(fmt_count(s.counts.ok), style=p.success)
+    t.append("  err ", style=p.muted)
+    err_pct = s.counts.error / s.counts.total if s.counts.total else 0.0
+    t.append(fmt_count(s.counts.error), style=p.error if s.counts.error else "")
+    if s.counts.error:
+        t.append(f" ({pct(err_pct)})", style=p.error)
+    if s.counts.retried and width >= 100:
+        t.append("  retried ", style=p.muted)
+        t.append(fmt_count(s.counts.retried))
+    t.append("   cost ", style=p.muted)
+    t.append(fmt_cost(s.cost))
+    if s.projected_cost is not None and s.projected_cost > s.cost:
+        t.append(" → ", style=p.muted)
+        t.append(f"~{fmt_cost(s.projected_cost)}", style=p.accent)
+        if width >= 100:
+            t.append(" projected", style=p.muted)
+    return t
+
+
+def _progress_line(s: Snapshot, p: Palette, width: int, state: str) -> Line:
+    """A progress bar with done/total and the ETA; without a fixed total, what was finished and sent."""
+    g = s.gauges
+    t = Line()
+    total = g.total_expected
+    done = s.counts.total
+    if not total:
+        t.append(
+            f" {fmt_count(done)} finished · {fmt_count(g.dispatched)} sent · no fixed total", style=p.muted
+        )
+        return t
+    frac = done / total
+    tail = f" {fmt_count(done)}/{fmt_count(total)} {100 * frac:5.1f}%"
+    eta = eta_seconds(s)
+    if state in ("done",) or done >= total:
+        tail += "  complete"
+    elif eta is not None:
+        tail += f"  ETA {fmt_duration(eta)}"
+    bar_w = max(10, width - len(tail) - 2)
+    filled, empty = hbar(frac, bar_w)
+    t.append(" ")
+    t.append(filled, style=p.bar)
+    t.append(empty, style=p.bar_empty)
+    t.append(tail)
+    return t
+
+
+def _status_line(s: Snapshot, p: Palette, note: str, note_style: str, flash: str, flash_style: str) -> Line:
+    """The confirmation just given (``flash``), then the console's note, or the phase and its
+    settings; the current rates unless a note takes the room."""
+    t = Line()
+    if flash:
+        t.append(f" {flash}", style=f"bold {flash_style or p.accent}")
+        if note:
+            t.append("  ·", style=p.muted)
+    if note:
+        t.append(f" {note}", style=note_style or p.warning)
+        return t
+    if not flash:
+        t.append(f" phase {s.phase_index}", style=p.muted)
+        if s.phase_settings:
+            t.append(f" since {fmt_clock(s.phase_t_start)}: ", style=p.muted)
+            t.append(", ".join(fmt_change(c) for c in s.phase_settings))
+        else:
+            t.append(" (no change yet)", style=p.muted)
+    t.append(f"   {fmt_rate(s.req_per_s_10s, ' req/s')}", style=p.primary)
+    t.append(f"  {fmt_rate(s.output_tokens_per_s_10s, ' tok/s')}", style=p.primary)
+    return t

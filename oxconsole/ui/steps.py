@@ -1,0 +1,103 @@
+"""What the console's keys set next, and what the console says it is doing: pure decisions.
+
+Why this module exists: a key press turns the live figures into a new setting (`+` raises the
+concurrency by 10%, `]` the rate, `space` pauses or resumes), and the header's status line says
+what the console is doing (draining, finished, disconnected). Both are decisions on a snapshot and
+a few flags, testable without a terminal; the app only sends and shows what they return. Textual
+is not imported here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from oxconsole.metrics.snapshot import Snapshot
+from oxconsole.ui.numbers import round_sig
+
+__all__ = [
+    "PENDING_S",
+    "Pending",
+    "concurrency_step",
+    "console_status",
+    "paused_by_user",
+    "rate_step",
+]
+
+PENDING_S = 2.0
+"""A value just sent is the base for the next +/- for this long, even before a snapshot shows it."""
+
+
+class Pending:
+    """Values just sent, by setting: two quick presses of + step from the value the first one
+    sent, not from the snapshot that does not show it yet."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._sent: dict[str, tuple[float, float]] = {}
+
+    def remember(self, key: str, value: float) -> None:
+        self._sent[key] = (value, self._clock())
+
+    def get(self, key: str) -> float | None:
+        """The value sent for ``key`` less than PENDING_S ago, else None."""
+        pend = self._sent.get(key)
+        if pend is not None and self._clock() - pend[1] < PENDING_S:
+            return pend[0]
+        return None
+
+    def base(self, key: str, live: float) -> float:
+        """What the next step starts from: the value just sent, else the ``live`` one."""
+        pend = self.get(key)
+        return live if pend is None else pend
+
+
+def concurrency_step(cur: int, direction: int) -> int:
+    """Concurrency up or down by 10%, at least by 1, never below 1."""
+    if direction > 0:
+        return max(cur + 1, round(cur * 1.1))
+    return max(1, min(cur - 1, round(cur * 0.9)))
+
+
+def rate_step(cur: float, achieved: float, direction: int) -> float:
+    """Rate up or down by 10%; from unlimited (``cur`` 0), 10% around the ``achieved`` rate (or
+    1/s when nothing was sent yet). Never below 0.1/s; ``cur`` again when it cannot go lower."""
+    factor = 1.1 if direction > 0 else 0.9
+    if cur <= 0:
+        base = achieved if achieved > 0 else 1.0
+        return max(0.1, round_sig(base * factor))
+    new = max(0.1, round_sig(cur * factor))
+    if new == cur:
+        new = round_sig(cur + (0.1 if direction > 0 else -0.1)) if cur > 0.1 or direction > 0 else cur
+    return new
+
+
+def paused_by_user(snap: Snapshot) -> bool:
+    """Whether the last pause change logged was a pause (not a resume): the run is paused because
+    someone asked, not because no model is available."""
+    for c in reversed(snap.changes):
+        if c.get("what") == "paused":
+            return bool(c.get("to"))
+    return False
+
+
+def console_status(
+    snap: Snapshot, *, finished: bool, connected: bool, stopping: bool, cancelling: bool
+) -> tuple[str, str, str]:
+    """(state shown, note line, note level) from the run and what the console is doing."""
+    g = snap.gauges
+    if finished or g.state == "done":
+        if stopping:
+            return "done", "stopped: leaving…", "info"
+        return "done", "run finished: q exits and prints the summary · s saves the tuned workload", "info"
+    if not connected:
+        return "disconnected", "lost the connection to the run: q or d leaves the console", "error"
+    if stopping:
+        if cancelling:
+            return "draining", f"cancelling {g.in_flight} in flight…", "warn"
+        return "draining", f"draining… {g.in_flight} in flight finishing (q again cancels them)", "warn"
+    if g.state == "paused":
+        if paused_by_user(snap):
+            return "paused", "paused: space resumes (requests in flight finish)", "warn"
+        return "paused", "no model available: w opens the routing editor", "warn"
+    return g.state, "", ""
