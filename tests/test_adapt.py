@@ -14,9 +14,8 @@ import orjson
 import pytest
 from aiohttp import web
 
-from oxconsole.engine.adapt import rejected_field
 from oxconsole.engine.client import AttemptResult
-from oxconsole.engine.runner import Engine, RunOutcome
+from oxconsole.engine.runner import Engine, RunOutcome, rejected_field
 from oxconsole.workload import check_prompts
 
 from .conftest import WorkloadFactory

@@ -26,8 +26,7 @@ import pytest
 from aiohttp import web
 
 from oxconsole.engine.client import parse_retry_after, redact
-from oxconsole.engine.request import backoff_delay
-from oxconsole.engine.runner import Engine, RunOutcome
+from oxconsole.engine.runner import Engine, RunOutcome, backoff_delay
 from oxconsole.workload import Workload
 
 from .conftest import WorkloadFactory

@@ -4,6 +4,9 @@ Why this module exists: this is the one place that owns the event loop of a run.
 the UI: a console (or a test) reads `Engine.latest` snapshots and calls `Engine.submit(command)`,
 which is safe from any thread and applied here, on the engine's own loop, with its time logged.
 What happens to one request once it is dispatched is `request.py`'s story.
+
+`RunOutcome`, `RunEngine`, `rejected_field` and `backoff_delay` are still importable from here (their
+old home) for code written before the split.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from oxconsole.engine.adapt import Bodies
+from oxconsole.engine.adapt import rejected_field as rejected_field
 from oxconsole.engine.client import AttemptResult
 from oxconsole.engine.commands import Command, Stop
 from oxconsole.engine.dispatch import Dispatcher
@@ -26,6 +30,7 @@ from oxconsole.engine.live import Change, LiveSettings
 from oxconsole.engine.outcome import RunEngine as RunEngine
 from oxconsole.engine.outcome import RunOutcome as RunOutcome
 from oxconsole.engine.request import Sender, Story
+from oxconsole.engine.request import backoff_delay as backoff_delay
 from oxconsole.engine.router import Router
 from oxconsole.gcpace import PacedGC
 from oxconsole.journal.journal import Journal
