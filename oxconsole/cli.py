@@ -277,7 +277,7 @@ def progress_line(s: Snapshot) -> str:
 def make_engine(prep: PreparedRun, progress_interval: float) -> RunEngine:
     """The engine for a prepared run (several processes when run.workers > 1), printing a
     progress line to stderr every interval."""
-    from oxconsole.engine.workers import make_engine as build
+    from oxconsole.engine.pool import make_engine as build
 
     shown = 0
 

@@ -35,6 +35,20 @@ class Change:
     model: str | None = None
     """The model a "weight" or "enabled" change is about."""
 
+    def command(self) -> Command:
+        """The command that sets this setting to its new value (what a worker pool forwards)."""
+        if self.what == "concurrency":
+            return SetConcurrency(self.new)
+        if self.what == "rate":
+            return SetRate(self.new)
+        if self.what == "weight":
+            assert self.model is not None
+            return SetWeight(self.model, self.new)
+        if self.what == "enabled":
+            assert self.model is not None
+            return EnableModel(self.model, self.new)
+        return Pause() if self.new else Resume()
+
 
 class LiveSettings:
     """Concurrency, rate, per-model weights and switches, and pause: what the console may change.

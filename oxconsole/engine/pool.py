@@ -1,0 +1,392 @@
+"""Several engine processes sharing one run: `run.workers = N` (or "auto", one per core).
+
+Why this module exists: one Python process tops out at roughly a core's worth of requests; when
+the client is the bottleneck, more processes must share the load. The design keeps one source of
+truth: worker processes (`worker.py`) do the expensive part (HTTP, stream parsing) on their share
+of the prompts, concurrency, rate and token budget, and send each finished record to this process,
+which alone writes the journal, feeds the metrics collector, publishes snapshots and applies
+commands (split into shares and forwarded). So a run with workers looks, to the console, `ps`,
+`attach` and the summary, exactly like a run without. `wire.py` says what goes between them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import multiprocessing
+import os
+import threading
+import time
+from collections.abc import Callable
+from collections.abc import Set as AbstractSet
+from multiprocessing.connection import Connection
+from multiprocessing.context import SpawnContext
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from oxconsole.engine.commands import Command, SetConcurrency, SetRate, Stop, command_to_dict
+from oxconsole.engine.endpoints import start_sim
+from oxconsole.engine.live import Change, LiveSettings
+from oxconsole.engine.outcome import RunOutcome
+from oxconsole.engine.runner import Engine, new_collector
+from oxconsole.engine.wire import ATTEMPTS, END, GAUGES, GO, JOURNAL_TAG, READY, RECORDS, STOP
+from oxconsole.engine.worker import worker_main
+from oxconsole.journal.journal import Journal
+from oxconsole.journal.manifest import open_journal
+from oxconsole.journal.records import RequestRecord
+from oxconsole.metrics.collector import Collector
+from oxconsole.metrics.snapshot import Gauges, ModelGauge, Snapshot
+from oxconsole.workload import Workload
+
+if TYPE_CHECKING:
+    from oxconsole.sim.process import SimProcess
+
+
+def worker_count(w: Workload) -> int:
+    n = w.run.workers
+    if n == "auto":
+        return max(1, os.cpu_count() or 1)
+    return max(1, int(n))
+
+
+def split(total: int, n: int) -> list[int]:
+    """Shares of an integer limit, each at least 1, differing by at most one."""
+    base, extra = divmod(max(total, n), n)
+    return [base + (1 if i < extra else 0) for i in range(n)]
+
+
+def share(w: Workload, i: int, n: int) -> Workload:
+    """Worker i's part of the run: its concurrency, rate, token budget and seed."""
+    run = w.run
+    return dataclasses.replace(
+        w,
+        run=dataclasses.replace(
+            run,
+            concurrency=split(run.concurrency, n)[i],
+            rate=run.rate / n,
+            tpm=(run.tpm + n - 1) // n if run.tpm else 0,
+            seed=run.seed * 1000 + i,
+            workers=1,
+        ),
+    )
+
+
+def make_engine(workload: Workload, **kwargs: Any) -> Engine | WorkerPool:
+    """An Engine, or a WorkerPool when `run.workers` asks for more than one process."""
+    if worker_count(workload) > 1:
+        kwargs.pop("endpoint_urls", None)
+        return WorkerPool(workload, **kwargs)
+    return Engine(workload, **kwargs)
+
+
+@dataclasses.dataclass
+class _Worker:
+    proc: Any
+    conn: Connection
+    gauges: dict[str, Any] | None = None
+    end: dict[str, Any] | None = None
+
+
+class WorkerPool:
+    """Runs a workload on N worker processes; the same surface as `Engine` for the CLI and console."""
+
+    def __init__(
+        self,
+        workload: Workload,
+        *,
+        results_path: Path,
+        skip_ids: AbstractSet[str] | None = None,
+        total_expected: int | None = None,
+        publish_interval: float = 0.25,
+        on_tick: Callable[[Snapshot], None] | None = None,
+        tick_interval: float = 2.0,
+        workers: int | None = None,
+    ) -> None:
+        self.w = workload
+        self.n = workers or worker_count(workload)
+        self.results_path = results_path
+        self.skip_ids: AbstractSet[str] = skip_ids or set()
+        self.total_expected = total_expected
+        self.publish_interval = publish_interval
+        self.on_tick = on_tick
+        self.tick_interval = tick_interval
+        self.latest: Snapshot | None = None
+        self.state = "starting"
+        self.live = LiveSettings.of(workload)
+        self.warnings: list[str] = []
+        self.cooldowns: list[dict[str, Any]] = []
+        self.started_at = time.time()
+        self.collector = self._new_collector()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._t0 = 0.0
+        self._workers: list[_Worker] = []
+        self._journal: Journal | None = None
+        self._interrupted = False
+        self._crashed = False
+        self._ok = 0
+        self._errors = 0
+        self._all_ended = asyncio.Event()
+        self._ready = 0
+        self._all_ready = asyncio.Event()
+        self._sim: SimProcess | None = None
+
+    def _new_collector(self) -> Collector:
+        return new_collector(self.w, self.started_at)
+
+    def elapsed(self) -> float:
+        return 0.0 if self._loop is None else self._loop.time() - self._t0
+
+    # --- control ------------------------------------------------------------------------------
+    def submit(self, cmd: Command) -> None:
+        if self._loop is None:
+            raise RuntimeError("engine is not running")
+        self._loop.call_soon_threadsafe(self.apply, cmd)
+
+    def _send(self, i: int, d: dict[str, Any]) -> None:
+        try:
+            self._workers[i].conn.send_bytes(orjson.dumps(d))
+        except (OSError, ValueError):
+            pass  # a worker that already ended takes no commands
+
+    def _broadcast(self, cmd: Command) -> None:
+        for i in range(len(self._workers)):
+            self._send(i, command_to_dict(cmd))
+
+    def apply(self, cmd: Command) -> None:
+        if isinstance(cmd, Stop):
+            self.request_stop(cancel=cmd.cancel)
+        t = round(self.elapsed(), 3)
+        for c in self.live.apply(cmd):
+            self._forward(c)
+            self.collector.change(t, c.what, c.old, c.new, model=c.model)
+        self._publish()
+
+    def _forward(self, c: Change) -> None:
+        """Each worker's share of a changed setting: its part of the concurrency, rate / n, and
+        weights, switches and pause as they are."""
+        if c.what == "concurrency":
+            for i, part in enumerate(split(c.new, self.n)):
+                self._send(i, command_to_dict(SetConcurrency(part)))
+        elif c.what == "rate":
+            self._broadcast(SetRate(c.new / self.n))
+        else:
+            self._broadcast(c.command())
+
+    def request_stop(self, *, cancel: bool = False, interrupted: bool = False) -> None:
+        if interrupted:
+            self._interrupted = True
+        self.live.stopping()
+        for i in range(len(self._workers)):
+            self._send(i, {"cmd": STOP, "cancel": cancel})
+
+    # --- the run ------------------------------------------------------------------------------
+    async def run(self) -> RunOutcome:
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        self._journal, notes = open_journal(self.w, self.results_path, self.skip_ids)
+        self.warnings.extend(notes)
+        ticker = None
+        try:
+            sims = [e.name for e in self.w.endpoints.values() if e.base_url == "sim"]
+            self._sim, urls = await start_sim(self.w, sims)
+            self._spawn(multiprocessing.get_context("spawn"), urls)
+            ready = asyncio.create_task(self._all_ready.wait())
+            ended = asyncio.create_task(self._all_ended.wait())
+            await asyncio.wait({ready, ended}, return_when=asyncio.FIRST_COMPLETED)
+            ready.cancel()
+            # The run's clock starts when every worker can dispatch.
+            self._t0 = loop.time()
+            self.started_at = time.time()
+            self.collector = self._new_collector()
+            for i in range(self.n):
+                self._send(i, {"cmd": GO})
+            self.state = "running"
+            ticker = asyncio.create_task(self._ticker())
+            await ended
+        finally:
+            self.state = "done"
+            if ticker is not None:
+                ticker.cancel()
+            for wk in self._workers:
+                await asyncio.to_thread(wk.proc.join, 30)
+                if wk.proc.is_alive():
+                    wk.proc.kill()
+            if self._sim is not None:
+                await asyncio.to_thread(self._sim.stop)
+            self._journal.close()
+        self._publish()
+        return RunOutcome(
+            summary=self._summary(loop.time() - self._t0),
+            ok=self._ok,
+            error=self._errors,
+            interrupted=self._interrupted,
+            skipped=len(self.skip_ids),
+            warnings=self.warnings,
+            crashed=self._crashed,
+        )
+
+    def _spawn(self, ctx: SpawnContext, urls: dict[str, str]) -> None:
+        """Start the worker processes, each with its share, and a thread reading each one's pipe."""
+        resume = str(self.results_path) if self.skip_ids else None
+        for i in range(self.n):
+            parent, child = ctx.Pipe(duplex=True)
+            proc = ctx.Process(
+                target=worker_main,
+                args=(share(self.w, i, self.n), (i, self.n), urls, resume, child),
+                name=f"oxconsole-worker-{i}",
+                daemon=True,
+            )
+            proc.start()
+            child.close()
+            self._workers.append(_Worker(proc, parent))
+            threading.Thread(target=self._reader, args=(i,), daemon=True).start()
+
+    def _summary(self, duration: float) -> dict[str, Any]:
+        """The collector's summary, with the workers' cool-downs, loop lag (the worst) and GC (summed)."""
+        summary = self.collector.summary(self.w.name, duration)
+        if self.skip_ids:
+            summary["resumed_skipped"] = len(self.skip_ids)
+        summary["cooldowns"] = self.cooldowns
+        summary["workers"] = self.n
+        ends = [wk.end for wk in self._workers if wk.end]
+        lags = [e["loop_lag_ms"] for e in ends if e.get("loop_lag_ms")]
+        if lags:  # the worst worker's: every timing may include up to that much
+            summary["loop_lag_ms"] = {k: max(lag[k] for lag in lags) for k in ("p50", "p99", "max")}
+        gcs = [e["gc"] for e in ends if e.get("gc")]
+        if gcs:
+            summary["gc"] = {
+                "collections": sum(g["collections"] for g in gcs),
+                "pause_ms": round(sum(g["pause_ms"] for g in gcs), 3),
+            }
+        return summary
+
+    # --- from the workers ---------------------------------------------------------------------
+    def _reader(self, i: int) -> None:
+        conn = self._workers[i].conn
+        loop = self._loop
+        assert loop is not None
+        while True:
+            try:
+                data = conn.recv_bytes()
+            except (EOFError, OSError):
+                loop.call_soon_threadsafe(self._on_end, i, None)
+                return
+            if data[:1] == JOURNAL_TAG:
+                loop.call_soon_threadsafe(self._on_lines, data)
+                continue
+            msg = orjson.loads(data)
+            loop.call_soon_threadsafe(self._on_message, i, msg)
+            if END in msg:
+                return
+
+    def _on_lines(self, data: bytes) -> None:
+        assert self._journal is not None
+        self._journal.write_lines(data[1:], data.count(b"\n"))
+
+    def _on_message(self, i: int, msg: dict[str, Any]) -> None:
+        if msg.get(READY):
+            self._ready += 1
+            if self._ready == self.n:
+                self._all_ready.set()
+            return
+        collector = self.collector
+        # Attempt errors first: a record in this message may carry them (see wire.py).
+        for model, error_class, n, detail in msg.get(ATTEMPTS) or ():
+            for _ in range(n):
+                collector.record_attempt_error(model, error_class, detail)
+        for t in msg.get(RECORDS) or ():
+            rec = RequestRecord(*t)
+            if rec.status == "ok":
+                self._ok += 1
+            else:
+                self._errors += 1
+            collector.record(rec)
+        if msg.get(GAUGES) is not None:
+            g = msg[GAUGES]
+            self._workers[i].gauges = g
+            for w in g.get("warnings") or ():  # found mid-run (a field a server rejected): shown now
+                if w not in self.warnings:
+                    self.warnings.append(w)
+        if END in msg:
+            self._on_end(i, msg[END])
+
+    def _on_end(self, i: int, end: dict[str, Any] | None) -> None:
+        wk = self._workers[i]
+        if wk.end is not None:
+            return
+        if end is None:
+            self._crashed = True
+            code = wk.proc.exitcode
+            end = {
+                "warnings": [
+                    f"worker {i} ended unexpectedly (exit code {code}); its requests in flight are not "
+                    "in the journal: --resume sends them"
+                ],
+            }
+        wk.end = end
+        for w in wk.end.get("warnings", []):
+            if w not in self.warnings:
+                self.warnings.append(w)
+        self.cooldowns.extend(wk.end.get("cooldowns", []))
+        wk.gauges = None
+        if all(x.end is not None for x in self._workers):
+            self._all_ended.set()
+
+    # --- snapshots ----------------------------------------------------------------------------
+    def gauges(self) -> Gauges:
+        gs = [wk.gauges for wk in self._workers if wk.gauges is not None]
+
+        def total(key: str) -> int:
+            return sum(int(g[key]) for g in gs)
+
+        states = {g["state"] for g in gs}
+        state = self.state
+        if state == "running":
+            if "draining" in states:
+                state = "draining"
+            elif self.live.paused:
+                state = "paused"
+        live = self.live
+        models = {}
+        for name in live.weights:
+            models[name] = ModelGauge(
+                weight=live.weights[name],
+                enabled=live.enabled[name],
+                in_flight=sum(int(g["models"][name]["in_flight"]) for g in gs if name in g["models"]),
+                cooled_down=any(bool(g["models"][name]["cooled_down"]) for g in gs if name in g["models"]),
+            )
+        return Gauges(
+            state=state,
+            elapsed_s=self.elapsed(),
+            total_expected=self.total_expected,
+            dispatched=total("dispatched"),
+            in_flight=total("in_flight"),
+            waiting_slot=total("waiting_slot"),
+            waiting_bucket=total("waiting_bucket"),
+            backing_off=total("backing_off"),
+            concurrency=live.concurrency,
+            rate=live.rate,
+            achieved_rate=sum(float(g["achieved_rate"]) for g in gs),
+            loop_lag_ms=max((float(g["loop_lag_ms"]) for g in gs), default=0.0),
+            models=models,
+            warnings=tuple(self.warnings),
+        )
+
+    def _publish(self) -> None:
+        self.latest = self.collector.snapshot(self.gauges())
+
+    async def _ticker(self) -> None:
+        loop = asyncio.get_running_loop()
+        last_sync = last_tick = loop.time()
+        while True:
+            await asyncio.sleep(self.publish_interval)
+            now = loop.time()
+            self._publish()
+            if now - last_sync >= 1.0 and self._journal is not None:
+                last_sync = now
+                await self._journal.sync_async()
+            if self.on_tick is not None and now - last_tick >= self.tick_interval and self.latest is not None:
+                last_tick = now
+                self.on_tick(self.latest)
