@@ -25,7 +25,7 @@ __all__ = ["engine_with_progress", "report_outcome", "run_headless"]
 def engine_with_progress(prep: PreparedRun, progress_interval: float) -> RunEngine:
     """The engine for a prepared run (several processes when run.workers > 1), printing a
     progress line to stderr every interval."""
-    from oxconsole.engine.workers import make_engine
+    from oxconsole.engine.pool import make_engine
     from oxconsole.metrics.format import progress_line
 
     shown = 0

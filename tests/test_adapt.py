@@ -183,7 +183,7 @@ async def test_with_workers_the_warning_shows_while_the_run_goes(make_workload: 
     at its end."""
     import asyncio
 
-    from oxconsole.engine.workers import WorkerPool, make_engine
+    from oxconsole.engine.pool import WorkerPool, make_engine
 
     picky = Picky({"max_tokens": OPENAI_MAX_TOKENS})
 

@@ -9,7 +9,7 @@ import signal
 import orjson
 
 from oxconsole.engine.commands import Pause, Resume, SetConcurrency
-from oxconsole.engine.workers import WorkerPool, make_engine, split
+from oxconsole.engine.pool import WorkerPool, make_engine, split
 
 from .conftest import WorkloadFactory
 
@@ -103,3 +103,54 @@ async def test_worker_crash_is_reported_not_silent(make_workload: WorkloadFactor
     assert any("worker 0 ended unexpectedly" in x for x in out.warnings)
     ids = [orjson.loads(x)["id"] for x in w.results_path().read_bytes().splitlines()]
     assert len(ids) == len(set(ids)) and 20 <= len(ids) < 2000
+
+
+async def test_attempt_errors_reach_the_parent_while_requests_retry(make_workload: WorkloadFactory) -> None:
+    # Every attempt is a 429 asking for 0.5 s: each request fails twice, waits, and ends with a
+    # third 429 after about a second. Its retried attempts must show in the parent's snapshot at
+    # once (a worker forwards them live), not only when the records that carry them arrive.
+    w = make_workload(
+        """
+        [run]
+        concurrency = 8
+        workers = 2
+        [endpoints.default]
+        base_url = "sim"
+        [[models]]
+        name = "m"
+        [prompts]
+        synthetic = { count = 8, input_tokens = 5, output_tokens = 4 }
+        [retry]
+        max_attempts = 3
+        backoff = "1ms"
+        backoff_max = "5ms"
+        [sim.models.m]
+        ttft = "5ms"
+        throttle_rate = 1.0
+        retry_after = "500ms"
+        """
+    )
+    e = make_engine(w, results_path=w.results_path(), total_expected=8, publish_interval=0.02)
+    assert isinstance(e, WorkerPool)
+    live_before_any_record: list[int] = []
+
+    async def watch() -> None:
+        while e.state != "done":
+            s = e.latest
+            if s is not None and s.counts.total == 0 and s.attempt_errors:
+                live_before_any_record.append(sum(s.attempt_errors.values()))
+            await asyncio.sleep(0.01)
+
+    wt = asyncio.create_task(watch())
+    out = await e.run()
+    await wt
+    recs = [orjson.loads(x) for x in w.results_path().read_bytes().splitlines()]
+    assert len(recs) == 8 and all(r["error"] == "http_429" for r in recs)
+    assert live_before_any_record, "no attempt error reached the parent before the first record"
+    journaled: dict[str, int] = {}
+    for r in recs:
+        for cls, n in (r["attempt_errors"] or {}).items():
+            journaled[cls] = journaled.get(cls, 0) + n
+    assert journaled == {"http_429": 16}
+    assert out.summary["attempt_errors"] == journaled  # counted live, then once as final
+    assert e.latest is not None and e.latest.attempt_errors == journaled

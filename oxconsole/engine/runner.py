@@ -3,36 +3,35 @@
 Why this module exists: this is the one place that owns the event loop of a run. It never imports
 the UI: a console (or a test) reads `Engine.latest` snapshots and calls `Engine.submit(command)`,
 which is safe from any thread and applied here, on the engine's own loop, with its time logged.
+What happens to one request once it is dispatched is `request.py`'s story.
+
+`RunOutcome`, `RunEngine`, `rejected_field` and `backoff_delay` are still importable from here (their
+old home) for code written before the split.
 """
 
 from __future__ import annotations
 
 import asyncio
-import math
-import random
-import re
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-from oxconsole.engine.arrival import ArrivalSchedule
-from oxconsole.engine.client import AttemptResult, EndpointClient
-from oxconsole.engine.commands import (
-    Command,
-    EnableModel,
-    Pause,
-    Resume,
-    SetConcurrency,
-    SetRate,
-    SetWeight,
-    Stop,
-)
-from oxconsole.engine.limits import LiveRateLimiter, ResizableSlots, TokenBudget
-from oxconsole.engine.router import NoModelAvailable, Router
+from oxconsole.engine.adapt import Bodies
+from oxconsole.engine.adapt import rejected_field as rejected_field
+from oxconsole.engine.client import AttemptResult
+from oxconsole.engine.commands import Command, Stop
+from oxconsole.engine.dispatch import Dispatcher
+from oxconsole.engine.endpoints import Endpoints, open_files_warning
+from oxconsole.engine.health import ModelHealth
+from oxconsole.engine.live import Change, LiveSettings
+from oxconsole.engine.outcome import RunEngine as RunEngine
+from oxconsole.engine.outcome import RunOutcome as RunOutcome
+from oxconsole.engine.request import Sender, Story
+from oxconsole.engine.request import backoff_delay as backoff_delay
+from oxconsole.engine.router import Router
 from oxconsole.gcpace import PacedGC
 from oxconsole.journal.journal import Journal
 from oxconsole.journal.manifest import open_journal
@@ -40,105 +39,7 @@ from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.collector import Collector
 from oxconsole.metrics.histogram import LogHistogram
 from oxconsole.metrics.snapshot import Gauges, ModelGauge, Snapshot
-from oxconsole.workload import ModelConfig, Prompt, Workload, iter_prompts, resolve_api_key
-
-STREAM_ERRORS = frozenset({"stream_aborted", "bad_response", "stream_error"})
-COOL_AFTER = 5
-"""Failed attempts in a row, in the order they were SENT, after which a model is cooled down.
-Send order, not completion order: at high concurrency fast failures (500s, 429s, resets) come back
-before the slower successes sent with them, and a healthy model would look dead."""
-COOL_FIRST_S, COOL_MAX_S = 5.0, 60.0
-DISPATCH_BURST = 64
-"""Requests started back to back before the dispatcher yields to the loop. Without it, 10,000
-free slots were filled in one go and the loop stalled for seconds (every timing taken meanwhile
-was late by as much)."""
-
-
-_OK, _FAIL, _NEUTRAL = 1, 2, 3
-
-
-def counts_against_model(res: AttemptResult) -> bool:
-    """Failures that say the model's server is unwell (not that our request was wrong)."""
-    if res.status is not None:
-        return res.status >= 500 or res.status in (408, 429)
-    return res.error is not None and res.error != "cancelled"
-
-
-@dataclass
-class RunOutcome:
-    summary: dict[str, Any]
-    ok: int
-    error: int
-    interrupted: bool
-    skipped: int = 0
-    """Ids already `ok` in the journal (on --resume) that were not sent again."""
-    warnings: list[str] = field(default_factory=list)
-
-    crashed: bool = False
-    """A worker process died: its requests in flight are not in the journal (--resume sends them)."""
-
-    @property
-    def exit_code(self) -> int:
-        if self.interrupted:
-            return 130
-        return 1 if self.error or self.crashed else 0
-
-
-class RunEngine(Protocol):
-    """What the CLI, the control socket and the console need of a run: `Engine` or `WorkerPool`."""
-
-    w: Workload
-    state: str
-    latest: Snapshot | None
-    warnings: list[str]
-    publish_interval: float
-    total_expected: int | None
-
-    def apply(self, cmd: Command) -> None: ...
-    def submit(self, cmd: Command) -> None: ...
-    def request_stop(self, *, cancel: bool = False, interrupted: bool = False) -> None: ...
-    async def run(self) -> RunOutcome: ...
-
-
-_ADAPTABLE = ("max_tokens", "max_completion_tokens", "temperature", "stream_options")
-_REJECTED = (
-    "unsupported",
-    "not supported",
-    "unrecognized",
-    "unknown",
-    "not allowed",
-    "extra inputs",
-    "not permitted",
-)
-
-
-def rejected_field(res: AttemptResult, body: dict[str, Any]) -> str | None:
-    """The field of `body` an HTTP 400 rejects, among those the engine may send differently.
-
-    OpenAI names it in `error.param` ("Unsupported parameter: 'max_tokens' is not supported with
-    this model. Use 'max_completion_tokens' instead."); other servers only in the message
-    ("Unrecognized request argument supplied: stream_options", pydantic's "Extra inputs are not
-    permitted"), so a message saying a field of the body is not supported counts too.
-    """
-    if res.param in _ADAPTABLE and res.param in body:
-        return res.param
-    text = (res.detail or "").lower()
-    if not any(w in text for w in _REJECTED):
-        return None
-    for key in _ADAPTABLE:
-        if key in body and re.search(rf"(?<![a-z_]){key}(?![a-z_])", text):
-            return key
-    return None
-
-
-@dataclass(slots=True)
-class _SendAs:
-    """How one model's requests are sent (changed when its server rejects a field)."""
-
-    max_key: str
-    temperature: bool = True
-    stream_options: bool = True
-    max_switched: bool = False
+from oxconsole.workload import ModelConfig, Prompt, Workload, iter_prompts
 
 
 def quiet_gc() -> PacedGC:
@@ -153,32 +54,6 @@ def new_collector(w: Workload, started_at: float) -> Collector:
         started_at=started_at,
         prices={m.name: (m.price_per_request, m.price_per_1m_input, m.price_per_1m_output) for m in w.models},
     )
-
-
-def backoff_delay(
-    attempt: int, base: float, cap: float, rng: random.Random, retry_after: float | None
-) -> float:
-    """Exponential backoff with full jitter, capped; a server's Retry-After is a floor."""
-    delay = rng.uniform(0.0, min(cap, base * (2 ** (attempt - 1))))
-    if retry_after is not None:
-        delay = max(delay, retry_after)
-    return delay
-
-
-def retryable(res: AttemptResult, on: frozenset[int | str]) -> bool:
-    """Whether `[retry] on` covers this failure. 4xx other than 408 and 429 are never retried
-    (the request itself is wrong); 408 is the server's timeout and follows "timeout"."""
-    if res.status is not None:
-        if res.status == 408:
-            return 408 in on or "timeout" in on
-        if 400 <= res.status < 500 and res.status != 429:
-            return False
-        return res.status in on
-    if res.error in ("timeout", "connection"):
-        return res.error in on
-    if res.error in STREAM_ERRORS:
-        return "stream" in on
-    return False
 
 
 class Engine:
@@ -197,12 +72,16 @@ class Engine:
         tick_interval: float = 2.0,
         shard: tuple[int, int] | None = None,
         record_sink: Callable[[RequestRecord], None] | None = None,
+        attempt_sink: Callable[[str, str, str], None] | None = None,
     ) -> None:
         self.w = workload
         self.shard = shard
         """(index, count): this engine sends every count-th prompt from index (one of several workers)."""
         self.record_sink = record_sink
         """Where finished records go instead of the journal and collector (a worker's parent)."""
+        self.attempt_sink = attempt_sink
+        """Where failed attempts that go again are told, as (model, error class, detail), instead of
+        the collector (a worker's parent)."""
         self.results_path = results_path
         self.skip_ids: AbstractSet[str] = skip_ids or set()
         self.total_expected = total_expected
@@ -210,56 +89,63 @@ class Engine:
         self.publish_interval = publish_interval
         self.on_tick = on_tick
         self.tick_interval = tick_interval
-        run = workload.run
         self.models: dict[str, ModelConfig] = {m.name: m for m in workload.models}
-        self._send_as = {m.name: _SendAs(m.max_tokens_param) for m in workload.models}
-        self._unstreamed: set[str] = set()
-        self.router = Router(workload.models, workload.routing, seed=run.seed)
-        self.slots = ResizableSlots(run.concurrency)
-        self.rate = float(run.rate)
-        self.limiter: LiveRateLimiter | None = None
-        self.schedule: ArrivalSchedule | None = None
-        self.budget = TokenBudget(run.tpm) if run.tpm > 0 else None
-        self._rng = random.Random(run.seed * 7919 + 17)
         self.started_at = time.time()
         self.collector = self._new_collector()
         self.latest: Snapshot | None = None
         self.state = "starting"
         self.dispatched = 0
         self.in_flight = 0
-        self.waiting_slot = 0
-        self.waiting_bucket = 0
-        self.backing_off = 0
         self.loop_lag_ms = 0.0
         self.loop_lag = LogHistogram()
-        self._gc: PacedGC | None = None
         """How late the engine's 100 ms ticker woke, each tick (ms): the client's own event-loop lag,
         which every timing it takes may include. In the summary as `loop_lag_ms`."""
+        self._gc: PacedGC | None = None
         self.ok = 0
         self.errors = 0
         self.warnings: list[str] = []
         self._tasks: set[asyncio.Task[None]] = set()
-        self._clients: dict[str, EndpointClient] = {}
         self._journal: Journal | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._t0 = 0.0  # loop time at start
-        self._perf0 = 0.0
-        self._running = asyncio.Event()
         self._stop_requested = False
         self._cancel_now = False
         self._interrupted = False
         self._wake = asyncio.Event()  # something the drain loop waits for changed
-        self._model_event = asyncio.Event()
         self._dispatch_done = False
         self._dispatch_hist: deque[tuple[float, int]] = deque(maxlen=64)
-        self._sim: Any = None
-        self._streak: dict[str, int] = {m.name: 0 for m in workload.models}
-        # Attempt outcomes per model by send sequence, consumed in send order (see COOL_AFTER).
-        self._sent_seq: dict[str, int] = {m.name: 0 for m in workload.models}
-        self._next_seq: dict[str, int] = {m.name: 0 for m in workload.models}
-        self._outcomes: dict[str, dict[int, int]] = {m.name: {} for m in workload.models}
-        self._cool_s: dict[str, float] = {m.name: COOL_FIRST_S for m in workload.models}
-        self.cooldowns: list[dict[str, Any]] = []
+        self._assemble(workload)
+
+    def _assemble(self, workload: Workload) -> None:
+        """The parts of the run, wired together: its live settings, the router, the dispatcher
+        (with its slots and rate), the models' health, the endpoints and the request sender."""
+        self.live = LiveSettings.of(workload)
+        self.router = Router(workload.models, workload.routing, seed=workload.run.seed)
+        self.dispatch = Dispatcher(workload, self.router, start=self._start, set_state=self._set_state)
+        self.slots = self.dispatch.slots
+        self.health = ModelHealth(
+            self.router, self.models, elapsed=self.elapsed, on_warm=self.dispatch.models_changed
+        )
+        self.endpoints = Endpoints(workload, self.endpoint_urls, self.warnings)
+        self.sender = Sender(
+            workload,
+            self.router,
+            self.health,
+            Bodies(workload.models, stream=workload.run.stream, warnings=self.warnings),
+            self.endpoints.clients,
+            self.warnings,
+            stopping=lambda: self._stop_requested,
+            attempt_failed=self._attempt_failed,
+        )
+
+    @property
+    def rate(self) -> float:
+        """The run's rate now (requests per second; 0 = unlimited)."""
+        return self.live.rate
+
+    @property
+    def cooldowns(self) -> list[dict[str, Any]]:
+        return self.health.cooldowns
 
     # --- control, from any thread -------------------------------------------------------------
     def submit(self, cmd: Command) -> None:
@@ -274,10 +160,10 @@ class Engine:
         if interrupted:
             self._interrupted = True
         self._stop_requested = True
+        self.live.stopping()
         if cancel:
             self._cancel_now = True
-        self._running.set()  # a paused dispatcher must see the stop
-        self._model_event.set()
+        self.dispatch.stop()  # a paused or waiting dispatcher must see the stop
         self._wake.set()
         if self._dispatcher is not None and not self._dispatcher.done():
             self._dispatcher.cancel()
@@ -289,94 +175,76 @@ class Engine:
 
     def apply(self, cmd: Command) -> None:
         """Apply a command on the engine loop (call only from the loop; `submit` from elsewhere)."""
-        t = round(self.elapsed(), 3)
-        if isinstance(cmd, SetConcurrency):
-            value = max(1, int(cmd.value))
-            old = self.slots.limit
-            if value != old:
-                self.slots.set_limit(value)
-                self.collector.change(t, "concurrency", old, value)
-        elif isinstance(cmd, SetRate):
-            rate = max(0.0, float(cmd.value))
-            old_rate = self.rate
-            if rate != old_rate:
-                self._set_rate(rate)
-                self.collector.change(t, "rate", old_rate, rate)
-        elif isinstance(cmd, SetWeight):
-            if cmd.model in self.router.weights and cmd.value >= 0:
-                old_w: float = self.router.weights[cmd.model]
-                if cmd.value != old_w:
-                    self.router.set_weight(cmd.model, cmd.value)
-                    self.collector.change(t, "weight", old_w, float(cmd.value), model=cmd.model)
-                    self._model_event.set()
-        elif isinstance(cmd, EnableModel):
-            if cmd.model in self.router.enabled:
-                old_e = self.router.enabled[cmd.model]
-                if cmd.enabled != old_e:
-                    self.router.set_enabled(cmd.model, cmd.enabled)
-                    self.collector.change(t, "enabled", old_e, cmd.enabled, model=cmd.model)
-                    self._model_event.set()
-        elif isinstance(cmd, Pause):
-            if self._running.is_set() and not self._stop_requested:
-                self._running.clear()
-                self.state = "paused"
-                self.collector.change(t, "paused", False, True)
-        elif isinstance(cmd, Resume):
-            if not self._running.is_set():
-                self._running.set()
-                self.state = "running"
-                self.collector.change(t, "paused", True, False)
-        elif isinstance(cmd, Stop):
+        if isinstance(cmd, Stop):
             self.request_stop(cancel=cmd.cancel)
+        t = round(self.elapsed(), 3)
+        for c in self.live.apply(cmd):
+            self._act(c)
+            self.collector.change(t, c.what, c.old, c.new, model=c.model)
         self._publish()
 
-    def _set_rate(self, value: float) -> None:
-        self.rate = value
-        arrival = self.w.run.arrival
-        assert self._loop is not None
-        if value <= 0:
-            self.limiter = None
-            self.schedule = None
-        elif arrival == "closed":
-            if self.limiter is None:
-                self.limiter = LiveRateLimiter(value, self.w.run.burst)
+    def _act(self, c: Change) -> None:
+        """Make a changed setting so: the slots, the limiter or schedule, the router, the pause."""
+        if c.what == "concurrency":
+            self.slots.set_limit(c.new)
+        elif c.what == "rate":
+            self._set_rate(c.new)
+        elif c.what == "weight" or c.what == "enabled":
+            assert c.model is not None
+            if c.what == "weight":
+                self.router.set_weight(c.model, c.new)
             else:
-                self.limiter.set_rate(value)
-        elif self.schedule is None:
-            self.schedule = ArrivalSchedule(arrival, value, self._loop.time(), seed=self.w.run.seed)
+                self.router.set_enabled(c.model, c.new)
+            self.dispatch.models_changed()
+        elif c.new:  # paused
+            self.dispatch.pause()
+            self.state = "paused"
         else:
-            self.schedule.set_rate(value)
+            self.dispatch.resume()
+            self.state = "running"
+
+    def _set_rate(self, value: float) -> None:
+        assert self._loop is not None
+        self.dispatch.set_rate(value, self._loop.time())
+
+    def _attempt_failed(self, model: str, res: AttemptResult) -> None:
+        """A failed attempt that goes again: counted live now (here, or in a worker's parent)."""
+        assert res.error is not None
+        if self.attempt_sink is not None:
+            self.attempt_sink(model, res.error, res.detail or "")
+        else:
+            self.collector.record_attempt_error(model, res.error, res.detail or "")
 
     # --- the run ------------------------------------------------------------------------------
     async def run(self) -> RunOutcome:
         loop = asyncio.get_running_loop()
         self._loop = loop
         self._t0 = loop.time()
-        self._perf0 = time.perf_counter()
         self.started_at = time.time()
         self.collector = self._new_collector()
-        run = self.w.run
-        self._running.set()
+        self.dispatch.resume()
         self._set_rate(self.rate)
         if self.record_sink is None:
             self._journal, notes = open_journal(self.w, self.results_path, self.skip_ids)
             self.warnings.extend(notes)
         ticker = None
         try:
-            self._check_limits()
-            await self._start_endpoints()
+            note = open_files_warning(self.w)
+            if note:
+                self.warnings.append(note)
+            await self.endpoints.start()
             # The run's clock starts when dispatch can start (after a simulator is up).
             self._t0 = loop.time()
             self.started_at = time.time()
             self.collector = self._new_collector()
-            self._gc = quiet_gc()
-            if self.schedule is not None:
-                self.schedule.rebase(self._t0)
+            self._gc = self.sender.gc = quiet_gc()
+            if self.dispatch.schedule is not None:
+                self.dispatch.schedule.rebase(self._t0)
             self.state = "running"
             ticker = asyncio.create_task(self._ticker())
-            if run.duration > 0:
-                loop.call_later(run.duration, self._deadline)
-            self._dispatcher = asyncio.create_task(self._dispatch())
+            if self.w.run.duration > 0:
+                loop.call_later(self.w.run.duration, self._deadline)
+            self._dispatcher = asyncio.create_task(self.dispatch.run(self._prompts()))
             try:
                 await self._dispatcher
             except asyncio.CancelledError:
@@ -386,20 +254,33 @@ class Engine:
             self.state = "draining"
             await self._drain()
         finally:
-            self.state = "done"
-            if self._gc is not None:
-                self._gc.restore()
-            if ticker is not None:
-                ticker.cancel()
-            for t in list(self._tasks):
-                t.cancel()
-            if self._tasks:
-                await asyncio.gather(*self._tasks, return_exceptions=True)
-            await self._close_endpoints()
-            if self._journal is not None:
-                self._journal.close()
-        duration = loop.time() - self._t0
+            await self._shut_down(ticker)
         self._publish()
+        return RunOutcome(
+            summary=self._summary(loop.time() - self._t0),
+            ok=self.ok,
+            error=self.errors,
+            interrupted=self._interrupted,
+            skipped=len(self.skip_ids),
+            warnings=self.warnings,
+        )
+
+    async def _shut_down(self, ticker: asyncio.Task[None] | None) -> None:
+        """Whatever ended the run: cancel what is left, close the endpoints and the journal."""
+        self.state = "done"
+        if self._gc is not None:
+            self._gc.restore()
+        if ticker is not None:
+            ticker.cancel()
+        for t in list(self._tasks):
+            t.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.endpoints.close()
+        if self._journal is not None:
+            self._journal.close()
+
+    def _summary(self, duration: float) -> dict[str, Any]:
         summary = self.collector.summary(self.w.name, duration)
         if self.skip_ids:
             summary["resumed_skipped"] = len(self.skip_ids)
@@ -408,14 +289,7 @@ class Engine:
         summary["loop_lag_ms"] = {"p50": lag["p50"], "p99": lag["p99"], "max": lag["max"]}
         if self._gc is not None:
             summary["gc"] = {"collections": self._gc.collections, "pause_ms": round(self._gc.pause_ms, 3)}
-        return RunOutcome(
-            summary=summary,
-            ok=self.ok,
-            error=self.errors,
-            interrupted=self._interrupted,
-            skipped=len(self.skip_ids),
-            warnings=self.warnings,
-        )
+        return summary
 
     def _new_collector(self) -> Collector:
         return new_collector(self.w, self.started_at)
@@ -423,68 +297,6 @@ class Engine:
     def _deadline(self) -> None:
         if not self._stop_requested:
             self.request_stop()
-
-    def _check_limits(self) -> None:
-        """Raise the open-files soft limit to fit the connections a run may open (10k in flight)."""
-        try:
-            import resource
-        except ImportError:  # not on this platform
-            return
-        need = self.w.run.concurrency + 256  # sockets, the journal, the simulator's pipes, margin
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if soft != resource.RLIM_INFINITY and soft < need:
-            target = need if hard == resource.RLIM_INFINITY else min(max(need, soft), hard)
-            try:
-                resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-            except (ValueError, OSError):
-                target = soft
-            if target < need:
-                self.warnings.append(
-                    f"run.concurrency = {self.w.run.concurrency} needs about {need} open files but the "
-                    f"limit is {target} (hard limit {hard}); raise it (ulimit -n) or expect connection errors"
-                )
-
-    async def _start_endpoints(self) -> None:
-        need_sim = [
-            e for e in self.w.endpoints.values() if e.base_url == "sim" and e.name not in self.endpoint_urls
-        ]
-        if need_sim:
-            from oxconsole.sim.process import SimProcess
-
-            sim = SimProcess(profiles=self.w.sim, seed=self.w.run.seed)
-            await asyncio.to_thread(sim.start)
-            self._sim = sim
-            for e in need_sim:
-                self.endpoint_urls[e.name] = sim.url
-        used = {m.endpoint for m in self.w.models}
-        for name, ep in self.w.endpoints.items():
-            if name not in used:
-                continue
-            url = self.endpoint_urls.get(name, ep.base_url)
-            if ep.insecure:
-                self.warnings.append(f"endpoints.{name}.insecure = true: TLS certificates are not verified")
-            if ep.max_connections < self.w.run.concurrency:
-                self.warnings.append(
-                    f"endpoints.{name}.max_connections = {ep.max_connections} is below run.concurrency"
-                    f" = {self.w.run.concurrency}: requests beyond it wait for a connection"
-                )
-            self._clients[name] = EndpointClient(
-                name,
-                url,
-                resolve_api_key(self.w, name),
-                max_connections=ep.max_connections,
-                timeout=self.w.run.timeout,
-                insecure=ep.insecure,
-            )
-
-    async def _close_endpoints(self) -> None:
-        for c in self._clients.values():
-            try:
-                await c.close()
-            except Exception:  # closing must not hide the run's result
-                pass
-        if self._sim is not None:
-            await asyncio.to_thread(self._sim.stop)
 
     def _prompts(self) -> Iterator[Prompt]:
         skip = self.skip_ids
@@ -496,342 +308,31 @@ class Engine:
                 continue
             yield p
 
-    async def _dispatch(self) -> None:
-        loop = asyncio.get_running_loop()
-        slots = self.slots
-        burst = 0
-        for prompt in self._prompts():
-            if self._stop_requested:
-                return
-            if not self._running.is_set():
-                await self._running.wait()
-                if self.schedule is not None:
-                    self.schedule.rebase(loop.time())
-                if self._stop_requested:
-                    return
-            t_sched = loop.time()
-            if self.schedule is not None:
-                due = self.schedule.next_due()
-                if due > t_sched:
-                    await asyncio.sleep(due - t_sched)
-                    if not self._running.is_set():  # paused while waiting: due time is void
-                        await self._running.wait()
-                        if self._stop_requested:
-                            return
-                        self.schedule.rebase(loop.time())
-                        due = self.schedule.next_due()
-                t_sched = due
-            while not self.router.any_available():
-                self._model_event.clear()
-                self.state = "paused"
-                await self._model_event.wait()
-                if self._stop_requested:
-                    return
-                self.state = "running" if self._running.is_set() else "paused"
-            while not slots.try_acquire():
-                self.waiting_slot += 1
-                try:
-                    await slots.acquire()
-                finally:
-                    self.waiting_slot -= 1
-                if self._running.is_set():
-                    break
-                # Paused while waiting for a slot: give it back and hold the request until resumed.
-                slots.release()
-                await self._running.wait()
-                if self._stop_requested:
-                    return
-            try:
-                if self.limiter is not None:
-                    self.waiting_bucket += 1
-                    try:
-                        await self.limiter.acquire()
-                    finally:
-                        self.waiting_bucket -= 1
-                if self.budget is not None:
-                    self.waiting_bucket += 1
-                    try:
-                        await self.budget.acquire(self._token_estimate(prompt))
-                    finally:
-                        self.waiting_bucket -= 1
-                try:
-                    model = self.router.pick(prompt)
-                except NoModelAvailable:
-                    model = self.w.models[0].name
-            except BaseException:
-                slots.release()
-                raise
-            self.dispatched += 1
-            self.in_flight += 1
-            self.router.in_flight[model] += 1
-            wall_sched = self.started_at + (t_sched - self._t0)
-            task = loop.create_task(self._request(prompt, model, wall_sched, t_sched))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-            burst += 1
-            if burst >= DISPATCH_BURST:
-                # Nothing above waited (free slots, no rate): let the requests just started, the
-                # reads in progress and the timers run before starting more.
-                burst = 0
-                await asyncio.sleep(0)
+    def _start(self, prompt: Prompt, model: str, t_sched: float) -> None:
+        """Send a prompt to a model (the dispatcher took a slot for it), due at t_sched."""
+        self.dispatched += 1
+        self.in_flight += 1
+        self.router.in_flight[model] += 1
+        wall_sched = self.started_at + (t_sched - self._t0)
+        task = asyncio.get_running_loop().create_task(self._request(prompt, model, wall_sched, t_sched))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
-    def _token_estimate(self, prompt: Prompt) -> int:
-        out = prompt.max_tokens
-        if out is None:
-            out = self.models[self.router.names[0]].max_tokens or 256
-        return math.ceil(prompt.input_chars / 4) + out
+    def _set_state(self, state: str) -> None:
+        self.state = state
 
-    def _body(self, prompt: Prompt, m: ModelConfig) -> dict[str, Any]:
-        send = self._send_as[m.name]
-        body: dict[str, Any] = {"model": m.name, "messages": prompt.messages}
-        if self.w.run.stream:
-            body["stream"] = True
-            if send.stream_options:
-                body["stream_options"] = {"include_usage": True}
-        else:
-            body["stream"] = False
-        max_tokens = prompt.max_tokens if prompt.max_tokens is not None else m.max_tokens
-        if max_tokens is not None:
-            body[send.max_key] = max_tokens
-        if m.temperature is not None and send.temperature:
-            body["temperature"] = m.temperature
-        return body
-
-    def _adapt(self, model: str, res: AttemptResult, body: dict[str, Any]) -> bool:
-        """After an HTTP 400 naming a key this engine chose to send: send it differently from now
-        on (max_tokens <-> max_completion_tokens once, temperature or stream_options dropped), with
-        a warning the first time. True when the request should go again with a new body."""
-        key = rejected_field(res, body)
-        if key is None:
-            return False
-        send = self._send_as[model]
-        note = ""
-        if key in ("max_tokens", "max_completion_tokens"):
-            if send.max_key == key:
-                if send.max_switched:
-                    return False  # both rejected: a real error
-                send.max_key = "max_completion_tokens" if key == "max_tokens" else "max_tokens"
-                send.max_switched = True
-                note = f"sending the cap as {send.max_key} instead"
-        elif key == "temperature":
-            if send.temperature:
-                send.temperature = False
-                note = "sending no temperature (the model's default) instead"
-        elif send.stream_options:
-            send.stream_options = False
-            note = "sending no stream_options: token counts may be estimated"
-        if note:
-            self.warnings.append(
-                f"model {model}: the server rejected {key} ({res.detail or 'HTTP 400'}); {note} "
-                "for the rest of the run"
-            )
-        return True
-
+    # --- one request: its story is `Sender.send`; here its slot and its record ---------------
     async def _request(self, prompt: Prompt, model: str, t_sched_wall: float, t_sched: float) -> None:
-        loop = asyncio.get_running_loop()
-        retry = self.w.retry
-        run = self.w.run
-        attempts = 0
-        attempt_errors: dict[str, int] = {}
-        backoff_total = 0.0
-        tried: list[str] = []
-        res: AttemptResult | None = None
-        current = model
-        t_first_send: float | None = None
+        story = Story(prompt, model, t_sched_wall, t_sched)
         try:
-            while True:
-                tried.append(current)
-                m = self.models[current]
-                client = self._clients[m.endpoint]
-                body = self._body(prompt, m)
-                i = 0
-                while i < retry.max_attempts:
-                    i += 1
-                    attempts += 1
-                    if t_first_send is None:
-                        t_first_send = loop.time()
-                    seq = self._sent_seq[current]
-                    self._sent_seq[current] = seq + 1
-                    outcome = _NEUTRAL
-                    adapted = False
-                    try:
-                        res = await client.attempt(
-                            body, stream=run.stream, timeout=run.timeout, save_text=self.w.output.save_text
-                        )
-                        adapted = res.status == 400 and self._adapt(current, res, body)
-                        if res.unstreamed and m.endpoint not in self._unstreamed:
-                            self._unstreamed.add(m.endpoint)
-                            self.warnings.append(
-                                f"endpoint {m.endpoint}: a streamed request was answered with one JSON "
-                                "body (the server does not stream): no TTFT or inter-token latency"
-                            )
-                        if res.ok:
-                            outcome = _OK
-                        elif not adapted and counts_against_model(res):
-                            outcome = _FAIL
-                        if res.status is None and not res.ok and self._gc is not None:
-                            self._gc.failures += 1  # raised in the HTTP stack: may leave cycles
-                    finally:
-                        self._health(current, seq, outcome, res)
-                    if res.ok:
-                        break
-                    assert res.error is not None
-                    if adapted and not self._stop_requested:
-                        # a field the server does not take: again at once, not counted as a retry
-                        attempt_errors[res.error] = attempt_errors.get(res.error, 0) + 1
-                        self.collector.record_attempt_error(current, res.error, res.detail or "")
-                        body = self._body(prompt, m)
-                        i -= 1
-                        continue
-                    if self._stop_requested or i == retry.max_attempts or not retryable(res, retry.on):
-                        break
-                    attempt_errors[res.error] = attempt_errors.get(res.error, 0) + 1
-                    self.collector.record_attempt_error(current, res.error, res.detail or "")
-                    delay = backoff_delay(i, retry.backoff, retry.backoff_max, self._rng, res.retry_after)
-                    self.backing_off += 1
-                    try:
-                        await asyncio.sleep(delay)
-                    finally:
-                        self.backing_off -= 1
-                    backoff_total += delay
-                assert res is not None
-                if res.ok or self._stop_requested:
-                    break
-                nxt = self.router.fallbacks(prompt, tried)
-                if not nxt:
-                    break
-                assert res.error is not None
-                attempt_errors[res.error] = attempt_errors.get(res.error, 0) + 1
-                self.collector.record_attempt_error(current, res.error, res.detail or "")
-                self.router.in_flight[current] -= 1
-                current = nxt[0]
-                self.router.in_flight[current] += 1
-            assert res is not None
-            rec = self._record(
-                prompt,
-                current,
-                res,
-                attempts,
-                t_sched_wall,
-                t_sched,
-                t_first_send,
-                backoff_total,
-                attempt_errors,
-            )
-        except asyncio.CancelledError:
-            rec = RequestRecord(
-                id=prompt.id,
-                model=current,
-                endpoint=self.models[current].endpoint,
-                status="error",
-                attempts=max(attempts, 1),
-                t_scheduled=t_sched_wall,
-                t_sent=res.t_sent if res is not None else time.time(),
-                queue_ms=((t_first_send or loop.time()) - t_sched) * 1000.0,
-                latency_ms=None,
-                error="cancelled",
-                error_detail="cancelled at stop before it finished",
-                tag=prompt.tag,
-                attempt_errors=attempt_errors or None,
-            )
+            rec = await self.sender.send(story)
         finally:
             self.slots.release()
             self.in_flight -= 1
-            self.router.in_flight[current] -= 1
+            self.router.in_flight[story.model] -= 1
             if self.in_flight == 0 and self._dispatch_done:
                 self._wake.set()
         self._finish(rec)
-
-    def _health(self, model: str, seq: int, outcome: int, res: AttemptResult | None) -> None:
-        """Track failures in a row per model, in send order; cool a failing model down for a while."""
-        pending = self._outcomes[model]
-        pending[seq] = outcome
-        nxt = self._next_seq[model]
-        while nxt in pending:
-            o = pending.pop(nxt)
-            nxt += 1
-            if o == _OK:
-                self._streak[model] = 0
-                self._cool_s[model] = COOL_FIRST_S
-            elif o == _FAIL:
-                self._streak[model] += 1
-        self._next_seq[model] = nxt
-        if self._streak[model] >= COOL_AFTER and not self.router.cooled[model]:
-            seconds = self._cool_s[model]
-            self._cool_s[model] = min(COOL_MAX_S, seconds * 2)
-            self._streak[model] = COOL_AFTER - 1  # one more failure after the cool-down re-cools it
-            self.router.set_cooled(model, True)
-            self.cooldowns.append(
-                {
-                    "t": round(self.elapsed(), 3),
-                    "model": model,
-                    "seconds": seconds,
-                    "after": res and res.error,
-                }
-            )
-            assert self._loop is not None
-            self._loop.call_later(seconds, self._warm, model)
-
-    def _warm(self, model: str) -> None:
-        self.router.set_cooled(model, False)
-        self._model_event.set()
-
-    def _record(
-        self,
-        prompt: Prompt,
-        model: str,
-        res: AttemptResult,
-        attempts: int,
-        t_sched_wall: float,
-        t_sched: float,
-        t_first_send: float | None,
-        backoff_total: float,
-        attempt_errors: dict[str, int],
-    ) -> RequestRecord:
-        m = self.models[model]
-        estimated = False
-        if res.input_tokens is None:
-            estimated = True
-            input_tokens = math.ceil(prompt.input_chars / 4)
-        else:
-            input_tokens = res.input_tokens
-        if res.output_tokens is None:
-            estimated = True
-            output_tokens = int(res.extra.get("estimated_output", res.content_chunks))
-        else:
-            output_tokens = res.output_tokens
-        if not res.ok and res.output_tokens is None:
-            output_tokens = res.content_chunks
-        cost = 0.0
-        if res.ok:
-            cost = (
-                m.price_per_request
-                + input_tokens * m.price_per_1m_input / 1e6
-                + output_tokens * m.price_per_1m_output / 1e6
-            )
-        return RequestRecord(
-            id=prompt.id,
-            model=model,
-            endpoint=m.endpoint,
-            status="ok" if res.ok else "error",
-            attempts=attempts,
-            t_scheduled=t_sched_wall,
-            t_sent=res.t_sent,
-            queue_ms=max(0.0, ((t_first_send if t_first_send is not None else t_sched) - t_sched) * 1000.0),
-            latency_ms=res.latency_ms,
-            ttft_ms=res.ttft_ms,
-            itl_ms=res.itl_ms,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            tokens_source="estimate" if estimated else "usage",
-            cost=cost,
-            error=res.error,
-            error_detail=res.detail,
-            text=res.text if self.w.output.save_text else None,
-            tag=prompt.tag,
-            backoff_ms=backoff_total * 1000.0,
-            attempt_errors=attempt_errors or None,
-        )
 
     def _finish(self, rec: RequestRecord) -> None:
         if rec.status == "ok":
@@ -886,9 +387,9 @@ class Engine:
             total_expected=self.total_expected,
             dispatched=self.dispatched,
             in_flight=self.in_flight,
-            waiting_slot=self.waiting_slot,
-            waiting_bucket=self.waiting_bucket,
-            backing_off=self.backing_off,
+            waiting_slot=self.dispatch.waiting_slot,
+            waiting_bucket=self.dispatch.waiting_bucket,
+            backing_off=self.sender.backing_off,
             concurrency=self.slots.limit,
             rate=self.rate,
             achieved_rate=achieved,

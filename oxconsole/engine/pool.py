@@ -2,11 +2,11 @@
 
 Why this module exists: one Python process tops out at roughly a core's worth of requests; when
 the client is the bottleneck, more processes must share the load. The design keeps one source of
-truth: worker processes do the expensive part (HTTP, stream parsing) on their share of the prompts,
-concurrency, rate and token budget, and send each finished record to this process, which alone
-writes the journal, feeds the metrics collector, publishes snapshots and applies commands (split
-into shares and forwarded). So a run with workers looks, to the console, `ps`, `attach` and the
-summary, exactly like a run without.
+truth: worker processes (`worker.py`) do the expensive part (HTTP, stream parsing) on their share
+of the prompts, concurrency, rate and token budget, and send each finished record to this process,
+which alone writes the journal, feeds the metrics collector, publishes snapshots and applies
+commands (split into shares and forwarded). So a run with workers looks, to the console, `ps`,
+`attach` and the summary, exactly like a run without. `wire.py` says what goes between them.
 """
 
 from __future__ import annotations
@@ -20,34 +20,28 @@ import time
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from multiprocessing.connection import Connection
+from multiprocessing.context import SpawnContext
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from oxconsole.aio import run_loop
-from oxconsole.engine.commands import (
-    Command,
-    EnableModel,
-    Pause,
-    Resume,
-    SetConcurrency,
-    SetRate,
-    SetWeight,
-    Stop,
-    command_from_dict,
-    command_to_dict,
-)
-from oxconsole.engine.runner import Engine, RunOutcome, new_collector
-from oxconsole.journal.journal import Journal, ok_ids
+from oxconsole.engine.commands import Command, SetConcurrency, SetRate, Stop, command_to_dict
+from oxconsole.engine.endpoints import start_sim
+from oxconsole.engine.live import Change, LiveSettings
+from oxconsole.engine.outcome import RunOutcome
+from oxconsole.engine.runner import Engine, new_collector
+from oxconsole.engine.wire import ATTEMPTS, END, GAUGES, GO, JOURNAL_TAG, READY, RECORDS, STOP
+from oxconsole.engine.worker import worker_main
+from oxconsole.journal.journal import Journal
 from oxconsole.journal.manifest import open_journal
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.collector import Collector
 from oxconsole.metrics.snapshot import Gauges, ModelGauge, Snapshot
 from oxconsole.workload import Workload
 
-FLUSH_S = 0.02
-"""How often a worker sends its finished records and gauges to the parent."""
+if TYPE_CHECKING:
+    from oxconsole.sim.process import SimProcess
 
 
 def worker_count(w: Workload) -> int:
@@ -63,7 +57,8 @@ def split(total: int, n: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(n)]
 
 
-def _share(w: Workload, i: int, n: int) -> Workload:
+def share(w: Workload, i: int, n: int) -> Workload:
+    """Worker i's part of the run: its concurrency, rate, token budget and seed."""
     run = w.run
     return dataclasses.replace(
         w,
@@ -78,133 +73,12 @@ def _share(w: Workload, i: int, n: int) -> Workload:
     )
 
 
-# --- the worker process ---------------------------------------------------------------------------
-
-
-def _worker_main(
-    w: Workload, shard: tuple[int, int], urls: dict[str, str], resume: str | None, conn: Connection
-) -> None:
-    skip = ok_ids(Path(resume))[0] if resume else set()
-    run_loop(_worker(w, shard, urls, skip, conn))
-    conn.close()
-
-
-async def _worker(
-    w: Workload, shard: tuple[int, int], urls: dict[str, str], skip: AbstractSet[str], conn: Connection
-) -> None:
-    loop = asyncio.get_running_loop()
-    lines: list[bytes] = []  # journal lines, encoded once here
-    batch: list[tuple[Any, ...]] = []  # the same records for the parent's collector, without text
-    lock = threading.Lock()  # conn.send_bytes from the loop and the final send
-    dumps, newline = orjson.dumps, orjson.OPT_APPEND_NEWLINE
-
-    def sink(rec: RequestRecord) -> None:
-        lines.append(dumps(rec.to_json_dict(), option=newline))
-        rec.text = None
-        batch.append(record_tuple(rec))
-
-    engine = Engine(
-        w, results_path=Path(os.devnull), skip_ids=skip, endpoint_urls=urls, shard=shard, record_sink=sink
-    )
-
-    def send(msg: dict[str, Any]) -> None:
-        with lock:
-            conn.send_bytes(orjson.dumps(msg))
-
-    go = asyncio.Event()
-    held: list[dict[str, Any]] | None = []  # commands that arrive before the engine runs
-
-    def on_command(d: dict[str, Any]) -> None:
-        if d.get("cmd") == "_go":
-            go.set()
-        elif d.get("cmd") == "stop":
-            engine.request_stop(cancel=bool(d.get("cancel")))
-        elif held is not None:
-            held.append(d)
-        else:
-            engine.apply(command_from_dict(d))
-
-    def gone() -> None:
-        go.set()
-        engine.request_stop(cancel=True)
-
-    def reader() -> None:
-        while True:
-            try:
-                data = conn.recv_bytes()
-            except (EOFError, OSError):
-                # The parent is gone: stop at once rather than run unobserved.
-                loop.call_soon_threadsafe(gone)
-                return
-            d = orjson.loads(data)
-            if d.get("cmd") == "_bye":
-                return
-            loop.call_soon_threadsafe(on_command, d)
-
-    threading.Thread(target=reader, daemon=True).start()
-
-    async def flusher() -> None:
-        while True:
-            await asyncio.sleep(FLUSH_S)
-            flush()
-
-    def flush() -> None:
-        g = engine.gauges() if engine.state != "starting" else None
-        if lines:
-            with lock:
-                conn.send_bytes(JOURNAL_TAG + b"".join(lines))
-            lines.clear()
-        if batch or g is not None:
-            recs = batch[:]
-            batch.clear()
-            send({"r": recs, "g": _gauges_to_dict(g) if g else None})
-
-    # Imports and start-up done: tell the parent, and start when every worker is ready, so that
-    # the run's clock does not count process start-up.
-    send({"ready": True})
-    await go.wait()
-    f = asyncio.create_task(flusher())
-    try:
-        running = asyncio.create_task(engine.run())
-        while engine.state == "starting" and not running.done():
-            await asyncio.sleep(0.005)
-        early, held = held, None
-        for d in early or ():
-            on_command(d)
-        out = await running
-    finally:
-        f.cancel()
-    flush()
-    send(
-        {
-            "end": {
-                "ok": out.ok,
-                "error": out.error,
-                "warnings": out.warnings,
-                "cooldowns": engine.cooldowns,
-                "loop_lag_ms": out.summary.get("loop_lag_ms"),
-                "gc": out.summary.get("gc"),
-            }
-        }
-    )
-
-
-JOURNAL_TAG = b"\x00"
-"""First byte of a worker message that carries encoded journal lines (others are JSON objects)."""
-_FIELDS = tuple(f.name for f in dataclasses.fields(RequestRecord))
-
-
-def record_tuple(rec: RequestRecord) -> tuple[Any, ...]:
-    """A record's fields in declaration order: compact on the wire, `RequestRecord(*t)` rebuilds it."""
-    return tuple(getattr(rec, f) for f in _FIELDS)
-
-
-def _gauges_to_dict(g: Gauges) -> dict[str, Any]:
-    d = dataclasses.asdict(g)
-    return d
-
-
-# --- the parent -----------------------------------------------------------------------------------
+def make_engine(workload: Workload, **kwargs: Any) -> Engine | WorkerPool:
+    """An Engine, or a WorkerPool when `run.workers` asks for more than one process."""
+    if worker_count(workload) > 1:
+        kwargs.pop("endpoint_urls", None)
+        return WorkerPool(workload, **kwargs)
+    return Engine(workload, **kwargs)
 
 
 @dataclasses.dataclass
@@ -240,11 +114,7 @@ class WorkerPool:
         self.tick_interval = tick_interval
         self.latest: Snapshot | None = None
         self.state = "starting"
-        self.concurrency = workload.run.concurrency
-        self.rate = float(workload.run.rate)
-        self.weights = {m.name: float(m.weight) for m in workload.models}
-        self.enabled = {m.name: True for m in workload.models}
-        self.paused = False
+        self.live = LiveSettings.of(workload)
         self.warnings: list[str] = []
         self.cooldowns: list[dict[str, Any]] = []
         self.started_at = time.time()
@@ -260,7 +130,7 @@ class WorkerPool:
         self._all_ended = asyncio.Event()
         self._ready = 0
         self._all_ready = asyncio.Event()
-        self._sim: Any = None
+        self._sim: SimProcess | None = None
 
     def _new_collector(self) -> Collector:
         return new_collector(self.w, self.started_at)
@@ -285,49 +155,31 @@ class WorkerPool:
             self._send(i, command_to_dict(cmd))
 
     def apply(self, cmd: Command) -> None:
-        t = round(self.elapsed(), 3)
-        if isinstance(cmd, SetConcurrency):
-            value = max(1, int(cmd.value))
-            if value != self.concurrency:
-                for i, share in enumerate(split(value, self.n)):
-                    self._send(i, command_to_dict(SetConcurrency(share)))
-                self.collector.change(t, "concurrency", self.concurrency, value)
-                self.concurrency = value
-        elif isinstance(cmd, SetRate):
-            rate = max(0.0, float(cmd.value))
-            if rate != self.rate:
-                self._broadcast(SetRate(rate / self.n))
-                self.collector.change(t, "rate", self.rate, rate)
-                self.rate = rate
-        elif isinstance(cmd, SetWeight):
-            if cmd.model in self.weights and cmd.value >= 0 and cmd.value != self.weights[cmd.model]:
-                self._broadcast(cmd)
-                self.collector.change(t, "weight", self.weights[cmd.model], float(cmd.value), model=cmd.model)
-                self.weights[cmd.model] = float(cmd.value)
-        elif isinstance(cmd, EnableModel):
-            if cmd.model in self.enabled and cmd.enabled != self.enabled[cmd.model]:
-                self._broadcast(cmd)
-                self.collector.change(t, "enabled", self.enabled[cmd.model], cmd.enabled, model=cmd.model)
-                self.enabled[cmd.model] = cmd.enabled
-        elif isinstance(cmd, Pause):
-            if not self.paused:
-                self._broadcast(cmd)
-                self.paused = True
-                self.collector.change(t, "paused", False, True)
-        elif isinstance(cmd, Resume):
-            if self.paused:
-                self._broadcast(cmd)
-                self.paused = False
-                self.collector.change(t, "paused", True, False)
-        elif isinstance(cmd, Stop):
+        if isinstance(cmd, Stop):
             self.request_stop(cancel=cmd.cancel)
+        t = round(self.elapsed(), 3)
+        for c in self.live.apply(cmd):
+            self._forward(c)
+            self.collector.change(t, c.what, c.old, c.new, model=c.model)
         self._publish()
+
+    def _forward(self, c: Change) -> None:
+        """Each worker's share of a changed setting: its part of the concurrency, rate / n, and
+        weights, switches and pause as they are."""
+        if c.what == "concurrency":
+            for i, part in enumerate(split(c.new, self.n)):
+                self._send(i, command_to_dict(SetConcurrency(part)))
+        elif c.what == "rate":
+            self._broadcast(SetRate(c.new / self.n))
+        else:
+            self._broadcast(c.command())
 
     def request_stop(self, *, cancel: bool = False, interrupted: bool = False) -> None:
         if interrupted:
             self._interrupted = True
+        self.live.stopping()
         for i in range(len(self._workers)):
-            self._send(i, {"cmd": "stop", "cancel": cancel})
+            self._send(i, {"cmd": STOP, "cancel": cancel})
 
     # --- the run ------------------------------------------------------------------------------
     async def run(self) -> RunOutcome:
@@ -335,23 +187,11 @@ class WorkerPool:
         self._loop = loop
         self._journal, notes = open_journal(self.w, self.results_path, self.skip_ids)
         self.warnings.extend(notes)
-        ctx = multiprocessing.get_context("spawn")
         ticker = None
         try:
-            urls = await self._start_sim()
-            resume = str(self.results_path) if self.skip_ids else None
-            for i in range(self.n):
-                parent, child = ctx.Pipe(duplex=True)
-                proc = ctx.Process(
-                    target=_worker_main,
-                    args=(_share(self.w, i, self.n), (i, self.n), urls, resume, child),
-                    name=f"oxconsole-worker-{i}",
-                    daemon=True,
-                )
-                proc.start()
-                child.close()
-                self._workers.append(_Worker(proc, parent))
-                threading.Thread(target=self._reader, args=(i,), daemon=True).start()
+            sims = [e.name for e in self.w.endpoints.values() if e.base_url == "sim"]
+            self._sim, urls = await start_sim(self.w, sims)
+            self._spawn(multiprocessing.get_context("spawn"), urls)
             ready = asyncio.create_task(self._all_ready.wait())
             ended = asyncio.create_task(self._all_ended.wait())
             await asyncio.wait({ready, ended}, return_when=asyncio.FIRST_COMPLETED)
@@ -361,7 +201,7 @@ class WorkerPool:
             self.started_at = time.time()
             self.collector = self._new_collector()
             for i in range(self.n):
-                self._send(i, {"cmd": "_go"})
+                self._send(i, {"cmd": GO})
             self.state = "running"
             ticker = asyncio.create_task(self._ticker())
             await ended
@@ -377,7 +217,35 @@ class WorkerPool:
                 await asyncio.to_thread(self._sim.stop)
             self._journal.close()
         self._publish()
-        summary = self.collector.summary(self.w.name, loop.time() - self._t0)
+        return RunOutcome(
+            summary=self._summary(loop.time() - self._t0),
+            ok=self._ok,
+            error=self._errors,
+            interrupted=self._interrupted,
+            skipped=len(self.skip_ids),
+            warnings=self.warnings,
+            crashed=self._crashed,
+        )
+
+    def _spawn(self, ctx: SpawnContext, urls: dict[str, str]) -> None:
+        """Start the worker processes, each with its share, and a thread reading each one's pipe."""
+        resume = str(self.results_path) if self.skip_ids else None
+        for i in range(self.n):
+            parent, child = ctx.Pipe(duplex=True)
+            proc = ctx.Process(
+                target=worker_main,
+                args=(share(self.w, i, self.n), (i, self.n), urls, resume, child),
+                name=f"oxconsole-worker-{i}",
+                daemon=True,
+            )
+            proc.start()
+            child.close()
+            self._workers.append(_Worker(proc, parent))
+            threading.Thread(target=self._reader, args=(i,), daemon=True).start()
+
+    def _summary(self, duration: float) -> dict[str, Any]:
+        """The collector's summary, with the workers' cool-downs, loop lag (the worst) and GC (summed)."""
+        summary = self.collector.summary(self.w.name, duration)
         if self.skip_ids:
             summary["resumed_skipped"] = len(self.skip_ids)
         summary["cooldowns"] = self.cooldowns
@@ -392,27 +260,9 @@ class WorkerPool:
                 "collections": sum(g["collections"] for g in gcs),
                 "pause_ms": round(sum(g["pause_ms"] for g in gcs), 3),
             }
-        return RunOutcome(
-            summary=summary,
-            ok=self._ok,
-            error=self._errors,
-            interrupted=self._interrupted,
-            skipped=len(self.skip_ids),
-            warnings=self.warnings,
-            crashed=self._crashed,
-        )
+        return summary
 
-    async def _start_sim(self) -> dict[str, str]:
-        urls: dict[str, str] = {}
-        sims = [e.name for e in self.w.endpoints.values() if e.base_url == "sim"]
-        if sims:
-            from oxconsole.sim.process import SimProcess
-
-            self._sim = SimProcess(profiles=self.w.sim, seed=self.w.run.seed)
-            await asyncio.to_thread(self._sim.start)
-            urls = {name: self._sim.url for name in sims}
-        return urls
-
+    # --- from the workers ---------------------------------------------------------------------
     def _reader(self, i: int) -> None:
         conn = self._workers[i].conn
         loop = self._loop
@@ -428,7 +278,7 @@ class WorkerPool:
                 continue
             msg = orjson.loads(data)
             loop.call_soon_threadsafe(self._on_message, i, msg)
-            if "end" in msg:
+            if END in msg:
                 return
 
     def _on_lines(self, data: bytes) -> None:
@@ -436,26 +286,31 @@ class WorkerPool:
         self._journal.write_lines(data[1:], data.count(b"\n"))
 
     def _on_message(self, i: int, msg: dict[str, Any]) -> None:
-        if msg.get("ready"):
+        if msg.get(READY):
             self._ready += 1
             if self._ready == self.n:
                 self._all_ready.set()
             return
-        for t in msg.get("r") or ():
+        collector = self.collector
+        # Attempt errors first: a record in this message may carry them (see wire.py).
+        for model, error_class, n, detail in msg.get(ATTEMPTS) or ():
+            for _ in range(n):
+                collector.record_attempt_error(model, error_class, detail)
+        for t in msg.get(RECORDS) or ():
             rec = RequestRecord(*t)
             if rec.status == "ok":
                 self._ok += 1
             else:
                 self._errors += 1
-            self.collector.record(rec)
-        if msg.get("g") is not None:
-            g = msg["g"]
+            collector.record(rec)
+        if msg.get(GAUGES) is not None:
+            g = msg[GAUGES]
             self._workers[i].gauges = g
             for w in g.get("warnings") or ():  # found mid-run (a field a server rejected): shown now
                 if w not in self.warnings:
                     self.warnings.append(w)
-        if "end" in msg:
-            self._on_end(i, msg["end"])
+        if END in msg:
+            self._on_end(i, msg[END])
 
     def _on_end(self, i: int, end: dict[str, Any] | None) -> None:
         wk = self._workers[i]
@@ -491,13 +346,14 @@ class WorkerPool:
         if state == "running":
             if "draining" in states:
                 state = "draining"
-            elif self.paused:
+            elif self.live.paused:
                 state = "paused"
+        live = self.live
         models = {}
-        for name in self.weights:
+        for name in live.weights:
             models[name] = ModelGauge(
-                weight=self.weights[name],
-                enabled=self.enabled[name],
+                weight=live.weights[name],
+                enabled=live.enabled[name],
                 in_flight=sum(int(g["models"][name]["in_flight"]) for g in gs if name in g["models"]),
                 cooled_down=any(bool(g["models"][name]["cooled_down"]) for g in gs if name in g["models"]),
             )
@@ -510,8 +366,8 @@ class WorkerPool:
             waiting_slot=total("waiting_slot"),
             waiting_bucket=total("waiting_bucket"),
             backing_off=total("backing_off"),
-            concurrency=self.concurrency,
-            rate=self.rate,
+            concurrency=live.concurrency,
+            rate=live.rate,
             achieved_rate=sum(float(g["achieved_rate"]) for g in gs),
             loop_lag_ms=max((float(g["loop_lag_ms"]) for g in gs), default=0.0),
             models=models,
@@ -534,11 +390,3 @@ class WorkerPool:
             if self.on_tick is not None and now - last_tick >= self.tick_interval and self.latest is not None:
                 last_tick = now
                 self.on_tick(self.latest)
-
-
-def make_engine(workload: Workload, **kwargs: Any) -> Engine | WorkerPool:
-    """An Engine, or a WorkerPool when `run.workers` asks for more than one process."""
-    if worker_count(workload) > 1:
-        kwargs.pop("endpoint_urls", None)
-        return WorkerPool(workload, **kwargs)
-    return Engine(workload, **kwargs)

@@ -1,0 +1,201 @@
+"""When the next request may start: pause, arrival schedule, an available model, a slot, the rate.
+
+Why this module exists: the dispatcher is the one loop that turns prompts into requests, and each
+prompt waits here, in order, for what holds it back (a pause, its due time on an open-loop
+schedule, a model that can take it, a free concurrency slot, the rate limiter and token budget).
+The limits it waits on are changed live (`set_rate`, `slots.set_limit`, `pause`) by the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Callable, Iterator
+
+from oxconsole.engine.arrival import ArrivalSchedule
+from oxconsole.engine.limits import LiveRateLimiter, ResizableSlots, TokenBudget
+from oxconsole.engine.router import NoModelAvailable, Router
+from oxconsole.workload import Prompt, Workload
+
+DISPATCH_BURST = 64
+"""Requests started back to back before the dispatcher yields to the loop. Without it, 10,000
+free slots were filled in one go and the loop stalled for seconds (every timing taken meanwhile
+was late by as much)."""
+
+
+class Dispatcher:
+    """Starts a request (`start(prompt, model, t_sched)`) for each prompt as soon as it may go.
+
+    The waits are in helpers called only when there is something to wait for, so a prompt that
+    finds a free slot and no rate limit costs the loop no await at all (but one in DISPATCH_BURST).
+    """
+
+    def __init__(
+        self,
+        w: Workload,
+        router: Router,
+        *,
+        start: Callable[[Prompt, str, float], None],
+        set_state: Callable[[str], None],
+    ) -> None:
+        run = w.run
+        self.w = w
+        self.router = router
+        self.start = start
+        """Starts the request for a prompt on a model, due at t_sched (loop time); holds a slot."""
+        self.set_state = set_state
+        """Tells the engine the run is "paused" (no model can take a request) or "running" again."""
+        self.slots = ResizableSlots(run.concurrency)
+        self.limiter: LiveRateLimiter | None = None
+        self.schedule: ArrivalSchedule | None = None
+        self.budget = TokenBudget(run.tpm) if run.tpm > 0 else None
+        self.waiting_slot = 0
+        self.waiting_bucket = 0
+        self.stopped = False
+        self._running = asyncio.Event()
+        self._model_event = asyncio.Event()
+
+    # --- live changes, from the engine's loop ---------------------------------------------------
+    def set_rate(self, value: float, now: float) -> None:
+        """Requests per second from now (0 = unlimited): a token bucket for closed-loop arrival,
+        a schedule of due times for open-loop arrivals."""
+        arrival = self.w.run.arrival
+        if value <= 0:
+            self.limiter = None
+            self.schedule = None
+        elif arrival == "closed":
+            if self.limiter is None:
+                self.limiter = LiveRateLimiter(value, self.w.run.burst)
+            else:
+                self.limiter.set_rate(value)
+        elif self.schedule is None:
+            self.schedule = ArrivalSchedule(arrival, value, now, seed=self.w.run.seed)
+        else:
+            self.schedule.set_rate(value)
+
+    def pause(self) -> None:
+        self._running.clear()
+
+    def resume(self) -> None:
+        self._running.set()
+
+    def models_changed(self) -> None:
+        """A model was enabled, re-weighted or warmed up: a dispatcher waiting for one looks again."""
+        self._model_event.set()
+
+    def stop(self) -> None:
+        """Start nothing more; a paused or waiting dispatcher sees it at once."""
+        self.stopped = True
+        self._running.set()
+        self._model_event.set()
+
+    # --- the loop -------------------------------------------------------------------------------
+    async def run(self, prompts: Iterator[Prompt]) -> None:
+        loop = asyncio.get_running_loop()
+        slots = self.slots
+        burst = 0
+        for prompt in prompts:
+            if self.stopped:
+                return
+            if not self._running.is_set() and not await self._until_resumed():
+                return
+            t_sched = loop.time()
+            if self.schedule is not None:
+                due = self.schedule.next_due()
+                if due > t_sched:
+                    due_now = await self._until_due(due - t_sched, due)
+                    if due_now is None:
+                        return
+                    due = due_now
+                t_sched = due
+            if not self.router.any_available() and not await self._until_model():
+                return
+            if not slots.try_acquire() and not await self._until_slot():
+                return
+            try:
+                if self.limiter is not None or self.budget is not None:
+                    await self._until_buckets(prompt)
+                try:
+                    model = self.router.pick(prompt)
+                except NoModelAvailable:
+                    model = self.w.models[0].name
+            except BaseException:
+                slots.release()
+                raise
+            self.start(prompt, model, t_sched)
+            burst += 1
+            if burst >= DISPATCH_BURST:
+                # Nothing above waited (free slots, no rate): let the requests just started, the
+                # reads in progress and the timers run before starting more.
+                burst = 0
+                await asyncio.sleep(0)
+
+    async def _until_resumed(self) -> bool:
+        """Paused: wait for resume; False when the run stops instead."""
+        await self._running.wait()
+        if self.schedule is not None:
+            self.schedule.rebase(asyncio.get_running_loop().time())
+        return not self.stopped
+
+    async def _until_due(self, wait: float, due: float) -> float | None:
+        """Sleep until a request is due: its due time, None when the run stops meanwhile."""
+        await asyncio.sleep(wait)
+        if not self._running.is_set():  # paused while waiting: due time is void
+            await self._running.wait()
+            if self.stopped:
+                return None
+            assert self.schedule is not None
+            self.schedule.rebase(asyncio.get_running_loop().time())
+            due = self.schedule.next_due()
+        return due
+
+    async def _until_model(self) -> bool:
+        """No model can take a request (all disabled, weight 0 or cooled down): wait for one."""
+        while not self.router.any_available():
+            self._model_event.clear()
+            self.set_state("paused")
+            await self._model_event.wait()
+            if self.stopped:
+                return False
+            self.set_state("running" if self._running.is_set() else "paused")
+        return True
+
+    async def _until_slot(self) -> bool:
+        """No slot free: wait for one (and, if paused meanwhile, for resume); False on stop."""
+        slots = self.slots
+        while True:
+            self.waiting_slot += 1
+            try:
+                await slots.acquire()
+            finally:
+                self.waiting_slot -= 1
+            if self._running.is_set():
+                return True
+            # Paused while waiting for a slot: give it back and hold the request until resumed.
+            slots.release()
+            await self._running.wait()
+            if self.stopped:
+                return False
+            if slots.try_acquire():
+                return True
+
+    async def _until_buckets(self, prompt: Prompt) -> None:
+        """Wait for the rate limiter and the token budget (each only when the run has one)."""
+        if self.limiter is not None:
+            self.waiting_bucket += 1
+            try:
+                await self.limiter.acquire()
+            finally:
+                self.waiting_bucket -= 1
+        if self.budget is not None:
+            self.waiting_bucket += 1
+            try:
+                await self.budget.acquire(self._token_estimate(prompt))
+            finally:
+                self.waiting_bucket -= 1
+
+    def _token_estimate(self, prompt: Prompt) -> int:
+        out = prompt.max_tokens
+        if out is None:
+            out = self.w.models[0].max_tokens or 256  # the router's first model
+        return math.ceil(prompt.input_chars / 4) + out

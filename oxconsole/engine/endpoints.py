@@ -1,0 +1,101 @@
+"""The servers a run talks to: one HTTP client per endpoint, and the embedded simulator when asked.
+
+Why this module exists: starting a run's endpoints (a simulator process for `base_url = "sim"`,
+then a client per endpoint a model uses, with the warnings their settings call for) and closing
+them whatever happened is one piece of work, shared by the engine and the worker pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from oxconsole.engine.client import EndpointClient
+from oxconsole.workload import Workload, resolve_api_key
+
+if TYPE_CHECKING:
+    from oxconsole.sim.process import SimProcess
+
+
+def open_files_warning(w: Workload) -> str | None:
+    """Raise the open-files soft limit to fit the connections a run may open (10k in flight); a
+    warning when it cannot be raised far enough."""
+    try:
+        import resource
+    except ImportError:  # not on this platform
+        return None
+    need = w.run.concurrency + 256  # sockets, the journal, the simulator's pipes, margin
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < need:
+        target = need if hard == resource.RLIM_INFINITY else min(max(need, soft), hard)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError):
+            target = soft
+        if target < need:
+            return (
+                f"run.concurrency = {w.run.concurrency} needs about {need} open files but the "
+                f"limit is {target} (hard limit {hard}); raise it (ulimit -n) or expect connection errors"
+            )
+    return None
+
+
+async def start_sim(w: Workload, names: Iterable[str]) -> tuple[SimProcess | None, dict[str, str]]:
+    """The simulator process for the endpoints `names` (none started when there are none), and the
+    URL each of them is served at."""
+    names = list(names)
+    if not names:
+        return None, {}
+    from oxconsole.sim.process import SimProcess  # only runs against the simulator load it
+
+    sim = SimProcess(profiles=w.sim, seed=w.run.seed)
+    await asyncio.to_thread(sim.start)
+    return sim, dict.fromkeys(names, sim.url)
+
+
+class Endpoints:
+    """A run's endpoint clients (`clients[name]`) and the simulator it started, if any."""
+
+    def __init__(self, w: Workload, urls: dict[str, str], warnings: list[str]) -> None:
+        self.w = w
+        self.urls = urls
+        """Endpoint name -> URL, instead of its `base_url` (a simulator someone else started)."""
+        self.warnings = warnings
+        self.clients: dict[str, EndpointClient] = {}
+        self.sim: SimProcess | None = None
+
+    async def start(self) -> None:
+        """Start the simulator if an endpoint needs one, then a client per endpoint a model uses."""
+        w = self.w
+        need_sim = [e.name for e in w.endpoints.values() if e.base_url == "sim" and e.name not in self.urls]
+        self.sim, sim_urls = await start_sim(w, need_sim)
+        self.urls.update(sim_urls)
+        used = {m.endpoint for m in w.models}
+        for name, ep in w.endpoints.items():
+            if name not in used:
+                continue
+            if ep.insecure:
+                self.warnings.append(f"endpoints.{name}.insecure = true: TLS certificates are not verified")
+            if ep.max_connections < w.run.concurrency:
+                self.warnings.append(
+                    f"endpoints.{name}.max_connections = {ep.max_connections} is below run.concurrency"
+                    f" = {w.run.concurrency}: requests beyond it wait for a connection"
+                )
+            self.clients[name] = EndpointClient(
+                name,
+                self.urls.get(name, ep.base_url),
+                resolve_api_key(w, name),
+                max_connections=ep.max_connections,
+                timeout=w.run.timeout,
+                insecure=ep.insecure,
+            )
+
+    async def close(self) -> None:
+        for c in self.clients.values():
+            try:
+                await c.close()
+            except Exception:  # closing must not hide the run's result
+                pass
+        if self.sim is not None:
+            await asyncio.to_thread(self.sim.stop)

@@ -1,0 +1,273 @@
+"""One request's story: send it, classify what came back, retry with backoff, fall back, record it.
+
+Why this module exists: everything that happens to one request between its slot being taken and
+its record being written is here, one step per method, read in order in `Sender.send`. The engine
+decides when a request starts and what happens to its record; this module decides what it takes to
+get an answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from oxconsole.engine.adapt import Bodies
+from oxconsole.engine.client import AttemptResult, EndpointClient
+from oxconsole.engine.health import FAIL, NEUTRAL, OK, ModelHealth, counts_against_model
+from oxconsole.engine.router import Router
+from oxconsole.gcpace import PacedGC
+from oxconsole.journal.records import RequestRecord
+from oxconsole.workload import ModelConfig, Prompt, Workload
+
+STREAM_ERRORS = frozenset({"stream_aborted", "bad_response", "stream_error"})
+
+
+def backoff_delay(
+    attempt: int, base: float, cap: float, rng: random.Random, retry_after: float | None
+) -> float:
+    """Exponential backoff with full jitter, capped; a server's Retry-After is a floor."""
+    delay = rng.uniform(0.0, min(cap, base * (2 ** (attempt - 1))))
+    if retry_after is not None:
+        delay = max(delay, retry_after)
+    return delay
+
+
+def retryable(res: AttemptResult, on: frozenset[int | str]) -> bool:
+    """Whether `[retry] on` covers this failure. 4xx other than 408 and 429 are never retried
+    (the request itself is wrong); 408 is the server's timeout and follows "timeout"."""
+    if res.status is not None:
+        if res.status == 408:
+            return 408 in on or "timeout" in on
+        if 400 <= res.status < 500 and res.status != 429:
+            return False
+        return res.status in on
+    if res.error in ("timeout", "connection"):
+        return res.error in on
+    if res.error in STREAM_ERRORS:
+        return "stream" in on
+    return False
+
+
+@dataclass(slots=True)
+class Story:
+    """One request so far: where it is, what it took, what went wrong on the way."""
+
+    prompt: Prompt
+    model: str
+    """The model it is on now (a fallback moves it)."""
+    t_sched_wall: float
+    t_sched: float
+    """When it was due, on the loop's clock (its queue time counts from here)."""
+    attempts: int = 0
+    attempt_errors: dict[str, int] = field(default_factory=dict)
+    """Error class -> failed attempts that were retried, adapted or fell back."""
+    backoff_s: float = 0.0
+    tried: list[str] = field(default_factory=list)
+    t_first_send: float | None = None
+    res: AttemptResult | None = None
+    """The last attempt's result."""
+
+
+class Sender:
+    """Takes requests from their first attempt to their record, for one engine's run."""
+
+    def __init__(
+        self,
+        w: Workload,
+        router: Router,
+        health: ModelHealth,
+        bodies: Bodies,
+        clients: dict[str, EndpointClient],
+        warnings: list[str],
+        *,
+        stopping: Callable[[], bool],
+        attempt_failed: Callable[[str, AttemptResult], None],
+    ) -> None:
+        self.w = w
+        self.models = {m.name: m for m in w.models}
+        self.router = router
+        self.health = health
+        self.bodies = bodies
+        self.clients = clients
+        """Endpoint name -> its client (filled when the run's endpoints start)."""
+        self.warnings = warnings
+        self.stopping = stopping
+        """True once the run stops: no more retries or fallbacks."""
+        self.attempt_failed = attempt_failed
+        """Told of every failed attempt that goes again (retried, adapted, fallen back), at once."""
+        self.rng = random.Random(w.run.seed * 7919 + 17)
+        self.backing_off = 0
+        """Requests sleeping between attempts now (a gauge)."""
+        self.gc: PacedGC | None = None
+        self._unstreamed: set[str] = set()
+
+    async def send(self, story: Story) -> RequestRecord:
+        """The request's record: its answer, or its last error once retries and fallbacks are spent
+        (or the run stops); a "cancelled" record when the task is cancelled at stop."""
+        try:
+            while True:
+                res = await self._on_model(story)
+                if res.ok or self.stopping():
+                    break
+                nxt = self.router.fallbacks(story.prompt, story.tried)
+                if not nxt:
+                    break
+                self._fall_back(story, res, nxt[0])
+            return finished_record(story, res, self.models[story.model], self.w.output.save_text)
+        except asyncio.CancelledError:
+            return cancelled_record(story, self.models[story.model].endpoint)
+
+    async def _on_model(self, story: Story) -> AttemptResult:
+        """Attempts on the story's model until one answers, retries are spent or it cannot retry."""
+        story.tried.append(story.model)
+        m = self.models[story.model]
+        client = self.clients[m.endpoint]
+        body = self.bodies.body(story.prompt, m)
+        retry = self.w.retry
+        i = 0
+        while True:
+            i += 1
+            res, adapted = await self._attempt(story, m, client, body)
+            if res.ok:
+                return res
+            if adapted and not self.stopping():
+                # a field the server does not take: again at once, not counted as a retry
+                self._failed(story, res)
+                body = self.bodies.body(story.prompt, m)
+                i -= 1
+                continue
+            if self.stopping() or i >= retry.max_attempts or not retryable(res, retry.on):
+                return res
+            self._failed(story, res)
+            await self._back_off(
+                story, backoff_delay(i, retry.backoff, retry.backoff_max, self.rng, res.retry_after)
+            )
+
+    async def _attempt(
+        self, story: Story, m: ModelConfig, client: EndpointClient, body: dict[str, Any]
+    ) -> tuple[AttemptResult, bool]:
+        """One attempt, classified: its result, and whether a rejected field was adapted (then the
+        body must be built again). Its outcome goes to the model's health in every case."""
+        story.attempts += 1
+        if story.t_first_send is None:
+            story.t_first_send = asyncio.get_running_loop().time()
+        seq = self.health.sent(m.name)
+        outcome = NEUTRAL
+        try:
+            run = self.w.run
+            story.res = res = await client.attempt(
+                body, stream=run.stream, timeout=run.timeout, save_text=self.w.output.save_text
+            )
+            adapted = res.status == 400 and self.bodies.adapt(m.name, res, body)
+            if res.unstreamed and m.endpoint not in self._unstreamed:
+                self._unstreamed.add(m.endpoint)
+                self.warnings.append(
+                    f"endpoint {m.endpoint}: a streamed request was answered with one JSON "
+                    "body (the server does not stream): no TTFT or inter-token latency"
+                )
+            if res.ok:
+                outcome = OK
+            elif not adapted and counts_against_model(res):
+                outcome = FAIL
+            if res.status is None and not res.ok and self.gc is not None:
+                self.gc.failures += 1  # raised in the HTTP stack: may leave cycles
+        finally:
+            last = story.res
+            self.health.settle(m.name, seq, outcome, last.error if last is not None else None)
+        return res, adapted
+
+    def _failed(self, story: Story, res: AttemptResult) -> None:
+        """A failed attempt the request goes on from: in its record, and counted live now."""
+        assert res.error is not None
+        story.attempt_errors[res.error] = story.attempt_errors.get(res.error, 0) + 1
+        self.attempt_failed(story.model, res)
+
+    async def _back_off(self, story: Story, delay: float) -> None:
+        self.backing_off += 1
+        try:
+            await asyncio.sleep(delay)
+        finally:
+            self.backing_off -= 1
+        story.backoff_s += delay
+
+    def _fall_back(self, story: Story, res: AttemptResult, model: str) -> None:
+        """Move the request to another model (its in-flight count goes with it)."""
+        self._failed(story, res)
+        self.router.in_flight[story.model] -= 1
+        story.model = model
+        self.router.in_flight[model] += 1
+
+
+def finished_record(story: Story, res: AttemptResult, m: ModelConfig, save_text: bool) -> RequestRecord:
+    """The journal record of a request that ended with `res` on model `m`."""
+    prompt = story.prompt
+    estimated = False
+    if res.input_tokens is None:
+        estimated = True
+        input_tokens = math.ceil(prompt.input_chars / 4)
+    else:
+        input_tokens = res.input_tokens
+    if res.output_tokens is None:
+        estimated = True
+        output_tokens = int(res.extra.get("estimated_output", res.content_chunks))
+    else:
+        output_tokens = res.output_tokens
+    if not res.ok and res.output_tokens is None:
+        output_tokens = res.content_chunks
+    cost = 0.0
+    if res.ok:
+        cost = (
+            m.price_per_request
+            + input_tokens * m.price_per_1m_input / 1e6
+            + output_tokens * m.price_per_1m_output / 1e6
+        )
+    t_sent_loop = story.t_first_send if story.t_first_send is not None else story.t_sched
+    return RequestRecord(
+        id=prompt.id,
+        model=m.name,
+        endpoint=m.endpoint,
+        status="ok" if res.ok else "error",
+        attempts=story.attempts,
+        t_scheduled=story.t_sched_wall,
+        t_sent=res.t_sent,
+        queue_ms=max(0.0, (t_sent_loop - story.t_sched) * 1000.0),
+        latency_ms=res.latency_ms,
+        ttft_ms=res.ttft_ms,
+        itl_ms=res.itl_ms,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        tokens_source="estimate" if estimated else "usage",
+        cost=cost,
+        error=res.error,
+        error_detail=res.detail,
+        text=res.text if save_text else None,
+        tag=prompt.tag,
+        backoff_ms=story.backoff_s * 1000.0,
+        attempt_errors=story.attempt_errors or None,
+    )
+
+
+def cancelled_record(story: Story, endpoint: str) -> RequestRecord:
+    """The journal record of a request cancelled at stop before it finished."""
+    res = story.res
+    t_sent_loop = story.t_first_send or asyncio.get_running_loop().time()
+    return RequestRecord(
+        id=story.prompt.id,
+        model=story.model,
+        endpoint=endpoint,
+        status="error",
+        attempts=max(story.attempts, 1),
+        t_scheduled=story.t_sched_wall,
+        t_sent=res.t_sent if res is not None else time.time(),
+        queue_ms=(t_sent_loop - story.t_sched) * 1000.0,
+        latency_ms=None,
+        error="cancelled",
+        error_detail="cancelled at stop before it finished",
+        tag=story.prompt.tag,
+        attempt_errors=story.attempt_errors or None,
+    )

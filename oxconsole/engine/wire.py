@@ -1,0 +1,67 @@
+"""The wire between a worker pool (`pool.py`, the parent) and its worker processes (`worker.py`).
+
+Why this module exists: the two ends are written in different modules and run in different
+processes; what one sends and the other expects is stated once, here, with a name for each key.
+
+Each worker has one duplex `multiprocessing` pipe; every message is one `send_bytes`. A message is
+either journal lines (its first byte is JOURNAL_TAG) or one JSON object (orjson).
+
+Parent -> worker, JSON objects with a "cmd" key:
+    {"cmd": GO}                      start dispatching: sent once every worker said READY, so that
+                                     the run's clock does not count process start-up
+    {"cmd": STOP, "cancel": bool}    stop (cancel: end requests in flight at once, no grace)
+    command_to_dict(cmd)             a live command, already this worker's share: SetConcurrency
+                                     with its part of `split(concurrency, n)`, SetRate with rate / n,
+                                     weights, switches and pause as they are. Commands that arrive
+                                     before the worker's engine runs are held and applied then.
+    The pipe closing (EOF) means the parent is gone: the worker cancels its run.
+
+Worker -> parent:
+    JOURNAL_TAG + lines              finished records as journal lines (newline-terminated JSON,
+                                     encoded once in the worker); the parent writes them as they are
+    {READY: true}                    imported and set up: waiting for GO
+    {RECORDS: [...], GAUGES: {...} | None, ATTEMPTS: [...]}   every FLUSH_S while running:
+        RECORDS   the same records for the parent's collector, as `record_tuple`s, text dropped
+        GAUGES    the worker's `Gauges` as a dict (None before its engine runs)
+        ATTEMPTS  present when attempts failed and went again since the last message:
+                  [model, error class, count, last detail] each. The parent counts them live at
+                  once; they come no later than the record that carries them (it is flushed after
+                  them, or in the same message, where ATTEMPTS is merged first), so the collector
+                  moves them from live to final without counting any twice.
+    {END: {...}}                     the last message: "ok", "error", "warnings", "cooldowns",
+                                     "loop_lag_ms" and "gc" of the worker's run
+    The pipe closing without END means the worker died: the parent reports it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from oxconsole.journal.records import RequestRecord
+from oxconsole.metrics.snapshot import Gauges
+
+GO = "_go"
+STOP = "stop"
+READY = "ready"
+RECORDS = "r"
+GAUGES = "g"
+ATTEMPTS = "a"
+END = "end"
+
+JOURNAL_TAG = b"\x00"
+"""First byte of a worker message that carries encoded journal lines (others are JSON objects)."""
+
+FLUSH_S = 0.02
+"""How often a worker sends its finished records and gauges to the parent."""
+
+_FIELDS = tuple(f.name for f in dataclasses.fields(RequestRecord))
+
+
+def record_tuple(rec: RequestRecord) -> tuple[Any, ...]:
+    """A record's fields in declaration order: compact on the wire, `RequestRecord(*t)` rebuilds it."""
+    return tuple(getattr(rec, f) for f in _FIELDS)
+
+
+def gauges_to_dict(g: Gauges) -> dict[str, Any]:
+    return dataclasses.asdict(g)

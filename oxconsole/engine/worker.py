@@ -1,0 +1,176 @@
+"""One worker process of a pool: an `Engine` on its share of the run, reporting to the parent.
+
+Why this module exists: this is the code that runs in the child process (`worker_main` is the
+process target). It does the expensive part of its share (HTTP, stream parsing) and sends the
+parent everything the parent needs to be the run's one source of truth: journal lines, records for
+the collector, live attempt errors, gauges, and the end of its run (`wire.py` says what goes over
+the pipe).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import Set as AbstractSet
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from oxconsole.aio import run_loop
+from oxconsole.engine.commands import command_from_dict
+from oxconsole.engine.outcome import RunOutcome
+from oxconsole.engine.runner import Engine
+from oxconsole.engine.wire import (
+    ATTEMPTS,
+    END,
+    FLUSH_S,
+    GAUGES,
+    GO,
+    JOURNAL_TAG,
+    READY,
+    RECORDS,
+    STOP,
+    gauges_to_dict,
+    record_tuple,
+)
+from oxconsole.journal.journal import ok_ids
+from oxconsole.journal.records import RequestRecord
+from oxconsole.workload import Workload
+
+
+def worker_main(
+    w: Workload, shard: tuple[int, int], urls: dict[str, str], resume: str | None, conn: Connection
+) -> None:
+    """The worker process: run its share of `w` (every shard[1]-th prompt from shard[0])."""
+    skip = ok_ids(Path(resume))[0] if resume else set()
+    run_loop(Worker(w, shard, urls, skip, conn).run())
+    conn.close()
+
+
+class Worker:
+    """A worker's engine, the pipe to its parent, and what waits to be sent on it."""
+
+    def __init__(
+        self,
+        w: Workload,
+        shard: tuple[int, int],
+        urls: dict[str, str],
+        skip: AbstractSet[str],
+        conn: Connection,
+    ) -> None:
+        self.conn = conn
+        self._lock = threading.Lock()  # conn.send_bytes from the loop and the final send
+        self._lines: list[bytes] = []  # journal lines, encoded once here
+        self._batch: list[tuple[Any, ...]] = []  # the same records for the parent's collector
+        self._attempts: dict[tuple[str, str], list[Any]] = {}  # (model, class) -> [count, detail]
+        self._held: list[dict[str, Any]] | None = []  # commands that arrive before the engine runs
+        self._go = asyncio.Event()
+        self.engine = Engine(
+            w,
+            results_path=Path(os.devnull),
+            skip_ids=skip,
+            endpoint_urls=urls,
+            shard=shard,
+            record_sink=self._on_record,
+            attempt_sink=self._on_attempt,
+        )
+
+    # --- what the engine hands over -------------------------------------------------------------
+    def _on_record(self, rec: RequestRecord) -> None:
+        self._lines.append(orjson.dumps(rec.to_json_dict(), option=orjson.OPT_APPEND_NEWLINE))
+        rec.text = None
+        self._batch.append(record_tuple(rec))
+
+    def _on_attempt(self, model: str, error_class: str, detail: str) -> None:
+        tally = self._attempts.get((model, error_class))
+        if tally is None:
+            self._attempts[(model, error_class)] = [1, detail]
+        else:
+            tally[0] += 1
+            tally[1] = detail
+
+    # --- the pipe -------------------------------------------------------------------------------
+    def send(self, msg: dict[str, Any]) -> None:
+        with self._lock:
+            self.conn.send_bytes(orjson.dumps(msg))
+
+    def flush(self) -> None:
+        """Send the journal lines, records, attempt errors and gauges gathered since the last flush."""
+        engine = self.engine
+        g = engine.gauges() if engine.state != "starting" else None
+        if self._lines:
+            with self._lock:
+                self.conn.send_bytes(JOURNAL_TAG + b"".join(self._lines))
+            self._lines.clear()
+        if self._batch or g is not None or self._attempts:
+            msg: dict[str, Any] = {RECORDS: self._batch[:], GAUGES: gauges_to_dict(g) if g else None}
+            self._batch.clear()
+            if self._attempts:
+                msg[ATTEMPTS] = [[m, c, n, d] for (m, c), (n, d) in self._attempts.items()]
+                self._attempts.clear()
+            self.send(msg)
+
+    def _reader(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The thread that takes the parent's messages and hands them to the loop."""
+        while True:
+            try:
+                data = self.conn.recv_bytes()
+            except (EOFError, OSError):
+                # The parent is gone: stop at once rather than run unobserved.
+                loop.call_soon_threadsafe(self._parent_gone)
+                return
+            loop.call_soon_threadsafe(self._on_command, orjson.loads(data))
+
+    def _on_command(self, d: dict[str, Any]) -> None:
+        cmd = d.get("cmd")
+        if cmd == GO:
+            self._go.set()
+        elif cmd == STOP:
+            self.engine.request_stop(cancel=bool(d.get("cancel")))
+        elif self._held is not None:
+            self._held.append(d)
+        else:
+            self.engine.apply(command_from_dict(d))
+
+    def _parent_gone(self) -> None:
+        self._go.set()
+        self.engine.request_stop(cancel=True)
+
+    # --- the run --------------------------------------------------------------------------------
+    async def run(self) -> None:
+        threading.Thread(target=self._reader, args=(asyncio.get_running_loop(),), daemon=True).start()
+        # Imports and start-up done: tell the parent, and start when every worker is ready, so that
+        # the run's clock does not count process start-up.
+        self.send({READY: True})
+        await self._go.wait()
+        flusher = asyncio.create_task(self._flusher())
+        try:
+            running = asyncio.create_task(self.engine.run())
+            while self.engine.state == "starting" and not running.done():
+                await asyncio.sleep(0.005)
+            early, self._held = self._held, None
+            for d in early or ():
+                self._on_command(d)
+            out = await running
+        finally:
+            flusher.cancel()
+        self.flush()
+        self.send({END: self._end(out)})
+
+    async def _flusher(self) -> None:
+        while True:
+            await asyncio.sleep(FLUSH_S)
+            self.flush()
+
+    def _end(self, out: RunOutcome) -> dict[str, Any]:
+        return {
+            "ok": out.ok,
+            "error": out.error,
+            "warnings": out.warnings,
+            "cooldowns": self.engine.cooldowns,
+            "loop_lag_ms": out.summary.get("loop_lag_ms"),
+            "gc": out.summary.get("gc"),
+        }
