@@ -81,7 +81,7 @@ class Table:
         self.path = path
         self.broken = not isinstance(data, dict)
         if self.broken:
-            errs.bad(path or "", f"a table ({section})", data)
+            errs.bad(path, f"a table ({section})", data)
         self.data: dict[str, Any] = data if isinstance(data, dict) else {}
         self._hinted: set[str] = set()
         for key in self.data:
