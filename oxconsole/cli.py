@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         ns = _run_parser().parse_args(args)
         return _run(ns)
     except BadInput as e:
-        print(f"oxconsole: {e}", file=sys.stderr)
+        print("\n".join(f"oxconsole: {line}" for line in str(e).split("\n")), file=sys.stderr)
         return EXIT_BAD_INPUT
     except Exception as e:
         # A workload problem found once the run started (e.g. --resume against a changed workload).

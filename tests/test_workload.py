@@ -379,9 +379,12 @@ def _write_case(tmp_path: Path, case: Case) -> Path:
 
 
 def _assert_clean(msg: str) -> None:
-    for bad in ("Traceback", 'File "', "KeyError", "TypeError", "ValueError", "AttributeError", "\n"):
-        assert bad not in msg, f"traceback-ish text {bad!r} in {msg!r}"
-    assert "expected" in msg
+    """Every line of the message is one clean error (several lines: several errors)."""
+    assert msg and not msg.startswith("\n") and not msg.endswith("\n") and "\n\n" not in msg
+    for line in msg.split("\n"):
+        for bad in ("Traceback", 'File "', "KeyError", "TypeError", "ValueError", "AttributeError"):
+            assert bad not in line, f"traceback-ish text {bad!r} in {line!r}"
+        assert "expected" in line
 
 
 def test_case_table_is_big_enough() -> None:
@@ -404,6 +407,7 @@ def test_bad_input(case: Case, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
         pytest.fail(f"{case.stage} accepted the input")
     msg = str(info.value)
     _assert_clean(msg)
+    assert len(info.value.errors) == 1, f"one mistake, one error: {msg}"
     for fragment in case.fragments:
         assert fragment in msg, f"{fragment!r} not in {msg!r}"
     # every message names the file the user gave

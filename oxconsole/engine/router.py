@@ -2,12 +2,17 @@
 
 Why this module exists: routing is pure, seeded logic that the console changes live (weights,
 disabled models) and tests check statistically; it keeps no I/O and no clock.
+
+Weights are relative shares. Every weight is a finite number >= 0 (`set_weight` and the constructor
+refuse anything else), and a draw divides them by the largest first, so any finite weights, even
+1e308 on several models whose plain sum would overflow to inf, give their shares.
 """
 
 from __future__ import annotations
 
 import bisect
 import itertools
+import math
 import random
 from collections.abc import Sequence
 
@@ -21,7 +26,7 @@ class NoModelAvailable(Exception):
 class Router:
     def __init__(self, models: Sequence[ModelConfig], routing: RoutingConfig, seed: int = 1) -> None:
         self.names: list[str] = [m.name for m in models]
-        self.weights: dict[str, float] = {m.name: float(m.weight) for m in models}
+        self.weights: dict[str, float] = {m.name: _weight(m.weight) for m in models}
         self.enabled: dict[str, bool] = {m.name: True for m in models}
         self.in_flight: dict[str, int] = {m.name: 0 for m in models}
         self.cooled: dict[str, bool] = {m.name: False for m in models}
@@ -35,9 +40,7 @@ class Router:
     def set_weight(self, model: str, weight: float) -> None:
         if model not in self.weights:
             raise KeyError(model)
-        if weight < 0:
-            raise ValueError("weight must be >= 0")
-        self.weights[model] = float(weight)
+        self.weights[model] = _weight(weight)
         self._cum_cache.clear()
 
     def set_enabled(self, model: str, enabled: bool) -> None:
@@ -105,16 +108,33 @@ class Router:
             return cands[next(self._rr) % len(cands)]
         if self.strategy == "least_loaded":
             cands = self._candidates(names, in_rule)
-            # Fewest in flight relative to weight; ties go to the earlier model.
-            return min(cands, key=lambda n: self.in_flight[n] / self.weights[n])
+            # Fewest in flight relative to weight; ties go to the earlier model. A rule's models
+            # all at weight 0 count as equal weights, as in a weighted draw.
+            return min(cands, key=lambda n: self.in_flight[n] / (self.weights[n] or 1.0))
         key: tuple[str | bool, ...] = (*names, in_rule)
         cached = self._cum_cache.get(key)
         if cached is None:
             cands = self._candidates(names, in_rule)
-            cum = list(itertools.accumulate(self.weights[n] or 1.0 for n in cands))
-            cached = self._cum_cache[key] = (cands, cum)
+            cached = self._cum_cache[key] = (cands, self._cumulative(cands))
         cands, cum = cached
         if len(cands) == 1:
             return cands[0]
         x = self._rng.random() * cum[-1]
-        return cands[bisect.bisect_right(cum, x)]
+        # x < cum[-1] but for rounding; never past the last model.
+        return cands[min(bisect.bisect_right(cum, x), len(cands) - 1)]
+
+    def _cumulative(self, cands: Sequence[str]) -> list[float]:
+        """Running sums of the candidates' shares, each weight over the largest (so each share is
+        at most 1 and the sum at most len(cands), finite whatever the weights); all 0 = equal."""
+        top = max(self.weights[n] for n in cands)
+        if top <= 0:
+            return [float(i) for i in range(1, len(cands) + 1)]
+        return list(itertools.accumulate(self.weights[n] / top for n in cands))
+
+
+def _weight(weight: float) -> float:
+    """A weight as the router keeps it; ValueError for one no draw could use (< 0, inf, nan)."""
+    value = float(weight)
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"weight must be a finite number >= 0, got {weight!r}")
+    return value

@@ -2,7 +2,8 @@
 
 Why this package exists: every other part (engine, simulator, console, report) reads the workload
 through these dataclasses only, so the schema, its defaults and its error messages live in one place.
-Errors are raised as `WorkloadError` whose message is already in the user's words:
+Errors are raised as `WorkloadError` whose message is already in the user's words, one line per
+error and every error of the file at once (`errors` holds the lines):
 ``workload.toml: run.concurrency: expected an integer >= 1, got "fifty"``.
 
 INTERFACE (fixed; other modules rely on these names, imported from this package):
@@ -16,7 +17,8 @@ INTERFACE (fixed; other modules rely on these names, imported from this package)
   WorkloadError(Exception)
 
 Where each question is answered: `schema` (the dataclasses), `errors` and `values` (error texts,
-typed reading of TOML values), `sections` (one parser per table), `overrides` (--set), `load`
+collecting them, typed reading of TOML values), `bounds` (the largest values a run can use, the
+name rule), `sections` (one parser per table), `overrides` (--set), `load`
 (file -> Workload, API keys), `prompts` (streaming and checking prompts), `describe` (validate's text).
 
 Stdlib only (plus orjson for the prompts file): importing this package never loads the UI or HTTP stack.

@@ -11,7 +11,7 @@ import json
 import os
 
 from oxconsole.workload.errors import did_you_mean
-from oxconsole.workload.schema import RETRY_WORDS, PromptStats, Workload
+from oxconsole.workload.schema import RETRY_WORDS, PromptStats, Workload, fill_results
 from oxconsole.workload.values import fmt_duration
 
 
@@ -133,7 +133,7 @@ def _run_lines(w: Workload) -> list[str]:
             f"(max {fmt_duration(rt.backoff_max)}), on {on_txt.strip() or 'nothing'}"
         )
     lines.append(
-        f"  results: {w.output.results.format(name=w.name)}"
+        f"  results: {fill_results(w.output.results, w.name)}"
         + (" (response text kept)" if w.output.save_text else " (no response text)")
     )
     return lines

@@ -1,7 +1,8 @@
 """Reading a workload file: TOML in, `--set` overrides applied, every section validated into a `Workload`.
 
 Why this module exists: the entry points (`load_workload`, `load_sim_section`, `resolve_api_key`)
-and the TOML reader whose errors name the file, line and column.
+and the TOML reader whose errors name the file, line and column. The file is named as the user
+gave it, with any control character escaped.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from oxconsole.workload.errors import did_you_mean, error, join_key
+from oxconsole.workload.errors import Problems, did_you_mean, error, join_key, printable
 from oxconsole.workload.overrides import apply_override
 from oxconsole.workload.schema import SimModelProfile, Workload, WorkloadError
 from oxconsole.workload.sections import build_workload, parse_sim_profiles
@@ -60,7 +61,7 @@ def _read_toml(path: Path, label: str) -> dict[str, Any]:
 
 def load_sim_section(path: str | Path) -> dict[str, SimModelProfile]:
     """Read only the `[sim.models.*]` tables of a workload or of a file holding just those tables."""
-    label = str(path)
+    label = printable(str(path))
     raw = _read_toml(Path(path), label)
     if "sim" not in raw:
         raise error(label, "sim.models", 'one or more [sim.models."NAME"] tables', "no [sim] table")
@@ -68,18 +69,27 @@ def load_sim_section(path: str | Path) -> dict[str, SimModelProfile]:
 
 
 def load_workload(path: str | Path, overrides: Sequence[str] = ()) -> Workload:
-    """Read, override (--set) and validate a workload file. Raises WorkloadError with the user's words."""
+    """Read, override (--set) and validate a workload file.
+
+    Raises WorkloadError with the user's words, listing every error at once: each `--set` that
+    could not be applied (in command-line order), then every error in the document, in file order.
+    Only a file that cannot be read as TOML stops at its first error.
+    """
     p = Path(path)
-    label = str(path)
+    label = printable(str(path))
     raw = _read_toml(p, label)
+    errs = Problems(label)
     for arg in overrides:
-        apply_override(raw, arg, label)
-    return build_workload(raw, p, label)
+        try:
+            apply_override(raw, arg, label)
+        except WorkloadError as e:
+            errs.note(*e.errors)
+    return build_workload(raw, p, errs)
 
 
 def resolve_api_key(w: Workload, endpoint: str) -> str | None:
     """The key for one endpoint from its `api_key_env` variable; None when the endpoint needs no key."""
-    label = str(w.path)
+    label = printable(str(w.path))
     ep = w.endpoints.get(endpoint)
     if ep is None:
         hint = did_you_mean(endpoint, w.endpoints)

@@ -15,7 +15,8 @@ from typing import Any
 import orjson
 
 from oxconsole.idset import repeated
-from oxconsole.workload.errors import did_you_mean, error, fail, show
+from oxconsole.workload.bounds import MAX_TOKENS, fmt_limit
+from oxconsole.workload.errors import did_you_mean, error, fail, printable, show
 from oxconsole.workload.schema import Prompt, PromptStats, Workload, WorkloadError
 
 _WORD_TEXT = (
@@ -46,7 +47,7 @@ def _synthetic_text(seed: int, index: int, input_tokens: int) -> str:
 
 
 def _prompts_label(w: Workload) -> str:
-    return str(w.prompts.file) if w.prompts.file is not None else f"{w.path}: prompts"
+    return printable(str(w.prompts.file) if w.prompts.file is not None else f"{w.path}: prompts")
 
 
 def _content_chars(content: Any) -> int:
@@ -125,6 +126,13 @@ def _parse_line(line: bytes, lineno: int, label: str, models: frozenset[str]) ->
     max_tokens = obj.get("max_tokens")
     if max_tokens is not None and (type(max_tokens) is not int or max_tokens < 1):
         fail(label, f"{where}: max_tokens", "an integer >= 1", max_tokens)
+    if max_tokens is not None and max_tokens > MAX_TOKENS:
+        fail(
+            label,
+            f"{where}: max_tokens",
+            f"an integer between 1 and {fmt_limit(MAX_TOKENS)} (tokens)",
+            max_tokens,
+        )
     return sid, tag, model, max_tokens, body
 
 
@@ -136,7 +144,7 @@ def _file_lines(w: Workload) -> Iterator[tuple[int, bytes]]:
         f = open(path, "rb")  # noqa: SIM115 - closed by the with below; open errors need their own message
     except OSError as e:
         raise error(
-            str(w.path), "prompts.file", "a readable file", f"{show(str(path))} ({e.strerror})"
+            printable(str(w.path)), "prompts.file", "a readable file", f"{show(str(path))} ({e.strerror})"
         ) from None
     with f:
         for lineno, line in enumerate(f, 1):

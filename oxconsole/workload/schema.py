@@ -6,6 +6,7 @@ through these types only; their defaults are the contract's defaults.
 
 from __future__ import annotations
 
+import string
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -19,7 +20,35 @@ RETRY_WORDS = ("timeout", "connection", "stream")
 
 
 class WorkloadError(Exception):
-    """Bad input. The message names the file, the key path and what was expected (exit 2)."""
+    """Bad input (exit 2): one line per error, each naming the file, the key path and what was expected.
+
+    `errors` holds the lines in file order; `str()` is them joined by newlines, so a single error
+    reads exactly as one line.
+    """
+
+    def __init__(self, *errors: str) -> None:
+        super().__init__(*errors)
+        self.errors: list[str] = list(errors)
+
+    def __str__(self) -> str:
+        return "\n".join(self.errors)
+
+
+def fill_results(template: str, name: str) -> str:
+    """`output.results` with every `{name}` replaced by `name` (`{{`/`}}` are literal braces).
+
+    No other Python formatting runs: a field that is not exactly `{name}` (`{name.__class__}`,
+    `{name[0]}`, `{name:>9}`, `{}`) raises ValueError, as an unbalanced brace does.
+    """
+    out: list[str] = []
+    for literal, field_name, spec, conversion in string.Formatter().parse(template):
+        out.append(literal)
+        if field_name is None:
+            continue
+        if field_name != "name" or spec or conversion:
+            raise ValueError("only {name} is substituted")
+        out.append(name)
+    return "".join(out)
 
 
 @dataclass(frozen=True)
@@ -224,7 +253,7 @@ class Workload:
 
     def results_path(self) -> Path:
         """`output.results` with {name} filled in, relative to the current directory."""
-        return Path(self.output.results.format(name=self.name))
+        return Path(fill_results(self.output.results, self.name))
 
 
 @dataclass(frozen=True)

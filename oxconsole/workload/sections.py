@@ -1,17 +1,22 @@
 """Each table of the workload file validated into its config dataclass (unknown keys rejected).
 
-Why this module exists: one parser per TOML section, with the keys each section accepts, so
-`load_workload` reads as the list of sections and a section's rules live in one function.
+Why this module exists: one parser per TOML section, with the keys each section accepts and the
+limits each value must keep, so `load_workload` reads as the list of sections and a section's rules
+live in one function. Every parser records its errors in a `Problems` list and reads on (with
+defaults where a value was bad), so a file's mistakes are all reported at once; a check that
+depends on another section (a model's endpoint, a rule's models) is skipped when that section
+could not be read.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from oxconsole.workload.errors import did_you_mean, error, fail, join_key, show
+from oxconsole.workload import bounds as b
+from oxconsole.workload.errors import Problems, did_you_mean, join_key, show
 from oxconsole.workload.schema import (
     RETRY_WORDS,
     Arrival,
@@ -27,6 +32,7 @@ from oxconsole.workload.schema import (
     Strategy,
     SyntheticConfig,
     Workload,
+    fill_results,
 )
 from oxconsole.workload.values import Table, fmt_duration, is_int
 
@@ -63,22 +69,25 @@ for _section, _keys in (
         _ELSEWHERE.setdefault(_k, _section)
 
 
-def _array_of_tables(label: str, value: Any, path: str, toml_name: str) -> list[Any]:
+def _array_of_tables(errs: Problems, value: Any, path: str, toml_name: str) -> list[Any] | None:
     if isinstance(value, dict):
-        fail(label, path, f"an array of tables (write [[{toml_name}]], not [{toml_name}])", value)
+        errs.bad(path, f"an array of tables (write [[{toml_name}]], not [{toml_name}])", value)
+        return None
     if not isinstance(value, list):
-        fail(label, path, f"an array of tables ([[{toml_name}]])", value)
+        errs.bad(path, f"an array of tables ([[{toml_name}]])", value)
+        return None
     return value
 
 
-def _parse_run(label: str, data: Any) -> RunConfig:
-    t = Table(label, data, "run", _RUN, "[run]", _ELSEWHERE)
+def _parse_run(errs: Problems, data: Any) -> RunConfig:
+    t = Table(errs, data, "run", _RUN, "[run]", _ELSEWHERE)
     d = RunConfig()
+    if t.broken:
+        return d
     arrival = cast(Arrival, t.enum("arrival", d.arrival, ("closed", "constant", "poisson")))
-    rate = t.num("rate", d.rate)
-    if arrival != "closed" and rate <= 0:
-        raise error(
-            label,
+    rate = t.num("rate", d.rate, b.MAX_RATE, " (requests per second; 0 = unlimited)")
+    if arrival != "closed" and rate <= 0 and t.ok("arrival", "rate"):
+        errs.add(
             "run.rate",
             f'a number > 0 with arrival = "{arrival}" (open-loop arrival needs a rate)',
             show(t.data.get("rate", 0)) + (" (the default)" if "rate" not in t.data else ""),
@@ -88,17 +97,19 @@ def _parse_run(label: str, data: Any) -> RunConfig:
         w = t.data["workers"]
         if w == "auto" and isinstance(w, str):
             workers = "auto"
-        elif is_int(w) and w >= 1:
+        elif is_int(w) and 1 <= w <= b.MAX_WORKERS:
             workers = w
+        elif is_int(w) and w > b.MAX_WORKERS:
+            t.fail("workers", f'an integer between 1 and {b.MAX_WORKERS} or "auto" (engine processes)')
         else:
             t.fail("workers", 'an integer >= 1 or "auto"')
     return RunConfig(
-        concurrency=t.int_("concurrency", d.concurrency, 1),
+        concurrency=t.int_("concurrency", d.concurrency, 1, b.MAX_CONCURRENCY, " (requests in flight)"),
         rate=rate,
-        burst=t.int_("burst", d.burst, 1),
-        tpm=t.int_("tpm", d.tpm, 0),
+        burst=t.int_("burst", d.burst, 1, b.MAX_CONCURRENCY, " (requests in the bucket)"),
+        tpm=t.int_("tpm", d.tpm, 0, b.MAX_COUNT, " (tokens per minute)"),
         arrival=arrival,
-        requests=t.int_("requests", d.requests, 0),
+        requests=t.int_("requests", d.requests, 0, b.MAX_COUNT, " (requests in the run)"),
         duration=t.duration("duration", d.duration),
         timeout=t.duration("timeout", d.timeout, positive=True),
         stream=t.bool_("stream", d.stream),
@@ -108,262 +119,349 @@ def _parse_run(label: str, data: Any) -> RunConfig:
     )
 
 
-def _parse_output(label: str, data: Any) -> OutputConfig:
-    t = Table(label, data, "output", _OUTPUT, "[output]", _ELSEWHERE)
+def _parse_output(errs: Problems, data: Any) -> OutputConfig:
+    t = Table(errs, data, "output", _OUTPUT, "[output]", _ELSEWHERE)
     d = OutputConfig()
     results = t.str_("results", d.results, "a non-empty path")
     try:
-        results.format(name="x")
-    except (KeyError, IndexError, ValueError, AttributeError):
+        fill_results(results, "x")
+    except ValueError:
         t.fail("results", "a path where {name} is the only placeholder (write {{ and }} for braces)")
     return OutputConfig(results=results, save_text=t.bool_("save_text", d.save_text))
 
 
-def _parse_endpoints(label: str, data: Any) -> dict[str, EndpointConfig]:
+def _parse_endpoints(errs: Problems, data: Any) -> dict[str, EndpointConfig]:
     if data is None:
-        raise error(
-            label, "endpoints", 'at least one [endpoints.NAME] table (such as base_url = "sim")', "none"
-        )
+        errs.add("endpoints", 'at least one [endpoints.NAME] table (such as base_url = "sim")', "none")
+        return {}
     if not isinstance(data, dict):
-        fail(label, "endpoints", "a table of [endpoints.NAME] tables", data)
+        errs.bad("endpoints", "a table of [endpoints.NAME] tables", data)
+        return {}
     if not data:
-        raise error(label, "endpoints", "at least one [endpoints.NAME] table", "an empty table")
+        errs.add("endpoints", "at least one [endpoints.NAME] table", "an empty table")
     out: dict[str, EndpointConfig] = {}
     for name, value in data.items():
-        path = join_key("endpoints", name)
-        t = Table(label, value, path, _ENDPOINT, "an [endpoints.NAME] table")
+        t = Table(errs, value, join_key("endpoints", name), _ENDPOINT, "an [endpoints.NAME] table")
+        if t.broken:
+            continue
         base_url = t.str_("base_url", None, 'an http(s):// URL or "sim"')
-        if base_url != "sim" and not re.match(r"https?://[^\s/]+", base_url):
+        if base_url and base_url != "sim" and not re.match(r"https?://[^\s/]+", base_url):
             t.fail("base_url", 'an http(s):// URL (such as "http://127.0.0.1:8000/v1") or "sim"')
-        key_env: str | None = None
-        if t.has("api_key_env"):
-            v = t.data["api_key_env"]
-            if not isinstance(v, str) or not _ENV_NAME.fullmatch(v):
-                # Never echo the value: people paste the key itself here.
-                got = "a value that is not a variable name (not shown, it may be a secret)"
-                if not isinstance(v, str):
-                    got = show(v)
-                raise error(
-                    label,
-                    t.p("api_key_env"),
-                    "the NAME of an environment variable (such as OXLO_API_KEY)",
-                    got,
-                )
-            key_env = v
         out[name] = EndpointConfig(
             name=name,
             base_url=base_url,
-            api_key_env=key_env,
-            max_connections=t.int_("max_connections", 1000, 1),
+            api_key_env=_api_key_env(t),
+            max_connections=t.int_(
+                "max_connections", 1000, 1, b.MAX_CONCURRENCY, " (connections in the pool)"
+            ),
             insecure=t.bool_("insecure", False),
         )
     return out
 
 
-def _parse_models(label: str, data: Any, endpoints: Mapping[str, EndpointConfig]) -> tuple[ModelConfig, ...]:
+def _api_key_env(t: Table) -> str | None:
+    if not t.has("api_key_env"):
+        return None
+    v = t.data["api_key_env"]
+    if isinstance(v, str) and _ENV_NAME.fullmatch(v):
+        return v
+    # Never echo the value: people paste the key itself here.
+    got = "a value that is not a variable name (not shown, it may be a secret)"
+    if not isinstance(v, str):
+        got = show(v)
+    t.errs.add(t.p("api_key_env"), "the NAME of an environment variable (such as OXLO_API_KEY)", got)
+    return None
+
+
+def _parse_models(errs: Problems, data: Any, endpoints: Collection[str] | None) -> tuple[ModelConfig, ...]:
+    """The models whose tables could be read; `endpoints` None = not known (no check of `endpoint`)."""
     if data is None:
-        raise error(label, "models", "at least one [[models]] table with a name", "none")
-    items = _array_of_tables(label, data, "models", "models")
+        errs.add("models", "at least one [[models]] table with a name", "none")
+        return ()
+    items = _array_of_tables(errs, data, "models", "models")
+    if items is None:
+        return ()
     if not items:
-        raise error(label, "models", "at least one [[models]] table", "an empty array")
+        errs.add("models", "at least one [[models]] table", "an empty array")
     seen: dict[str, int] = {}
     out: list[ModelConfig] = []
     for i, value in enumerate(items):
-        t = Table(label, value, join_key("models", i), _MODEL, "[[models]]")
+        t = Table(errs, value, join_key("models", i), _MODEL, "[[models]]")
         name = t.str_("name", None, "a model name (non-empty string)")
         if name in seen:
             t.fail("name", f"a unique model name (models.{seen[name]}.name is the same)")
-        seen[name] = i
+        elif name:
+            seen[name] = i
         endpoint = t.str_("endpoint", "default", "the name of an [endpoints.NAME] table")
-        if endpoint not in endpoints:
-            hint = did_you_mean(endpoint, endpoints)
-            what = "the name of an [endpoints.NAME] table" + (
-                f' (did you mean "{hint}"?)' if hint else f" (defined: {', '.join(endpoints)})"
-            )
-            if t.has("endpoint"):
-                t.fail("endpoint", what)
-            raise error(label, t.p("endpoint"), what, '"default" (the default; no [endpoints.default] table)')
-        out.append(
-            ModelConfig(
-                name=name,
-                endpoint=endpoint,
-                weight=t.num("weight", 1.0),
-                max_tokens=t.opt_int("max_tokens", 1),
-                max_tokens_param=t.enum(
-                    "max_tokens_param", "max_tokens", ("max_tokens", "max_completion_tokens")
-                ),
-                temperature=t.opt_num("temperature", 0.0, 2.0),
-                price_per_request=t.num("price_per_request", 0.0),
-                price_per_1m_input=t.num("price_per_1m_input", 0.0),
-                price_per_1m_output=t.num("price_per_1m_output", 0.0),
-            )
+        if endpoints is not None and endpoint not in endpoints:
+            _unknown_endpoint(t, endpoint, endpoints)
+        model = ModelConfig(
+            name=name,
+            endpoint=endpoint,
+            weight=t.num("weight", 1.0, b.MAX_WEIGHT, " (weights are relative shares: scale them down)"),
+            max_tokens=t.opt_int("max_tokens", 1, b.MAX_TOKENS, " (tokens)"),
+            max_tokens_param=t.enum(
+                "max_tokens_param", "max_tokens", ("max_tokens", "max_completion_tokens")
+            ),
+            temperature=t.opt_num("temperature", 2.0),
+            price_per_request=t.num("price_per_request", 0.0, b.MAX_PRICE, _PRICE),
+            price_per_1m_input=t.num("price_per_1m_input", 0.0, b.MAX_PRICE, _PRICE),
+            price_per_1m_output=t.num("price_per_1m_output", 0.0, b.MAX_PRICE, _PRICE),
         )
-    if all(m.weight == 0 for m in out):
-        raise error(label, "models", "at least one model with weight > 0", "every weight 0")
+        if name and not t.broken:
+            out.append(model)
+    if out and len(out) == len(items) and all(m.weight == 0 for m in out):
+        errs.add("models", "at least one model with weight > 0", "every weight 0")
     return tuple(out)
 
 
-def _parse_prompts(label: str, data: Any, base: Path) -> PromptsConfig:
+_PRICE = " (a price per request or per million tokens)"
+
+
+def _unknown_endpoint(t: Table, endpoint: str, endpoints: Collection[str]) -> None:
+    hint = did_you_mean(endpoint, endpoints)
+    what = "the name of an [endpoints.NAME] table" + (
+        f' (did you mean "{hint}"?)' if hint else f" (defined: {', '.join(endpoints)})"
+    )
+    if t.has("endpoint"):
+        t.fail("endpoint", what)
+    else:
+        t.errs.add(t.p("endpoint"), what, '"default" (the default; no [endpoints.default] table)')
+
+
+def _parse_prompts(errs: Problems, data: Any, base: Path) -> PromptsConfig:
     if data is None:
-        raise error(label, "prompts", "a [prompts] table with one of file, items or synthetic", "none")
-    t = Table(label, data, "prompts", _PROMPTS, "[prompts]", _ELSEWHERE)
+        errs.add("prompts", "a [prompts] table with one of file, items or synthetic", "none")
+        return PromptsConfig()
+    t = Table(errs, data, "prompts", _PROMPTS, "[prompts]", _ELSEWHERE)
+    if t.broken:
+        return PromptsConfig()
     sources = [k for k in ("file", "items", "synthetic") if t.has(k)]
+    repeat = t.int_("repeat", 1, 1, b.MAX_COUNT, " (passes over the prompts)")
     if len(sources) != 1:
-        raise error(
-            label,
+        errs.add(
             "prompts",
             "exactly one of prompts.file, prompts.items, prompts.synthetic",
             "none" if not sources else " and ".join(sources),
         )
-    repeat = t.int_("repeat", 1, 1)
+        return PromptsConfig()
     if t.has("file"):
-        rel = t.str_("file", None, "a path to a JSONL file")
-        path = base / Path(rel).expanduser()
-        try:
-            with open(path, "rb"):
-                pass
-        except FileNotFoundError:
-            raise error(
-                label, "prompts.file", "an existing file", f"{show(rel)} (no such file: {path})"
-            ) from None
-        except IsADirectoryError:
-            raise error(label, "prompts.file", "a file", f"{show(rel)} (a directory: {path})") from None
-        except PermissionError:
-            raise error(
-                label, "prompts.file", "a readable file", f"{show(rel)} (permission denied: {path})"
-            ) from None
-        except OSError as e:
-            raise error(
-                label, "prompts.file", "a readable file", f"{show(rel)} ({e.strerror}: {path})"
-            ) from None
-        return PromptsConfig(file=path, repeat=repeat)
+        return PromptsConfig(file=_prompts_file(t, base), repeat=repeat)
     if t.has("items"):
         items = t.str_list("items", "prompt strings", allow_empty=False)
         return PromptsConfig(items=tuple(items or ()), repeat=repeat)
-    s = Table(label, t.data["synthetic"], "prompts.synthetic", _SYNTHETIC, "prompts.synthetic")
-    if not s.has("count"):
-        raise error(label, "prompts.synthetic.count", "an integer >= 1", "nothing (the key is required)")
+    s = Table(errs, t.data["synthetic"], "prompts.synthetic", _SYNTHETIC, "prompts.synthetic")
+    if not s.has("count") and not s.broken:
+        s.required("count", "an integer >= 1")
     syn = SyntheticConfig(
-        count=s.int_("count", 1, 1),
-        input_tokens=s.int_("input_tokens", 200, 1),
-        output_tokens=s.int_("output_tokens", 64, 1),
+        count=s.int_("count", 1, 1, b.MAX_COUNT, " (prompts in one pass)"),
+        input_tokens=s.int_("input_tokens", 200, 1, b.MAX_TOKENS, " (tokens)"),
+        output_tokens=s.int_("output_tokens", 64, 1, b.MAX_TOKENS, " (tokens)"),
     )
     return PromptsConfig(synthetic=syn, repeat=repeat)
 
 
-def _model_names(label: str, t: Table, key: str, models: Sequence[str], allow_empty: bool) -> tuple[str, ...]:
+def _prompts_file(t: Table, base: Path) -> Path | None:
+    """The prompts file, resolved against the workload's folder, checked readable."""
+    rel = t.str_("file", None, "a path to a JSONL file")
+    if not rel:
+        return None
+    path = base / Path(rel).expanduser()
+    try:
+        with open(path, "rb"):
+            return path
+    except FileNotFoundError:
+        t.errs.add("prompts.file", "an existing file", f"{show(rel)} (no such file: {path})")
+    except IsADirectoryError:
+        t.errs.add("prompts.file", "a file", f"{show(rel)} (a directory: {path})")
+    except PermissionError:
+        t.errs.add("prompts.file", "a readable file", f"{show(rel)} (permission denied: {path})")
+    except OSError as e:
+        t.errs.add("prompts.file", "a readable file", f"{show(rel)} ({e.strerror}: {path})")
+    return None
+
+
+def _model_names(t: Table, key: str, models: Sequence[str] | None, allow_empty: bool) -> tuple[str, ...]:
+    """A rule's model list; each name checked against [[models]] unless those are unknown (None)."""
+    if not t.has(key):
+        if not allow_empty:
+            t.required(key, "a non-empty array of model names")
+        return ()
     names = t.str_list(key, "model names", allow_empty=allow_empty)
     if names is None:
-        if not allow_empty:
-            raise error(label, t.p(key), "a non-empty array of model names", "nothing (the key is required)")
         return ()
-    for i, n in enumerate(names):
-        if n not in models:
+    for i, n in enumerate(t.data[key]):
+        if models is not None and n in names and n not in models:
             hint = did_you_mean(n, models)
             what = "the name of a model in [[models]]" + (f' (did you mean "{hint}"?)' if hint else "")
-            fail(label, join_key(t.p(key), i), what, n)
+            t.errs.bad(join_key(t.p(key), i), what, n)
     return tuple(names)
 
 
-def _parse_routing(label: str, data: Any, models: Sequence[str]) -> RoutingConfig:
-    t = Table(label, data, "routing", _ROUTING, "[routing]", _ELSEWHERE)
+def _model_names_in(data: Any) -> list[str] | None:
+    """The names [[models]] gives (whatever else is wrong with those tables); None when they are not
+    all known (no array, or a table without a string name), so rules are not checked against them."""
+    if not isinstance(data, list) or not data:
+        return None
+    names = [m.get("name") if isinstance(m, dict) else None for m in data]
+    return [n for n in names if isinstance(n, str)] if all(isinstance(n, str) for n in names) else None
+
+
+def _parse_routing(errs: Problems, data: Any, models: Sequence[str] | None) -> RoutingConfig:
+    t = Table(errs, data, "routing", _ROUTING, "[routing]", _ELSEWHERE)
     strategy = cast(Strategy, t.enum("strategy", "weighted", ("weighted", "round_robin", "least_loaded")))
     rules: list[RoutingRule] = []
-    if t.has("rules"):
-        for i, value in enumerate(_array_of_tables(label, t.data["rules"], "routing.rules", "routing.rules")):
-            r = Table(label, value, join_key("routing.rules", i), _RULE, "[[routing.rules]]")
-            tag = r.str_("tag", None, "a tag (non-empty string)")
-            rules.append(
-                RoutingRule(
-                    tag=tag,
-                    models=_model_names(label, r, "models", models, allow_empty=False),
-                    fallback=_model_names(label, r, "fallback", models, allow_empty=True),
-                )
+    items = (
+        _array_of_tables(errs, t.data["rules"], "routing.rules", "routing.rules") if t.has("rules") else []
+    )
+    for i, value in enumerate(items or ()):
+        r = Table(errs, value, join_key("routing.rules", i), _RULE, "[[routing.rules]]")
+        if r.broken:
+            continue
+        rules.append(
+            RoutingRule(
+                tag=r.str_("tag", None, "a tag (non-empty string)"),
+                models=_model_names(r, "models", models, allow_empty=False),
+                fallback=_model_names(r, "fallback", models, allow_empty=True),
             )
+        )
     return RoutingConfig(strategy=strategy, rules=tuple(rules))
 
 
-def _parse_retry(label: str, data: Any) -> RetryConfig:
-    t = Table(label, data, "retry", _RETRY, "[retry]", _ELSEWHERE)
+def _parse_retry(errs: Problems, data: Any) -> RetryConfig:
+    t = Table(errs, data, "retry", _RETRY, "[retry]", _ELSEWHERE)
     d = RetryConfig()
     backoff = t.duration("backoff", d.backoff)
     backoff_max = t.duration("backoff_max", d.backoff_max)
-    if backoff_max < backoff:
+    if backoff_max < backoff and t.ok("backoff", "backoff_max"):
         t.fail("backoff_max", f"a duration >= retry.backoff ({fmt_duration(backoff)})")
-    on = d.on
-    if t.has("on"):
-        v = t.data["on"]
-        if not isinstance(v, list):
-            t.fail("on", 'an array of HTTP statuses (400-599) and "timeout" / "connection" / "stream"')
-        items: set[int | str] = set()
-        for i, item in enumerate(v):
-            if (is_int(item) and 400 <= item <= 599) or (isinstance(item, str) and item in RETRY_WORDS):
-                items.add(item)
-            else:
-                hint = did_you_mean(item, RETRY_WORDS) if isinstance(item, str) else None
-                extra = f' (did you mean "{hint}"?)' if hint else ""
-                fail(
-                    label,
-                    join_key("retry.on", i),
-                    f'an HTTP status 400-599 or "timeout" / "connection" / "stream"{extra}',
-                    item,
-                )
-        on = frozenset(items)
     return RetryConfig(
-        max_attempts=t.int_("max_attempts", d.max_attempts, 1),
+        max_attempts=t.int_("max_attempts", d.max_attempts, 1, b.MAX_ATTEMPTS, " (attempts per request)"),
         backoff=backoff,
         backoff_max=backoff_max,
-        on=on,
+        on=_retry_on(t) if t.has("on") else d.on,
     )
+
+
+def _retry_on(t: Table) -> frozenset[int | str]:
+    v = t.data["on"]
+    if not isinstance(v, list):
+        t.fail("on", 'an array of HTTP statuses (400-599) and "timeout" / "connection" / "stream"')
+        return RetryConfig().on
+    items: set[int | str] = set()
+    for i, item in enumerate(v):
+        if (is_int(item) and 400 <= item <= 599) or (isinstance(item, str) and item in RETRY_WORDS):
+            items.add(item)
+        else:
+            hint = did_you_mean(item, RETRY_WORDS) if isinstance(item, str) else None
+            extra = f' (did you mean "{hint}"?)' if hint else ""
+            t.errs.bad(
+                join_key("retry.on", i),
+                f'an HTTP status 400-599 or "timeout" / "connection" / "stream"{extra}',
+                item,
+            )
+    return frozenset(items)
 
 
 def parse_sim_profiles(table: Any, file_label: str) -> dict[str, SimModelProfile]:
     """Validate a `[sim]` table (the value of the document's "sim" key) into profiles by model name.
 
     Shared by `load_workload` and `load_sim_section`; error paths read `sim.models."NAME".key`.
+    Raises WorkloadError listing every error.
     """
-    t = Table(file_label, table, "sim", _SIM, "[sim]")
+    errs = Problems(file_label)
+    out = _parse_sim(errs, table)
+    errs.raise_if_any({"sim": table})
+    return out
+
+
+def _parse_sim(errs: Problems, table: Any) -> dict[str, SimModelProfile]:
+    t = Table(errs, table, "sim", _SIM, "[sim]")
     if not t.has("models"):
         return {}
     models = t.data["models"]
     if not isinstance(models, dict):
-        fail(file_label, "sim.models", 'tables [sim.models."NAME"]', models)
-    d = SimModelProfile()
+        errs.bad("sim.models", 'tables [sim.models."NAME"]', models)
+        return {}
     out: dict[str, SimModelProfile] = {}
     for name, value in models.items():
-        p = Table(file_label, value, join_key("sim.models", name), _PROFILE, 'a [sim.models."NAME"] table')
-        out[name] = SimModelProfile(
-            ttft=p.duration("ttft", d.ttft),
-            tokens_per_s=p.num("tokens_per_s", d.tokens_per_s),
-            output_tokens=p.int_("output_tokens", d.output_tokens, 1),
-            capacity=p.int_("capacity", d.capacity, 1),
-            jitter=p.num("jitter", d.jitter, 0.0, 1.0),
-            error_rate=p.num("error_rate", d.error_rate, 0.0, 1.0),
-            rate_limit=p.num("rate_limit", d.rate_limit),
-            retry_after=p.duration("retry_after", d.retry_after),
-            throttle_rate=p.num("throttle_rate", d.throttle_rate, 0.0, 1.0),
-            reset_rate=p.num("reset_rate", d.reset_rate, 0.0, 1.0),
-            abort_rate=p.num("abort_rate", d.abort_rate, 0.0, 1.0),
-            malformed_rate=p.num("malformed_rate", d.malformed_rate, 0.0, 1.0),
-            stall_rate=p.num("stall_rate", d.stall_rate, 0.0, 1.0),
-            stall=p.duration("stall", d.stall),
-            usage=p.bool_("usage", d.usage),
-        )
+        p = Table(errs, value, join_key("sim.models", name), _PROFILE, 'a [sim.models."NAME"] table')
+        if not p.broken:
+            out[name] = _sim_profile(p)
     return out
 
 
-def build_workload(raw: dict[str, Any], path: Path, label: str) -> Workload:
-    """The whole document (after --set) validated, section by section, into a `Workload`."""
-    top = Table(label, raw, "", _TOP, "the top level", _ELSEWHERE)
-    name = top.str_("name", path.stem or "workload", "a non-empty string")
-    run = _parse_run(label, raw.get("run", {}))
-    output = _parse_output(label, raw.get("output", {}))
-    endpoints = _parse_endpoints(label, raw.get("endpoints"))
-    models = _parse_models(label, raw.get("models"), endpoints)
-    prompts = _parse_prompts(label, raw.get("prompts"), path.parent)
-    routing = _parse_routing(label, raw.get("routing", {}), [m.name for m in models])
-    retry = _parse_retry(label, raw.get("retry", {}))
-    sim = parse_sim_profiles(raw["sim"], label) if "sim" in raw else {}
+def _sim_profile(p: Table) -> SimModelProfile:
+    d = SimModelProfile()
+    return SimModelProfile(
+        ttft=p.duration("ttft", d.ttft),
+        tokens_per_s=p.num("tokens_per_s", d.tokens_per_s, b.MAX_TOKENS_PER_S, " (tokens per second)"),
+        output_tokens=p.int_("output_tokens", d.output_tokens, 1, b.MAX_TOKENS, " (tokens)"),
+        capacity=p.int_("capacity", d.capacity, 1, b.MAX_CONCURRENCY, " (requests served at once)"),
+        jitter=p.num("jitter", d.jitter, 1.0),
+        error_rate=p.num("error_rate", d.error_rate, 1.0),
+        rate_limit=p.num("rate_limit", d.rate_limit, b.MAX_RATE, " (requests per second; 0 = no limit)"),
+        retry_after=p.duration("retry_after", d.retry_after),
+        throttle_rate=p.num("throttle_rate", d.throttle_rate, 1.0),
+        reset_rate=p.num("reset_rate", d.reset_rate, 1.0),
+        abort_rate=p.num("abort_rate", d.abort_rate, 1.0),
+        malformed_rate=p.num("malformed_rate", d.malformed_rate, 1.0),
+        stall_rate=p.num("stall_rate", d.stall_rate, 1.0),
+        stall=p.duration("stall", d.stall),
+        usage=p.bool_("usage", d.usage),
+    )
+
+
+def _parse_name(errs: Problems, top: Table, path: Path) -> str:
+    """The `name` key, checked to be one safe folder name; without it, a safe name from the file's."""
+    fallback = b.name_from_stem(path.stem)
+    if not top.has("name"):
+        return fallback
+    name = top.str_("name", fallback, "a non-empty string")
+    if top.ok("name") and not b.is_safe_name(name):
+        got = show(name) + (f" ({len(name)} characters)" if len(name) > b.NAME_MAX else "")
+        errs.add(
+            "name",
+            f"{b.NAME_RULE} (it names the results folder)",
+            got,
+        )
+        return fallback
+    return name
+
+
+def _check_results_path(errs: Problems, output: OutputConfig, name: str) -> None:
+    """The journal path once {name} is filled in: no part or whole the file system would refuse."""
+    if errs.has("output.results") or errs.has("name"):
+        return
+    filled = fill_results(output.results, name)
+    sizes = [len(part.encode("utf-8", "surrogatepass")) for part in Path(filled).parts]
+    if max(sizes, default=0) > b.PATH_PART_MAX:
+        expected = f"a path whose every part is at most {b.PATH_PART_MAX} bytes once {{name}} is filled in"
+        errs.add("output.results", expected, f"{show(filled)} (a part of {max(sizes)} bytes)")
+    elif sum(sizes) > b.PATH_MAX:
+        expected = f"a path of at most {b.PATH_MAX} bytes once {{name}} is filled in"
+        errs.add("output.results", expected, f"{show(filled)} ({sum(sizes)} bytes)")
+
+
+def build_workload(raw: dict[str, Any], path: Path, errs: Problems) -> Workload:
+    """The whole document (after --set) validated, section by section, into a `Workload`.
+
+    Raises WorkloadError listing every error recorded in `errs` (those of --set included).
+    """
+    top = Table(errs, raw, "", _TOP, "the top level", _ELSEWHERE)
+    name = _parse_name(errs, top, path)
+    run = _parse_run(errs, raw.get("run", {}))
+    output = _parse_output(errs, raw.get("output", {}))
+    _check_results_path(errs, output, name)
+    raw_endpoints = raw.get("endpoints")
+    endpoints = _parse_endpoints(errs, raw_endpoints)
+    known_endpoints = list(raw_endpoints) if isinstance(raw_endpoints, dict) and raw_endpoints else None
+    models = _parse_models(errs, raw.get("models"), known_endpoints)
+    prompts = _parse_prompts(errs, raw.get("prompts"), path.parent)
+    routing = _parse_routing(errs, raw.get("routing", {}), _model_names_in(raw.get("models")))
+    retry = _parse_retry(errs, raw.get("retry", {}))
+    sim = _parse_sim(errs, raw["sim"]) if "sim" in raw else {}
+    errs.raise_if_any(raw)
     return Workload(
         path=path,
         name=name,
