@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             profiles.update(load_sim_section(args.config))
         except WorkloadError as e:
-            print(f"oxconsole sim: {e}", file=sys.stderr)
+            print("\n".join(f"oxconsole sim: {line}" for line in e.errors), file=sys.stderr)
             return 2
         except OSError as e:
             print(f"oxconsole sim: {args.config}: {e.strerror or e}", file=sys.stderr)
