@@ -97,12 +97,21 @@ def _subcommand(name: str, rest: list[str]) -> int:
         return int(sim_main(rest))
     if name == "report":
         p = Parser(prog="oxconsole report", description="Recompute the summary from a results journal alone.")
-        p.add_argument("results", metavar="RESULTS.jsonl")
+        p.add_argument("results", metavar="RESULTS.jsonl", nargs="+", help="two or more: compared")
         p.add_argument("--json", action="store_true", help="print the summary JSON instead of the table")
+        p.add_argument("--html", metavar="PATH", help="write a self-contained HTML report to PATH")
+        p.add_argument("--csv", metavar="PATH", help="write one CSV row per record to PATH")
+        p.add_argument("--markdown", action="store_true", help="print the summary as Markdown tables")
+        p.add_argument("--with-text", action="store_true", help="keep response text in the CSV")
         ns = p.parse_args(rest)
+        from oxconsole.reports.command import ReportRequest, report_command, wants_more
+
+        req = ReportRequest(tuple(ns.results), ns.json, ns.html, ns.csv, ns.markdown, ns.with_text)
+        if wants_more(req):
+            return report_command(req)
         from oxconsole.report import report_main
 
-        return int(report_main(ns.results, ns.json))
+        return int(report_main(ns.results[0], ns.json))
     if name == "validate":
         p = Parser(
             prog="oxconsole validate", description="Check a workload, its prompts and its key variables."

@@ -99,6 +99,10 @@ def run_headless(
                 loop.remove_signal_handler(sig)
 
     outcome: RunOutcome = run_loop(go())
+    if w.output.html:
+        from oxconsole.reports.html import write_run_report
+
+        write_run_report(prep.results_path, outcome.summary)
     return outcome
 
 

@@ -85,6 +85,26 @@ class OutputConfig:
     """Per-request journal path; {name} is replaced by the workload name."""
     save_text: bool = True
     """Keep the response text in the journal."""
+    html: bool = False
+    """When the run ends, write `report.html` (self-contained) beside the journal."""
+    prometheus: str | None = None
+    """An address "HOST:PORT" where the engine serves `/metrics` while the run lasts; None = not served."""
+
+    def prometheus_address(self) -> tuple[str, int] | None:
+        """`prometheus` as (host, port); None when unset or not a HOST:PORT."""
+        return split_host_port(self.prometheus) if self.prometheus else None
+
+
+def split_host_port(text: str) -> tuple[str, int] | None:
+    """An address such as "127.0.0.1:9464", "[::1]:9464" or ":9464" (loopback) as (host, port);
+    None if malformed."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        return None
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if any(c.isspace() or c in "/[]" for c in host):
+        return None
+    return (host or "127.0.0.1", int(port))
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from oxconsole.workload.schema import (
     SyntheticConfig,
     Workload,
     fill_results,
+    split_host_port,
 )
 from oxconsole.workload.values import Table, fmt_duration, is_int
 
@@ -42,7 +43,7 @@ _RUN = (
     "concurrency", "rate", "burst", "tpm", "arrival", "requests", "duration",
     "timeout", "stream", "seed", "workers", "grace",
 )  # fmt: skip
-_OUTPUT = ("results", "save_text")
+_OUTPUT = ("results", "save_text", "html", "prometheus")
 _ENDPOINT = ("base_url", "api_key_env", "max_connections", "insecure")
 _MODEL = (
     "name", "endpoint", "weight", "max_tokens", "max_tokens_param", "temperature",
@@ -127,7 +128,17 @@ def _parse_output(errs: Problems, data: Any) -> OutputConfig:
         fill_results(results, "x")
     except ValueError:
         t.fail("results", "a path where {name} is the only placeholder (write {{ and }} for braces)")
-    return OutputConfig(results=results, save_text=t.bool_("save_text", d.save_text))
+    prometheus = None
+    if t.has("prometheus"):
+        prometheus = t.str_("prometheus", "", 'an address "HOST:PORT" such as "127.0.0.1:9464"')
+        if prometheus and split_host_port(prometheus) is None:
+            t.fail("prometheus", 'an address "HOST:PORT" such as "127.0.0.1:9464"')
+    return OutputConfig(
+        results=results,
+        save_text=t.bool_("save_text", d.save_text),
+        html=t.bool_("html", d.html),
+        prometheus=prometheus or None,
+    )
 
 
 def _parse_endpoints(errs: Problems, data: Any) -> dict[str, EndpointConfig]:

@@ -1,0 +1,73 @@
+"""`oxconsole report` beyond one summary: HTML, several journals compared, CSV and Markdown.
+
+Why this module exists: the command line parses the flags and hands them here, so `cli.py` and
+`report.py` keep one line each for these outputs; each output lives in its own module and this
+one only decides which to run and turns unreadable journals into exit code 2.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+__all__ = ["ReportRequest", "report_command", "wants_more"]
+
+
+@dataclass(frozen=True, slots=True)
+class ReportRequest:
+    """What `oxconsole report` was asked for (the parsed command line)."""
+
+    results: tuple[str, ...]
+    as_json: bool = False
+    html: str | None = None
+    csv: str | None = None
+    markdown: bool = False
+    with_text: bool = False
+
+
+def wants_more(req: ReportRequest) -> bool:
+    """True when the request needs this package (not only the one summary of `report.py`)."""
+    return len(req.results) > 1 or bool(req.html or req.csv or req.markdown)
+
+
+def _fail(path: str, e: OSError) -> int:
+    reason = e.strerror or str(e)
+    print(f"oxconsole report: {path}: cannot read the results journal: {reason}", file=sys.stderr)
+    return 2
+
+
+def report_command(req: ReportRequest) -> int:
+    """Run the outputs asked for; 0, or 2 when a journal cannot be read or a file written."""
+    if len(req.results) > 1:
+        from oxconsole.reports.compare import compare_main
+
+        return compare_main(req)
+    path = req.results[0]
+    if req.as_json:
+        from oxconsole.report import report_main
+
+        code = report_main(path, True)
+        if code:
+            return code
+    try:
+        if req.html:
+            from oxconsole.reports.html import write_html_report
+
+            write_html_report(path, req.html)
+            print(f"oxconsole report: wrote {req.html}", file=sys.stderr)
+        if req.csv:
+            from oxconsole.reports.exports import write_csv
+
+            n = write_csv(path, req.csv, with_text=req.with_text)
+            print(f"oxconsole report: wrote {n:,} records to {req.csv}", file=sys.stderr)
+        if req.markdown:
+            from oxconsole.report import summary_from_journal
+            from oxconsole.reports.exports import render_markdown
+
+            sys.stdout.write(render_markdown(summary_from_journal(path)))
+    except OSError as e:
+        if e.filename not in (None, path):
+            print(f"oxconsole report: {e.filename}: cannot write: {e.strerror or e}", file=sys.stderr)
+            return 2
+        return _fail(path, e)
+    return 0

@@ -1,0 +1,334 @@
+"""The HTML report: one self-contained file (style inline, charts as inline SVG, no script).
+
+Why this module exists: a run's results must be shareable with someone who has neither oxconsole
+nor the network; `oxconsole report RESULTS.jsonl --html PATH` and `[output] html = true` both
+write this page. It shows the summary's figures and the journal's figures over time; it never
+shows a key, a header, an error's detail text or (unless asked) prompt and response text, because
+it only reads the summary's numbers and the records' timings, counts and classes.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from oxconsole.report import summary_from_journal
+from oxconsole.reports.svg import PALETTE, Line, Marker, distribution, fmt_num, line_chart, stacked_bars
+from oxconsole.reports.timeline import TIMED, Timeline, build_timeline
+
+__all__ = ["REPORT_NAME", "render_html", "write_html_report", "write_run_report"]
+
+REPORT_NAME = "report.html"
+"""What `[output] html = true` writes beside the journal."""
+
+_LABEL = {"ttft_ms": "TTFT", "itl_ms": "ITL", "latency_ms": "latency", "queue_ms": "queue"}
+
+CSS = """
+:root { color-scheme: light; }
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1f2937;
+  background: #f8fafc; margin: 0; }
+main { max-width: 1580px; margin: 0 auto; padding: 20px 28px 40px; }
+h1 { font-size: 22px; margin: 0 0 2px; } h2 { font-size: 17px; margin: 28px 0 8px;
+  border-bottom: 1px solid #e2e8f0; padding-bottom: 4px; }
+.meta, .note { color: #64748b; } .note { font-size: 13px; margin: 4px 0 10px; }
+.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(150px, 1fr)); gap: 10px;
+  margin-top: 14px; }
+.card { background: #fff; border: 1px solid #e2e8f0; border-radius: 8px; padding: 8px 12px; }
+.card b { display: block; font-size: 20px; font-variant-numeric: tabular-nums; }
+.card span { color: #64748b; font-size: 12px; }
+.charts { display: grid; grid-template-columns: repeat(auto-fill, minmax(520px, 1fr)); gap: 12px; }
+figure { margin: 0; background: #fff; border: 1px solid #e2e8f0; border-radius: 8px; padding: 8px; }
+figcaption { font-weight: 600; margin: 0 0 4px 4px; }
+svg.chart { width: 100%; height: auto; display: block; font-size: 11px; fill: #475569; }
+svg .grid { stroke: #eef2f7; } svg .axis { stroke: #94a3b8; }
+svg .marker { stroke: #f59e0b; stroke-dasharray: 3 3; stroke-width: 1.2; }
+svg .marker-label { fill: #b45309; font-size: 10.5px; } svg .unit { fill: #64748b; }
+table { border-collapse: collapse; background: #fff; font-variant-numeric: tabular-nums; }
+th, td { padding: 4px 10px; border-bottom: 1px solid #eef2f7; text-align: right; }
+th:first-child, td:first-child { text-align: left; } th { background: #f1f5f9; font-weight: 600; }
+"""
+
+
+def write_html_report(
+    results: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    summary: Mapping[str, Any] | None = None,
+) -> Path:
+    """Write the report of the journal ``results`` to ``out`` (whole, then renamed into place).
+
+    ``summary`` is the run's own summary when the run writes its report (it has the changes and
+    phases); without it the summary is rebuilt from the journal alone.
+    """
+    s = summary if summary is not None else summary_from_journal(results)
+    page = render_html(s, build_timeline(results), journal_only=summary is None)
+    dest = Path(out)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(dest.name + ".tmp")
+    tmp.write_text(page, encoding="utf-8")
+    os.replace(tmp, dest)
+    return dest
+
+
+def write_run_report(results: Path, summary: Mapping[str, Any]) -> Path | None:
+    """`[output] html = true`: `report.html` beside the journal at the end of a run, with the
+    run's own summary (its changes and phases); a failure is a warning, never the run's end."""
+    try:
+        return write_html_report(results, results.parent / REPORT_NAME, summary)
+    except OSError as e:
+        print(f"oxconsole: warning: could not write {REPORT_NAME}: {e}", file=sys.stderr)
+        return None
+
+
+def render_html(summary: Mapping[str, Any], tl: Timeline, *, journal_only: bool) -> str:
+    """The whole page as one string."""
+    name = str(summary.get("name", ""))
+    markers = _markers(summary)
+    body = [
+        _header(summary),
+        _section(
+            "throughput",
+            "Throughput over time",
+            _note_changes(markers, journal_only),
+            _throughput(tl, markers),
+        ),
+        _section("latency-over-time", "Latency over time (p50 / p90 / p99)", "", _over_time(tl, markers)),
+        _section("distributions", "Distributions (ok requests)", "", _distributions(summary, tl)),
+        _section("models", "Models", "", [_model_table(summary.get("models") or {})]),
+        _section("errors", "Errors", "", _errors(summary, tl, markers)),
+        _phases(summary),
+    ]
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>oxconsole report: {escape(name)}</title><style>{CSS}</style></head>"
+        f"<body><main>{''.join(body)}</main></body></html>\n"
+    )
+
+
+def _section(sid: str, title: str, note: str, parts: Sequence[str]) -> str:
+    inner = "".join(parts)
+    note_html = f'<p class="note">{note}</p>' if note else ""
+    return f'<section id="{sid}"><h2>{escape(title)}</h2>{note_html}{inner}</section>'
+
+
+def _figure(caption: str, svg: str) -> str:
+    return f"<figure><figcaption>{escape(caption)}</figcaption>{svg}</figure>"
+
+
+def _g(d: Mapping[str, Any], *keys: str) -> Any:
+    cur: Any = d
+    for k in keys:
+        cur = cur.get(k) if isinstance(cur, Mapping) else None
+    return cur
+
+
+def _header(s: Mapping[str, Any]) -> str:
+    req = s.get("requests") or {}
+    cards = [
+        ("requests", f"{req.get('total', 0):,}"),
+        ("ok", f"{req.get('ok', 0):,}"),
+        ("errors", f"{req.get('error', 0):,}"),
+        ("requests/s", f"{float(_g(s, 'throughput', 'requests_per_s') or 0):.2f}"),
+        ("output tokens/s", fmt_num(float(_g(s, "throughput", "output_tokens_per_s") or 0))),
+        ("TTFT p50 (ms)", fmt_num(float(_g(s, "ttft_ms", "p50") or 0))),
+        ("latency p50 (ms)", fmt_num(float(_g(s, "latency_ms", "p50") or 0))),
+        ("latency p99 (ms)", fmt_num(float(_g(s, "latency_ms", "p99") or 0))),
+        ("cost", f"{float(_g(s, 'cost', 'total') or 0):.4f}"),
+    ]
+    card_html = "".join(
+        f'<div class="card"><b>{escape(v)}</b><span>{escape(k)}</span></div>' for k, v in cards
+    )
+    meta = f"started {s.get('started_at', '?')} · {float(s.get('duration_s') or 0):.1f} s"
+    return (
+        f'<header id="summary"><h1>{escape(str(s.get("name", "")))}</h1>'
+        f'<div class="meta">{escape(meta)}</div><div class="cards">{card_html}</div></header>'
+    )
+
+
+def _markers(s: Mapping[str, Any]) -> list[Marker]:
+    out = []
+    for c in s.get("changes") or []:
+        model = f" {c['model']}" if c.get("model") is not None else ""
+        out.append(Marker(float(c.get("t") or 0.0), f"{c.get('what')}{model} {c.get('from')}→{c.get('to')}"))
+    for st in s.get("stages") or []:
+        if isinstance(st, Mapping) and "t" in st:
+            out.append(Marker(float(st["t"]), f"stage {st.get('name', '')}".strip()))
+    return out
+
+
+def _note_changes(markers: list[Marker], journal_only: bool) -> str:
+    if markers:
+        return "Dashed rules mark live changes (settings, stages); each starts a new phase."
+    if journal_only:
+        return (
+            "Made from the journal alone: live changes are not journaled, so no change markers "
+            "(the report a run writes with <code>[output] html = true</code> has them)."
+        )
+    return "No live changes during this run."
+
+
+def _throughput(tl: Timeline, markers: list[Marker]) -> list[str]:
+    xs, span = tl.times(), max(tl.span, tl.step)
+    return [
+        '<div class="charts">',
+        _figure(
+            "Requests/s (ok)",
+            line_chart(
+                "requests/s",
+                xs,
+                [Line("ok req/s", tl.rate("ok"), PALETTE[0])],
+                x_max=span,
+                y_unit="req/s",
+                markers=markers,
+            ),
+        ),
+        _figure(
+            "Output tokens/s",
+            line_chart(
+                "output tokens/s",
+                xs,
+                [Line("tokens/s", tl.rate("output_tokens"), PALETTE[1])],
+                x_max=span,
+                y_unit="tok/s",
+                markers=markers,
+            ),
+        ),
+        "</div>",
+    ]
+
+
+def _over_time(tl: Timeline, markers: list[Marker]) -> list[str]:
+    xs, span = tl.times(), max(tl.span, tl.step)
+    figs = []
+    for m in TIMED:
+        lines = [
+            Line("p50", tl.percentile(m, 50), PALETTE[0]),
+            Line("p90", tl.percentile(m, 90), PALETTE[4]),
+            Line("p99", tl.percentile(m, 99), PALETTE[2], dashed=True),
+        ]
+        figs.append(
+            _figure(
+                f"{_LABEL[m]} (ms)",
+                line_chart(_LABEL[m], xs, lines, x_max=span, y_unit="ms", markers=markers),
+            )
+        )
+    return ['<div class="charts">', *figs, "</div>"]
+
+
+def _distributions(s: Mapping[str, Any], tl: Timeline) -> list[str]:
+    figs = []
+    for i, m in enumerate(TIMED):
+        marks = [(q, float(_g(s, m, q) or 0.0)) for q in ("p50", "p90", "p99")]
+        figs.append(
+            _figure(f"{_LABEL[m]} (ms)", distribution(_LABEL[m], tl.whole[m].bins(32), PALETTE[i], marks))
+        )
+    return ['<div class="charts">', *figs, "</div>"]
+
+
+def _table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    th = "".join(f"<th>{escape(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _model_table(models: Mapping[str, Any]) -> str:
+    rows = []
+    for name, m in models.items():
+        r = m.get("requests") or {}
+        rows.append(
+            [
+                str(name),
+                f"{r.get('total', 0):,}",
+                f"{r.get('ok', 0):,}",
+                f"{r.get('error', 0):,}",
+                f"{float(_g(m, 'throughput', 'requests_per_s') or 0):.2f}",
+                fmt_num(float(_g(m, "throughput", "output_tokens_per_s") or 0)),
+                *(
+                    fmt_num(float(_g(m, k, q) or 0))
+                    for k, q in (
+                        ("ttft_ms", "p50"),
+                        ("ttft_ms", "p99"),
+                        ("latency_ms", "p50"),
+                        ("latency_ms", "p99"),
+                    )
+                ),
+                f"{float(_g(m, 'cost', 'total') or 0):.4f}",
+            ]
+        )
+    head = [
+        "model",
+        "requests",
+        "ok",
+        "error",
+        "req/s",
+        "tok/s",
+        "TTFT p50",
+        "TTFT p99",
+        "latency p50",
+        "latency p99",
+        "cost",
+    ]
+    return _table(head, rows) if rows else '<p class="note">No requests.</p>'
+
+
+def _errors(s: Mapping[str, Any], tl: Timeline, markers: list[Marker]) -> list[str]:
+    errors = s.get("errors") or {}
+    attempts = s.get("attempt_errors") or {}
+    if not errors and not attempts:
+        return ['<p class="note">No errors.</p>']
+    classes = tl.error_classes()
+    stacks = [
+        Line(c, [s_.errors.get(c, 0) / tl.width(i) for i, s_ in enumerate(tl.slots)], PALETTE[(k + 2) % 8])
+        for k, c in enumerate(classes)
+    ]
+    out = []
+    if stacks:
+        out.append(
+            _figure(
+                "Errors/s by class (requests that ended in error)",
+                stacked_bars(
+                    "errors/s",
+                    tl.times(),
+                    tl.step,
+                    stacks,
+                    x_max=max(tl.span, tl.step),
+                    y_unit="err/s",
+                    markers=markers,
+                ),
+            )
+        )
+    rows = [
+        [k, f"{int(errors.get(k, 0)):,}", f"{int(attempts.get(k, 0)):,}"]
+        for k in sorted({*errors, *attempts})
+    ]
+    out.append(_table(["class", "requests ended", "attempts retried"], rows))
+    return out
+
+
+def _phases(s: Mapping[str, Any]) -> str:
+    phases = s.get("phases") or []
+    if len(phases) <= 1:
+        return ""
+    rows = []
+    for ph in phases:
+        what = (
+            ", ".join(f"{c.get('what')} {c.get('from')}→{c.get('to')}" for c in ph.get("settings") or [])
+            or "start"
+        )
+        rows.append(
+            [
+                f"{float(ph.get('t_start') or 0):.1f}–{float(ph.get('t_end') or 0):.1f} s",
+                f"{int(_g(ph, 'requests', 'ok') or 0):,}",
+                f"{float(_g(ph, 'throughput', 'requests_per_s') or 0):.2f}",
+                fmt_num(float(_g(ph, "latency_ms", "p50") or 0)),
+                fmt_num(float(_g(ph, "latency_ms", "p99") or 0)),
+                fmt_num(float(_g(ph, "ttft_ms", "p50") or 0)),
+                what,
+            ]
+        )
+    head = ["phase", "ok", "req/s", "latency p50", "latency p99", "TTFT p50", "changed"]
+    return _section("phases", "Phases", "", [_table(head, rows)])

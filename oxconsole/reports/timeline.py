@@ -1,0 +1,125 @@
+"""A run's figures over time, from its journal: what the HTML report's charts draw.
+
+Why this module exists: the summary is one number per figure; a report needs the same figures
+slot by slot (requests/s, tokens/s, errors, latency percentiles) and the whole run's
+distributions. The journal is streamed twice (its time span, then the slots), holding a bounded
+number of slots (at most `MAX_SLOTS`) and one coarse histogram per slot and metric, so memory
+does not grow with the run. Every record line counts as written (a resumed id counts each time).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+
+from oxconsole.metrics import LogHistogram
+from oxconsole.report import read_journal
+
+__all__ = ["MAX_SLOTS", "TIMED", "Slot", "Timeline", "build_timeline", "slot_width"]
+
+MAX_SLOTS = 120
+"""Points per chart: enough to see a change of load, few enough for a small file."""
+
+TIMED = ("ttft_ms", "itl_ms", "latency_ms")
+"""The timing metrics drawn over time and as distributions."""
+
+_STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 86400)
+_SLOT_ALPHA = 0.01
+"""Per-slot histograms keep ~2 significant digits (1%): plenty for a chart, 10x fewer buckets."""
+
+
+@dataclass(slots=True)
+class Slot:
+    """The requests that ended in one slot of time."""
+
+    ok: int = 0
+    output_tokens: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    hists: dict[str, LogHistogram] = field(
+        default_factory=lambda: {m: LogHistogram(_SLOT_ALPHA) for m in TIMED}
+    )
+
+
+@dataclass(slots=True)
+class Timeline:
+    """Slots of `step` seconds from the run's start (`t0`, unix seconds), and the whole run's
+    distributions of ok requests' timings."""
+
+    t0: float
+    step: float
+    span: float
+    slots: list[Slot]
+    whole: dict[str, LogHistogram]
+
+    def times(self) -> list[float]:
+        """The middle of each slot, in seconds since the start."""
+        return [(i + 0.5) * self.step for i in range(len(self.slots))]
+
+    def width(self, i: int) -> float:
+        """Seconds slot ``i`` covers (the last one may be cut short by the end of the run)."""
+        return max(1e-9, min(self.step, self.span - i * self.step)) if self.span > 0 else self.step
+
+    def rate(self, what: str) -> list[float]:
+        """Per second in each slot: ``ok`` requests, ``output_tokens`` or ``errors``."""
+        out = []
+        for i, s in enumerate(self.slots):
+            n = (
+                s.ok
+                if what == "ok"
+                else s.output_tokens
+                if what == "output_tokens"
+                else sum(s.errors.values())
+            )
+            out.append(n / self.width(i))
+        return out
+
+    def percentile(self, metric: str, q: float) -> list[float | None]:
+        """Percentile ``q`` of ``metric`` in each slot; None where no ok request ended."""
+        return [s.hists[metric].percentile(q) if s.hists[metric].count else None for s in self.slots]
+
+    def error_classes(self) -> list[str]:
+        seen: dict[str, int] = {}
+        for s in self.slots:
+            for k, v in s.errors.items():
+                seen[k] = seen.get(k, 0) + v
+        return sorted(seen, key=lambda k: -seen[k])
+
+
+def slot_width(span: float, max_slots: int = MAX_SLOTS) -> float:
+    """The smallest round step (1, 2, 5, 10, 15, 30 s, 1 min...) that fits ``span`` in
+    ``max_slots`` slots."""
+    for step in _STEPS:
+        if span / step <= max_slots:
+            return float(step)
+    return float(_STEPS[-1])
+
+
+def build_timeline(path: str | os.PathLike[str], max_slots: int = MAX_SLOTS) -> Timeline:
+    """Read the journal twice: its span (earliest ``t_scheduled`` to latest end), then each
+    record into the slot where it ended. Raises OSError when the journal cannot be read."""
+    t0 = float("inf")
+    t_end = float("-inf")
+    for rec in read_journal(path):
+        t0 = min(t0, rec.t_scheduled)
+        t_end = max(t_end, rec.t_sent + (rec.latency_ms or 0.0) / 1000.0)
+    if t0 == float("inf"):
+        return Timeline(0.0, 1.0, 0.0, [], {m: LogHistogram() for m in TIMED})
+    span = max(0.0, t_end - t0)
+    step = slot_width(span, max_slots)
+    slots = [Slot() for _ in range(max(1, math.ceil(span / step)))]
+    whole = {m: LogHistogram() for m in TIMED}
+    for rec in read_journal(path):
+        end = rec.t_sent + (rec.latency_ms or 0.0) / 1000.0 - t0
+        s = slots[min(len(slots) - 1, max(0, int(end // step)))]
+        if rec.status != "ok":
+            cls = rec.error or "error"
+            s.errors[cls] = s.errors.get(cls, 0) + 1
+            continue
+        s.ok += 1
+        s.output_tokens += rec.output_tokens
+        for m, v in (("ttft_ms", rec.ttft_ms), ("itl_ms", rec.itl_ms), ("latency_ms", rec.latency_ms)):
+            if v is not None:
+                s.hists[m].record(v)
+                whole[m].record(v)
+    return Timeline(t0, step, span, slots, whole)

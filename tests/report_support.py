@@ -1,0 +1,90 @@
+"""Shared helpers for the report tests: journals from records, and real runs on the simulator."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+
+from oxconsole.journal.records import RequestRecord
+
+SECRET_TEXT = "RESPONSE-TEXT-SECRET"
+SECRET_DETAIL = "DETAIL-SECRET"
+
+SIM_WORKLOAD = """
+name = "{name}"
+[run]
+concurrency = {concurrency}
+seed = {seed}
+[output]
+results = "{results}"
+{extra}
+[endpoints.default]
+base_url = "sim"
+[[models]]
+name = "m"
+price_per_request = 0.001
+[prompts]
+synthetic = {{ count = {count}, input_tokens = 5, output_tokens = 8 }}
+[sim.models.m]
+ttft = "{ttft}"
+tokens_per_s = 400
+jitter = {jitter}
+"""
+
+
+def write_journal(path: Path, recs: list[RequestRecord]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as f:
+        for r in recs:
+            f.write(orjson.dumps(r.to_json_dict()) + b"\n")
+    return path
+
+
+def secret_records(n: int = 2000) -> list[RequestRecord]:
+    """`make_records` with response text and error details that must never reach a report."""
+    from tests.test_metrics import make_records
+
+    recs = make_records(n)
+    for r in recs:
+        if r.status == "ok":
+            r.text = SECRET_TEXT
+        else:
+            r.error_detail = SECRET_DETAIL
+    return recs
+
+
+def sim_run(
+    folder: Path,
+    *,
+    ttft: str = "20ms",
+    count: int = 200,
+    seed: int = 1,
+    jitter: float = 0.2,
+    concurrency: int = 8,
+    extra: str = "",
+    args: tuple[str, ...] = (),
+) -> Path:
+    """Run a workload headless against the simulator in a subprocess; its journal's path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    results = folder / "results.jsonl"
+    wl = folder / "w.toml"
+    wl.write_text(
+        SIM_WORKLOAD.format(
+            name=folder.name, concurrency=concurrency, seed=seed, results=results, extra=extra,
+            count=count, ttft=ttft, jitter=jitter,
+        )
+    )  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "oxconsole", str(wl), "--headless", *args],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ),
+    )
+    assert r.returncode == 0, r.stderr
+    return results
