@@ -20,7 +20,7 @@ from oxconsole.report import summary_from_journal
 from oxconsole.reports.svg import PALETTE, Line, Marker, distribution, fmt_num, line_chart, stacked_bars
 from oxconsole.reports.timeline import TIMED, Timeline, build_timeline
 
-__all__ = ["REPORT_NAME", "render_html", "write_html_report", "write_run_report"]
+__all__ = ["REPORT_NAME", "render_html", "write_compare_html", "write_html_report", "write_run_report"]
 
 REPORT_NAME = "report.html"
 """What `[output] html = true` writes beside the journal."""
@@ -332,3 +332,36 @@ def _phases(s: Mapping[str, Any]) -> str:
         )
     head = ["phase", "ok", "req/s", "latency p50", "latency p99", "TTFT p50", "changed"]
     return _section("phases", "Phases", "", [_table(head, rows)])
+
+
+def write_compare_html(c: Mapping[str, Any], out: str | os.PathLike[str]) -> Path:
+    """`oxconsole report A.jsonl B.jsonl --html PATH`: the comparison as one self-contained page."""
+    names = [str(r["name"] or r["path"]) for r in c["runs"]]
+    head = ["figure", names[0]]
+    for n in names[1:]:
+        head += [n, "Δ%"]
+    rows = []
+    for row in c["figures"]:
+        cells = [str(row["label"]), _num(row["values"][0])]
+        for v, d, noise in zip(row["values"][1:], row["delta_pct"][1:], row["within_noise"][1:], strict=True):
+            mark = " ~" if noise else " *" if noise is False else ""
+            cells += [_num(v), "-" if d is None else f"{d:+.1f}%{mark}"]
+        rows.append(cells)
+    note = (
+        f"Δ% against {escape(names[0])}. ~ within noise ({c['confidence']:.0%} bootstrap intervals overlap), "
+        "* beyond it."
+    )
+    page = (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>oxconsole compare</title><style>{CSS}</style></head><body><main>"
+        f'<section id="compare"><h1>Compared runs</h1><p class="note">{note}</p>'
+        f"{_table(head, rows)}</section>"
+        "</main></body></html>\n"
+    )
+    dest = Path(out)
+    dest.write_text(page, encoding="utf-8")
+    return dest
+
+
+def _num(v: Any) -> str:
+    return "-" if v is None else f"{float(v):,.2f}"

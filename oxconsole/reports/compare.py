@@ -1,0 +1,241 @@
+"""`oxconsole report A.jsonl B.jsonl ...`: runs side by side, Δ% against the first, and whether
+each difference is larger than the noise.
+
+Why this module exists: "is today's run slower than yesterday's?" needs more than two numbers; like
+benchstat, a difference only counts when the figures' intervals do not overlap. Each figure gets a
+95% bootstrap interval with a fixed seed (so the same journals always give the same verdict):
+percentiles are resampled from the journal's ok latencies (`BOOTSTRAP` resamples; above
+`EXACT_LIMIT` values the rank of the percentile in a resample is drawn from its normal limit
+instead of resorting millions of values, which gives the same interval), and rates from the
+journal's per-second throughput. Holds 8 bytes per ok request and timing while comparing.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import sys
+from array import array
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from oxconsole.report import read_journal, summary_from_journal
+from oxconsole.reports.timeline import build_timeline
+
+if TYPE_CHECKING:
+    from oxconsole.reports.command import ReportRequest
+
+__all__ = ["FIGURES", "Figure", "RunFigures", "compare", "compare_main", "load_run", "render_compare"]
+
+SEED = 13
+BOOTSTRAP = 200
+"""Resamples per interval: ±1.5% on a 95% interval's edges, under a second for 20k values."""
+EXACT_LIMIT = 20_000
+CONFIDENCE = 0.95
+
+FIGURES: tuple[tuple[str, str], ...] = (
+    ("requests_per_s", "requests/s"),
+    ("output_tokens_per_s", "output tok/s"),
+    ("ttft_ms.p50", "TTFT p50 ms"),
+    ("ttft_ms.p90", "TTFT p90 ms"),
+    ("ttft_ms.p99", "TTFT p99 ms"),
+    ("itl_ms.p50", "ITL p50 ms"),
+    ("itl_ms.p99", "ITL p99 ms"),
+    ("latency_ms.p50", "latency p50 ms"),
+    ("latency_ms.p90", "latency p90 ms"),
+    ("latency_ms.p99", "latency p99 ms"),
+    ("error_rate", "error %"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    """One figure of one run, with its interval (None: no interval for this figure)."""
+
+    value: float | None
+    interval: tuple[float, float] | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunFigures:
+    path: str
+    name: str
+    figures: Mapping[str, Figure]
+
+
+def _quantile(sorted_vals: Sequence[float], q: float) -> float:
+    """Nearest rank (as the summary's percentiles)."""
+    n = len(sorted_vals)
+    return sorted_vals[min(n - 1, max(0, math.ceil(q / 100.0 * n) - 1))]
+
+
+def _edges(samples: list[float]) -> tuple[float, float]:
+    samples.sort()
+    tail = (1.0 - CONFIDENCE) / 2.0
+    return samples[int(tail * len(samples))], samples[min(len(samples) - 1, int((1 - tail) * len(samples)))]
+
+
+def percentile_intervals(
+    values: Sequence[float], qs: Sequence[float], seed: int = SEED
+) -> list[tuple[float, float]]:
+    """95% bootstrap intervals of the percentiles ``qs`` of ``values`` (fixed seed)."""
+    if not values:
+        return [(0.0, 0.0) for _ in qs]
+    rnd = random.Random(seed)
+    n = len(values)
+    draws: list[list[float]] = [[] for _ in qs]
+    if n <= EXACT_LIMIT:
+        for _ in range(BOOTSTRAP):
+            sample = sorted(rnd.choices(values, k=n))
+            for d, q in zip(draws, qs, strict=True):
+                d.append(_quantile(sample, q))
+    else:
+        ordered = sorted(values)
+        for d, q in zip(draws, qs, strict=True):
+            p = q / 100.0
+            mean, sd = n * p, math.sqrt(n * p * (1 - p))
+            for _ in range(BOOTSTRAP):
+                k = min(n - 1, max(0, math.ceil(rnd.gauss(mean, sd)) - 1))
+                d.append(ordered[k])
+    return [_edges(d) for d in draws]
+
+
+def mean_interval(values: Sequence[float], seed: int = SEED) -> tuple[float, float] | None:
+    """95% bootstrap interval of the mean of ``values`` (None with fewer than 3)."""
+    if len(values) < 3:
+        return None
+    rnd = random.Random(seed)
+    n = len(values)
+    return _edges([sum(rnd.choices(values, k=n)) / n for _ in range(BOOTSTRAP)])
+
+
+def _timings(path: str | os.PathLike[str]) -> dict[str, array[float]]:
+    out = {m: array("d") for m in ("ttft_ms", "itl_ms", "latency_ms")}
+    for rec in read_journal(path):
+        if rec.status != "ok":
+            continue
+        for m, v in (("ttft_ms", rec.ttft_ms), ("itl_ms", rec.itl_ms), ("latency_ms", rec.latency_ms)):
+            if v is not None:
+                out[m].append(v)
+    return out
+
+
+def load_run(path: str | os.PathLike[str]) -> RunFigures:
+    """Every figure of one journal with its interval. Raises OSError when unreadable."""
+    s = summary_from_journal(path)
+    figs: dict[str, Figure] = {}
+    tl = build_timeline(path)
+    whole = [i for i in range(len(tl.slots)) if tl.width(i) >= tl.step]  # a cut-short last slot is noisier
+    for key, what in (("requests_per_s", "ok"), ("output_tokens_per_s", "output_tokens")):
+        rates = tl.rate(what)
+        figs[key] = Figure(float(s["throughput"][key]), mean_interval([rates[i] for i in whole]))
+    for metric, vals in _timings(path).items():
+        qs = (50.0, 90.0, 99.0)
+        intervals = percentile_intervals(vals, qs)
+        for q, iv in zip(qs, intervals, strict=True):
+            key = f"{metric}.p{q:.0f}"
+            figs[key] = Figure(float(s[metric][f"p{q:.0f}"]), iv if vals else None)
+    req = s["requests"]
+    figs["error_rate"] = Figure(100.0 * req["error"] / req["total"] if req["total"] else None, None)
+    return RunFigures(os.fspath(path), str(s.get("name", "")), figs)
+
+
+def _delta(base: Figure, other: Figure) -> tuple[float | None, bool | None]:
+    """Δ% of ``other`` against ``base``, and whether it is within noise (None: unknown)."""
+    if base.value is None or other.value is None:
+        return None, None
+    delta = None if base.value == 0 else 100.0 * (other.value - base.value) / base.value
+    if base.interval is None or other.interval is None:
+        return delta, None
+    (a_lo, a_hi), (b_lo, b_hi) = base.interval, other.interval
+    return delta, not (b_lo > a_hi or b_hi < a_lo)
+
+
+def compare(runs: Sequence[RunFigures]) -> dict[str, Any]:
+    """The comparison as plain JSON types: each figure's values, intervals, Δ% and noise verdict
+    (against the first run)."""
+    rows = []
+    for key, label in FIGURES:
+        figs = [r.figures[key] for r in runs]
+        deltas = [_delta(figs[0], f) for f in figs[1:]]
+        rows.append({
+            "figure": key,
+            "label": label,
+            "values": [_round(f.value) for f in figs],
+            "intervals": [None if f.interval is None else [_round(x) for x in f.interval] for f in figs],
+            "delta_pct": [None, *(_round(d) for d, _ in deltas)],
+            "within_noise": [None, *(n for _, n in deltas)],
+        })  # fmt: skip
+    return {
+        "runs": [{"path": r.path, "name": r.name} for r in runs],
+        "baseline": runs[0].path,
+        "confidence": CONFIDENCE,
+        "bootstrap": {"resamples": BOOTSTRAP, "seed": SEED},
+        "figures": rows,
+    }
+
+
+def _round(v: float | None) -> float | None:
+    return None if v is None else round(v, 3)
+
+
+def _cell(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v:,.0f}" if abs(v) >= 10_000 else f"{v:,.2f}" if abs(v) < 100 else f"{v:,.1f}"
+
+
+def _dcell(delta: float | None, noise: bool | None) -> str:
+    if delta is None:
+        return "-"
+    mark = "~" if noise else "*" if noise is False else " "
+    return f"{mark}{delta:+.1f}%"
+
+
+def render_compare(c: Mapping[str, Any], cell: Callable[[float | None], str] = _cell) -> str:
+    """A text table: a column per run (the first is the baseline), Δ% beside each later run;
+    `~` = within noise, `*` = a real difference (intervals apart)."""
+    names = [os.path.basename(os.path.dirname(r["path"])) or r["path"] for r in c["runs"]]
+    head = f"{'figure':<16}{names[0][:13]:>13}" + "".join(f"{n[:13]:>13}{'Δ%':>10}" for n in names[1:])
+    lines = [f"{i}: {r['path']}" for i, r in zip(names, c["runs"], strict=True)]
+    lines += ["", head]
+    for row in c["figures"]:
+        line = f"{row['label']:<16}{cell(row['values'][0]):>13}"
+        for v, d, n in zip(row["values"][1:], row["delta_pct"][1:], row["within_noise"][1:], strict=True):
+            line += f"{cell(v):>13}{_dcell(d, n):>10}"
+        lines.append(line)
+    lines += ["", f"~ within noise, * beyond it ({c['confidence']:.0%} bootstrap intervals, seed {SEED})"]
+    return "\n".join(lines) + "\n"
+
+
+def compare_main(req: ReportRequest) -> int:
+    """Compare the journals of ``req``: the table (or JSON) on stdout; 0, or 2 if unreadable."""
+    runs = []
+    for path in req.results:
+        try:
+            runs.append(load_run(path))
+        except OSError as e:
+            print(
+                f"oxconsole report: {path}: cannot read the results journal: {e.strerror or e}",
+                file=sys.stderr,
+            )
+            return 2
+    c = compare(runs)
+    if req.as_json:
+        sys.stdout.write(orjson.dumps(c, option=orjson.OPT_INDENT_2).decode() + "\n")
+    elif req.markdown:
+        from oxconsole.reports.exports import compare_markdown
+
+        sys.stdout.write(compare_markdown(c))
+    else:
+        sys.stdout.write(render_compare(c))
+    if req.html:
+        from oxconsole.reports.html import write_compare_html
+
+        write_compare_html(c, req.html)
+        print(f"oxconsole report: wrote {req.html}", file=sys.stderr)
+    return 0

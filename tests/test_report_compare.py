@@ -1,0 +1,101 @@
+"""Comparing runs: Δ% arithmetic, bootstrap intervals, and the noise verdict on real runs against
+the simulator (a real TTFT difference, and two runs of the same settings)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from oxconsole.journal.records import RequestRecord
+from oxconsole.reports.compare import compare, load_run, percentile_intervals, render_compare
+from tests.report_support import sim_run, write_journal
+
+
+def fixed(n: int, latency: float, t0: float = 1_700_000_000.0) -> list[RequestRecord]:
+    """n ok records, one every 10 ms, all with the same timings (no noise at all)."""
+    return [
+        RequestRecord(f"r{i}", "m", "e", "ok", 1, t0 + i * 0.01, t0 + i * 0.01, 0.0, latency,
+                      ttft_ms=latency / 4, itl_ms=5.0, output_tokens=10)
+        for i in range(n)
+    ]  # fmt: skip
+
+
+def row(c: dict, key: str) -> dict:
+    return next(r for r in c["figures"] if r["figure"] == key)
+
+
+def test_delta_arithmetic(tmp_path: Path) -> None:
+    a = load_run(write_journal(tmp_path / "a" / "results.jsonl", fixed(500, 200.0)))
+    b = load_run(write_journal(tmp_path / "b" / "results.jsonl", fixed(500, 300.0)))
+    c = compare([a, b])
+    lat = row(c, "latency_ms.p50")
+    assert lat["values"] == [200.0, 300.0]
+    assert lat["delta_pct"] == [None, 50.0]
+    assert lat["within_noise"] == [None, False]  # constant values: zero-width intervals, apart
+    assert row(c, "ttft_ms.p99")["delta_pct"][1] == 50.0
+    assert row(c, "itl_ms.p50")["delta_pct"][1] == 0.0 and row(c, "itl_ms.p50")["within_noise"][1] is True
+    assert row(c, "error_rate")["values"] == [0.0, 0.0]
+    assert compare([a, b]) == c  # fixed seed: same journals, same verdicts
+    text = render_compare(c)
+    assert "+50.0%" in text and "*+50.0%" in text
+
+
+def test_bootstrap_interval_covers_the_percentile() -> None:
+    import random
+
+    rnd = random.Random(5)
+    vals = [rnd.lognormvariate(5, 0.5) for _ in range(4000)]
+    (lo, hi), (lo99, hi99) = percentile_intervals(vals, (50.0, 99.0))
+    p50 = sorted(vals)[1999]
+    assert lo <= p50 <= hi and (hi - lo) / p50 < 0.1
+    assert hi99 - lo99 > hi - lo  # the tail is noisier
+    big = [rnd.lognormvariate(5, 0.5) for _ in range(50_000)]  # above EXACT_LIMIT: rank draws
+    ((blo, bhi),) = percentile_intervals(big, (50.0,))
+    assert blo < sorted(big)[24_999] < bhi and (bhi - blo) < (hi - lo)
+
+
+@pytest.mark.timeout(300)
+def test_real_difference_and_noise_on_the_simulator(tmp_path: Path) -> None:
+    # TTFT large against the client's own scheduling noise on a loaded machine (a few ms), and
+    # jittered by the simulator, so the within-run spread is what the intervals measure
+    same = {"count": 300, "concurrency": 16, "jitter": 0.3}
+    fast = sim_run(tmp_path / "fast", ttft="100ms", seed=1, **same)
+    again = sim_run(tmp_path / "again", ttft="100ms", seed=2, **same)
+    slow = sim_run(tmp_path / "slow", ttft="300ms", seed=3, **same)
+    r = subprocess.run(
+        [sys.executable, "-m", "oxconsole", "report", str(fast), str(again), str(slow), "--json"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    c = json.loads(r.stdout)
+    ttft = row(c, "ttft_ms.p50")
+    assert ttft["within_noise"] == [None, True, False]
+    assert abs(ttft["delta_pct"][1]) < 10
+    assert 150 < ttft["delta_pct"][2] < 250  # 100 ms -> 300 ms is +200%
+    assert row(c, "latency_ms.p50")["within_noise"][2] is False
+    text = subprocess.run(
+        [sys.executable, "-m", "oxconsole", "report", str(fast), str(slow)], capture_output=True, text=True
+    ).stdout
+    assert "TTFT p50 ms" in text and "~ within noise" in text
+    html = tmp_path / "c.html"
+    subprocess.run(
+        [sys.executable, "-m", "oxconsole", "report", str(fast), str(slow), "--html", str(html)], check=True,
+        capture_output=True,
+    )  # fmt: skip
+    parser = HTMLParser()
+    parser.feed(html.read_text())
+    assert "TTFT p50 ms" in html.read_text() and "http" not in html.read_text()
+
+
+def test_unreadable_journal_is_exit_2(tmp_path: Path) -> None:
+    a = write_journal(tmp_path / "a" / "results.jsonl", fixed(10, 100.0))
+    r = subprocess.run(
+        [sys.executable, "-m", "oxconsole", "report", str(a), str(tmp_path / "missing.jsonl")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert r.returncode == 2 and "missing.jsonl" in r.stderr
