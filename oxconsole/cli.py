@@ -8,6 +8,7 @@ or the engine process and the console) is imported when one starts.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 
@@ -53,6 +54,7 @@ def _run_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--summary-json", metavar="PATH", help="also write the summary JSON to PATH")
     p.add_argument("--output", metavar="PATH", help="override [output] results")
+    p.add_argument("--prometheus", metavar="HOST:PORT", help="serve /metrics while the run lasts")
     p.add_argument(
         "--progress-interval",
         type=float,
@@ -145,6 +147,8 @@ def _check_flags(ns: argparse.Namespace) -> None:
 
 def _run(ns: argparse.Namespace) -> int:
     _check_flags(ns)
+    if ns.prometheus:  # the same as [output] prometheus, checked with the workload
+        ns.overrides.append(f"output.prometheus={json.dumps(ns.prometheus)}")
     prep = prepare_run(ns.workload, ns.overrides, ns.output, ns.resume)
     headless = ns.headless or not sys.stdout.isatty()
     if not headless:

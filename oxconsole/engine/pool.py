@@ -30,6 +30,7 @@ from oxconsole.engine.commands import Command, SetConcurrency, SetRate, Stop, co
 from oxconsole.engine.endpoints import start_sim
 from oxconsole.engine.live import Change, LiveSettings
 from oxconsole.engine.outcome import RunOutcome
+from oxconsole.engine.prometheus import MetricsEndpoint, metrics_endpoint
 from oxconsole.engine.runner import Engine, new_collector
 from oxconsole.engine.wire import ATTEMPTS, END, GAUGES, GO, JOURNAL_TAG, READY, RECORDS, STOP
 from oxconsole.engine.worker import worker_main
@@ -113,6 +114,7 @@ class WorkerPool:
         self.on_tick = on_tick
         self.tick_interval = tick_interval
         self.latest: Snapshot | None = None
+        self.metrics: MetricsEndpoint | None = None
         self.state = "starting"
         self.live = LiveSettings.of(workload)
         self.warnings: list[str] = []
@@ -188,6 +190,7 @@ class WorkerPool:
         self._journal, notes = open_journal(self.w, self.results_path, self.skip_ids)
         self.warnings.extend(notes)
         ticker = None
+        self.metrics = metrics_endpoint(self.w, self.warnings)
         try:
             sims = [e.name for e in self.w.endpoints.values() if e.base_url == "sim"]
             self._sim, urls = await start_sim(self.w, sims)
@@ -216,6 +219,8 @@ class WorkerPool:
             if self._sim is not None:
                 await asyncio.to_thread(self._sim.stop)
             self._journal.close()
+            if self.metrics is not None:
+                self.metrics.close()
         self._publish()
         return RunOutcome(
             summary=self._summary(loop.time() - self._t0),
@@ -376,6 +381,8 @@ class WorkerPool:
 
     def _publish(self) -> None:
         self.latest = self.collector.snapshot(self.gauges())
+        if self.metrics is not None:
+            self.metrics.publish(self.latest, self.collector)
 
     async def _ticker(self) -> None:
         loop = asyncio.get_running_loop()

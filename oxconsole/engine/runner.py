@@ -29,6 +29,7 @@ from oxconsole.engine.health import ModelHealth
 from oxconsole.engine.live import Change, LiveSettings
 from oxconsole.engine.outcome import RunEngine as RunEngine
 from oxconsole.engine.outcome import RunOutcome as RunOutcome
+from oxconsole.engine.prometheus import MetricsEndpoint, metrics_endpoint
 from oxconsole.engine.request import Sender, Story
 from oxconsole.engine.request import backoff_delay as backoff_delay
 from oxconsole.engine.router import Router
@@ -169,6 +170,8 @@ class Engine:
             self._dispatcher.cancel()
 
     _dispatcher: asyncio.Task[None] | None = None
+    metrics: MetricsEndpoint | None = None
+    """`/metrics` while the run lasts (`[output] prometheus`), fed at each publish."""
 
     def elapsed(self) -> float:
         return 0.0 if self._loop is None else self._loop.time() - self._t0
@@ -228,6 +231,7 @@ class Engine:
             self._journal, notes = open_journal(self.w, self.results_path, self.skip_ids)
             self.warnings.extend(notes)
         ticker = None
+        self.metrics = metrics_endpoint(self.w, self.warnings) if self.record_sink is None else None
         try:
             note = open_files_warning(self.w)
             if note:
@@ -255,6 +259,8 @@ class Engine:
             await self._drain()
         finally:
             await self._shut_down(ticker)
+            if self.metrics is not None:
+                self.metrics.close()
         self._publish()
         return RunOutcome(
             summary=self._summary(loop.time() - self._t0),
@@ -408,6 +414,8 @@ class Engine:
 
     def _publish(self) -> None:
         self.latest = self.collector.snapshot(self.gauges())
+        if self.metrics is not None:
+            self.metrics.publish(self.latest, self.collector)
 
     async def _ticker(self) -> None:
         loop = asyncio.get_running_loop()

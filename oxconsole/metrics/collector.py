@@ -364,6 +364,10 @@ class Collector:
         """Whole-run counters (read-only use)."""
         return self._all
 
+    def models_stats(self) -> dict[str, RunStats]:
+        """Each model's whole-run counters (read-only use, on the engine's loop)."""
+        return {m: acc.stats for m, acc in self._models.items()}
+
     def attempt_error_details(self) -> Mapping[str, str]:
         return dict(self._attempt_detail)
 

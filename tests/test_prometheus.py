@@ -1,0 +1,119 @@
+"""`/metrics` while a run lasts: scraped over real HTTP during a run against the simulator, the
+contract's names, loopback by default, the port released at the end, nothing secret in it."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from oxconsole.metrics import LogHistogram
+from oxconsole.workload import load_workload
+from tests.report_support import SIM_WORKLOAD
+
+pytest.importorskip("prometheus_client")
+
+from oxconsole.engine.prometheus import BUCKETS_S, to_buckets
+
+NAMES = (
+    'oxconsole_requests_total{model="m",status="ok"}',
+    "oxconsole_in_flight",
+    "oxconsole_concurrency_limit",
+    "oxconsole_rate_limit",
+    'oxconsole_output_tokens_total{model="m"}',
+    'oxconsole_cost_total{model="m"}',
+    'oxconsole_ttft_seconds_bucket{le="0.25",model="m"}',
+    'oxconsole_itl_seconds_count{model="m"}',
+    'oxconsole_latency_seconds_sum{model="m"}',
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def scrape(port: int) -> str | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+            return str(r.read().decode())
+    except OSError:
+        return None
+
+
+def value(text: str, name: str) -> float:
+    line = next(ln for ln in text.splitlines() if ln.startswith(name + " "))
+    return float(line.rsplit(" ", 1)[1])
+
+
+def test_to_buckets_is_cumulative_and_exact() -> None:
+    h = LogHistogram()
+    for ms in (3.0, 7.0, 40.0, 90.0, 400.0, 4000.0, 200_000.0):
+        h.record(ms)
+    cum, total, n = to_buckets(h)
+    assert n == 7 and total == pytest.approx(204.540)
+    at = dict(zip(BUCKETS_S, cum, strict=False))
+    assert at[0.005] == 1 and at[0.01] == 2 and at[0.05] == 3 and at[0.1] == 4 and at[0.5] == 5
+    assert at[5.0] == 6 and at[120.0] == 6 and cum[-1] == 7  # +Inf
+
+
+@pytest.mark.timeout(120)
+def test_scraped_during_a_run_then_released(tmp_path: Path) -> None:
+    port = free_port()
+    wl = tmp_path / "w.toml"
+    wl.write_text(
+        SIM_WORKLOAD.format(name="prom", concurrency=4, seed=1, results=tmp_path / "results.jsonl",
+                            extra="", count=150, ttft="60ms", jitter=0)
+    )  # fmt: skip
+    env = {**os.environ, "OXC_SECRET_KEY": "sk-never-shown"}
+    p = subprocess.Popen(
+        [sys.executable, "-m", "oxconsole", str(wl), "--headless", "--prometheus", f"127.0.0.1:{port}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    seen: list[str] = []
+    try:
+        deadline = time.monotonic() + 60
+        while p.poll() is None and time.monotonic() < deadline:
+            text = scrape(port)
+            if text is not None and "oxconsole_in_flight" in text:
+                seen.append(text)
+            time.sleep(0.3)
+        _out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, err
+    assert len(seen) >= 3, "too few scrapes during the run"
+    last = seen[-1]
+    for name in NAMES:
+        assert name in last, name
+    oks = [value(t, 'oxconsole_requests_total{model="m",status="ok"}') for t in seen]
+    assert oks == sorted(oks) and 0 < oks[-1] <= 150
+    assert value(last, "oxconsole_concurrency_limit") == 4
+    assert "sk-never-shown" not in last and "Authorization" not in last
+    with socket.socket() as s:  # the port is free again (a server may take it, as servers do)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))
+        s.listen()
+    assert scrape(port) is None
+
+
+def test_loopback_default_and_bad_address(tmp_path: Path) -> None:
+    base = SIM_WORKLOAD.format(name="x", concurrency=1, seed=1, results=tmp_path / "r.jsonl",
+                               extra='prometheus = ":9464"', count=1, ttft="1ms", jitter=0)  # fmt: skip
+    (tmp_path / "w.toml").write_text(base)
+    assert load_workload(tmp_path / "w.toml").output.prometheus_address() == ("127.0.0.1", 9464)
+    (tmp_path / "w.toml").write_text(base.replace(':9464"', 'nowhere"'))
+    r = subprocess.run(
+        [sys.executable, "-m", "oxconsole", "validate", str(tmp_path / "w.toml")],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 2 and "output.prometheus" in r.stderr
