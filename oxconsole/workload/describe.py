@@ -11,6 +11,7 @@ import json
 import os
 
 from oxconsole.workload.errors import did_you_mean
+from oxconsole.workload.lengths import describe_length, fmt_stats
 from oxconsole.workload.schema import RETRY_WORDS, PromptStats, Workload, fill_results
 from oxconsole.workload.values import fmt_duration
 
@@ -80,13 +81,21 @@ def _prompt_lines(w: Workload, stats: PromptStats) -> list[str]:
     else:
         assert pc.synthetic is not None
         s = pc.synthetic
-        source = f"synthetic (~{s.input_tokens} input tokens, max_tokens {s.output_tokens}, seed {run.seed})"
+        prefix = f" after a shared prefix of {s.prefix_tokens}" if s.prefix_tokens else ""
+        source = (
+            f"synthetic (~{describe_length(s.input_tokens)} input tokens{prefix}, "
+            f"max_tokens {describe_length(s.output_tokens)}, seed {run.seed})"
+        )
     lines = [
         "",
         "prompts",
         f"  {source}: {stats.count} prompt{'s' if stats.count != 1 else ''}"
         + (f" x repeat {pc.repeat}" if pc.repeat > 1 else ""),
     ]
+    for what, ls in (("input tokens", stats.input_lengths), ("max_tokens", stats.output_lengths)):
+        if ls is not None:
+            drawn = f" (the first {ls.count:_} prompts)" if ls.count < stats.count else ""
+            lines.append(f"  {what}: {fmt_stats(ls)}{drawn}")
     if stats.tags:
         lines.append("  tags: " + ", ".join(sorted(stats.tags)))
     if stats.models_referenced:

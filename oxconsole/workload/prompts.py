@@ -7,6 +7,7 @@ checked unique by their 64-bit hashes).
 
 from __future__ import annotations
 
+import itertools
 import random
 from array import array
 from collections.abc import Iterator
@@ -17,7 +18,15 @@ import orjson
 from oxconsole.idset import repeated
 from oxconsole.workload.bounds import MAX_TOKENS, fmt_limit
 from oxconsole.workload.errors import did_you_mean, error, fail, printable, show
-from oxconsole.workload.schema import Prompt, PromptStats, Workload, WorkloadError
+from oxconsole.workload.lengths import SAMPLE_MAX, draws, length_stats
+from oxconsole.workload.schema import (
+    LengthStats,
+    Prompt,
+    PromptStats,
+    SyntheticConfig,
+    Workload,
+    WorkloadError,
+)
 
 _WORD_TEXT = (
     "time year people way day man thing woman life child world school state family student group "
@@ -34,7 +43,7 @@ _WORD_TEXT = (
 _WORDS = tuple(_WORD_TEXT.split())
 
 
-def _synthetic_text(seed: int, index: int, input_tokens: int) -> str:
+def _synthetic_text(seed: int, index: int | str, input_tokens: int) -> str:
     rng = random.Random(f"oxconsole-synthetic:{seed}:{index}")
     target = max(1, input_tokens * 4)
     words: list[str] = []
@@ -171,15 +180,23 @@ def _one_pass(w: Workload, suffix: str) -> Iterator[Prompt]:
         for i, text in enumerate(pc.items):
             yield Prompt(f"item-{i}{suffix}", [{"role": "user", "content": text}], input_chars=len(text))
     elif pc.synthetic is not None:
-        syn = pc.synthetic
-        for i in range(syn.count):
-            text = _synthetic_text(w.run.seed, i, syn.input_tokens)
-            yield Prompt(
-                f"syn-{i}{suffix}",
-                [{"role": "user", "content": text}],
-                max_tokens=syn.output_tokens,
-                input_chars=len(text),
-            )
+        yield from _synthetic_pass(pc.synthetic, w.run.seed, suffix)
+
+
+def _synthetic_pass(syn: SyntheticConfig, seed: int, suffix: str) -> Iterator[Prompt]:
+    """One pass of synthetic prompts: lengths drawn in order (the same each pass), the shared prefix
+    first when there is one."""
+    prefix = _synthetic_text(seed, "prefix", syn.prefix_tokens) + " " if syn.prefix_tokens else ""
+    ins = draws(syn.input_tokens, seed, "input")
+    outs = draws(syn.output_tokens, seed, "output")
+    for i in range(syn.count):
+        text = prefix + _synthetic_text(seed, i, next(ins))
+        yield Prompt(
+            f"syn-{i}{suffix}",
+            [{"role": "user", "content": text}],
+            max_tokens=next(outs),
+            input_chars=len(text),
+        )
 
 
 def _count_one_pass(w: Workload) -> int:
@@ -249,6 +266,7 @@ def check_prompts(w: Workload) -> PromptStats:
         _check_unique(w, keys, label, models)
     else:
         count = _count_one_pass(w)
+    lengths = _synthetic_stats(pc.synthetic, run.seed) if pc.synthetic is not None else (None, None)
     if run.requests > 0:
         total: int | None = run.requests
     elif run.duration > 0:
@@ -256,8 +274,28 @@ def check_prompts(w: Workload) -> PromptStats:
     else:
         total = count * pc.repeat
     return PromptStats(
-        count=count, total_requests=total, tags=frozenset(tags), models_referenced=frozenset(pinned)
+        count=count,
+        total_requests=total,
+        tags=frozenset(tags),
+        models_referenced=frozenset(pinned),
+        input_lengths=lengths[0],
+        output_lengths=lengths[1],
     )
+
+
+def _synthetic_stats(syn: SyntheticConfig, seed: int) -> tuple[LengthStats | None, LengthStats | None]:
+    """The drawn lengths of the first SAMPLE_MAX prompts (prefix included), for distributions only."""
+    n = min(syn.count, SAMPLE_MAX)
+    stats: list[LengthStats | None] = []
+    for spec, which, extra in (
+        (syn.input_tokens, "input", syn.prefix_tokens),
+        (syn.output_tokens, "output", 0),
+    ):
+        if isinstance(spec, int):
+            stats.append(None)
+        else:
+            stats.append(length_stats(extra + x for x in itertools.islice(draws(spec, seed, which), n)))
+    return stats[0], stats[1]
 
 
 def _check_unique(w: Workload, keys: array[int], label: str, models: frozenset[str]) -> None:

@@ -125,14 +125,35 @@ class ModelConfig:
     """Price per million output tokens."""
 
 
+Dist = Literal["normal", "lognormal", "uniform"]
+
+
+@dataclass(frozen=True)
+class LengthDist:
+    """A distribution of lengths in tokens, each draw rounded and kept within [min, max]."""
+
+    dist: Dist
+    """normal / lognormal (mean and stddev of the lengths themselves) or uniform (min to max)."""
+    mean: float
+    """Mean length (uniform: the midpoint of min and max)."""
+    stddev: float
+    """Standard deviation of the lengths (uniform: that of the range)."""
+    min: int
+    """Shortest length drawn (draws below are raised to it)."""
+    max: int
+    """Longest length drawn (draws above are cut to it)."""
+
+
 @dataclass(frozen=True)
 class SyntheticConfig:
     count: int
     """Number of distinct synthetic prompts in one pass."""
-    input_tokens: int = 200
-    """Approximate prompt length in tokens (about 4 characters a token)."""
-    output_tokens: int = 64
-    """max_tokens sent with each synthetic prompt."""
+    input_tokens: int | LengthDist = 200
+    """Prompt length in tokens (about 4 characters a token), fixed or drawn per prompt."""
+    output_tokens: int | LengthDist = 64
+    """max_tokens sent with each synthetic prompt, fixed or drawn per prompt."""
+    prefix_tokens: int = 0
+    """A prefix of this many tokens shared by every prompt, before its own text (prefix caching)."""
 
 
 @dataclass(frozen=True)
@@ -268,3 +289,21 @@ class PromptStats:
     """Tags seen on prompts."""
     models_referenced: frozenset[str] = frozenset()
     """Models named by prompts' own `model` key."""
+    input_lengths: LengthStats | None = None
+    """Prompt lengths in tokens (estimated) over the pass, where the source has varying lengths."""
+    output_lengths: LengthStats | None = None
+    """max_tokens over the pass, where the source sets them per prompt."""
+
+
+@dataclass(frozen=True)
+class LengthStats:
+    """Lengths in tokens seen in one pass: how many, their mean, median, 99th percentile, extremes."""
+
+    count: int
+    mean: float
+    p50: int
+    p99: int
+    min: int
+    max: int
+    sampled: int
+    """How many of them the percentiles are taken over (the first ones, when there are very many)."""

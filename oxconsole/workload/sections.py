@@ -17,6 +17,7 @@ from typing import Any, Literal, cast
 
 from oxconsole.workload import bounds as b
 from oxconsole.workload.errors import Problems, did_you_mean, join_key, show
+from oxconsole.workload.lengths import parse_length
 from oxconsole.workload.schema import (
     RETRY_WORDS,
     Arrival,
@@ -49,7 +50,7 @@ _MODEL = (
     "price_per_request", "price_per_1m_input", "price_per_1m_output",
 )  # fmt: skip
 _PROMPTS = ("file", "items", "synthetic", "repeat")
-_SYNTHETIC = ("count", "input_tokens", "output_tokens")
+_SYNTHETIC = ("count", "input_tokens", "output_tokens", "prefix_tokens")
 _ROUTING = ("strategy", "rules")
 _RULE = ("tag", "models", "fallback")
 _RETRY = ("max_attempts", "backoff", "backoff_max", "on")
@@ -255,8 +256,9 @@ def _parse_prompts(errs: Problems, data: Any, base: Path) -> PromptsConfig:
         s.required("count", "an integer >= 1")
     syn = SyntheticConfig(
         count=s.int_("count", 1, 1, b.MAX_COUNT, " (prompts in one pass)"),
-        input_tokens=s.int_("input_tokens", 200, 1, b.MAX_TOKENS, " (tokens)"),
-        output_tokens=s.int_("output_tokens", 64, 1, b.MAX_TOKENS, " (tokens)"),
+        input_tokens=parse_length(s, "input_tokens", 200),
+        output_tokens=parse_length(s, "output_tokens", 64),
+        prefix_tokens=s.int_("prefix_tokens", 0, 0, b.MAX_TOKENS, " (tokens)"),
     )
     return PromptsConfig(synthetic=syn, repeat=repeat)
 

@@ -1,0 +1,182 @@
+"""Workloads from real sources: length distributions and a shared prefix for synthetic prompts,
+ShareGPT files, OpenAI Batch input files, run end to end over real HTTP against the simulator."""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+import tracemalloc
+
+import orjson
+import pytest
+
+from oxconsole.engine.runner import Engine
+from oxconsole.workload import Workload, WorkloadError, check_prompts, describe, iter_prompts
+
+from .conftest import WorkloadFactory
+
+SIM = """
+[endpoints.default]
+base_url = "sim"
+[[models]]
+name = "m"
+[sim.models.m]
+ttft = "1ms"
+tokens_per_s = 0
+output_tokens = 100000
+jitter = 0
+"""
+
+
+def journal(w: Workload) -> list[dict]:
+    return [orjson.loads(line) for line in w.results_path().read_bytes().splitlines() if line.strip()]
+
+
+async def run(w: Workload) -> list[dict]:
+    e = Engine(w, results_path=w.results_path(), total_expected=check_prompts(w).total_requests)
+    out = await e.run()
+    assert out.exit_code == 0, out
+    return journal(w)
+
+
+# --------------------------------------------------------------------------------------------
+# Synthetic lengths and prefix
+# --------------------------------------------------------------------------------------------
+
+DISTS = """
+[run]
+seed = {seed}
+[prompts.synthetic]
+count = {count}
+prefix_tokens = {prefix}
+input_tokens = {{ dist = "lognormal", mean = 120, stddev = 60, min = 20, max = 400 }}
+output_tokens = {{ dist = "{out}", {out_args} }}
+"""
+
+
+def _dists(
+    make: WorkloadFactory,
+    seed: int = 1,
+    count: int = 300,
+    prefix: int = 0,
+    out: str = "normal",
+    out_args: str = "mean = 40, stddev = 10, min = 5, max = 60",
+) -> Workload:
+    return make(SIM + DISTS.format(seed=seed, count=count, prefix=prefix, out=out, out_args=out_args))
+
+
+def test_lengths_drawn_within_bounds_and_reproducible_by_seed(make_workload: WorkloadFactory) -> None:
+    a = list(iter_prompts(_dists(make_workload)))
+    b = list(iter_prompts(_dists(make_workload)))
+    c = list(iter_prompts(_dists(make_workload, seed=2)))
+    assert [(p.messages, p.max_tokens) for p in a] == [(p.messages, p.max_tokens) for p in b]
+    assert [p.max_tokens for p in a] != [p.max_tokens for p in c]
+    outs = [p.max_tokens or 0 for p in a]
+    assert all(5 <= x <= 60 for x in outs)
+    assert 36 < statistics.mean(outs) < 44
+    ins = [p.input_chars / 4 for p in a]
+    assert min(ins) >= 20 and max(ins) <= 410
+    assert 100 < statistics.mean(ins) < 140
+    assert len(set(outs)) > 10  # drawn, not fixed
+
+
+def test_uniform_and_repeat_passes_draw_the_same_lengths(make_workload: WorkloadFactory) -> None:
+    w = _dists(make_workload, count=50, out="uniform", out_args="min = 8, max = 12")
+    w2 = make_workload(
+        SIM + DISTS.format(seed=1, count=50, prefix=0, out="uniform", out_args="min = 8, max = 12"),
+        overrides=("prompts.repeat=2",),
+    )
+    one = [p.max_tokens for p in iter_prompts(w)]
+    two = [p.max_tokens for p in iter_prompts(w2)]
+    assert set(one) == {8, 9, 10, 11, 12}
+    assert two == one + one
+
+
+def test_prefix_is_shared_and_comes_first(make_workload: WorkloadFactory) -> None:
+    ps = list(iter_prompts(_dists(make_workload, count=20, prefix=50)))
+    texts = [p.messages[0]["content"] for p in ps]
+    prefix = texts[0][:190]
+    assert all(t.startswith(prefix) for t in texts)
+    assert len(set(texts)) == 20
+    assert all(p.input_chars >= 50 * 4 + 20 * 4 for p in ps)
+
+
+def test_a_million_synthetic_prompts_stream_in_constant_memory(make_workload: WorkloadFactory) -> None:
+    w = _dists(make_workload, count=1_000_000)
+    tracemalloc.start()
+    try:
+        for p in itertools.islice(iter_prompts(w), 20_000):
+            assert p.max_tokens
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 2_000_000, peak
+
+
+def test_every_distribution_error_is_reported_at_once(make_workload: WorkloadFactory) -> None:
+    with pytest.raises(WorkloadError) as e:
+        make_workload(
+            SIM
+            + """
+            [prompts.synthetic]
+            count = 3
+            prefix_tokens = -1
+            input_tokens = { dist = "gauss", mean = -3, stdev = 1, min = 10, max = 5 }
+            output_tokens = { dist = "uniform", mean = 3, min = 16 }
+            """
+        )
+    text = str(e.value)
+    for fragment in (
+        'input_tokens.dist: expected "normal" | "lognormal" | "uniform", got "gauss"',
+        "input_tokens.mean: expected a number > 0",
+        'input_tokens.stdev: expected a key of a length distribution (did you mean "stddev"?)',
+        "input_tokens.max: expected an integer >= min (10), got 5",
+        'output_tokens.mean: expected nothing: a "uniform" distribution takes min and max only',
+        "output_tokens.max: expected an integer >= 1",
+        "prefix_tokens: expected an integer >= 0, got -1",
+    ):
+        assert fragment in text, text
+    assert len(e.value.errors) == 7
+
+
+def test_mean_outside_min_max_and_wrong_types(make_workload: WorkloadFactory) -> None:
+    with pytest.raises(WorkloadError) as e:
+        make_workload(
+            SIM
+            + """
+            [prompts.synthetic]
+            count = 3
+            input_tokens = { dist = "normal", mean = 500, stddev = 5, max = 100 }
+            output_tokens = "lots"
+            """
+        )
+    assert "input_tokens.mean: expected a number between min (1) and max (100), got 500" in str(e.value)
+    assert "output_tokens: expected an integer >= 1 or a distribution" in str(e.value)
+
+
+def test_validate_describes_the_drawn_lengths(make_workload: WorkloadFactory) -> None:
+    w = _dists(make_workload, count=1000, prefix=30)
+    text = describe(w, check_prompts(w))
+    assert "lognormal(mean 120, stddev 60, 20..400) input tokens after a shared prefix of 30" in text
+    assert "max_tokens normal(mean 40, stddev 10, 5..60)" in text
+    line = next(x for x in text.splitlines() if x.strip().startswith("max_tokens: mean"))
+    assert "p50" in line and "p99" in line and "min" in line
+    stats = check_prompts(w).output_lengths
+    assert stats is not None and stats.count == 1000
+    assert stats.min >= 5 and stats.max <= 60 and stats.min <= stats.p50 <= stats.p99 <= stats.max
+    drawn = sorted(p.max_tokens or 0 for p in iter_prompts(w))
+    assert stats.p50 == drawn[499] and stats.max == drawn[-1]
+    inputs = check_prompts(w).input_lengths
+    assert inputs is not None and inputs.min >= 50  # the prefix counts
+
+
+@pytest.mark.asyncio
+async def test_drawn_max_tokens_reach_the_server(make_workload: WorkloadFactory) -> None:
+    w = _dists(make_workload, count=60, prefix=20, out="uniform", out_args="min = 3, max = 30")
+    recs = await run(w)
+    wanted = {p.id: p.max_tokens for p in iter_prompts(w)}
+    assert len(recs) == 60
+    # the simulator answers with exactly max_tokens tokens (its own output_tokens is larger)
+    assert {r["id"]: r["output_tokens"] for r in recs} == wanted
+    assert all(r["tokens_source"] == "usage" for r in recs)
+    assert min(r["input_tokens"] for r in recs) >= 20 + 20
