@@ -4,14 +4,17 @@ ShareGPT files, OpenAI Batch input files, run end to end over real HTTP against 
 from __future__ import annotations
 
 import itertools
+import re
 import statistics
 import tracemalloc
+from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 
 from oxconsole.engine.runner import Engine
-from oxconsole.workload import Workload, WorkloadError, check_prompts, describe, iter_prompts
+from oxconsole.workload import Workload, WorkloadError, check_prompts, describe, iter_prompts, jsonarray
 
 from .conftest import WorkloadFactory
 
@@ -170,7 +173,6 @@ def test_validate_describes_the_drawn_lengths(make_workload: WorkloadFactory) ->
     assert inputs is not None and inputs.min >= 50  # the prefix counts
 
 
-@pytest.mark.asyncio
 async def test_drawn_max_tokens_reach_the_server(make_workload: WorkloadFactory) -> None:
     w = _dists(make_workload, count=60, prefix=20, out="uniform", out_args="min = 3, max = 30")
     recs = await run(w)
@@ -180,3 +182,99 @@ async def test_drawn_max_tokens_reach_the_server(make_workload: WorkloadFactory)
     assert {r["id"]: r["output_tokens"] for r in recs} == wanted
     assert all(r["tokens_source"] == "usage" for r in recs)
     assert min(r["input_tokens"] for r in recs) >= 20 + 20
+
+
+# --------------------------------------------------------------------------------------------
+# ShareGPT
+# --------------------------------------------------------------------------------------------
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def _conv(cid: object, *turns: tuple[str, str]) -> dict[str, Any]:
+    return {"id": cid, "conversations": [{"from": f, "value": v} for f, v in turns]}
+
+
+def _sharegpt(make: WorkloadFactory, tmp_path: Path, data: bytes, name: str = "sg.json") -> Workload:
+    (tmp_path / name).write_bytes(data)
+    return make(SIM + f'[prompts]\nfile = "{name}"\nformat = "sharegpt"\n')
+
+
+CONVS = [
+    _conv("a", ("system", "Be nice."), ("human", 'Hi [there] {x} "q" \\'), ("gpt", "x" * 40)),
+    _conv("b", ("gpt", "no question here")),
+    _conv(7, ("human", "second"), ("gpt", "y" * 9), ("human", "later"), ("gpt", "z" * 400)),
+]
+
+
+@pytest.mark.parametrize("shape", ["array", "array-small-reads", "jsonl"])
+def test_sharegpt_json_and_jsonl(
+    make_workload: WorkloadFactory, tmp_path: Path, shape: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if shape == "jsonl":
+        data = b"\n".join(orjson.dumps(c) for c in CONVS) + b"\n"
+    else:
+        data = orjson.dumps(CONVS, option=orjson.OPT_INDENT_2)
+    if shape == "array-small-reads":
+        monkeypatch.setattr(jsonarray, "READ_SIZE", 3)  # objects and escapes cut across reads
+    w = _sharegpt(make_workload, tmp_path, data)
+    ps = list(iter_prompts(w))
+    assert [p.id for p in ps] == ["a", "7"]
+    assert ps[0].messages == [{"role": "user", "content": 'Hi [there] {x} "q" \\'}]
+    assert [p.max_tokens for p in ps] == [10, 3]  # the first answer, ~4 characters a token
+    stats = check_prompts(w)
+    assert stats.count == 2 and stats.skipped == 1
+    text = describe(w, stats)
+    assert "ShareGPT file" in text and "skipped: 1 conversations" in text and "max_tokens: mean 6.5" in text
+
+
+@pytest.mark.parametrize(
+    ("data", "fragment"),
+    [
+        (b'[{"conversations": []}, 3]', "entry 2: expected a JSON object"),
+        (b'[{"conversations": [{"from": "human"}]}]', "entry 1: conversations.0: expected an object"),
+        (b'[{"conversations": "hi"}]', "entry 1: conversations: expected an array"),
+        (
+            b'[{"conversations": [{"from": "human", "value": "x"}, {"from": "gpt", "value": "y"}]}',
+            "ends inside",
+        ),
+        (b'{"conversations": 1}\n{broken\n', "line 1: conversations"),
+        (
+            b"[" + b",".join([orjson.dumps(_conv("d", ("human", "x"), ("gpt", "y")))] * 2) + b"]",
+            'entry 2: id: expected a unique id (entry 1 has the same id), got "d"',
+        ),
+        (b"[]", "at least one prompt"),
+    ],
+)
+def test_sharegpt_bad_entries_are_named(
+    make_workload: WorkloadFactory, tmp_path: Path, data: bytes, fragment: str
+) -> None:
+    w = _sharegpt(make_workload, tmp_path, data)
+    with pytest.raises(WorkloadError, match=re.escape(fragment)):
+        check_prompts(w)
+
+
+def test_sharegpt_array_streams_in_constant_memory(make_workload: WorkloadFactory, tmp_path: Path) -> None:
+    conv = orjson.dumps(_conv(None, ("human", "q " * 50), ("gpt", "a " * 200)))
+    (tmp_path / "big.json").write_bytes(b"[" + b",\n".join([conv] * 20_000) + b"]")  # ~11 MB
+    w = make_workload(SIM + '[prompts]\nfile = "big.json"\nformat = "sharegpt"\n')
+    tracemalloc.start()
+    try:
+        n = sum(1 for _ in iter_prompts(w))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert n == 20_000
+    assert peak < 4_000_000, peak  # a read (1 MiB) and what is left of the one before
+
+
+async def test_sharegpt_example_runs_against_the_simulator(make_workload: WorkloadFactory) -> None:
+    text = (
+        (EXAMPLES / "sharegpt.toml").read_text().replace('"sharegpt.json"', f'"{EXAMPLES / "sharegpt.json"}"')
+    )
+    w = make_workload(text)
+    recs = await run(w)
+    assert len(recs) == 35
+    wanted = {p.id: p.max_tokens for p in iter_prompts(w)}
+    assert {r["id"]: r["output_tokens"] for r in recs} == wanted
+    assert "sg-0006#1" not in wanted  # no human turn: skipped

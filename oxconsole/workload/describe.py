@@ -75,7 +75,9 @@ def _model_lines(w: Workload) -> list[str]:
 def _prompt_lines(w: Workload, stats: PromptStats) -> list[str]:
     pc, run = w.prompts, w.run
     if pc.file is not None:
-        source = f"file {pc.file}"
+        source = {"jsonl": "file", "sharegpt": "ShareGPT file", "openai-batch": "OpenAI Batch input file"}[
+            pc.format
+        ] + f" {pc.file}"
     elif pc.items is not None:
         source = "inline items"
     else:
@@ -92,6 +94,8 @@ def _prompt_lines(w: Workload, stats: PromptStats) -> list[str]:
         f"  {source}: {stats.count} prompt{'s' if stats.count != 1 else ''}"
         + (f" x repeat {pc.repeat}" if pc.repeat > 1 else ""),
     ]
+    if stats.skipped:
+        lines.append(f"  skipped: {stats.skipped} conversations without a human turn and an answer")
     for what, ls in (("input tokens", stats.input_lengths), ("max_tokens", stats.output_lengths)):
         if ls is not None:
             drawn = f" (the first {ls.count:_} prompts)" if ls.count < stats.count else ""

@@ -7,6 +7,7 @@ checked unique by their 64-bit hashes).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 from array import array
@@ -27,6 +28,7 @@ from oxconsole.workload.schema import (
     Workload,
     WorkloadError,
 )
+from oxconsole.workload.sources import check_records, records
 
 _WORD_TEXT = (
     "time year people way day man thing woman life child world school state family student group "
@@ -164,7 +166,11 @@ def _file_lines(w: Workload) -> Iterator[tuple[int, bytes]]:
 
 def _one_pass(w: Workload, suffix: str) -> Iterator[Prompt]:
     pc = w.prompts
-    if pc.file is not None:
+    if pc.file is not None and pc.format != "jsonl":
+        for _, p in records(w, _prompts_label(w)):
+            if p is not None:
+                yield dataclasses.replace(p, id=p.id + suffix) if suffix else p
+    elif pc.file is not None:
         label = _prompts_label(w)
         models = frozenset(m.name for m in w.models)
         for lineno, line in _file_lines(w):
@@ -205,6 +211,8 @@ def _count_one_pass(w: Workload) -> int:
         return len(pc.items)
     if pc.synthetic is not None:
         return pc.synthetic.count
+    if pc.format != "jsonl":
+        return sum(1 for _, p in records(w, _prompts_label(w)) if p is not None)
     return sum(1 for _ in _file_lines(w))
 
 
@@ -243,30 +251,20 @@ def iter_prompts(w: Workload) -> Iterator[Prompt]:
 def check_prompts(w: Workload) -> PromptStats:
     """Validate the whole prompt source before anything is sent; count prompts, tags and pinned models."""
     pc, run = w.prompts, w.run
-    tags: set[str] = set()
-    pinned: set[str] = set()
-    if pc.file is not None:
-        label = _prompts_label(w)
-        models = frozenset(m.name for m in w.models)
-        # Ids are checked for uniqueness by their 64-bit hashes (8 bytes a line, not a set of
-        # strings); the few lines whose hashes repeat are then compared by their ids.
-        keys = array("q")
-        key = keys.append
-        count = 0
-        for lineno, line in _file_lines(w):
-            sid, tag, model, _, _ = _parse_line(line, lineno, label, models)
-            count += 1
-            if tag is not None:
-                tags.add(tag)
-            if model is not None:
-                pinned.add(model)
-            key(hash(sid))
-        if count == 0:
-            raise error(label, "", "at least one prompt (one JSON object a line)", "an empty file")
-        _check_unique(w, keys, label, models)
+    tags: frozenset[str] = frozenset()
+    pinned: frozenset[str] = frozenset()
+    lengths: tuple[LengthStats | None, LengthStats | None] = (None, None)
+    skipped = 0
+    if pc.file is not None and pc.format != "jsonl":
+        found = check_records(w, _prompts_label(w))
+        count, skipped, pinned = found.count, found.skipped, found.models
+        lengths = (found.input_lengths, found.output_lengths)
+    elif pc.file is not None:
+        count, tags, pinned = _check_jsonl(w)
     else:
         count = _count_one_pass(w)
-    lengths = _synthetic_stats(pc.synthetic, run.seed) if pc.synthetic is not None else (None, None)
+        if pc.synthetic is not None:
+            lengths = _synthetic_stats(pc.synthetic, run.seed)
     if run.requests > 0:
         total: int | None = run.requests
     elif run.duration > 0:
@@ -276,11 +274,37 @@ def check_prompts(w: Workload) -> PromptStats:
     return PromptStats(
         count=count,
         total_requests=total,
-        tags=frozenset(tags),
-        models_referenced=frozenset(pinned),
+        tags=tags,
+        models_referenced=pinned,
         input_lengths=lengths[0],
         output_lengths=lengths[1],
+        skipped=skipped,
     )
+
+
+def _check_jsonl(w: Workload) -> tuple[int, frozenset[str], frozenset[str]]:
+    """Every line of a JSONL prompts file checked: (prompts, tags, models pinned by lines)."""
+    tags: set[str] = set()
+    pinned: set[str] = set()
+    label = _prompts_label(w)
+    models = frozenset(m.name for m in w.models)
+    # Ids are checked for uniqueness by their 64-bit hashes (8 bytes a line, not a set of
+    # strings); the few lines whose hashes repeat are then compared by their ids.
+    keys = array("q")
+    key = keys.append
+    count = 0
+    for lineno, line in _file_lines(w):
+        sid, tag, model, _, _ = _parse_line(line, lineno, label, models)
+        count += 1
+        if tag is not None:
+            tags.add(tag)
+        if model is not None:
+            pinned.add(model)
+        key(hash(sid))
+    if count == 0:
+        raise error(label, "", "at least one prompt (one JSON object a line)", "an empty file")
+    _check_unique(w, keys, label, models)
+    return count, frozenset(tags), frozenset(pinned)
 
 
 def _synthetic_stats(syn: SyntheticConfig, seed: int) -> tuple[LengthStats | None, LengthStats | None]:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 Arrival = Literal["closed", "constant", "poisson"]
+PromptsFormat = Literal["jsonl", "sharegpt", "openai-batch"]
 Strategy = Literal["weighted", "round_robin", "least_loaded"]
 
 DEFAULT_RETRY_ON: tuple[int | str, ...] = (429, 500, 502, 503, 504, "timeout", "connection", "stream")
@@ -85,6 +86,9 @@ class OutputConfig:
     """Per-request journal path; {name} is replaced by the workload name."""
     save_text: bool = True
     """Keep the response text in the journal."""
+    batch_output: str | None = None
+    """Write an OpenAI Batch API output file here after the run (format = "openai-batch" only);
+    {name} is replaced by the workload name."""
 
 
 @dataclass(frozen=True)
@@ -160,6 +164,8 @@ class SyntheticConfig:
 class PromptsConfig:
     file: Path | None = None
     """Resolved relative to the workload file's folder."""
+    format: PromptsFormat = "jsonl"
+    """What the file holds: oxconsole's JSONL prompts, ShareGPT conversations or OpenAI Batch input."""
     items: tuple[str, ...] | None = None
     """Inline prompts (ids item-0, item-1, ...)."""
     synthetic: SyntheticConfig | None = None
@@ -246,6 +252,9 @@ class Prompt:
     """Per-prompt cap (synthetic prompts set it from output_tokens); None = the model's max_tokens."""
     input_chars: int = 0
     """Characters of message content, for input-token estimates (~4 chars a token)."""
+    body: dict[str, Any] | None = None
+    """A request body to send as given (an OpenAI Batch input line's), its model set to the model's
+    name; None = the body is built from `messages` and the model's settings."""
 
 
 @dataclass(frozen=True)
@@ -293,6 +302,9 @@ class PromptStats:
     """Prompt lengths in tokens (estimated) over the pass, where the source has varying lengths."""
     output_lengths: LengthStats | None = None
     """max_tokens over the pass, where the source sets them per prompt."""
+    skipped: int = 0
+    """Entries of the file that give no prompt (ShareGPT conversations without a human turn and
+    an answer)."""
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from oxconsole.workload.schema import (
     ModelConfig,
     OutputConfig,
     PromptsConfig,
+    PromptsFormat,
     RetryConfig,
     RoutingConfig,
     RoutingRule,
@@ -43,13 +44,13 @@ _RUN = (
     "concurrency", "rate", "burst", "tpm", "arrival", "requests", "duration",
     "timeout", "stream", "seed", "workers", "grace",
 )  # fmt: skip
-_OUTPUT = ("results", "save_text")
+_OUTPUT = ("results", "save_text", "batch_output")
 _ENDPOINT = ("base_url", "api_key_env", "max_connections", "insecure")
 _MODEL = (
     "name", "endpoint", "weight", "max_tokens", "max_tokens_param", "temperature",
     "price_per_request", "price_per_1m_input", "price_per_1m_output",
 )  # fmt: skip
-_PROMPTS = ("file", "items", "synthetic", "repeat")
+_PROMPTS = ("file", "format", "items", "synthetic", "repeat")
 _SYNTHETIC = ("count", "input_tokens", "output_tokens", "prefix_tokens")
 _ROUTING = ("strategy", "rules")
 _RULE = ("tag", "models", "fallback")
@@ -128,7 +129,15 @@ def _parse_output(errs: Problems, data: Any) -> OutputConfig:
         fill_results(results, "x")
     except ValueError:
         t.fail("results", "a path where {name} is the only placeholder (write {{ and }} for braces)")
-    return OutputConfig(results=results, save_text=t.bool_("save_text", d.save_text))
+    batch_output = t.str_("batch_output", "", "a non-empty path") or None
+    if batch_output is not None:
+        try:
+            fill_results(batch_output, "x")
+        except ValueError:
+            t.fail("batch_output", "a path where {name} is the only placeholder")
+    return OutputConfig(
+        results=results, save_text=t.bool_("save_text", d.save_text), batch_output=batch_output
+    )
 
 
 def _parse_endpoints(errs: Problems, data: Any) -> dict[str, EndpointConfig]:
@@ -246,8 +255,11 @@ def _parse_prompts(errs: Problems, data: Any, base: Path) -> PromptsConfig:
             "none" if not sources else " and ".join(sources),
         )
         return PromptsConfig()
+    fmt = cast(PromptsFormat, t.enum("format", "jsonl", ("jsonl", "sharegpt", "openai-batch")))
+    if t.has("format") and not t.has("file"):
+        t.fail("format", "nothing without prompts.file (the format is that of the file)")
     if t.has("file"):
-        return PromptsConfig(file=_prompts_file(t, base), repeat=repeat)
+        return PromptsConfig(file=_prompts_file(t, base), format=fmt, repeat=repeat)
     if t.has("items"):
         items = t.str_list("items", "prompt strings", allow_empty=False)
         return PromptsConfig(items=tuple(items or ()), repeat=repeat)
@@ -463,6 +475,12 @@ def build_workload(raw: dict[str, Any], path: Path, errs: Problems) -> Workload:
     routing = _parse_routing(errs, raw.get("routing", {}), _model_names_in(raw.get("models")))
     retry = _parse_retry(errs, raw.get("retry", {}))
     sim = _parse_sim(errs, raw["sim"]) if "sim" in raw else {}
+    if output.batch_output is not None and prompts.format != "openai-batch" and not errs.has("prompts"):
+        errs.add(
+            "output.batch_output",
+            'a prompts file of format = "openai-batch" (the output answers its custom_ids)',
+            f'prompts of format "{prompts.format}"' if prompts.file else "prompts that are not a file",
+        )
     errs.raise_if_any(raw)
     return Workload(
         path=path,
