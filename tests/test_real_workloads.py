@@ -6,17 +6,22 @@ from __future__ import annotations
 import itertools
 import re
 import statistics
+import subprocess
+import sys
 import tracemalloc
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from aiohttp import web
 
 from oxconsole.engine.runner import Engine
+from oxconsole.journal.batchout import write_batch_output
 from oxconsole.workload import Workload, WorkloadError, check_prompts, describe, iter_prompts, jsonarray
 
 from .conftest import WorkloadFactory
+from .http_support import chat_server
 
 SIM = """
 [endpoints.default]
@@ -278,3 +283,176 @@ async def test_sharegpt_example_runs_against_the_simulator(make_workload: Worklo
     wanted = {p.id: p.max_tokens for p in iter_prompts(w)}
     assert {r["id"]: r["output_tokens"] for r in recs} == wanted
     assert "sg-0006#1" not in wanted  # no human turn: skipped
+
+
+# --------------------------------------------------------------------------------------------
+# OpenAI Batch input and output
+# --------------------------------------------------------------------------------------------
+
+
+def _line(cid: str, model: str = "m", **body: Any) -> dict[str, Any]:
+    b = {"model": model, "messages": [{"role": "user", "content": f"q {cid}"}], **body}
+    return {"custom_id": cid, "method": "POST", "url": "/v1/chat/completions", "body": b}
+
+
+def _batch_file(tmp_path: Path, lines: list[Any]) -> None:
+    data = b"".join((x if isinstance(x, bytes) else orjson.dumps(x)) + b"\n" for x in lines)
+    (tmp_path / "batch.jsonl").write_bytes(data)
+
+
+BATCH = '[prompts]\nfile = "batch.jsonl"\nformat = "openai-batch"\n'
+
+
+@pytest.mark.parametrize(
+    ("line", "fragment"),
+    [
+        (
+            _line("a", model="gpt-4o"),
+            'line 2: body.model: expected the name of a model in [[models]], got "gpt-4o"',
+        ),
+        (_line("a", model="mm"), '(did you mean "m"?)'),
+        ({**_line("a"), "url": "/v1/embeddings"}, 'line 2: url: expected "/v1/chat/completions"'),
+        ({**_line("a"), "method": "GET"}, 'line 2: method: expected "POST", got "GET"'),
+        (
+            {k: v for k, v in _line("a").items() if k != "custom_id"},
+            "line 2: custom_id: expected a non-empty",
+        ),
+        ({**_line("a"), "body": []}, "line 2: body: expected a JSON object"),
+        (_line("a", messages="hi"), "line 2: body.messages: expected a non-empty array"),
+        (b"{nope", "line 2: expected a JSON object, got invalid JSON"),
+        (_line("first"), 'line 2: id: expected a unique id (line 1 has the same id), got "first"'),
+    ],
+)
+def test_batch_bad_lines_are_named(
+    make_workload: WorkloadFactory, tmp_path: Path, line: Any, fragment: str
+) -> None:
+    _batch_file(tmp_path, [_line("first"), line])
+    w = make_workload(SIM + BATCH)
+    with pytest.raises(WorkloadError, match=re.escape(fragment)):
+        check_prompts(w)
+
+
+def test_batch_output_needs_a_batch_file(make_workload: WorkloadFactory) -> None:
+    with pytest.raises(
+        WorkloadError, match=re.escape("output.batch_output: expected a prompts file of format")
+    ):
+        make_workload(SIM + '[prompts]\nitems = ["x"]\n[output]\nbatch_output = "o.jsonl"\n')
+
+
+async def test_batch_bodies_are_sent_as_given(make_workload: WorkloadFactory, tmp_path: Path) -> None:
+    seen: list[dict[str, Any]] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        body = await request.json()
+        seen.append(body)
+        answer = {
+            "choices": [{"message": {"content": "fine"}}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 1},
+        }
+        return web.json_response(answer)
+
+    given = [
+        _line("x1", max_tokens=12, temperature=0.3, seed=9, response_format={"type": "json_object"}),
+        _line("x2", model="m2", max_completion_tokens=5, stream_options={"include_usage": False}),
+    ]
+    _batch_file(tmp_path, given)
+    async with chat_server(handler) as url:
+        w = make_workload(
+            f"""
+            [run]
+            stream = false
+            [endpoints.default]
+            base_url = "{url}/v1"
+            [[models]]
+            name = "m"
+            max_tokens = 999
+            temperature = 1.5
+            [[models]]
+            name = "m2"
+            """
+            + BATCH
+        )
+        recs = await run(w)
+    assert sorted(r["id"] for r in recs) == ["x1", "x2"]
+    by_model = {b["model"]: b for b in seen}
+    assert by_model["m"] == {**given[0]["body"], "stream": False}  # the model's max_tokens/temperature unused
+    assert by_model["m2"] == {k: v for k, v in given[1]["body"].items() if k != "stream_options"} | {
+        "stream": False
+    }
+    assert {r["id"]: r["model"] for r in recs} == {"x1": "m", "x2": "m2"}
+
+
+def test_batch_run_writes_output_and_errors_files(tmp_path: Path) -> None:
+    _batch_file(tmp_path, [_line("ok-1"), _line("bad-1", model="broken"), _line("ok-2", max_tokens=3)])
+    (tmp_path / "w.toml").write_text(
+        SIM
+        + BATCH
+        + """
+        [[models]]
+        name = "broken"
+        [sim.models.broken]
+        error_rate = 1.0
+        [retry]
+        max_attempts = 1
+        [output]
+        results = "out/results.jsonl"
+        batch_output = "out/{name}-batch.jsonl"
+        """.replace("\n        ", "\n")
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "oxconsole", "w.toml", "--headless"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 1, r.stderr  # a request failed
+    assert "batch output: 2 answers" in r.stderr
+    out = [orjson.loads(x) for x in (tmp_path / "out/w-batch.jsonl").read_bytes().splitlines()]
+    errs = [orjson.loads(x) for x in (tmp_path / "out/w-batch.errors.jsonl").read_bytes().splitlines()]
+    assert sorted(x["custom_id"] for x in out) == ["ok-1", "ok-2"]
+    for x in out:
+        assert x["id"].startswith("batch_req_") and x["error"] is None
+        resp = x["response"]
+        assert resp["status_code"] == 200 and resp["request_id"].startswith("req_")
+        body = resp["body"]
+        assert body["object"] == "chat.completion" and body["model"] == "m"
+        assert isinstance(body["choices"][0]["message"]["content"], str)
+        assert (
+            body["usage"]["total_tokens"]
+            == body["usage"]["prompt_tokens"] + body["usage"]["completion_tokens"]
+        )
+    assert (
+        next(x for x in out if x["custom_id"] == "ok-2")["response"]["body"]["usage"]["completion_tokens"]
+        == 3
+    )
+    assert [x["custom_id"] for x in errs] == ["bad-1"]
+    assert errs[0]["response"]["status_code"] == 500 and errs[0]["response"]["body"]["error"]["message"]
+
+
+def test_batch_output_keeps_the_last_record_of_a_resumed_request(tmp_path: Path) -> None:
+    journal_path = tmp_path / "j.jsonl"
+    recs = [
+        {"id": "a", "status": "error", "error": "timeout", "error_detail": "no answer"},
+        {"id": "b", "status": "ok", "text": "B", "input_tokens": 2, "output_tokens": 1, "model": "m"},
+        {"id": "a", "status": "ok", "text": "A", "input_tokens": 2, "output_tokens": 1, "model": "m"},
+        {"id": "c", "status": "error", "error": "timeout", "error_detail": "no answer"},
+    ]
+    journal_path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs) + b'{"id": "cut')
+    assert write_batch_output(journal_path, tmp_path / "o.jsonl", "run") == (2, 1)
+    out = [orjson.loads(x) for x in (tmp_path / "o.jsonl").read_bytes().splitlines()]
+    assert [(x["custom_id"], x["response"]["body"]["choices"][0]["message"]["content"]) for x in out] == [
+        ("b", "B"),
+        ("a", "A"),
+    ]
+    err = orjson.loads((tmp_path / "o.errors.jsonl").read_bytes())
+    assert err["response"] is None and err["error"] == {"code": "timeout", "message": "no answer"}
+
+
+def test_batch_example_validates() -> None:
+    from oxconsole.workload import load_workload
+
+    w = load_workload(EXAMPLES / "batch.toml")
+    stats = check_prompts(w)
+    assert stats.count == 6 and stats.models_referenced == {"small", "large"}
+    assert "OpenAI Batch input file" in describe(w, stats)
