@@ -18,7 +18,15 @@ from aiohttp import web
 
 from oxconsole.engine.runner import Engine
 from oxconsole.journal.batchout import write_batch_output
-from oxconsole.workload import Workload, WorkloadError, check_prompts, describe, iter_prompts, jsonarray
+from oxconsole.workload import (
+    Workload,
+    WorkloadError,
+    check_prompts,
+    describe,
+    iter_prompts,
+    jsonarray,
+    resolve_headers,
+)
 
 from .conftest import WorkloadFactory
 from .http_support import chat_server
@@ -456,3 +464,90 @@ def test_batch_example_validates() -> None:
     stats = check_prompts(w)
     assert stats.count == 6 and stats.models_referenced == {"small", "large"}
     assert "OpenAI Batch input file" in describe(w, stats)
+
+
+# --------------------------------------------------------------------------------------------
+# extra_body, ignore_eos, endpoint headers
+# --------------------------------------------------------------------------------------------
+
+SECRET = "org-SECRET-4242-value"
+
+
+async def test_extra_body_ignore_eos_and_headers_reach_the_server(
+    make_workload: WorkloadFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TEST_ORG_ID", SECRET)
+    seen: list[tuple[dict[str, str], dict[str, Any]]] = []  # header names lower-cased
+
+    async def handler(request: web.Request) -> web.Response:
+        seen.append(({k.lower(): v for k, v in request.headers.items()}, await request.json()))
+        if len(seen) == 1:  # an error whose detail echoes the header value
+            return web.json_response({"error": {"message": f"bad org {SECRET}"}}, status=400)
+        usage = {"prompt_tokens": 5, "completion_tokens": 1}
+        return web.json_response({"choices": [{"message": {"content": "ok"}}], "usage": usage})
+
+    async with chat_server(handler) as url:
+        w = make_workload(
+            f"""
+            [run]
+            stream = false
+            concurrency = 1
+            [endpoints.default]
+            base_url = "{url}/v1"
+            headers = {{ "X-Team" = "evals" }}
+            headers_env = {{ "X-Org" = "TEST_ORG_ID" }}
+            [[models]]
+            name = "m"
+            ignore_eos = true
+            extra_body = {{ top_k = 20, chat_template_kwargs = {{ enable_thinking = false }} }}
+            [prompts]
+            items = ["a", "b"]
+            """
+        )
+        e = Engine(w, results_path=w.results_path(), total_expected=2)
+        out = await e.run()
+    assert len(seen) == 2
+    for headers, body in seen:
+        assert headers["x-team"] == "evals" and headers["x-org"] == SECRET
+        assert body["ignore_eos"] is True and body["top_k"] == 20
+        assert body["chat_template_kwargs"] == {"enable_thinking": False}
+    recs = journal(w)
+    assert sorted(r["status"] for r in recs) == ["error", "ok"]
+    everything = w.results_path().read_text() + orjson.dumps(out.summary).decode() + "".join(out.warnings)
+    assert SECRET not in everything
+    assert "bad org ***" in everything
+
+
+def test_header_errors_and_missing_variables(
+    make_workload: WorkloadFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(WorkloadError) as e:
+        make_workload(
+            """
+            [endpoints.default]
+            base_url = "sim"
+            headers = { "Bad Name" = "x", "X-A" = 3 }
+            headers_env = { "X-Org" = "not a name" }
+            [[models]]
+            name = "m"
+            extra_body = { model = "other", top_k = 2 }
+            ignore_eos = "yes"
+            [prompts]
+            items = ["a"]
+            """
+        )
+    text = str(e.value)
+    assert len(e.value.errors) == 5, text
+    assert 'headers."Bad Name": expected a header name' in text
+    assert "headers.X-A: expected a header value (string), got 3" in text
+    assert "headers_env.X-Org: expected the NAME of an environment variable" in text
+    assert "extra_body.model: expected a field other than model" in text
+    assert "ignore_eos: expected true or false" in text
+    monkeypatch.delenv("TEST_NO_SUCH_VAR", raising=False)
+    env = 'endpoints.default.headers_env={"X-Org" = "TEST_NO_SUCH_VAR"}'
+    w = make_workload(SIM + '[prompts]\nitems = ["a"]\n', overrides=(env,))
+    with pytest.raises(WorkloadError, match="X-Org: environment variable TEST_NO_SUCH_VAR is not set"):
+        resolve_headers(w, "default")
+    monkeypatch.setenv("TEST_NO_SUCH_VAR", SECRET)
+    text = describe(w, check_prompts(w))
+    assert "headers X-Org from $TEST_NO_SUCH_VAR (set)" in text and SECRET not in text

@@ -87,6 +87,10 @@ class Bodies:
             body[send.max_key] = max_tokens
         if m.temperature is not None and send.temperature:
             body["temperature"] = m.temperature
+        if m.ignore_eos:
+            body["ignore_eos"] = True
+        if m.extra_body:
+            body.update(m.extra_body)
         return body
 
     def given(self, given: dict[str, Any], m: ModelConfig) -> dict[str, Any]:

@@ -45,6 +45,12 @@ def _endpoint_lines(w: Workload) -> list[str]:
             state = "set" if os.environ.get(ep.api_key_env, "").strip() else "NOT SET"
             key = f"key from ${ep.api_key_env} ({state})"
         extra = ", TLS verification OFF" if ep.insecure else ""
+        names = list(ep.headers) + [
+            f"{h} from ${v} ({'set' if os.environ.get(v, '').strip() else 'NOT SET'})"
+            for h, v in ep.headers_env.items()
+        ]
+        if names:
+            extra += ", headers " + ", ".join(names)
         lines.append(f"  {ep.name:<{width}}  {url}  {key}, max {ep.max_connections} connections{extra}")
     return lines
 
@@ -60,6 +66,10 @@ def _model_lines(w: Workload) -> list[str]:
         )
         if m.temperature is not None:
             bits.append(f"temperature {_fmt_num(m.temperature)}")
+        if m.ignore_eos:
+            bits.append("ignore_eos")
+        if m.extra_body:
+            bits.append("extra_body " + ", ".join(m.extra_body))
         prices = []
         if m.price_per_request:
             prices.append(f"{_fmt_num(m.price_per_request)}/request")

@@ -103,6 +103,11 @@ class EndpointConfig:
     """Connection pool size for this endpoint."""
     insecure: bool = False
     """Skip TLS verification (warned about)."""
+    headers: dict[str, str] = field(default_factory=dict)
+    """Extra HTTP headers sent with every request to this endpoint."""
+    headers_env: dict[str, str] = field(default_factory=dict)
+    """Header name -> NAME of the environment variable holding its value (never the value itself;
+    the values are kept out of logs, journals and error details)."""
 
 
 @dataclass(frozen=True)
@@ -127,6 +132,10 @@ class ModelConfig:
     """Price per million input tokens."""
     price_per_1m_output: float = 0.0
     """Price per million output tokens."""
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    """Fields added to every request body built for this model (a server's own parameters)."""
+    ignore_eos: bool = False
+    """Send `ignore_eos = true` (vLLM, SGLang): answers run to max_tokens."""
 
 
 Dist = Literal["normal", "lognormal", "uniform"]
