@@ -18,6 +18,7 @@ from typing import Any, Literal, cast
 from oxconsole.workload import bounds as b
 from oxconsole.workload.errors import Problems, did_you_mean, join_key, show
 from oxconsole.workload.lengths import parse_length
+from oxconsole.workload.requestkeys import ENV_NAME, extra_body, request_headers
 from oxconsole.workload.schema import (
     RETRY_WORDS,
     Arrival,
@@ -38,7 +39,6 @@ from oxconsole.workload.schema import (
 )
 from oxconsole.workload.values import Table, fmt_duration, is_int
 
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TOP = ("name", "run", "output", "endpoints", "models", "prompts", "routing", "retry", "sim")
 _RUN = (
     "concurrency", "rate", "burst", "tpm", "arrival", "requests", "duration",
@@ -165,34 +165,9 @@ def _parse_endpoints(errs: Problems, data: Any) -> dict[str, EndpointConfig]:
                 "max_connections", 1000, 1, b.MAX_CONCURRENCY, " (connections in the pool)"
             ),
             insecure=t.bool_("insecure", False),
-            headers=_headers(t, "headers", "a header value (string)"),
-            headers_env=_headers(t, "headers_env", "the NAME of an environment variable"),
+            headers=request_headers(t, "headers", "a header value (string)"),
+            headers_env=request_headers(t, "headers_env", "the NAME of an environment variable"),
         )
-    return out
-
-
-_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-
-
-def _headers(t: Table, key: str, what: str) -> dict[str, str]:
-    """A table of header name -> string (`headers_env`: -> an environment variable's name)."""
-    if not t.has(key):
-        return {}
-    v = t.data[key]
-    if not isinstance(v, dict):
-        t.fail(key, 'a table of header names to strings (such as { "X-Org" = "..." })')
-        return {}
-    out: dict[str, str] = {}
-    for name, value in v.items():
-        path = join_key(t.p(key), name)
-        if not _HEADER_NAME.fullmatch(name):
-            t.errs.add(path, "a header name (letters, digits and -)", show(name))
-        elif not isinstance(value, str) or (key == "headers_env" and not _ENV_NAME.fullmatch(value)):
-            t.errs.bad(path, what, value)
-        elif any(c in value for c in "\r\n\x00"):
-            t.errs.add(path, "a value on one line", "a value with a line break (not shown)")
-        else:
-            out[name] = value
     return out
 
 
@@ -200,7 +175,7 @@ def _api_key_env(t: Table) -> str | None:
     if not t.has("api_key_env"):
         return None
     v = t.data["api_key_env"]
-    if isinstance(v, str) and _ENV_NAME.fullmatch(v):
+    if isinstance(v, str) and ENV_NAME.fullmatch(v):
         return v
     # Never echo the value: people paste the key itself here.
     got = "a value that is not a variable name (not shown, it may be a secret)"
@@ -244,7 +219,7 @@ def _parse_models(errs: Problems, data: Any, endpoints: Collection[str] | None) 
             price_per_request=t.num("price_per_request", 0.0, b.MAX_PRICE, _PRICE),
             price_per_1m_input=t.num("price_per_1m_input", 0.0, b.MAX_PRICE, _PRICE),
             price_per_1m_output=t.num("price_per_1m_output", 0.0, b.MAX_PRICE, _PRICE),
-            extra_body=_extra_body(t),
+            extra_body=extra_body(t),
             ignore_eos=t.bool_("ignore_eos", False),
         )
         if name and not t.broken:
@@ -255,23 +230,6 @@ def _parse_models(errs: Problems, data: Any, endpoints: Collection[str] | None) 
 
 
 _PRICE = " (a price per request or per million tokens)"
-_BUILT = ("model", "messages", "stream", "stream_options")
-
-
-def _extra_body(t: Table) -> dict[str, Any]:
-    """`extra_body`: a table of fields merged into the request body (not the ones the engine owns)."""
-    if not t.has("extra_body"):
-        return {}
-    v = t.data["extra_body"]
-    if not isinstance(v, dict):
-        t.fail("extra_body", "a table of request body fields (such as { top_k = 20 })")
-        return {}
-    for k in v:
-        if k in _BUILT:
-            t.errs.add(
-                join_key(t.p("extra_body"), k), f"a field other than {', '.join(_BUILT)}", "one of them"
-            )
-    return {k: x for k, x in v.items() if k not in _BUILT}
 
 
 def _unknown_endpoint(t: Table, endpoint: str, endpoints: Collection[str]) -> None:
