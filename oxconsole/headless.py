@@ -103,7 +103,28 @@ def run_headless(
         from oxconsole.reports.html import write_run_report
 
         write_run_report(prep.results_path, outcome.summary)
+    write_batch_files(prep, outcome)
     return outcome
+
+
+def write_batch_files(prep: PreparedRun, outcome: RunOutcome) -> None:
+    """After the run: the OpenAI Batch output and errors files, when `[output] batch_output` asks."""
+    w = prep.workload
+    if w.output.batch_output is None:
+        return
+    from oxconsole.journal.batchout import errors_path, write_batch_output
+    from oxconsole.workload.schema import fill_results
+
+    out = Path(fill_results(w.output.batch_output, w.name))
+    try:
+        ok, failed = write_batch_output(prep.results_path, out, w.name)
+    except OSError as e:
+        outcome.warnings.append(f"output.batch_output: could not write {out}: {e.strerror}")
+        return
+    print(
+        f"oxconsole: batch output: {ok} answers in {out}, {failed} failures in {errors_path(out)}",
+        file=sys.stderr,
+    )
 
 
 def report_outcome(outcome: RunOutcome, summary_json: str | None) -> int:

@@ -64,13 +64,20 @@ def check_progress_interval(seconds: float) -> None:
 
 def load_checked(path: str, overrides: list[str]) -> tuple[Workload, PromptStats]:
     """The workload with its prompts read and every key variable set; BadInput otherwise."""
-    from oxconsole.workload import WorkloadError, check_prompts, load_workload, resolve_api_key
+    from oxconsole.workload import (
+        WorkloadError,
+        check_prompts,
+        load_workload,
+        resolve_api_key,
+        resolve_headers,
+    )
 
     try:
         w = load_workload(path, overrides)
         stats = check_prompts(w)
         for m in w.models:
             resolve_api_key(w, m.endpoint)
+            resolve_headers(w, m.endpoint)
     except WorkloadError as e:
         raise BadInput(str(e)) from None
     return w, stats

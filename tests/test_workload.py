@@ -923,6 +923,8 @@ def test_examples_load(monkeypatch: pytest.MonkeyPatch) -> None:
     syn = load_workload(root / "synthetic.toml")
     assert syn.run.arrival == "constant" and syn.run.rate > 0
     assert check_prompts(syn).total_requests is None
+    lengths = load_workload(root / "lengths.toml")
+    assert check_prompts(lengths).output_lengths is not None
 
 
 def test_import_hygiene() -> None:

@@ -47,6 +47,11 @@ def rejected_field(res: AttemptResult, body: dict[str, Any]) -> str | None:
     return None
 
 
+class GivenBody(dict[str, Any]):
+    """A body sent as the prompt gave it: of its fields only `stream_options` (which the engine
+    added) may be dropped on a 400; the others are the user's, and a 400 on them stands."""
+
+
 @dataclass(slots=True)
 class SendAs:
     """How one model's requests are sent (changed when its server rejects a field)."""
@@ -67,6 +72,8 @@ class Bodies:
         self._send_as = {m.name: SendAs(m.max_tokens_param) for m in models}
 
     def body(self, prompt: Prompt, m: ModelConfig) -> dict[str, Any]:
+        if prompt.body is not None:
+            return self.given(prompt.body, m)
         send = self._send_as[m.name]
         body: dict[str, Any] = {"model": m.name, "messages": prompt.messages}
         if self.stream:
@@ -80,6 +87,23 @@ class Bodies:
             body[send.max_key] = max_tokens
         if m.temperature is not None and send.temperature:
             body["temperature"] = m.temperature
+        if m.ignore_eos:
+            body["ignore_eos"] = True
+        if m.extra_body:
+            body.update(m.extra_body)
+        return body
+
+    def given(self, given: dict[str, Any], m: ModelConfig) -> dict[str, Any]:
+        """A body as the prompt gives it (an OpenAI Batch line's): only `model` set to the model's
+        name and `stream` (with `stream_options` when streaming) set by the run, so TTFT is
+        measured; every other field as given, nothing of the model's settings added."""
+        body = GivenBody(given)
+        body["model"] = m.name
+        body["stream"] = self.stream
+        if self.stream and self._send_as[m.name].stream_options:
+            body["stream_options"] = {"include_usage": True}
+        else:
+            body.pop("stream_options", None)
         return body
 
     def adapt(self, model: str, res: AttemptResult, body: dict[str, Any]) -> bool:
@@ -87,7 +111,7 @@ class Bodies:
         on (max_tokens <-> max_completion_tokens once, temperature or stream_options dropped), with
         a warning the first time. True when the request should go again with a new body."""
         key = rejected_field(res, body)
-        if key is None:
+        if key is None or (isinstance(body, GivenBody) and key != "stream_options"):
             return False
         send = self._send_as[model]
         note = ""

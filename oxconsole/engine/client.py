@@ -166,9 +166,11 @@ class EndpointClient:
         max_connections: int,
         timeout: float,
         insecure: bool = False,
+        headers: dict[str, str] | None = None,
+        secrets: Sequence[str] = (),
     ) -> None:
         self.name = name
-        self._secrets: tuple[str, ...] = (api_key,) if api_key else ()
+        self._secrets: tuple[str, ...] = ((api_key,) if api_key else ()) + tuple(secrets)
         """Only to take them out of error details (the key; header values from the environment)."""
         limits = httpx2.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
         http_client = openai.DefaultAioHttpClient(limits=limits, timeout=timeout, verify=not insecure)
@@ -179,6 +181,7 @@ class EndpointClient:
             max_retries=0,
             timeout=timeout,
             http_client=http_client,
+            default_headers=headers or None,
         )
         self._templates: dict[float, _Template] = {}
         self.prebuilt = self._can_prebuild()

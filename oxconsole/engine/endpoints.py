@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from oxconsole.engine.client import EndpointClient
-from oxconsole.workload import Workload, resolve_api_key
+from oxconsole.workload import Workload, resolve_api_key, resolve_headers
 
 if TYPE_CHECKING:
     from oxconsole.sim.process import SimProcess
@@ -82,6 +82,7 @@ class Endpoints:
                     f"endpoints.{name}.max_connections = {ep.max_connections} is below run.concurrency"
                     f" = {w.run.concurrency}: requests beyond it wait for a connection"
                 )
+            headers, secrets = resolve_headers(w, name)
             self.clients[name] = EndpointClient(
                 name,
                 self.urls.get(name, ep.base_url),
@@ -89,6 +90,8 @@ class Endpoints:
                 max_connections=ep.max_connections,
                 timeout=w.run.timeout,
                 insecure=ep.insecure,
+                headers=headers,
+                secrets=secrets,
             )
 
     async def close(self) -> None:

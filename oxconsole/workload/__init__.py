@@ -11,6 +11,7 @@ INTERFACE (fixed; other modules rely on these names, imported from this package)
   iter_prompts(workload) -> Iterator[Prompt]          # streams; applies repeat/requests/duration cycling
   check_prompts(workload) -> PromptStats              # full validation pass over the prompt source
   resolve_api_key(workload, endpoint_name) -> str | None
+  resolve_headers(workload, endpoint_name) -> (headers, values from the environment)
   describe(workload, stats) -> str                    # the text `oxconsole validate` prints
   load_sim_section(path) -> dict[str, SimModelProfile]
   parse_sim_profiles(sim_table, file_label) -> dict[str, SimModelProfile]
@@ -27,7 +28,7 @@ Stdlib only (plus orjson for the prompts file): importing this package never loa
 from __future__ import annotations
 
 from oxconsole.workload.describe import describe
-from oxconsole.workload.load import load_sim_section, load_workload, resolve_api_key
+from oxconsole.workload.load import load_sim_section, load_workload, resolve_api_key, resolve_headers
 from oxconsole.workload.overrides import apply_override
 from oxconsole.workload.prompts import check_prompts, iter_prompts
 from oxconsole.workload.schema import (
@@ -79,4 +80,5 @@ __all__ = [
     "parse_duration",
     "parse_sim_profiles",
     "resolve_api_key",
+    "resolve_headers",
 ]

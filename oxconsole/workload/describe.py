@@ -11,6 +11,7 @@ import json
 import os
 
 from oxconsole.workload.errors import did_you_mean
+from oxconsole.workload.lengths import describe_length, fmt_stats
 from oxconsole.workload.schema import RETRY_WORDS, PromptStats, Workload, fill_results
 from oxconsole.workload.values import fmt_duration
 
@@ -44,6 +45,12 @@ def _endpoint_lines(w: Workload) -> list[str]:
             state = "set" if os.environ.get(ep.api_key_env, "").strip() else "NOT SET"
             key = f"key from ${ep.api_key_env} ({state})"
         extra = ", TLS verification OFF" if ep.insecure else ""
+        names = list(ep.headers) + [
+            f"{h} from ${v} ({'set' if os.environ.get(v, '').strip() else 'NOT SET'})"
+            for h, v in ep.headers_env.items()
+        ]
+        if names:
+            extra += ", headers " + ", ".join(names)
         lines.append(f"  {ep.name:<{width}}  {url}  {key}, max {ep.max_connections} connections{extra}")
     return lines
 
@@ -59,6 +66,10 @@ def _model_lines(w: Workload) -> list[str]:
         )
         if m.temperature is not None:
             bits.append(f"temperature {_fmt_num(m.temperature)}")
+        if m.ignore_eos:
+            bits.append("ignore_eos")
+        if m.extra_body:
+            bits.append("extra_body " + ", ".join(m.extra_body))
         prices = []
         if m.price_per_request:
             prices.append(f"{_fmt_num(m.price_per_request)}/request")
@@ -74,19 +85,31 @@ def _model_lines(w: Workload) -> list[str]:
 def _prompt_lines(w: Workload, stats: PromptStats) -> list[str]:
     pc, run = w.prompts, w.run
     if pc.file is not None:
-        source = f"file {pc.file}"
+        source = {"jsonl": "file", "sharegpt": "ShareGPT file", "openai-batch": "OpenAI Batch input file"}[
+            pc.format
+        ] + f" {pc.file}"
     elif pc.items is not None:
         source = "inline items"
     else:
         assert pc.synthetic is not None
         s = pc.synthetic
-        source = f"synthetic (~{s.input_tokens} input tokens, max_tokens {s.output_tokens}, seed {run.seed})"
+        prefix = f" after a shared prefix of {s.prefix_tokens}" if s.prefix_tokens else ""
+        source = (
+            f"synthetic (~{describe_length(s.input_tokens)} input tokens{prefix}, "
+            f"max_tokens {describe_length(s.output_tokens)}, seed {run.seed})"
+        )
     lines = [
         "",
         "prompts",
         f"  {source}: {stats.count} prompt{'s' if stats.count != 1 else ''}"
         + (f" x repeat {pc.repeat}" if pc.repeat > 1 else ""),
     ]
+    if stats.skipped:
+        lines.append(f"  skipped: {stats.skipped} conversations without a human turn and an answer")
+    for what, ls in (("input tokens", stats.input_lengths), ("max_tokens", stats.output_lengths)):
+        if ls is not None:
+            drawn = f" (the first {ls.count:_} prompts)" if ls.count < stats.count else ""
+            lines.append(f"  {what}: {fmt_stats(ls)}{drawn}")
     if stats.tags:
         lines.append("  tags: " + ", ".join(sorted(stats.tags)))
     if stats.models_referenced:

@@ -110,3 +110,23 @@ def resolve_api_key(w: Workload, endpoint: str) -> str | None:
             f"(export {ep.api_key_env}=..., or remove api_key_env for a server that needs no key)"
         )
     return value
+
+
+def resolve_headers(w: Workload, endpoint: str) -> tuple[dict[str, str], tuple[str, ...]]:
+    """One endpoint's extra headers (`headers`, then `headers_env` read from the environment) and
+    the values that came from the environment (to keep them out of error details and logs)."""
+    ep = w.endpoints[endpoint]
+    headers = dict(ep.headers)
+    secrets: list[str] = []
+    for name, var in ep.headers_env.items():
+        value = os.environ.get(var, "")
+        if not value.strip():
+            state = "is not set" if var not in os.environ else "is not set (it is empty)"
+            path = join_key(join_key(join_key("endpoints", endpoint), "headers_env"), name)
+            raise WorkloadError(
+                f"{printable(str(w.path))}: {path}: environment variable {var} {state}; "
+                f"expected it to hold the value of header {name}"
+            )
+        headers[name] = value
+        secrets.append(value)
+    return headers, tuple(secrets)

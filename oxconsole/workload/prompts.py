@@ -7,6 +7,8 @@ checked unique by their 64-bit hashes).
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import random
 from array import array
 from collections.abc import Iterator
@@ -17,7 +19,16 @@ import orjson
 from oxconsole.idset import repeated
 from oxconsole.workload.bounds import MAX_TOKENS, fmt_limit
 from oxconsole.workload.errors import did_you_mean, error, fail, printable, show
-from oxconsole.workload.schema import Prompt, PromptStats, Workload, WorkloadError
+from oxconsole.workload.lengths import SAMPLE_MAX, draws, length_stats
+from oxconsole.workload.schema import (
+    LengthStats,
+    Prompt,
+    PromptStats,
+    SyntheticConfig,
+    Workload,
+    WorkloadError,
+)
+from oxconsole.workload.sources import check_records, records
 
 _WORD_TEXT = (
     "time year people way day man thing woman life child world school state family student group "
@@ -34,7 +45,7 @@ _WORD_TEXT = (
 _WORDS = tuple(_WORD_TEXT.split())
 
 
-def _synthetic_text(seed: int, index: int, input_tokens: int) -> str:
+def _synthetic_text(seed: int, index: int | str, input_tokens: int) -> str:
     rng = random.Random(f"oxconsole-synthetic:{seed}:{index}")
     target = max(1, input_tokens * 4)
     words: list[str] = []
@@ -155,7 +166,11 @@ def _file_lines(w: Workload) -> Iterator[tuple[int, bytes]]:
 
 def _one_pass(w: Workload, suffix: str) -> Iterator[Prompt]:
     pc = w.prompts
-    if pc.file is not None:
+    if pc.file is not None and pc.format != "jsonl":
+        for _, p in records(w, _prompts_label(w)):
+            if p is not None:
+                yield dataclasses.replace(p, id=p.id + suffix) if suffix else p
+    elif pc.file is not None:
         label = _prompts_label(w)
         models = frozenset(m.name for m in w.models)
         for lineno, line in _file_lines(w):
@@ -171,15 +186,23 @@ def _one_pass(w: Workload, suffix: str) -> Iterator[Prompt]:
         for i, text in enumerate(pc.items):
             yield Prompt(f"item-{i}{suffix}", [{"role": "user", "content": text}], input_chars=len(text))
     elif pc.synthetic is not None:
-        syn = pc.synthetic
-        for i in range(syn.count):
-            text = _synthetic_text(w.run.seed, i, syn.input_tokens)
-            yield Prompt(
-                f"syn-{i}{suffix}",
-                [{"role": "user", "content": text}],
-                max_tokens=syn.output_tokens,
-                input_chars=len(text),
-            )
+        yield from _synthetic_pass(pc.synthetic, w.run.seed, suffix)
+
+
+def _synthetic_pass(syn: SyntheticConfig, seed: int, suffix: str) -> Iterator[Prompt]:
+    """One pass of synthetic prompts: lengths drawn in order (the same each pass), the shared prefix
+    first when there is one."""
+    prefix = _synthetic_text(seed, "prefix", syn.prefix_tokens) + " " if syn.prefix_tokens else ""
+    ins = draws(syn.input_tokens, seed, "input")
+    outs = draws(syn.output_tokens, seed, "output")
+    for i in range(syn.count):
+        text = prefix + _synthetic_text(seed, i, next(ins))
+        yield Prompt(
+            f"syn-{i}{suffix}",
+            [{"role": "user", "content": text}],
+            max_tokens=next(outs),
+            input_chars=len(text),
+        )
 
 
 def _count_one_pass(w: Workload) -> int:
@@ -188,6 +211,8 @@ def _count_one_pass(w: Workload) -> int:
         return len(pc.items)
     if pc.synthetic is not None:
         return pc.synthetic.count
+    if pc.format != "jsonl":
+        return sum(1 for _, p in records(w, _prompts_label(w)) if p is not None)
     return sum(1 for _ in _file_lines(w))
 
 
@@ -226,29 +251,20 @@ def iter_prompts(w: Workload) -> Iterator[Prompt]:
 def check_prompts(w: Workload) -> PromptStats:
     """Validate the whole prompt source before anything is sent; count prompts, tags and pinned models."""
     pc, run = w.prompts, w.run
-    tags: set[str] = set()
-    pinned: set[str] = set()
-    if pc.file is not None:
-        label = _prompts_label(w)
-        models = frozenset(m.name for m in w.models)
-        # Ids are checked for uniqueness by their 64-bit hashes (8 bytes a line, not a set of
-        # strings); the few lines whose hashes repeat are then compared by their ids.
-        keys = array("q")
-        key = keys.append
-        count = 0
-        for lineno, line in _file_lines(w):
-            sid, tag, model, _, _ = _parse_line(line, lineno, label, models)
-            count += 1
-            if tag is not None:
-                tags.add(tag)
-            if model is not None:
-                pinned.add(model)
-            key(hash(sid))
-        if count == 0:
-            raise error(label, "", "at least one prompt (one JSON object a line)", "an empty file")
-        _check_unique(w, keys, label, models)
+    tags: frozenset[str] = frozenset()
+    pinned: frozenset[str] = frozenset()
+    lengths: tuple[LengthStats | None, LengthStats | None] = (None, None)
+    skipped = 0
+    if pc.file is not None and pc.format != "jsonl":
+        found = check_records(w, _prompts_label(w))
+        count, skipped, pinned = found.count, found.skipped, found.models
+        lengths = (found.input_lengths, found.output_lengths)
+    elif pc.file is not None:
+        count, tags, pinned = _check_jsonl(w)
     else:
         count = _count_one_pass(w)
+        if pc.synthetic is not None:
+            lengths = _synthetic_stats(pc.synthetic, run.seed)
     if run.requests > 0:
         total: int | None = run.requests
     elif run.duration > 0:
@@ -256,8 +272,54 @@ def check_prompts(w: Workload) -> PromptStats:
     else:
         total = count * pc.repeat
     return PromptStats(
-        count=count, total_requests=total, tags=frozenset(tags), models_referenced=frozenset(pinned)
+        count=count,
+        total_requests=total,
+        tags=tags,
+        models_referenced=pinned,
+        input_lengths=lengths[0],
+        output_lengths=lengths[1],
+        skipped=skipped,
     )
+
+
+def _check_jsonl(w: Workload) -> tuple[int, frozenset[str], frozenset[str]]:
+    """Every line of a JSONL prompts file checked: (prompts, tags, models pinned by lines)."""
+    tags: set[str] = set()
+    pinned: set[str] = set()
+    label = _prompts_label(w)
+    models = frozenset(m.name for m in w.models)
+    # Ids are checked for uniqueness by their 64-bit hashes (8 bytes a line, not a set of
+    # strings); the few lines whose hashes repeat are then compared by their ids.
+    keys = array("q")
+    key = keys.append
+    count = 0
+    for lineno, line in _file_lines(w):
+        sid, tag, model, _, _ = _parse_line(line, lineno, label, models)
+        count += 1
+        if tag is not None:
+            tags.add(tag)
+        if model is not None:
+            pinned.add(model)
+        key(hash(sid))
+    if count == 0:
+        raise error(label, "", "at least one prompt (one JSON object a line)", "an empty file")
+    _check_unique(w, keys, label, models)
+    return count, frozenset(tags), frozenset(pinned)
+
+
+def _synthetic_stats(syn: SyntheticConfig, seed: int) -> tuple[LengthStats | None, LengthStats | None]:
+    """The drawn lengths of the first SAMPLE_MAX prompts (prefix included), for distributions only."""
+    n = min(syn.count, SAMPLE_MAX)
+    stats: list[LengthStats | None] = []
+    for spec, which, extra in (
+        (syn.input_tokens, "input", syn.prefix_tokens),
+        (syn.output_tokens, "output", 0),
+    ):
+        if isinstance(spec, int):
+            stats.append(None)
+        else:
+            stats.append(length_stats(extra + x for x in itertools.islice(draws(spec, seed, which), n)))
+    return stats[0], stats[1]
 
 
 def _check_unique(w: Workload, keys: array[int], label: str, models: frozenset[str]) -> None:

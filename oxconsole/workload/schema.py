@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 Arrival = Literal["closed", "constant", "poisson"]
+PromptsFormat = Literal["jsonl", "sharegpt", "openai-batch"]
 Strategy = Literal["weighted", "round_robin", "least_loaded"]
 
 DEFAULT_RETRY_ON: tuple[int | str, ...] = (429, 500, 502, 503, 504, "timeout", "connection", "stream")
@@ -89,6 +90,9 @@ class OutputConfig:
     """When the run ends, write `report.html` (self-contained) beside the journal."""
     prometheus: str | None = None
     """An address "HOST:PORT" where the engine serves `/metrics` while the run lasts; None = not served."""
+    batch_output: str | None = None
+    """Write an OpenAI Batch API output file here after the run (format = "openai-batch" only);
+    {name} is replaced by the workload name."""
 
     def prometheus_address(self) -> tuple[str, int] | None:
         """`prometheus` as (host, port); None when unset or not a HOST:PORT."""
@@ -119,6 +123,11 @@ class EndpointConfig:
     """Connection pool size for this endpoint."""
     insecure: bool = False
     """Skip TLS verification (warned about)."""
+    headers: dict[str, str] = field(default_factory=dict)
+    """Extra HTTP headers sent with every request to this endpoint."""
+    headers_env: dict[str, str] = field(default_factory=dict)
+    """Header name -> NAME of the environment variable holding its value (never the value itself;
+    the values are kept out of logs, journals and error details)."""
 
 
 @dataclass(frozen=True)
@@ -143,22 +152,49 @@ class ModelConfig:
     """Price per million input tokens."""
     price_per_1m_output: float = 0.0
     """Price per million output tokens."""
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    """Fields added to every request body built for this model (a server's own parameters)."""
+    ignore_eos: bool = False
+    """Send `ignore_eos = true` (vLLM, SGLang): answers run to max_tokens."""
+
+
+Dist = Literal["normal", "lognormal", "uniform"]
+
+
+@dataclass(frozen=True)
+class LengthDist:
+    """A distribution of lengths in tokens, each draw rounded and kept within [min, max]."""
+
+    dist: Dist
+    """normal / lognormal (mean and stddev of the lengths themselves) or uniform (min to max)."""
+    mean: float
+    """Mean length (uniform: the midpoint of min and max)."""
+    stddev: float
+    """Standard deviation of the lengths (uniform: that of the range)."""
+    min: int
+    """Shortest length drawn (draws below are raised to it)."""
+    max: int
+    """Longest length drawn (draws above are cut to it)."""
 
 
 @dataclass(frozen=True)
 class SyntheticConfig:
     count: int
     """Number of distinct synthetic prompts in one pass."""
-    input_tokens: int = 200
-    """Approximate prompt length in tokens (about 4 characters a token)."""
-    output_tokens: int = 64
-    """max_tokens sent with each synthetic prompt."""
+    input_tokens: int | LengthDist = 200
+    """Prompt length in tokens (about 4 characters a token), fixed or drawn per prompt."""
+    output_tokens: int | LengthDist = 64
+    """max_tokens sent with each synthetic prompt, fixed or drawn per prompt."""
+    prefix_tokens: int = 0
+    """A prefix of this many tokens shared by every prompt, before its own text (prefix caching)."""
 
 
 @dataclass(frozen=True)
 class PromptsConfig:
     file: Path | None = None
     """Resolved relative to the workload file's folder."""
+    format: PromptsFormat = "jsonl"
+    """What the file holds: oxconsole's JSONL prompts, ShareGPT conversations or OpenAI Batch input."""
     items: tuple[str, ...] | None = None
     """Inline prompts (ids item-0, item-1, ...)."""
     synthetic: SyntheticConfig | None = None
@@ -245,6 +281,9 @@ class Prompt:
     """Per-prompt cap (synthetic prompts set it from output_tokens); None = the model's max_tokens."""
     input_chars: int = 0
     """Characters of message content, for input-token estimates (~4 chars a token)."""
+    body: dict[str, Any] | None = None
+    """A request body to send as given (an OpenAI Batch input line's), its model set to the model's
+    name; None = the body is built from `messages` and the model's settings."""
 
 
 @dataclass(frozen=True)
@@ -288,3 +327,24 @@ class PromptStats:
     """Tags seen on prompts."""
     models_referenced: frozenset[str] = frozenset()
     """Models named by prompts' own `model` key."""
+    input_lengths: LengthStats | None = None
+    """Prompt lengths in tokens (estimated) over the pass, where the source has varying lengths."""
+    output_lengths: LengthStats | None = None
+    """max_tokens over the pass, where the source sets them per prompt."""
+    skipped: int = 0
+    """Entries of the file that give no prompt (ShareGPT conversations without a human turn and
+    an answer)."""
+
+
+@dataclass(frozen=True)
+class LengthStats:
+    """Lengths in tokens seen in one pass: how many, their mean, median, 99th percentile, extremes."""
+
+    count: int
+    mean: float
+    p50: int
+    p99: int
+    min: int
+    max: int
+    sampled: int
+    """How many of them the percentiles are taken over (the first ones, when there are very many)."""

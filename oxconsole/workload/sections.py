@@ -17,6 +17,8 @@ from typing import Any, Literal, cast
 
 from oxconsole.workload import bounds as b
 from oxconsole.workload.errors import Problems, did_you_mean, join_key, show
+from oxconsole.workload.lengths import parse_length
+from oxconsole.workload.requestkeys import ENV_NAME, extra_body, request_headers
 from oxconsole.workload.schema import (
     RETRY_WORDS,
     Arrival,
@@ -24,6 +26,7 @@ from oxconsole.workload.schema import (
     ModelConfig,
     OutputConfig,
     PromptsConfig,
+    PromptsFormat,
     RetryConfig,
     RoutingConfig,
     RoutingRule,
@@ -37,20 +40,19 @@ from oxconsole.workload.schema import (
 )
 from oxconsole.workload.values import Table, fmt_duration, is_int
 
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _TOP = ("name", "run", "output", "endpoints", "models", "prompts", "routing", "retry", "sim")
 _RUN = (
     "concurrency", "rate", "burst", "tpm", "arrival", "requests", "duration",
     "timeout", "stream", "seed", "workers", "grace",
 )  # fmt: skip
-_OUTPUT = ("results", "save_text", "html", "prometheus")
-_ENDPOINT = ("base_url", "api_key_env", "max_connections", "insecure")
+_OUTPUT = ("results", "save_text", "html", "prometheus", "batch_output")
+_ENDPOINT = ("base_url", "api_key_env", "max_connections", "insecure", "headers", "headers_env")
 _MODEL = (
     "name", "endpoint", "weight", "max_tokens", "max_tokens_param", "temperature",
-    "price_per_request", "price_per_1m_input", "price_per_1m_output",
+    "price_per_request", "price_per_1m_input", "price_per_1m_output", "extra_body", "ignore_eos",
 )  # fmt: skip
-_PROMPTS = ("file", "items", "synthetic", "repeat")
-_SYNTHETIC = ("count", "input_tokens", "output_tokens")
+_PROMPTS = ("file", "format", "items", "synthetic", "repeat")
+_SYNTHETIC = ("count", "input_tokens", "output_tokens", "prefix_tokens")
 _ROUTING = ("strategy", "rules")
 _RULE = ("tag", "models", "fallback")
 _RETRY = ("max_attempts", "backoff", "backoff_max", "on")
@@ -133,11 +135,18 @@ def _parse_output(errs: Problems, data: Any) -> OutputConfig:
         prometheus = t.str_("prometheus", "", 'an address "HOST:PORT" such as "127.0.0.1:9464"')
         if prometheus and split_host_port(prometheus) is None:
             t.fail("prometheus", 'an address "HOST:PORT" such as "127.0.0.1:9464"')
+    batch_output = t.str_("batch_output", "", "a non-empty path") or None
+    if batch_output is not None:
+        try:
+            fill_results(batch_output, "x")
+        except ValueError:
+            t.fail("batch_output", "a path where {name} is the only placeholder")
     return OutputConfig(
         results=results,
         save_text=t.bool_("save_text", d.save_text),
         html=t.bool_("html", d.html),
         prometheus=prometheus or None,
+        batch_output=batch_output,
     )
 
 
@@ -166,6 +175,8 @@ def _parse_endpoints(errs: Problems, data: Any) -> dict[str, EndpointConfig]:
                 "max_connections", 1000, 1, b.MAX_CONCURRENCY, " (connections in the pool)"
             ),
             insecure=t.bool_("insecure", False),
+            headers=request_headers(t, "headers", "a header value (string)"),
+            headers_env=request_headers(t, "headers_env", "the NAME of an environment variable"),
         )
     return out
 
@@ -174,7 +185,7 @@ def _api_key_env(t: Table) -> str | None:
     if not t.has("api_key_env"):
         return None
     v = t.data["api_key_env"]
-    if isinstance(v, str) and _ENV_NAME.fullmatch(v):
+    if isinstance(v, str) and ENV_NAME.fullmatch(v):
         return v
     # Never echo the value: people paste the key itself here.
     got = "a value that is not a variable name (not shown, it may be a secret)"
@@ -218,6 +229,8 @@ def _parse_models(errs: Problems, data: Any, endpoints: Collection[str] | None) 
             price_per_request=t.num("price_per_request", 0.0, b.MAX_PRICE, _PRICE),
             price_per_1m_input=t.num("price_per_1m_input", 0.0, b.MAX_PRICE, _PRICE),
             price_per_1m_output=t.num("price_per_1m_output", 0.0, b.MAX_PRICE, _PRICE),
+            extra_body=extra_body(t),
+            ignore_eos=t.bool_("ignore_eos", False),
         )
         if name and not t.broken:
             out.append(model)
@@ -256,8 +269,11 @@ def _parse_prompts(errs: Problems, data: Any, base: Path) -> PromptsConfig:
             "none" if not sources else " and ".join(sources),
         )
         return PromptsConfig()
+    fmt = cast(PromptsFormat, t.enum("format", "jsonl", ("jsonl", "sharegpt", "openai-batch")))
+    if t.has("format") and not t.has("file"):
+        t.fail("format", "nothing without prompts.file (the format is that of the file)")
     if t.has("file"):
-        return PromptsConfig(file=_prompts_file(t, base), repeat=repeat)
+        return PromptsConfig(file=_prompts_file(t, base), format=fmt, repeat=repeat)
     if t.has("items"):
         items = t.str_list("items", "prompt strings", allow_empty=False)
         return PromptsConfig(items=tuple(items or ()), repeat=repeat)
@@ -266,8 +282,9 @@ def _parse_prompts(errs: Problems, data: Any, base: Path) -> PromptsConfig:
         s.required("count", "an integer >= 1")
     syn = SyntheticConfig(
         count=s.int_("count", 1, 1, b.MAX_COUNT, " (prompts in one pass)"),
-        input_tokens=s.int_("input_tokens", 200, 1, b.MAX_TOKENS, " (tokens)"),
-        output_tokens=s.int_("output_tokens", 64, 1, b.MAX_TOKENS, " (tokens)"),
+        input_tokens=parse_length(s, "input_tokens", 200),
+        output_tokens=parse_length(s, "output_tokens", 64),
+        prefix_tokens=s.int_("prefix_tokens", 0, 0, b.MAX_TOKENS, " (tokens)"),
     )
     return PromptsConfig(synthetic=syn, repeat=repeat)
 
@@ -472,6 +489,12 @@ def build_workload(raw: dict[str, Any], path: Path, errs: Problems) -> Workload:
     routing = _parse_routing(errs, raw.get("routing", {}), _model_names_in(raw.get("models")))
     retry = _parse_retry(errs, raw.get("retry", {}))
     sim = _parse_sim(errs, raw["sim"]) if "sim" in raw else {}
+    if output.batch_output is not None and prompts.format != "openai-batch" and not errs.has("prompts"):
+        errs.add(
+            "output.batch_output",
+            'a prompts file of format = "openai-batch" (the output answers its custom_ids)',
+            f'prompts of format "{prompts.format}"' if prompts.file else "prompts that are not a file",
+        )
     errs.raise_if_any(raw)
     return Workload(
         path=path,

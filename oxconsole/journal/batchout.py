@@ -1,0 +1,108 @@
+"""The OpenAI Batch API output file (and its errors file), written from a run's journal.
+
+Why this module exists: a team that ran its Batch input file live (`format = "openai-batch"`)
+wants the file the Batch API would have given back, to feed the same downstream code. The
+journal holds what each request came to (text, token counts, error), so the output is built from
+it after the run: one line per request, in journal order, successes in `batch_output` and
+failures in the errors file next to it, as the Batch API splits them. The journal is read twice,
+line by line (the second time only to write), so a million requests take no more memory than
+the few ids journaled more than once (`--resume` re-runs).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from array import array
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from oxconsole.idset import repeated
+
+
+def errors_path(output: Path) -> Path:
+    """Where failures go: `output.jsonl` -> `output.errors.jsonl`."""
+    return output.with_name(f"{output.stem}.errors{output.suffix or '.jsonl'}")
+
+
+def _records(journal: Path) -> Iterator[dict[str, Any]]:
+    with open(journal, "rb") as f:
+        for line in f:
+            if line.strip():
+                try:
+                    rec = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue  # a line cut by a crash: the journal's reader skips it too
+                if isinstance(rec, dict) and isinstance(rec.get("id"), str):
+                    yield rec
+
+
+def _short_hash(*parts: str) -> str:
+    return hashlib.blake2b("\x00".join(parts).encode(), digest_size=12).hexdigest()
+
+
+def batch_line(rec: dict[str, Any], run: str) -> tuple[bool, bytes]:
+    """(ok, the Batch output line) for one journal record."""
+    rid = rec["id"]
+    line: dict[str, Any] = {"id": f"batch_req_{_short_hash(run, rid)}", "custom_id": rid}
+    request_id = f"req_{_short_hash(run, rid, 'request')}"
+    err = rec.get("error")
+    if rec.get("status") == "ok":
+        pt, ct = int(rec.get("input_tokens") or 0), int(rec.get("output_tokens") or 0)
+        body = {
+            "id": f"chatcmpl-{_short_hash(run, rid, 'completion')}",
+            "object": "chat.completion",
+            "created": int(rec.get("t_sent") or 0),
+            "model": rec.get("model"),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": rec.get("text")},
+                    "finish_reason": None,
+                }
+            ],
+            "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct},
+        }
+        line["response"] = {"status_code": 200, "request_id": request_id, "body": body}
+        line["error"] = None
+        return True, orjson.dumps(line) + b"\n"
+    detail = rec.get("error_detail") or err or "failed"
+    if isinstance(err, str) and err.startswith("http_") and err[5:].isdigit():
+        error_body = {"error": {"message": detail, "type": None, "param": None, "code": None}}
+        line["response"] = {"status_code": int(err[5:]), "request_id": request_id, "body": error_body}
+        line["error"] = None
+    else:
+        line["response"] = None
+        line["error"] = {"code": err or "error", "message": detail}
+    return False, orjson.dumps(line) + b"\n"
+
+
+def write_batch_output(journal: Path, output: Path, run: str) -> tuple[int, int]:
+    """Write the Batch output and errors files from `journal`: (successes, failures) written.
+
+    A request journaled more than once (re-run by `--resume`) is written once, as its last record
+    says. `run` (the workload name) seeds the `batch_req_` and `req_` ids, so they are stable.
+    """
+    keys = array("q", (hash(r["id"]) for r in _records(journal)))
+    twice = repeated(keys)
+    last: dict[str, int] = {}
+    if twice:
+        for i, r in enumerate(_records(journal)):
+            if hash(r["id"]) in twice:
+                last[r["id"]] = i
+    output.parent.mkdir(parents=True, exist_ok=True)
+    failed = errors_path(output)
+    n_ok = n_err = 0
+    with open(output.with_name(output.name + ".tmp"), "wb") as good, open(failed, "wb") as bad:
+        for i, rec in enumerate(_records(journal)):
+            if last and last.get(rec["id"], i) != i:
+                continue
+            ok, data = batch_line(rec, run)
+            (good if ok else bad).write(data)
+            n_ok += ok
+            n_err += not ok
+    os.replace(output.with_name(output.name + ".tmp"), output)
+    return n_ok, n_err

@@ -1,0 +1,81 @@
+"""OpenAI Batch API input files (`[prompts] format = "openai-batch"`): each line one request, run live.
+
+Why this module exists: teams keep their batch jobs as Batch API input files
+(`{"custom_id", "method", "url", "body"}` a line). Running one as a workload sends each body as
+given, to the model its `model` names in `[[models]]`, with `custom_id` as the request id, so
+the same file measures an endpoint live and, with `[output] batch_output`, gives the Batch
+output file back. Each line is checked on its own and a bad one is named with what is wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from oxconsole.workload.errors import did_you_mean, error, fail
+from oxconsole.workload.schema import Prompt
+
+URLS = ("/v1/chat/completions",)
+"""The Batch API urls a line may name (completions and embeddings are not run yet)."""
+
+
+def _content_chars(messages: list[Any]) -> int:
+    n = 0
+    for m in messages:
+        c = m.get("content") if isinstance(m, dict) else None
+        if isinstance(c, str):
+            n += len(c)
+        elif isinstance(c, list):
+            n += sum(len(p["text"]) for p in c if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return n
+
+
+def parse_batch_line(line: bytes, where: str, label: str, models: Collection[str]) -> Prompt:
+    """One Batch input line as a prompt carrying its body; WorkloadError naming the line otherwise."""
+    try:
+        obj = orjson.loads(line)
+    except orjson.JSONDecodeError as e:
+        raise error(label, where, "a JSON object", f"invalid JSON ({e.msg.split(':')[0]})") from None
+    if type(obj) is not dict:
+        fail(label, where, 'a JSON object with "custom_id", "method", "url" and "body"', obj)
+    cid = obj.get("custom_id")
+    if type(cid) is not str or not cid:
+        fail(label, f"{where}: custom_id", "a non-empty string", cid)
+    if obj.get("method") != "POST":
+        fail(label, f"{where}: method", '"POST"', obj.get("method"))
+    url = obj.get("url")
+    if url not in URLS:
+        fail(label, f"{where}: url", " | ".join(f'"{u}"' for u in URLS), url)
+    body = obj.get("body")
+    if type(body) is not dict:
+        fail(label, f"{where}: body", "a JSON object (the request body)", body)
+    model = body.get("model")
+    if type(model) is not str or model not in models:
+        hint = did_you_mean(model, models) if type(model) is str else None
+        what = "the name of a model in [[models]]" + (f' (did you mean "{hint}"?)' if hint else "")
+        fail(label, f"{where}: body.model", what, model)
+    messages = body.get("messages")
+    if type(messages) is not list or not messages or any(type(m) is not dict for m in messages):
+        fail(label, f"{where}: body.messages", 'a non-empty array of {"role", "content"} objects', messages)
+    cap = body.get("max_completion_tokens", body.get("max_tokens"))
+    max_tokens = cap if type(cap) is int and cap > 0 else None
+    return Prompt(
+        cid,
+        messages,
+        model=model,
+        max_tokens=max_tokens,
+        input_chars=_content_chars(messages),
+        body=body,
+    )
+
+
+def batch_prompts(path: Path, label: str, models: Collection[str]) -> Iterator[tuple[str, Prompt]]:
+    """(where, prompt) for every non-blank line of the file, streamed."""
+    with open(path, "rb") as f:
+        for lineno, line in enumerate(f, 1):
+            if line and not line.isspace():
+                where = f"line {lineno}"
+                yield where, parse_batch_line(line, where, label, models)

@@ -1,0 +1,85 @@
+"""Prompts files in other people's formats (ShareGPT, OpenAI Batch input): read, checked, counted.
+
+Why this module exists: `prompts.py` streams and checks oxconsole's own JSONL; a file in another
+format goes through the same two steps here, as a stream of `(where, prompt)` records, so the
+checks (unique ids, pinned models, the length summary `validate` prints) are written once for
+every such format.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from oxconsole.idset import repeated
+from oxconsole.workload.batch import batch_prompts
+from oxconsole.workload.errors import error, printable, show
+from oxconsole.workload.lengths import SAMPLE_MAX, length_stats
+from oxconsole.workload.schema import LengthStats, Prompt, Workload
+from oxconsole.workload.sharegpt import sharegpt_prompts
+
+
+def records(w: Workload, label: str) -> Iterator[tuple[str, Prompt | None]]:
+    """(where, prompt) for each entry of the prompts file; prompt None for an entry that is skipped."""
+    path = w.prompts.file
+    assert path is not None
+    try:
+        open(path, "rb").close()
+    except OSError as e:
+        raise error(
+            printable(str(w.path)), "prompts.file", "a readable file", f"{show(str(path))} ({e.strerror})"
+        ) from None
+    if w.prompts.format == "sharegpt":
+        yield from sharegpt_prompts(path, label)
+    else:
+        yield from batch_prompts(path, label, frozenset(m.name for m in w.models))
+
+
+@dataclass(frozen=True)
+class FileCheck:
+    count: int
+    skipped: int
+    models: frozenset[str]
+    input_lengths: LengthStats | None
+    output_lengths: LengthStats | None
+
+
+def check_records(w: Workload, label: str) -> FileCheck:
+    """Read the whole file once: every entry checked, ids unique, lengths summed up."""
+    keys = array("q")
+    count = skipped = 0
+    pinned: set[str] = set()
+    ins = array("q")
+    outs = array("q")
+    for _, p in records(w, label):
+        if p is None:
+            skipped += 1
+            continue
+        count += 1
+        keys.append(hash(p.id))
+        if p.model is not None:
+            pinned.add(p.model)
+        if count <= SAMPLE_MAX:
+            ins.append((p.input_chars + 3) // 4)
+            if p.max_tokens is not None:
+                outs.append(p.max_tokens)
+    if count == 0:
+        what = "an empty file" if not skipped else f"{skipped} entries, none with a human turn and an answer"
+        raise error(label, "", "at least one prompt", what)
+    _check_unique(w, label, keys)
+    return FileCheck(count, skipped, frozenset(pinned), length_stats(ins), length_stats(outs))
+
+
+def _check_unique(w: Workload, label: str, keys: array[int]) -> None:
+    """Raise at the first entry whose id an earlier one has (only ids whose hash repeats are kept)."""
+    twice = repeated(keys)
+    if not twice:
+        return
+    first: dict[str, str] = {}
+    for where, p in records(w, label):
+        if p is None or hash(p.id) not in twice:
+            continue
+        if p.id in first:
+            raise error(label, f"{where}: id", f"a unique id ({first[p.id]} has the same id)", show(p.id))
+        first[p.id] = where
