@@ -112,6 +112,8 @@ class RunEnd:
     """--summary-json: a file the engine process wrote, or `-`/a stream this console writes."""
     kept_aside: Path | None = None
     """Where the journal of an earlier run was moved when this one started."""
+    log: Path | None = None
+    """The engine process's log (else the one beside the journal, if the run has written it)."""
 
 
 def finish_run(source: SocketSource, ended: RunEnd | None = None) -> int:
@@ -152,9 +154,9 @@ def show_end(summary: dict[str, Any], results: Path, ended: RunEnd, *, since: fl
         for p in (results.parent / SUMMARY_NAME, Path(target) if target and not stream else None)
         if p is not None and _written_since(p, since)
     ]
-    log = results.parent / LOG_NAME
+    log = ended.log or results.parent / LOG_NAME
     summaries = written + ([stream] if stream else [])
-    tell_where(results, summaries, log if _written_since(log, since) else None, ended.kept_aside)
+    tell_where(results, summaries, log if ended.log or _written_since(log, since) else None, ended.kept_aside)
 
 
 def _written_since(p: Path, since: float) -> bool:

@@ -172,7 +172,7 @@ def _run_console(ns: argparse.Namespace, prep: PreparedRun) -> int | None:
         summary_json=ns.summary_json,
         progress_interval=ns.progress_interval,
     )
-    ended = RunEnd(summary_json=ns.summary_json, kept_aside=prep.kept_aside)
+    ended = RunEnd(summary_json=ns.summary_json, kept_aside=prep.kept_aside, log=host.log)
 
     def early_end(summary: dict[str, Any], results: Path) -> None:
         show_end(summary, results, ended, since=started)

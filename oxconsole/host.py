@@ -12,7 +12,9 @@ and writes `summary.json` beside the results before it tells its consoles the ru
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -70,11 +72,10 @@ def open_log(log: Path) -> int:
     responses); a log left readable by an older version is made owner-only. A descriptor."""
     log.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        if os.fstat(fd).st_mode & 0o077:
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISREG(mode) and mode & 0o077:  # never a terminal or a pipe given with --log
+        with contextlib.suppress(OSError):  # not ours to change: leave it as it is
             os.fchmod(fd, 0o600)
-    except OSError:  # not ours to change (a log given with --log): leave it as it is
-        pass
     return fd
 
 

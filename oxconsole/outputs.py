@@ -46,7 +46,7 @@ SUMMARY_STREAMS = {
 MANY_EARLIER = 2
 """From this many journals kept aside beside the current one, the end of a run says how many and
 how to clean them."""
-_STAMP = r"\d{8}-\d{6}(?:-\d+)?"
+_STAMP = r"(\d{8}-\d{6})(?:-(\d+))?"
 """The time stamp `keep_aside` puts in a kept journal's name (`results.20261130-101500.jsonl`)."""
 
 _KINDS = (
@@ -166,10 +166,11 @@ def earlier_journals(path: Path) -> list[Path]:
     """The journals kept aside beside `path` by earlier runs (`keep_aside` names), oldest first."""
     pattern = re.compile(re.escape(path.stem) + r"\." + _STAMP + re.escape(path.suffix) + r"\Z")
     try:
-        names = sorted(n for n in os.listdir(path.parent) if pattern.match(n))
+        found = [(m.group(1), m.group(2), n) for n in os.listdir(path.parent) if (m := pattern.match(n))]
     except OSError:
         return []
-    return [path.with_name(n) for n in names]
+    found.sort(key=lambda f: (f[0], int(f[1] or 0)))
+    return [path.with_name(n) for _, _, n in found]
 
 
 # --- the end of a run ---------------------------------------------------------------------------

@@ -130,10 +130,13 @@ def test_unusable_output_paths_are_bad_input_before_anything_is_sent(
     }[case]
     if case == "meta-is-a-folder":
         (out / "results.jsonl.meta.json").mkdir()
+    beside_devices = [Path(f"/dev/{d}.meta.json") for d in ("full", "null")]
+    before = [p.exists() for p in beside_devices]
     r = oxc(str(w), "--headless", *args, cwd=tmp_path)
     assert_refused(r, named, expected)
     assert journal.read_bytes() == old and earlier_journals(journal) == []
-    assert not (tmp_path / "r.jsonl").exists() and not (Path("/dev") / "full.meta.json").exists()
+    assert not (tmp_path / "afile").is_dir()
+    assert [p.exists() for p in beside_devices] == before  # nothing written into /dev
 
 
 @pytest.mark.parametrize("where", ["results", "results-subfolder", "summary"])
