@@ -152,7 +152,10 @@ file = "{prompts}"
 def start_sim() -> tuple[subprocess.Popen[str], str]:
     profiles = {"m": {"ttft": 0, "tokens_per_s": 0, "output_tokens": 4, "capacity": 100000, "jitter": 0}}
     proc = subprocess.Popen(
-        [*OX, "sim", "--profiles-json", json.dumps(profiles)], stdout=subprocess.PIPE, text=True, cwd=ROOT
+        [*OX, "sim", "--port", "0", "--profiles-json", json.dumps(profiles)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
     )
     assert proc.stdout is not None
     url = proc.stdout.readline().strip()

@@ -13,24 +13,29 @@ import math
 import sys
 import time
 from collections.abc import Callable, Coroutine, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
 
-from oxconsole.control import RunEntry, SocketSource, list_runs, pid_alive
+from oxconsole.control import RunEntry, SocketSource, list_runs, pid_alive, run_dirs
 from oxconsole.control.registry import answers
 from oxconsole.engine.commands import Stop
+from oxconsole.headless import print_summary, tell_where
+from oxconsole.outputs import summary_stream
 from oxconsole.runprep import EXIT_BAD_INPUT, LOG_NAME, SUMMARY_NAME, Parser
 
 __all__ = [
     "NO_RUN",
+    "RunEnd",
     "attach_main",
     "console_session",
     "finish_run",
     "load_console",
     "ps_main",
     "render_ps",
+    "show_end",
 ]
 
 NO_RUN = "no run is going; start one with oxconsole WORKLOAD.toml"
@@ -63,8 +68,10 @@ def console_session(
     theme: str | None,
     refresh: float,
     wait_exit: Callable[[float], object] | None = None,
+    ended: RunEnd | None = None,
 ) -> int:
-    """Open the console on a run; after `q` print its summary, after `d` how to come back."""
+    """Open the console on a run; after `q` print its summary and where its files are, after `d`
+    how to come back."""
     if not answers(source.path):
         print(
             f"oxconsole: run {source.name} (pid {source.pid}) does not answer on {source.path}",
@@ -82,7 +89,7 @@ def console_session(
     if result == "detach" and not source.ended:
         print(_goes_on(source))
         return 0
-    code = finish_run(source)
+    code = finish_run(source, ended)
     if wait_exit is not None:
         with contextlib.suppress(Exception):
             wait_exit(10.0)
@@ -96,11 +103,22 @@ def _goes_on(source: SocketSource) -> str:
     return f"run {source.name} goes on (pid {source.pid}); re-attach with: oxconsole attach {key}"
 
 
-# --- the end of a session: stop the run, print its summary --------------------------------------
-def finish_run(source: SocketSource) -> int:
-    """Make sure the run stops, wait for its end message, print the summary; its exit code."""
-    from oxconsole.report import render_summary
+# --- the end of a session: stop the run, print its summary and where its files are -------------
+@dataclass(frozen=True)
+class RunEnd:
+    """What the console that started a run knows of its outputs beyond what the run tells."""
 
+    summary_json: str | None = None
+    """--summary-json: a file the engine process wrote, or `-`/a stream this console writes."""
+    kept_aside: Path | None = None
+    """Where the journal of an earlier run was moved when this one started."""
+    log: Path | None = None
+    """The engine process's log (else the one beside the journal, if the run has written it)."""
+
+
+def finish_run(source: SocketSource, ended: RunEnd | None = None) -> int:
+    """Make sure the run stops, wait for its end message, print the summary and where the run's
+    files are; its exit code."""
     if not source.ended:
         _stop(source)
     summary = source.final_summary
@@ -118,8 +136,35 @@ def finish_run(source: SocketSource) -> int:
         code = 1 if errors else 0
     for w in source.warnings:
         print(f"oxconsole: warning: {w}", file=sys.stderr)
-    print(render_summary(summary))
+    if source.results_path:
+        show_end(summary, Path(source.results_path), ended or RunEnd(), since=source.started_at)
+    else:
+        print_summary(summary, None)
     return 0 if code is None else code
+
+
+def show_end(summary: dict[str, Any], results: Path, ended: RunEnd, *, since: float) -> None:
+    """The summary table (and the summary JSON when it goes to a stream), then where the journal,
+    the summaries and the engine log of the run that started at `since` are."""
+    target = ended.summary_json
+    stream = target if target and summary_stream(target) else None
+    print_summary(summary, stream)
+    written = [
+        str(p)
+        for p in (results.parent / SUMMARY_NAME, Path(target) if target and not stream else None)
+        if p is not None and _written_since(p, since)
+    ]
+    log = ended.log or results.parent / LOG_NAME
+    summaries = written + ([stream] if stream else [])
+    tell_where(results, summaries, log if ended.log or _written_since(log, since) else None, ended.kept_aside)
+
+
+def _written_since(p: Path, since: float) -> bool:
+    """`p` exists and was written by the run that started at `since` (not left by an earlier one)."""
+    try:
+        return p.stat().st_mtime >= since - 1.0
+    except OSError:
+        return False
 
 
 def _stop(source: SocketSource) -> None:
@@ -214,10 +259,19 @@ def render_ps(entries: list[RunEntry], now: float | None = None) -> str:
     return "\n".join(line(r) for r in [head, *rows])
 
 
+def say_run_dirs(prog: str) -> None:
+    """On stderr: why a folder where runs are usually found is not looked in, and where instead."""
+    dirs, notes = run_dirs()
+    instead = f"looking in {dirs[0]}" if dirs else "no folder left to look in"
+    for note in notes:
+        print(f"{prog}: {note}; {instead}", file=sys.stderr)
+
+
 def ps_main(argv: list[str]) -> int:
     p = Parser(prog="oxconsole ps", description="List the runs going on this machine for this user.")
     p.add_argument("--json", action="store_true", help="print a JSON array of registry entries")
     ns = p.parse_args(argv)
+    say_run_dirs("oxconsole ps")
     entries = list_runs()
     if ns.json:
         print(orjson.dumps([e.to_dict() for e in entries], option=orjson.OPT_INDENT_2).decode())
@@ -274,6 +328,7 @@ def attach_main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
+    say_run_dirs("oxconsole attach")
     entries = list_runs()
     if not entries:
         print(f"oxconsole attach: {NO_RUN}", file=sys.stderr)

@@ -11,6 +11,9 @@ import argparse
 import json
 import os
 import sys
+import time
+from pathlib import Path
+from typing import Any
 
 from oxconsole import __version__
 from oxconsole.runprep import (
@@ -52,7 +55,11 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--resume", action="store_true", help="continue from the results journal: ids already ok are not sent"
     )
-    p.add_argument("--summary-json", metavar="PATH", help="also write the summary JSON to PATH")
+    p.add_argument(
+        "--summary-json",
+        metavar="PATH",
+        help="also write the summary JSON to PATH; - (or /dev/stdout): on stdout, and the table on stderr",
+    )
     p.add_argument("--output", metavar="PATH", help="override [output] results")
     p.add_argument("--prometheus", metavar="HOST:PORT", help="serve /metrics while the run lasts")
     p.add_argument(
@@ -149,7 +156,7 @@ def _run(ns: argparse.Namespace) -> int:
     _check_flags(ns)
     if ns.prometheus:  # the same as [output] prometheus, checked with the workload
         ns.overrides.append(f"output.prometheus={json.dumps(ns.prometheus)}")
-    prep = prepare_run(ns.workload, ns.overrides, ns.output, ns.resume)
+    prep = prepare_run(ns.workload, ns.overrides, ns.output, ns.resume, ns.summary_json)
     headless = ns.headless or not sys.stdout.isatty()
     if not headless:
         code = _run_console(ns, prep)
@@ -158,12 +165,12 @@ def _run(ns: argparse.Namespace) -> int:
     from oxconsole.headless import report_outcome, run_headless
 
     outcome = run_headless(prep, ns.progress_interval)
-    return report_outcome(outcome, ns.summary_json)
+    return report_outcome(outcome, prep, ns.summary_json)
 
 
 def _run_console(ns: argparse.Namespace, prep: PreparedRun) -> int | None:
     """Start the engine process and open the console on it; None: no console, run headless."""
-    from oxconsole.attach import console_session, load_console
+    from oxconsole.attach import RunEnd, console_session, load_console, show_end
     from oxconsole.control import SocketSource
     from oxconsole.host import spawn_host, wait_listening
 
@@ -171,17 +178,25 @@ def _run_console(ns: argparse.Namespace, prep: PreparedRun) -> int | None:
     if run_console is None:
         print(f"oxconsole: {why}; running headless.", file=sys.stderr)
         return None
+    started = time.time()
     host = spawn_host(
         prep,
         resume=ns.resume,
         summary_json=ns.summary_json,
         progress_interval=ns.progress_interval,
     )
-    entry = wait_listening(host, timeout=10.0)
+    ended = RunEnd(summary_json=ns.summary_json, kept_aside=prep.kept_aside, log=host.log)
+
+    def early_end(summary: dict[str, Any], results: Path) -> None:
+        show_end(summary, results, ended, since=started)
+
+    entry = wait_listening(host, timeout=10.0, show_end=early_end)
     if isinstance(entry, int):
         return entry
     source = SocketSource.from_entry(entry, hz=ns.refresh)
-    return console_session(source, run_console, theme=ns.theme, refresh=ns.refresh, wait_exit=host.proc.wait)
+    return console_session(
+        source, run_console, theme=ns.theme, refresh=ns.refresh, wait_exit=host.proc.wait, ended=ended
+    )
 
 
 if __name__ == "__main__":

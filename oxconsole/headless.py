@@ -1,5 +1,6 @@
 """A run without a console: the engine with a progress line on stderr, run on this thread's loop
-behind its control socket, and the end of a run (warnings, summary table, --summary-json).
+behind its control socket, and the end of a run (warnings, summary table, --summary-json, where
+the files are).
 
 Why this module exists: `oxconsole WORKLOAD.toml --headless` and the engine process a console
 starts (`oxconsole.host`) run a workload the very same way and end it the very same way; this is
@@ -9,17 +10,18 @@ that one way. It never imports Textual.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from oxconsole.outputs import summary_stream, where_lines
 from oxconsole.runprep import PreparedRun, write_json
 
 if TYPE_CHECKING:
     from oxconsole.engine.runner import RunEngine, RunOutcome
     from oxconsole.metrics import Snapshot
 
-__all__ = ["engine_with_progress", "report_outcome", "run_headless"]
+__all__ = ["engine_with_progress", "print_summary", "report_outcome", "run_headless", "tell_where"]
 
 
 def engine_with_progress(prep: PreparedRun, progress_interval: float) -> RunEngine:
@@ -127,14 +129,49 @@ def write_batch_files(prep: PreparedRun, outcome: RunOutcome) -> None:
     )
 
 
-def report_outcome(outcome: RunOutcome, summary_json: str | None) -> int:
-    """The end of a run: its warnings on stderr, the summary table on stdout, the summary JSON
-    written to `summary_json` when given; the run's exit code."""
+def print_summary(summary: dict[str, Any], summary_json: str | None) -> bool:
+    """The summary table on stdout, and the summary JSON to `summary_json` when given: a file
+    (written whole, then renamed into place) or stdout/stderr (`oxconsole.outputs.SUMMARY_STREAMS`).
+    When the JSON goes to stdout the table goes to stderr, so stdout holds the JSON alone.
+    False when the file could not be written (having said why)."""
+    import orjson
+
     from oxconsole.report import render_summary
 
+    stream = summary_stream(summary_json) if summary_json else None
+    print(render_summary(summary), file=sys.stderr if stream == "stdout" else sys.stdout, flush=True)
+    if stream is not None:
+        out = sys.stdout if stream == "stdout" else sys.stderr
+        out.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
+        out.flush()
+    elif summary_json:
+        try:
+            write_json(Path(summary_json), summary)
+        except OSError as e:  # checked before the run; the disk may have filled up since
+            print(
+                f"oxconsole: could not write the summary to {summary_json}: {e.strerror or e}",
+                file=sys.stderr,
+            )
+            return False
+    return True
+
+
+def tell_where(
+    results: Path,
+    summaries: Sequence[str] = (),
+    log: Path | None = None,
+    kept_aside: Path | None = None,
+) -> None:
+    """The last lines of a run, on stderr: where its journal, summaries and engine log are."""
+    for line in where_lines(results, summaries=summaries, log=log, kept_aside=kept_aside):
+        print(f"oxconsole: {line}", file=sys.stderr, flush=True)
+
+
+def report_outcome(outcome: RunOutcome, prep: PreparedRun, summary_json: str | None) -> int:
+    """The end of a headless run: its warnings on stderr, the summary table on stdout, the summary
+    JSON written to `summary_json` when given, and where everything is; the run's exit code."""
     for warning in outcome.warnings:
         print(f"oxconsole: warning: {warning}", file=sys.stderr)
-    print(render_summary(outcome.summary))
-    if summary_json:
-        write_json(Path(summary_json), outcome.summary, in_place=True)
+    saved = print_summary(outcome.summary, summary_json)
+    tell_where(prep.results_path, [summary_json] if summary_json and saved else [], None, prep.kept_aside)
     return outcome.exit_code

@@ -12,17 +12,21 @@ and writes `summary.json` beside the results before it tells its consoles the ru
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from oxconsole.headless import report_outcome, run_headless
+from oxconsole.headless import print_summary, run_headless, tell_where
+from oxconsole.outputs import summary_stream
 from oxconsole.runprep import (
     EXIT_BAD_INPUT,
     EXIT_INTERRUPTED,
@@ -49,7 +53,11 @@ def _parser() -> Parser:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--output", metavar="PATH", help="override [output] results")
     p.add_argument("--resume", action="store_true")
-    p.add_argument("--summary-json", metavar="PATH", help="also write the summary JSON to PATH")
+    p.add_argument(
+        "--summary-json",
+        metavar="PATH",
+        help="also write the summary JSON to PATH (- = this process's stdout)",
+    )
     p.add_argument("--progress-interval", type=float, default=2.0, metavar="S")
     p.add_argument(
         "--log",
@@ -59,12 +67,23 @@ def _parser() -> Parser:
     return p
 
 
+def open_log(log: Path) -> int:
+    """The engine log opened for appending, owner-only (0600, like the journal: it may quote
+    responses); a log left readable by an older version is made owner-only. A descriptor."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISREG(mode) and mode & 0o077:  # never a terminal or a pipe given with --log
+        with contextlib.suppress(OSError):  # not ours to change: leave it as it is
+            os.fchmod(fd, 0o600)
+    return fd
+
+
 def _redirect_output(log: Path) -> None:
     """Send this process's stdout and stderr (fds 1 and 2) to the log, appended."""
-    log.parent.mkdir(parents=True, exist_ok=True)
     sys.stdout.flush()
     sys.stderr.flush()
-    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    fd = open_log(log)
     try:
         os.dup2(fd, 1)
         os.dup2(fd, 2)
@@ -76,11 +95,12 @@ def main(argv: list[str] | None = None) -> int:
     ns = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
         check_progress_interval(ns.progress_interval)
-        prep = prepare_run(ns.workload, ns.overrides, ns.output, ns.resume)
+        prep = prepare_run(ns.workload, ns.overrides, ns.output, ns.resume, ns.summary_json)
     except BadInput as e:
         print(f"oxconsole: {e}", file=sys.stderr, flush=True)
         return EXIT_BAD_INPUT
     folder = prep.results_path.resolve().parent
+    log: Path | None = None
     if ns.log != "-":
         log = Path(ns.log) if ns.log else folder / LOG_NAME
         if log.resolve() != _fd_path(2):
@@ -91,14 +111,17 @@ def main(argv: list[str] | None = None) -> int:
         file=sys.stderr,
         flush=True,
     )
+    stream = ns.summary_json if ns.summary_json and summary_stream(ns.summary_json) else None
+    files = [folder / SUMMARY_NAME] + ([Path(ns.summary_json)] if ns.summary_json and not stream else [])
+    saved: list[str] = []
 
     def before_end(outcome: RunOutcome) -> None:
-        try:
-            write_json(folder / SUMMARY_NAME, outcome.summary)
-            if ns.summary_json:
-                write_json(Path(ns.summary_json), outcome.summary)
-        except OSError as e:
-            print(f"oxconsole: could not write the summary: {e}", file=sys.stderr, flush=True)
+        for path in files:
+            try:
+                write_json(path, outcome.summary)
+                saved.append(str(path))
+            except OSError as e:
+                print(f"oxconsole: could not write the summary to {path}: {e}", file=sys.stderr, flush=True)
 
     from oxconsole.workload import WorkloadError
 
@@ -109,7 +132,11 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-    code = report_outcome(outcome, None)
+    for warning in outcome.warnings:
+        print(f"oxconsole: warning: {warning}", file=sys.stderr)
+    print_summary(outcome.summary, stream)
+    tell_where(prep.results_path, saved + ([stream] if stream else []), log, prep.kept_aside)
+    code = outcome.exit_code
     print(f"oxconsole: run {prep.workload.name} ended, exit code {code}", file=sys.stderr, flush=True)
     return code
 
@@ -125,6 +152,7 @@ def _fd_path(fd: int) -> Path | None:
 @dataclass
 class HostProcess:
     proc: subprocess.Popen[bytes]
+    results: Path
     log: Path
     log_offset: int
     """Size of the log before this process started: what it wrote comes after."""
@@ -138,7 +166,8 @@ def spawn_host(
     summary_json: str | None,
     progress_interval: float,
 ) -> HostProcess:
-    """Start the engine process detached from this terminal."""
+    """Start the engine process detached from this terminal. A `summary_json` of `-` or
+    /dev/stdout is not passed on: the console writes it (the engine's stdout is its log)."""
     folder = prep.results_path.resolve().parent
     folder.mkdir(parents=True, exist_ok=True)
     log = folder / LOG_NAME
@@ -158,9 +187,9 @@ def spawn_host(
         args += ["--set", o]
     if resume:
         args.append("--resume")
-    if summary_json:
+    if summary_json and summary_stream(summary_json) is None:
         args += ["--summary-json", str(Path(summary_json).resolve())]
-    with open(log, "ab") as f:
+    with open(open_log(log), "ab") as f:
         proc = subprocess.Popen(
             args,
             stdin=subprocess.DEVNULL,
@@ -169,7 +198,7 @@ def spawn_host(
             start_new_session=True,  # no SIGHUP/SIGINT from this terminal
             close_fds=True,
         )
-    return HostProcess(proc, log, offset, prep.workload.name)
+    return HostProcess(proc, prep.results_path, log, offset, prep.workload.name)
 
 
 def _tail(log: Path, offset: int = 0, lines: int = 20) -> str:
@@ -182,8 +211,16 @@ def _tail(log: Path, offset: int = 0, lines: int = 20) -> str:
     return "\n".join(text.rstrip("\n").splitlines()[-lines:])
 
 
-def wait_listening(host: HostProcess, *, timeout: float = 10.0) -> RunEntry | int:
-    """The run's registry entry once its socket is up; else an exit code, having said why."""
+def wait_listening(
+    host: HostProcess,
+    *,
+    timeout: float = 10.0,
+    show_end: Callable[[dict[str, Any], Path], None] | None = None,
+) -> RunEntry | int:
+    """The run's registry entry once its socket is up; else an exit code, having said why.
+
+    A run over before the console could open is shown by `show_end(summary, results)` (default:
+    its summary table)."""
     from oxconsole.control import list_runs
 
     proc, name, log, offset = host.proc, host.name, host.log, host.log_offset
@@ -198,9 +235,11 @@ def wait_listening(host: HostProcess, *, timeout: float = 10.0) -> RunEntry | in
             summary = log.parent / SUMMARY_NAME
             if rc in (0, 1) and summary.exists() and summary.stat().st_mtime >= started - 1:
                 # over before the console could open: show what it did
-                from oxconsole.report import render_summary
-
-                print(render_summary(orjson.loads(summary.read_bytes())))
+                data = orjson.loads(summary.read_bytes())
+                if show_end is not None:
+                    show_end(data, host.results)
+                else:
+                    print_summary(data, None)
                 return rc
             tail = _tail(log, offset)
             print(

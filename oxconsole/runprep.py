@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,24 +82,24 @@ def load_checked(path: str, overrides: list[str]) -> tuple[Workload, PromptStats
     return w, stats
 
 
-def _results_path(w: Workload, output: str | None, resume: bool) -> tuple[Path, str | None]:
-    """The journal path; an existing journal is kept aside (never overwritten) unless resuming."""
+def _results_path(
+    w: Workload, output: str | None, resume: bool, summary_json: str | None
+) -> tuple[Path, Path | None]:
+    """The journal path, with every output checked first (BadInput naming each path that cannot be
+    written); an existing journal is then kept aside (never overwritten) unless resuming: where."""
+    from oxconsole.outputs import check_outputs, keep_aside
+
     path = Path(output) if output else w.results_path()
-    note = None
-    if resume:
-        if not path.exists():
-            raise BadInput(f"{path}: --resume: expected an existing results journal, found none")
-        return path, None
-    if path.exists() and path.stat().st_size > 0:
-        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(path.stat().st_mtime))
-        aside = path.with_name(f"{path.stem}.{stamp}{path.suffix}")
-        n = 1
-        while aside.exists():
-            aside = path.with_name(f"{path.stem}.{stamp}-{n}{path.suffix}")
-            n += 1
-        path.rename(aside)
-        note = f"previous results kept as {aside}"
-    return path, note
+    if resume and not path.exists():
+        raise BadInput(f"{path}: --resume: expected an existing results journal, found none")
+    problems = check_outputs(path, summary_json, resume=resume)
+    if len(problems) == 1:
+        raise BadInput(f"{problems[0]} (nothing was sent)")
+    if problems:
+        raise BadInput("outputs that cannot be written (nothing was sent):\n  " + "\n  ".join(problems))
+    if not resume and path.is_file() and path.stat().st_size > 0:
+        return path, keep_aside(path)
+    return path, None
 
 
 @dataclass
@@ -114,13 +113,22 @@ class PreparedRun:
     total: int | None
     """Requests this run will send, when known."""
     overrides: tuple[str, ...]
+    kept_aside: Path | None = None
+    """Where the journal of an earlier run at `results_path` was moved, if one was."""
 
 
-def prepare_run(workload: str, overrides: list[str], output: str | None, resume: bool) -> PreparedRun:
-    """Load and check the workload, settle the journal path (an old one is kept aside), read ids
-    already done on --resume. Notes go to stderr; bad input raises BadInput."""
+def prepare_run(
+    workload: str,
+    overrides: list[str],
+    output: str | None,
+    resume: bool,
+    summary_json: str | None = None,
+) -> PreparedRun:
+    """Load and check the workload, check every output path (`oxconsole.outputs`), settle the
+    journal path (an old one is kept aside), read ids already done on --resume. Notes go to
+    stderr; bad input raises BadInput, before anything is sent or moved."""
     w, stats = load_checked(workload, overrides)
-    path, note = _results_path(w, output, resume)
+    path, aside = _results_path(w, output, resume, summary_json)
     skip: AbstractSet[str] = set()
     if resume:
         from oxconsole.journal.journal import ok_ids
@@ -132,22 +140,20 @@ def prepare_run(workload: str, overrides: list[str], output: str | None, resume:
                 file=sys.stderr,
             )
         print(f"oxconsole: resuming: {len(skip)} request(s) already ok in {path}", file=sys.stderr)
-    if note:
-        print(f"oxconsole: {note}", file=sys.stderr)
     total = stats.total_requests
     if total is not None and skip:
         total = max(0, total - len(skip))
-    return PreparedRun(w, path, skip, total, tuple(overrides))
+    return PreparedRun(w, path, skip, total, tuple(overrides), aside)
 
 
-def write_json(path: Path, data: object, *, private: bool = False, in_place: bool = False) -> None:
+def write_json(path: Path, data: object, *, private: bool = False) -> None:
     """Write `data` as JSON so that a reader never sees half a file (a temporary file beside it,
     then a rename).
 
     Default: indented with a final newline (summaries, read by people), missing folders created.
     `private` (a run's registry entry): one compact line, mode 0600, and the folder must exist
-    already (a folder made here would not be owner-only). `in_place`: write the file itself, not
-    a temporary beside it (the headless --summary-json, which may be a path such as /dev/stdout).
+    already (a folder made here would not be owner-only). A `--summary-json` of `-` or
+    /dev/stdout is not a path for this (see `oxconsole.outputs.SUMMARY_STREAMS`).
     """
     import orjson
 
@@ -156,9 +162,6 @@ def write_json(path: Path, data: object, *, private: bool = False, in_place: boo
     else:
         body, mode = orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n", 0o666
         path.parent.mkdir(parents=True, exist_ok=True)
-    if in_place:
-        path.write_bytes(body)
-        return
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     with open(fd, "wb") as f:

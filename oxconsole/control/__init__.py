@@ -7,7 +7,7 @@ is how they find each other (`registry`), what they say (`protocol`), the engine
 """
 
 from oxconsole.control.client import SocketSource
-from oxconsole.control.registry import RunEntry, RunInfo, list_runs, pid_alive, runs_dir
+from oxconsole.control.registry import RunEntry, RunInfo, list_runs, pid_alive, run_dirs, runs_dir
 from oxconsole.control.server import ControlServer, serve_run
 from oxconsole.control.source import LocalSource, RunSource
 
@@ -20,6 +20,7 @@ __all__ = [
     "SocketSource",
     "list_runs",
     "pid_alive",
+    "run_dirs",
     "runs_dir",
     "serve_run",
 ]

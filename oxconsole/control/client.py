@@ -38,6 +38,7 @@ class SocketSource:
         overrides: tuple[str, ...] = (),
         results_path: str | None = None,
         pid: int | None = None,
+        started_at: float = 0.0,
         hz: float = 4.0,
     ) -> None:
         self.path = os.fspath(path)
@@ -46,6 +47,8 @@ class SocketSource:
         self.overrides = tuple(overrides)
         self.results_path = results_path
         self.pid = pid
+        self.started_at = started_at
+        """When the run started (epoch seconds; 0 until known): files older than this are not its."""
         self.hz = hz
         self.final_summary: dict[str, Any] | None = None
         self.exit_code: int | None = None
@@ -72,6 +75,7 @@ class SocketSource:
             overrides=entry.overrides,
             results_path=entry.results_path,
             pid=entry.pid,
+            started_at=entry.started_at,
             hz=hz,
         )
 
@@ -194,5 +198,7 @@ class SocketSource:
             self.results_path = msg.get("results_path", self.results_path)
             pid = msg.get("pid")
             self.pid = int(pid) if pid is not None else self.pid
+            started = msg.get("started_at")
+            self.started_at = float(started) if isinstance(started, int | float) else self.started_at
         elif op == "error":
             self.last_error = str(msg.get("message"))

@@ -20,7 +20,8 @@ One JSON object a line, each with an `op`:
                            the run has ended: its summary JSON, exit code and warnings
                        {"op": "error", "message": "..."}
                            a message the server could not use (bad JSON, unknown op, a command
-                           not applied, a command after the end)
+                           not applied, a command after the end); a line over SERVER_MAX_LINE
+                           is answered so, then the connection is closed
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The run registry: which runs are going for this user, and where their control sockets are.
 
 Why this module exists: `oxconsole ps` and `attach` find runs they did not start. Each run keeps
-a socket and a small JSON entry in one owner-only folder; a run that died without cleaning up is
+a socket and a small JSON entry in one owner-only folder (the runtime folder, or the state folder
+when the runtime folder is another user's or unusable); a run that died without cleaning up is
 recognised (its pid is gone, or silent and not answering) and its files are removed.
 """
 
@@ -29,6 +30,7 @@ __all__ = [
     "answers",
     "list_runs",
     "pid_alive",
+    "run_dirs",
     "run_stem",
     "runs_dir",
     "unlink",
@@ -39,12 +41,48 @@ REGISTRY_INTERVAL = 2.0
 """Seconds between rewrites of a run's entry (its progress for `ps`)."""
 
 
-def _candidate_dirs() -> list[Path]:
+def _not_ours(p: Path) -> str | None:
+    """Why an existing folder on the way to a runs folder cannot hold this user's sockets (not a
+    folder, or another user's); None when it is ours or does not exist yet."""
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return f"{p}: {e.strerror or e}"
+    if not stat.S_ISDIR(st.st_mode):
+        return f"{p} is not a folder"
+    if st.st_uid != os.getuid():
+        return f"{p} is owned by uid {st.st_uid}, not you (uid {os.getuid()})"
+    return None
+
+
+def run_dirs() -> tuple[list[Path], list[str]]:
+    """The folders a run's socket may go in, best first: the user's runtime folder, then the state
+    folder; and why any other was passed over (another user's folder, or no runtime folder at
+    all), for `ps` and `attach` to say. Nothing is created here."""
+    notes: list[str] = []
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg and (why := _not_ours(Path(xdg))):
+        notes.append(f"XDG_RUNTIME_DIR is not used: {why}")
+    runtime: Path | None = None
     with warnings.catch_warnings():  # platformdirs warns when XDG_RUNTIME_DIR is unset
         warnings.simplefilter("ignore")
-        runtime = Path(platformdirs.user_runtime_dir(APP)) / "runs"
+        try:
+            runtime = Path(platformdirs.user_runtime_dir(APP)) / "runs"
+        except OSError as e:  # its fallback in the temporary folder is another user's
+            notes.append(f"no runtime folder: {e}")
     state = Path(platformdirs.user_state_dir(APP)) / "runs"
-    return [runtime] if runtime == state else [runtime, state]
+    dirs: list[Path] = []
+    for d in (runtime, state):
+        if d is None or d in dirs:
+            continue
+        why = next(filter(None, map(_not_ours, (d.parent.parent, d.parent, d))), None)
+        if why is None:
+            dirs.append(d)
+        elif not (xdg and d.is_relative_to(xdg)):  # said already
+            notes.append(f"{d} is not used: {why}")
+    return dirs, notes
 
 
 def _usable(d: Path) -> bool:
@@ -62,16 +100,16 @@ def _usable(d: Path) -> bool:
 
 
 def runs_dir() -> Path:
-    """The folder for run sockets and registry entries (created 0700).
-
-    `platformdirs.user_runtime_dir("oxconsole")/runs`, or the state folder when the runtime
-    folder cannot be used.
-    """
-    tried = _candidate_dirs()
-    for d in tried:
+    """The folder for run sockets and registry entries (created 0700): the first of `run_dirs()`
+    that can be used, normally `platformdirs.user_runtime_dir("oxconsole")/runs`."""
+    dirs, notes = run_dirs()
+    for d in dirs:
         if _usable(d):
             return d
-    raise OSError(f"no usable folder for run sockets (tried {', '.join(map(str, tried))})")
+    tried = ", ".join(map(str, dirs)) or "none"
+    raise OSError(
+        f"no usable folder for run sockets (tried {tried}; {'; '.join(notes) or 'no reason known'})"
+    )
 
 
 def run_stem(name: str, pid: int) -> str:
@@ -204,17 +242,20 @@ def list_runs(*, clean: bool = True) -> list[RunEntry]:
     """The runs going for this user, oldest first. With `clean`, stale entries are removed."""
     out: list[RunEntry] = []
     now = time.time()
-    for d in _candidate_dirs():
-        if not d.is_dir():
+    for d in run_dirs()[0]:
+        try:
+            if not d.is_dir():
+                continue
+            for p in d.glob("*.json"):
+                entry = _read_entry(p, clean=clean, now=now)
+                if entry is not None:
+                    out.append(entry)
+            if clean:
+                for s in d.glob("*.sock"):
+                    pid = _pid_of(s)
+                    if pid is not None and not s.with_suffix(".json").exists() and not pid_alive(pid):
+                        unlink(s)
+        except OSError:  # a folder this user cannot read holds none of this user's runs
             continue
-        for p in d.glob("*.json"):
-            entry = _read_entry(p, clean=clean, now=now)
-            if entry is not None:
-                out.append(entry)
-        if clean:
-            for s in d.glob("*.sock"):
-                pid = _pid_of(s)
-                if pid is not None and not s.with_suffix(".json").exists() and not pid_alive(pid):
-                    unlink(s)
     out.sort(key=lambda e: (e.started_at, e.pid))
     return out

@@ -25,7 +25,15 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from oxconsole.control.protocol import MAX_HZ, MIN_HZ, SERVER_MAX_LINE, encode
-from oxconsole.control.registry import REGISTRY_INTERVAL, RunEntry, RunInfo, run_stem, runs_dir, unlink
+from oxconsole.control.registry import (
+    REGISTRY_INTERVAL,
+    RunEntry,
+    RunInfo,
+    run_dirs,
+    run_stem,
+    runs_dir,
+    unlink,
+)
 from oxconsole.engine.commands import command_from_dict
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.runprep import write_json
@@ -43,6 +51,14 @@ STUCK_DROP_S = 60.0
 """A client whose buffer stays above MAX_BUFFER this long is dropped."""
 END_DRAIN_S = 1.0
 """How long the server waits for clients to take the end message before it closes."""
+LISTEN_BACKLOG = 1024
+"""Connections the kernel queues before the loop accepts them (asyncio's default, 100, refused
+part of a burst of 200 connects made while the loop was busy; Linux caps it at
+net.core.somaxconn, 4096 by default since 5.4)."""
+DISCARD_MAX = 64 * 1024 * 1024
+"""Bytes of an over-long line read and dropped after its error reply, so that the sender sees the
+reply and a clean close rather than a reset; past this (or `DISCARD_S`) the connection is closed."""
+DISCARD_S = 5.0
 
 
 @dataclass(eq=False)
@@ -106,7 +122,7 @@ class ControlServer:
         self.registry_path = folder / f"{stem}.json"
         unlink(self.socket_path)
         self._server = await asyncio.start_unix_server(
-            self._handle, path=str(self.socket_path), limit=SERVER_MAX_LINE
+            self._handle, path=str(self.socket_path), limit=SERVER_MAX_LINE, backlog=LISTEN_BACKLOG
         )
         os.chmod(self.socket_path, 0o600)
         self.write_registry()
@@ -166,7 +182,11 @@ class ControlServer:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_SNDBUF)
         try:
             while not self._closed:
-                line = await reader.readline()
+                try:
+                    line = await reader.readline()
+                except ValueError:  # over SERVER_MAX_LINE without a newline
+                    await self._too_long(client, reader)
+                    break
                 if not line:
                     break
                 try:
@@ -191,6 +211,29 @@ class ControlServer:
             self._drop(client)
             if task is not None:
                 self._handlers.discard(task)
+
+    async def _too_long(self, client: _Client, reader: asyncio.StreamReader) -> None:
+        """Answer an over-long line with an error, then read and drop the rest of it (at most
+        DISCARD_MAX bytes, DISCARD_S seconds) so that the connection closes cleanly after it."""
+        self._reply(
+            client,
+            {
+                "op": "error",
+                "message": f"line too long (over {SERVER_MAX_LINE} bytes; commands are small): "
+                "closing the connection",
+            },
+        )
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + DISCARD_S
+        dropped = 0
+        with contextlib.suppress(TimeoutError):
+            while dropped < DISCARD_MAX:
+                chunk = await asyncio.wait_for(reader.read(SERVER_MAX_LINE), max(0.0, deadline - loop.time()))
+                if not chunk or b"\n" in chunk:
+                    break
+                dropped += len(chunk)
+        with contextlib.suppress(ConnectionError):
+            await client.writer.drain()
 
     def _hello(self, client: _Client, msg: dict[str, Any]) -> None:
         try:
@@ -386,6 +429,9 @@ async def serve_run(
         await server.close()
         server = None
         (warn or _stderr)(f"the run cannot be attached to (control socket: {e})")
+    if server is not None and folder is None:
+        for note in run_dirs()[1]:  # the runtime folder was passed over: say where the socket is
+            (warn or _stderr)(f"{note}; the run's control socket is in {server.socket_path}")
     if on_listening is not None:
         on_listening(None if server is None else server.socket_path)
     try:

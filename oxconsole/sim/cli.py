@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import errno
 import gc
 import signal
 import sys
@@ -25,6 +26,10 @@ from oxconsole.gcpace import PacedGC
 from oxconsole.sim.app import SIM_STATE, SimState, is_loopback, start_sim
 from oxconsole.workload import SimModelProfile
 
+DEFAULT_PORT = 8765
+"""`oxconsole sim`'s port unless told otherwise: fixed, so that a base URL written in a workload
+keeps working, and clear of the usual servers' defaults (vLLM 8000, llama.cpp 8080, SGLang 30000,
+Ollama 11434). Runs with `base_url = "sim"` start their own simulator on any free port."""
 _FIELDS = {f.name: f for f in dataclasses.fields(SimModelProfile)}
 _INT_FIELDS = frozenset({"output_tokens", "capacity"})
 _BOOL_FIELDS = frozenset({"usage"})
@@ -77,7 +82,12 @@ def _parser() -> argparse.ArgumentParser:
         description="Run the embedded OpenAI-compatible simulator; prints its base URL on the first line.",
     )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=0, help="port (default 0 = any free port)")
+    p.add_argument(
+        "--port",
+        type=int,
+        default=DEFAULT_PORT,
+        help=f"port (default {DEFAULT_PORT}, so that the URL stays the same between runs; 0 = any free port)",
+    )
     p.add_argument("--config", type=Path, help="workload TOML (or a file of [sim.models.*] tables)")
     p.add_argument("--seed", type=int, default=0, help="seed for jitter and faults (default 0)")
     p.add_argument(
@@ -141,7 +151,12 @@ async def _serve(args: argparse.Namespace, profiles: dict[str, SimModelProfile])
             args.host, args.port, profiles, seed=args.seed, allow_remote=args.allow_remote
         )
     except (ValueError, OSError) as e:
-        print(f"oxconsole sim: {e}", file=sys.stderr)
+        hint = ""
+        if isinstance(e, OSError) and e.errno == errno.EADDRINUSE:
+            hint = (
+                f" (another server listens on port {args.port}: pass --port N, or --port 0 for any free port)"
+            )
+        print(f"oxconsole sim: {e}{hint}", file=sys.stderr)
         return 2
     loop = asyncio.get_running_loop()
     _quiet_gc(runner.app[SIM_STATE], loop)
