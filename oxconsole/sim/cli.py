@@ -85,8 +85,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--port",
         type=int,
-        default=DEFAULT_PORT,
-        help=f"port (default {DEFAULT_PORT}, so that the URL stays the same between runs; 0 = any free port)",
+        default=None,
+        help=(
+            f"port (default {DEFAULT_PORT}, so that the URL stays the same between runs, or any free port "
+            "when another server has it, said on stderr; 0 = any free port)"
+        ),
     )
     p.add_argument("--config", type=Path, help="workload TOML (or a file of [sim.models.*] tables)")
     p.add_argument("--seed", type=int, default=0, help="seed for jitter and faults (default 0)")
@@ -146,10 +149,22 @@ async def _serve(args: argparse.Namespace, profiles: dict[str, SimModelProfile])
     note = raise_open_files()
     if note:
         print(f"oxconsole sim: warning: {note}", file=sys.stderr)
+    port = DEFAULT_PORT if args.port is None else args.port
     try:
-        runner, url = await start_sim(
-            args.host, args.port, profiles, seed=args.seed, allow_remote=args.allow_remote
-        )
+        try:
+            runner, url = await start_sim(
+                args.host, port, profiles, seed=args.seed, allow_remote=args.allow_remote
+            )
+        except OSError as e:
+            if args.port is not None or e.errno != errno.EADDRINUSE:
+                raise
+            # The default port is taken (a second simulator, another server): any free port rather
+            # than failing, since the URL is printed on the first line anyway.
+            print(f"oxconsole sim: port {port} is in use; listening on a free port", file=sys.stderr)
+            port = args.port = 0
+            runner, url = await start_sim(
+                args.host, 0, profiles, seed=args.seed, allow_remote=args.allow_remote
+            )
     except (ValueError, OSError) as e:
         hint = ""
         if isinstance(e, OSError) and e.errno == errno.EADDRINUSE:
