@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 __all__ = [
@@ -235,18 +236,8 @@ class Snapshot:
         changes, in state "done". What a summary does not keep is left empty: the live settings
         (``gauges.concurrency`` is 0, no model gauges), the per-second series, histogram bins and
         the last-10-s figures. For a console that opens on a run already over."""
-
-        def get(*keys: str) -> Any:
-            cur: Any = summary
-            for k in keys:
-                cur = cur.get(k) if isinstance(cur, Mapping) else None
-            return cur
-
-        def counts(d: Any) -> Counts:
-            d = d if isinstance(d, Mapping) else {}
-            return Counts(*(int(d.get(k) or 0) for k in ("total", "ok", "error", "retried")))
-
-        total = counts(summary.get("requests"))
+        get = partial(_at, summary)
+        total = _counts(summary.get("requests"))
         duration = float(summary.get("duration_s") or 0.0)
         run = {m: {k: float(v) for k, v in (summary.get(m) or {}).items()} for m in _METRICS}
         phases = summary.get("phases") or [{}]
@@ -282,7 +273,7 @@ class Snapshot:
             phase_index=max(0, len(phases) - 1),
             phase_t_start=float(last.get("t_start") or 0.0),
             phase_settings=tuple(dict(c) for c in last.get("settings") or ()),
-            phase_counts=counts(last.get("requests")),
+            phase_counts=_counts(last.get("requests")),
             phase_req_per_s=float((last.get("throughput") or {}).get("requests_per_s") or 0.0),
             models=models,
             series=Series(),
@@ -301,10 +292,23 @@ _METRICS = ("latency_ms", "ttft_ms", "itl_ms", "queue_ms")
 module imports nothing of the collector's)."""
 
 
+def _at(d: Mapping[str, Any], *keys: str) -> Any:
+    """``d[k1][k2]...``, or None where a level is missing."""
+    cur: Any = d
+    for k in keys:
+        cur = cur.get(k) if isinstance(cur, Mapping) else None
+    return cur
+
+
+def _counts(d: Any) -> Counts:
+    """A summary's ``requests`` block as Counts (missing figures 0)."""
+    d = d if isinstance(d, Mapping) else {}
+    return Counts(*(int(d.get(k) or 0) for k in ("total", "ok", "error", "retried")))
+
+
 def _model_from_summary(name: str, m: Mapping[str, Any], run_total: int) -> ModelStats:
     """One model's block of a summary as the row a snapshot would carry (no live gauge)."""
-    r = m.get("requests") or {}
-    c = Counts(*(int(r.get(k) or 0) for k in ("total", "ok", "error", "retried")))
+    c = _counts(m.get("requests"))
     lat = m.get("latency_ms") or {}
     ttft = m.get("ttft_ms") or {}
     tok = m.get("tokens") or {}
