@@ -20,11 +20,13 @@ import orjson
 
 from oxconsole.control import RunEntry, SocketSource, list_runs, pid_alive
 from oxconsole.control.registry import answers
-from oxconsole.engine.commands import Stop
+from oxconsole.engine.commands import Command, Stop
+from oxconsole.metrics import Snapshot
 from oxconsole.runprep import EXIT_BAD_INPUT, LOG_NAME, SUMMARY_NAME, Parser
 
 __all__ = [
     "NO_RUN",
+    "EndedEarly",
     "attach_main",
     "console_session",
     "finish_run",
@@ -40,8 +42,12 @@ T = TypeVar("T")
 
 # --- opening a console on a run -----------------------------------------------------------------
 def load_console() -> tuple[ConsoleFn | None, str]:
-    """`oxconsole.ui.app.run_console`, or None and why it cannot be loaded."""
+    """`oxconsole.ui.app.run_console`, or None and why it cannot be loaded. From here until the
+    console is up, keys typed are held unechoed for it (`oxconsole.ui.typeahead`)."""
     try:
+        from oxconsole.ui.typeahead import hold
+
+        hold()
         from oxconsole.ui.app import run_console  # type: ignore[import-not-found,unused-ignore]
     except ImportError as e:
         return None, f"the live console is not available in this build ({e})"
@@ -72,7 +78,7 @@ def console_session(
         )
         return EXIT_BAD_INPUT
     try:
-        result = run_console(source, theme=theme, refresh=refresh)
+        result = run_console(EndedEarly(source), theme=theme, refresh=refresh)
     except Exception:
         import traceback
 
@@ -87,6 +93,64 @@ def console_session(
         with contextlib.suppress(Exception):
             wait_exit(10.0)
     return code
+
+
+class EndedEarly:
+    """A run's `SocketSource`; when the run ended before the console could connect (every request
+    failed within a second, say), its summary as one final snapshot instead, so the console shows
+    how it ended and why (the errors and their details) rather than failing to start."""
+
+    def __init__(self, source: SocketSource) -> None:
+        self.source = source
+        self.name = source.name
+        self.workload_path = source.workload_path
+        self.overrides = source.overrides
+        self.final: Snapshot | None = None
+
+    def latest(self) -> Snapshot | None:
+        return self.final or self.source.latest()
+
+    def send(self, cmd: Command) -> None:
+        if self.final is None:
+            self.source.send(cmd)
+
+    async def start(self) -> None:
+        try:
+            await self.source.start()
+        except OSError:
+            summary = await _ended_summary(self.source)
+            if summary is None:
+                raise
+            self.final = Snapshot.from_summary(summary)
+        self.name, self.workload_path = self.source.name, self.source.workload_path
+        self.overrides = self.source.overrides
+
+    async def close(self) -> None:
+        await self.source.close()
+
+    @property
+    def finished(self) -> bool:
+        return self.final is not None or self.source.finished
+
+    @property
+    def connected(self) -> bool:
+        return self.final is not None or self.source.connected
+
+
+async def _ended_summary(source: SocketSource, wait: float = 5.0) -> dict[str, Any] | None:
+    """The summary a run that is gone wrote beside its journal (once its process has exited, up to
+    ``wait`` seconds); None if it wrote none, or only an older run's (older than the journal)."""
+    deadline = time.monotonic() + wait
+    while source.pid is not None and pid_alive(source.pid) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    summary = _summary_file(source)
+    journal = Path(source.results_path or "")
+    try:
+        if summary is None or _summary_path(source).stat().st_mtime < journal.stat().st_mtime - 1.0:
+            return None
+    except OSError:
+        return None
+    return summary
 
 
 def _goes_on(source: SocketSource) -> str:
@@ -159,10 +223,14 @@ async def _stop_and_wait(source: SocketSource, cancel: bool) -> None:
         source.results_path = fresh.results_path or source.results_path
 
 
+def _summary_path(source: SocketSource) -> Path:
+    return Path(source.results_path or ".").parent / SUMMARY_NAME
+
+
 def _summary_file(source: SocketSource) -> dict[str, Any] | None:
     if not source.results_path:
         return None
-    p = Path(source.results_path).parent / SUMMARY_NAME
+    p = _summary_path(source)
     try:
         d = orjson.loads(p.read_bytes())
     except (OSError, ValueError):
