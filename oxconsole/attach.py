@@ -44,12 +44,13 @@ T = TypeVar("T")
 def load_console() -> tuple[ConsoleFn | None, str]:
     """`oxconsole.ui.app.run_console`, or None and why it cannot be loaded. From here until the
     console is up, keys typed are held unechoed for it (`oxconsole.ui.typeahead`)."""
-    try:
-        from oxconsole.ui.typeahead import hold
+    from oxconsole.ui.typeahead import hold, take
 
-        hold()
+    hold()
+    try:
         from oxconsole.ui.app import run_console  # type: ignore[import-not-found,unused-ignore]
     except ImportError as e:
+        take()  # no console: the terminal as it was
         return None, f"the live console is not available in this build ({e})"
     fn: ConsoleFn = run_console
     return fn, ""
@@ -70,22 +71,24 @@ def console_session(
     refresh: float,
     wait_exit: Callable[[float], object] | None = None,
 ) -> int:
-    """Open the console on a run; after `q` print its summary, after `d` how to come back."""
-    if not answers(source.path):
+    """Open the console on a run; after `q` print its summary, after `d` how to come back. A run
+    already over (with its summary written) opens on how it ended."""
+    if not answers(source.path) and _run_async(_ended_summary(source)) is None:
         print(
             f"oxconsole: run {source.name} (pid {source.pid}) does not answer on {source.path}",
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
+    shown = EndedEarly(source)
     try:
-        result = run_console(EndedEarly(source), theme=theme, refresh=refresh)
+        result = run_console(shown, theme=theme, refresh=refresh)
     except Exception:
         import traceback
 
         traceback.print_exc()
         print(f"oxconsole: the console failed; {_goes_on(source)}", file=sys.stderr)
         return 1
-    if result == "detach" and not source.ended:
+    if result == "detach" and not source.ended and shown.final is None:
         print(_goes_on(source))
         return 0
     code = finish_run(source)

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
-from oxconsole.attach import EndedEarly
+from oxconsole.attach import EndedEarly, console_session
 from oxconsole.control import SocketSource
 from oxconsole.engine.commands import SetConcurrency
 from oxconsole.metrics import Collector, Snapshot
@@ -123,6 +124,21 @@ async def test_console_on_a_run_gone_without_a_summary_says_so_and_q_leaves(tmp_
         await pilot.press("q")
         await pilot.pause(0.1)
     assert app.return_value == "quit"
+
+
+def test_a_session_on_a_run_already_over_opens_the_console_then_prints_the_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    gone = SocketSource(tmp_path / "gone.sock", name="bad", results_path=str(_ended_run(tmp_path)))
+    opened: list[object] = []
+
+    def console(src: object, **kw: object) -> str:
+        opened.append(src)
+        return "quit"
+
+    assert console_session(gone, console, theme=None, refresh=4.0) == 1  # every request failed
+    assert len(opened) == 1 and isinstance(opened[0], EndedEarly)  # not "does not answer"
+    assert HINT in " ".join(capsys.readouterr().out.split())
 
 
 def test_snapshot_from_a_summary_carries_counts_models_and_errors(tmp_path: Path) -> None:
