@@ -21,13 +21,15 @@ import orjson
 
 from oxconsole.control import RunEntry, SocketSource, list_runs, pid_alive, run_dirs
 from oxconsole.control.registry import answers
-from oxconsole.engine.commands import Stop
+from oxconsole.engine.commands import Command, Stop
 from oxconsole.headless import print_summary, tell_where
+from oxconsole.metrics import Snapshot
 from oxconsole.outputs import summary_stream
 from oxconsole.runprep import EXIT_BAD_INPUT, LOG_NAME, SUMMARY_NAME, Parser
 
 __all__ = [
     "NO_RUN",
+    "EndedEarly",
     "RunEnd",
     "attach_main",
     "console_session",
@@ -45,10 +47,15 @@ T = TypeVar("T")
 
 # --- opening a console on a run -----------------------------------------------------------------
 def load_console() -> tuple[ConsoleFn | None, str]:
-    """`oxconsole.ui.app.run_console`, or None and why it cannot be loaded."""
+    """`oxconsole.ui.app.run_console`, or None and why it cannot be loaded. From here until the
+    console is up, keys typed are held unechoed for it (`oxconsole.ui.typeahead`)."""
+    from oxconsole.ui.typeahead import hold, take
+
+    hold()
     try:
         from oxconsole.ui.app import run_console  # type: ignore[import-not-found,unused-ignore]
     except ImportError as e:
+        take()  # no console: the terminal as it was
         return None, f"the live console is not available in this build ({e})"
     fn: ConsoleFn = run_console
     return fn, ""
@@ -71,22 +78,23 @@ def console_session(
     ended: RunEnd | None = None,
 ) -> int:
     """Open the console on a run; after `q` print its summary and where its files are, after `d`
-    how to come back."""
-    if not answers(source.path):
+    how to come back. A run already over (with its summary written) opens on how it ended."""
+    if not answers(source.path) and _run_async(_ended_summary(source)) is None:
         print(
             f"oxconsole: run {source.name} (pid {source.pid}) does not answer on {source.path}",
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
+    shown = EndedEarly(source)
     try:
-        result = run_console(source, theme=theme, refresh=refresh)
+        result = run_console(shown, theme=theme, refresh=refresh)
     except Exception:
         import traceback
 
         traceback.print_exc()
         print(f"oxconsole: the console failed; {_goes_on(source)}", file=sys.stderr)
         return 1
-    if result == "detach" and not source.ended:
+    if result == "detach" and not source.ended and shown.final is None:
         print(_goes_on(source))
         return 0
     code = finish_run(source, ended)
@@ -94,6 +102,64 @@ def console_session(
         with contextlib.suppress(Exception):
             wait_exit(10.0)
     return code
+
+
+class EndedEarly:
+    """A run's `SocketSource`; when the run ended before the console could connect (every request
+    failed within a second, say), its summary as one final snapshot instead, so the console shows
+    how it ended and why (the errors and their details) rather than failing to start."""
+
+    def __init__(self, source: SocketSource) -> None:
+        self.source = source
+        self.name = source.name
+        self.workload_path = source.workload_path
+        self.overrides = source.overrides
+        self.final: Snapshot | None = None
+
+    def latest(self) -> Snapshot | None:
+        return self.final or self.source.latest()
+
+    def send(self, cmd: Command) -> None:
+        if self.final is None:
+            self.source.send(cmd)
+
+    async def start(self) -> None:
+        try:
+            await self.source.start()
+        except OSError:
+            summary = await _ended_summary(self.source)
+            if summary is None:
+                raise
+            self.final = Snapshot.from_summary(summary)
+        self.name, self.workload_path = self.source.name, self.source.workload_path
+        self.overrides = self.source.overrides
+
+    async def close(self) -> None:
+        await self.source.close()
+
+    @property
+    def finished(self) -> bool:
+        return self.final is not None or self.source.finished
+
+    @property
+    def connected(self) -> bool:
+        return self.final is not None or self.source.connected
+
+
+async def _ended_summary(source: SocketSource, wait: float = 5.0) -> dict[str, Any] | None:
+    """The summary a run that is gone wrote beside its journal (once its process has exited, up to
+    ``wait`` seconds); None if it wrote none, or only an older run's (older than the journal)."""
+    deadline = time.monotonic() + wait
+    while source.pid is not None and pid_alive(source.pid) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    summary = _summary_file(source)
+    journal = Path(source.results_path or "")
+    try:
+        if summary is None or _summary_path(source).stat().st_mtime < journal.stat().st_mtime - 1.0:
+            return None
+    except OSError:
+        return None
+    return summary
 
 
 def _goes_on(source: SocketSource) -> str:
@@ -204,10 +270,14 @@ async def _stop_and_wait(source: SocketSource, cancel: bool) -> None:
         source.results_path = fresh.results_path or source.results_path
 
 
+def _summary_path(source: SocketSource) -> Path:
+    return Path(source.results_path or ".").parent / SUMMARY_NAME
+
+
 def _summary_file(source: SocketSource) -> dict[str, Any] | None:
     if not source.results_path:
         return None
-    p = Path(source.results_path).parent / SUMMARY_NAME
+    p = _summary_path(source)
     try:
         d = orjson.loads(p.read_bytes())
     except (OSError, ValueError):

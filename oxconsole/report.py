@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import textwrap
 from array import array
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ import orjson
 from oxconsole.idset import repeated
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.aggregate import RunStats, build_summary, phase_summary
+from oxconsole.metrics.format import change_text
 
 __all__ = [
     "JournalIssues",
@@ -241,12 +243,6 @@ def _g(d: Mapping[str, Any], *keys: str) -> Any:
     return cur
 
 
-def _change_text(c: Mapping[str, Any]) -> str:
-    what = str(c.get("what", "?"))
-    model = f" {c['model']}" if c.get("model") is not None else ""
-    return f"{what}{model} {c.get('from')} → {c.get('to')}"
-
-
 def render_summary(summary: Mapping[str, Any]) -> str:
     """The summary as a plain-text table, no line longer than 80 columns."""
     s = summary
@@ -254,6 +250,7 @@ def render_summary(summary: Mapping[str, Any]) -> str:
     lines += _timing_lines(s)
     lines += _model_lines(s.get("models") or {})
     lines += _error_lines(s.get("errors") or {}, s.get("attempt_errors") or {})
+    lines += _error_detail_lines(s.get("error_details") or {})
     lines += _phase_lines(s.get("phases") or [], s.get("changes") or [])
     return "\n".join(lines) + "\n"
 
@@ -354,9 +351,25 @@ def _error_lines(errors: Mapping[str, Any], attempts: Mapping[str, Any]) -> list
     return lines
 
 
+def _error_detail_lines(details: Mapping[str, Any]) -> list[str]:
+    """The first detail of each error class, wrapped (not cut) to 80 columns: the hint that says
+    why (``is base_url ... missing /v1?``) is often at the end."""
+    lines: list[str] = []
+    for cls, detail in details.items():
+        lead = "detail    " if not lines else " " * 10
+        lines += textwrap.wrap(
+            f"{cls}: {detail}",
+            WIDTH,
+            initial_indent=lead,
+            subsequent_indent=" " * 12,
+            break_on_hyphens=False,
+        )
+    return lines
+
+
 def _phase_lines(phases: list[Any], changes: list[Any]) -> list[str]:
     """One row per phase with what started it (15 + 7 + 8 + 9 + 9 + 9 = 57 columns, the rest for
-    what changed); with changes but one phase, the list of changes."""
+    what changed, wrapped in its column); with changes but one phase, the list of changes."""
     if changes and len(phases) > 1:
         lines = [
             "",
@@ -364,18 +377,19 @@ def _phase_lines(phases: list[Any], changes: list[Any]) -> list[str]:
         ]
         for ph in phases:
             span = f"{_num(ph.get('t_start'), 1)}-{_num(ph.get('t_end'), 1)}s"
-            what = ", ".join(_change_text(c) for c in ph.get("settings") or []) or "start"
-            lines.append(
-                _fit(
-                    f"{_cut(span, 14):<15}{_count(_g(ph, 'requests', 'ok')):>7}"
-                    f"{_num(_g(ph, 'throughput', 'requests_per_s'), 2):>8}"
-                    f"{_num(_g(ph, 'latency_ms', 'p50'), 0):>9}{_num(_g(ph, 'latency_ms', 'p99'), 0):>9}"
-                    f"{_num(_g(ph, 'ttft_ms', 'p50'), 0):>9}  {what}"
-                )
+            what = ", ".join(change_text(c) for c in ph.get("settings") or []) or "start"
+            row = (
+                f"{_cut(span, 14):<15}{_count(_g(ph, 'requests', 'ok')):>7}"
+                f"{_num(_g(ph, 'throughput', 'requests_per_s'), 2):>8}"
+                f"{_num(_g(ph, 'latency_ms', 'p50'), 0):>9}{_num(_g(ph, 'latency_ms', 'p99'), 0):>9}"
+                f"{_num(_g(ph, 'ttft_ms', 'p50'), 0):>9}  "
             )
+            wrapped = textwrap.wrap(what, WIDTH - len(row), break_on_hyphens=False) or [""]
+            lines.append(row + wrapped[0])
+            lines += [" " * len(row) + more for more in wrapped[1:]]
         return lines
     if changes:
-        return ["", "changes", *(_fit(f"  {_num(c.get('t'), 1):>8}s  {_change_text(c)}") for c in changes)]
+        return ["", "changes", *(_fit(f"  {_num(c.get('t'), 1):>8}s  {change_text(c)}") for c in changes)]
     return []
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.histogram import LogHistogram
 
-__all__ = ["METRICS", "RunStats", "build_summary", "iso_time", "phase_summary"]
+__all__ = ["METRICS", "RunStats", "build_summary", "error_details", "iso_time", "phase_summary"]
 
 METRICS = ("latency_ms", "ttft_ms", "itl_ms", "queue_ms")
 """The timing metrics kept as histograms, over `ok` requests only."""
@@ -104,7 +104,8 @@ class RunStats:
             self.error += 1
             cls = rec.error or "unknown"
             self.errors[cls] = self.errors.get(cls, 0) + 1
-            self.error_detail[cls] = rec.error_detail or ""
+            if rec.error_detail and cls not in self.error_detail:
+                self.error_detail[cls] = rec.error_detail  # the first says why (later ones repeat it)
         if rec.backoff_ms:
             self.backoff_ms += rec.backoff_ms
             self.backoff_requests += 1
@@ -161,6 +162,14 @@ def phase_summary(
     }
 
 
+def error_details(final: Mapping[str, str], attempts: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The first detail of each error class, by class: the detail of the first request that ended
+    in it, else of the first failed attempt (a hint such as "is base_url missing /v1?" is in it)."""
+    out = {cls: d for cls, d in (attempts or {}).items() if d}
+    out.update((cls, d) for cls, d in final.items() if d)
+    return dict(sorted(out.items()))
+
+
 def build_summary(
     *,
     name: str,
@@ -171,11 +180,14 @@ def build_summary(
     changes: Sequence[Mapping[str, Any]],
     phases: Sequence[Mapping[str, Any]],
     live_attempt_errors: Mapping[str, int] | None = None,
+    attempt_details: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The summary object of the contract (plus ``attempt_errors``, ``tokens_source``, ``phases``).
+    """The summary object of the contract (plus ``attempt_errors``, ``error_details``,
+    ``tokens_source``, ``phases``).
 
     ``models`` with no finished request are left out, so a live summary and one rebuilt from the
-    journal list the same models.
+    journal list the same models. ``attempt_details`` are the first details of failed attempts
+    (the journal does not keep them), used for classes no request ended in.
     """
     attempt_errors = dict(overall.attempt_errors)
     for cls, n in (live_attempt_errors or {}).items():
@@ -197,6 +209,7 @@ def build_summary(
         "cost": {"total": _money(overall.cost)},
         "errors": dict(sorted(overall.errors.items())),
         "attempt_errors": dict(sorted(attempt_errors.items())),
+        "error_details": error_details(overall.error_detail, attempt_details),
         # time spent waiting between attempts: never part of latency_ms, reported here instead
         "backoff": {
             "requests": overall.backoff_requests,

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from oxconsole.journal.records import RequestRecord
-from oxconsole.metrics.aggregate import METRICS, RunStats, build_summary, phase_summary
+from oxconsole.metrics.aggregate import METRICS, RunStats, build_summary, error_details, phase_summary
 from oxconsole.metrics.histogram import LogHistogram, record_into
 from oxconsole.metrics.snapshot import (
     Bins,
@@ -177,7 +177,8 @@ class Collector:
         so an attempt is never counted twice.
         """
         self._live_attempts[error_class] = self._live_attempts.get(error_class, 0) + 1
-        self._attempt_detail[error_class] = f"{model}: {detail}" if model else detail
+        if detail and error_class not in self._attempt_detail:  # the first says why
+            self._attempt_detail[error_class] = f"{model}: {detail}" if model else detail
 
     def change(self, t: float, what: str, frm: Any, to: Any, model: str | None = None) -> None:
         """Log a control change at ``t`` seconds since start, and start a new phase."""
@@ -238,6 +239,7 @@ class Collector:
             series=self._series(sec),
             errors={cls: ErrorStat(n, al.error_detail.get(cls, "")) for cls, n in sorted(al.errors.items())},
             attempt_errors=self._attempt_errors(),
+            error_details=error_details(al.error_detail, self._attempt_detail),
             changes=tuple(dict(c) for c in self.changes),
         )
 
@@ -357,6 +359,7 @@ class Collector:
             changes=self.changes,
             phases=phases,
             live_attempt_errors=self._live_attempts,
+            attempt_details=self._attempt_detail,
         )
 
     @property

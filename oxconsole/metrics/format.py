@@ -1,10 +1,14 @@
-"""Plain-text formatting of live figures: the headless progress line.
+"""Plain-text formatting of live figures: the headless progress line, and the words for a change.
 
-Why this module exists: headless runs (and `ps`) show one line per interval from a snapshot; it
-must not pull in the console to do so.
+Why this module exists: headless runs (and `ps`) show one line per interval from a snapshot, and
+the console and the summary table both name logged changes (``rate unlimited → 27.5/s``); neither
+must pull in the console to do so.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 from oxconsole.metrics.snapshot import Snapshot
 
@@ -26,7 +30,49 @@ def fmt_ms(ms: float) -> str:
     return f"{ms:.1f}ms"
 
 
+def fmt_rate(r: float, unit: str = "/s") -> str:
+    """Requests (or tokens) per second with sensible digits; 0 shows as 0."""
+    if r >= 1000:
+        return f"{r:,.0f}{unit}"
+    if r >= 100:
+        return f"{r:.0f}{unit}"
+    if r >= 10:
+        return f"{r:.1f}{unit}"
+    return f"{r:.2f}{unit}"
+
+
+def fmt_weight(w: float) -> str:
+    return f"{w:g}" if w < 1000 else f"{w:.0f}"
+
+
+def change_text(c: Mapping[str, Any], arrow: str = " → ", unlimited: str = "unlimited") -> str:
+    """One logged change in words: ``concurrency 32 → 28``, ``rate unlimited → 27.5/s``,
+    ``qwen weight 1 → 2``, ``qwen off``, ``paused``, ``resumed``. The console passes a tighter
+    ``arrow`` and ``unlimited`` ("→", "∞")."""
+    what = str(c.get("what", "?"))
+    frm, to = c.get("from"), c.get("to")
+    if what == "rate":
+
+        def r(x: Any) -> str:
+            return unlimited if not x else fmt_rate(float(x))
+
+        return f"rate {r(frm)}{arrow}{r(to)}"
+    if what == "weight":
+        w0, w1 = fmt_weight(float(frm or 0)), fmt_weight(float(to or 0))
+        return f"{c.get('model', '?')} weight {w0}{arrow}{w1}"
+    if what == "enabled":
+        return f"{c.get('model', '?')} {'on' if to else 'off'}"
+    if what == "paused":
+        return "paused" if to else "resumed"
+    model = f" {c['model']}" if c.get("model") is not None else ""
+    return f"{what}{model} {frm}{arrow}{to}"
+
+
 def eta_seconds(s: Snapshot) -> float | None:
+    """Seconds left at the last 10 s rate, while the run is running with a fixed total (no ETA
+    while paused, draining or done: nothing new is being sent)."""
+    if s.gauges.state != "running":
+        return None
     total = s.gauges.total_expected
     done = s.counts.total
     if not total or done <= 0 or s.elapsed_s <= 0:

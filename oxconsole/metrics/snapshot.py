@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 __all__ = [
@@ -164,6 +165,8 @@ class Snapshot:
     series: Series
     errors: Mapping[str, ErrorStat]
     attempt_errors: Mapping[str, int]
+    error_details: Mapping[str, str]
+    """The first detail of each error class, final or retried (the summary's ``error_details``)."""
     changes: tuple[Mapping[str, Any], ...]
 
     def to_dict(self) -> dict[str, Any]:
@@ -223,8 +226,108 @@ class Snapshot:
             ),
             errors={k: ErrorStat(**v) for k, v in d["errors"].items()},
             attempt_errors={k: int(v) for k, v in d["attempt_errors"].items()},
+            error_details={k: str(v) for k, v in d.get("error_details", {}).items()},
             changes=tuple(dict(c) for c in d["changes"]),
         )
+
+    @classmethod
+    def from_summary(cls, summary: Mapping[str, Any]) -> Snapshot:
+        """The end of a run as far as its summary tells it: counts, timings, models, errors and
+        changes, in state "done". What a summary does not keep is left empty: the live settings
+        (``gauges.concurrency`` is 0, no model gauges), the per-second series, histogram bins and
+        the last-10-s figures. For a console that opens on a run already over."""
+        get = partial(_at, summary)
+        total = _counts(summary.get("requests"))
+        duration = float(summary.get("duration_s") or 0.0)
+        run = {m: {k: float(v) for k, v in (summary.get(m) or {}).items()} for m in _METRICS}
+        phases = summary.get("phases") or [{}]
+        last = phases[-1]
+        details = {str(k): str(v) for k, v in (summary.get("error_details") or {}).items()}
+        models = tuple(
+            _model_from_summary(str(n), m, total.total) for n, m in (summary.get("models") or {}).items()
+        )
+        return cls(
+            gauges=Gauges("done", duration, total.total, total.total, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0),
+            elapsed_s=duration,
+            counts=total,
+            input_tokens=int(get("tokens", "input") or 0),
+            output_tokens=int(get("tokens", "output") or 0),
+            tokens_estimated=int(get("tokens_source", "estimate") or 0),
+            cost=float(get("cost", "total") or 0.0),
+            projected_cost=None,
+            req_per_s=float(get("throughput", "requests_per_s") or 0.0),
+            output_tokens_per_s=float(get("throughput", "output_tokens_per_s") or 0.0),
+            req_per_s_10s=0.0,
+            output_tokens_per_s_10s=0.0,
+            errors_per_s_10s=0.0,
+            run=run,
+            phase={
+                m: {k: float(v) for k, v in last[m].items()}
+                for m in _METRICS
+                if isinstance(last.get(m), Mapping)
+            },
+            window={},
+            window_s=0,
+            bins_run={},
+            bins_window={},
+            phase_index=max(0, len(phases) - 1),
+            phase_t_start=float(last.get("t_start") or 0.0),
+            phase_settings=tuple(dict(c) for c in last.get("settings") or ()),
+            phase_counts=_counts(last.get("requests")),
+            phase_req_per_s=float((last.get("throughput") or {}).get("requests_per_s") or 0.0),
+            models=models,
+            series=Series(),
+            errors={
+                str(k): ErrorStat(int(n), details.get(str(k), ""))
+                for k, n in (summary.get("errors") or {}).items()
+            },
+            attempt_errors={str(k): int(n) for k, n in (summary.get("attempt_errors") or {}).items()},
+            error_details=details,
+            changes=tuple(dict(c) for c in summary.get("changes") or ()),
+        )
+
+
+_METRICS = ("latency_ms", "ttft_ms", "itl_ms", "queue_ms")
+"""The timing summaries a snapshot carries (as `metrics.aggregate.METRICS`, not imported: this
+module imports nothing of the collector's)."""
+
+
+def _at(d: Mapping[str, Any], *keys: str) -> Any:
+    """``d[k1][k2]...``, or None where a level is missing."""
+    cur: Any = d
+    for k in keys:
+        cur = cur.get(k) if isinstance(cur, Mapping) else None
+    return cur
+
+
+def _counts(d: Any) -> Counts:
+    """A summary's ``requests`` block as Counts (missing figures 0)."""
+    d = d if isinstance(d, Mapping) else {}
+    return Counts(*(int(d.get(k) or 0) for k in ("total", "ok", "error", "retried")))
+
+
+def _model_from_summary(name: str, m: Mapping[str, Any], run_total: int) -> ModelStats:
+    """One model's block of a summary as the row a snapshot would carry (no live gauge)."""
+    c = _counts(m.get("requests"))
+    lat = m.get("latency_ms") or {}
+    ttft = m.get("ttft_ms") or {}
+    tok = m.get("tokens") or {}
+    return ModelStats(
+        name=name,
+        gauge=None,
+        counts=c,
+        ok_10s=0,
+        error_10s=0,
+        req_per_s_10s=0.0,
+        share=round(c.total / run_total, 4) if run_total else 0.0,
+        latency_p50=float(lat.get("p50") or 0.0),
+        latency_p99=float(lat.get("p99") or 0.0),
+        ttft_p50=float(ttft.get("p50") or 0.0),
+        ttft_p99=float(ttft.get("p99") or 0.0),
+        input_tokens=int(tok.get("input") or 0),
+        output_tokens=int(tok.get("output") or 0),
+        cost=float((m.get("cost") or {}).get("total") or 0.0),
+    )
 
 
 def _plain(v: Any) -> Any:

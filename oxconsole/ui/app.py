@@ -13,10 +13,12 @@ says are decided in `steps.py`; here they meet the run and the screen.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from functools import partial
 from pathlib import Path
 
 from textual import on
 from textual.app import App, SystemCommand
+from textual.binding import Binding
 from textual.notifications import Notification, SeverityLevel
 from textual.screen import Screen
 from textual.timer import Timer
@@ -34,12 +36,23 @@ from oxconsole.engine.commands import (
     Stop,
 )
 from oxconsole.metrics.snapshot import Snapshot
-from oxconsole.ui.dashboard import MainScreen
+from oxconsole.ui.dashboard import PALETTE, MainScreen
 from oxconsole.ui.numbers import fmt_rate, fmt_weight, round_sig
 from oxconsole.ui.panels.latency import LATENCY_METRICS
 from oxconsole.ui.screens import HelpScreen, ModelRoute, RoutingEditor
-from oxconsole.ui.steps import Pending, concurrency_step, console_status, paused_by_user, rate_step
-from oxconsole.ui.theming import DEFAULT_THEME, load_themes
+from oxconsole.ui.steps import (
+    Pending,
+    concurrency_step,
+    console_status,
+    failed_mostly,
+    paused_by_user,
+    rate_step,
+    run_duration,
+    saved_words,
+    short_path,
+)
+from oxconsole.ui.theming import use_themes
+from oxconsole.ui.typeahead import plan as typeahead_plan
 from oxconsole.ui.widgets import HeaderPanel, LatencyPanel, Panel
 
 __all__ = ["ConsoleApp", "MainScreen", "run_console"]
@@ -68,6 +81,7 @@ class ConsoleApp(App[str]):
         refresh: float = 4.0,
         theme_dirs: Sequence[Path] | None = None,
         cursor_blink: bool = True,
+        typeahead: str = "",
     ) -> None:
         super().__init__()
         self.source = source
@@ -95,25 +109,17 @@ class ConsoleApp(App[str]):
         self._metric = 0
         self._scope = "window"
         self._theme_problems: list[str] = []
+        self.typeahead = typeahead
+        """Keys typed before the console was up (`typeahead.take`), applied with the first figures."""
+        self._ended_shown = False
+        self.duration = 0.0
+        """The run's ``run.duration`` (0: none), for the header's time bar."""
         self._register_themes()
 
     # -- start-up --------------------------------------------------------------------------------
 
     def _register_themes(self) -> None:
-        themes, problems = load_themes(self.theme_dirs)
-        for theme in themes:
-            self.register_theme(theme)
-        self._theme_problems = [str(p) for p in problems]
-        want = self.requested_theme or DEFAULT_THEME
-        if want in self.available_themes:
-            self.theme = want
-        else:
-            self._theme_problems.append(
-                f"unknown theme {want!r}; using {DEFAULT_THEME!r} "
-                f"(available: {', '.join(sorted(self.available_themes))})"
-            )
-            if DEFAULT_THEME in self.available_themes:
-                self.theme = DEFAULT_THEME
+        self._theme_problems = use_themes(self, self.requested_theme, self.theme_dirs)
 
     def get_default_screen(self) -> Screen[None]:
         return MainScreen(self.source.name, on_ready=self.tick)
@@ -122,7 +128,13 @@ class ConsoleApp(App[str]):
         self.title = f"oxconsole · {self.source.name}"
         for problem in self._theme_problems:
             self.toast(problem, title="theme", severity="warning", timeout=8)
-        await self.source.start()
+        try:
+            await self.source.start()
+        except OSError as e:  # the run is not there (any more): say so, q leaves
+            self.toast(f"the run did not answer ({e}): q leaves", kind="start", severity="error", timeout=60)
+            self.typeahead = ""
+            return
+        self.duration = run_duration(self.source.workload_path, self.source.overrides)
         self._timer = self.set_interval(1.0 / self.refresh_hz, self.tick, name="pull snapshot")
         self.tick()
 
@@ -147,6 +159,9 @@ class ConsoleApp(App[str]):
         snap = src.latest()
         if snap is None or not main.panels:
             return
+        if self.typeahead:
+            typed, self.typeahead = self.typeahead, ""
+            self.call_later(self._apply_typeahead, typed)
         status = self._status_of(snap) + self.flash
         if snap is self.last and status == self._status:
             return
@@ -164,6 +179,10 @@ class ConsoleApp(App[str]):
             )
             self._warned += 1
         final = snap.gauges.state == "done" or src.finished
+        if final and not self._ended_shown:
+            self._ended_shown = True
+            if failed_mostly(snap):  # the compact layout shows why it failed, not the models
+                main.query_one(TabbedContent).active = "tab-errors"
         with self.batch_update():
             for panel in main.panels:
                 skip = panel.EVERY > 1 and self.renders % panel.EVERY and panel.snapshot is not None
@@ -171,6 +190,7 @@ class ConsoleApp(App[str]):
                     continue
                 if isinstance(panel, HeaderPanel):
                     panel.state, panel.note, panel.note_level, panel.flash, panel.flash_level = status
+                    panel.duration = self.duration
                     if panel.snapshot is snap:
                         panel.redraw()  # only the status line changed
                 panel.snapshot = snap
@@ -243,11 +263,43 @@ class ConsoleApp(App[str]):
             self.toast("no figures from the run yet", kind="no-figures", severity="warning", keep=True)
         return snap
 
+    def _need_live(self) -> Snapshot | None:
+        """The latest snapshot while the run can still be changed; after its end, None, having
+        said so (a + then would confirm a change that does nothing)."""
+        snap = self._need_snapshot()
+        if snap is not None and (self.source.finished or snap.gauges.state == "done" or self.stopping):
+            ended = (
+                "the run is stopping" if self.stopping and not self.source.finished else "the run has ended"
+            )
+            self.tell(f"{ended}: nothing to change · q exits and prints the summary", "warn")
+            return None
+        return snap
+
+    async def _apply_typeahead(self, typed: str) -> None:
+        """Apply the keys typed before the console was up, in order, as if pressed now, and say
+        so in the status line (with what the last one did)."""
+        bound = {
+            k.strip(): b.action
+            for b in self.main.BINDINGS
+            if isinstance(b, Binding)
+            for k in b.key.split(",")
+        }
+        actions, shown, dropped = typeahead_plan(typed, bound)
+        for action in actions:
+            await self.run_action(action)
+        said, level = self.flash
+        words = f"typed while starting: {shown or 'no console key'}"
+        if dropped:
+            words += f" ({dropped} other key{'s' if dropped > 1 else ''} ignored)"
+        if actions and said:
+            words += f" → {said}"
+        self.tell(words, level or "info")
+
     # -- actions (keys, command palette) -----------------------------------------------------------
 
     def action_concurrency(self, direction: int) -> None:
         """Concurrency up or down by 10%, at least by 1, never below 1."""
-        snap = self._need_snapshot()
+        snap = self._need_live()
         if snap is None:
             return
         cur = int(self._pending.base("concurrency", snap.gauges.concurrency))
@@ -261,7 +313,7 @@ class ConsoleApp(App[str]):
 
     def action_rate(self, direction: int) -> None:
         """Rate up or down by 10%; from unlimited, 10% around the achieved rate."""
-        snap = self._need_snapshot()
+        snap = self._need_live()
         if snap is None:
             return
         cur = self._pending.base("rate", snap.gauges.rate)
@@ -276,7 +328,7 @@ class ConsoleApp(App[str]):
 
     def action_unlimited(self) -> None:
         """Toggle an unlimited rate, remembering the rate it replaced."""
-        snap = self._need_snapshot()
+        snap = self._need_live()
         if snap is None:
             return
         cur = self._pending.base("rate", snap.gauges.rate)
@@ -299,7 +351,7 @@ class ConsoleApp(App[str]):
 
     def action_pause(self) -> None:
         """Pause dispatch, or resume it."""
-        snap = self._need_snapshot()
+        snap = self._need_live()
         if snap is None:
             return
         pend = self._pending.get("paused")
@@ -318,7 +370,7 @@ class ConsoleApp(App[str]):
 
     def action_routing(self) -> None:
         """Open the routing editor on the models' live weights and states."""
-        snap = self._need_snapshot()
+        snap = self._need_live()
         if snap is None:
             return
         routes = [ModelRoute(name, g.weight, g.enabled) for name, g in snap.gauges.models.items()] or [
@@ -341,27 +393,30 @@ class ConsoleApp(App[str]):
         self.tell("routing: " + ", ".join(words))
 
     def action_save(self) -> None:
-        """Save NAME.tuned.toml beside the workload with the live settings."""
-        from oxconsole.tuned import save_tuned
+        """Save NAME.tuned.toml beside the workload with the live settings; say what it changed
+        in the status line, and each change and baked-in --set in a notification."""
+        from oxconsole.tuned import write_tuned
         from oxconsole.workload import WorkloadError
 
         snap = self._need_snapshot()
         if snap is None:
             return
         path = self.source.workload_path
-        if not path:
-            self.toast(
-                "this run's workload file is not known here; nothing saved", kind="save", severity="error"
-            )
+        why = "" if path else "this run's workload file is not known here"
+        if snap.gauges.concurrency <= 0:  # a snapshot rebuilt from a summary
+            why = "the run's live settings never reached this console"
+        if why or not path:
+            self.toast(f"{why}; nothing saved", kind="save", severity="error")
             return
         try:
-            out = save_tuned(path, self.source.overrides, snap)
+            saved = write_tuned(path, self.source.overrides, snap)
         except (OSError, WorkloadError) as e:
             self.toast(f"not saved: {e}", kind="save", severity="error", timeout=10)
             return
-        g = snap.gauges
-        rate = "unlimited" if g.rate <= 0 else fmt_rate(g.rate)
-        self.tell(f"saved {_short_path(out)} (concurrency {g.concurrency}, rate {rate})")
+        short = short_path(saved.path)
+        flash, details = saved_words(saved)
+        self.tell(f"saved {short}{flash}")
+        self.toast(details, kind="save", title=f"saved {short}", timeout=12)
 
     async def action_detach(self) -> None:
         """Leave the console; the run goes on."""
@@ -435,44 +490,17 @@ class ConsoleApp(App[str]):
     # -- command palette ---------------------------------------------------------------------------
 
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
-        yield SystemCommand(
-            "Concurrency up (+)", "10% more requests in flight", lambda: self.action_concurrency(1)
-        )
-        yield SystemCommand(
-            "Concurrency down (-)", "10% fewer requests in flight", lambda: self.action_concurrency(-1)
-        )
-        yield SystemCommand("Rate up (])", "10% more requests per second", lambda: self.action_rate(1))
-        yield SystemCommand("Rate down ([)", "10% fewer requests per second", lambda: self.action_rate(-1))
-        yield SystemCommand(
-            "Rate unlimited toggle (0)", "no rate limit / back to the previous rate", self.action_unlimited
-        )
-        yield SystemCommand("Routing editor (w)", "weights and enabled models", self.action_routing)
-        yield SystemCommand("Pause / resume (space)", "stop or restart dispatching", self.action_pause)
-        yield SystemCommand(
-            "Save tuned workload (s)", "write NAME.tuned.toml beside the workload", self.action_save
-        )
-        yield SystemCommand("Detach (d)", "close the console, the run goes on", self.action_detach)
-        yield SystemCommand("Stop the run (q)", "finish what is in flight, then exit", self.action_stop)
-        yield SystemCommand("Keys (?)", "the help screen", self.action_help)
-        yield SystemCommand(
-            "Latency: next metric (h)", "TTFT, inter-token, end-to-end, queue", self.action_histogram
-        )
-        yield SystemCommand(
-            "Latency: window / whole run (r)", "last 10 s or the whole run", self.action_scope
-        )
-
-
-def _short_path(path: Path) -> str:
-    """``path`` relative to the working directory when it is below it (it is beside the workload)."""
-    try:
-        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
+        # Textual's own "Keys" (its key panel) would sit beside ours (the help screen)
+        yield from (c for c in super().get_system_commands(screen) if c.title != "Keys")
+        for title, help_text, action in PALETTE:
+            yield SystemCommand(title, help_text, partial(self.run_action, action))
 
 
 def run_console(source: RunSource, *, theme: str | None = None, refresh: float = 4.0) -> str:
-    """Run the console until the user quits ("quit", the run stopped) or detaches ("detach")."""
-    app = ConsoleApp(source, theme=theme, refresh=refresh)
+    """Run the console until the user quits ("quit", the run stopped) or detaches ("detach").
+    Keys typed while it started (held by `typeahead.hold`) are applied with the first figures."""
+    from oxconsole.ui.typeahead import take
+
+    app = ConsoleApp(source, theme=theme, refresh=refresh, typeahead=take())
     result = app.run()
     return result if result in ("quit", "detach") else "quit"

@@ -30,7 +30,24 @@ from oxconsole.ui.widgets import (
     forget_palettes,
 )
 
-__all__ = ["MainScreen"]
+__all__ = ["PALETTE", "MainScreen"]
+
+PALETTE: tuple[tuple[str, str, str], ...] = (
+    ("Concurrency up (+)", "10% more requests in flight", "app.concurrency(1)"),
+    ("Concurrency down (-)", "10% fewer requests in flight", "app.concurrency(-1)"),
+    ("Rate up (])", "10% more requests per second", "app.rate(1)"),
+    ("Rate down ([)", "10% fewer requests per second", "app.rate(-1)"),
+    ("Rate unlimited toggle (0)", "no rate limit / back to the previous rate", "app.unlimited"),
+    ("Routing editor (w)", "weights and enabled models", "app.routing"),
+    ("Pause / resume (space)", "stop or restart dispatching", "app.pause"),
+    ("Save tuned workload (s)", "write NAME.tuned.toml beside the workload", "app.save"),
+    ("Detach (d)", "close the console, the run goes on", "app.detach"),
+    ("Stop the run (q)", "finish what is in flight, then exit", "app.stop"),
+    ("Keys and help (?)", "the help screen with every key", "app.help"),
+    ("Latency: next metric (h)", "TTFT, inter-token, end-to-end, queue", "app.histogram"),
+    ("Latency: window / whole run (r)", "last 10 s or the whole run", "app.scope"),
+)
+"""The command palette's entries (ctrl+p): (title, help, action), every key's action by name."""
 
 _CONC = Binding.Group("conc", compact=True)
 _RATE = Binding.Group("rate", compact=True)

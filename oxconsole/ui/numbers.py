@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from oxconsole.metrics.format import fmt_ms
+from oxconsole.metrics.format import change_text, fmt_ms, fmt_rate, fmt_weight
 
 __all__ = [
     "fmt_change",
@@ -38,17 +38,6 @@ def fmt_count(n: float) -> str:
     return f"{n:,}"
 
 
-def fmt_rate(r: float, unit: str = "/s") -> str:
-    """Requests (or tokens) per second with sensible digits; 0 shows as 0."""
-    if r >= 1000:
-        return f"{r:,.0f}{unit}"
-    if r >= 100:
-        return f"{r:.0f}{unit}"
-    if r >= 10:
-        return f"{r:.1f}{unit}"
-    return f"{r:.2f}{unit}"
-
-
 def fmt_cost(c: float) -> str:
     """Costs carry no currency sign: they are in the currency of the workload's prices."""
     if c == 0:
@@ -60,10 +49,6 @@ def fmt_cost(c: float) -> str:
     if c < 100:
         return f"{c:.2f}"
     return f"{c:,.0f}"
-
-
-def fmt_weight(w: float) -> str:
-    return f"{w:g}" if w < 1000 else f"{w:.0f}"
 
 
 def fmt_clock(s: float) -> str:
@@ -85,22 +70,8 @@ def pct(x: float) -> str:
 
 
 def fmt_change(c: Mapping[str, Any]) -> str:
-    """One logged change in words: ``concurrency 32→28``, ``qwen off``, ``paused``."""
-    what = str(c.get("what", "?"))
-    frm, to = c.get("from"), c.get("to")
-    if what == "rate":
-
-        def r(x: Any) -> str:
-            return "∞" if not x else fmt_rate(float(x))
-
-        return f"rate {r(frm)}→{r(to)}"
-    if what == "weight":
-        return f"{c.get('model', '?')} weight {fmt_weight(float(frm or 0))}→{fmt_weight(float(to or 0))}"
-    if what == "enabled":
-        return f"{c.get('model', '?')} {'on' if to else 'off'}"
-    if what == "paused":
-        return "paused" if to else "resumed"
-    return f"{what} {frm}→{to}"
+    """One logged change in words, tight: ``concurrency 32→28``, ``rate ∞→20.0/s``, ``qwen off``."""
+    return change_text(c, arrow="→", unlimited="∞")
 
 
 def round_sig(x: float, digits: int = 3) -> float:

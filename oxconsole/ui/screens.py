@@ -197,11 +197,11 @@ class RoutingEditor(ModalScreen[list[Command] | None]):
     def compose(self) -> ComposeResult:
         with Vertical() as v:
             v.border_title = "routing"
-            yield Static("weight: share under weighted routing · off: no new requests", classes="hint")
+            yield Static("target: the share its weight gives · off: no new requests", classes="hint")
             with Grid(id="routes-head"):
                 yield Label("model")
                 yield Label("weight")
-                yield Label("share", classes="share")
+                yield Label("target", classes="share")
                 yield Label("enabled")
             with VerticalScroll(id="routes") as rows:
                 rows.can_focus = False  # tab goes from field to field; focus scrolls the rows

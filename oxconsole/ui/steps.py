@@ -10,9 +10,11 @@ is not imported here.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from oxconsole.metrics.snapshot import Snapshot
+from oxconsole.tuned import TunedFile
 from oxconsole.ui.numbers import round_sig
 
 __all__ = [
@@ -20,8 +22,12 @@ __all__ = [
     "Pending",
     "concurrency_step",
     "console_status",
+    "failed_mostly",
     "paused_by_user",
     "rate_step",
+    "run_duration",
+    "saved_words",
+    "short_path",
 ]
 
 PENDING_S = 2.0
@@ -81,6 +87,12 @@ def paused_by_user(snap: Snapshot) -> bool:
     return False
 
 
+def failed_mostly(snap: Snapshot) -> bool:
+    """At least half the finished requests failed: at the end, the errors are what to show."""
+    c = snap.counts
+    return c.error > 0 and 2 * c.error >= c.total
+
+
 def console_status(
     snap: Snapshot, *, finished: bool, connected: bool, stopping: bool, cancelling: bool
 ) -> tuple[str, str, str]:
@@ -89,6 +101,16 @@ def console_status(
     if finished or g.state == "done":
         if stopping:
             return "done", "stopped: leaving…", "info"
+        if failed_mostly(snap):
+            c = snap.counts
+            failed = (
+                "every request failed" if c.error == c.total else f"{c.error} of {c.total} requests failed"
+            )
+            return (
+                "done",
+                f"run ended: {failed}, see errors · q exits and prints the summary",
+                "error",
+            )
         return "done", "run finished: q exits and prints the summary · s saves the tuned workload", "info"
     if not connected:
         return "disconnected", "lost the connection to the run: q or d leaves the console", "error"
@@ -101,3 +123,36 @@ def console_status(
             return "paused", "paused: space resumes (requests in flight finish)", "warn"
         return "paused", "no model available: w opens the routing editor", "warn"
     return g.state, "", ""
+
+
+def saved_words(saved: TunedFile) -> tuple[str, str]:
+    """What `s` says once it saved: a few words for the status line (after ``saved PATH``), and
+    each key it changed and each --set override it baked in, one a line, for a notification."""
+    n = len(saved.changes)
+    flash = ": no change" if not n else f": {saved.changes[0]}" if n == 1 else f": {n} changes"
+    lines = list(saved.changes) or ["no change: the live settings are the workload's"]
+    if saved.overrides:
+        flash += f" · --set baked in ({len(saved.overrides)})"
+        lines += [f"baked in: --set {o}" for o in saved.overrides]
+    return flash, "\n".join(lines)
+
+
+def short_path(path: Path) -> str:
+    """``path`` relative to the working directory when it is below it (it is beside the workload)."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def run_duration(workload_path: str | None, overrides: Sequence[str]) -> float:
+    """The run's ``run.duration`` (0: none), read from its workload file for the header's time
+    bar (snapshots do not carry it); 0 when the file cannot be read here."""
+    from oxconsole.workload import WorkloadError, load_workload
+
+    if not workload_path:
+        return 0.0
+    try:
+        return float(load_workload(workload_path, overrides).run.duration)
+    except (OSError, WorkloadError):
+        return 0.0

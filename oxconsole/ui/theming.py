@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from textual.app import App
 from textual.color import Color, ColorParseError
 from textual.theme import Theme
 
@@ -36,6 +37,7 @@ __all__ = [
     "ThemeProblem",
     "load_theme_file",
     "load_themes",
+    "use_themes",
     "user_theme_dir",
 ]
 
@@ -151,3 +153,21 @@ def load_themes(extra_dirs: Iterable[Path] | None = None) -> tuple[list[Theme], 
                 continue
             themes[theme.name] = theme
     return list(themes.values()), problems
+
+
+def use_themes(app: App[Any], requested: str | None, extra_dirs: Iterable[Path] | None) -> list[str]:
+    """Register the shipped and user themes on ``app`` and switch to ``requested`` (else the
+    default); what went wrong, one message each, for the app to show once it is up."""
+    themes, problems = load_themes(extra_dirs)
+    for theme in themes:
+        app.register_theme(theme)
+    out = [str(p) for p in problems]
+    want = requested or DEFAULT_THEME
+    if want in app.available_themes:
+        app.theme = want
+    else:
+        known = ", ".join(sorted(app.available_themes))
+        out.append(f"unknown theme {want!r}; using {DEFAULT_THEME!r} (available: {known})")
+        if DEFAULT_THEME in app.available_themes:
+            app.theme = DEFAULT_THEME
+    return out

@@ -258,6 +258,8 @@ class HeaderPanel(Panel):
     note_level: reactive[str] = reactive("", repaint=False)
     flash: reactive[str] = reactive("", repaint=False)
     flash_level: reactive[str] = reactive("", repaint=False)
+    duration: float = 0.0
+    """The run's ``run.duration`` (0: none): a time bar when it has no fixed request count."""
 
     def draw(self, snap: Snapshot, width: int, height: int) -> list[Line]:
         p = self.palette
@@ -272,6 +274,7 @@ class HeaderPanel(Panel):
             note_style=levels.get(self.note_level, ""),
             flash=self.flash,
             flash_style=p.warning if self.flash_level == "warn" else p.accent,
+            duration=self.duration,
         )
 
 
@@ -339,15 +342,15 @@ class ModelsPanel(Panel):
 
 
 class ErrorsPanel(Panel):
-    """Errors by class (final and retried) with the latest detail of each."""
+    """Errors by class (final and retried) with the first detail of each, wrapped."""
 
     TITLE = "errors"
 
     def inputs(self, snap: Snapshot, width: int, height: int) -> object:
-        return snap.errors, snap.attempt_errors, fmt_rate(snap.errors_per_s_10s)
+        return snap.errors, snap.attempt_errors, snap.error_details, fmt_rate(snap.errors_per_s_10s), height
 
     def draw(self, snap: Snapshot, width: int, height: int) -> list[Line]:
-        return errors_lines(snap, self.palette, width)
+        return errors_lines(snap, self.palette, width, height)
 
 
 class PhasePanel(Panel):

@@ -27,12 +27,14 @@ def header_lines(
     note_style: str = "",
     flash: str = "",
     flash_style: str = "",
+    duration: float = 0.0,
 ) -> list[Line]:
-    """Three lines: who/state/counts/cost; progress bar with ETA; a status line: a confirmation
-    (``flash``, for a moment), then the console's note or the phase, and the current rates."""
+    """Three lines: who/state/counts/cost; progress bar with ETA (or, for a run bounded by
+    ``duration`` seconds alone, elapsed time against it); a status line: a confirmation (``flash``,
+    for a moment), then the console's note or the phase, and the current rates."""
     lines = [
         _title_line(s, p, width, name, state),
-        _progress_line(s, p, width, state),
+        _progress_line(s, p, width, state, duration),
         _status_line(s, p, note, note_style, flash, flash_style),
     ]
     return fit(lines, width)
@@ -78,26 +80,37 @@ def _title_line(s: Snapshot, p: Palette, width: int, name: str, state: str) -> L
     return t
 
 
-def _progress_line(s: Snapshot, p: Palette, width: int, state: str) -> Line:
-    """A progress bar with done/total and the ETA; without a fixed total, what was finished and sent."""
+def _progress_line(s: Snapshot, p: Palette, width: int, state: str, duration: float) -> Line:
+    """A progress bar: requests done of the total with the ETA (none unless running), or, bound by
+    ``duration`` alone, the time elapsed of it; with neither, what was finished and sent."""
     g = s.gauges
-    t = Line()
     total = g.total_expected
     done = s.counts.total
-    if not total:
-        t.append(
+    ending = next((x for x in (state, g.state) if x in ("done", "draining")), "")
+    if total:
+        frac = done / total
+        tail = f" {fmt_count(done)}/{fmt_count(total)} {100 * frac:5.1f}%"
+        eta = eta_seconds(s)
+        if duration > 0 and eta is not None:
+            eta = min(eta, max(0.0, duration - s.elapsed_s))  # run.duration may end it first
+        if state == "done" or done >= total:
+            tail += "  complete"
+        elif ending:
+            tail += f"  {ending}"
+        elif eta is not None:
+            tail += f"  ETA {fmt_duration(eta)}"
+    elif duration > 0:
+        frac = min(1.0, s.elapsed_s / duration)
+        tail = f" {fmt_clock(min(s.elapsed_s, duration))} of {fmt_clock(duration)} {100 * frac:5.1f}%"
+        tail += f"  · {fmt_count(done)} finished"
+        if ending:
+            tail += f"  {ending}"
+    else:
+        return Line(
             f" {fmt_count(done)} finished · {fmt_count(g.dispatched)} sent · no fixed total", style=p.muted
         )
-        return t
-    frac = done / total
-    tail = f" {fmt_count(done)}/{fmt_count(total)} {100 * frac:5.1f}%"
-    eta = eta_seconds(s)
-    if state in ("done",) or done >= total:
-        tail += "  complete"
-    elif eta is not None:
-        tail += f"  ETA {fmt_duration(eta)}"
-    bar_w = max(10, width - len(tail) - 2)
-    filled, empty = hbar(frac, bar_w)
+    t = Line()
+    filled, empty = hbar(frac, max(10, width - len(tail) - 2))
     t.append(" ")
     t.append(filled, style=p.bar)
     t.append(empty, style=p.bar_empty)

@@ -7,6 +7,7 @@ metrics and its list of changes cut to the height).
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
 from oxconsole.metrics.format import fmt_duration
@@ -19,35 +20,65 @@ __all__ = ["errors_lines", "models_lines", "phase_lines"]
 # -- models ----------------------------------------------------------------------------------
 
 
+_MODEL_HEADERS = {
+    "model": "model",
+    "state": "state",
+    "weight": "weight",
+    "target": "target",
+    "share": "share",
+    "in_fl": "in fl",
+    "rate": "req/s",
+    "ttft2": "TTFT p50/99",
+    "ttft": "TTFT p50",
+    "lat2": "lat p50/99",
+    "lat": "lat p50",
+    "ok": "ok",
+    "err": "err",
+    "tok": "tok in/out",
+    "cost": "cost",
+}
+
+_MODEL_LAYOUTS: tuple[tuple[str, ...], ...] = tuple(
+    tuple(layout.split())
+    for layout in (
+        "model state weight target share in_fl rate ttft2 lat2 ok err tok cost",
+        "model state weight target share in_fl rate ttft2 lat2 ok err cost",
+        "model state weight share in_fl rate ttft2 lat2 ok err cost",
+        "model state weight share in_fl rate ttft lat ok err cost",
+        "model state weight share rate ttft lat ok err cost",
+        "model weight share rate ttft lat ok err cost",
+        "model weight share rate lat err cost",
+    )
+)
+"""The models table's columns from the richest to the leanest, each dropping the least useful
+column left (tokens, the share a weight asks for, in flight per model, p99s, the state, which then
+follows the name). The first layout that fits is drawn; cost stays down to 80 columns."""
+
+
 def models_lines(s: Snapshot, p: Palette, width: int) -> list[Line]:
-    """One row per model; columns are dropped or merged, least useful first, to fit ``width``."""
-    wide = width >= 120
-    mid = width >= 100
+    """One row per model. The name column is as wide as the longest name, and the first of
+    `_MODEL_LAYOUTS` that fits ``width`` is drawn; in the last, names are cut to fit."""
     wsum = sum(
         m.gauge.weight for m in s.models if m.gauge is not None and m.gauge.enabled and m.gauge.weight > 0
     )
-    rows = [_model_row(m, p, wsum, mid, wide) for m in s.models]
-    return fit(grid(_model_cols(s, mid, wide), rows, width, p), width)
-
-
-def _model_cols(s: Snapshot, mid: bool, wide: bool) -> list[Col]:
-    longest = max((len(m.name) for m in s.models), default=5)
-    cols = [Col("model", right=False, flex=True, min_width=min(longest + (0 if mid else 8), 26))]
-    if mid:
-        cols.append(Col("state", right=False))
-    cols += [
-        Col("weight"),
-        Col("share"),
-        Col("in fl"),
-        Col("req/s"),
-        Col("TTFT p50/99" if mid else "TTFT50"),
-        Col("lat p50/99" if mid else "lat50"),
-        Col("ok"),
-        Col("err"),
+    cells = [_model_cells(m, p, wsum) for m in s.models]
+    fits = False
+    for layout in _MODEL_LAYOUTS:
+        named = "state" not in layout  # the state follows the name
+        keys = ["named" if k == "model" and named else k for k in layout]
+        widths = (
+            max([len(_MODEL_HEADERS[k]), *(len(c[key]) for c in cells)])
+            for k, key in zip(layout, keys, strict=True)
+        )
+        fits = sum(widths) + 2 * (len(layout) - 1) <= width
+        if fits:
+            break
+    cols = [
+        Col(_MODEL_HEADERS[k], right=k not in ("model", "state"), flex=k == "model" and not fits)
+        for k in layout
     ]
-    if wide:
-        cols += [Col("tok in/out"), Col("cost")]
-    return cols
+    rows = [[c[key] for key in keys] for c in cells]
+    return fit(grid(cols, rows, width, p), width)
 
 
 def _model_state(m: ModelStats, p: Palette) -> tuple[str, str]:
@@ -62,40 +93,35 @@ def _model_state(m: ModelStats, p: Palette) -> tuple[str, str]:
     return "on", p.success
 
 
-def _model_row(m: ModelStats, p: Palette, wsum: float, mid: bool, wide: bool) -> list[Cell]:
+def _model_cells(m: ModelStats, p: Palette, wsum: float) -> dict[str, Line]:
+    """Every cell a model's row may show, by column key (``named``: the name with its state after
+    it when not on, for layouts without a state column)."""
     gauge = m.gauge
     enabled = gauge is None or gauge.enabled
     state, st_style = _model_state(m, p)
-    if gauge is not None:
-        wshare = gauge.weight / wsum if wsum and enabled else 0.0
-        weight = f"{fmt_weight(gauge.weight)} {pct(wshare):>4}"
-    else:
-        weight = "–"
     dim = p.muted if not enabled else ""
-
-    def both(a: float, b: float) -> str:
-        return f"{ms(a)}/{ms(b)}" if mid else ms(a)
-
-    name = Line(m.name, style=dim or "bold")
-    if not mid and state != "on":
-        name.append(f" {state}", style=st_style)
-    row: list[Cell] = [name]
-    if mid:
-        row.append(Line(state, style=st_style))
-    row += [
-        Line(weight, style=dim),
-        Line(pct(m.share), style=dim),
-        Line(str(gauge.in_flight if gauge is not None else 0), style=dim),
-        Line(fmt_rate(m.req_per_s_10s, ""), style=dim),
-        Line(both(m.ttft_p50, m.ttft_p99), style=dim),
-        Line(both(m.latency_p50, m.latency_p99), style=dim),
-        Line(fmt_count(m.counts.ok), style=dim),
-        Line(fmt_count(m.counts.error), style=p.error if m.counts.error else dim),
-    ]
-    if wide:
-        row.append(Line(f"{fmt_count(m.input_tokens)}/{fmt_count(m.output_tokens)}", style=dim))
-        row.append(Line(fmt_cost(m.cost), style=dim))
-    return row
+    named = Line(m.name, style=dim or "bold")
+    if state not in ("on", "–"):
+        named.append(f" {state}", style=st_style)
+    target = gauge.weight / wsum if gauge is not None and wsum and enabled else 0.0
+    return {
+        "model": Line(m.name, style=dim or "bold"),
+        "named": named,
+        "state": Line(state, style=st_style),
+        "weight": Line(fmt_weight(gauge.weight) if gauge is not None else "–", style=dim),
+        "target": Line(pct(target) if gauge is not None else "–", style=dim),
+        "share": Line(pct(m.share), style=dim),
+        "in_fl": Line(str(gauge.in_flight if gauge is not None else 0), style=dim),
+        "rate": Line(fmt_rate(m.req_per_s_10s, ""), style=dim),
+        "ttft2": Line(f"{ms(m.ttft_p50)}/{ms(m.ttft_p99)}", style=dim),
+        "ttft": Line(ms(m.ttft_p50), style=dim),
+        "lat2": Line(f"{ms(m.latency_p50)}/{ms(m.latency_p99)}", style=dim),
+        "lat": Line(ms(m.latency_p50), style=dim),
+        "ok": Line(fmt_count(m.counts.ok), style=dim),
+        "err": Line(fmt_count(m.counts.error), style=p.error if m.counts.error else dim),
+        "tok": Line(f"{fmt_count(m.input_tokens)}/{fmt_count(m.output_tokens)}", style=dim),
+        "cost": Line(fmt_cost(m.cost), style=dim),
+    }
 
 
 # -- errors ----------------------------------------------------------------------------------
@@ -109,18 +135,15 @@ class _ZeroStat:
 _Z: Any = _ZeroStat()
 
 
-def errors_lines(s: Snapshot, p: Palette, width: int) -> list[Line]:
-    """Final errors by class (requests that ended in error), attempts retried by class, and the
-    latest detail of each class."""
+def errors_lines(s: Snapshot, p: Palette, width: int, height: int = 100) -> list[Line]:
+    """Final errors by class (requests that ended in error), attempts retried by class, and under
+    each class its first detail, wrapped rather than cut (the hint that says why, such as "is
+    base_url missing /v1?", tends to be at its end). When the height is short, every class keeps
+    its row and the details of the most frequent classes come first."""
     classes = sorted(set(s.errors) | set(s.attempt_errors), key=lambda c: (-s.errors.get(c, _Z).count, c))
     if not classes:
         return [Line("no errors", style=p.success)]
-    cols = [
-        Col("class", right=False),
-        Col("final"),
-        Col("retried"),
-        Col("latest detail", right=False, flex=True),
-    ]
+    cols = [Col("class", right=False), Col("final"), Col("retried")]
     rows: list[list[Cell]] = []
     for c in classes:
         e = s.errors.get(c)
@@ -129,10 +152,21 @@ def errors_lines(s: Snapshot, p: Palette, width: int) -> list[Line]:
                 Line(c, style=p.error if e else p.warning),
                 Line(fmt_count(e.count) if e else "0", style=p.error if e else p.muted),
                 fmt_count(s.attempt_errors.get(c, 0)),
-                Line(e.detail if e and e.detail else "–", style=p.muted),
             ]
         )
-    lines = grid(cols, rows, width, p)
+    table = grid(cols, rows, width, p)
+    room = height - len(table) - 1  # lines left for details; the last line says what columns mean
+    lines = table[:2]
+    for c, row in zip(classes, table[2:], strict=True):
+        lines.append(row)
+        e = s.errors.get(c)
+        detail = s.error_details.get(c) or (e.detail if e else "")
+        wrapped = textwrap.wrap(detail, max(8, width - 2), break_on_hyphens=False) if detail else []
+        keep = max(0, min(len(wrapped), room))
+        for k, text in enumerate(wrapped[:keep]):
+            cut = k == keep - 1 and keep < len(wrapped)
+            lines.append(Line(f"  {text}{' …' if cut else ''}"))
+        room -= keep
     lines.append(
         Line(
             f"{fmt_rate(s.errors_per_s_10s)} now · final: failed after retries · retried: attempts retried",
