@@ -68,6 +68,7 @@ def run_headless(
 
     w = prep.workload
     engine = engine_with_progress(prep, interval)
+    before_end = _whole_journal_first(prep, before_end)
     info = RunInfo(
         name=w.name,
         workload_path=str(Path(w.path).resolve()),
@@ -100,6 +101,27 @@ def run_headless(
 
     outcome: RunOutcome = run_loop(go())
     return outcome
+
+
+def _whole_journal_first(
+    prep: PreparedRun, then: Callable[[RunOutcome], None] | None
+) -> Callable[[RunOutcome], None]:
+    """The end of a run: after --resume its summary becomes the whole journal's (every session, as
+    `oxconsole report` computes it) before anything shows or writes it; then `then`."""
+
+    def end(outcome: RunOutcome) -> None:
+        if prep.resume:
+            from oxconsole.journal.identify import NotAJournal
+            from oxconsole.report import whole_journal_summary
+
+            try:
+                outcome.summary = whole_journal_summary(outcome.summary, prep.results_path)
+            except (OSError, NotAJournal) as e:
+                outcome.warnings.append(f"the summary covers this session only: {e}")
+        if then is not None:
+            then(outcome)
+
+    return end
 
 
 def report_outcome(outcome: RunOutcome, summary_json: str | None) -> int:

@@ -92,8 +92,18 @@ def _results_path(w: Workload, output: str | None, resume: bool) -> tuple[Path, 
             aside = path.with_name(f"{path.stem}.{stamp}-{n}{path.suffix}")
             n += 1
         path.rename(aside)
+        _manifest_aside(path, aside)
         note = f"previous results kept as {aside}"
     return path, note
+
+
+def _manifest_aside(path: Path, aside: Path) -> None:
+    """The journal's manifest goes with it (`report` on the old journal still knows its sessions)."""
+    from oxconsole.journal.meta import manifest_path
+
+    manifest = manifest_path(path)
+    if manifest.exists():
+        manifest.rename(manifest_path(aside))
 
 
 @dataclass
@@ -107,6 +117,8 @@ class PreparedRun:
     total: int | None
     """Requests this run will send, when known."""
     overrides: tuple[str, ...]
+    resume: bool = False
+    """Appending to an existing journal (--resume): the run ends with the whole journal's summary."""
 
 
 def prepare_run(workload: str, overrides: list[str], output: str | None, resume: bool) -> PreparedRun:
@@ -130,7 +142,7 @@ def prepare_run(workload: str, overrides: list[str], output: str | None, resume:
     total = stats.total_requests
     if total is not None and skip:
         total = max(0, total - len(skip))
-    return PreparedRun(w, path, skip, total, tuple(overrides))
+    return PreparedRun(w, path, skip, total, tuple(overrides), resume)
 
 
 def write_json(path: Path, data: object, *, private: bool = False, in_place: bool = False) -> None:
