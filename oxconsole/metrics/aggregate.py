@@ -105,12 +105,14 @@ class RunStats:
     def count(self, rec: RequestRecord) -> None:
         """Everything in `record` but the timing histograms (the caller files those)."""
         self.total += 1
-        tried = rec.model_attempts
-        if tried:
+        if rec.models_tried:
             self.fell_back += 1
-            if (tried[-1] if self.per_model else max(tried)) > 1:
-                self.retried += 1
-        elif rec.attempts > 1:
+        tried = rec.model_attempts  # with a fallback: retried only where a model took 2+ attempts
+        if tried:
+            most = tried[-1] if self.per_model else max(tried)
+        else:
+            most = rec.attempts
+        if most > 1:
             self.retried += 1
         self.input_tokens += rec.input_tokens
         self.output_tokens += rec.output_tokens
