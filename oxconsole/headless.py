@@ -70,6 +70,7 @@ def run_headless(
 
     w = prep.workload
     engine = engine_with_progress(prep, interval)
+    before_end = _whole_journal_first(prep, before_end)
     info = RunInfo(
         name=w.name,
         workload_path=str(Path(w.path).resolve()),
@@ -127,6 +128,27 @@ def write_batch_files(prep: PreparedRun, outcome: RunOutcome) -> None:
         f"oxconsole: batch output: {ok} answers in {out}, {failed} failures in {errors_path(out)}",
         file=sys.stderr,
     )
+
+
+def _whole_journal_first(
+    prep: PreparedRun, then: Callable[[RunOutcome], None] | None
+) -> Callable[[RunOutcome], None]:
+    """The end of a run: after --resume its summary becomes the whole journal's (every session, as
+    `oxconsole report` computes it) before anything shows or writes it; then `then`."""
+
+    def end(outcome: RunOutcome) -> None:
+        if prep.resume:
+            from oxconsole.journal.identify import NotAJournal
+            from oxconsole.report import whole_journal_summary
+
+            try:
+                outcome.summary = whole_journal_summary(outcome.summary, prep.results_path)
+            except (OSError, NotAJournal) as e:
+                outcome.warnings.append(f"the summary covers this session only: {e}")
+        if then is not None:
+            then(outcome)
+
+    return end
 
 
 def print_summary(summary: dict[str, Any], summary_json: str | None) -> bool:

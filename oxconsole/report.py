@@ -21,16 +21,21 @@ from typing import Any
 import orjson
 
 from oxconsole.idset import repeated
-from oxconsole.journal.records import RequestRecord
-from oxconsole.metrics.aggregate import RunStats, build_summary, phase_summary
+from oxconsole.journal.identify import NotAJournal, not_a_journal, not_a_record, sniff
+from oxconsole.journal.meta import read_manifest
+from oxconsole.journal.records import RUN_TIMES, RequestRecord, has_run_times
+from oxconsole.journal.sessions import SessionSpans, sessions_of
+from oxconsole.metrics.aggregate import RunStats, build_summary, count_fallbacks, phase_summary
 from oxconsole.metrics.format import change_text
 
 __all__ = [
     "JournalIssues",
+    "NotAJournal",
     "read_journal",
     "render_summary",
     "report_main",
     "summary_from_journal",
+    "whole_journal_summary",
 ]
 
 WIDTH = 80
@@ -48,6 +53,10 @@ class JournalIssues:
     invalid_lines: list[int] = field(default_factory=list)
     """Line numbers of the first few invalid lines."""
     records: int = 0
+    no_times: int = 0
+    """Records without the times a run writes (`RUN_TIMES`): typed or injected by hand, ignored."""
+    first_problem: tuple[int, str] | None = None
+    """The first line that is not a record, and why (to tell a file that is not a journal)."""
 
     def messages(self, path: str | os.PathLike[str]) -> list[str]:
         out: list[str] = []
@@ -57,17 +66,33 @@ class JournalIssues:
             where = ", ".join(map(str, self.invalid_lines))
             more = ", ..." if self.invalid > len(self.invalid_lines) else ""
             out.append(f"{os.fspath(path)}: skipped {self.invalid} invalid line(s) (line {where}{more})")
+        if self.no_times:
+            times = " and ".join(RUN_TIMES)
+            out.append(
+                f"{os.fspath(path)}: ignored {self.no_times} record(s) without run times ({times}): "
+                "not written by a run"
+            )
         return out
 
 
-def _parse(line: bytes) -> RequestRecord | None:
+NO_TIMES = "a record without run times"
+
+
+def _parse(line: bytes) -> RequestRecord | str:
+    """The record on a journal line, or why the line holds none (`NO_TIMES`: a record, ignored)."""
     try:
         d = orjson.loads(line)
-        if not isinstance(d, dict) or "id" not in d:
-            return None
+    except orjson.JSONDecodeError:
+        return "binary data" if b"\0" in line else "not JSON"
+    problem = not_a_record(d)
+    if problem is not None:
+        return problem
+    if not has_run_times(d):
+        return NO_TIMES
+    try:
         return RequestRecord.from_json_dict(d)
-    except (orjson.JSONDecodeError, ValueError, TypeError, KeyError):
-        return None
+    except (ValueError, TypeError, KeyError):
+        return "a JSON object with values of the wrong type"
 
 
 def read_journal(
@@ -79,7 +104,8 @@ def read_journal(
 
     Invalid lines are skipped: a bad *last* line (torn by a crash) sets ``issues.torn_last``,
     any other bad line counts in ``issues.invalid``; ``on_skip(line_no, is_last)`` is called for
-    each. Blank lines are ignored. Raises OSError when the file cannot be opened or read.
+    each. Records without the times a run writes are ignored (``issues.no_times``). Blank lines
+    are ignored. Raises OSError when the file cannot be opened or read.
     """
     iss = issues if issues is not None else JournalIssues()
     pending = 0  # line number of an invalid line not yet known to be the last one
@@ -99,7 +125,12 @@ def read_journal(
                 middle(pending)
                 pending = 0
             rec = _parse(line)
-            if rec is None:
+            if rec is NO_TIMES:
+                iss.no_times += 1
+                continue
+            if isinstance(rec, str):
+                if iss.first_problem is None:
+                    iss.first_problem = (line_no, rec)
                 pending = line_no
                 continue
             iss.records += 1
@@ -118,19 +149,28 @@ def summary_from_journal(
 ) -> dict[str, Any]:
     """Rebuild the run summary from a journal alone.
 
+    The name is the one the run had (from the journal's manifest), else the journal's folder's.
     When an id appears more than once (a resumed run appends), its last record counts. The
-    duration runs from the earliest ``t_scheduled`` to the latest ``t_sent + latency`` over all
-    records; ``changes`` are not journaled, so they are empty and there is one phase.
+    duration is the running time of the sessions that wrote the journal, from its manifest
+    (`journal/sessions.py`); without one, from the earliest ``t_scheduled`` to the latest
+    ``t_sent + latency``. ``changes`` are not journaled, so they are empty and there is one phase.
+    Raises NotAJournal when the file holds lines but no record a run writes.
     """
     p = Path(path)
-    twice, t_first, t_last = _scan(p, issues)
+    iss = issues if issues is not None else JournalIssues()
+    sniff(p)
+    manifest = read_manifest(p)
+    spans = SessionSpans(sessions_of(manifest))
+    twice = _scan(p, iss, spans)
+    if not iss.records and iss.first_problem is not None:
+        raise NotAJournal(not_a_journal(p, *iss.first_problem))
     overall, models = _tally(p, twice)
-    if overall.total:
-        started_at = t_first
-        duration = max(0.0, t_last - t_first)
-    else:
+    started_at = spans.started_at()
+    duration = spans.running_s()
+    if started_at is None:
         started_at = p.stat().st_mtime
-        duration = 0.0
+    if name is None:
+        name = manifest.get("name") if isinstance(manifest.get("name"), str) else None
     if name is None:
         name = p.resolve().parent.name or p.stem
     return build_summary(
@@ -141,24 +181,20 @@ def summary_from_journal(
         models=models.items(),
         changes=[],
         phases=[phase_summary(overall, 0.0, duration, [])],
+        sessions=max(1, spans.count()),
     )
 
 
-def _scan(p: Path, issues: JournalIssues | None) -> tuple[set[int], float, float]:
-    """Pass 1: the hashes of ids that appear more than once, and the run's time span. Each id is
-    held as an 8-byte hash (not a dict of a million id strings) until the repeats are known."""
+def _scan(p: Path, issues: JournalIssues, spans: SessionSpans) -> set[int]:
+    """Pass 1: the hashes of ids that appear more than once, and each record's times to `spans`.
+    Each id is held as an 8-byte hash (not a dict of a million id strings) until the repeats are
+    known."""
     keys = array("q")
     key = keys.append
-    t_first = float("inf")
-    t_last = float("-inf")
     for rec in read_journal(p, issues):
         key(hash(rec.id))
-        if rec.t_scheduled < t_first:
-            t_first = rec.t_scheduled
-        end = rec.t_sent + (rec.latency_ms or 0.0) / 1000.0
-        if end > t_last:
-            t_last = end
-    return repeated(keys), t_first, t_last
+        spans.add(rec.t_scheduled, rec.t_sent + (rec.latency_ms or 0.0) / 1000.0)
+    return repeated(keys)
 
 
 def _tally(p: Path, twice: set[int]) -> tuple[RunStats, dict[str, RunStats]]:
@@ -169,12 +205,17 @@ def _tally(p: Path, twice: set[int]) -> tuple[RunStats, dict[str, RunStats]]:
     models: dict[str, RunStats] = {}
     held: dict[str, RequestRecord] = {}
 
+    def stats_of(model: str) -> RunStats:
+        st = models.get(model)
+        if st is None:
+            st = models[model] = RunStats(per_model=True)
+        return st
+
     def count(rec: RequestRecord) -> None:
         overall.record(rec)
-        st = models.get(rec.model)
-        if st is None:
-            st = models[rec.model] = RunStats()
-        st.record(rec)
+        stats_of(rec.model).record(rec)
+        if rec.models_tried:
+            count_fallbacks(rec, stats_of)
 
     for rec in read_journal(p):
         if twice and hash(rec.id) in twice:
@@ -188,14 +229,42 @@ def _tally(p: Path, twice: set[int]) -> tuple[RunStats, dict[str, RunStats]]:
     return overall, models
 
 
+SESSION_ONLY = ("changes", "phases")
+"""Summary keys a resumed run's whole summary takes from its last session: what the journal does
+not hold (changes and phases, with `t` counted from that session's start)."""
+SESSION_ONLY_REQUESTS = ("not_sent",)
+"""`requests` keys only the last session knows (what it did not send)."""
+
+
+def whole_journal_summary(session: Mapping[str, Any], path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The summary of a resumed run: the figures of its whole journal, every session, exactly as
+    `oxconsole report` computes them; with what only the last session knows (its changes and
+    phases, loop lag, GC, cool-downs, requests not sent). Raises OSError or NotAJournal."""
+    whole = summary_from_journal(path, name=session.get("name"))
+    out: dict[str, Any] = {**session, **whole}
+    for key in SESSION_ONLY:
+        if key in session:
+            out[key] = session[key]
+    mine = session.get("requests") or {}
+    out["requests"] = {**mine, **whole["requests"]}
+    for key in SESSION_ONLY_REQUESTS:
+        if key in mine:
+            out["requests"][key] = mine[key]
+    return out
+
+
 # -- text ------------------------------------------------------------------------------------
+
+
+NONE = "–"
+"""Shown for a figure nothing measured (every request failed, no stream): never a made-up 0.0."""
 
 
 def _num(v: Any, decimals: int = 1) -> str:
     try:
         x = float(v)
     except (TypeError, ValueError):
-        return "-"
+        return NONE
     if abs(x) >= 100_000:
         return f"{x:,.0f}"
     return f"{x:,.{decimals}f}"
@@ -205,7 +274,7 @@ def _money(v: Any) -> str:
     try:
         x = float(v)
     except (TypeError, ValueError):
-        return "-"
+        return NONE
     if x == 0:
         return "0"
     if abs(x) >= 100:
@@ -249,6 +318,7 @@ def render_summary(summary: Mapping[str, Any]) -> str:
     lines = _totals_lines(s)
     lines += _timing_lines(s)
     lines += _model_lines(s.get("models") or {})
+    lines += _fallback_lines(s.get("models") or {})
     lines += _error_lines(s.get("errors") or {}, s.get("attempt_errors") or {})
     lines += _error_detail_lines(s.get("error_details") or {})
     lines += _phase_lines(s.get("phases") or [], s.get("changes") or [])
@@ -265,6 +335,8 @@ def _totals_lines(s: Mapping[str, Any]) -> list[str]:
     if src.get("estimate") and src.get("usage"):
         estimated = f" ({src['estimate']} of {src['estimate'] + src['usage']} estimated)"
     title = f"{s.get('name', '')}  ·  {_duration(float(s.get('duration_s') or 0.0))}"
+    if (req.get("sessions") or 1) > 1:
+        title += f" over {req['sessions']} sessions"
     if s.get("started_at"):
         title += f"  ·  started {s['started_at']}"
     return [
@@ -272,6 +344,7 @@ def _totals_lines(s: Mapping[str, Any]) -> list[str]:
         _fit(
             f"requests  {req.get('total', 0):,} total  {req.get('ok', 0):,} ok  "
             f"{req.get('error', 0):,} error  {req.get('retried', 0):,} retried"
+            + (f"  {req['fallbacks']:,} fell back" if req.get("fallbacks") else "")
         ),
         _fit(
             f"rate      {_num(thr.get('requests_per_s'), 2)} req/s  "
@@ -337,6 +410,15 @@ def _model_lines(models: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def _fallback_lines(models: Mapping[str, Any]) -> list[str]:
+    """Which models requests fell back from, and how many (they are counted where they ended)."""
+    left = [(str(name), _g(m, "requests", "fallbacks")) for name, m in models.items()]
+    left = [(name, n) for name, n in left if isinstance(n, int) and n]
+    if not left:
+        return []
+    return [_fit("fell back from  " + "  ".join(f"{name} {n:,}" for name, n in left))]
+
+
 def _error_lines(errors: Mapping[str, Any], attempts: Mapping[str, Any]) -> list[str]:
     """Final errors by class, then attempts retried by class."""
     lines: list[str] = []
@@ -397,7 +479,7 @@ def _count(v: Any) -> str:
     try:
         n = int(v)
     except (TypeError, ValueError):
-        return "-"
+        return NONE
     return f"{n:,}" if n < 1_000_000 else f"{n / 1e6:.1f}M"
 
 
@@ -409,6 +491,9 @@ def report_main(path: str, as_json: bool) -> int:
     except OSError as e:
         reason = e.strerror or str(e)
         print(f"oxconsole report: {path}: cannot read the results journal: {reason}", file=sys.stderr)
+        return 2
+    except NotAJournal as e:
+        print(f"oxconsole report: {e}", file=sys.stderr)
         return 2
     for msg in issues.messages(path):
         print(f"oxconsole report: warning: {msg}", file=sys.stderr)

@@ -98,8 +98,19 @@ def _results_path(
     if problems:
         raise BadInput("outputs that cannot be written (nothing was sent):\n  " + "\n  ".join(problems))
     if not resume and path.is_file() and path.stat().st_size > 0:
-        return path, keep_aside(path)
+        aside = keep_aside(path)
+        _manifest_aside(path, aside)
+        return path, aside
     return path, None
+
+
+def _manifest_aside(path: Path, aside: Path) -> None:
+    """The journal's manifest goes with it (`report` on the old journal still knows its sessions)."""
+    from oxconsole.journal.meta import manifest_path
+
+    manifest = manifest_path(path)
+    if manifest.exists():
+        manifest.rename(manifest_path(aside))
 
 
 @dataclass
@@ -115,6 +126,8 @@ class PreparedRun:
     overrides: tuple[str, ...]
     kept_aside: Path | None = None
     """Where the journal of an earlier run at `results_path` was moved, if one was."""
+    resume: bool = False
+    """Appending to an existing journal (--resume): the run ends with the whole journal's summary."""
 
 
 def prepare_run(
@@ -143,7 +156,7 @@ def prepare_run(
     total = stats.total_requests
     if total is not None and skip:
         total = max(0, total - len(skip))
-    return PreparedRun(w, path, skip, total, tuple(overrides), aside)
+    return PreparedRun(w, path, skip, total, tuple(overrides), aside, resume)
 
 
 def write_json(path: Path, data: object, *, private: bool = False) -> None:

@@ -74,7 +74,7 @@ def test_headless_run_summary_json_and_report(tmp_path: Path) -> None:
     assert "requests" in r.stdout and "latency" in r.stdout  # the summary table
     s = json.loads((tmp_path / "s.json").read_text())
     assert s["name"] == "cli"
-    assert s["requests"] == {"total": 20, "ok": 20, "error": 0, "retried": 0}
+    assert s["requests"] == {"total": 20, "ok": 20, "error": 0, "retried": 0, "fallbacks": 0, "sessions": 1}
     assert s["cost"]["total"] == pytest.approx(10.0)
     assert len(records(tmp_path)) == 20
     rep = oxc("report", str(tmp_path / "out" / "results.jsonl"), "--json", cwd=tmp_path)

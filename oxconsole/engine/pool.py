@@ -37,6 +37,7 @@ from oxconsole.engine.worker import worker_main
 from oxconsole.journal.journal import Journal
 from oxconsole.journal.manifest import open_journal
 from oxconsole.journal.records import RequestRecord
+from oxconsole.journal.sessions import SessionLog
 from oxconsole.metrics.collector import Collector
 from oxconsole.metrics.snapshot import Gauges, ModelGauge, Snapshot
 from oxconsole.workload import Workload
@@ -133,6 +134,7 @@ class WorkerPool:
         self._ready = 0
         self._all_ready = asyncio.Event()
         self._sim: SimProcess | None = None
+        self.session = SessionLog(results_path, self.warnings)
 
     def _new_collector(self) -> Collector:
         return new_collector(self.w, self.started_at)
@@ -203,6 +205,7 @@ class WorkerPool:
             self._t0 = loop.time()
             self.started_at = time.time()
             self.collector = self._new_collector()
+            self.session.begin(self.started_at)
             for i in range(self.n):
                 self._send(i, {"cmd": GO})
             self.state = "running"
@@ -222,8 +225,10 @@ class WorkerPool:
             if self.metrics is not None:
                 self.metrics.close()
         self._publish()
+        running = loop.time() - self._t0
+        self.session.end(running)
         return RunOutcome(
-            summary=self._summary(loop.time() - self._t0),
+            summary=self._summary(running),
             ok=self._ok,
             error=self._errors,
             interrupted=self._interrupted,

@@ -68,9 +68,18 @@ class Story:
     """Error class -> failed attempts that were retried, adapted or fell back."""
     backoff_s: float = 0.0
     tried: list[str] = field(default_factory=list)
+    """The models tried so far, in order (the last is `model`)."""
+    tried_attempts: list[int] = field(default_factory=list)
+    """The attempts each model of `tried` took."""
     t_first_send: float | None = None
     res: AttemptResult | None = None
     """The last attempt's result."""
+
+    def fallback_trail(self) -> tuple[list[str] | None, list[int] | None]:
+        """The record's `models_tried` and `model_attempts`: present only when a fallback was used."""
+        if len(self.tried) < 2:
+            return None, None
+        return list(self.tried), list(self.tried_attempts)
 
 
 class Sender:
@@ -125,6 +134,7 @@ class Sender:
     async def _on_model(self, story: Story) -> AttemptResult:
         """Attempts on the story's model until one answers, retries are spent or it cannot retry."""
         story.tried.append(story.model)
+        story.tried_attempts.append(0)
         m = self.models[story.model]
         client = self.clients[m.endpoint]
         body = self.bodies.body(story.prompt, m)
@@ -154,6 +164,7 @@ class Sender:
         """One attempt, classified: its result, and whether a rejected field was adapted (then the
         body must be built again). Its outcome goes to the model's health in every case."""
         story.attempts += 1
+        story.tried_attempts[-1] += 1
         if story.t_first_send is None:
             story.t_first_send = asyncio.get_running_loop().time()
         seq = self.health.sent(m.name)
@@ -227,6 +238,7 @@ def finished_record(story: Story, res: AttemptResult, m: ModelConfig, save_text:
             + output_tokens * m.price_per_1m_output / 1e6
         )
     t_sent_loop = story.t_first_send if story.t_first_send is not None else story.t_sched
+    tried, tried_attempts = story.fallback_trail()
     return RequestRecord(
         id=prompt.id,
         model=m.name,
@@ -249,6 +261,8 @@ def finished_record(story: Story, res: AttemptResult, m: ModelConfig, save_text:
         tag=prompt.tag,
         backoff_ms=story.backoff_s * 1000.0,
         attempt_errors=story.attempt_errors or None,
+        models_tried=tried,
+        model_attempts=tried_attempts,
     )
 
 
@@ -256,6 +270,7 @@ def cancelled_record(story: Story, endpoint: str) -> RequestRecord:
     """The journal record of a request cancelled at stop before it finished."""
     res = story.res
     t_sent_loop = story.t_first_send or asyncio.get_running_loop().time()
+    tried, tried_attempts = story.fallback_trail()
     return RequestRecord(
         id=story.prompt.id,
         model=story.model,
@@ -270,4 +285,6 @@ def cancelled_record(story: Story, endpoint: str) -> RequestRecord:
         error_detail="cancelled at stop before it finished",
         tag=story.prompt.tag,
         attempt_errors=story.attempt_errors or None,
+        models_tried=tried,
+        model_attempts=tried_attempts,
     )

@@ -37,6 +37,7 @@ from oxconsole.gcpace import PacedGC
 from oxconsole.journal.journal import Journal
 from oxconsole.journal.manifest import open_journal
 from oxconsole.journal.records import RequestRecord
+from oxconsole.journal.sessions import SessionLog
 from oxconsole.metrics.collector import Collector
 from oxconsole.metrics.histogram import LogHistogram
 from oxconsole.metrics.snapshot import Gauges, ModelGauge, Snapshot
@@ -115,6 +116,8 @@ class Engine:
         self._wake = asyncio.Event()  # something the drain loop waits for changed
         self._dispatch_done = False
         self._dispatch_hist: deque[tuple[float, int]] = deque(maxlen=64)
+        self.session = SessionLog(results_path, self.warnings)
+        """This session's start and running time, in the journal's manifest (`--resume` summaries)."""
         self._assemble(workload)
 
     def _assemble(self, workload: Workload) -> None:
@@ -241,6 +244,8 @@ class Engine:
             self._t0 = loop.time()
             self.started_at = time.time()
             self.collector = self._new_collector()
+            if self._journal is not None:
+                self.session.begin(self.started_at)
             self._gc = self.sender.gc = quiet_gc()
             if self.dispatch.schedule is not None:
                 self.dispatch.schedule.rebase(self._t0)
@@ -262,8 +267,10 @@ class Engine:
             if self.metrics is not None:
                 self.metrics.close()
         self._publish()
+        running = loop.time() - self._t0
+        self.session.end(running)
         return RunOutcome(
-            summary=self._summary(loop.time() - self._t0),
+            summary=self._summary(running),
             ok=self.ok,
             error=self.errors,
             interrupted=self._interrupted,

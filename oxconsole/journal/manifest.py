@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import os
 from collections.abc import Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from pathlib import Path
@@ -22,13 +21,11 @@ import orjson
 
 from oxconsole.idset import IdSet
 from oxconsole.journal.journal import Journal
+from oxconsole.journal.meta import manifest_path as manifest_path
+from oxconsole.journal.meta import read_manifest, write_manifest_data
 from oxconsole.workload import Workload, WorkloadError, iter_prompts
 
 VERSION = 1
-
-
-def manifest_path(results: Path) -> Path:
-    return results.with_name(results.name + ".meta.json")
 
 
 def fingerprint(w: Workload) -> dict[str, Any]:
@@ -63,13 +60,17 @@ def fingerprint(w: Workload) -> dict[str, Any]:
     return fp
 
 
+KEPT = ("sessions",)
+"""Keys other modules record in the manifest about the journal's content (`sessions.py`): kept
+when the manifest is written again while the journal has records, dropped with a new journal."""
+
+
 def write_manifest(w: Workload, results: Path, fp: dict[str, Any] | None = None) -> None:
-    path = manifest_path(results)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    data = {"name": w.name, "workload": str(w.path), "prompts": fp or fingerprint(w)}
-    tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
-    os.replace(tmp, path)
+    data: dict[str, Any] = {"name": w.name, "workload": str(w.path), "prompts": fp or fingerprint(w)}
+    if results.exists() and results.stat().st_size > 0:
+        old = read_manifest(results)
+        data.update((k, old[k]) for k in KEPT if k in old)
+    write_manifest_data(results, data)
 
 
 def _base(i: str) -> str:

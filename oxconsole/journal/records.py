@@ -7,8 +7,14 @@ a journal alone.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+RUN_TIMES = ("t_scheduled", "t_sent")
+"""The times every record a run writes carries (unix seconds). A line without them (typed or
+injected by hand) was not written by a run: readers ignore it rather than date a run to 1970."""
 
 
 @dataclass(slots=True)
@@ -35,6 +41,18 @@ class RequestRecord:
     backoff_ms: float = 0.0
     attempt_errors: dict[str, int] | None = None
     """Classes of failed attempts that were retried (or fell back), by count."""
+    models_tried: list[str] | None = None
+    """Only when a fallback was used: every model tried, in order (the last is `model`)."""
+    model_attempts: list[int] | None = None
+    """With `models_tried`: the attempts each of those models took (they add up to `attempts`)."""
+
+    def attempts_on_model(self) -> int:
+        """Attempts on the final model (`attempts` less those on models it fell back from)."""
+        return self.model_attempts[-1] if self.model_attempts else self.attempts
+
+    def fell_back_from(self) -> list[str]:
+        """The models this request left for a fallback, in order (empty without a fallback)."""
+        return self.models_tried[:-1] if self.models_tried else []
 
     def to_json_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -65,6 +83,9 @@ class RequestRecord:
             d["backoff_ms"] = _r(self.backoff_ms)
         if self.attempt_errors:
             d["attempt_errors"] = self.attempt_errors
+        if self.models_tried:
+            d["models_tried"] = self.models_tried
+            d["model_attempts"] = self.model_attempts
         if self.text is not None:
             d["text"] = self.text
         return d
@@ -93,6 +114,8 @@ class RequestRecord:
             tag=d.get("tag"),
             backoff_ms=float(d.get("backoff_ms") or 0.0),
             attempt_errors=d.get("attempt_errors"),
+            models_tried=_names(d.get("models_tried")),
+            model_attempts=_counts(d.get("model_attempts"), d.get("models_tried")),
         )
 
 
@@ -102,3 +125,23 @@ def _r(v: float | None) -> float | None:
 
 def _f(v: Any) -> float | None:
     return None if v is None else float(v)
+
+
+def _names(v: Any) -> list[str] | None:
+    return [str(x) for x in v] if isinstance(v, list) and len(v) > 1 else None
+
+
+def _counts(v: Any, names: Any) -> list[int] | None:
+    """`model_attempts`, only when it matches `models_tried` one for one."""
+    if not isinstance(v, list) or not isinstance(names, list) or len(v) != len(names) or len(v) < 2:
+        return None
+    return [int(x) for x in v]
+
+
+def has_run_times(d: Mapping[str, Any]) -> bool:
+    """Whether a journal object carries the times a run writes (`RUN_TIMES`, positive numbers)."""
+    for key in RUN_TIMES:
+        v = d.get(key)
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
+            return False
+    return True

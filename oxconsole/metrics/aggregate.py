@@ -8,21 +8,37 @@ format it with the functions below; neither knows about the engine or the UI.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.histogram import LogHistogram
 
-__all__ = ["METRICS", "RunStats", "build_summary", "error_details", "iso_time", "phase_summary"]
+__all__ = [
+    "METRICS",
+    "RunStats",
+    "build_summary",
+    "count_fallbacks",
+    "error_details",
+    "iso_time",
+    "phase_summary",
+    "timing",
+]
 
 METRICS = ("latency_ms", "ttft_ms", "itl_ms", "queue_ms")
 """The timing metrics kept as histograms, over `ok` requests only."""
 
 
 class RunStats:
-    """Everything the summary needs about a set of finished requests, in O(1) per record."""
+    """Everything the summary needs about a set of finished requests, in O(1) per record.
+
+    `per_model`: the requests that ended on one model. Then `retried` counts only requests that
+    model itself took more than one attempt at (a model that never failed shows none, whatever the
+    models a request fell back from went through), and `fallbacks` counts the requests that fell
+    back *from* this model (`left`, counted by `count_fallbacks`); otherwise `fallbacks` counts the
+    requests that used a fallback at all.
+    """
 
     __slots__ = (
         "attempt_errors",
@@ -32,12 +48,15 @@ class RunStats:
         "error",
         "error_detail",
         "errors",
+        "fell_back",
         "input_tokens",
         "itl",
         "latency",
+        "left",
         "ok",
         "ok_output_tokens",
         "output_tokens",
+        "per_model",
         "queue",
         "retried",
         "tokens_source",
@@ -45,7 +64,12 @@ class RunStats:
         "ttft",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, *, per_model: bool = False) -> None:
+        self.per_model = per_model
+        self.fell_back = 0
+        """Requests counted here that moved to a fallback model on the way."""
+        self.left = 0
+        """Requests that fell back from this model to another (per model only)."""
         self.total = 0
         self.ok = 0
         self.error = 0
@@ -90,7 +114,14 @@ class RunStats:
     def count(self, rec: RequestRecord) -> None:
         """Everything in `record` but the timing histograms (the caller files those)."""
         self.total += 1
-        if rec.attempts > 1:
+        if rec.models_tried:
+            self.fell_back += 1
+        tried = rec.model_attempts  # with a fallback: retried only where a model took 2+ attempts
+        if tried:
+            most = tried[-1] if self.per_model else max(tried)
+        else:
+            most = rec.attempts
+        if most > 1:
             self.retried += 1
         self.input_tokens += rec.input_tokens
         self.output_tokens += rec.output_tokens
@@ -117,7 +148,13 @@ class RunStats:
     # -- summary blocks ----------------------------------------------------------------------
 
     def requests_block(self) -> dict[str, int]:
-        return {"total": self.total, "ok": self.ok, "error": self.error, "retried": self.retried}
+        return {
+            "total": self.total,
+            "ok": self.ok,
+            "error": self.error,
+            "retried": self.retried,
+            "fallbacks": self.left if self.per_model else self.fell_back,
+        }
 
     def throughput_block(self, duration_s: float) -> dict[str, float]:
         if duration_s <= 0:
@@ -131,9 +168,9 @@ class RunStats:
         return {
             "requests": self.requests_block(),
             "throughput": self.throughput_block(duration_s),
-            "latency_ms": self.latency.summary(),
-            "ttft_ms": self.ttft.summary(),
-            "itl_ms": self.itl.summary(),
+            "latency_ms": timing(self.latency),
+            "ttft_ms": timing(self.ttft),
+            "itl_ms": timing(self.itl),
             "cost": {"total": _money(self.cost)},
             "tokens": {"input": self.input_tokens, "output": self.output_tokens},
         }
@@ -141,6 +178,20 @@ class RunStats:
 
 def _money(v: float) -> float:
     return round(v, 9)
+
+
+def timing(h: LogHistogram) -> dict[str, float | None]:
+    """A timing block of the summary: every key present, each null when nothing was measured
+    (every request failed, or no stream to time a first token in); never a made-up 0.0."""
+    if h.n == 0:
+        return dict.fromkeys(h.summary())
+    return dict(h.summary())
+
+
+def count_fallbacks(rec: RequestRecord, stats_of: Callable[[str], RunStats]) -> None:
+    """Count `rec` at each model it fell back from (`stats_of(name)` is that model's stats)."""
+    for name in rec.fell_back_from():
+        stats_of(name).left += 1
 
 
 def iso_time(unix: float) -> str:
@@ -157,8 +208,8 @@ def phase_summary(
         "settings": [dict(c) for c in settings],
         "requests": stats.requests_block(),
         "throughput": stats.throughput_block(t_end - t_start),
-        "latency_ms": stats.latency.summary(),
-        "ttft_ms": stats.ttft.summary(),
+        "latency_ms": timing(stats.latency),
+        "ttft_ms": timing(stats.ttft),
     }
 
 
@@ -181,13 +232,16 @@ def build_summary(
     phases: Sequence[Mapping[str, Any]],
     live_attempt_errors: Mapping[str, int] | None = None,
     attempt_details: Mapping[str, str] | None = None,
+    sessions: int = 1,
 ) -> dict[str, Any]:
     """The summary object of the contract (plus ``attempt_errors``, ``error_details``,
     ``tokens_source``, ``phases``).
 
-    ``models`` with no finished request are left out, so a live summary and one rebuilt from the
-    journal list the same models. ``attempt_details`` are the first details of failed attempts
-    (the journal does not keep them), used for classes no request ended in.
+    ``models`` with no finished request are left out (unless requests fell back from them), so a
+    live summary and one rebuilt from the journal list the same models. ``attempt_details`` are the
+    first details of failed attempts (the journal does not keep them), used for classes no request
+    ended in. ``sessions``: how many sessions wrote the requests counted (a live collector's are
+    one session's).
     """
     attempt_errors = dict(overall.attempt_errors)
     for cls, n in (live_attempt_errors or {}).items():
@@ -198,12 +252,12 @@ def build_summary(
         "name": name,
         "started_at": iso_time(started_at),
         "duration_s": round(duration_s, 3),
-        "requests": overall.requests_block(),
+        "requests": {**overall.requests_block(), "sessions": sessions},
         "throughput": overall.throughput_block(duration_s),
-        "latency_ms": overall.latency.summary(),
-        "ttft_ms": overall.ttft.summary(),
-        "itl_ms": overall.itl.summary(),
-        "queue_ms": overall.queue.summary(),
+        "latency_ms": timing(overall.latency),
+        "ttft_ms": timing(overall.ttft),
+        "itl_ms": timing(overall.itl),
+        "queue_ms": timing(overall.queue),
         "tokens": {"input": overall.input_tokens, "output": overall.output_tokens},
         "tokens_source": {"usage": src.get("usage", 0), "estimate": src.get("estimate", 0)},
         "cost": {"total": _money(overall.cost)},
@@ -218,7 +272,7 @@ def build_summary(
             if overall.backoff_requests
             else 0.0,
         },
-        "models": {m: st.model_block(duration_s) for m, st in models if st.total},
+        "models": {m: st.model_block(duration_s) for m, st in models if st.total or st.left},
         "changes": [dict(c) for c in changes],
         "phases": [dict(p) for p in phases],
     }

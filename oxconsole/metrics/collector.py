@@ -18,7 +18,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from oxconsole.journal.records import RequestRecord
-from oxconsole.metrics.aggregate import METRICS, RunStats, build_summary, error_details, phase_summary
+from oxconsole.metrics.aggregate import (
+    METRICS,
+    RunStats,
+    build_summary,
+    count_fallbacks,
+    error_details,
+    phase_summary,
+)
 from oxconsole.metrics.histogram import LogHistogram, record_into
 from oxconsole.metrics.snapshot import (
     Bins,
@@ -52,7 +59,7 @@ class _ModelAcc:
     __slots__ = ("err_s", "ok_s", "stats")
 
     def __init__(self, ring: int) -> None:
-        self.stats = RunStats()
+        self.stats = RunStats(per_model=True)
         self.ok_s = SecondSeries(ring)
         self.err_s = SecondSeries(ring)
 
@@ -128,6 +135,8 @@ class Collector:
         ph = self._phase
         if ph is not self._all:  # until the first change the phase is the whole run
             ph.count(rec)
+        if rec.models_tried:
+            count_fallbacks(rec, self._model_stats_of)
         if rec.status == "ok":
             acc.ok_s.add(sec)
             self._ok_s.add(sec)
@@ -153,6 +162,9 @@ class Collector:
                 left = live.get(cls, 0)
                 if left:
                     live[cls] = left - min(left, int(n))
+
+    def _model_stats_of(self, name: str) -> RunStats:
+        return self._model(name).stats
 
     def _targets_for(self, model: str, sec: int) -> _Targets:
         """The model's accumulator and, per timing metric, the histograms a value of ``sec`` goes
