@@ -239,7 +239,8 @@ class Snapshot:
         get = partial(_at, summary)
         total = _counts(summary.get("requests"))
         duration = float(summary.get("duration_s") or 0.0)
-        run = {m: {k: float(v) for k, v in (summary.get(m) or {}).items()} for m in _METRICS}
+        # a timing with nothing measured (every request failed) is null in a summary: left out here
+        run = {m: {k: float(v) for k, v in (summary.get(m) or {}).items() if v is not None} for m in _METRICS}
         phases = summary.get("phases") or [{}]
         last = phases[-1]
         details = {str(k): str(v) for k, v in (summary.get("error_details") or {}).items()}
@@ -261,11 +262,7 @@ class Snapshot:
             output_tokens_per_s_10s=0.0,
             errors_per_s_10s=0.0,
             run=run,
-            phase={
-                m: {k: float(v) for k, v in last[m].items()}
-                for m in _METRICS
-                if isinstance(last.get(m), Mapping)
-            },
+            phase={m: _figures(last[m]) for m in _METRICS if isinstance(last.get(m), Mapping)},
             window={},
             window_s=0,
             bins_run={},
@@ -290,6 +287,12 @@ class Snapshot:
 _METRICS = ("latency_ms", "ttft_ms", "itl_ms", "queue_ms")
 """The timing summaries a snapshot carries (as `metrics.aggregate.METRICS`, not imported: this
 module imports nothing of the collector's)."""
+
+
+def _figures(timing: Mapping[str, Any] | None) -> dict[str, float]:
+    """A summary's timing block as figures; those it has no value for (null: nothing measured,
+    as when every request failed) are left out."""
+    return {k: float(v) for k, v in (timing or {}).items() if v is not None}
 
 
 def _at(d: Mapping[str, Any], *keys: str) -> Any:
