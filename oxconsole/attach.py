@@ -21,7 +21,15 @@ import orjson
 from oxconsole.control import RunEntry, SocketSource, list_runs, pid_alive
 from oxconsole.control.registry import answers
 from oxconsole.engine.commands import Stop
-from oxconsole.runprep import EXIT_BAD_INPUT, LOG_NAME, SUMMARY_NAME, Parser
+from oxconsole.runprep import (
+    EXIT_BAD_INPUT,
+    EXIT_NOT_SAVED,
+    LOG_NAME,
+    SUMMARY_NAME,
+    Parser,
+    end_notes,
+    resume_command,
+)
 
 __all__ = [
     "NO_RUN",
@@ -98,7 +106,8 @@ def _goes_on(source: SocketSource) -> str:
 
 # --- the end of a session: stop the run, print its summary --------------------------------------
 def finish_run(source: SocketSource) -> int:
-    """Make sure the run stops, wait for its end message, print the summary; its exit code."""
+    """Make sure the run stops, wait for its end message, print the summary and what it could not
+    save or send (with the command that sends the rest); its exit code."""
     from oxconsole.report import render_summary
 
     if not source.ended:
@@ -115,11 +124,19 @@ def finish_run(source: SocketSource) -> int:
             )
             return 1
         errors = (summary.get("requests") or {}).get("error") or 0
-        code = 1 if errors else 0
+        code = EXIT_NOT_SAVED if summary.get("saved") is False else 1 if errors else 0
     for w in source.warnings:
         print(f"oxconsole: warning: {w}", file=sys.stderr)
-    print(render_summary(summary))
+    print(render_summary(summary), flush=True)
+    for note in end_notes(summary, lambda: _resume(source)):
+        print(f"oxconsole: {note}", file=sys.stderr, flush=True)
     return 0 if code is None else code
+
+
+def _resume(source: SocketSource) -> str:
+    if source.workload_path is None:
+        return "oxconsole WORKLOAD.toml --resume"
+    return resume_command(source.workload_path, source.overrides, source.results_path)
 
 
 def _stop(source: SocketSource) -> None:

@@ -145,7 +145,7 @@ def _run(ns: argparse.Namespace) -> int:
     from oxconsole.headless import report_outcome, run_headless
 
     outcome = run_headless(prep, ns.progress_interval)
-    return report_outcome(outcome, ns.summary_json)
+    return report_outcome(outcome, ns.summary_json, prep)
 
 
 def _run_console(ns: argparse.Namespace, prep: PreparedRun) -> int | None:

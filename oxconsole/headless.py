@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from oxconsole.runprep import PreparedRun, write_json
+from oxconsole.runprep import EXIT_NOT_SAVED, PreparedRun, end_notes, resume_command, write_json
 
 if TYPE_CHECKING:
     from oxconsole.engine.runner import RunEngine, RunOutcome
@@ -102,14 +102,31 @@ def run_headless(
     return outcome
 
 
-def report_outcome(outcome: RunOutcome, summary_json: str | None) -> int:
+def report_outcome(outcome: RunOutcome, summary_json: str | None, prep: PreparedRun | None = None) -> int:
     """The end of a run: its warnings on stderr, the summary table on stdout, the summary JSON
-    written to `summary_json` when given; the run's exit code."""
+    written to `summary_json` when given, then (stderr) results that could not be saved and how to
+    send what was not sent (`prep`: the run's flags); the run's exit code."""
     from oxconsole.report import render_summary
 
     for warning in outcome.warnings:
         print(f"oxconsole: warning: {warning}", file=sys.stderr)
-    print(render_summary(outcome.summary))
+    print(render_summary(outcome.summary), flush=True)
+    code = outcome.exit_code
     if summary_json:
-        write_json(Path(summary_json), outcome.summary, in_place=True)
-    return outcome.exit_code
+        try:
+            write_json(Path(summary_json), outcome.summary, in_place=True)
+        except OSError as e:
+            print(
+                f"oxconsole: error: could not write the summary to {summary_json}: {e.strerror or e}",
+                file=sys.stderr,
+            )
+            code = EXIT_NOT_SAVED
+    for note in end_notes(outcome.summary, lambda: _resume(prep)):
+        print(f"oxconsole: {note}", file=sys.stderr, flush=True)
+    return code
+
+
+def _resume(prep: PreparedRun | None) -> str:
+    if prep is None:
+        return "oxconsole WORKLOAD.toml --resume"
+    return resume_command(str(prep.workload.path), prep.overrides, prep.results_path)

@@ -26,6 +26,7 @@ from oxconsole.headless import report_outcome, run_headless
 from oxconsole.runprep import (
     EXIT_BAD_INPUT,
     EXIT_INTERRUPTED,
+    EXIT_NOT_SAVED,
     LOG_NAME,
     SUMMARY_NAME,
     BadInput,
@@ -109,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-    code = report_outcome(outcome, None)
+    code = report_outcome(outcome, None, prep)
     print(f"oxconsole: run {prep.workload.name} ended, exit code {code}", file=sys.stderr, flush=True)
     return code
 
@@ -196,7 +197,7 @@ def wait_listening(host: HostProcess, *, timeout: float = 10.0) -> RunEntry | in
         rc = proc.poll()
         if rc is not None:
             summary = log.parent / SUMMARY_NAME
-            if rc in (0, 1) and summary.exists() and summary.stat().st_mtime >= started - 1:
+            if rc in (0, 1, EXIT_NOT_SAVED) and summary.exists() and summary.stat().st_mtime >= started - 1:
                 # over before the console could open: show what it did
                 from oxconsole.report import render_summary
 
