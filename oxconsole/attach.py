@@ -93,7 +93,9 @@ def console_session(
     code = finish_run(source)
     if wait_exit is not None:
         with contextlib.suppress(Exception):
-            wait_exit(10.0)
+            rc = wait_exit(10.0)
+            if not source.ended and isinstance(rc, int) and rc >= 0:
+                code = rc  # the end message was missed: the engine process's own exit code
     return code
 
 
