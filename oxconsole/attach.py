@@ -25,7 +25,15 @@ from oxconsole.engine.commands import Command, Stop
 from oxconsole.headless import print_summary, tell_where
 from oxconsole.metrics import Snapshot
 from oxconsole.outputs import summary_stream
-from oxconsole.runprep import EXIT_BAD_INPUT, LOG_NAME, SUMMARY_NAME, Parser
+from oxconsole.runprep import (
+    EXIT_BAD_INPUT,
+    EXIT_NOT_SAVED,
+    LOG_NAME,
+    SUMMARY_NAME,
+    Parser,
+    end_notes,
+    resume_command,
+)
 
 __all__ = [
     "NO_RUN",
@@ -100,7 +108,9 @@ def console_session(
     code = finish_run(source, ended)
     if wait_exit is not None:
         with contextlib.suppress(Exception):
-            wait_exit(10.0)
+            rc = wait_exit(10.0)
+            if not source.ended and isinstance(rc, int) and rc >= 0:
+                code = rc  # the end message was missed: the engine process's own exit code
     return code
 
 
@@ -199,14 +209,22 @@ def finish_run(source: SocketSource, ended: RunEnd | None = None) -> int:
             )
             return 1
         errors = (summary.get("requests") or {}).get("error") or 0
-        code = 1 if errors else 0
+        code = EXIT_NOT_SAVED if summary.get("saved") is False else 1 if errors else 0
     for w in source.warnings:
         print(f"oxconsole: warning: {w}", file=sys.stderr)
     if source.results_path:
         show_end(summary, Path(source.results_path), ended or RunEnd(), since=source.started_at)
     else:
         print_summary(summary, None)
+    for note in end_notes(summary, lambda: _resume(source)):
+        print(f"oxconsole: {note}", file=sys.stderr, flush=True)
     return 0 if code is None else code
+
+
+def _resume(source: SocketSource) -> str:
+    if source.workload_path is None:
+        return "oxconsole WORKLOAD.toml --resume"
+    return resume_command(source.workload_path, source.overrides, source.results_path)
 
 
 def show_end(summary: dict[str, Any], results: Path, ended: RunEnd, *, since: float) -> None:

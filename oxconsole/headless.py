@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oxconsole.outputs import summary_stream, where_lines
-from oxconsole.runprep import PreparedRun, write_json
+from oxconsole.runprep import EXIT_NOT_SAVED, PreparedRun, end_notes, resume_command, write_json
 
 if TYPE_CHECKING:
     from oxconsole.engine.runner import RunEngine, RunOutcome
@@ -191,9 +191,16 @@ def tell_where(
 
 def report_outcome(outcome: RunOutcome, prep: PreparedRun, summary_json: str | None) -> int:
     """The end of a headless run: its warnings on stderr, the summary table on stdout, the summary
-    JSON written to `summary_json` when given, and where everything is; the run's exit code."""
+    JSON written to `summary_json` when given, where everything is, and what was not sent (with the
+    command that sends the rest); the run's exit code."""
     for warning in outcome.warnings:
         print(f"oxconsole: warning: {warning}", file=sys.stderr)
     saved = print_summary(outcome.summary, summary_json)
     tell_where(prep.results_path, [summary_json] if summary_json and saved else [], None, prep.kept_aside)
-    return outcome.exit_code
+    for note in end_notes(outcome.summary, lambda: _resume(prep)):
+        print(f"oxconsole: {note}", file=sys.stderr, flush=True)
+    return outcome.exit_code if saved else EXIT_NOT_SAVED  # a summary not written is results not saved
+
+
+def _resume(prep: PreparedRun) -> str:
+    return resume_command(str(prep.workload.path), prep.overrides, prep.results_path)

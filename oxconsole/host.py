@@ -30,13 +30,16 @@ from oxconsole.outputs import summary_stream
 from oxconsole.runprep import (
     EXIT_BAD_INPUT,
     EXIT_INTERRUPTED,
+    EXIT_NOT_SAVED,
     LOG_NAME,
     SUMMARY_NAME,
     BadInput,
     Parser,
     PreparedRun,
     check_progress_interval,
+    end_notes,
     prepare_run,
+    resume_command,
     write_json,
 )
 
@@ -136,6 +139,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"oxconsole: warning: {warning}", file=sys.stderr)
     print_summary(outcome.summary, stream)
     tell_where(prep.results_path, saved + ([stream] if stream else []), log, prep.kept_aside)
+    for note in end_notes(
+        outcome.summary, lambda: resume_command(str(prep.workload.path), prep.overrides, prep.results_path)
+    ):
+        print(f"oxconsole: {note}", file=sys.stderr, flush=True)
     code = outcome.exit_code
     print(f"oxconsole: run {prep.workload.name} ended, exit code {code}", file=sys.stderr, flush=True)
     return code
@@ -233,7 +240,7 @@ def wait_listening(
         rc = proc.poll()
         if rc is not None:
             summary = log.parent / SUMMARY_NAME
-            if rc in (0, 1) and summary.exists() and summary.stat().st_mtime >= started - 1:
+            if rc in (0, 1, EXIT_NOT_SAVED) and summary.exists() and summary.stat().st_mtime >= started - 1:
                 # over before the console could open: show what it did
                 data = orjson.loads(summary.read_bytes())
                 if show_end is not None:

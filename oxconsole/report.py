@@ -339,11 +339,14 @@ def _totals_lines(s: Mapping[str, Any]) -> list[str]:
         title += f" over {req['sessions']} sessions"
     if s.get("started_at"):
         title += f"  ·  started {s['started_at']}"
+    not_sent = req.get("not_sent", 0)
+    unsent = f"  {not_sent:,} not sent" if not_sent else "  stopped early" if not_sent is None else ""
     return [
         _fit(title),
+        *_not_saved_lines(s),
         _fit(
             f"requests  {req.get('total', 0):,} total  {req.get('ok', 0):,} ok  "
-            f"{req.get('error', 0):,} error  {req.get('retried', 0):,} retried"
+            f"{req.get('error', 0):,} error  {req.get('retried', 0):,} retried{unsent}"
             + (f"  {req['fallbacks']:,} fell back" if req.get("fallbacks") else "")
         ),
         _fit(
@@ -352,6 +355,17 @@ def _totals_lines(s: Mapping[str, Any]) -> list[str]:
         ),
         _fit(f"tokens    in {tok.get('input', 0):,}  out {tok.get('output', 0):,}{estimated}"),
         _fit(f"cost      {_money(_g(s, 'cost', 'total'))}"),
+    ]
+
+
+def _not_saved_lines(s: Mapping[str, Any]) -> list[str]:
+    """A run whose journal failed says so before any figure (`saved: false`)."""
+    if s.get("saved") is not False:
+        return []
+    return [
+        "NOT SAVED: the results journal could not be written; the run stopped at once.",
+        _fit(f"  {s.get('save_error')}"),
+        "  The figures below count only the requests written to the journal.",
     ]
 
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from oxconsole.workload import PromptStats, Workload
@@ -23,6 +24,7 @@ __all__ = [
     "EXIT_BAD_INPUT",
     "EXIT_ERRORS",
     "EXIT_INTERRUPTED",
+    "EXIT_NOT_SAVED",
     "EXIT_OK",
     "LOG_NAME",
     "SUMMARY_NAME",
@@ -30,13 +32,17 @@ __all__ = [
     "Parser",
     "PreparedRun",
     "check_progress_interval",
+    "end_notes",
     "load_checked",
     "prepare_run",
+    "resume_command",
     "write_json",
 ]
 
-EXIT_OK, EXIT_ERRORS, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
-"""Every request ok; some ended in error; bad input (no traceback); stopped before the end."""
+EXIT_OK, EXIT_ERRORS, EXIT_BAD_INPUT, EXIT_NOT_SAVED, EXIT_INTERRUPTED = 0, 1, 2, 4, 130
+"""Every request ok; some ended in error; bad input (no traceback); results could not be saved
+(the journal or the summary); stopped before every request was sent. Precedence 2, 4, 130, 3, 1, 0
+(`RunOutcome.exit_code` decides a run's)."""
 LOG_NAME = "engine.log"
 """The engine process's output, beside the results journal."""
 SUMMARY_NAME = "summary.json"
@@ -180,3 +186,51 @@ def write_json(path: Path, data: object, *, private: bool = False) -> None:
     with open(fd, "wb") as f:
         f.write(body)
     os.replace(tmp, path)
+
+
+def _shown(path: str | os.PathLike[str]) -> str:
+    """A path as a user would type it here: relative when under the current folder."""
+    p = Path(path)
+    try:
+        return str(p.resolve().relative_to(Path.cwd()))
+    except (ValueError, OSError):
+        return str(p)
+
+
+def resume_command(workload: str, overrides: Sequence[str], results: str | os.PathLike[str] | None) -> str:
+    """The command that continues a run: `oxconsole WORKLOAD --resume` with the run's `--set` flags,
+    and `--output` when its journal is not where the workload (so overridden) puts it from here."""
+    import shlex
+
+    args = ["oxconsole", _shown(workload), "--resume"]
+    for o in overrides:
+        args += ["--set", o]
+    if results is not None:
+        from oxconsole.workload import WorkloadError, load_workload
+
+        try:
+            default = load_workload(workload, overrides).results_path().resolve()
+        except (WorkloadError, OSError):
+            default = None
+        if default != Path(results).resolve():
+            args += ["--output", _shown(results)]
+    return shlex.join(args)
+
+
+def end_notes(summary: Mapping[str, Any], resume: Callable[[], str]) -> list[str]:
+    """What the end of a run says beyond its table: results that could not be saved (which file,
+    why), and how many requests were not sent with the command that sends them (`resume()`)."""
+    notes: list[str] = []
+    req = summary.get("requests") or {}
+    if summary.get("saved") is False:
+        notes.append(
+            f"error: results could not be saved: {summary.get('save_error')}; the run stopped at once "
+            f"and its summary counts only the {req.get('total', 0):,} requests in the journal"
+        )
+    not_sent = req.get("not_sent", 0)
+    if not_sent is None:
+        notes.append(f"stopped before the end of the run; continue with: {resume()}")
+    elif not_sent:
+        what = "request" if not_sent == 1 else "requests"
+        notes.append(f"{not_sent:,} {what} not sent; continue with: {resume()}")
+    return notes

@@ -152,12 +152,12 @@ async def test_snapshots_and_commands_over_the_socket(
     client.send(Stop())
     assert await client.wait_end(10.0)
     assert client.finished and not client.connected
-    assert client.exit_code == 0
+    assert client.exit_code == 130  # stopped before every request was sent
     assert client.final_summary is not None
     assert any(c["what"] == "concurrency" and c["to"] == 9 for c in client.final_summary["changes"])
     assert client.final_summary["requests"]["total"] < 80
     outcome = await asyncio.to_thread(local.wait_done, 10.0)
-    assert outcome is not None and outcome.exit_code == 0
+    assert outcome is not None and outcome.exit_code == 130
     assert local.finished
     await client.close()
     await local.close()
@@ -245,12 +245,12 @@ async def test_host_process_ps_attach_pause_resume_stop(
         await until(lambda: (s := src.latest()) is not None and s.gauges.dispatched > dispatched)
         src.send(Stop())
         assert await src.wait_end(15.0)
-        assert src.exit_code == 0
+        assert src.exit_code == 130  # stopped before every request was sent
         summary = src.final_summary
         assert summary is not None and 0 < summary["requests"]["total"] < 200
         assert [c["what"] for c in summary["changes"]] == ["paused", "paused"]
         await src.close()
-        assert await asyncio.to_thread(proc.wait, 15) == 0
+        assert await asyncio.to_thread(proc.wait, 15) == 130
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -262,7 +262,7 @@ async def test_host_process_ps_attach_pause_resume_stop(
     folder = path.parent / "hosted"
     assert orjson.loads((folder / "summary.json").read_bytes())["requests"] == summary["requests"]
     log = (folder / "engine.log").read_text()
-    assert "run hosted" in log and "ended, exit code 0" in log
+    assert "run hosted" in log and "ended, exit code 130" in log
 
 
 def test_a_headless_run_is_listed_and_stops_on_sigterm(
@@ -337,7 +337,7 @@ def test_console_detaches_and_attach_brings_it_back(
     assert "RuntimeError: console bug" in cap.err and "run detached goes on" in cap.err
 
     fake_console(monkeypatch, "quit", seen)
-    assert attach_main(["detached"]) == 0
+    assert attach_main(["detached"]) == 130  # stopped before every request was sent
     out = capsys.readouterr().out
     assert seen == ["detached", "detached", "detached"]
     assert "requests" in out and "ok" in out  # the summary table

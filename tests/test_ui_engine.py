@@ -162,4 +162,5 @@ async def test_pause_routing_save_and_quit(engine_source: EngineSource, tmp_path
         await wait_for(lambda: app.return_value is not None, timeout=15, what="the app to leave")
     assert app.return_value == "quit"
     assert src.finished
-    assert src.outcome is not None and not src.outcome.interrupted
+    assert src.outcome is not None and src.outcome.interrupted  # q before every request was sent
+    assert src.outcome.exit_code == 130

@@ -143,8 +143,11 @@ class SocketSource:
     def finished(self) -> bool:
         if self._ended:
             return True
+        # The end message follows the final ("done") snapshot at once; a console that left on the
+        # snapshot alone lost the exit code (a stopped run then ended 0). Without the end message
+        # the run is over only once the connection is gone too.
         s = self._snap if self._raw is None else self.latest()
-        return s is not None and s.gauges.state == "done"
+        return s is not None and s.gauges.state == "done" and not self._connected
 
     @property
     def connected(self) -> bool:

@@ -52,6 +52,8 @@ class Dispatcher:
         self.waiting_slot = 0
         self.waiting_bucket = 0
         self.stopped = False
+        self.exhausted = False
+        """Every prompt was started: the loop ran to the end of the prompts, not to a stop."""
         self._running = asyncio.Event()
         self._model_event = asyncio.Event()
 
@@ -129,6 +131,7 @@ class Dispatcher:
                 # reads in progress and the timers run before starting more.
                 burst = 0
                 await asyncio.sleep(0)
+        self.exhausted = True
 
     async def _until_resumed(self) -> bool:
         """Paused: wait for resume; False when the run stops instead."""

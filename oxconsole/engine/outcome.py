@@ -14,6 +14,10 @@ from oxconsole.engine.commands import Command
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.workload import Workload
 
+EXIT_OK, EXIT_ERRORS, EXIT_NOT_SAVED, EXIT_STOPPED = 0, 1, 4, 130
+"""Every request ok; some ended in error; the journal could not be written; stopped before every
+request was sent. (2, bad input, is decided before a run starts: `runprep`.)"""
+
 
 @dataclass
 class RunOutcome:
@@ -21,18 +25,42 @@ class RunOutcome:
     ok: int
     error: int
     interrupted: bool
+    """Stopped (a signal, a `Stop` command, `q` in the console) before dispatch reached its end:
+    not every prompt was sent and the duration, if any, had not run out."""
     skipped: int = 0
     """Ids already `ok` in the journal (on --resume) that were not sent again."""
     warnings: list[str] = field(default_factory=list)
 
     crashed: bool = False
     """A worker process died: its requests in flight are not in the journal (--resume sends them)."""
+    not_sent: int | None = 0
+    """Requests of the run with no record (`requests.not_sent` in the summary); None: unknown (a
+    run cycling its prompts until `run.duration`, stopped before it)."""
+    journal_failure: str | None = None
+    """Why the journal could not be written ("PATH: reason"); the summary counts only its lines."""
+
+    @property
+    def stopped_early(self) -> bool:
+        """Stopped before every request was sent (a stop that only cut the drain is not)."""
+        return self.interrupted and self.not_sent != 0
 
     @property
     def exit_code(self) -> int:
-        if self.interrupted:
-            return 130
-        return 1 if self.error or self.crashed else 0
+        """The contract's precedence: 4 (not saved), 130 (stopped early), 1 (errors), 0."""
+        if self.journal_failure is not None:
+            return EXIT_NOT_SAVED
+        if self.stopped_early:
+            return EXIT_STOPPED
+        return EXIT_ERRORS if self.error or self.crashed else EXIT_OK
+
+
+def count_not_sent(total: int | None, finished: int, complete: bool) -> int | None:
+    """Requests of a run with no record: its total less those that ended (a request cancelled at
+    stop ended, as `cancelled`; one lost with a crashed worker or a failed journal did not).
+    Without a known total: 0 once dispatch reached its end, else unknown (None)."""
+    if total is not None:
+        return max(0, total - finished)
+    return 0 if complete else None
 
 
 class RunEngine(Protocol):

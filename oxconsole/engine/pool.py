@@ -29,9 +29,10 @@ import orjson
 from oxconsole.engine.commands import Command, SetConcurrency, SetRate, Stop, command_to_dict
 from oxconsole.engine.endpoints import start_sim
 from oxconsole.engine.live import Change, LiveSettings
-from oxconsole.engine.outcome import RunOutcome
+from oxconsole.engine.outcome import RunOutcome, count_not_sent
 from oxconsole.engine.prometheus import MetricsEndpoint, metrics_endpoint
 from oxconsole.engine.runner import Engine, new_collector
+from oxconsole.engine.saved import run_summary
 from oxconsole.engine.wire import ATTEMPTS, END, GAUGES, GO, JOURNAL_TAG, READY, RECORDS, STOP
 from oxconsole.engine.worker import worker_main
 from oxconsole.journal.journal import Journal
@@ -127,6 +128,8 @@ class WorkerPool:
         self._workers: list[_Worker] = []
         self._journal: Journal | None = None
         self._interrupted = False
+        self.journal_failure: str | None = None
+        """Why the journal could not be written: the run stopped at once (exit 4)."""
         self._crashed = False
         self._ok = 0
         self._errors = 0
@@ -160,7 +163,7 @@ class WorkerPool:
 
     def apply(self, cmd: Command) -> None:
         if isinstance(cmd, Stop):
-            self.request_stop(cancel=cmd.cancel)
+            self.request_stop(cancel=cmd.cancel, interrupted=True)
         t = round(self.elapsed(), 3)
         for c in self.live.apply(cmd):
             self._forward(c)
@@ -189,7 +192,9 @@ class WorkerPool:
     async def run(self) -> RunOutcome:
         loop = asyncio.get_running_loop()
         self._loop = loop
-        self._journal, notes = open_journal(self.w, self.results_path, self.skip_ids)
+        self._journal, notes = open_journal(
+            self.w, self.results_path, self.skip_ids, on_failure=self._journal_failed
+        )
         self.warnings.extend(notes)
         ticker = None
         self.metrics = metrics_endpoint(self.w, self.warnings)
@@ -208,6 +213,8 @@ class WorkerPool:
             self.session.begin(self.started_at)
             for i in range(self.n):
                 self._send(i, {"cmd": GO})
+            if self.journal_failure is not None:  # failed as it opened: nothing may run
+                self.request_stop(cancel=True)
             self.state = "running"
             ticker = asyncio.create_task(self._ticker())
             await ended
@@ -227,15 +234,32 @@ class WorkerPool:
         self._publish()
         running = loop.time() - self._t0
         self.session.end(running)
+        summary = self._summary(running)
+        req = summary["requests"]
+        saved = self.journal_failure is None  # else only the lines in the file count
         return RunOutcome(
-            summary=self._summary(running),
-            ok=self._ok,
-            error=self._errors,
-            interrupted=self._interrupted,
+            summary=summary,
+            ok=self._ok if saved else req["ok"],
+            error=self._errors if saved else req["error"],
+            interrupted=self._interrupted and not self.dispatch_complete,
             skipped=len(self.skip_ids),
             warnings=self.warnings,
             crashed=self._crashed,
+            not_sent=req["not_sent"],
+            journal_failure=self.journal_failure,
         )
+
+    @property
+    def dispatch_complete(self) -> bool:
+        """Every worker's dispatch reached its end (its share all started, or the duration ran out)."""
+        return bool(self._workers) and all(bool((wk.end or {}).get("complete")) for wk in self._workers)
+
+    def _journal_failed(self, message: str) -> None:
+        """A journal write or fsync failed: stop every worker at once, cancelling what is in flight
+        (its records could not be saved either)."""
+        if self.journal_failure is None:
+            self.journal_failure = message
+            self.request_stop(cancel=True)
 
     def _spawn(self, ctx: SpawnContext, urls: dict[str, str]) -> None:
         """Start the worker processes, each with its share, and a thread reading each one's pipe."""
@@ -255,7 +279,10 @@ class WorkerPool:
 
     def _summary(self, duration: float) -> dict[str, Any]:
         """The collector's summary, with the workers' cool-downs, loop lag (the worst) and GC (summed)."""
-        summary = self.collector.summary(self.w.name, duration)
+        summary = run_summary(self.w.name, duration, self.collector, self._journal)
+        summary["requests"]["not_sent"] = count_not_sent(
+            self.total_expected, summary["requests"]["total"], self.dispatch_complete
+        )
         if self.skip_ids:
             summary["resumed_skipped"] = len(self.skip_ids)
         summary["cooldowns"] = self.cooldowns

@@ -29,10 +29,12 @@ from oxconsole.engine.health import ModelHealth
 from oxconsole.engine.live import Change, LiveSettings
 from oxconsole.engine.outcome import RunEngine as RunEngine
 from oxconsole.engine.outcome import RunOutcome as RunOutcome
+from oxconsole.engine.outcome import count_not_sent
 from oxconsole.engine.prometheus import MetricsEndpoint, metrics_endpoint
 from oxconsole.engine.request import Sender, Story
 from oxconsole.engine.request import backoff_delay as backoff_delay
 from oxconsole.engine.router import Router
+from oxconsole.engine.saved import run_summary
 from oxconsole.gcpace import PacedGC
 from oxconsole.journal.journal import Journal
 from oxconsole.journal.manifest import open_journal
@@ -113,6 +115,9 @@ class Engine:
         self._stop_requested = False
         self._cancel_now = False
         self._interrupted = False
+        self._deadline_hit = False
+        self.journal_failure: str | None = None
+        """Why the journal could not be written: the run stopped at once (exit 4)."""
         self._wake = asyncio.Event()  # something the drain loop waits for changed
         self._dispatch_done = False
         self._dispatch_hist: deque[tuple[float, int]] = deque(maxlen=64)
@@ -160,7 +165,8 @@ class Engine:
         loop.call_soon_threadsafe(self.apply, cmd)
 
     def request_stop(self, *, cancel: bool = False, interrupted: bool = False) -> None:
-        """Stop dispatching; in-flight requests get `run.grace` seconds (or none with cancel)."""
+        """Stop dispatching; in-flight requests get `run.grace` seconds (or none with cancel).
+        `interrupted`: a user's stop (a signal, a `Stop` command), not the run's own end."""
         if interrupted:
             self._interrupted = True
         self._stop_requested = True
@@ -182,7 +188,7 @@ class Engine:
     def apply(self, cmd: Command) -> None:
         """Apply a command on the engine loop (call only from the loop; `submit` from elsewhere)."""
         if isinstance(cmd, Stop):
-            self.request_stop(cancel=cmd.cancel)
+            self.request_stop(cancel=cmd.cancel, interrupted=True)
         t = round(self.elapsed(), 3)
         for c in self.live.apply(cmd):
             self._act(c)
@@ -231,7 +237,9 @@ class Engine:
         self.dispatch.resume()
         self._set_rate(self.rate)
         if self.record_sink is None:
-            self._journal, notes = open_journal(self.w, self.results_path, self.skip_ids)
+            self._journal, notes = open_journal(
+                self.w, self.results_path, self.skip_ids, on_failure=self._journal_failed
+            )
             self.warnings.extend(notes)
         ticker = None
         self.metrics = metrics_endpoint(self.w, self.warnings) if self.record_sink is None else None
@@ -269,14 +277,31 @@ class Engine:
         self._publish()
         running = loop.time() - self._t0
         self.session.end(running)
+        summary = self._summary(running)
+        req = summary["requests"]
+        saved = self.journal_failure is None  # else only the lines in the file count
         return RunOutcome(
-            summary=self._summary(running),
-            ok=self.ok,
-            error=self.errors,
-            interrupted=self._interrupted,
+            summary=summary,
+            ok=self.ok if saved else req["ok"],
+            error=self.errors if saved else req["error"],
+            interrupted=self._interrupted and not self.dispatch_complete,
             skipped=len(self.skip_ids),
             warnings=self.warnings,
+            not_sent=req["not_sent"],
+            journal_failure=self.journal_failure,
         )
+
+    @property
+    def dispatch_complete(self) -> bool:
+        """Dispatch reached the run's end: every prompt was started, or `run.duration` ran out."""
+        return self.dispatch.exhausted or self._deadline_hit
+
+    def _journal_failed(self, message: str) -> None:
+        """A journal write or fsync failed: stop at once. What is in flight could not be saved
+        either, so it is cancelled rather than given the grace time."""
+        if self.journal_failure is None:
+            self.journal_failure = message
+            self.request_stop(cancel=True)
 
     async def _shut_down(self, ticker: asyncio.Task[None] | None) -> None:
         """Whatever ended the run: cancel what is left, close the endpoints and the journal."""
@@ -294,7 +319,10 @@ class Engine:
             self._journal.close()
 
     def _summary(self, duration: float) -> dict[str, Any]:
-        summary = self.collector.summary(self.w.name, duration)
+        summary = run_summary(self.w.name, duration, self.collector, self._journal)
+        summary["requests"]["not_sent"] = count_not_sent(
+            self.total_expected, summary["requests"]["total"], self.dispatch_complete
+        )
         if self.skip_ids:
             summary["resumed_skipped"] = len(self.skip_ids)
         summary["cooldowns"] = self.cooldowns
@@ -309,6 +337,7 @@ class Engine:
 
     def _deadline(self) -> None:
         if not self._stop_requested:
+            self._deadline_hit = True
             self.request_stop()
 
     def _prompts(self) -> Iterator[Prompt]:

@@ -29,7 +29,9 @@ Worker -> parent:
                   them, or in the same message, where ATTEMPTS is merged first), so the collector
                   moves them from live to final without counting any twice.
     {END: {...}}                     the last message: "ok", "error", "warnings", "cooldowns",
-                                     "loop_lag_ms" and "gc" of the worker's run
+                                     "loop_lag_ms" and "gc" of the worker's run, and "complete":
+                                     its dispatch reached the end (every prompt of its share
+                                     started, or run.duration ran out), not a stop
     The pipe closing without END means the worker died: the parent reports it.
 """
 

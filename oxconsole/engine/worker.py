@@ -173,4 +173,5 @@ class Worker:
             "cooldowns": self.engine.cooldowns,
             "loop_lag_ms": out.summary.get("loop_lag_ms"),
             "gc": out.summary.get("gc"),
+            "complete": self.engine.dispatch_complete,
         }

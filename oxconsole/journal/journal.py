@@ -12,14 +12,16 @@ line stays the only bad one.
 A write or fsync that fails (disk full, quota, I/O error) is never an exception in a callback and
 never silent: the journal stops taking lines, keeps the first error (`failure`, naming the file and
 the reason), counts what really reached the file (`written`) and calls `on_failure` once, so the
-engine can stop at once and the run can end with exit 4. The file is created owner-only (0600):
-it holds response text.
+engine can stop at once and the run can end with exit 4. `saved_records` reads back the lines this
+journal wrote (from `start`), so a failed run's summary can count exactly what was saved. The file
+is created owner-only (0600): it holds response text.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -52,6 +54,8 @@ class Journal:
                 f.seek(size - 1)
                 if f.read(1) != b"\n":
                     self._write_all(b"\n")
+        self.start = os.fstat(self._fd).st_size
+        """Bytes in the file before this journal's first line (an earlier session's, on --resume)."""
 
     def write(self, rec: RequestRecord) -> None:
         self.write_dict(rec.to_json_dict())
@@ -140,6 +144,46 @@ class Journal:
             self.sync()
             os.close(self._fd)
             self._fd = -1
+
+
+READ_CHUNK = 1 << 20
+
+
+def saved_records(path: Path, start: int = 0) -> Iterator[RequestRecord]:
+    """The records of the whole lines in `path` from byte `start` to the size it has now, streamed;
+    a line that does not parse (torn by a failed or cut write) is skipped. Nothing for a file that
+    is not a regular file (/dev/null reads empty, /dev/full without end)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    if not stat.S_ISREG(st.st_mode) or st.st_size <= start:
+        return
+    left = st.st_size - start
+    rest = b""
+    with open(path, "rb") as f:
+        f.seek(start)
+        while left > 0:
+            chunk = f.read(min(READ_CHUNK, left))
+            if not chunk:
+                break
+            left -= len(chunk)
+            *lines, rest = (rest + chunk).split(b"\n")
+            for line in lines:
+                rec = _record(line)
+                if rec is not None:
+                    yield rec
+    # `rest` has no newline: a line cut short by the failed write, not a saved record
+
+
+def _record(line: bytes) -> RequestRecord | None:
+    if not line.strip():
+        return None
+    try:
+        d = orjson.loads(line)
+        return RequestRecord.from_json_dict(d) if isinstance(d, dict) and "id" in d else None
+    except (orjson.JSONDecodeError, ValueError, TypeError, KeyError):
+        return None
 
 
 def _ok_lines(path: Path, bad: list[int] | None = None) -> Iterator[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
@@ -154,9 +154,15 @@ def check_resume(w: Workload, results: Path, done_ids: Iterable[str]) -> list[st
     return notes
 
 
-def open_journal(w: Workload, results: Path, done_ids: AbstractSet[str]) -> tuple[Journal, list[str]]:
+def open_journal(
+    w: Workload,
+    results: Path,
+    done_ids: AbstractSet[str],
+    on_failure: Callable[[str], None] | None = None,
+) -> tuple[Journal, list[str]]:
     """Open a run's journal for appending: on resume (`done_ids` not empty) after checking that
-    its ids still mean the same prompts, else after recording what they mean. Returns notes."""
+    its ids still mean the same prompts, else after recording what they mean. Returns notes.
+    `on_failure` is told once when a write or fsync fails (see `Journal`)."""
     notes: list[str] = []
     if len(done_ids):
         notes = check_resume(w, results, done_ids)
@@ -164,4 +170,4 @@ def open_journal(w: Workload, results: Path, done_ids: AbstractSet[str]) -> tupl
             write_manifest(w, results)
     else:
         write_manifest(w, results)
-    return Journal(results), notes
+    return Journal(results, on_failure), notes
