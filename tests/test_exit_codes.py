@@ -190,7 +190,15 @@ async def test_a_stop_after_everything_was_sent_is_not_130(make_workload: Worklo
     stopper = asyncio.create_task(stop_when_all_sent())
     out = await asyncio.wait_for(e.run(), 30)
     await stopper
-    assert out.summary["requests"] == {"total": 6, "ok": 0, "error": 6, "retried": 0, "not_sent": 0}
+    assert out.summary["requests"] == {
+        "total": 6,
+        "ok": 0,
+        "error": 6,
+        "retried": 0,
+        "fallbacks": 0,
+        "sessions": 1,
+        "not_sent": 0,
+    }
     assert out.summary["errors"] == {"cancelled": 6}
     assert out.exit_code == 1  # every request was sent: their cancellation is an error, not a stop
 

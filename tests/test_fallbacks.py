@@ -109,7 +109,8 @@ async def test_fallbacks_recorded_counted_and_never_retries_on_a_healthy_model(
 
     # the journal alone gives the same counts
     rebuilt = summary_from_journal(w.results_path())
-    assert rebuilt["requests"] == s["requests"]
+    # a journal alone knows no total, so not what was not sent
+    assert rebuilt["requests"] == {k: v for k, v in s["requests"].items() if k != "not_sent"}
     for m in ("flaky", "broken", "backup"):
         assert rebuilt["models"][m]["requests"] == models[m]["requests"], m
 
