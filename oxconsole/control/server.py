@@ -26,7 +26,7 @@ import orjson
 
 from oxconsole.control.protocol import MAX_HZ, MIN_HZ, SERVER_MAX_LINE, encode
 from oxconsole.control.registry import REGISTRY_INTERVAL, RunEntry, RunInfo, run_stem, runs_dir, unlink
-from oxconsole.engine.commands import command_from_dict
+from oxconsole.engine.commands import CommandError, command_from_dict
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.runprep import write_json
 
@@ -224,6 +224,8 @@ class ControlServer:
         try:
             cmd = command_from_dict({k: v for k, v in msg.items() if k != "op"})
             self.engine.apply(cmd)
+        except CommandError as e:  # refused before anything changed: say why, in its own words
+            self._reply(client, {"op": "error", "message": str(e)})
         except Exception as e:  # a bad command is the client's problem, never the run's
             self._reply(client, {"op": "error", "message": f"command not applied: {e!r}"})
 

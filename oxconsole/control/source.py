@@ -101,9 +101,12 @@ class LocalSource:
         return None if self.engine is None else self.engine.latest
 
     def send(self, cmd: Command) -> None:
+        """Fire and forget; a command no run could take raises `CommandError` here."""
         loop = self._loop
         if loop is None or loop.is_closed() or self._done.is_set():
             return
+        assert self.engine is not None
+        cmd = self.engine.admit(cmd)
         try:
             loop.call_soon_threadsafe(self._deliver, cmd)
         except RuntimeError:  # the loop closed between the check and the call

@@ -25,20 +25,31 @@ from textual.widgets import TabbedContent
 from oxconsole.control import RunSource
 from oxconsole.engine.commands import (
     Command,
+    CommandError,
     EnableModel,
     Pause,
     Resume,
     SetConcurrency,
     SetRate,
+    SetTpm,
     SetWeight,
     Stop,
 )
+from oxconsole.engine.live import check
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.dashboard import MainScreen
-from oxconsole.ui.numbers import fmt_rate, fmt_weight, round_sig
+from oxconsole.ui.numbers import fmt_count, fmt_rate, fmt_weight, round_sig
 from oxconsole.ui.panels.latency import LATENCY_METRICS
 from oxconsole.ui.screens import HelpScreen, ModelRoute, RoutingEditor
-from oxconsole.ui.steps import Pending, concurrency_step, console_status, paused_by_user, rate_step
+from oxconsole.ui.steps import (
+    Pending,
+    concurrency_step,
+    console_status,
+    paused_by_user,
+    rate_step,
+    tokens_per_minute,
+    tpm_step,
+)
 from oxconsole.ui.theming import DEFAULT_THEME, load_themes
 from oxconsole.ui.widgets import HeaderPanel, LatencyPanel, Panel
 
@@ -230,12 +241,24 @@ class ConsoleApp(App[str]):
 
     # -- sending -----------------------------------------------------------------------------------
 
-    def send(self, cmd: Command) -> None:
+    def send(self, cmd: Command) -> bool:
+        """Send a command; False, with a toast saying why, when no run could take it (checked here
+        as the run checks it, `live.check`) or it could not be sent."""
+        try:
+            cmd = check(cmd)
+        except CommandError as e:
+            self.toast(str(e), kind="command", title="not sent", severity="error", timeout=8)
+            return False
         self.sent.append(cmd)
         try:
             self.source.send(cmd)
+        except CommandError as e:  # refused by the run (a model it does not have)
+            self.toast(str(e), kind="command", title="not applied", severity="error", timeout=8)
+            return False
         except Exception as e:  # a closed socket must not take the console down
             self.toast(f"could not send {type(cmd).__name__}: {e}", kind="send", severity="error")
+            return False
+        return True
 
     def _need_snapshot(self) -> Snapshot | None:
         snap = self.source.latest() or self.last
@@ -255,9 +278,9 @@ class ConsoleApp(App[str]):
         if new == cur:
             self.tell(f"concurrency is already {cur}", "warn")
             return
-        self._pending.remember("concurrency", new)
-        self.send(SetConcurrency(new))
-        self.tell(f"concurrency {cur} → {new}")
+        if self.send(SetConcurrency(new)):
+            self._pending.remember("concurrency", new)
+            self.tell(f"concurrency {cur} → {new}")
 
     def action_rate(self, direction: int) -> None:
         """Rate up or down by 10%; from unlimited, 10% around the achieved rate."""
@@ -270,9 +293,23 @@ class ConsoleApp(App[str]):
         if new == cur:
             self.tell(f"rate is already {fmt_rate(cur)}", "warn")
             return
-        self._pending.remember("rate", new)
-        self.send(SetRate(new))
-        self.tell(f"rate {was} → {fmt_rate(new)}")
+        if self.send(SetRate(new)):
+            self._pending.remember("rate", new)
+            self.tell(f"rate {was} → {fmt_rate(new)}")
+
+    def action_tpm(self, direction: int) -> None:
+        """Token budget up or down by 10%; from off, 10% around the tokens sent a minute."""
+        snap = self._need_snapshot()
+        if snap is None:
+            return
+        cur = self._pending.base("tpm", snap.gauges.tpm)
+        new = tpm_step(cur, tokens_per_minute(snap), direction)
+        if new == cur:
+            self.tell(f"tpm is already {fmt_count(cur)}", "warn")
+            return
+        if self.send(SetTpm(new)):
+            self._pending.remember("tpm", new)
+            self.tell(f"tpm {'off' if cur <= 0 else fmt_count(cur)} → {fmt_count(new)}")
 
     def action_unlimited(self) -> None:
         """Toggle an unlimited rate, remembering the rate it replaced."""
@@ -446,6 +483,12 @@ class ConsoleApp(App[str]):
         yield SystemCommand("Rate down ([)", "10% fewer requests per second", lambda: self.action_rate(-1))
         yield SystemCommand(
             "Rate unlimited toggle (0)", "no rate limit / back to the previous rate", self.action_unlimited
+        )
+        yield SystemCommand(
+            "Token budget up (})", "10% more tokens per minute (tpm)", lambda: self.action_tpm(1)
+        )
+        yield SystemCommand(
+            "Token budget down ({)", "10% fewer tokens per minute (tpm)", lambda: self.action_tpm(-1)
         )
         yield SystemCommand("Routing editor (w)", "weights and enabled models", self.action_routing)
         yield SystemCommand("Pause / resume (space)", "stop or restart dispatching", self.action_pause)

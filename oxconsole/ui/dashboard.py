@@ -34,6 +34,7 @@ __all__ = ["MainScreen"]
 
 _CONC = Binding.Group("conc", compact=True)
 _RATE = Binding.Group("rate", compact=True)
+_TPM = Binding.Group("tpm", compact=True)
 
 
 class MainScreen(Screen[None]):
@@ -106,6 +107,8 @@ class MainScreen(Screen[None]):
         Binding("right_square_bracket", "app.rate(1)", "faster", key_display="]", group=_RATE),
         Binding("left_square_bracket", "app.rate(-1)", "slower", key_display="[", group=_RATE),
         Binding("0", "app.unlimited", "∞"),
+        Binding("right_curly_bracket", "app.tpm(1)", "tpm+", key_display="}", group=_TPM),
+        Binding("left_curly_bracket", "app.tpm(-1)", "tpm-", key_display="{", group=_TPM),
         Binding("w", "app.routing", "routes"),
         Binding("space", "app.pause", "pause"),
         Binding("s", "app.save", "save"),
