@@ -97,16 +97,16 @@ def command_from_dict(d: dict[str, Any]) -> Command:
     name = d.pop("cmd", None)
     cls = _BY_NAME.get(name) if isinstance(name, str) else None
     if cls is None:
-        known = ", ".join(_BY_NAME)
-        raise CommandError(f"unknown command {name!r} (known: {known})")
+        shown = f'"{name}"' if isinstance(name, str) else repr(name)
+        raise CommandError(f"unknown command {shown} (known: {', '.join(_BY_NAME)})")
     fields = dataclasses.fields(cls)
     names = {f.name for f in fields}
     for key in d:
         if key not in names:
             known = ", ".join(sorted(names)) or "none"
-            raise CommandError(f"{name}: unknown field {key!r} (fields: {known})")
+            raise CommandError(f'{name}: unknown field "{key}" (fields: {known})')
     for f in fields:
         no_default = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
         if no_default and f.name not in d:
-            raise CommandError(f"{name}: missing field {f.name!r}")
+            raise CommandError(f'{name}: missing field "{f.name}"')
     return cls(**d)  # type: ignore[no-any-return]

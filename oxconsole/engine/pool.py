@@ -132,6 +132,7 @@ class WorkerPool:
         self._ready = 0
         self._all_ready = asyncio.Event()
         self._sim: SimProcess | None = None
+        self._held: list[Command] = []  # commands that came while the workers were starting
 
     def _new_collector(self) -> Collector:
         return new_collector(self.w, self.started_at)
@@ -163,7 +164,11 @@ class WorkerPool:
 
     def apply(self, cmd: Command) -> None:
         """Apply a command (on the pool's loop): raises `CommandError`, having changed nothing and
-        sent no worker anything, for a command `LiveSettings` refuses."""
+        sent no worker anything, for a command `LiveSettings` refuses. Until every worker starts
+        (the run's clock and its log of changes start then), a command other than `Stop` is held."""
+        if self.state == "starting" and not isinstance(cmd, Stop):
+            self._held.append(self.live.admit(cmd))
+            return
         changes = self.live.apply(cmd)
         if isinstance(cmd, Stop):
             self.request_stop(cancel=cmd.cancel)
@@ -215,6 +220,9 @@ class WorkerPool:
             for i in range(self.n):
                 self._send(i, {"cmd": GO})
             self.state = "running"
+            held, self._held = self._held, []
+            for cmd in held:
+                self.apply(cmd)
             ticker = asyncio.create_task(self._ticker())
             await ended
         finally:

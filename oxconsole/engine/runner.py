@@ -115,6 +115,7 @@ class Engine:
         self._wake = asyncio.Event()  # something the drain loop waits for changed
         self._dispatch_done = False
         self._dispatch_hist: deque[tuple[float, int]] = deque(maxlen=64)
+        self._held: list[Command] = []  # commands that came while the run was starting
         self._assemble(workload)
 
     def _assemble(self, workload: Workload) -> None:
@@ -184,7 +185,12 @@ class Engine:
 
     def apply(self, cmd: Command) -> None:
         """Apply a command on the engine loop (call only from the loop; `submit` from elsewhere).
-        Raises `CommandError`, having changed nothing, for a command `LiveSettings` refuses."""
+        Raises `CommandError`, having changed nothing, for a command `LiveSettings` refuses.
+        Before dispatch can start (the run's clock and its log of changes start then), a command
+        other than `Stop` is held and applied when it does."""
+        if self.state == "starting" and not isinstance(cmd, Stop):
+            self._held.append(self.live.admit(cmd))
+            return
         changes = self.live.apply(cmd)
         if isinstance(cmd, Stop):
             self.request_stop(cancel=cmd.cancel)
@@ -255,6 +261,9 @@ class Engine:
             if self.dispatch.schedule is not None:
                 self.dispatch.schedule.rebase(self._t0)
             self.state = "running"
+            held, self._held = self._held, []
+            for cmd in held:
+                self.apply(cmd)
             ticker = asyncio.create_task(self._ticker())
             if self.w.run.duration > 0:
                 loop.call_later(self.w.run.duration, self._deadline)
