@@ -34,7 +34,6 @@ __all__ = ["MainScreen"]
 
 _CONC = Binding.Group("conc", compact=True)
 _RATE = Binding.Group("rate", compact=True)
-_TPM = Binding.Group("tpm", compact=True)
 
 
 class MainScreen(Screen[None]):
@@ -107,8 +106,10 @@ class MainScreen(Screen[None]):
         Binding("right_square_bracket", "app.rate(1)", "faster", key_display="]", group=_RATE),
         Binding("left_square_bracket", "app.rate(-1)", "slower", key_display="[", group=_RATE),
         Binding("0", "app.unlimited", "∞"),
-        Binding("right_curly_bracket", "app.tpm(1)", "tpm+", key_display="}", group=_TPM),
-        Binding("left_curly_bracket", "app.tpm(-1)", "tpm-", key_display="{", group=_TPM),
+        # not in the footer (at 80 columns it would push out "? help"): "bound by tpm ({/} change
+        # it)" says them where they matter, and the help screen and the palette list them
+        Binding("right_curly_bracket", "app.tpm(1)", "tpm+", key_display="}", show=False),
+        Binding("left_curly_bracket", "app.tpm(-1)", "tpm-", key_display="{", show=False),
         Binding("w", "app.routing", "routes"),
         Binding("space", "app.pause", "pause"),
         Binding("s", "app.save", "save"),
