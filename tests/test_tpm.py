@@ -29,6 +29,7 @@ from oxconsole.engine.pool import WorkerPool, share
 from oxconsole.engine.runner import Engine
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.lines import Palette
+from oxconsole.ui.numbers import fmt_change
 from oxconsole.ui.panels.in_flight import bottleneck, in_flight_lines
 from oxconsole.ui.steps import tpm_step
 from oxconsole.workload import Prompt, Workload
@@ -444,6 +445,11 @@ def test_the_in_flight_panel_shows_the_budget(width: int) -> None:
     assert all(len(line) <= width for line in lines)
     plain = [line.plain for line in in_flight_lines(fixed_snapshot(), Palette(), width, height=6)]
     assert not any(line.startswith("tpm") for line in plain)  # no budget, no line
+
+
+def test_a_tpm_change_reads_in_tokens() -> None:
+    assert fmt_change({"what": "tpm", "from": 12000.0, "to": 13200.0}) == "tpm 12,000→13,200"
+    assert fmt_change({"what": "tpm", "from": 0.0, "to": 1100.0}) == "tpm off→1,100"
 
 
 def test_tpm_keys_step_by_ten_percent_in_whole_tokens() -> None:

@@ -94,6 +94,8 @@ def fmt_change(c: Mapping[str, Any]) -> str:
             return "∞" if not x else fmt_rate(float(x))
 
         return f"rate {r(frm)}→{r(to)}"
+    if what == "tpm":
+        return f"tpm {fmt_count(float(frm)) if frm else 'off'}→{fmt_count(float(to)) if to else 'off'}"
     if what == "weight":
         return f"{c.get('model', '?')} weight {fmt_weight(float(frm or 0))}→{fmt_weight(float(to or 0))}"
     if what == "enabled":
