@@ -29,7 +29,7 @@ from oxconsole.engine.pool import WorkerPool, share
 from oxconsole.engine.runner import Engine
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.lines import Palette
-from oxconsole.ui.numbers import fmt_change
+from oxconsole.ui.numbers import fmt_change, round_sig
 from oxconsole.ui.panels.in_flight import bottleneck, in_flight_lines
 from oxconsole.ui.steps import tpm_step
 from oxconsole.workload import Prompt, Workload
@@ -453,10 +453,14 @@ def test_a_tpm_change_reads_in_tokens() -> None:
 
 
 def test_tpm_keys_step_by_ten_percent_in_whole_tokens() -> None:
-    assert tpm_step(12_000, 0, 1) == 13_200 and tpm_step(12_000, 0, -1) == 10_800
-    assert tpm_step(0, 9_000, 1) == 9_900  # from off: from the tokens sent a minute
-    assert tpm_step(0, 0, 1) == 1_100
-    assert tpm_step(5, 0, -1) == 4 and tpm_step(1, 0, -1) == 1
+    snap = fixed_snapshot()
+    assert tpm_step(12_000, snap, 1) == 13_200 and tpm_step(12_000, snap, -1) == 10_800
+    assert tpm_step(0, with_gauges(snap, tpm_used=9_000.0), 1) == 9_900  # from off: the last minute's
+    per_min = (snap.input_tokens + snap.output_tokens) * 60 / snap.elapsed_s  # or the run's pace
+    assert tpm_step(0, snap, -1) == round(round_sig(per_min * 0.9))
+    nothing = dataclasses.replace(snap, input_tokens=0, output_tokens=0)
+    assert tpm_step(0, nothing, 1) == 1_100
+    assert tpm_step(5, snap, -1) == 4 and tpm_step(1, snap, -1) == 1
 
 
 async def test_tpm_keys_send_set_tpm_and_say_so() -> None:

@@ -41,15 +41,7 @@ from oxconsole.ui.dashboard import MainScreen
 from oxconsole.ui.numbers import fmt_count, fmt_rate, fmt_weight, round_sig
 from oxconsole.ui.panels.latency import LATENCY_METRICS
 from oxconsole.ui.screens import HelpScreen, ModelRoute, RoutingEditor
-from oxconsole.ui.steps import (
-    Pending,
-    concurrency_step,
-    console_status,
-    paused_by_user,
-    rate_step,
-    tokens_per_minute,
-    tpm_step,
-)
+from oxconsole.ui.steps import Pending, concurrency_step, console_status, paused_by_user, rate_step, tpm_step
 from oxconsole.ui.theming import DEFAULT_THEME, load_themes
 from oxconsole.ui.widgets import HeaderPanel, LatencyPanel, Panel
 
@@ -246,14 +238,10 @@ class ConsoleApp(App[str]):
         as the run checks it, `live.check`) or it could not be sent."""
         try:
             cmd = check(cmd)
+            self.sent.append(cmd)
+            self.source.send(cmd)  # the run checks it too (and the model names, which it knows)
         except CommandError as e:
-            self.toast(str(e), kind="command", title="not sent", severity="error", timeout=8)
-            return False
-        self.sent.append(cmd)
-        try:
-            self.source.send(cmd)
-        except CommandError as e:  # refused by the run (a model it does not have)
-            self.toast(str(e), kind="command", title="not applied", severity="error", timeout=8)
+            self.toast(str(e), kind="command", title="refused", severity="error", timeout=8)
             return False
         except Exception as e:  # a closed socket must not take the console down
             self.toast(f"could not send {type(cmd).__name__}: {e}", kind="send", severity="error")
@@ -303,7 +291,7 @@ class ConsoleApp(App[str]):
         if snap is None:
             return
         cur = self._pending.base("tpm", snap.gauges.tpm)
-        new = tpm_step(cur, tokens_per_minute(snap), direction)
+        new = tpm_step(cur, snap, direction)
         if new == cur:
             self.tell(f"tpm is already {fmt_count(cur)}", "warn")
             return
@@ -484,12 +472,8 @@ class ConsoleApp(App[str]):
         yield SystemCommand(
             "Rate unlimited toggle (0)", "no rate limit / back to the previous rate", self.action_unlimited
         )
-        yield SystemCommand(
-            "Token budget up (})", "10% more tokens per minute (tpm)", lambda: self.action_tpm(1)
-        )
-        yield SystemCommand(
-            "Token budget down ({)", "10% fewer tokens per minute (tpm)", lambda: self.action_tpm(-1)
-        )
+        yield SystemCommand("Token budget up (})", "10% more tokens a minute", lambda: self.action_tpm(1))
+        yield SystemCommand("Token budget down ({)", "10% fewer tokens a minute", lambda: self.action_tpm(-1))
         yield SystemCommand("Routing editor (w)", "weights and enabled models", self.action_routing)
         yield SystemCommand("Pause / resume (space)", "stop or restart dispatching", self.action_pause)
         yield SystemCommand(

@@ -74,10 +74,11 @@ def rate_step(cur: float, achieved: float, direction: int) -> float:
     return new
 
 
-def tpm_step(cur: float, achieved: float, direction: int) -> float:
+def tpm_step(cur: float, snap: Snapshot, direction: int) -> float:
     """The token budget up or down by 10%, in whole tokens; from off (``cur`` 0), 10% around the
-    ``achieved`` tokens per minute (or 1,000 when nothing was sent yet). Never below 1 token."""
+    tokens sent a minute (`tokens_per_minute`; 1,000 when nothing was sent yet). Never below 1."""
     factor = 1.1 if direction > 0 else 0.9
+    achieved = tokens_per_minute(snap) if cur <= 0 else 0.0
     base = cur if cur > 0 else (achieved if achieved > 0 else 1000.0)
     new = float(max(1, round(round_sig(base * factor))))
     if cur > 0 and new == cur:
