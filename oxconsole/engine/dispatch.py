@@ -33,7 +33,7 @@ OUTPUT_GUESS = 256
 
 
 class Dispatcher:
-    """Starts a request (`start(prompt, model, t_sched)`) for each prompt as soon as it may go.
+    """Starts a request (`start(prompt, model, t_sched, hold)`) for each prompt as soon as it may go.
 
     The waits are in helpers called only when there is something to wait for, so a prompt that
     finds a free slot and no rate limit costs the loop no await at all (but one in DISPATCH_BURST).
