@@ -43,7 +43,8 @@ class RunSource(Protocol):
         ...
 
     def send(self, cmd: Command) -> None:
-        """Send a command to the engine; fire and forget, never blocks."""
+        """Send a command to the engine; fire and forget, never blocks. A command no run could
+        take may raise `CommandError` here (in process); over a socket the run answers an error."""
         ...
 
     async def start(self) -> None:
