@@ -10,7 +10,7 @@ import time
 import pytest
 
 from oxconsole.engine.arrival import ArrivalSchedule
-from oxconsole.engine.limits import LiveRateLimiter, ResizableSlots, TokenBudget
+from oxconsole.engine.limits import LiveRateLimiter, ResizableSlots
 
 
 async def test_slots_never_exceed_limit_and_shrink_without_cancelling() -> None:
@@ -125,25 +125,6 @@ async def test_live_rate_change_wakes_a_waiter_sooner() -> None:
     t0 = time.perf_counter()
     await asyncio.wait_for(waiter, 0.5)
     assert time.perf_counter() - t0 < 0.3
-
-
-async def test_token_budget_is_fifo() -> None:
-    budget = TokenBudget(60_000)  # 1000 tokens/s, capacity 60,000
-    await budget.acquire(60_000)  # empty it
-    order: list[str] = []
-
-    async def take(name: str, n: int) -> None:
-        await budget.acquire(n)
-        order.append(name)
-
-    t0 = time.perf_counter()
-    big = asyncio.create_task(take("big", 100))
-    await asyncio.sleep(0)
-    small = asyncio.create_task(take("small", 1))
-    await asyncio.gather(big, small)
-    # aiolimiter would let the 1-token request overtake the 100-token one; a FIFO bucket does not.
-    assert order == ["big", "small"]
-    assert 0.08 < time.perf_counter() - t0 < 0.5
 
 
 def test_constant_schedule_has_no_drift() -> None:

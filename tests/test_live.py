@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
+
 from oxconsole.engine.commands import (
+    CommandError,
     EnableModel,
     Pause,
     Resume,
     SetConcurrency,
     SetRate,
+    SetTpm,
     SetWeight,
     Stop,
 )
@@ -39,22 +43,35 @@ def test_each_command_changes_its_setting_once() -> None:
     )
 
 
-def test_values_are_clamped_and_typed_as_logged() -> None:
+def test_values_are_typed_as_logged() -> None:
     s = settings()
-    assert s.apply(SetConcurrency(0)) == [Change("concurrency", 8, 1)]  # at least one slot
-    assert s.apply(SetRate(-5)) == []  # below 0 is 0 (unlimited), which it already is
     (c,) = s.apply(SetRate(7))
     assert isinstance(c.new, float)
     (c,) = s.apply(SetWeight("a", 2))
     assert c == Change("weight", 1.0, 2.0, "a") and isinstance(c.new, float)
+    (c,) = s.apply(SetTpm(9000))
+    assert c == Change("tpm", 0.0, 9000.0) and isinstance(c.new, float)
 
 
-def test_unknown_models_and_negative_weights_change_nothing() -> None:
+def test_out_of_range_values_and_unknown_models_are_refused_and_change_nothing() -> None:
+    # (they used to be clamped or dropped silently: concurrency 0 became 1, a negative rate
+    # unlimited, an unknown model a no-op; tests/test_commands_validation.py has every case)
     s = settings()
-    assert s.apply(SetWeight("nope", 1)) == []
-    assert s.apply(SetWeight("a", -1)) == []
-    assert s.apply(EnableModel("nope", False)) == []
-    assert s.weights == {"a": 1.0, "b": 2.0} and s.enabled == {"a": True, "b": True}
+    for cmd in (
+        SetConcurrency(0),
+        SetRate(-5),
+        SetWeight("nope", 1),
+        SetWeight("a", -1),
+        EnableModel("nope"),
+    ):
+        with pytest.raises(CommandError):
+            s.apply(cmd)
+    assert (s.concurrency, s.rate, s.weights, s.enabled) == (
+        8,
+        0.0,
+        {"a": 1.0, "b": 2.0},
+        {"a": True, "b": True},
+    )
 
 
 def test_stop_is_not_a_setting_and_ends_pause_and_resume() -> None:
@@ -72,6 +89,7 @@ def test_a_change_names_the_command_that_sets_it() -> None:
     for cmd in (
         SetConcurrency(3),
         SetRate(2.5),
+        SetTpm(1200.0),
         SetWeight("a", 4.0),
         EnableModel("b", False),
         Pause(),

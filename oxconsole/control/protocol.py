@@ -21,7 +21,11 @@ One JSON object a line, each with an `op`:
                        {"op": "error", "message": "..."}
                            a message the server could not use (bad JSON, unknown op, a command
                            not applied, a command after the end); a line over SERVER_MAX_LINE
-                           is answered so, then the connection is closed
+                           is answered so, then the connection is closed. A command the run
+                           refuses (`engine.commands.CommandError`: a wrong type, a value not
+                           finite or out of range, an unknown model) changed nothing, and the
+                           message says why: "set_rate: expected a finite number >= 0 and <= 1e6
+                           ..., got inf". A command that was applied gets no answer.
 """
 
 from __future__ import annotations

@@ -43,7 +43,8 @@ class RunSource(Protocol):
         ...
 
     def send(self, cmd: Command) -> None:
-        """Send a command to the engine; fire and forget, never blocks."""
+        """Send a command to the engine; fire and forget, never blocks. A command no run could
+        take may raise `CommandError` here (in process); over a socket the run answers an error."""
         ...
 
     async def start(self) -> None:
@@ -101,9 +102,12 @@ class LocalSource:
         return None if self.engine is None else self.engine.latest
 
     def send(self, cmd: Command) -> None:
+        """Fire and forget; a command no run could take raises `CommandError` here."""
         loop = self._loop
         if loop is None or loop.is_closed() or self._done.is_set():
             return
+        assert self.engine is not None
+        cmd = self.engine.admit(cmd)
         try:
             loop.call_soon_threadsafe(self._deliver, cmd)
         except RuntimeError:  # the loop closed between the check and the call

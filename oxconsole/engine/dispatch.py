@@ -3,7 +3,9 @@
 Why this module exists: the dispatcher is the one loop that turns prompts into requests, and each
 prompt waits here, in order, for what holds it back (a pause, its due time on an open-loop
 schedule, a model that can take it, a free concurrency slot, the rate limiter and token budget).
-The limits it waits on are changed live (`set_rate`, `slots.set_limit`, `pause`) by the engine.
+The limits it waits on are changed live (`set_rate`, `set_tpm`, `slots.set_limit`, `pause`) by
+the engine. A request admitted by the token budget carries its `Hold` to `settle`, where its
+reservation becomes its actual usage.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ import math
 from collections.abc import Callable, Iterator
 
 from oxconsole.engine.arrival import ArrivalSchedule
-from oxconsole.engine.limits import LiveRateLimiter, ResizableSlots, TokenBudget
+from oxconsole.engine.limits import Hold, LiveRateLimiter, ResizableSlots, TokenBudget
 from oxconsole.engine.router import NoModelAvailable, Router
+from oxconsole.journal.records import RequestRecord
 from oxconsole.workload import Prompt, Workload
 
 DISPATCH_BURST = 64
@@ -22,9 +25,15 @@ DISPATCH_BURST = 64
 free slots were filled in one go and the loop stalled for seconds (every timing taken meanwhile
 was late by as much)."""
 
+TPM_WINDOW_S = 60.0
+"""The token budget's window: the contract's minute. Tests shorten it to run in seconds."""
+
+OUTPUT_GUESS = 256
+"""Output tokens reserved for a request with no max_tokens anywhere, until answers show more."""
+
 
 class Dispatcher:
-    """Starts a request (`start(prompt, model, t_sched)`) for each prompt as soon as it may go.
+    """Starts a request (`start(prompt, model, t_sched, hold)`) for each prompt as soon as it may go.
 
     The waits are in helpers called only when there is something to wait for, so a prompt that
     finds a free slot and no rate limit costs the loop no await at all (but one in DISPATCH_BURST).
@@ -35,22 +44,32 @@ class Dispatcher:
         w: Workload,
         router: Router,
         *,
-        start: Callable[[Prompt, str, float], None],
+        start: Callable[[Prompt, str, float, Hold | None], None],
         set_state: Callable[[str], None],
+        warn: Callable[[str], None] | None = None,
     ) -> None:
         run = w.run
         self.w = w
         self.router = router
         self.start = start
-        """Starts the request for a prompt on a model, due at t_sched (loop time); holds a slot."""
+        """Starts the request for a prompt on a model, due at t_sched (loop time); holds a slot, and
+        the request's tokens in the budget when there is one."""
         self.set_state = set_state
         """Tells the engine the run is "paused" (no model can take a request) or "running" again."""
+        self.warn = warn
+        """Tells the engine something the user should know (a request larger than the budget: once)."""
         self.slots = ResizableSlots(run.concurrency)
         self.limiter: LiveRateLimiter | None = None
         self.schedule: ArrivalSchedule | None = None
-        self.budget = TokenBudget(run.tpm) if run.tpm > 0 else None
+        self.budget: TokenBudget | None = None
+        """The token budget, from the first time `set_tpm` turns it on (then kept: 0 = off)."""
+        caps = [m.max_tokens for m in w.models]
+        self._out_cap = max(c for c in caps if c is not None) if None not in caps else None
+        """The most output any model may give (every model sets max_tokens); None otherwise."""
+        self._out_seen = [0, 0]  # output tokens and answers seen, for requests with no max_tokens
         self.waiting_slot = 0
         self.waiting_bucket = 0
+        self.waiting_tpm = 0
         self.stopped = False
         self.exhausted = False
         """Every prompt was started: the loop ran to the end of the prompts, not to a stop."""
@@ -74,6 +93,25 @@ class Dispatcher:
             self.schedule = ArrivalSchedule(arrival, value, now, seed=self.w.run.seed)
         else:
             self.schedule.set_rate(value)
+
+    def set_tpm(self, value: float) -> None:
+        """Tokens per minute from now (0 = no budget). Turned on for the first time, the budget
+        counts sends from then; once on, it keeps counting while off, for when it comes back."""
+        if self.budget is not None:
+            self.budget.set_tpm(value)
+        elif value > 0:
+            loop = asyncio.get_running_loop()
+            self.budget = TokenBudget(value, clock=loop.time, window=TPM_WINDOW_S)
+
+    def settle(self, hold: Hold, rec: RequestRecord) -> None:
+        """A request admitted by the token budget ended: its hold counts what it used (a request
+        cancelled at stop keeps its reservation: part of it may have been sent)."""
+        if self.budget is None or rec.error == "cancelled":
+            return
+        self.budget.settle(hold, rec.input_tokens + rec.output_tokens)
+        if rec.status == "ok":
+            self._out_seen[0] += rec.output_tokens
+            self._out_seen[1] += 1
 
     def pause(self) -> None:
         self._running.clear()
@@ -114,9 +152,10 @@ class Dispatcher:
                 return
             if not slots.try_acquire() and not await self._until_slot():
                 return
+            hold = None
             try:
                 if self.limiter is not None or self.budget is not None:
-                    await self._until_buckets(prompt)
+                    hold = await self._until_buckets(prompt)
                 try:
                     model = self.router.pick(prompt)
                 except NoModelAvailable:
@@ -124,7 +163,7 @@ class Dispatcher:
             except BaseException:
                 slots.release()
                 raise
-            self.start(prompt, model, t_sched)
+            self.start(prompt, model, t_sched, hold)
             burst += 1
             if burst >= DISPATCH_BURST:
                 # Nothing above waited (free slots, no rate): let the requests just started, the
@@ -182,23 +221,40 @@ class Dispatcher:
             if slots.try_acquire():
                 return True
 
-    async def _until_buckets(self, prompt: Prompt) -> None:
-        """Wait for the rate limiter and the token budget (each only when the run has one)."""
+    async def _until_buckets(self, prompt: Prompt) -> Hold | None:
+        """Wait for the rate limiter and the token budget (each only when the run has one); the
+        request's hold in the budget."""
         if self.limiter is not None:
             self.waiting_bucket += 1
             try:
                 await self.limiter.acquire()
             finally:
                 self.waiting_bucket -= 1
-        if self.budget is not None:
-            self.waiting_bucket += 1
-            try:
-                await self.budget.acquire(self._token_estimate(prompt))
-            finally:
-                self.waiting_bucket -= 1
+        budget = self.budget
+        if budget is None:
+            return None
+        n = self.token_estimate(prompt)
+        if n > budget.tpm > 0 and self.warn is not None:
+            warn, self.warn = self.warn, None  # once a run
+            warn(
+                f"a request needs about {n:,} tokens, more than the whole budget (tpm {budget.tpm:,.0f}): "
+                "it is sent alone, with nothing else in its minute, and that minute exceeds tpm"
+            )
+        self.waiting_bucket += 1
+        self.waiting_tpm += 1
+        try:
+            return await budget.acquire(n)
+        finally:
+            self.waiting_bucket -= 1
+            self.waiting_tpm -= 1
 
-    def _token_estimate(self, prompt: Prompt) -> int:
-        out = prompt.max_tokens
+    def token_estimate(self, prompt: Prompt) -> int:
+        """The tokens a request reserves: its input (4 characters a token, as the simulator and the
+        journal's estimates count) and the most it may get back: its max_tokens, else the largest
+        model's; with no max_tokens anywhere, the mean answer so far (OUTPUT_GUESS before any),
+        which an answer longer than the mean can exceed."""
+        out = prompt.max_tokens if prompt.max_tokens is not None else self._out_cap
         if out is None:
-            out = self.w.models[0].max_tokens or 256  # the router's first model
+            total, n = self._out_seen
+            out = math.ceil(total / n) if n else OUTPUT_GUESS
         return math.ceil(prompt.input_chars / 4) + out

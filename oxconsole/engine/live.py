@@ -1,28 +1,105 @@
-"""The settings a live command changes, and the one decision of what each command changes.
+"""The settings a live command changes, whether a command may change them, and what each changes.
 
 Why this module exists: a run in one process (`Engine`) and a run on worker processes
 (`WorkerPool`) take the same commands and must log the same changes; both ask `LiveSettings.apply`
 what changed, then act on the answer in their own way (the engine resizes its slots and retunes its
-limiter; the pool forwards each worker its share). Pure logic: no loop, no clock, no I/O.
+limiter; the pool forwards each worker its share). Every command passes `LiveSettings.admit` first
+(`check` for its values, then its model names): a command that fails it raises `CommandError` and
+changes nothing. The console asks `check` too before it sends. Pure logic: no loop, no clock, no I/O.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from oxconsole.engine.commands import (
     Command,
+    CommandError,
     EnableModel,
     Pause,
     Resume,
     SetConcurrency,
     SetRate,
+    SetTpm,
     SetWeight,
+    Stop,
+    command_name,
 )
-from oxconsole.workload import Workload
+from oxconsole.workload import Workload, bounds
 
-What = Literal["concurrency", "rate", "weight", "enabled", "paused"]
+What = Literal["concurrency", "rate", "tpm", "weight", "enabled", "paused"]
+
+# The largest values a live command may set: the workload schema's bounds for the same keys
+# (run.concurrency, run.rate, run.tpm, models.*.weight; reasons in `oxconsole.workload.bounds`),
+# so that a value a command sets is one the workload file could hold, and `s` can save it.
+MAX_CONCURRENCY = bounds.MAX_CONCURRENCY
+MAX_RATE = bounds.MAX_RATE
+MAX_TPM = float(bounds.MAX_COUNT)
+MAX_WEIGHT = bounds.MAX_WEIGHT
+
+
+def _shown(v: object) -> str:
+    """A value as an error message shows it: JSON-like, so a string looks like a string."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return '"' + v.replace('"', '\\"')[:40] + '"'
+    if v is None:
+        return "null"
+    if isinstance(v, int | float):
+        return repr(v)
+    return type(v).__name__
+
+
+def _number(cmd: Command, v: object, top: float, what: str) -> float:
+    """`v` as a float when it is a finite number from 0 to `top` (a bool is not a number)."""
+    if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and 0 <= v <= top:
+        return float(v)
+    limit = f"{top:g}".replace("e+0", "e").replace("e+", "e")  # 1e6, as the workload's errors say
+    raise CommandError(
+        f"{command_name(cmd)}: expected a finite number >= 0 and <= {limit}{what}, got {_shown(v)}"
+    )
+
+
+def _flag(cmd: Command, v: object, field: str) -> bool:
+    if isinstance(v, bool):
+        return v
+    raise CommandError(f"{command_name(cmd)}: {field}: expected true or false, got {_shown(v)}")
+
+
+def _model(cmd: Command, v: object) -> str:
+    if isinstance(v, str):
+        return v
+    raise CommandError(f"{command_name(cmd)}: model: expected a model name, got {_shown(v)}")
+
+
+def check(cmd: object) -> Command:
+    """The command with its values typed as they will be applied, or `CommandError` saying why no
+    run could take it: a value of the wrong type (a bool is not a number, "no" is not a bool), not
+    finite, or out of range. Model names are checked by `LiveSettings.admit`, which knows them."""
+    if isinstance(cmd, SetConcurrency):
+        v = cmd.value
+        if isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_CONCURRENCY:
+            return cmd
+        raise CommandError(
+            f"set_concurrency: expected an integer >= 1 and <= {MAX_CONCURRENCY:_}, got {_shown(v)}"
+        )
+    if isinstance(cmd, SetRate):
+        return SetRate(_number(cmd, cmd.value, MAX_RATE, " (requests per second; 0 = unlimited)"))
+    if isinstance(cmd, SetTpm):
+        return SetTpm(_number(cmd, cmd.value, MAX_TPM, " (tokens per minute; 0 = no budget)"))
+    if isinstance(cmd, SetWeight):
+        model = _model(cmd, cmd.model)
+        return SetWeight(model, _number(cmd, cmd.value, MAX_WEIGHT, f" (the weight of {_shown(model)})"))
+    if isinstance(cmd, EnableModel):
+        return EnableModel(_model(cmd, cmd.model), _flag(cmd, cmd.enabled, "enabled"))
+    if isinstance(cmd, Stop):
+        return Stop(_flag(cmd, cmd.cancel, "cancel"))
+    if isinstance(cmd, Pause | Resume):
+        return cmd
+    raise CommandError(f"not a command: {type(cmd).__name__}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +118,8 @@ class Change:
             return SetConcurrency(self.new)
         if self.what == "rate":
             return SetRate(self.new)
+        if self.what == "tpm":
+            return SetTpm(self.new)
         if self.what == "weight":
             assert self.model is not None
             return SetWeight(self.model, self.new)
@@ -51,11 +130,13 @@ class Change:
 
 
 class LiveSettings:
-    """Concurrency, rate, per-model weights and switches, and pause: what the console may change.
+    """Concurrency, rate, token budget, per-model weights and switches, and pause: what the console
+    may change.
 
-    `apply(cmd)` updates them and returns what changed (nothing when a command changes nothing:
-    the same value again, an unknown model, a pause once stopping). `Stop` is not a setting: the
-    caller stops its run, and calls `stopping()` so that pause and resume are ignored from then on.
+    `apply(cmd)` admits the command (or raises `CommandError`, changing nothing), updates the
+    settings and returns what changed (nothing when a command changes nothing: the same value
+    again, a pause once stopping). `Stop` is not a setting: the caller stops its run, and calls
+    `stopping()` so that pause and resume are ignored from then on.
     """
 
     def __init__(
@@ -65,10 +146,13 @@ class LiveSettings:
         weights: dict[str, float],
         enabled: dict[str, bool] | None = None,
         paused: bool = False,
+        tpm: float = 0.0,
     ) -> None:
         self.concurrency = concurrency
         self.rate = rate
         """Requests per second for the whole run; 0 = unlimited."""
+        self.tpm = tpm
+        """Tokens per minute for the whole run; 0 = no token budget."""
         self.weights = dict(weights)
         self.enabled = dict(enabled) if enabled is not None else {m: True for m in weights}
         self.paused = paused
@@ -77,34 +161,31 @@ class LiveSettings:
     @classmethod
     def of(cls, w: Workload) -> LiveSettings:
         """The settings a workload starts with."""
-        return cls(w.run.concurrency, float(w.run.rate), {m.name: float(m.weight) for m in w.models})
+        return cls(
+            w.run.concurrency,
+            float(w.run.rate),
+            {m.name: float(m.weight) for m in w.models},
+            tpm=float(w.run.tpm),
+        )
 
     def stopping(self) -> None:
         """The run is stopping: pause and resume change nothing from now on."""
         self.stopped = True
 
-    def admit(self, cmd: Command) -> Command | None:
-        """The command as it will be applied, or None when it names nothing this run has.
-
-        Every live command passes here before it changes anything: the one place to check that a
-        value is finite and in range and that a model exists. Today it clamps concurrency to at
-        least 1 and rate to at least 0, and drops unknown models and negative weights.
-        """
-        if isinstance(cmd, SetConcurrency):
-            return SetConcurrency(max(1, int(cmd.value)))
-        if isinstance(cmd, SetRate):
-            return SetRate(max(0.0, float(cmd.value)))
-        if isinstance(cmd, SetWeight):
-            ok = cmd.model in self.weights and cmd.value >= 0
-            return SetWeight(cmd.model, float(cmd.value)) if ok else None
-        if isinstance(cmd, EnableModel):
-            return cmd if cmd.model in self.enabled else None
+    def admit(self, cmd: Command) -> Command:
+        """The command as it will be applied, or `CommandError` when no run, or not this run, could
+        take it (`check`, then a model this run does not have). Changes nothing either way, and
+        reads only the model names, which never change: safe from any thread."""
+        cmd = check(cmd)
+        if isinstance(cmd, SetWeight | EnableModel) and cmd.model not in self.weights:
+            models = ", ".join(f'"{m}"' for m in self.weights)
+            raise CommandError(f"{command_name(cmd)}: unknown model {_shown(cmd.model)} (models: {models})")
         return cmd
 
     def apply(self, cmd: Command) -> list[Change]:
-        """Take a command: the settings it changed, old and new (empty when nothing changed)."""
-        admitted = self.admit(cmd)
-        change = None if admitted is None else self._change(admitted)
+        """Take a command: the settings it changed, old and new (empty when nothing changed).
+        Raises `CommandError` (before anything changes) for a command `admit` refuses."""
+        change = self._change(self.admit(cmd))
         return [] if change is None else [change]
 
     def _change(self, cmd: Command) -> Change | None:
@@ -117,6 +198,10 @@ class LiveSettings:
             if cmd.value != self.rate:
                 change = Change("rate", self.rate, cmd.value)
                 self.rate = cmd.value
+        elif isinstance(cmd, SetTpm):
+            if cmd.value != self.tpm:
+                change = Change("tpm", self.tpm, cmd.value)
+                self.tpm = cmd.value
         elif isinstance(cmd, SetWeight):
             if cmd.value != self.weights[cmd.model]:
                 change = Change("weight", self.weights[cmd.model], cmd.value, cmd.model)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from oxconsole.engine.commands import Command, SetConcurrency, SetRate, Stop, command_to_dict
+from oxconsole.engine.commands import Command, SetConcurrency, SetRate, SetTpm, Stop, command_to_dict
 from oxconsole.engine.endpoints import start_sim
 from oxconsole.engine.live import Change, LiveSettings
 from oxconsole.engine.outcome import RunOutcome, count_not_sent
@@ -61,7 +61,8 @@ def split(total: int, n: int) -> list[int]:
 
 
 def share(w: Workload, i: int, n: int) -> Workload:
-    """Worker i's part of the run: its concurrency, rate, token budget and seed."""
+    """Worker i's part of the run: its concurrency, rate, token budget and seed. The token budget's
+    shares are whole tokens rounded down (at least 1), so that together they never exceed it."""
     run = w.run
     return dataclasses.replace(
         w,
@@ -69,7 +70,7 @@ def share(w: Workload, i: int, n: int) -> Workload:
             run,
             concurrency=split(run.concurrency, n)[i],
             rate=run.rate / n,
-            tpm=(run.tpm + n - 1) // n if run.tpm else 0,
+            tpm=max(1, run.tpm // n) if run.tpm else 0,
             seed=run.seed * 1000 + i,
             workers=1,
         ),
@@ -138,6 +139,7 @@ class WorkerPool:
         self._all_ready = asyncio.Event()
         self._sim: SimProcess | None = None
         self.session = SessionLog(results_path, self.warnings)
+        self._held: list[Command] = []  # commands that came while the workers were starting
 
     def _new_collector(self) -> Collector:
         return new_collector(self.w, self.started_at)
@@ -146,10 +148,16 @@ class WorkerPool:
         return 0.0 if self._loop is None else self._loop.time() - self._t0
 
     # --- control ------------------------------------------------------------------------------
+    def admit(self, cmd: Command) -> Command:
+        """The command as it will be applied, or `CommandError`; changes nothing (`Engine.admit`)."""
+        return self.live.admit(cmd)
+
     def submit(self, cmd: Command) -> None:
+        """Queue a command for the pool's loop; a command no run could take raises `CommandError`
+        here, in the caller's thread."""
         if self._loop is None:
             raise RuntimeError("engine is not running")
-        self._loop.call_soon_threadsafe(self.apply, cmd)
+        self._loop.call_soon_threadsafe(self.apply, self.live.admit(cmd))
 
     def _send(self, i: int, d: dict[str, Any]) -> None:
         try:
@@ -162,22 +170,31 @@ class WorkerPool:
             self._send(i, command_to_dict(cmd))
 
     def apply(self, cmd: Command) -> None:
+        """Apply a command (on the pool's loop): raises `CommandError`, having changed nothing and
+        sent no worker anything, for a command `LiveSettings` refuses. Until every worker starts
+        (the run's clock and its log of changes start then), a command other than `Stop` is held."""
+        if self.state == "starting" and not isinstance(cmd, Stop):
+            self._held.append(self.live.admit(cmd))
+            return
+        changes = self.live.apply(cmd)
         if isinstance(cmd, Stop):
             self.request_stop(cancel=cmd.cancel, interrupted=True)
         t = round(self.elapsed(), 3)
-        for c in self.live.apply(cmd):
+        for c in changes:
             self._forward(c)
             self.collector.change(t, c.what, c.old, c.new, model=c.model)
         self._publish()
 
     def _forward(self, c: Change) -> None:
-        """Each worker's share of a changed setting: its part of the concurrency, rate / n, and
-        weights, switches and pause as they are."""
+        """Each worker's share of a changed setting: its part of the concurrency, rate / n, tpm / n,
+        and weights, switches and pause as they are."""
         if c.what == "concurrency":
             for i, part in enumerate(split(c.new, self.n)):
                 self._send(i, command_to_dict(SetConcurrency(part)))
         elif c.what == "rate":
             self._broadcast(SetRate(c.new / self.n))
+        elif c.what == "tpm":
+            self._broadcast(SetTpm(c.new / self.n))
         else:
             self._broadcast(c.command())
 
@@ -216,6 +233,9 @@ class WorkerPool:
             if self.journal_failure is not None:  # failed as it opened: nothing may run
                 self.request_stop(cancel=True)
             self.state = "running"
+            held, self._held = self._held, []
+            for cmd in held:
+                self.apply(cmd)
             ticker = asyncio.create_task(self._ticker())
             await ended
         finally:
@@ -409,6 +429,9 @@ class WorkerPool:
             loop_lag_ms=max((float(g["loop_lag_ms"]) for g in gs), default=0.0),
             models=models,
             warnings=tuple(self.warnings),
+            tpm=live.tpm,
+            tpm_used=sum(float(g.get("tpm_used", 0.0)) for g in gs),
+            waiting_tpm=sum(int(g.get("waiting_tpm", 0)) for g in gs),
         )
 
     def _publish(self) -> None:

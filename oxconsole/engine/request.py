@@ -19,6 +19,7 @@ from typing import Any
 from oxconsole.engine.adapt import Bodies
 from oxconsole.engine.client import AttemptResult, EndpointClient
 from oxconsole.engine.health import FAIL, NEUTRAL, OK, ModelHealth, counts_against_model
+from oxconsole.engine.limits import Hold
 from oxconsole.engine.router import Router
 from oxconsole.gcpace import PacedGC
 from oxconsole.journal.records import RequestRecord
@@ -74,6 +75,8 @@ class Story:
     t_first_send: float | None = None
     res: AttemptResult | None = None
     """The last attempt's result."""
+    hold: Hold | None = None
+    """Its tokens in the run's token budget (when there is one): counted from its first send."""
 
     def fallback_trail(self) -> tuple[list[str] | None, list[int] | None]:
         """The record's `models_tried` and `model_attempts`: present only when a fallback was used."""
@@ -167,6 +170,8 @@ class Sender:
         story.tried_attempts[-1] += 1
         if story.t_first_send is None:
             story.t_first_send = asyncio.get_running_loop().time()
+            if story.hold is not None:
+                story.hold.sent(story.t_first_send)
         seq = self.health.sent(m.name)
         outcome = NEUTRAL
         try:

@@ -26,6 +26,7 @@ from oxconsole.engine.commands import Command, Stop
 from oxconsole.engine.dispatch import Dispatcher
 from oxconsole.engine.endpoints import Endpoints, open_files_warning
 from oxconsole.engine.health import ModelHealth
+from oxconsole.engine.limits import Hold
 from oxconsole.engine.live import Change, LiveSettings
 from oxconsole.engine.outcome import RunEngine as RunEngine
 from oxconsole.engine.outcome import RunOutcome as RunOutcome
@@ -123,6 +124,7 @@ class Engine:
         self._dispatch_hist: deque[tuple[float, int]] = deque(maxlen=64)
         self.session = SessionLog(results_path, self.warnings)
         """This session's start and running time, in the journal's manifest (`--resume` summaries)."""
+        self._held: list[Command] = []  # commands that came while the run was starting
         self._assemble(workload)
 
     def _assemble(self, workload: Workload) -> None:
@@ -130,7 +132,9 @@ class Engine:
         (with its slots and rate), the models' health, the endpoints and the request sender."""
         self.live = LiveSettings.of(workload)
         self.router = Router(workload.models, workload.routing, seed=workload.run.seed)
-        self.dispatch = Dispatcher(workload, self.router, start=self._start, set_state=self._set_state)
+        self.dispatch = Dispatcher(
+            workload, self.router, start=self._start, set_state=self._set_state, warn=self.warnings.append
+        )
         self.slots = self.dispatch.slots
         self.health = ModelHealth(
             self.router, self.models, elapsed=self.elapsed, on_warm=self.dispatch.models_changed
@@ -157,12 +161,18 @@ class Engine:
         return self.health.cooldowns
 
     # --- control, from any thread -------------------------------------------------------------
+    def admit(self, cmd: Command) -> Command:
+        """The command as it will be applied, or `CommandError` (`LiveSettings.admit`). Safe from
+        any thread; changes nothing."""
+        return self.live.admit(cmd)
+
     def submit(self, cmd: Command) -> None:
-        """Queue a command for the engine loop. Safe from any thread, also before run() starts."""
+        """Queue a command for the engine loop. Safe from any thread, also before run() starts.
+        A command no run could take raises `CommandError` here, in the caller's thread."""
         loop = self._loop
         if loop is None or loop.is_closed():
             raise RuntimeError("engine is not running")
-        loop.call_soon_threadsafe(self.apply, cmd)
+        loop.call_soon_threadsafe(self.apply, self.live.admit(cmd))
 
     def request_stop(self, *, cancel: bool = False, interrupted: bool = False) -> None:
         """Stop dispatching; in-flight requests get `run.grace` seconds (or none with cancel).
@@ -186,11 +196,18 @@ class Engine:
         return 0.0 if self._loop is None else self._loop.time() - self._t0
 
     def apply(self, cmd: Command) -> None:
-        """Apply a command on the engine loop (call only from the loop; `submit` from elsewhere)."""
+        """Apply a command on the engine loop (call only from the loop; `submit` from elsewhere).
+        Raises `CommandError`, having changed nothing, for a command `LiveSettings` refuses.
+        Before dispatch can start (the run's clock and its log of changes start then), a command
+        other than `Stop` is held and applied when it does."""
+        if self.state == "starting" and not isinstance(cmd, Stop):
+            self._held.append(self.live.admit(cmd))
+            return
+        changes = self.live.apply(cmd)
         if isinstance(cmd, Stop):
             self.request_stop(cancel=cmd.cancel, interrupted=True)
         t = round(self.elapsed(), 3)
-        for c in self.live.apply(cmd):
+        for c in changes:
             self._act(c)
             self.collector.change(t, c.what, c.old, c.new, model=c.model)
         self._publish()
@@ -201,6 +218,8 @@ class Engine:
             self.slots.set_limit(c.new)
         elif c.what == "rate":
             self._set_rate(c.new)
+        elif c.what == "tpm":
+            self.dispatch.set_tpm(c.new)
         elif c.what == "weight" or c.what == "enabled":
             assert c.model is not None
             if c.what == "weight":
@@ -236,6 +255,7 @@ class Engine:
         self.collector = self._new_collector()
         self.dispatch.resume()
         self._set_rate(self.rate)
+        self.dispatch.set_tpm(self.live.tpm)
         if self.record_sink is None:
             self._journal, notes = open_journal(
                 self.w, self.results_path, self.skip_ids, on_failure=self._journal_failed
@@ -258,6 +278,9 @@ class Engine:
             if self.dispatch.schedule is not None:
                 self.dispatch.schedule.rebase(self._t0)
             self.state = "running"
+            held, self._held = self._held, []
+            for cmd in held:
+                self.apply(cmd)
             ticker = asyncio.create_task(self._ticker())
             if self.w.run.duration > 0:
                 loop.call_later(self.w.run.duration, self._deadline)
@@ -350,13 +373,14 @@ class Engine:
                 continue
             yield p
 
-    def _start(self, prompt: Prompt, model: str, t_sched: float) -> None:
-        """Send a prompt to a model (the dispatcher took a slot for it), due at t_sched."""
+    def _start(self, prompt: Prompt, model: str, t_sched: float, hold: Hold | None) -> None:
+        """Send a prompt to a model (the dispatcher took a slot for it, and its tokens' hold in the
+        budget when there is one), due at t_sched."""
         self.dispatched += 1
         self.in_flight += 1
         self.router.in_flight[model] += 1
         wall_sched = self.started_at + (t_sched - self._t0)
-        task = asyncio.get_running_loop().create_task(self._request(prompt, model, wall_sched, t_sched))
+        task = asyncio.get_running_loop().create_task(self._request(prompt, model, wall_sched, t_sched, hold))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -364,8 +388,10 @@ class Engine:
         self.state = state
 
     # --- one request: its story is `Sender.send`; here its slot and its record ---------------
-    async def _request(self, prompt: Prompt, model: str, t_sched_wall: float, t_sched: float) -> None:
-        story = Story(prompt, model, t_sched_wall, t_sched)
+    async def _request(
+        self, prompt: Prompt, model: str, t_sched_wall: float, t_sched: float, hold: Hold | None
+    ) -> None:
+        story = Story(prompt, model, t_sched_wall, t_sched, hold=hold)
         try:
             rec = await self.sender.send(story)
         finally:
@@ -374,6 +400,8 @@ class Engine:
             self.router.in_flight[story.model] -= 1
             if self.in_flight == 0 and self._dispatch_done:
                 self._wake.set()
+        if hold is not None:
+            self.dispatch.settle(hold, rec)
         self._finish(rec)
 
     def _finish(self, rec: RequestRecord) -> None:
@@ -416,6 +444,7 @@ class Engine:
     # --- gauges, snapshots, housekeeping ------------------------------------------------------
     def gauges(self) -> Gauges:
         now = self.elapsed()
+        budget = self.dispatch.budget
         hist = self._dispatch_hist
         achieved = 0.0
         if len(hist) >= 2:
@@ -437,6 +466,9 @@ class Engine:
             achieved_rate=achieved,
             loop_lag_ms=self.loop_lag_ms,
             warnings=tuple(self.warnings),
+            tpm=self.live.tpm,
+            tpm_used=0.0 if budget is None else budget.used,
+            waiting_tpm=self.dispatch.waiting_tpm,
             models={
                 n: ModelGauge(
                     weight=self.router.weights[n],

@@ -57,6 +57,12 @@ def change_text(c: Mapping[str, Any], arrow: str = " → ", unlimited: str = "un
             return unlimited if not x else fmt_rate(float(x))
 
         return f"rate {r(frm)}{arrow}{r(to)}"
+    if what == "tpm":
+
+        def t(x: Any) -> str:
+            return "off" if not x else f"{float(x):,.0f}"
+
+        return f"tpm {t(frm)}{arrow}{t(to)}"
     if what == "weight":
         w0, w1 = fmt_weight(float(frm or 0)), fmt_weight(float(to or 0))
         return f"{c.get('model', '?')} weight {w0}{arrow}{w1}"

@@ -59,6 +59,13 @@ class Gauges:
     models: Mapping[str, ModelGauge] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     """What the engine warned about so far (open-files limit, TLS off, resume notes...)."""
+    tpm: float = 0.0
+    """The token budget: tokens per minute for the whole run; 0 = none."""
+    tpm_used: float = 0.0
+    """Tokens in the budget's current window (the last minute's sends: finished requests at their
+    actual usage, requests in flight at their reservation)."""
+    waiting_tpm: int = 0
+    """Requests waiting for the token budget (also counted in `waiting_bucket`)."""
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Gauges:
@@ -78,6 +85,9 @@ class Gauges:
             loop_lag_ms=float(d["loop_lag_ms"]),
             models={k: ModelGauge(**v) for k, v in d.get("models", {}).items()},
             warnings=tuple(str(w) for w in d.get("warnings", ())),
+            tpm=float(d.get("tpm", 0.0)),
+            tpm_used=float(d.get("tpm_used", 0.0)),
+            waiting_tpm=int(d.get("waiting_tpm", 0)),
         )
 
 

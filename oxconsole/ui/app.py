@@ -27,17 +27,20 @@ from textual.widgets import TabbedContent
 from oxconsole.control import RunSource
 from oxconsole.engine.commands import (
     Command,
+    CommandError,
     EnableModel,
     Pause,
     Resume,
     SetConcurrency,
     SetRate,
+    SetTpm,
     SetWeight,
     Stop,
 )
+from oxconsole.engine.live import check
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.dashboard import PALETTE, MainScreen
-from oxconsole.ui.numbers import fmt_rate, fmt_weight, round_sig
+from oxconsole.ui.numbers import fmt_count, fmt_rate, fmt_weight, round_sig
 from oxconsole.ui.panels.latency import LATENCY_METRICS
 from oxconsole.ui.screens import HelpScreen, ModelRoute, RoutingEditor
 from oxconsole.ui.steps import (
@@ -50,6 +53,7 @@ from oxconsole.ui.steps import (
     run_duration,
     saved_words,
     short_path,
+    tpm_step,
 )
 from oxconsole.ui.theming import use_themes
 from oxconsole.ui.typeahead import plan as typeahead_plan
@@ -250,12 +254,20 @@ class ConsoleApp(App[str]):
 
     # -- sending -----------------------------------------------------------------------------------
 
-    def send(self, cmd: Command) -> None:
-        self.sent.append(cmd)
+    def send(self, cmd: Command) -> bool:
+        """Send a command; False, with a toast saying why, when no run could take it (checked here
+        as the run checks it, `live.check`) or it could not be sent."""
         try:
-            self.source.send(cmd)
+            cmd = check(cmd)
+            self.sent.append(cmd)
+            self.source.send(cmd)  # the run checks it too (and the model names, which it knows)
+        except CommandError as e:
+            self.toast(str(e), kind="command", title="refused", severity="error", timeout=8)
+            return False
         except Exception as e:  # a closed socket must not take the console down
             self.toast(f"could not send {type(cmd).__name__}: {e}", kind="send", severity="error")
+            return False
+        return True
 
     def _need_snapshot(self) -> Snapshot | None:
         snap = self.source.latest() or self.last
@@ -307,9 +319,9 @@ class ConsoleApp(App[str]):
         if new == cur:
             self.tell(f"concurrency is already {cur}", "warn")
             return
-        self._pending.remember("concurrency", new)
-        self.send(SetConcurrency(new))
-        self.tell(f"concurrency {cur} → {new}")
+        if self.send(SetConcurrency(new)):
+            self._pending.remember("concurrency", new)
+            self.tell(f"concurrency {cur} → {new}")
 
     def action_rate(self, direction: int) -> None:
         """Rate up or down by 10%; from unlimited, 10% around the achieved rate."""
@@ -322,9 +334,23 @@ class ConsoleApp(App[str]):
         if new == cur:
             self.tell(f"rate is already {fmt_rate(cur)}", "warn")
             return
-        self._pending.remember("rate", new)
-        self.send(SetRate(new))
-        self.tell(f"rate {was} → {fmt_rate(new)}")
+        if self.send(SetRate(new)):
+            self._pending.remember("rate", new)
+            self.tell(f"rate {was} → {fmt_rate(new)}")
+
+    def action_tpm(self, direction: int) -> None:
+        """Token budget up or down by 10%; from off, 10% around the tokens sent a minute."""
+        snap = self._need_snapshot()
+        if snap is None:
+            return
+        cur = self._pending.base("tpm", snap.gauges.tpm)
+        new = tpm_step(cur, snap, direction)
+        if new == cur:
+            self.tell(f"tpm is already {fmt_count(cur)}", "warn")
+            return
+        if self.send(SetTpm(new)):
+            self._pending.remember("tpm", new)
+            self.tell(f"tpm {'off' if cur <= 0 else fmt_count(cur)} → {fmt_count(new)}")
 
     def action_unlimited(self) -> None:
         """Toggle an unlimited rate, remembering the rate it replaced."""

@@ -38,6 +38,8 @@ PALETTE: tuple[tuple[str, str, str], ...] = (
     ("Rate up (])", "10% more requests per second", "app.rate(1)"),
     ("Rate down ([)", "10% fewer requests per second", "app.rate(-1)"),
     ("Rate unlimited toggle (0)", "no rate limit / back to the previous rate", "app.unlimited"),
+    ("Token budget up (})", "10% more tokens a minute", "app.tpm(1)"),
+    ("Token budget down ({)", "10% fewer tokens a minute", "app.tpm(-1)"),
     ("Routing editor (w)", "weights and enabled models", "app.routing"),
     ("Pause / resume (space)", "stop or restart dispatching", "app.pause"),
     ("Save tuned workload (s)", "write NAME.tuned.toml beside the workload", "app.save"),
@@ -123,6 +125,10 @@ class MainScreen(Screen[None]):
         Binding("right_square_bracket", "app.rate(1)", "faster", key_display="]", group=_RATE),
         Binding("left_square_bracket", "app.rate(-1)", "slower", key_display="[", group=_RATE),
         Binding("0", "app.unlimited", "∞"),
+        # not in the footer (at 80 columns it would push out "? help"): "bound by tpm ({/} change
+        # it)" says them where they matter, and the help screen and the palette list them
+        Binding("right_curly_bracket", "app.tpm(1)", "tpm+", key_display="}", show=False),
+        Binding("left_curly_bracket", "app.tpm(-1)", "tpm-", key_display="{", show=False),
         Binding("w", "app.routing", "routes"),
         Binding("space", "app.pause", "pause"),
         Binding("s", "app.save", "save"),

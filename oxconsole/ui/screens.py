@@ -30,6 +30,7 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("+ / -", "concurrency up / down by 10% (at least 1)"),
     ("] / [", "rate up / down by 10% (from unlimited: from the achieved rate)"),
     ("0", "toggle unlimited rate (remembers the previous rate)"),
+    ("} / {", "token budget (tpm) up / down by 10% (from off: tokens sent a minute)"),
     ("w", "routing editor: each model's weight, enable / disable"),
     ("space", "pause / resume dispatch (requests in flight finish)"),
     ("s", "save the tuned workload as NAME.tuned.toml beside the original"),

@@ -28,6 +28,8 @@ __all__ = [
     "run_duration",
     "saved_words",
     "short_path",
+    "tokens_per_minute",
+    "tpm_step",
 ]
 
 PENDING_S = 2.0
@@ -76,6 +78,29 @@ def rate_step(cur: float, achieved: float, direction: int) -> float:
     if new == cur:
         new = round_sig(cur + (0.1 if direction > 0 else -0.1)) if cur > 0.1 or direction > 0 else cur
     return new
+
+
+def tpm_step(cur: float, snap: Snapshot, direction: int) -> float:
+    """The token budget up or down by 10%, in whole tokens; from off (``cur`` 0), 10% around the
+    tokens sent a minute (`tokens_per_minute`; 1,000 when nothing was sent yet). Never below 1."""
+    factor = 1.1 if direction > 0 else 0.9
+    achieved = tokens_per_minute(snap) if cur <= 0 else 0.0
+    base = cur if cur > 0 else (achieved if achieved > 0 else 1000.0)
+    new = float(max(1, round(round_sig(base * factor))))
+    if cur > 0 and new == cur:
+        new = max(1.0, cur + (1 if direction > 0 else -1))
+    return new
+
+
+def tokens_per_minute(snap: Snapshot) -> float:
+    """Tokens (input + output) a minute: the budget's last minute when it has one, else the whole
+    run's pace."""
+    g = snap.gauges
+    if g.tpm_used > 0:
+        return g.tpm_used
+    if snap.elapsed_s <= 0:
+        return 0.0
+    return (snap.input_tokens + snap.output_tokens) * 60.0 / snap.elapsed_s
 
 
 def paused_by_user(snap: Snapshot) -> bool:

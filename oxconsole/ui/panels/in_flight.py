@@ -1,8 +1,9 @@
 """The in-flight panel: how much is out, what is waiting and why, and what bounds throughput.
 
 Why this module exists: a load generator must say when it is itself the limit (event-loop lag, a
-rate it cannot reach with free slots): otherwise its figures are read as the server's. `bottleneck`
-decides that from a snapshot; `in_flight_lines` shows it with the gauges it was decided from.
+rate it cannot reach with free slots, the token budget): otherwise its figures are read as the
+server's. `bottleneck` decides that from a snapshot; `in_flight_lines` shows it with the gauges it
+was decided from.
 """
 
 from __future__ import annotations
@@ -12,10 +13,14 @@ from oxconsole.ui.charts import hbar
 from oxconsole.ui.lines import Line, Palette, fit
 from oxconsole.ui.numbers import fmt_count, fmt_rate, ms
 
-__all__ = ["LOOP_LAG_WARN_MS", "bottleneck", "in_flight_lines"]
+__all__ = ["LOOP_LAG_WARN_MS", "TPM_FULL", "bottleneck", "in_flight_lines"]
 
 LOOP_LAG_WARN_MS = 50.0
 """Event-loop lag above this means the client itself is late sending and reading."""
+
+TPM_FULL = 0.95
+"""The share of the token budget used in its window above which the budget is what binds, even at
+an instant when no request is waiting for it (one is admitted each time tokens leave the window)."""
 
 _SHORT = {"in flight": "in fl", "loop lag": "lag", "bound by": "bound", "per model": "models"}
 """Row labels in a narrow panel."""
@@ -31,6 +36,8 @@ def bottleneck(s: Snapshot) -> tuple[str, str]:
         return "info", g.state
     if g.loop_lag_ms >= LOOP_LAG_WARN_MS:
         return "warn", f"⚠ the client: event loop lag {g.loop_lag_ms:.0f} ms"
+    if g.state == "running" and _tpm_bound(s):
+        return "info", "tpm ({/} change it)"
     free = g.in_flight < 0.9 * g.concurrency and g.waiting_slot == 0
     if (
         g.state == "running"
@@ -45,11 +52,20 @@ def bottleneck(s: Snapshot) -> tuple[str, str]:
         return "info", "draining: no new requests"
     if g.waiting_slot > 0 or g.in_flight >= g.concurrency:
         return "info", "concurrency (+ raises it)"
-    if g.waiting_bucket > 0 or (g.rate > 0 and g.achieved_rate >= 0.9 * g.rate):
+    if g.waiting_bucket > g.waiting_tpm or (g.rate > 0 and g.achieved_rate >= 0.9 * g.rate):
         return "info", "rate (] raises it)"
     if g.backing_off > 0 and g.backing_off >= 0.2 * max(1, g.in_flight):
         return "info", "server pushback (retries backing off)"
     return "info", "not limited by the client"
+
+
+def _tpm_bound(s: Snapshot) -> bool:
+    """The token budget holds requests back: one waits for it, or it is (nearly) all used while
+    nobody waits for a slot."""
+    g = s.gauges
+    if g.tpm <= 0:
+        return False
+    return g.waiting_tpm > 0 or (g.tpm_used >= TPM_FULL * g.tpm and g.waiting_slot == 0)
 
 
 class _Labels:
@@ -65,11 +81,12 @@ class _Labels:
 
 
 def in_flight_lines(s: Snapshot, p: Palette, width: int, height: int = 6) -> list[Line]:
-    """In flight vs limit, what is waiting and why, target vs achieved rate, and what bounds
-    throughput; more detail (loop lag, client queue time, in flight per model) when tall."""
+    """In flight vs limit, what is waiting and why, target vs achieved rate, the token budget (when
+    the run has one), and what bounds throughput; more detail (loop lag, client queue time, in
+    flight per model) when tall."""
     label = _Labels(p, width < 44)
     lines = _load_lines(s, p, width, label)
-    lines.extend(_detail_lines(s, p, label)[: max(0, height - 4)])
+    lines.extend(_detail_lines(s, p, label)[: max(0, height - len(lines) - 1)])
     level, msg = bottleneck(s)
     t = label("bound by")
     t.append(msg, style=f"bold {p.error}" if level == "warn" else p.foreground)
@@ -109,7 +126,22 @@ def _load_lines(s: Snapshot, p: Palette, width: int, label: _Labels) -> list[Lin
     t.append(fmt_rate(g.achieved_rate))
     t.append(" sent", style=p.muted)
     lines.append(t)
+    if g.tpm > 0:
+        lines.append(_tpm_line(s, p, label))
     return lines
+
+
+def _tpm_line(s: Snapshot, p: Palette, label: _Labels) -> Line:
+    """The token budget and the tokens in its window (the last minute), with the share used."""
+    g = s.gauges
+    frac = g.tpm_used / g.tpm
+    t = label("tpm")
+    t.append(fmt_count(g.tpm), style="bold")
+    t.append(" · " if label.narrow else " budget · ", style=p.muted)
+    t.append(fmt_count(g.tpm_used), style=p.warning if frac >= TPM_FULL else "")
+    t.append(" used " if label.narrow else " in the last min ", style=p.muted)
+    t.append(f"{100 * frac:.0f}%")
+    return t
 
 
 def _detail_lines(s: Snapshot, p: Palette, label: _Labels) -> list[Line]:
