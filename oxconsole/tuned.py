@@ -2,7 +2,7 @@
 
 Why this module exists: the point of tuning a deployment from the console is to keep the result.
 `write_tuned` takes the workload file as written (plus the `--set` overrides the run started
-with), puts in the live concurrency, rate and routing weights from a snapshot (a model disabled
+with), puts in the live concurrency, rate, token budget and routing weights from a snapshot (a model disabled
 live gets weight 0 and leaves the routing rules, so it gets no traffic, as in the run), and writes
 ``NAME.tuned.toml`` beside the original with tomli-w, so the next run starts where this one ended;
 it says which keys it changed and which overrides it baked in. Keys and their order follow the
@@ -84,6 +84,9 @@ def _tune(raw: dict[str, Any], snapshot: Snapshot) -> list[str]:
         put(run, "run", "arrival", "closed", "closed")
     if rate > 0 or "rate" in run:
         put(run, "run", "rate", _number(rate), 0)
+    tpm = max(0, round(float(g.tpm)))  # run.tpm is whole tokens a minute
+    if tpm > 0 or "tpm" in run:
+        put(run, "run", "tpm", tpm, 0)
     models = raw.get("models")
     off: set[str] = set()
     for i, m in enumerate(models if isinstance(models, list) else ()):

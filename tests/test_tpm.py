@@ -17,6 +17,7 @@ import itertools
 import math
 import random
 from collections.abc import Coroutine
+from pathlib import Path
 from typing import Any, TypeVar
 
 import orjson
@@ -485,3 +486,19 @@ async def test_tpm_keys_send_set_tpm_and_say_so() -> None:
 
 def test_the_window_used_by_the_engine_is_the_contracts_minute() -> None:
     assert dispatch.TPM_WINDOW_S == 60.0
+
+
+def test_a_live_tpm_is_saved_with_the_tuned_workload(tmp_path: Path) -> None:
+    from oxconsole.tuned import write_tuned
+    from oxconsole.workload import load_workload
+
+    path = tmp_path / "w.toml"
+    path.write_text(
+        '[run]\nconcurrency = 4\n[endpoints.default]\nbase_url = "sim"\n'
+        '[[models]]\nname = "m"\n[prompts]\nitems = ["a"]\n'
+    )
+    snap = with_gauges(fixed_snapshot(), concurrency=4, rate=0.0, tpm=13_200.4)
+    snap = dataclasses.replace(snap, gauges=dataclasses.replace(snap.gauges, models={}))
+    saved = write_tuned(path, [], snap)
+    assert load_workload(saved.path).run.tpm == 13_200
+    assert any(c.startswith("run.tpm 0 → 13200") for c in saved.changes), saved.changes
