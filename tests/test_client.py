@@ -16,7 +16,8 @@ import orjson
 import pytest
 from aiohttp import web
 
-from oxconsole.engine.client import AttemptResult, EndpointClient, _BadResponse, _Events
+from oxconsole.engine.client import AttemptResult, EndpointClient
+from oxconsole.engine.stream import _BadResponse, _Events
 
 from .http_support import chat_server
 
@@ -114,7 +115,7 @@ def test_malformed_after_the_prefix_is_learned(bad: bytes) -> None:
 
 
 def test_wrong_shapes_are_bad_response_not_a_crash() -> None:
-    from oxconsole.engine.client import _read_stream
+    from oxconsole.engine.stream import _read_stream
 
     class Resp:
         stream = None
@@ -232,7 +233,7 @@ class Paced:
 
 async def run_paced(server: Paced, attempts: int = 1) -> tuple[list[AttemptResult], list[int]]:
     """Attempts against `server`, and how many streams were tapped while each was being read."""
-    from oxconsole.engine import client as client_mod
+    from oxconsole.engine import stream as stream_mod
 
     results, tapped = [], []
     async with chat_server(server.handle) as base:
@@ -242,11 +243,11 @@ async def run_paced(server: Paced, attempts: int = 1) -> tuple[list[AttemptResul
                 task = asyncio.create_task(c.attempt(BODY, stream=True, timeout=5.0, save_text=True))
                 seen = 0
                 while not task.done():
-                    seen = max(seen, len(client_mod._TAPS))
+                    seen = max(seen, len(stream_mod._TAPS))
                     await asyncio.sleep(0.01)
                 results.append(task.result())
                 tapped.append(seen)
-                assert client_mod._TAPS == {}, "a finished attempt left its reader registered"
+                assert stream_mod._TAPS == {}, "a finished attempt left its reader registered"
         finally:
             await c.close()
     return results, tapped
@@ -290,12 +291,12 @@ async def test_tapped_bad_chunk_midway_fails_the_attempt(bad: bytes, cls: str) -
 
 async def test_a_reader_that_cannot_be_switched_is_read_with_readany(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where aiohttp's reader does not allow the switch (another layout), the stream is still read."""
-    from oxconsole.engine import client as client_mod
+    from oxconsole.engine import stream as stream_mod
 
-    class Other(client_mod.aiohttp.StreamReader):
+    class Other(stream_mod.aiohttp.StreamReader):
         __slots__ = ("extra",)  # another layout: __class__ assignment raises TypeError
 
-    monkeypatch.setattr(client_mod, "_TapReader", Other)
+    monkeypatch.setattr(stream_mod, "_TapReader", Other)
     server = Paced([ROLE, content("a"), content("b"), FINISH + USAGE + DONE], gap=0.03)
     (r,), tapped = await run_paced(server)
     assert tapped == [0]  # not tapped

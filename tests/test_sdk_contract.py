@@ -1,10 +1,11 @@
 """The openai SDK internals the client's fast send path relies on, checked by name and in use.
 
 Why this test exists: `engine/client.py` builds each endpoint's request once with the SDK's private
-`_build_request` and sends copies through `sdk._client.send`, and reads streams from the SDK's
-vendored aiohttp transport. Private paths break across SDK releases without notice; when they do,
-this test fails naming the installed SDK version and what is gone, instead of the client silently
-falling back to a path 3-10x slower (or failing at run time). pyproject pins the range tested.
+`_build_request` and sends copies through `sdk._client.send`; `engine/stream.py` reads streams
+from the SDK's vendored aiohttp transport. Private paths break across SDK releases without notice;
+when they do, this test fails naming the installed SDK version and what is gone, instead of the
+client silently falling back to a path 3-10x slower (or failing at run time). pyproject pins the
+range tested.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import importlib
 import openai
 from aiohttp import web
 
-from oxconsole.engine import client as client_mod
+from oxconsole.engine import stream as stream_mod
 from oxconsole.engine.client import EndpointClient
 from tests.http_support import chat_server
 
@@ -74,7 +75,7 @@ async def test_requests_are_prebuilt_and_streams_read_through_the_tap() -> None:
             task = asyncio.create_task(c.attempt(body, stream=True, timeout=5.0, save_text=True))
             tapped = 0
             for _ in range(500):
-                tapped = max(tapped, len(client_mod._TAPS))
+                tapped = max(tapped, len(stream_mod._TAPS))
                 if tapped or task.done():
                     break
                 await asyncio.sleep(0.01)
