@@ -98,60 +98,72 @@ def check_resume(w: Workload, results: Path, done_ids: Iterable[str]) -> list[st
             f"{mpath.name} is missing: could only check that the journal's ids exist in the workload"
         )
     else:
+        notes.extend(_compare_fingerprints(then, now, label))
+    _check_ids_exist(w, done_ids, now["cycling"], label)
+    return notes
 
-        def refuse(what: str) -> None:
-            raise WorkloadError(
-                f"{label}: expected the workload the journal was written with, but {what}; the journal's "
-                "ids would name other prompts. Start a new run without --resume (the journal is kept "
-                "aside), or restore the original settings."
-            )
 
-        if then.get("source") != now["source"]:
-            refuse(f"the prompt source changed from {then.get('source')} to {now['source']}")
-        for key in ("repeat", "requests", "cycling"):
-            if then.get(key) != now[key]:
-                where = (
-                    "prompts.repeat" if key == "repeat" else f"run.{'duration' if key == 'cycling' else key}"
-                )
-                refuse(f"{where} changed ({then.get(key)} -> {now[key]})")
-        if now["source"] == "synthetic" and (
-            then.get("synthetic") != now["synthetic"] or then.get("seed") != now["seed"]
-        ):
-            refuse("prompts.synthetic or run.seed changed (synthetic prompts would differ)")
-        if now["source"] == "items" and then.get("items_sha256") != now["items_sha256"]:
-            refuse("prompts.items changed")
-        if now["source"] == "file" and then.get("file_sha256") != now["file_sha256"]:
-            if not (now["explicit_ids"] and then.get("explicit_ids")):
-                refuse("the prompts file changed and its prompts have no explicit ids (ids are line numbers)")
-            notes.append("the prompts file changed; its explicit ids are kept, new ids will be sent")
-    # Streamed: the journal's ids are read once, the workload's held as 8-byte hashes (IdSet), so a
-    # resume of a million-line journal does not hold a million strings twice.
+def _compare_fingerprints(then: dict[str, Any], now: dict[str, Any], label: str) -> list[str]:
+    """Refuse a workload whose prompt fingerprint differs from the manifest's; notes otherwise."""
+    notes: list[str] = []
+
+    def refuse(what: str) -> None:
+        raise WorkloadError(
+            f"{label}: expected the workload the journal was written with, but {what}; the journal's "
+            "ids would name other prompts. Start a new run without --resume (the journal is kept "
+            "aside), or restore the original settings."
+        )
+
+    if then.get("source") != now["source"]:
+        refuse(f"the prompt source changed from {then.get('source')} to {now['source']}")
+    for key in ("repeat", "requests", "cycling"):
+        if then.get(key) != now[key]:
+            where = "prompts.repeat" if key == "repeat" else f"run.{'duration' if key == 'cycling' else key}"
+            refuse(f"{where} changed ({then.get(key)} -> {now[key]})")
+    if now["source"] == "synthetic" and (
+        then.get("synthetic") != now["synthetic"] or then.get("seed") != now["seed"]
+    ):
+        refuse("prompts.synthetic or run.seed changed (synthetic prompts would differ)")
+    if now["source"] == "items" and then.get("items_sha256") != now["items_sha256"]:
+        refuse("prompts.items changed")
+    if now["source"] == "file" and then.get("file_sha256") != now["file_sha256"]:
+        if not (now["explicit_ids"] and then.get("explicit_ids")):
+            refuse("the prompts file changed and its prompts have no explicit ids (ids are line numbers)")
+        notes.append("the prompts file changed; its explicit ids are kept, new ids will be sent")
+    return notes
+
+
+def _check_ids_exist(w: Workload, done_ids: Iterable[str], cycling: bool, label: str) -> None:
+    """Refuse a resume when some of the journal's ids name no prompt of this workload.
+
+    Streamed: the journal's ids are read once, the workload's held as 8-byte hashes (IdSet), so a
+    resume of a million-line journal does not hold a million strings twice.
+    """
     done = iter(done_ids)
     first = next(done, None)
-    if first is not None:
-        cycling = now["cycling"]
+    if first is None:
+        return
 
-        def current_ids() -> Iterator[str]:
-            for p in iter_prompts(w):
-                if cycling and not p.id.endswith("#1"):
-                    break  # one pass of base ids is all a cycling run has
-                yield _base(p.id) if cycling else p.id
+    def current_ids() -> Iterator[str]:
+        for p in iter_prompts(w):
+            if cycling and not p.id.endswith("#1"):
+                break  # one pass of base ids is all a cycling run has
+            yield _base(p.id) if cycling else p.id
 
-        current = IdSet(current_ids())
-        missing = 0
-        examples: list[str] = []
-        for i in itertools.chain((first,), done):
-            if (_base(i) if cycling else i) not in current:
-                missing += 1
-                if len(examples) < 3:
-                    examples.append(i)
-        if missing:
-            raise WorkloadError(
-                f"{label}: expected the journal's ids to name prompts of this workload, but "
-                f"{missing} do not (e.g. {sorted(examples)}); the workload changed in a way that "
-                "changes ids. Start a new run without --resume, or restore the original workload."
-            )
-    return notes
+    current = IdSet(current_ids())
+    missing = 0
+    examples: list[str] = []
+    for i in itertools.chain((first,), done):
+        if (_base(i) if cycling else i) not in current:
+            missing += 1
+            if len(examples) < 3:
+                examples.append(i)
+    if missing:
+        raise WorkloadError(
+            f"{label}: expected the journal's ids to name prompts of this workload, but "
+            f"{missing} do not (e.g. {sorted(examples)}); the workload changed in a way that "
+            "changes ids. Start a new run without --resume, or restore the original workload."
+        )
 
 
 def open_journal(
