@@ -79,6 +79,30 @@ _LineParts = tuple[str, str | None, str | None, int | None, Any]
 """(id, tag, model, max_tokens, prompt string or messages list)"""
 
 
+def _line_body(obj: dict[str, Any], label: str, where: str) -> Any:
+    """What a line sends: its "prompt" string or its "messages" array, checked."""
+    prompt = obj.get("prompt")
+    messages = obj.get("messages")
+    if prompt is not None:
+        if messages is not None:
+            raise error(label, where, 'only one of "prompt" or "messages"', "both")
+        if type(prompt) is not str or not prompt:
+            fail(label, f"{where}: prompt", "a non-empty string", prompt)
+        return prompt
+    if messages is not None:
+        if type(messages) is not list or not messages:
+            fail(label, f"{where}: messages", 'a non-empty array of {"role", "content"} objects', messages)
+        for j, m in enumerate(messages):
+            if type(m) is not dict or type(m.get("role")) is not str:
+                fail(label, f"{where}: messages.{j}", 'an object with a "role" string and "content"', m)
+            c = m.get("content")
+            if c is not None and type(c) is not str and type(c) is not list:
+                fail(label, f"{where}: messages.{j}.content", "a string or an array of content parts", c)
+        return messages
+    keys = ", ".join(f'"{k}"' for k in list(obj)[:6]) or "no keys"
+    raise error(label, where, 'a JSON object with "prompt" or "messages"', f"an object with {keys}")
+
+
 def _parse_line(line: bytes, lineno: int, label: str, models: frozenset[str]) -> _LineParts:
     """Validate one non-blank JSONL line; raise WorkloadError naming the line."""
     try:
@@ -89,28 +113,8 @@ def _parse_line(line: bytes, lineno: int, label: str, models: frozenset[str]) ->
         raise WorkloadError(f"{label}: line {lineno}: expected a JSON object, got {got}") from None
     if type(obj) is not dict:
         fail(label, f"line {lineno}", 'a JSON object with "prompt" or "messages"', obj)
-    prompt = obj.get("prompt")
-    messages = obj.get("messages")
     where = f"line {lineno}"
-    if prompt is not None:
-        if messages is not None:
-            raise error(label, where, 'only one of "prompt" or "messages"', "both")
-        if type(prompt) is not str or not prompt:
-            fail(label, f"{where}: prompt", "a non-empty string", prompt)
-        body: Any = prompt
-    elif messages is not None:
-        if type(messages) is not list or not messages:
-            fail(label, f"{where}: messages", 'a non-empty array of {"role", "content"} objects', messages)
-        for j, m in enumerate(messages):
-            if type(m) is not dict or type(m.get("role")) is not str:
-                fail(label, f"{where}: messages.{j}", 'an object with a "role" string and "content"', m)
-            c = m.get("content")
-            if c is not None and type(c) is not str and type(c) is not list:
-                fail(label, f"{where}: messages.{j}.content", "a string or an array of content parts", c)
-        body = messages
-    else:
-        keys = ", ".join(f'"{k}"' for k in list(obj)[:6]) or "no keys"
-        raise error(label, where, 'a JSON object with "prompt" or "messages"', f"an object with {keys}")
+    body = _line_body(obj, label, where)
     pid = obj.get("id")
     if pid is None:
         sid = str(lineno)
