@@ -268,19 +268,7 @@ class Engine:
             if note:
                 self.warnings.append(note)
             await self.endpoints.start()
-            # The run's clock starts when dispatch can start (after a simulator is up).
-            self._t0 = loop.time()
-            self.started_at = time.time()
-            self.collector = self._new_collector()
-            if self._journal is not None:
-                self.session.begin(self.started_at)
-            self._gc = self.sender.gc = quiet_gc()
-            if self.dispatch.schedule is not None:
-                self.dispatch.schedule.rebase(self._t0)
-            self.state = "running"
-            held, self._held = self._held, []
-            for cmd in held:
-                self.apply(cmd)
+            self._begin(loop)
             ticker = asyncio.create_task(self._ticker())
             if self.w.run.duration > 0:
                 loop.call_later(self.w.run.duration, self._deadline)
@@ -313,6 +301,22 @@ class Engine:
             not_sent=req["not_sent"],
             journal_failure=self.journal_failure,
         )
+
+    def _begin(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The run's clock starts when dispatch can start (after a simulator is up): a fresh
+        collector, the session begun, GC paced, the schedule rebased, held commands applied."""
+        self._t0 = loop.time()
+        self.started_at = time.time()
+        self.collector = self._new_collector()
+        if self._journal is not None:
+            self.session.begin(self.started_at)
+        self._gc = self.sender.gc = quiet_gc()
+        if self.dispatch.schedule is not None:
+            self.dispatch.schedule.rebase(self._t0)
+        self.state = "running"
+        held, self._held = self._held, []
+        for cmd in held:
+            self.apply(cmd)
 
     @property
     def dispatch_complete(self) -> bool:
