@@ -21,7 +21,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from oxconsole.engine import journal as journal_mod
+from oxconsole.journal import journal as journal_mod
 from oxconsole.engine.runner import Engine, RunOutcome
 from oxconsole.workload import Workload, check_prompts
 
