@@ -21,8 +21,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from oxconsole.journal import journal as journal_mod
 from oxconsole.engine.runner import Engine, RunOutcome
+from oxconsole.journal import journal as journal_mod
 from oxconsole.workload import Workload, check_prompts
 
 from .conftest import WorkloadFactory
