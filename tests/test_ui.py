@@ -417,19 +417,6 @@ def test_save_tuned_refuses_a_file_that_would_not_load(tmp_path: Path) -> None:
     assert not list(tmp_path.glob("*.tmp"))
 
 
-def test_tuned_module_does_not_import_textual() -> None:
-    import subprocess
-    import sys
-
-    out = subprocess.run(
-        [sys.executable, "-c", "import oxconsole.tuned, sys; print('textual' in sys.modules)"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert out.stdout.strip() == "False"
-
-
 # -- pure rendering ------------------------------------------------------------------------------
 
 
