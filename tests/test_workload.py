@@ -338,6 +338,13 @@ CASES = [
         stage="check",
     ),
     Case(
+        "jsonl-model-list",  # a list is not a model name (it was a TypeError: unhashable list)
+        wl(),
+        ("p.jsonl", "line 1", "model", "[]"),
+        jsonl='{"prompt": "a", "model": []}\n',
+        stage="check",
+    ),
+    Case(
         "jsonl-not-utf8",
         wl(),
         ("p.jsonl", "line 2", "JSON"),
