@@ -389,8 +389,17 @@ def _assert_clean(msg: str) -> None:
     assert "expected" in msg
 
 
-def test_case_table_is_big_enough() -> None:
-    assert len(CASES) >= 30
+def test_case_table_covers_the_schema() -> None:
+    """Every section of a complete workload (FULL) and every stage has bad-input cases, so a new
+    section comes with its own; ids are unique."""
+    import tomllib
+
+    sections = {k for k, v in tomllib.loads(FULL).items() if isinstance(v, dict | list)}
+    assert {"run", "endpoints", "models", "prompts", "retry", "output", "sim"} <= sections
+    named = {f.split(".")[0].split("[")[0] for c in CASES for f in c.fragments}
+    named |= {f.removeprefix("w.toml: ").split(".")[0] for c in CASES for f in c.fragments}
+    assert sections <= named, sections - named
+    assert {c.stage for c in CASES} == {"load", "check", "key"}
     assert len({c.id for c in CASES}) == len(CASES)
 
 
@@ -1016,6 +1025,7 @@ def test_fuzz_bytes_and_overrides(tmp_path: Path) -> None:
     good = FULL.encode()
     rng = random.Random(99)
     pieces = ["=", ".", "0", "[", "]", '"', "x", "models.9", "run", "sim.models", "'", "{", "}", "\n", " "]
+    outcomes = {"ok": 0, "error": 0}
     for _ in range(400):
         data = bytearray(good)
         for _ in range(rng.randrange(1, 6)):
@@ -1028,18 +1038,26 @@ def test_fuzz_bytes_and_overrides(tmp_path: Path) -> None:
         for ov in ([], overrides):
             try:
                 load_workload(path, ov)
+                outcomes["ok"] += 1
             except WorkloadError as e:
                 _assert_clean(str(e))
+                outcomes["error"] += 1
+    # both outcomes, many times: a loader that refused everything, or took everything, fails here
+    assert outcomes["error"] > 400 and outcomes["ok"] > 5, outcomes
 
 
 def test_fuzz_jsonl_lines(tmp_path: Path) -> None:
     rng = random.Random(7)
     values: list[Any] = [None, 1, 1.5, True, "", "x", "beta", [], [{}], [{"role": 1}], {}, [{"role": "user"}]]
     keys = ["id", "prompt", "messages", "tag", "model", "max_tokens", "other"]
+    outcomes = {"ok": 0, "error": 0}
     for _ in range(300):
         lines = []
-        for _ in range(rng.randrange(1, 5)):
-            obj = {k: rng.choice(values) for k in rng.sample(keys, rng.randrange(len(keys)))}
+        for i in range(rng.randrange(1, 5)):
+            if rng.random() < 0.6:  # a good line, so that whole files pass too
+                obj = {"id": f"ok-{i}", "prompt": "hello"}
+            else:
+                obj = {k: rng.choice(values) for k in rng.sample(keys, rng.randrange(len(keys)))}
             line = orjson.dumps(obj).decode()
             if rng.random() < 0.1:
                 line = line[: rng.randrange(len(line) + 1)]
@@ -1048,8 +1066,11 @@ def test_fuzz_jsonl_lines(tmp_path: Path) -> None:
         try:
             check_prompts(w)
             list(iter_prompts(w))
+            outcomes["ok"] += 1
         except WorkloadError as e:
             _assert_clean(str(e))
+            outcomes["error"] += 1
+    assert outcomes["error"] > 100 and outcomes["ok"] > 30, outcomes
 
 
 def test_errors_are_readable_as_written_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
