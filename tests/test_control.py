@@ -6,17 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import signal
 import socket
 import stat
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 import types
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -71,20 +69,6 @@ def workload_text(
         jitter = 0
         """
     )
-
-
-@pytest.fixture
-def run_dirs(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """Private runtime and state folders (short paths: a socket path has ~100 bytes)."""
-    base = Path(tempfile.mkdtemp(prefix="oxc", dir="/tmp"))
-    rt = base / "rt"
-    rt.mkdir(mode=0o700)
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(rt))
-    monkeypatch.setenv("XDG_STATE_HOME", str(base / "state"))
-    try:
-        yield base
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture
