@@ -15,6 +15,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+pytestmark = pytest.mark.subprocess  # every test here runs the command line as a user does
+
 WL = """
 name = "cli"
 [run]
@@ -60,6 +62,7 @@ def records(tmp_path: Path) -> list[dict]:
     return [json.loads(x) for x in lines if x.strip()]
 
 
+@pytest.mark.slow
 def test_headless_run_summary_json_and_report(tmp_path: Path) -> None:
     w = write(tmp_path)
     r = oxc(
@@ -122,6 +125,7 @@ def test_missing_key_variable_is_bad_input(tmp_path: Path) -> None:
     assert re.search(r"^\s*requests: 20$", r.stdout, re.M), r.stdout
 
 
+@pytest.mark.slow
 def test_key_never_written(tmp_path: Path) -> None:
     w = write(tmp_path, count=5)
     w.write_text(w.read_text().replace('base_url = "sim"', 'base_url = "sim"\napi_key_env = "OXC_KEY"'))
@@ -140,6 +144,7 @@ def test_key_never_written(tmp_path: Path) -> None:
     assert secret not in r.stdout + r.stderr
 
 
+@pytest.mark.slow
 def test_sigint_flushes_journal_and_exits_130_then_resume_completes(tmp_path: Path) -> None:
     w = write(tmp_path, count=400, ttft="50ms")
     p = subprocess.Popen(
@@ -168,6 +173,7 @@ def test_sigint_flushes_journal_and_exits_130_then_resume_completes(tmp_path: Pa
     assert len(ok) == 400 and len(set(ok)) == 400
 
 
+@pytest.mark.slow
 def test_kill_9_then_resume_sends_each_id_once(tmp_path: Path) -> None:
     w = write(tmp_path, count=300, ttft="30ms")
     p = subprocess.Popen(
