@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from .support import oxconsole as oxc
+from .support import read_jsonl, wait_until
 
 pytestmark = pytest.mark.subprocess  # every test here runs the command line as a user does
 
@@ -38,19 +37,6 @@ jitter = 0
 """
 
 
-def oxc(
-    *args: str, cwd: Path, timeout: float = 60, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "oxconsole", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
-    )
-
-
 def write(tmp_path: Path, count: int = 20, ttft: str = "10ms") -> Path:
     p = tmp_path / "w.toml"
     p.write_text(WL.format(results=tmp_path / "out" / "results.jsonl", count=count, ttft=ttft))
@@ -58,8 +44,7 @@ def write(tmp_path: Path, count: int = 20, ttft: str = "10ms") -> Path:
 
 
 def records(tmp_path: Path) -> list[dict]:
-    lines = (tmp_path / "out" / "results.jsonl").read_text().splitlines()
-    return [json.loads(x) for x in lines if x.strip()]
+    return read_jsonl(tmp_path / "out" / "results.jsonl")
 
 
 @pytest.mark.slow
@@ -154,12 +139,8 @@ def test_sigint_flushes_journal_and_exits_130_then_resume_completes(tmp_path: Pa
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        j = tmp_path / "out" / "results.jsonl"
-        if j.exists() and len(j.read_text().splitlines()) >= 40:
-            break
-        time.sleep(0.05)
+    j = tmp_path / "out" / "results.jsonl"
+    wait_until(lambda: j.exists() and len(j.read_text().splitlines()) >= 40, timeout=60, what="40 records")
     p.send_signal(signal.SIGINT)
     _out, err = p.communicate(timeout=30)
     assert p.returncode == 130, err
@@ -167,7 +148,8 @@ def test_sigint_flushes_journal_and_exits_130_then_resume_completes(tmp_path: Pa
     first = records(tmp_path)
     assert 40 <= len(first) < 400
     assert all(r["status"] == "ok" for r in first)  # in flight finished within the grace time
-    r = oxc(str(w), "--headless", "--resume", cwd=tmp_path)
+    # the rest at 5 ms (the simulator's settings are not part of what --resume checks)
+    r = oxc(str(w), "--headless", "--resume", "--set", 'sim.models.m.ttft="5ms"', cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     ok = [x["id"] for x in records(tmp_path) if x["status"] == "ok"]
     assert len(ok) == 400 and len(set(ok)) == 400
@@ -183,9 +165,7 @@ def test_kill_9_then_resume_sends_each_id_once(tmp_path: Path) -> None:
         stderr=subprocess.DEVNULL,
     )
     j = tmp_path / "out" / "results.jsonl"
-    deadline = time.time() + 30
-    while time.time() < deadline and not (j.exists() and len(j.read_bytes().splitlines()) >= 60):
-        time.sleep(0.02)
+    wait_until(lambda: j.exists() and len(j.read_bytes().splitlines()) >= 60, timeout=60, what="60 records")
     p.kill()
     p.wait(10)
     # simulate a torn last line, as a crash mid-write could leave

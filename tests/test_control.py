@@ -40,8 +40,6 @@ from oxconsole.workload import load_workload
 
 from .support import until, wait_until
 
-REPO = Path(__file__).resolve().parents[1]
-
 
 def workload_text(
     name: str, requests: int, results: Path, *, concurrency: int = 4, ttft: str = "200ms"
