@@ -243,7 +243,7 @@ async def test_detach_returns_detach_without_stopping() -> None:
     app = app_for(src)
     async with app.run_test() as pilot:
         await pilot.press("d")
-        await pilot.pause(0.1)
+        await pilot.pause()
     assert app.return_value == "detach"
     assert src.sent == []
 
@@ -412,7 +412,7 @@ async def test_unknown_theme_and_bad_theme_file_notify_once(tmp_path: Path) -> N
     (tmp_path / "broken.toml").write_text('name = "broken"\n')
     app = ConsoleApp(StaticSource(SNAP), theme="nope", theme_dirs=[tmp_path], cursor_blink=False)
     async with app.run_test() as pilot:
-        await pilot.pause(0.1)
+        await pilot.pause()
         messages = [n.message for n in app._notifications]
         assert app.theme == "dark"
         assert sum("unknown theme 'nope'" in m for m in messages) == 1
