@@ -231,8 +231,11 @@ async def test_the_sdk_sees_the_schedule(client: openai.AsyncOpenAI, kind: str) 
     """The client's own clock: what the SDK sees of the 200 ms + 5 x 20 ms schedule.
 
     Never earlier than the schedule (the server cannot send sooner); the room above it is what a
-    loaded 2-core machine adds to the client's side (SDK parsing, the shared loop, a CPU hog beside
-    it: 15-25 ms at worst seen here), and the median of five keeps one hiccup from failing it.
+    loaded 2-core machine adds to the client's side: the SDK's parsing and the loop it shares with
+    the simulator. Medians of five: 1-3 ms idle, 45-65 ms on TTFT seen here beside a CPU hog with
+    load average 6-8 (other suites running); 100 ms of room holds there and still fails a TTFT
+    taken a whole schedule late. The schedule itself is checked exactly in
+    test_timing_is_exact_without_jitter.
     """
     ttfts: list[float] = []
     latencies: list[float] = []
@@ -255,15 +258,18 @@ async def test_the_sdk_sees_the_schedule(client: openai.AsyncOpenAI, kind: str) 
         ttfts.append((stamps[0] - t0) * 1000)
         latencies.append((t_end - t0) * 1000)
         gaps.append((stamps[-1] - stamps[0]) * 1000 / 5)
-    assert 200 - 2 <= statistics.median(ttfts) <= 200 + 40, ttfts
-    assert 300 - 2 <= statistics.median(latencies) <= 300 + 50, latencies
-    assert statistics.median(gaps) == pytest.approx(20, abs=5), gaps
-    t0 = time.perf_counter()
-    if kind == "chat":
-        await client.chat.completions.create(model="timed", messages=MESSAGES)
-    else:
-        await client.completions.create(model="timed", prompt=PROMPT)
-    assert 300 - 2 <= (time.perf_counter() - t0) * 1000 <= 300 + 60
+    assert 200 - 2 <= statistics.median(ttfts) <= 200 + 100, ttfts
+    assert 300 - 2 <= statistics.median(latencies) <= 300 + 120, latencies
+    assert statistics.median(gaps) == pytest.approx(20, abs=8), gaps
+    whole: list[float] = []  # not streamed: the answer leaves with the last token
+    for _ in range(5):
+        t0 = time.perf_counter()
+        if kind == "chat":
+            await client.chat.completions.create(model="timed", messages=MESSAGES)
+        else:
+            await client.completions.create(model="timed", prompt=PROMPT)
+        whole.append((time.perf_counter() - t0) * 1000)
+    assert 300 - 2 <= statistics.median(whole) <= 300 + 120, whole
 
 
 async def test_non_streaming_latency(client: openai.AsyncOpenAI) -> None:
