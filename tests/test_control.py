@@ -96,6 +96,7 @@ def mode(p: str | Path) -> int:
 
 
 # --- in process -------------------------------------------------------------------------------
+@pytest.mark.slow
 async def test_snapshots_and_commands_over_the_socket(
     run_dirs: Path, write_workload: Callable[..., Path]
 ) -> None:

@@ -278,6 +278,7 @@ async def test_concurrency_lowered_live_is_never_exceeded(make_workload: Workloa
     assert out.summary["changes"][0] | {"t": 0} == {"t": 0, "what": "concurrency", "from": 20, "to": 5}
 
 
+@pytest.mark.slow
 async def test_constant_arrival_rate_and_live_rate_change(make_workload: WorkloadFactory) -> None:
     w = make_workload(
         """
@@ -322,6 +323,7 @@ async def test_constant_arrival_rate_and_live_rate_change(make_workload: Workloa
     assert len(fast) <= 120 * (2.0 - change["t"]) + 2
 
 
+@pytest.mark.slow
 async def test_closed_loop_rate_limit_changes_live(make_workload: WorkloadFactory) -> None:
     w = make_workload(
         """
@@ -484,6 +486,7 @@ async def test_errors_classified_and_exit_code(make_workload: WorkloadFactory) -
     assert out.summary["errors"] == {"http_500": 4}
 
 
+@pytest.mark.slow
 async def test_stop_with_grace_then_resume_completes_each_id_once(
     make_workload: WorkloadFactory, tmp_path: Path
 ) -> None:
@@ -593,6 +596,7 @@ async def test_failing_model_is_cooled_down(make_workload: WorkloadFactory) -> N
     assert 5 <= bad <= 12, bad
 
 
+@pytest.mark.slow
 async def test_tpm_budget_paces_tokens(make_workload: WorkloadFactory) -> None:
     # 6,000 tokens/minute = 100 tokens/s; each request asks ~2 input + 48 output tokens = 50:
     # the bucket starts full (6,000 = 120 requests), then admits ~2 requests/s.

@@ -249,6 +249,7 @@ QUICK = """
     """
 
 
+@pytest.mark.slow
 async def test_journal_is_on_disk_per_record_and_fsynced_every_second(
     make_workload: WorkloadFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -393,6 +394,7 @@ def test_stop_records_in_flight_as_cancelled_exits_130_and_resume_sends_them(
     assert cancelled <= set(ok)
 
 
+@pytest.mark.slow
 async def test_a_mostly_healthy_model_is_not_cooled_down(make_workload: WorkloadFactory) -> None:
     w = make_workload(
         """

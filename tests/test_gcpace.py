@@ -113,6 +113,7 @@ def workload(fault: str) -> str:
         """
 
 
+@pytest.mark.slow
 async def test_a_run_collects_only_when_failures_may_leave_cycles(
     make_workload: WorkloadFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:

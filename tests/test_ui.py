@@ -302,6 +302,7 @@ def many_models(n: int) -> Snapshot:
     return with_gauges(SNAP, models=models)
 
 
+@pytest.mark.slow
 async def test_routing_editor_rows_are_one_line_and_scroll() -> None:
     src = StaticSource(many_models(20))
     app = app_for(src)

@@ -56,6 +56,7 @@ def model_total(src: EngineSource, name: str) -> int:
     return next(m.counts.total for m in snap(src).models if m.name == name)
 
 
+@pytest.mark.slow
 async def test_concurrency_down_and_rate_keys(engine_source: EngineSource) -> None:
     src = engine_source
     eng = src.engine
@@ -101,6 +102,7 @@ async def test_concurrency_down_and_rate_keys(engine_source: EngineSource) -> No
     assert not any(isinstance(c, Stop) for c in src.sent)
 
 
+@pytest.mark.slow
 async def test_pause_routing_save_and_quit(engine_source: EngineSource, tmp_path: Path) -> None:
     src = engine_source
     eng = src.engine
@@ -160,6 +162,7 @@ async def test_pause_routing_save_and_quit(engine_source: EngineSource, tmp_path
     assert src.outcome is not None and not src.outcome.interrupted
 
 
+@pytest.mark.slow
 async def test_the_console_over_the_control_socket(run_dirs: Path, tmp_path: Path) -> None:
     """The console as `attach` opens it: a `SocketSource` to a served run (engine on its own thread
     behind its control socket). Keys go over the socket as commands, figures come back as frames,
