@@ -14,11 +14,10 @@ from collections.abc import Iterator
 import pytest
 
 from oxconsole.engine import runner
-from oxconsole.engine.runner import Engine
 from oxconsole.gcpace import PacedGC
-from oxconsole.workload import check_prompts
 
 from .conftest import WorkloadFactory
+from .support import run
 
 
 @pytest.fixture(autouse=True)
@@ -130,9 +129,7 @@ async def test_a_run_collects_only_when_failures_may_leave_cycles(
     # engine's cool-down, a 5 s wait this test has no use for) about once in a thousand runs.
     for fault, collects in (("", False), ("abort_rate = 0.04\nreset_rate = 0.02", True)):
         w = make_workload(workload(fault))
-        out = await Engine(
-            w, results_path=w.results_path(), total_expected=check_prompts(w).total_requests
-        ).run()
+        out = await run(w)
         g = made[-1]
         assert gc.isenabled() == enabled  # put back at the end of the run
         assert g.freezes + g.collections > 0, "the young bound was never reached: the test proves nothing"
