@@ -451,7 +451,9 @@ async def test_retry_after_is_honoured_and_fallback_used(make_workload: Workload
         if r["status"] == "ok":
             assert r["backoff_ms"] >= 150 * (r["attempts"] - 1) - 1
             assert r["attempt_errors"] == {"http_429": r["attempts"] - 1}
-            assert r["latency_ms"] < 100  # backoff is not latency
+            assert (
+                r["latency_ms"] < r["backoff_ms"]
+            )  # backoff is not latency (counted in, it would be the larger)
     for k in (f"b{i}" for i in range(5)):
         assert recs[k]["model"] == "backup" and recs[k]["status"] == "ok"
         assert recs[k]["attempts"] == 4  # 3 on broken, then 1 on the fallback
