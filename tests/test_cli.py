@@ -172,7 +172,7 @@ def test_kill_9_then_resume_sends_each_id_once(tmp_path: Path) -> None:
     with open(j, "ab") as f:
         f.write(b'{"id": "syn-9999", "sta')
     before = records_lenient(j)
-    r = oxc(str(w), "--headless", "--resume", cwd=tmp_path)
+    r = oxc(str(w), "--headless", "--resume", "--set", 'sim.models.m.ttft="5ms"', cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "torn" in r.stderr or "unreadable" in r.stderr
     ok = [x["id"] for x in records_lenient(j) if x["status"] == "ok"]

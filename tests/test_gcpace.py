@@ -97,7 +97,7 @@ def workload(fault: str) -> str:
         [[models]]
         name = "m"
         [prompts]
-        synthetic = {{ count = 900, input_tokens = 5, output_tokens = 8 }}
+        synthetic = {{ count = 600, input_tokens = 5, output_tokens = 8 }}
         [retry]
         max_attempts = 3
         backoff = "1ms"
