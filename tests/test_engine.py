@@ -19,13 +19,12 @@ import orjson
 import pytest
 
 from oxconsole.engine.commands import EnableModel, Pause, Resume, SetConcurrency, SetRate, Stop
-from oxconsole.engine.runner import Engine
 from oxconsole.report import summary_from_journal
 from oxconsole.sim import start_sim
 from oxconsole.workload import Workload
 
 from .conftest import WorkloadFactory
-from .support import journal, run, until
+from .support import engine_for, journal, run, until
 from .test_metrics import assert_summary_close, exact_summary
 
 pytestmark = pytest.mark.asyncio
@@ -134,7 +133,7 @@ async def test_client_timings_contain_the_servers(
     lines = "\n".join(orjson.dumps({"id": f"p{i}", "prompt": f"p{i}"}).decode() for i in range(40))
     w = make_workload(TIMED.format(prompts='file = "prompts.jsonl"'), prompts=lines + "\n")
     url = await traced_sim(w)
-    e = Engine(w, results_path=w.results_path(), total_expected=40, endpoint_urls={"default": url})
+    e = engine_for(w, endpoint_urls={"default": url})
     out = await run(w, e)
     async with aiohttp.ClientSession() as s, s.get(url.removesuffix("/v1") + "/sim/trace") as r:
         trace = {t[0]: t[1:] for t in await r.json()}
@@ -170,7 +169,7 @@ async def test_timings_agree_with_the_simulator(make_workload: WorkloadFactory) 
     w = make_workload(
         TIMED.format(prompts="synthetic = { count = 40, input_tokens = 10, output_tokens = 11 }")
     )
-    out = await run(w)
+    out = await run(w, sim="process")  # the simulator in its own process, as a real run has it
     recs = journal(w)
     ttft = statistics.median(r["ttft_ms"] for r in recs)
     lat = statistics.median(r["latency_ms"] for r in recs)
@@ -253,7 +252,7 @@ async def test_concurrency_lowered_live_is_never_exceeded(make_workload: Workloa
         capacity = 100
         """
     )
-    e = Engine(w, results_path=w.results_path(), publish_interval=0.05)
+    e = engine_for(w, publish_interval=0.05)
     peak_after = 0
 
     async def drive() -> None:
@@ -298,7 +297,7 @@ async def test_constant_arrival_rate_and_live_rate_change(make_workload: Workloa
         tokens_per_s = 0
         """
     )
-    e = Engine(w, results_path=w.results_path())
+    e = engine_for(w)
 
     async def drive() -> None:
         await until(lambda: e.state == "running" and e.elapsed() >= 1.0, interval=0.005)
@@ -342,7 +341,7 @@ async def test_closed_loop_rate_limit_changes_live(make_workload: WorkloadFactor
         tokens_per_s = 0
         """
     )
-    e = Engine(w, results_path=w.results_path())
+    e = engine_for(w)
 
     async def drive() -> None:
         await until(lambda: e.state == "running" and e.elapsed() >= 1.0, interval=0.005)
@@ -370,7 +369,7 @@ async def test_pause_resume_and_disable_model(make_workload: WorkloadFactory) ->
     w = make_workload(
         TWO_MODELS.replace("count = 200", "count = 400").replace("concurrency = 16", "concurrency = 4")
     )
-    e = Engine(w, results_path=w.results_path())
+    e = engine_for(w)
 
     async def drive() -> None:
         await until(lambda: e.dispatched >= 20, interval=0.005)
@@ -508,7 +507,7 @@ async def test_stop_with_grace_then_resume_completes_each_id_once(
         jitter = 0
         """
     w = make_workload(text)
-    e = Engine(w, results_path=w.results_path())
+    e = engine_for(w)
 
     async def drive() -> None:
         while e.dispatched < 30:
@@ -526,7 +525,7 @@ async def test_stop_with_grace_then_resume_completes_each_id_once(
 
     done, bad = ok_ids(w.results_path())
     assert bad == 0
-    e2 = Engine(w, results_path=w.results_path(), skip_ids=done)
+    e2 = engine_for(w, skip_ids=done)
     out2 = await run(w, e2)
     assert out2.exit_code == 0
     ids = [r["id"] for r in journal(w) if r["status"] == "ok"]
@@ -548,7 +547,7 @@ async def test_stop_cancel_records_cancelled(make_workload: WorkloadFactory) -> 
         ttft = "5s"
         """
     )
-    e = Engine(w, results_path=w.results_path())
+    e = engine_for(w)
 
     async def drive() -> None:
         while e.in_flight < 6:

@@ -21,12 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from oxconsole.engine.runner import Engine
 from oxconsole.journal import journal as journal_mod
 from oxconsole.workload import Workload, check_prompts
 
 from .conftest import WorkloadFactory
-from .support import journal, run
+from .support import engine_for, journal, run
 
 
 def fault_workload(fault: str, *, stream: bool = True, max_attempts: int = 2, count: int = 2) -> str:
@@ -267,7 +266,7 @@ async def test_journal_is_on_disk_per_record_and_fsynced_every_second(
     monkeypatch.setattr(journal_mod.os, "fsync", fsync)
     monkeypatch.setattr(journal_mod.os, "fdatasync", fdatasync)
     w = make_workload(QUICK.replace("count = 300", "count = 400").replace('"20ms"', '"50ms"'))
-    e = Engine(w, results_path=w.results_path())
+    e = engine_for(w)
     seen: list[tuple[int, int]] = []
 
     async def watch() -> None:

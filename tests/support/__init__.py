@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from oxconsole.engine.runner import Engine, RunOutcome
+from oxconsole.sim import start_sim
 from oxconsole.workload import Workload, check_prompts
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,9 +42,27 @@ def engine_for(w: Workload, **kw: Any) -> Engine:
     return Engine(w, results_path=w.results_path(), **kw)
 
 
-async def run(w: Workload, engine: Engine | None = None) -> RunOutcome:
-    """Run `w` (or the engine given for it) to its end."""
-    return await (engine or engine_for(w)).run()
+async def run(w: Workload, engine: Engine | None = None, *, sim: str = "in-process") -> RunOutcome:
+    """Run `w` (or the engine given for it) to its end.
+
+    Endpoints at `base_url = "sim"` are served by the simulator on this loop (`start_sim`, with the
+    workload's profiles and seed): the same simulator over the same loopback HTTP, without the
+    half second the engine's own simulator process takes to start. `sim="process"` leaves that to
+    the engine, as a real run does (the command-line, console and timing tests go that way).
+    """
+    e = engine or engine_for(w)
+    runners = []
+    if sim == "in-process":
+        for ep in w.endpoints.values():
+            if ep.base_url == "sim" and ep.name not in e.endpoint_urls:
+                runner, url = await start_sim(profiles=w.sim, seed=w.run.seed)
+                runners.append(runner)
+                e.endpoint_urls[ep.name] = url
+    try:
+        return await e.run()
+    finally:
+        for r in runners:
+            await r.cleanup()
 
 
 async def until(
