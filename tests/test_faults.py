@@ -393,13 +393,12 @@ def test_stop_records_in_flight_as_cancelled_exits_130_and_resume_sends_them(
     assert cancelled <= set(ok)
 
 
-@pytest.mark.slow
 async def test_a_mostly_healthy_model_is_not_cooled_down(make_workload: WorkloadFactory) -> None:
     w = make_workload(
         """
         [run]
         concurrency = 100
-        duration = "2s"
+        duration = "1s"
         [endpoints.default]
         base_url = "sim"
         [[models]]
