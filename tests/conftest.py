@@ -1,9 +1,12 @@
-"""Shared fixtures: workloads written to a temporary folder, run against the embedded simulator."""
+"""Shared fixtures: workloads written to a temporary folder, run against the embedded simulator;
+private folders for run sockets and registry entries."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -28,3 +31,17 @@ def make_workload(tmp_path: Path) -> WorkloadFactory:
         return load_workload(path, overrides)
 
     return make
+
+
+@pytest.fixture
+def run_dirs(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Private runtime and state folders (short paths: a socket path has ~100 bytes)."""
+    base = Path(tempfile.mkdtemp(prefix="oxc", dir="/tmp"))
+    rt = base / "rt"
+    rt.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(rt))
+    monkeypatch.setenv("XDG_STATE_HOME", str(base / "state"))
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

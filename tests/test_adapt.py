@@ -15,11 +15,11 @@ import pytest
 from aiohttp import web
 
 from oxconsole.engine.client import AttemptResult
-from oxconsole.engine.runner import Engine, RunOutcome, rejected_field
-from oxconsole.workload import check_prompts
+from oxconsole.engine.runner import RunOutcome, rejected_field
 
 from .conftest import WorkloadFactory
 from .http_support import chat_server
+from .support import journal, run
 
 OPENAI_MAX_TOKENS = {
     "error": {
@@ -96,11 +96,8 @@ async def run_against(
             max_attempts = 1
             """
         )
-        out = await Engine(
-            w, results_path=w.results_path(), total_expected=check_prompts(w).total_requests
-        ).run()
-    recs = [orjson.loads(line) for line in w.results_path().read_bytes().splitlines()]
-    return out, recs
+        out = await run(w)
+    return out, journal(w)
 
 
 async def test_openai_reasoning_model_gets_max_completion_tokens_and_no_temperature(
@@ -178,6 +175,8 @@ def test_rejected_field(detail: str, param: str | None, expected: str | None) ->
     assert rejected_field(res, body) == expected
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 async def test_with_workers_the_warning_shows_while_the_run_goes(make_workload: WorkloadFactory) -> None:
     """run.workers = 2: a worker's warning reaches the parent's snapshot during the run, not only
     at its end."""

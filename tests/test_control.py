@@ -1,21 +1,20 @@
 """The control socket, the run registry, the engine process, `attach` and `ps`: real sockets, real
-processes, the embedded simulator. Each run is a few seconds of exact simulator timing."""
+processes, the embedded simulator. Each run is a few seconds of exact simulator timing; nothing
+here reads the clock tighter than "a frame or two" or "the run's own schedule"."""
 
 from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import signal
 import socket
 import stat
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +34,10 @@ from oxconsole.control import (
 )
 from oxconsole.engine.commands import Pause, Resume, SetConcurrency, Stop
 from oxconsole.engine.runner import Engine
+from oxconsole.host import HostProcess, wait_listening
 from oxconsole.workload import load_workload
 
-REPO = Path(__file__).resolve().parents[1]
+from .support import REPO, until, wait_until
 
 
 def workload_text(
@@ -69,20 +69,6 @@ def workload_text(
 
 
 @pytest.fixture
-def run_dirs(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """Private runtime and state folders (short paths: a socket path has ~100 bytes)."""
-    base = Path(tempfile.mkdtemp(prefix="oxc", dir="/tmp"))
-    rt = base / "rt"
-    rt.mkdir(mode=0o700)
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(rt))
-    monkeypatch.setenv("XDG_STATE_HOME", str(base / "state"))
-    try:
-        yield base
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-
-
-@pytest.fixture
 def write_workload(tmp_path: Path) -> Callable[..., Path]:
     def write(name: str, requests: int, **kw: Any) -> Path:
         path = tmp_path / f"{name}.toml"
@@ -104,19 +90,12 @@ def info_for(path: Path, name: str) -> RunInfo:
     return RunInfo(name=name, workload_path=str(path), overrides=(), results_path=None)
 
 
-async def until(cond: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for a condition")
-        await asyncio.sleep(0.02)
-
-
 def mode(p: str | Path) -> int:
     return stat.S_IMODE(os.stat(p).st_mode)
 
 
 # --- in process -------------------------------------------------------------------------------
+@pytest.mark.slow
 async def test_snapshots_and_commands_over_the_socket(
     run_dirs: Path, write_workload: Callable[..., Path]
 ) -> None:
@@ -136,10 +115,12 @@ async def test_snapshots_and_commands_over_the_socket(
     await client.start()
     assert client.connected and client.name == "inproc" and client.pid == os.getpid()
     await until(lambda: client.latest() is not None)
+    # frames come at the client's 4 Hz: never faster (one catch-up frame after a stall at most),
+    # and some do come (a busy machine sends fewer, never none)
     n0, t0 = client.snapshots_received, time.monotonic()
     await asyncio.sleep(1.5)
-    rate = (client.snapshots_received - n0) / (time.monotonic() - t0)
-    assert 2.5 <= rate <= 5.5, rate
+    frames, took = client.snapshots_received - n0, time.monotonic() - t0
+    assert 2 <= frames <= 4 * took + 2, (frames, took)
 
     client.send(SetConcurrency(9))
     await until(lambda: (s := client.latest()) is not None and s.gauges.concurrency == 9)
@@ -164,37 +145,34 @@ async def test_snapshots_and_commands_over_the_socket(
     assert not sock.exists() and not sock.with_suffix(".json").exists()
 
 
+@pytest.mark.slow
 async def test_a_client_that_never_reads_does_not_slow_the_engine(
     run_dirs: Path, write_workload: Callable[..., Path]
 ) -> None:
-    path = write_workload("slow", 60)  # 3.0 s of exact timing
-
-    async def run(stuck: bool) -> tuple[float, int]:
-        engine = engine_factory(path)()
-        task = asyncio.ensure_future(engine.run())
-        await asyncio.sleep(0)
-        server = ControlServer(engine, info_for(path, "slow"), folder=run_dirs / "srv", max_buffer=4096)
-        await server.start()
-        raw: socket.socket | None = None
-        if stuck:
-            raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-            raw.connect(str(server.socket_path))
-            raw.sendall(b'{"op":"hello","hz":30}\n')  # ... and never reads a byte
-        try:
-            outcome = await asyncio.wait_for(task, 20.0)
-            t = time.monotonic()
-            await server.finish(outcome)
-            assert time.monotonic() - t < 2.0  # the end message does not wait for a stuck client
-        finally:
-            if raw is not None:
-                raw.close()
-        return float(outcome.summary["duration_s"]), server.frames_skipped
-
-    base, _ = await run(stuck=False)
-    slowed, skipped = await run(stuck=True)
-    assert skipped > 0
-    assert slowed < base * 1.1 + 0.3, (base, slowed)
+    """A client that asks for 30 frames a second and never reads: frames for it are skipped, the
+    run keeps the simulator's exact schedule (40 requests / 4 slots x 200 ms = 2.0 s, never less),
+    and the end message does not wait for it."""
+    path = write_workload("slow", 40)
+    engine = engine_factory(path)()
+    task = asyncio.ensure_future(engine.run())
+    await asyncio.sleep(0)
+    server = ControlServer(engine, info_for(path, "slow"), folder=run_dirs / "srv", max_buffer=4096)
+    await server.start()
+    raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    raw.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    raw.connect(str(server.socket_path))
+    raw.sendall(b'{"op":"hello","hz":30}\n')  # ... and never reads a byte
+    try:
+        outcome = await asyncio.wait_for(task, 20.0)
+        t = time.monotonic()
+        await server.finish(outcome)
+        finish_took = time.monotonic() - t
+    finally:
+        raw.close()
+    assert server.frames_skipped > 0
+    # blocked on the stuck client, the run (or the end) would wait for it: 20 s, then a minute
+    assert 2.0 <= outcome.summary["duration_s"] < 2.0 * 2 + 1, outcome.summary["duration_s"]
+    assert finish_took < 5.0  # END_DRAIN_S (1 s) for the clients that read, then it closes
 
 
 # --- real processes ---------------------------------------------------------------------------
@@ -207,6 +185,8 @@ def ps_json() -> list[dict[str, Any]]:
     return data
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 async def test_host_process_ps_attach_pause_resume_stop(
     run_dirs: Path, write_workload: Callable[..., Path]
 ) -> None:
@@ -220,7 +200,7 @@ async def test_host_process_ps_attach_pause_resume_stop(
     )
     try:
         entries: list[dict[str, Any]] = []
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 30
         while not entries and time.monotonic() < deadline:
             entries = await asyncio.to_thread(ps_json)
         assert [(e["name"], e["pid"]) for e in entries] == [("hosted", proc.pid)]
@@ -234,11 +214,13 @@ async def test_host_process_ps_attach_pause_resume_stop(
         await until(lambda: (s := src.latest()) is not None and s.gauges.state == "running", 10)
         src.send(Pause())
         await until(lambda: (s := src.latest()) is not None and s.gauges.state == "paused")
-        await asyncio.sleep(0.5)  # a dispatch already waiting for a slot may still go out
+        # closed loop, no rate limit: nothing is dispatched once Pause is applied, so the first
+        # snapshot that says paused has the final count
         s = src.latest()
         assert s is not None
         dispatched = s.gauges.dispatched
-        await asyncio.sleep(0.5)
+        n = src.snapshots_received
+        await until(lambda: src.snapshots_received >= n + 3)  # a few frames later
         s = src.latest()
         assert s is not None and s.gauges.dispatched == dispatched
         src.send(Resume())
@@ -265,6 +247,8 @@ async def test_host_process_ps_attach_pause_resume_stop(
     assert "run hosted" in log and "ended, exit code 130" in log
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_a_headless_run_is_listed_and_stops_on_sigterm(
     run_dirs: Path, write_workload: Callable[..., Path]
 ) -> None:
@@ -276,12 +260,9 @@ def test_a_headless_run_is_listed_and_stops_on_sigterm(
         stderr=subprocess.PIPE,
     )
     try:
-        deadline = time.monotonic() + 15
-        while not (runs := list_runs()) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert [(e.name, e.pid) for e in runs] == [("headless", proc.pid)]
-        while list_runs()[0].state != "running" and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(list_runs, timeout=30, what="the run's registry entry")
+        assert [(e.name, e.pid) for e in list_runs()] == [("headless", proc.pid)]
+        wait_until(lambda: list_runs()[0].state == "running", timeout=30, what="the run to start")
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=15)
     finally:
@@ -315,6 +296,8 @@ def fake_console(monkeypatch: pytest.MonkeyPatch, action: str, seen: list[str]) 
     monkeypatch.setitem(sys.modules, "oxconsole.ui.app", mod)
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_console_detaches_and_attach_brings_it_back(
     run_dirs: Path,
     write_workload: Callable[..., Path],
@@ -341,10 +324,7 @@ def test_console_detaches_and_attach_brings_it_back(
     out = capsys.readouterr().out
     assert seen == ["detached", "detached", "detached"]
     assert "requests" in out and "ok" in out  # the summary table
-    deadline = time.monotonic() + 10
-    while list_runs() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert list_runs() == []
+    wait_until(lambda: not list_runs(), what="the run to leave the registry")
     assert (path.parent / "detached" / "summary.json").exists()
 
 
@@ -373,6 +353,7 @@ def test_attach_and_ps_with_no_run(run_dirs: Path, capsys: pytest.CaptureFixture
     assert orjson.loads(capsys.readouterr().out) == []
 
 
+@pytest.mark.subprocess
 def test_ps_removes_stale_entries(run_dirs: Path) -> None:
     dead = subprocess.Popen(["true"])
     dead.wait()
@@ -386,6 +367,7 @@ def test_ps_removes_stale_entries(run_dirs: Path) -> None:
     assert sorted(os.listdir(d)) == []
 
 
+@pytest.mark.subprocess
 def test_host_reports_bad_input_like_the_cli(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text('[run]\nconcurrency = "fifty"\n')
@@ -405,3 +387,141 @@ def test_control_modules_do_not_import_textual() -> None:
         "assert 'textual' not in sys.modules, 'textual imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, timeout=30)
+
+
+# --- several runs: ps lists them, attach picks one or says why not ------------------------------
+@pytest.fixture
+async def three_runs(
+    run_dirs: Path, write_workload: Callable[..., Path]
+) -> AsyncIterator[list[ControlServer]]:
+    """Three registered runs, two of them named "twin": real control servers on this loop, each
+    with its own live pid (this process, and two idle children standing in for engine processes)."""
+    stand_ins = [subprocess.Popen(["sleep", "120"]) for _ in range(2)]
+    path = write_workload("twin", 10)
+    servers = []
+    for name, pid in (("twin", os.getpid()), ("twin", stand_ins[0].pid), ("solo", stand_ins[1].pid)):
+        info = RunInfo(name=name, workload_path=str(path), overrides=(), results_path=None, pid=pid)
+        server = ControlServer(engine_factory(path)(), info)
+        await server.start()
+        servers.append(server)
+    try:
+        yield servers
+    finally:
+        for server in servers:
+            await server.close()
+        for p in stand_ins:
+            p.kill()
+            p.wait()
+
+
+async def test_ps_lists_every_run(
+    three_runs: list[ControlServer], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert ps_main([]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["NAME", "PID", "STATE", "PROGRESS", "REQ/S", "ERR", "ELAPSED"]
+    rows = sorted((line.split()[0], int(line.split()[1])) for line in lines[1:])
+    assert rows == sorted((s.info.name, s.info.pid) for s in three_runs)
+    assert ps_main(["--json"]) == 0
+    entries = orjson.loads(capsys.readouterr().out)
+    assert sorted(e["name"] for e in entries) == ["solo", "twin", "twin"]
+    assert all(mode(e["socket"]) == 0o600 for e in entries)
+
+
+@pytest.fixture
+def opened(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int | None]]:
+    """Stand in for the console: record which run it was opened on, and detach."""
+    seen: list[tuple[str, int | None]] = []
+
+    def run_console(source: RunSource, *, theme: str | None = None, refresh: float = 4.0) -> str:
+        seen.append((source.name, getattr(source, "pid", None)))
+        return "detach"
+
+    mod = types.ModuleType("oxconsole.ui.app")
+    mod.run_console = run_console  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "oxconsole.ui.app", mod)
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        ([], "several runs are going; name one"),
+        (["nope"], "no run named 'nope' is going"),
+        (["twin"], "several runs are named 'twin'; name one as NAME-PID"),
+    ],
+    ids=["no-name", "unknown", "ambiguous"],
+)
+async def test_attach_says_which_runs_when_it_cannot_choose(
+    three_runs: list[ControlServer],
+    opened: list[tuple[str, int | None]],
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    says: str,
+) -> None:
+    assert attach_main(argv) == 2
+    assert opened == []
+    err = capsys.readouterr().err
+    assert says in err
+    listed = {int(line.split()[1]) for line in err.splitlines() if line.split()[:1] in (["twin"], ["solo"])}
+    named = argv[0] if argv and argv[0] == "twin" else None
+    assert listed == {s.info.pid for s in three_runs if named in (None, s.info.name)}
+
+
+async def test_attach_by_name_or_name_pid(
+    three_runs: list[ControlServer],
+    opened: list[tuple[str, int | None]],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    twin = three_runs[1].info
+    assert attach_main(["solo"]) == 0
+    assert attach_main([f"twin-{twin.pid}"]) == 0
+    assert opened == [("solo", three_runs[2].info.pid), ("twin", twin.pid)]
+    out = capsys.readouterr().out
+    # two runs share the name: the way back names the one left
+    assert f"re-attach with: oxconsole attach twin-{twin.pid}" in out
+    assert "re-attach with: oxconsole attach solo\n" in out
+
+
+# --- the console's side of starting an engine process: when it never listens ------------------
+def _host(tmp_path: Path, argv: list[str]) -> HostProcess:
+    log = tmp_path / "engine.log"
+    log.write_text("an earlier run's last line\n")
+    offset = log.stat().st_size
+    with open(log, "ab") as f:
+        proc = subprocess.Popen(argv, stdout=f, stderr=f)
+    return HostProcess(proc, tmp_path / "results.jsonl", log, offset, "w")
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize(("code", "returned"), [(3, 2), (130, 130)])
+def test_wait_listening_when_the_engine_exits_first(
+    run_dirs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], code: int, returned: int
+) -> None:
+    host = _host(tmp_path, ["sh", "-c", f"echo 'workload: no such model'; exit {code}"])
+    assert wait_listening(host, timeout=30) == returned
+    err = capsys.readouterr().err
+    assert f"the engine process for w exited (code {code}) before the console could attach" in err
+    assert "workload: no such model" in err and "an earlier run" not in err  # this run's lines only
+
+
+@pytest.mark.subprocess
+def test_wait_listening_when_the_run_ended_before_the_console(
+    run_dirs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    summary = {"name": "w", "requests": {"total": 3, "ok": 3, "error": 0, "retried": 0}}
+    (tmp_path / "summary.json").write_bytes(orjson.dumps(summary))
+    host = _host(tmp_path, ["true"])
+    assert wait_listening(host, timeout=30) == 0
+    cap = capsys.readouterr()
+    assert "requests" in cap.out and cap.err == ""  # its summary, as if the console had closed
+
+
+@pytest.mark.subprocess
+def test_wait_listening_gives_up_and_stops_the_engine(
+    run_dirs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    host = _host(tmp_path, ["sleep", "60"])
+    assert wait_listening(host, timeout=0.3) == 2
+    assert host.proc.wait(10) == -signal.SIGTERM
+    assert "did not open its control socket within 0.3s; it was stopped" in capsys.readouterr().err

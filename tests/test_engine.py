@@ -1,32 +1,33 @@
-"""The engine end to end: real HTTP over loopback to the embedded simulator, real openai SDK."""
+"""The engine end to end: real HTTP over loopback to the embedded simulator, real openai SDK.
+
+Timing is checked against what cannot move with the machine's load: the simulator's own trace
+(the client's span of a request contains the server's), due times the schedule computed, the
+time of a change as the engine logged it. `test_timings_agree_with_the_simulator` (mark
+`timing`) is the one that reads the client's figures against the clock.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
 import statistics
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
+import aiohttp
 import orjson
 import pytest
 
 from oxconsole.engine.commands import EnableModel, Pause, Resume, SetConcurrency, SetRate, Stop
-from oxconsole.engine.runner import Engine, RunOutcome
 from oxconsole.report import summary_from_journal
-from oxconsole.workload import Workload, check_prompts
+from oxconsole.sim import start_sim
+from oxconsole.workload import Workload
 
 from .conftest import WorkloadFactory
+from .support import engine_for, journal, run, until
+from .test_metrics import assert_summary_close, exact_summary
 
 pytestmark = pytest.mark.asyncio
-
-
-def journal(w: Workload) -> list[dict]:
-    return [orjson.loads(line) for line in w.results_path().read_bytes().splitlines() if line.strip()]
-
-
-async def run(w: Workload, engine: Engine | None = None) -> tuple[Engine, RunOutcome]:
-    e = engine or Engine(w, results_path=w.results_path(), total_expected=check_prompts(w).total_requests)
-    return e, await e.run()
 
 
 TWO_MODELS = """
@@ -60,7 +61,7 @@ jitter = 0
 
 async def test_journal_complete_unique_and_summary_agrees(make_workload: WorkloadFactory) -> None:
     w = make_workload(TWO_MODELS)
-    _, out = await run(w)
+    out = await run(w)
     recs = journal(w)
     ids = [r["id"] for r in recs]
     assert len(ids) == 200
@@ -79,48 +80,106 @@ async def test_journal_complete_unique_and_summary_agrees(make_workload: Workloa
     assert small["cost"] == pytest.approx(0.001)
     assert large["cost"] == pytest.approx(large["input_tokens"] * 1e-6 + 8 * 2e-6)
     assert s["cost"]["total"] == pytest.approx(sum(r["cost"] for r in recs))
+    # the figures are the journal's own, computed here without the collector
+    for metric in ("latency_ms", "ttft_ms", "itl_ms"):
+        assert_summary_close(s[metric], exact_summary([r[metric] for r in recs]))
     rebuilt = summary_from_journal(w.results_path())
     assert s["requests"].pop("not_sent") == 0  # a journal knows no total: the rest must agree
     assert rebuilt["requests"] == s["requests"]
-    assert rebuilt["latency_ms"]["p50"] == pytest.approx(s["latency_ms"]["p50"], rel=1e-6)
+    assert_summary_close(rebuilt["latency_ms"], exact_summary([r["latency_ms"] for r in recs]))
 
 
+TIMED = """
+    [run]
+    concurrency = 8
+    [endpoints.default]
+    base_url = "sim"
+    [[models]]
+    name = "m"
+    max_tokens = 11
+    [prompts]
+    {prompts}
+    [sim.models.m]
+    ttft = "100ms"
+    tokens_per_s = 50
+    output_tokens = 64
+    capacity = 64
+    jitter = 0
+    """
+
+
+@pytest.fixture
+async def traced_sim(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Callable[[Workload], Awaitable[str]]]:
+    """Start a tracing simulator with a workload's profiles (on the test's loop); its URL."""
+    monkeypatch.setenv("OXCONSOLE_SIM_TRACE", "1")
+    runners = []
+
+    async def start(w: Workload) -> str:
+        runner, url = await start_sim(profiles=w.sim, seed=w.run.seed)
+        runners.append(runner)
+        return url
+
+    yield start
+    for r in runners:
+        await r.cleanup()
+
+
+async def test_client_timings_contain_the_servers(
+    make_workload: WorkloadFactory, traced_sim: Callable[[Workload], Awaitable[str]]
+) -> None:
+    """Each request's TTFT and latency as the engine measured them, against the simulator's trace
+    of the same request: the client's span starts before the server's and ends after it, on any
+    machine. TTFT taken at the headers or the role chunk (which leave at admission, 100 ms before
+    the first token) or latency taken before the last chunk come out shorter than the server's."""
+    lines = "\n".join(orjson.dumps({"id": f"p{i}", "prompt": f"p{i}"}).decode() for i in range(40))
+    w = make_workload(TIMED.format(prompts='file = "prompts.jsonl"'), prompts=lines + "\n")
+    url = await traced_sim(w)
+    e = engine_for(w, endpoint_urls={"default": url})
+    out = await run(w, e)
+    async with aiohttp.ClientSession() as s, s.get(url.removesuffix("/v1") + "/sim/trace") as r:
+        trace = {t[0]: t[1:] for t in await r.json()}
+    recs = journal(w)
+    assert out.exit_code == 0 and len(recs) == len(trace) == 40
+    eps = 2.0  # ms: the trace's wall clock against the client's monotonic one
+    overhead = []
+    for r in recs:
+        t_in, _, t_first, t_end = trace[r["id"]]
+        server_ttft, server_latency = (t_first - t_in) * 1000, (t_end - t_in) * 1000
+        assert server_ttft >= 100 - eps  # (the simulator's own schedule: test_sim)
+        assert r["ttft_ms"] >= server_ttft - eps, (r, server_ttft)
+        assert r["latency_ms"] >= server_latency - eps, (r, server_latency)
+        assert r["output_tokens"] == 11 and r["tokens_source"] == "usage"
+        # the gaps between the first and the last token, as counted, fit inside the latency
+        assert r["itl_ms"] * 10 <= r["latency_ms"] - r["ttft_ms"] + eps
+        overhead.append(r["ttft_ms"] - server_ttft)
+    # What the client adds is small; time spent waiting for a slot (up to 1.2 s here) is queue_ms,
+    # never TTFT: counted in, the median would be 300 ms or more.
+    assert statistics.median(overhead) < 150, overhead
+    assert max(r["queue_ms"] for r in recs) > 200
+    assert_summary_close(out.summary["ttft_ms"], exact_summary([r["ttft_ms"] for r in recs]))
+
+
+@pytest.mark.timing
 async def test_timings_agree_with_the_simulator(make_workload: WorkloadFactory) -> None:
-    # jitter 0: TTFT = 100 ms and latency = 100 + (11 - 1) * 20 = 300 ms at the server. The client
-    # adds loopback transfer, the SDK's request building and event-loop scheduling: about 1-3 ms on
-    # an idle machine, 10-15 ms when both cores are busy with other work (seen here). Medians with
-    # 20-25 ms of room still catch the systematic errors that matter: a TTFT taken at the headers
-    # is off by 100 ms, latency taken before the last chunk by >= 20 ms, and the exact token count
-    # and the ~20 ms inter-token gap are checked separately.
+    """The client's figures on the clock: TTFT = 100 ms and latency = 100 + (11 - 1) x 20 = 300 ms
+    at the server, jitter 0. The client adds loopback transfer, the SDK's request building and
+    event-loop scheduling: 1-3 ms on an idle machine, 10-15 ms when both cores are busy with other
+    work, 20 ms and more beside a CPU hog under coverage (seen here). Medians with 30-40 ms of room
+    still catch the systematic errors that matter: a TTFT taken at the headers is off by 100 ms,
+    latency taken before the last chunk by >= 20 ms, an inter-token gap off by one by 2 ms."""
     w = make_workload(
-        """
-        [run]
-        concurrency = 8
-        [endpoints.default]
-        base_url = "sim"
-        [[models]]
-        name = "m"
-        max_tokens = 11
-        [prompts]
-        synthetic = { count = 40, input_tokens = 10, output_tokens = 11 }
-        [sim.models.m]
-        ttft = "100ms"
-        tokens_per_s = 50
-        output_tokens = 64
-        capacity = 64
-        jitter = 0
-        """
+        TIMED.format(prompts="synthetic = { count = 40, input_tokens = 10, output_tokens = 11 }")
     )
-    _, out = await run(w)
+    out = await run(w, sim="process")  # the simulator in its own process, as a real run has it
     recs = journal(w)
     ttft = statistics.median(r["ttft_ms"] for r in recs)
     lat = statistics.median(r["latency_ms"] for r in recs)
     itl = statistics.median(r["itl_ms"] for r in recs)
-    assert 100 <= ttft < 120, ttft
-    assert 300 <= lat < 325, lat
-    assert itl == pytest.approx(20, abs=2)
+    assert 100 <= ttft < 100 + 30, ttft
+    assert 300 <= lat < 300 + 40, lat
+    assert itl == pytest.approx(20, abs=1.5)
     assert all(r["output_tokens"] == 11 for r in recs)
-    assert out.summary["ttft_ms"]["p50"] == pytest.approx(ttft, rel=0.01, abs=1)
+    assert_summary_close(out.summary["ttft_ms"], exact_summary([r["ttft_ms"] for r in recs]))
 
 
 async def test_no_usage_means_estimated_tokens(make_workload: WorkloadFactory) -> None:
@@ -142,7 +201,7 @@ async def test_no_usage_means_estimated_tokens(make_workload: WorkloadFactory) -
         usage = false
         """
     )
-    _, out = await run(w)
+    out = await run(w)
     recs = journal(w)
     assert [r["tokens_source"] for r in recs] == ["estimate"] * 3
     assert all(r["output_tokens"] == 7 for r in recs)  # one token per content chunk
@@ -168,12 +227,12 @@ async def test_non_streaming(make_workload: WorkloadFactory) -> None:
         jitter = 0
         """
     )
-    _, out = await run(w)
+    out = await run(w)
     recs = journal(w)
     assert out.exit_code == 0
     assert all(r["output_tokens"] == 5 and r["tokens_source"] == "usage" and "ttft_ms" not in r for r in recs)
     assert all(r["text"] for r in recs)
-    assert all(70 <= r["latency_ms"] < 90 for r in recs)  # 30 + 4 * 10 ms
+    assert all(r["latency_ms"] >= 70 for r in recs)  # the answer leaves at 30 + 4 x 10 ms, not sooner
 
 
 async def test_concurrency_lowered_live_is_never_exceeded(make_workload: WorkloadFactory) -> None:
@@ -186,7 +245,7 @@ async def test_concurrency_lowered_live_is_never_exceeded(make_workload: Workloa
         [[models]]
         name = "m"
         [prompts]
-        synthetic = { count = 300, input_tokens = 5, output_tokens = 4 }
+        synthetic = { count = 120, input_tokens = 5, output_tokens = 4 }
         [sim.models.m]
         ttft = "40ms"
         tokens_per_s = 100
@@ -194,7 +253,7 @@ async def test_concurrency_lowered_live_is_never_exceeded(make_workload: Workloa
         capacity = 100
         """
     )
-    e = Engine(w, results_path=w.results_path(), publish_interval=0.05)
+    e = engine_for(w, publish_interval=0.05)
     peak_after = 0
 
     async def drive() -> None:
@@ -212,10 +271,10 @@ async def test_concurrency_lowered_live_is_never_exceeded(make_workload: Workloa
             await asyncio.sleep(0.002)
 
     d = asyncio.create_task(drive())
-    _, out = await run(w, e)
+    out = await run(w, e)
     await d
     assert 0 < peak_after <= 5
-    assert out.summary["requests"]["ok"] == 300  # nothing was cancelled by the shrink
+    assert out.summary["requests"]["ok"] == 120  # nothing was cancelled by the shrink
     assert out.summary["changes"][0] | {"t": 0} == {"t": 0, "what": "concurrency", "from": 20, "to": 5}
 
 
@@ -225,8 +284,8 @@ async def test_constant_arrival_rate_and_live_rate_change(make_workload: Workloa
         [run]
         concurrency = 50
         arrival = "constant"
-        rate = 40
-        duration = "2s"
+        rate = 80
+        duration = "1s"
         [endpoints.default]
         base_url = "sim"
         [[models]]
@@ -238,25 +297,29 @@ async def test_constant_arrival_rate_and_live_rate_change(make_workload: Workloa
         tokens_per_s = 0
         """
     )
-    e = Engine(w, results_path=w.results_path())
+    e = engine_for(w)
 
     async def drive() -> None:
-        while e.elapsed() < 1.0:
-            await asyncio.sleep(0.005)
-        e.apply(SetRate(120))
+        await until(lambda: e.state == "running" and e.elapsed() >= 0.5, interval=0.005)
+        e.apply(SetRate(240))
 
     d = asyncio.create_task(drive())
-    _, out = await run(w, e)
+    out = await run(w, e)
     await d
-    recs = journal(w)
-    t0 = min(r["t_scheduled"] for r in recs)
-    first = sum(1 for r in recs if r["t_scheduled"] - t0 < 1.0)
-    second = sum(1 for r in recs if r["t_scheduled"] - t0 >= 1.0)
-    assert 38 <= first <= 42, first
-    assert 110 <= second <= 126, second
-    gaps = sorted(r["t_scheduled"] for r in recs)
-    assert max(b - a for a, b in itertools.pairwise(gaps)) < 0.04
-    assert [c["what"] for c in out.summary["changes"]] == ["rate"]
+    # The due times are the schedule's own (not when a request left), so they are exact whenever
+    # the change landed: every gap is 1/80 s until the change, then 1/240 s, and no gap is longer.
+    [change] = out.summary["changes"]
+    assert (change["what"], change["from"], change["to"]) == ("rate", 80, 240)
+    due = sorted(r["t_scheduled"] for r in journal(w))
+    gaps = [b - a for a, b in itertools.pairwise(due)]
+    slow = [g for g in gaps if g == pytest.approx(1 / 80, abs=1e-4)]
+    fast = [g for g in gaps if g == pytest.approx(1 / 240, abs=1e-4)]
+    assert len(slow) + len(fast) == len(gaps), sorted(set(round(g, 4) for g in gaps))
+    assert gaps == slow + fast  # one switch, from slow to fast
+    # as many at 80/s as fit before the change; at 240/s no more than fit in what was left of the
+    # 1 s (a request whose wake-up is late past the deadline is not sent: a busy machine sends fewer)
+    assert len(slow) + 1 == pytest.approx(80 * change["t"], abs=2)
+    assert len(fast) <= 240 * (1.0 - change["t"]) + 2
 
 
 async def test_closed_loop_rate_limit_changes_live(make_workload: WorkloadFactory) -> None:
@@ -265,7 +328,7 @@ async def test_closed_loop_rate_limit_changes_live(make_workload: WorkloadFactor
         [run]
         concurrency = 50
         rate = 20
-        duration = "2s"
+        duration = "1s"
         [endpoints.default]
         base_url = "sim"
         [[models]]
@@ -277,35 +340,41 @@ async def test_closed_loop_rate_limit_changes_live(make_workload: WorkloadFactor
         tokens_per_s = 0
         """
     )
-    e = Engine(w, results_path=w.results_path())
+    e = engine_for(w)
 
     async def drive() -> None:
-        while e.elapsed() < 1.0:
-            await asyncio.sleep(0.005)
+        await until(lambda: e.state == "running" and e.elapsed() >= 0.5, interval=0.005)
         e.apply(SetRate(80))
 
     d = asyncio.create_task(drive())
-    await run(w, e)
+    out = await run(w, e)
     await d
+    [change] = out.summary["changes"]
+    assert (change["what"], change["to"]) == ("rate", 80)
+    assert e.limiter is not None and e.limiter.rate == 80
     recs = journal(w)
-    t0 = min(r["t_sent"] for r in recs)
-    first = sum(1 for r in recs if r["t_sent"] - t0 < 1.0)
-    second = sum(1 for r in recs if r["t_sent"] - t0 >= 1.0)
-    assert 18 <= first <= 23, first
-    assert 65 <= second <= 85, second
+    t_change = e.started_at + change["t"]  # the engine's clock starts at started_at
+    before = sum(1 for r in recs if r["t_sent"] < t_change)
+    after = len(recs) - before
+    # the bucket never lets more through than its rate allows (1 in the bucket, then 20/s or 80/s);
+    # a machine too busy to keep up only sends fewer
+    assert before <= 1 + 20 * change["t"] + 1, before
+    assert after <= 1 + 80 * (1.0 - change["t"]) + 1, after
+    # and the new rate is in effect: far faster than the old one
+    assert after / (1.0 - change["t"]) > 2 * 20, (before, after, change["t"])
 
 
 async def test_pause_resume_and_disable_model(make_workload: WorkloadFactory) -> None:
     w = make_workload(
         TWO_MODELS.replace("count = 200", "count = 400").replace("concurrency = 16", "concurrency = 4")
     )
-    e = Engine(w, results_path=w.results_path())
+    e = engine_for(w)
 
     async def drive() -> None:
-        while e.dispatched < 20:
-            await asyncio.sleep(0.005)
+        await until(lambda: e.dispatched >= 20, interval=0.005)
         e.apply(Pause())
-        await asyncio.sleep(0.1)
+        # no rate limit here: the dispatcher waits only for a slot, and gives it back when paused,
+        # so nothing at all goes out once Pause is applied
         frozen = e.dispatched
         await asyncio.sleep(0.3)
         assert e.dispatched == frozen, "dispatch went on while paused"
@@ -313,13 +382,12 @@ async def test_pause_resume_and_disable_model(make_workload: WorkloadFactory) ->
         e.apply(EnableModel("large", False))
         marker = e.dispatched
         e.apply(Resume())
-        await asyncio.sleep(0.5)
-        assert e.dispatched > marker
+        await until(lambda: e.dispatched > marker + 20)
         e.apply(Stop())
         e.marker = marker  # type: ignore[attr-defined]
 
     d = asyncio.create_task(drive())
-    _, out = await run(w, e)
+    out = await run(w, e)
     await d
     recs = journal(w)
     late = sorted(recs, key=lambda r: r["t_scheduled"])[e.marker + 4 :]  # type: ignore[attr-defined]
@@ -373,7 +441,7 @@ async def test_retry_after_is_honoured_and_fallback_used(make_workload: Workload
         + "\n"
         + "\n".join(f'{{"id": "b{i}", "prompt": "hi", "tag": "b"}}' for i in range(5)),
     )
-    _, out = await run(w)
+    out = await run(w)
     recs = {r["id"]: r for r in journal(w)}
     retried = [r for k, r in recs.items() if k.startswith("a") and r["attempts"] > 1]
     assert retried, "throttle_rate 0.5 over 30 requests should have retried some"
@@ -381,7 +449,9 @@ async def test_retry_after_is_honoured_and_fallback_used(make_workload: Workload
         if r["status"] == "ok":
             assert r["backoff_ms"] >= 150 * (r["attempts"] - 1) - 1
             assert r["attempt_errors"] == {"http_429": r["attempts"] - 1}
-            assert r["latency_ms"] < 100  # backoff is not latency
+            assert (
+                r["latency_ms"] < r["backoff_ms"]
+            )  # backoff is not latency (counted in, it would be the larger)
     for k in (f"b{i}" for i in range(5)):
         assert recs[k]["model"] == "backup" and recs[k]["status"] == "ok"
         assert recs[k]["attempts"] == 4  # 3 on broken, then 1 on the fallback
@@ -408,7 +478,7 @@ async def test_errors_classified_and_exit_code(make_workload: WorkloadFactory) -
         error_rate = 1.0
         """
     )
-    _, out = await run(w)
+    out = await run(w)
     recs = journal(w)
     assert {r["error"] for r in recs} == {"http_500"}
     assert all(r["attempts"] == 2 and r["status"] == "error" and r["error_detail"] for r in recs)
@@ -416,6 +486,7 @@ async def test_errors_classified_and_exit_code(make_workload: WorkloadFactory) -
     assert out.summary["errors"] == {"http_500": 4}
 
 
+@pytest.mark.slow
 async def test_stop_with_grace_then_resume_completes_each_id_once(
     make_workload: WorkloadFactory, tmp_path: Path
 ) -> None:
@@ -435,7 +506,7 @@ async def test_stop_with_grace_then_resume_completes_each_id_once(
         jitter = 0
         """
     w = make_workload(text)
-    e = Engine(w, results_path=w.results_path())
+    e = engine_for(w)
 
     async def drive() -> None:
         while e.dispatched < 30:
@@ -443,7 +514,7 @@ async def test_stop_with_grace_then_resume_completes_each_id_once(
         e.request_stop(interrupted=True)
 
     d = asyncio.create_task(drive())
-    _, out = await run(w, e)
+    out = await run(w, e)
     await d
     assert out.exit_code == 130
     first = journal(w)
@@ -453,8 +524,8 @@ async def test_stop_with_grace_then_resume_completes_each_id_once(
 
     done, bad = ok_ids(w.results_path())
     assert bad == 0
-    e2 = Engine(w, results_path=w.results_path(), skip_ids=done)
-    _, out2 = await run(w, e2)
+    e2 = engine_for(w, skip_ids=done)
+    out2 = await run(w, e2)
     assert out2.exit_code == 0
     ids = [r["id"] for r in journal(w) if r["status"] == "ok"]
     assert len(ids) == 120 and len(set(ids)) == 120
@@ -475,7 +546,7 @@ async def test_stop_cancel_records_cancelled(make_workload: WorkloadFactory) -> 
         ttft = "5s"
         """
     )
-    e = Engine(w, results_path=w.results_path())
+    e = engine_for(w)
 
     async def drive() -> None:
         while e.in_flight < 6:
@@ -483,7 +554,7 @@ async def test_stop_cancel_records_cancelled(make_workload: WorkloadFactory) -> 
         e.apply(Stop(cancel=True))
 
     d = asyncio.create_task(drive())
-    _, out = await run(w, e)
+    out = await run(w, e)
     await d
     recs = journal(w)
     assert len(recs) == 6
@@ -515,7 +586,7 @@ async def test_failing_model_is_cooled_down(make_workload: WorkloadFactory) -> N
         error_rate = 1.0
         """
     )
-    _, out = await run(w)
+    out = await run(w)
     cd = out.summary["cooldowns"]
     assert cd and cd[0]["model"] == "bad" and cd[0]["seconds"] == 5.0
     recs = journal(w)
@@ -533,7 +604,7 @@ async def test_tpm_budget_paces_tokens(make_workload: WorkloadFactory) -> None:
         [run]
         concurrency = 50
         tpm = 6000
-        duration = "2s"
+        duration = "1s"
         [endpoints.default]
         base_url = "sim"
         [[models]]
@@ -546,16 +617,18 @@ async def test_tpm_budget_paces_tokens(make_workload: WorkloadFactory) -> None:
         tokens_per_s = 0
         """
     )
-    _, out = await run(w)
+    out = await run(w)
     n = out.summary["requests"]["total"]
-    assert 120 <= n <= 126, n
+    # the full bucket at once, then 100 tokens/s = 2 requests/s for as long as the run dispatched
+    # (1 s; a busy machine only refills less)
+    assert 120 <= n <= 120 + 2 * out.summary["duration_s"] + 1, n
 
 
 async def test_backoff_is_reported_apart_from_latency(make_workload: WorkloadFactory) -> None:
     w = make_workload(
         """
         [run]
-        concurrency = 4
+        concurrency = 8
         [endpoints.default]
         base_url = "sim"
         [[models]]
@@ -571,7 +644,7 @@ async def test_backoff_is_reported_apart_from_latency(make_workload: WorkloadFac
         retry_after = "100ms"
         """
     )
-    _, out = await run(w)
+    out = await run(w)
     recs = journal(w)
     b = out.summary["backoff"]
     assert b["requests"] == 8

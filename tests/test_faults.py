@@ -10,6 +10,7 @@ the mixed test, where everything is dispatched before a cool-down could matter.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import signal
@@ -18,23 +19,13 @@ import sys
 import time
 from pathlib import Path
 
-import orjson
 import pytest
 
-from oxconsole.engine.runner import Engine, RunOutcome
 from oxconsole.journal import journal as journal_mod
 from oxconsole.workload import Workload, check_prompts
 
 from .conftest import WorkloadFactory
-
-
-def journal(w: Workload) -> list[dict]:
-    return [orjson.loads(line) for line in w.results_path().read_bytes().splitlines() if line.strip()]
-
-
-async def run(w: Workload) -> RunOutcome:
-    e = Engine(w, results_path=w.results_path(), total_expected=check_prompts(w).total_requests)
-    return await e.run()
+from .support import engine_for, journal, run
 
 
 def fault_workload(fault: str, *, stream: bool = True, max_attempts: int = 2, count: int = 2) -> str:
@@ -84,20 +75,20 @@ async def assert_all_fail_with(w: Workload, cls: str, attempts: int) -> list[dic
 
 
 async def test_reset_is_connection(make_workload: WorkloadFactory) -> None:
-    w = make_workload(fault_workload("reset_rate = 1.0"))
+    w = make_workload(fault_workload("reset_rate = 1.0").replace('"0.3s"', '"10s"'))
     recs = await assert_all_fail_with(w, "connection", 2)
-    # a reset is seen at once, not after the 0.3 s timeout
-    assert all(r["t_sent"] - r["t_scheduled"] < 0.25 for r in recs)
+    # a reset is seen at once, not after the 10 s timeout: the retry left long before that
+    assert all(r["t_sent"] - r["t_scheduled"] < 5.0 for r in recs)
 
 
 async def test_reset_fails_fast_and_is_retried(make_workload: WorkloadFactory) -> None:
     """Whatever its class, a reset must be retried and must not wait for the timeout."""
-    w = make_workload(fault_workload("reset_rate = 1.0", max_attempts=2).replace('"0.3s"', '"5s"'))
+    w = make_workload(fault_workload("reset_rate = 1.0", max_attempts=2).replace('"0.3s"', '"20s"'))
     out = await run(w)
     recs = journal(w)
     assert len(recs) == 2
     assert all(r["status"] == "error" and r["attempts"] == 2 and r["error_detail"] for r in recs)
-    assert out.summary["duration_s"] < 2.0  # two attempts each, neither waited 5 s
+    assert out.summary["duration_s"] < 5.0  # two attempts each, neither waited 20 s
 
 
 async def test_stream_abort_is_stream_aborted(make_workload: WorkloadFactory) -> None:
@@ -124,13 +115,13 @@ async def test_malformed_json_body_is_bad_response(make_workload: WorkloadFactor
 
 
 async def test_stall_longer_than_timeout_is_timeout(make_workload: WorkloadFactory) -> None:
-    w = make_workload(fault_workload('stall_rate = 1.0\nstall = "2s"'))
+    w = make_workload(fault_workload('stall_rate = 1.0\nstall = "20s"'))
     out = await run(w)
     recs = journal(w)
     assert {r["error"] for r in recs} == {"timeout"}
     assert all(r["attempts"] == 2 and r["error_detail"] and r["latency_ms"] is None for r in recs)
-    # two attempts of 0.3 s each, not the 2 s stall
-    assert out.summary["duration_s"] < 1.5
+    # two attempts of 0.3 s each, not the 20 s stall (the room above is for a busy machine)
+    assert out.summary["duration_s"] < 5.0
 
 
 async def test_server_error_is_http_500(make_workload: WorkloadFactory) -> None:
@@ -229,11 +220,14 @@ async def test_mixed_faults_mostly_ok_each_id_once_backoff_not_latency(
     assert retried_ok
     for r in retried_ok:
         assert r["backoff_ms"] > 0
-        assert r["latency_ms"] < 250, r
         assert r["t_sent"] - r["t_scheduled"] >= r["backoff_ms"] / 1000 - 0.01
+        # the final attempt alone: less than the 0.5 s timeout an earlier attempt may have waited
+        assert r["latency_ms"] < 500, r
     throttled_ok = [r for r in retried_ok if "http_429" in r["attempt_errors"]]
     assert throttled_ok
-    assert all(r["backoff_ms"] >= 300 * r["attempt_errors"]["http_429"] - 1 for r in throttled_ok)
+    for r in throttled_ok:
+        assert r["backoff_ms"] >= 300 * r["attempt_errors"]["http_429"] - 1
+        assert r["latency_ms"] < r["backoff_ms"], r  # counted in, latency would be the larger
 
 
 # --- the journal on disk, and stopping -----------------------------------------------------------
@@ -254,25 +248,25 @@ QUICK = """
     """
 
 
+@pytest.mark.slow
 async def test_journal_is_on_disk_per_record_and_fsynced_every_second(
     make_workload: WorkloadFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-
-    syncs: list[float] = []
+    syncs: list[tuple[float, int]] = []  # (when, bytes in the file by then)
     real_fsync, real_fdatasync = os.fsync, os.fdatasync
 
     def fsync(fd: int) -> None:
-        syncs.append(time.monotonic())
+        syncs.append((time.monotonic(), os.fstat(fd).st_size))
         real_fsync(fd)
 
     def fdatasync(fd: int) -> None:
-        syncs.append(time.monotonic())
+        syncs.append((time.monotonic(), os.fstat(fd).st_size))
         real_fdatasync(fd)
 
     monkeypatch.setattr(journal_mod.os, "fsync", fsync)
     monkeypatch.setattr(journal_mod.os, "fdatasync", fdatasync)
     w = make_workload(QUICK.replace("count = 300", "count = 400").replace('"20ms"', '"50ms"'))
-    e = Engine(w, results_path=w.results_path())
+    e = engine_for(w)
     seen: list[tuple[int, int]] = []
 
     async def watch() -> None:
@@ -284,21 +278,24 @@ async def test_journal_is_on_disk_per_record_and_fsynced_every_second(
                 seen.append((lines, done))
             await asyncio.sleep(0.01)
 
-    t_start = time.monotonic()
     d = asyncio.create_task(watch())
-    out = await e.run()
-    t_end = time.monotonic()
+    out = await run(w, e)
     await d
     # every finished request is a whole line in the file by the next loop iteration (no buffer that
     # waits for more records or for a timer); whole lines only, never a partial one
     assert seen and all(lines >= done for lines, done in seen), [s for s in seen if s[0] < s[1]][:5]
     assert sum(1 for lines, done in seen if lines > 0) > 20
-    assert out.summary["duration_s"] > 2.5
-    # fsync at least once a second while records arrive, and once at close
-    assert len(syncs) >= 3
-    gaps = [b - a for a, b in zip([t_start, *syncs], syncs, strict=False)]
-    assert max(gaps[1:]) < 1.5, gaps
-    assert t_end - syncs[-1] < 0.5
+    duration = out.summary["duration_s"]
+    assert duration > 2.5
+    # fsync once a second while records arrive, and at close: the last sync saw the whole file
+    sizes = [size for _, size in syncs]
+    assert sizes == sorted(sizes), sizes
+    assert sizes[-1] == w.results_path().stat().st_size
+    assert len(syncs) >= int(duration) - 1  # a loop too busy to tick on time syncs late, not never
+    # the gaps: a second, plus what the loop was late by (the run measured it), plus 0.5 s of room
+    lag = out.summary["loop_lag_ms"]["max"] / 1000
+    gaps = [b - a for (a, _), (b, _) in itertools.pairwise(syncs)]
+    assert max(gaps) < 1.0 + lag + 0.5, (gaps, lag)
 
 
 def _start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
@@ -325,12 +322,14 @@ SLOW = """
     [prompts]
     synthetic = {{ count = 40, input_tokens = 5, output_tokens = 4 }}
     [sim.models.m]
-    ttft = "4s"
+    ttft = "20s"
     tokens_per_s = 200
     jitter = 0
     """
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 @pytest.mark.parametrize(
     ("grace", "signals"),
     [("0.5s", ("SIGTERM",)), ("30s", ("SIGINT", "SIGINT"))],
@@ -352,15 +351,19 @@ def test_stop_records_in_flight_as_cancelled_exits_130_and_resume_sends_them(
             break
     assert "in flight 8/8" in line, line
     t_sig = time.monotonic()
-    for name in signals:
+    for i, name in enumerate(signals):
         p.send_signal(getattr(signal, name))
-        time.sleep(0.2)
+        if i + 1 < len(signals):  # the next signal only once this one was taken (not coalesced)
+            while "oxconsole: stopping" not in line and line:
+                line = p.stderr.readline()
     out, err = p.communicate(timeout=30)
     took = time.monotonic() - t_sig
     assert p.returncode == 130, err
     assert "Traceback" not in err
     assert "requests" in out  # the summary was printed
-    assert took < 3.0, took  # grace 0.5 s, or cancelled at once by the second signal
+    # grace 0.5 s, or cancelled at once by the second signal: not the 30 s grace, nor the 20 s the
+    # requests would take (what is left is the process's own exit, slow on a busy machine)
+    assert took < 8.0, took
     recs = [json.loads(x) for x in results.read_text().splitlines() if x.strip()]
     assert len(recs) == 8
     assert {r["error"] for r in recs} == {"cancelled"}
@@ -395,7 +398,7 @@ async def test_a_mostly_healthy_model_is_not_cooled_down(make_workload: Workload
         """
         [run]
         concurrency = 100
-        duration = "2s"
+        duration = "1s"
         [endpoints.default]
         base_url = "sim"
         [[models]]

@@ -1,9 +1,51 @@
-"""Import hygiene: the engine never loads Textual; the fast commands load neither Textual nor the SDK."""
+"""Import hygiene: the engine never loads Textual; the fast commands load neither Textual nor the SDK.
+
+Each case imports in a fresh interpreter and lists the top-level packages it loaded.
+"""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+
+import pytest
+
+from .support import REPO
+
+HELP = (
+    "import sys, runpy\n"
+    "sys.argv = ['oxconsole', '--help']\n"
+    "try:\n"
+    "    runpy.run_module('oxconsole', run_name='__main__')\n"
+    "except SystemExit:\n"
+    "    pass\n"
+)
+
+CASES = [
+    # (what is imported, packages it must not load, packages it must load: proof the probe sees)
+    pytest.param(
+        "import oxconsole.engine.runner, oxconsole.metrics.collector, oxconsole.sim.app, oxconsole.report",
+        {"textual", "rich"},
+        {"openai"},
+        id="engine",
+    ),
+    pytest.param(
+        "import oxconsole.cli, oxconsole.runprep, oxconsole.workload, oxconsole.report",
+        {"textual", "openai", "aiohttp", "httpx2"},
+        set(),
+        id="validate-and-report",
+    ),
+    pytest.param(HELP, {"textual", "openai"}, set(), id="help"),
+    pytest.param("import oxconsole.workload", {"textual", "openai", "aiohttp"}, set(), id="workload"),
+    pytest.param(
+        "import oxconsole.control, oxconsole.host, oxconsole.headless, oxconsole.attach, oxconsole.cli",
+        {"textual"},
+        set(),
+        id="control-host-headless-attach",
+    ),
+    pytest.param("import oxconsole.tuned, oxconsole.reports.html", {"textual"}, set(), id="tuned-reports"),
+    pytest.param("import oxconsole.sim, oxconsole.sim.cli", {"textual"}, {"aiohttp"}, id="sim"),
+]
 
 
 def _loaded(code: str) -> set[str]:
@@ -12,32 +54,15 @@ def _loaded(code: str) -> set[str]:
         capture_output=True,
         text=True,
         check=True,
+        cwd=REPO,
+        timeout=60,
     ).stdout.split()
     return {m.split(".")[0] for m in out}
 
 
-def test_engine_never_imports_textual() -> None:
-    mods = _loaded(
-        "import oxconsole.engine.runner, oxconsole.metrics.collector, oxconsole.sim.app, oxconsole.report"
-    )
-    assert "textual" not in mods
-    assert "rich" not in mods
-    assert "openai" in mods  # sanity: the probe does see what the engine imports
-
-
-def test_help_and_validate_paths_stay_light() -> None:
-    mods = _loaded("import oxconsole.cli, oxconsole.runprep, oxconsole.workload, oxconsole.report")
-    assert not {"textual", "openai", "aiohttp", "httpx2"} & mods
-
-
-def test_help_does_not_import_sdk_or_textual() -> None:
-    code = (
-        "import sys, runpy\n"
-        "sys.argv = ['oxconsole', '--help']\n"
-        "try:\n"
-        "    runpy.run_module('oxconsole', run_name='__main__')\n"
-        "except SystemExit:\n"
-        "    pass\n"
-    )
+@pytest.mark.subprocess
+@pytest.mark.parametrize(("code", "never", "always"), CASES)
+def test_imports_stay_light(code: str, never: set[str], always: set[str]) -> None:
     mods = _loaded(code)
-    assert not {"textual", "openai"} & mods
+    assert not never & mods
+    assert always <= mods

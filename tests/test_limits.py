@@ -1,4 +1,8 @@
-"""Pure tests of the live limits: resizable slots, live-rate bucket, FIFO token budget, arrival."""
+"""Pure tests of the live limits: resizable slots, live-rate bucket, FIFO token budget, arrival.
+
+What sleeps runs on virtual time (`run_virtual`), so the rates are exact and a busy machine
+changes nothing.
+"""
 
 from __future__ import annotations
 
@@ -12,40 +16,49 @@ import pytest
 from oxconsole.engine.arrival import ArrivalSchedule
 from oxconsole.engine.limits import LiveRateLimiter, ResizableSlots
 
+from .support.clock import run_virtual
 
-async def test_slots_never_exceed_limit_and_shrink_without_cancelling() -> None:
-    slots = ResizableSlots(8)
-    active = 0
-    peak_after_shrink = 0
-    finished = 0
-    shrunk = asyncio.Event()
 
-    async def worker(i: int) -> None:
-        nonlocal active, peak_after_shrink, finished
-        await slots.acquire()
-        active += 1
-        try:
-            if shrunk.is_set():
-                peak_after_shrink = max(peak_after_shrink, active)
-            assert active <= max(slots.limit, 8)
-            await asyncio.sleep(0.02)
-        finally:
-            active -= 1
-            slots.release()
-            finished += 1
+def test_slots_never_exceed_limit_and_shrink_without_cancelling() -> None:
+    """On virtual time (tests/support/clock.py): 60 holders of 20 ms each, the limit cut from 8 to 3
+    while 8 hold a slot."""
 
-    tasks = [asyncio.create_task(worker(i)) for i in range(60)]
-    await asyncio.sleep(0.01)
-    assert slots.in_use == 8
-    slots.set_limit(3)
-    shrunk.set()
-    # Holders above the new limit keep their slots (nothing cancelled) ...
-    assert slots.in_use == 8
-    await asyncio.gather(*tasks)
-    assert finished == 60
-    # ... and once they drained, no more than 3 ran at a time (the 8 started before the shrink
-    # are the only ones that may exceed it, and they had all started when `shrunk` was set).
-    assert slots.in_use == 0
+    async def go() -> int:
+        slots = ResizableSlots(8)
+        active = 0
+        peak_after_shrink = 0
+        finished = 0
+        shrunk = asyncio.Event()
+
+        async def worker(i: int) -> None:
+            nonlocal active, peak_after_shrink, finished
+            await slots.acquire()
+            active += 1
+            try:
+                if shrunk.is_set():
+                    peak_after_shrink = max(peak_after_shrink, active)
+                assert active <= max(slots.limit, 8)
+                await asyncio.sleep(0.02)
+            finally:
+                active -= 1
+                slots.release()
+                finished += 1
+
+        tasks = [asyncio.create_task(worker(i)) for i in range(60)]
+        await asyncio.sleep(0.01)
+        assert slots.in_use == 8
+        slots.set_limit(3)
+        shrunk.set()
+        # Holders above the new limit keep their slots (nothing cancelled) ...
+        assert slots.in_use == 8
+        await asyncio.gather(*tasks)
+        assert finished == 60
+        assert slots.in_use == 0
+        return peak_after_shrink
+
+    # ... and every holder that started after the shrink ran with at most 3 at a time (the 8 that
+    # started before it had to drain to 2 before the first new one got a slot).
+    assert run_virtual(go()) == 3
 
 
 async def test_slots_respect_lowered_limit_for_new_holders() -> None:
@@ -99,32 +112,58 @@ async def test_slot_waiter_cancelled_does_not_leak() -> None:
 
 
 async def _rate_over(limiter: LiveRateLimiter, n: int) -> float:
-    t0 = time.perf_counter()
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
     for _ in range(n):
         await limiter.acquire()
-    return n / (time.perf_counter() - t0)
+    return n / (loop.time() - t0)
 
 
-async def test_live_rate_change_changes_rate() -> None:
-    lim = LiveRateLimiter(100.0, burst=1)
-    await lim.acquire()  # the bucket starts empty: first acquisition is free
-    slow = await _rate_over(lim, 20)
-    lim.set_rate(400.0)
-    fast = await _rate_over(lim, 80)
-    assert 70 < slow < 115
-    assert fast > 2.5 * slow, (slow, fast)
+def test_the_virtual_clock_jumps() -> None:
+    """The loop under the limiter tests: time stands still while work is ready, jumps when idle."""
+
+    async def go() -> tuple[float, float]:
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        await asyncio.sleep(0)
+        still = loop.time() - t0
+        await asyncio.sleep(100.0)
+        return still, loop.time() - t0
+
+    wall = time.monotonic()
+    assert run_virtual(go()) == (0.0, 100.0)
+    assert time.monotonic() - wall < 5.0
 
 
-async def test_live_rate_change_wakes_a_waiter_sooner() -> None:
-    lim = LiveRateLimiter(0.5, burst=1)  # one every 2 s
-    await lim.acquire()
-    waiter = asyncio.create_task(lim.acquire())
-    await asyncio.sleep(0.05)
-    assert not waiter.done()
-    lim.set_rate(50.0)  # the waiter should now get through within ~20 ms, not 2 s
-    t0 = time.perf_counter()
-    await asyncio.wait_for(waiter, 0.5)
-    assert time.perf_counter() - t0 < 0.3
+def test_live_rate_change_changes_rate() -> None:
+    async def go() -> tuple[float, float]:
+        lim = LiveRateLimiter(100.0, burst=1)
+        await lim.acquire()  # the bucket starts empty: first acquisition is free
+        slow = await _rate_over(lim, 20)
+        lim.set_rate(400.0)
+        assert lim.rate == 400.0
+        return slow, await _rate_over(lim, 80)
+
+    slow, fast = run_virtual(go())
+    assert slow == pytest.approx(100.0, rel=0.01)
+    assert fast == pytest.approx(400.0, rel=0.01)
+
+
+def test_live_rate_change_wakes_a_waiter_sooner() -> None:
+    async def go() -> float:
+        loop = asyncio.get_running_loop()
+        lim = LiveRateLimiter(0.5, burst=1)  # one every 2 s
+        await lim.acquire()
+        waiter = asyncio.create_task(lim.acquire())
+        await asyncio.sleep(0.05)
+        assert not waiter.done()
+        lim.set_rate(50.0)
+        t0 = loop.time()
+        await waiter
+        return loop.time() - t0
+
+    # the bucket had drained 0.05 s x 0.5/s by then; at 50/s the rest drains in 19.5 ms, not 1.95 s
+    assert run_virtual(go()) == pytest.approx((1 - 0.05 * 0.5) / 50.0, abs=1e-3)
 
 
 def test_constant_schedule_has_no_drift() -> None:

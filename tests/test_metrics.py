@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import random
@@ -482,3 +483,27 @@ def test_attempt_errors_live_then_final_not_double_counted() -> None:
     # a record whose attempts were never reported live still counts
     c.record(RequestRecord("y", "alpha", "e", "ok", 2, 0, 0, 0, 10.0, attempt_errors={"timeout": 1}))
     assert c.summary("n", 1.0)["attempt_errors"] == {"http_429": 2, "timeout": 1}
+
+
+def test_progress_line() -> None:
+    """The headless progress line: done of total, the 10 s rates, the window's p50/p99, errors, in
+    flight of the limit, the ETA at the 10 s rate; PAUSED while paused; no total, no ETA."""
+    from oxconsole.metrics.format import progress_line
+    from tests.ui_support import fixed_snapshot
+
+    s = fixed_snapshot()  # 95.5 s in, 2,040 of 4,000 done, 34 errors, 45 of 48 in flight
+    parts = progress_line(s).split(" | ")
+    eta = (4000 - 2040) / s.req_per_s_10s  # 87.8 s
+    assert parts == [
+        "[ 1m35s] 2040/4000  51.0%",
+        f"{s.req_per_s_10s:.1f} req/s",
+        f"{s.output_tokens_per_s_10s:.0f} tok/s",
+        "p50 1704ms p99 3718ms",  # the last 10 s window's latency
+        "err 34",
+        "in flight 45/48",
+        f"ETA {int(eta // 60)}m{int(eta % 60):02d}s",
+    ]
+    g = dataclasses.replace(s.gauges, state="paused", total_expected=None)
+    parts = progress_line(dataclasses.replace(s, gauges=g)).split(" | ")
+    assert parts[0] == "[ 1m35s] 2040 done" and parts[-1] == "PAUSED"
+    assert not any(p.startswith("ETA") for p in parts)

@@ -10,7 +10,7 @@ import pytest
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics import Collector
 from oxconsole.report import JournalIssues, read_journal, render_summary, report_main, summary_from_journal
-from tests.test_metrics import FakeClock, make_records
+from tests.test_metrics import FakeClock, assert_summary_close, exact_summary, make_records
 
 
 def write_journal(path: Path, recs: list[RequestRecord], tail: bytes = b"") -> None:
@@ -57,6 +57,26 @@ def test_journal_summary_equals_collector_summary(tmp_path: Path) -> None:
     live = collector_summary(recs, duration)
     for key in COMPARED:
         assert from_journal[key] == live[key], key
+    # and both are the records' own figures, computed here without the collector
+    ok = [r for r in recs if r.status == "ok"]
+    assert from_journal["requests"] == {
+        "total": len(recs),
+        "ok": len(ok),
+        "error": len(recs) - len(ok),
+        "retried": sum(r.attempts > 1 for r in recs),
+    }
+    for metric in ("latency_ms", "ttft_ms", "itl_ms"):
+        assert_summary_close(from_journal[metric], exact_summary([getattr(r, metric) for r in ok]))
+    assert from_journal["tokens"] == {
+        "input": sum(r.input_tokens for r in recs),
+        "output": sum(r.output_tokens for r in recs),
+    }
+    assert from_journal["cost"]["total"] == pytest.approx(sum(r.cost for r in recs))
+    errors: dict[str, int] = {}
+    for r in recs:
+        if r.error:
+            errors[r.error] = errors.get(r.error, 0) + 1
+    assert from_journal["errors"] == errors
     assert from_journal["started_at"] == live["started_at"]
     assert from_journal["changes"] == []
     assert from_journal["phases"][0]["requests"] == {

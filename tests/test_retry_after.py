@@ -26,10 +26,11 @@ import pytest
 from aiohttp import web
 
 from oxconsole.engine.client import parse_retry_after, redact
-from oxconsole.engine.runner import Engine, RunOutcome, backoff_delay
+from oxconsole.engine.runner import backoff_delay
 from oxconsole.workload import Workload
 
 from .conftest import WorkloadFactory
+from .support import journal, run
 
 KEY_ENV = "OXC_TEST_FAKE_KEY"
 SK_KEY = "sk-test-9f8e7d6c5b4a3210"
@@ -173,14 +174,6 @@ def workload_for(
     return make_workload(text, prompts="\n".join(lines) + "\n")
 
 
-def journal(w: Workload) -> list[dict]:
-    return [orjson.loads(line) for line in w.results_path().read_bytes().splitlines() if line.strip()]
-
-
-async def run(w: Workload) -> RunOutcome:
-    return await Engine(w, results_path=w.results_path()).run()
-
-
 # --- which statuses are retried ---------------------------------------------------------------
 
 
@@ -241,11 +234,12 @@ async def test_retry_after_http_date_is_honoured(
     assert r["status"] == "ok" and r["attempts"] == 2
     first, second = upstream.hits["first-429-date"]
     target = upstream.retry_after_date["first-429-date"]
-    # the retry left when the date said (whole-second resolution), not after the 1-2 ms backoff
+    # the retry left when the date said (whole-second resolution), not after the 1-2 ms backoff,
+    # nor a second late (the room above is for a busy machine)
     assert target - first >= 1.0
-    assert target - 0.05 <= second <= target + 0.3, (second - first, target - first)
+    assert target - 0.05 <= second <= target + 0.8, (second - first, target - first)
     assert r["backoff_ms"] >= (target - first) * 1000 - 60
-    assert r["latency_ms"] < 500  # the wait is backoff, not latency
+    assert r["latency_ms"] < r["backoff_ms"] / 2  # the wait is backoff, not latency
 
 
 @pytest.mark.asyncio
@@ -258,9 +252,10 @@ async def test_retry_after_ms_is_honoured(
     (r,) = journal(w)
     assert r["status"] == "ok" and r["attempts"] == 2
     first, second = upstream.hits["first-429-ms"]
-    assert 0.3 <= second - first < 0.6
+    # 300 ms, not the 1-2 ms backoff, nor 300 s (milliseconds read as seconds) or the next second
+    assert 0.3 <= second - first < 1.0
     assert r["backoff_ms"] >= 300
-    assert r["latency_ms"] < 250
+    assert r["latency_ms"] < r["backoff_ms"]  # counted in, latency would be the larger
 
 
 @pytest.mark.asyncio
@@ -273,7 +268,7 @@ async def test_retry_after_seconds_is_honoured(
     (r,) = journal(w)
     assert r["status"] == "ok" and r["attempts"] == 2 and r["attempt_errors"] == {"http_429": 1}
     first, second = upstream.hits["first-429-seconds"]
-    assert 1.0 <= second - first < 1.3
+    assert 1.0 <= second - first < 1.8  # one second, not two (nor the 1-2 ms backoff)
 
 
 def test_parse_retry_after_forms() -> None:

@@ -73,7 +73,10 @@ async def test_simulator_reports_its_own_lateness() -> None:
     late = stats["lateness_ms"]
     assert late["first"]["n"] == 20 and late["last"]["n"] == 20
     assert late["write"]["n"] >= 20
-    assert late["last"]["p50"] < 50  # a loaded CI machine can be slow, but not by a whole ttft
+    # in milliseconds, and no later than the client saw: a last write that left L ms late reached
+    # the client at least L ms after the schedule's 80 ms (seconds or microseconds would not fit)
+    assert 0.0 <= late["last"]["p50"] <= late["last"]["max"] <= max(took) - 80 + 2, (late, max(took))
+    assert 0.0 <= late["first"]["max"] <= max(took)
 
 
 def test_summary_shows_loop_lag() -> None:

@@ -9,11 +9,11 @@ from __future__ import annotations
 import orjson
 from aiohttp import web
 
-from oxconsole.engine.runner import Engine, RunOutcome
-from oxconsole.workload import check_prompts
+from oxconsole.engine.runner import RunOutcome
 
 from .conftest import WorkloadFactory
 from .http_support import Handler, chat_server
+from .support import journal, run
 
 
 async def run_against(
@@ -35,10 +35,8 @@ async def run_against(
             max_attempts = 1
             """
         )
-        out = await Engine(
-            w, results_path=w.results_path(), total_expected=check_prompts(w).total_requests
-        ).run()
-    return out, [orjson.loads(line) for line in w.results_path().read_bytes().splitlines()]
+        out = await run(w)
+    return out, journal(w)
 
 
 async def json_answer(request: web.Request) -> web.StreamResponse:

@@ -1,4 +1,10 @@
-"""The simulator over real loopback HTTP: the openai SDK and raw aiohttp as clients."""
+"""The simulator over real loopback HTTP: the openai SDK and raw aiohttp as clients.
+
+Timing is checked from the simulator's own records (`OXCONSOLE_SIM_TRACE` and the lateness it
+reports), not from the client's wall clock: the trace says when each token left, the lateness how
+late the loop ran, so the schedule itself is checked to 2 ms however busy the machine is. The
+client's view of the same schedule is `test_the_sdk_sees_the_schedule`, under the `timing` mark.
+"""
 
 from __future__ import annotations
 
@@ -33,7 +39,7 @@ PROFILES = {
     "timed": SimModelProfile(ttft=0.2, tokens_per_s=50.0, output_tokens=6, jitter=0.0),
     "jittery": SimModelProfile(ttft=0.1, tokens_per_s=100.0, output_tokens=5, jitter=0.5),
     "cap2": SimModelProfile(ttft=0.2, tokens_per_s=0.0, output_tokens=4, capacity=2, jitter=0.0),
-    "cap1": SimModelProfile(ttft=1.0, tokens_per_s=0.0, output_tokens=4, capacity=1, jitter=0.0),
+    "cap1": SimModelProfile(ttft=30.0, tokens_per_s=0.0, output_tokens=4, capacity=1, jitter=0.0),
     "err": SimModelProfile(ttft=0.0, tokens_per_s=0.0, error_rate=1.0),
     "throttle": SimModelProfile(ttft=0.0, tokens_per_s=0.0, throttle_rate=1.0, retry_after=2.0),
     "limited": SimModelProfile(ttft=0.0, tokens_per_s=0.0, output_tokens=2, rate_limit=5.0),
@@ -74,6 +80,57 @@ async def raw_post(
 ) -> tuple[int, dict[str, str], bytes]:
     async with aiohttp.ClientSession() as s, s.post(url + path, json=payload) as r:
         return r.status, dict(r.headers), await r.read()
+
+
+EPS = 0.002
+"""Seconds between the trace's wall clock and the loop's monotonic one, read microseconds apart."""
+
+Trace = list[tuple[str, float, float, float, float]]
+
+
+@pytest.fixture
+async def traced(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[str]:
+    """A simulator that traces every streamed request (`OXCONSOLE_SIM_TRACE`)."""
+    monkeypatch.setenv("OXCONSOLE_SIM_TRACE", "1")
+    runner, url = await start_sim(profiles=PROFILES, default=FAST, seed=7)
+    try:
+        yield url
+    finally:
+        await runner.cleanup()
+
+
+async def trace_of(url: str) -> tuple[Trace, dict[str, Any]]:
+    """The simulator's trace and its own lateness figures (ms)."""
+    async with aiohttp.ClientSession() as s, s.get(url.removesuffix("/v1") + "/sim/trace") as r:
+        trace = [tuple(t) for t in await r.json()]
+    return trace, (await sim_stats(url))["lateness_ms"]  # type: ignore[return-value]
+
+
+def assert_on_schedule(trace: Trace, late: dict[str, Any], first: float, last: float) -> None:
+    """Every traced request wrote its first token `first` s and its last `last` s after admission.
+
+    A write can leave late (a busy loop), never early, and the simulator measures how late: the
+    gap it shows, less the latest lateness it reports, is its schedule. So the schedule is checked
+    to EPS on any machine; only the room above grows with the load.
+    """
+    assert trace
+    late_first, late_last = late["first"]["max"] / 1000, late["last"]["max"] / 1000
+    for _, t_in, t_admit, t_first, t_end in trace:
+        assert t_in <= t_admit <= t_first <= t_end
+        assert first - EPS <= t_first - t_admit <= first + late_first + EPS, (t_first - t_admit, late_first)
+        assert last - EPS <= t_end - t_admit <= last + late_last + EPS, (t_end - t_admit, late_last)
+
+
+async def until_stats(url: str, model: str, cond: Any, timeout: float = 10.0) -> dict[str, Any]:
+    """Poll the model's stats until `cond(stats)`; the stats."""
+    deadline = time.monotonic() + timeout
+    while True:
+        st: dict[str, Any] = (await sim_stats(url))["models"].get(model, {})
+        if st and cond(st):
+            return st
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting on the stats of {model}: {st}")
+        await asyncio.sleep(0.01)
 
 
 # -- the happy path ---------------------------------------------------------------------------------
@@ -153,93 +210,131 @@ async def test_models_health_and_bad_body(client: openai.AsyncOpenAI, sim: str) 
 # -- timing -----------------------------------------------------------------------------------------
 
 
-async def test_timing_is_exact_without_jitter(client: openai.AsyncOpenAI) -> None:
-    # Tolerances: the server schedules every token at an absolute loop time (t_admit + ttft + i/tps),
-    # so its own error is one timer tick (~1 ms) and does not accumulate over tokens. What remains is
-    # client-side: sending the request, SSE parsing in the SDK, and scheduling noise on a loaded CI
-    # machine (a few ms). 15 ms on TTFT and 20 ms on latency leave room for that noise and are still
-    # far below one token gap (20 ms) times the 5 gaps, so a drifting or relative-sleep schedule fails.
-    await client.chat.completions.create(model="fast", messages=MESSAGES)  # warm up SDK and pool
+async def test_timing_is_exact_without_jitter(client: openai.AsyncOpenAI, traced: str) -> None:
+    # The server schedules every token at an absolute loop time (t_admit + ttft + i/tps), so what
+    # its trace shows, less its own lateness, is exactly ttft = 200 ms to the first token and
+    # ttft + (6 - 1) / 50 s = 300 ms to the last; a relative or drifting schedule is off by a gap.
+    c = openai.AsyncOpenAI(base_url=traced, api_key="x", max_retries=0)
+    for _ in range(3):
+        stream = await c.chat.completions.create(model="timed", messages=MESSAGES, stream=True)
+        tokens = [ch async for ch in stream if ch.choices and ch.choices[0].delta.content]
+        assert len(tokens) == 6
+    await c.close()
+    trace, late = await trace_of(traced)
+    assert len(trace) == 3
+    assert_on_schedule(trace, late, 0.2, 0.3)
+
+
+@pytest.mark.timing
+@pytest.mark.parametrize("kind", ["chat", "text"])
+async def test_the_sdk_sees_the_schedule(client: openai.AsyncOpenAI, kind: str) -> None:
+    """The client's own clock: what the SDK sees of the 200 ms + 5 x 20 ms schedule.
+
+    Never earlier than the schedule (the server cannot send sooner); the room above it is what a
+    loaded 2-core machine adds to the client's side: the SDK's parsing and the loop it shares with
+    the simulator. Medians of five: 1-3 ms idle, 45-65 ms on TTFT seen here beside a CPU hog with
+    load average 6-8 (other suites running); 100 ms of room holds there and still fails a TTFT
+    taken a whole schedule late. The schedule itself is checked exactly in
+    test_timing_is_exact_without_jitter.
+    """
     ttfts: list[float] = []
     latencies: list[float] = []
     gaps: list[float] = []
-    for _ in range(3):
+    for _ in range(5):
         t0 = time.perf_counter()
-        stream = await client.chat.completions.create(model="timed", messages=MESSAGES, stream=True)
         stamps: list[float] = []
-        async for chunk in stream:
-            if chunk.choices and chunk.choices[0].delta.content:
-                stamps.append(time.perf_counter())
+        if kind == "chat":
+            chat = await client.chat.completions.create(model="timed", messages=MESSAGES, stream=True)
+            async for chunk in chat:
+                if chunk.choices and chunk.choices[0].delta.content:
+                    stamps.append(time.perf_counter())
+        else:
+            text = await client.completions.create(model="timed", prompt=PROMPT, stream=True)
+            async for tc in text:
+                if tc.choices and tc.choices[0].text:
+                    stamps.append(time.perf_counter())
         t_end = time.perf_counter()
         assert len(stamps) == 6
         ttfts.append((stamps[0] - t0) * 1000)
         latencies.append((t_end - t0) * 1000)
         gaps.append((stamps[-1] - stamps[0]) * 1000 / 5)
-    # The median of three keeps one scheduling hiccup on a shared machine from failing the test.
-    assert statistics.median(ttfts) == pytest.approx(200, abs=15)
-    assert statistics.median(latencies) == pytest.approx(300, abs=20)  # ttft + (6 - 1) / 50 s
-    assert statistics.median(gaps) == pytest.approx(20, abs=3)
+    assert 200 - 2 <= statistics.median(ttfts) <= 200 + 100, ttfts
+    assert 300 - 2 <= statistics.median(latencies) <= 300 + 120, latencies
+    assert statistics.median(gaps) == pytest.approx(20, abs=8), gaps
+    whole: list[float] = []  # not streamed: the answer leaves with the last token
+    for _ in range(3):
+        t0 = time.perf_counter()
+        if kind == "chat":
+            await client.chat.completions.create(model="timed", messages=MESSAGES)
+        else:
+            await client.completions.create(model="timed", prompt=PROMPT)
+        whole.append((time.perf_counter() - t0) * 1000)
+    assert 300 - 2 <= statistics.median(whole) <= 300 + 120, whole
 
 
 async def test_non_streaming_latency(client: openai.AsyncOpenAI) -> None:
     await client.chat.completions.create(model="fast", messages=MESSAGES)
     t0 = time.perf_counter()
     r = await client.chat.completions.create(model="timed", messages=MESSAGES)
-    assert (time.perf_counter() - t0) * 1000 == pytest.approx(300, abs=25)
+    # the answer leaves when the last token is due (the same schedule as streaming), never sooner
+    assert time.perf_counter() - t0 >= 0.3 - EPS
     assert r.usage is not None and r.usage.completion_tokens == 6
 
 
-async def test_jitter_stays_within_its_spread(client: openai.AsyncOpenAI) -> None:
-    await client.chat.completions.create(model="fast", messages=MESSAGES)
-    t0 = time.perf_counter()
-    stream = await client.chat.completions.create(model="jittery", messages=MESSAGES, stream=True)
-    first = None
-    async for chunk in stream:
-        if first is None and chunk.choices and chunk.choices[0].delta.content:
-            first = time.perf_counter()
-    assert first is not None
-    assert 50 - 5 <= (first - t0) * 1000 <= 150 + 15  # ttft 100 ms x [0.5, 1.5]
+async def test_jitter_stays_within_its_spread(traced: str) -> None:
+    # ttft 100 ms x [0.5, 1.5] per request: ten draws, each inside the spread
+    payload = {"model": "jittery", "messages": MESSAGES, "stream": True}
+    await asyncio.gather(*(raw_post(traced, payload) for _ in range(10)))
+    trace, late = await trace_of(traced)
+    assert len(trace) == 10
+    late_first = late["first"]["max"] / 1000
+    ttfts = [t_first - t_admit for _, _, t_admit, t_first, _ in trace]
+    assert all(0.05 - EPS <= t <= 0.15 + late_first + EPS for t in ttfts), (ttfts, late_first)
+    assert max(ttfts) - min(ttfts) > 0.01  # drawn, not fixed
 
 
-async def test_capacity_queues_fifo(client: openai.AsyncOpenAI, sim: str) -> None:
-    await client.chat.completions.create(model="fast", messages=MESSAGES)
-    t0 = time.perf_counter()
+async def test_capacity_queues_fifo(traced: str) -> None:
+    """Capacity 2: two are served at once, the others wait in arrival order for a slot."""
+    url = traced
 
-    async def one() -> float:
-        await client.chat.completions.create(model="cap2", messages=MESSAGES)
-        return time.perf_counter() - t0
+    def payload(text: str) -> dict[str, Any]:
+        return {"model": "cap2", "messages": [{"role": "user", "content": text}], "stream": True}
 
-    done = sorted(await asyncio.gather(*(one() for _ in range(4))))
-    # Service time is 0.2 s: two are served at once, the next two one service time later. The
-    # gaps between them carry the property; absolute times also carry the client's start-up
-    # delay, which a loaded machine stretches (0.25 s for the first pair seen here once).
-    assert done[0] >= 0.2 - 0.005
-    assert done[1] - done[0] < 0.04
-    assert done[2] - done[1] == pytest.approx(0.2, abs=0.04)
-    assert done[3] - done[2] < 0.04
-    assert done[3] < 0.4 + 0.15
-    st = (await sim_stats(sim))["models"]["cap2"]
+    sent = [asyncio.ensure_future(raw_post(url, payload(t))) for t in ("r0", "r1")]
+    # a request counted as received has already asked for its slot (no wait in between), so
+    # sending the next one only then fixes the order they queue in
+    await until_stats(url, "cap2", lambda st: st["received"] == 2)
+    sent.append(asyncio.ensure_future(raw_post(url, payload("r2"))))
+    await until_stats(url, "cap2", lambda st: st["received"] == 3)
+    sent.append(asyncio.ensure_future(raw_post(url, payload("r3"))))
+    await asyncio.gather(*sent)
+    trace, _ = await trace_of(url)
+    by = {text: (t_admit, t_end) for text, _, t_admit, _, t_end in trace}
+    assert sorted(by) == ["r0", "r1", "r2", "r3"]
+    first_end = min(by["r0"][1], by["r1"][1])
+    assert by["r2"][0] >= first_end - EPS  # no third slot: r2 waited for one to be freed ...
+    assert by["r2"][0] <= by["r3"][0]  # ... and went before r3 (first in, first out)
+    assert all(t_end - t_admit >= 0.2 - EPS for t_admit, t_end in by.values())  # each served whole
+    st = (await sim_stats(url))["models"]["cap2"]
     assert st["max_concurrent"] == 2
     counts = (st["received"], st["admitted"], st["completed"], st["in_service"], st["queued"])
     assert counts == (4, 4, 4, 0, 0)
 
 
 async def test_client_gone_while_queued_frees_its_place(sim: str) -> None:
-    payload = {"model": "cap1", "messages": MESSAGES}
+    payload = {"model": "cap1", "messages": MESSAGES}  # capacity 1, served for 30 s
     async with aiohttp.ClientSession() as s:
         first = asyncio.ensure_future(s.post(sim + "/chat/completions", json=payload))
-        await asyncio.sleep(0.05)
+        await until_stats(sim, "cap1", lambda st: st["in_service"] == 1)
         with pytest.raises(asyncio.TimeoutError):
             await s.post(sim + "/chat/completions", json=payload, timeout=aiohttp.ClientTimeout(total=0.2))
-        await asyncio.sleep(0.05)
-        st = (await sim_stats(sim))["models"]["cap1"]
-        assert (st["in_service"], st["queued"]) == (1, 0)
+        st = await until_stats(sim, "cap1", lambda st: st["queued"] == 0)  # the waiter left the queue
+        assert (st["received"], st["in_service"]) == (2, 1)
         first.cancel()
         with pytest.raises(asyncio.CancelledError):
             await first
-    await asyncio.sleep(0.05)
-    st = (await sim_stats(sim))["models"]["cap1"]
-    assert (st["in_service"], st["queued"], st["admitted"]) == (0, 0, 1)
+    st = await until_stats(sim, "cap1", lambda st: st["in_service"] == 0)
+    assert (st["queued"], st["admitted"]) == (0, 1)  # the one that left was never served
 
 
 async def test_client_gone_mid_stream_is_quiet(sim: str, caplog: pytest.LogCaptureFixture) -> None:
@@ -247,9 +342,8 @@ async def test_client_gone_mid_stream_is_quiet(sim: str, caplog: pytest.LogCaptu
     async with aiohttp.ClientSession() as s, s.post(sim + "/chat/completions", json=payload) as r:
         await r.content.readline()  # the role chunk, sent at admission
         # leaving the block releases (closes) the connection mid-stream
-    await asyncio.sleep(0.35)
-    st = (await sim_stats(sim))["models"]["timed"]
-    assert (st["in_service"], st["completed"]) == (0, 0)
+    st = await until_stats(sim, "timed", lambda st: st["in_service"] == 0)  # let go of, or served
+    assert st["completed"] == 0
     assert not [rec for rec in caplog.records if rec.levelname in ("ERROR", "CRITICAL")]
 
 
@@ -277,6 +371,8 @@ async def test_throttle_gives_429_with_retry_after(client: openai.AsyncOpenAI, s
 
 
 async def test_rate_limit(sim: str) -> None:
+    """5 requests/s with a bucket of 5. How many tokens came back meanwhile is bounded by the
+    time the client saw pass (5 a second), so the counts hold however slow the machine is."""
     payload = {"model": "limited", "messages": MESSAGES}
     async with aiohttp.ClientSession() as s:
 
@@ -285,14 +381,17 @@ async def test_rate_limit(sim: str) -> None:
                 await r.read()
                 return r.status, r.headers.get("Retry-After")
 
+        t0 = time.perf_counter()
         results = await asyncio.gather(*(one() for _ in range(10)))
-        # 5 requests/s with a bucket of 5: a burst of 10 lets 5 through.
-        assert sorted(s for s, _ in results).count(200) == 5
+        burst_ok = sorted(s for s, _ in results).count(200)
+        assert 5 <= burst_ok <= 5 + 5 * (time.perf_counter() - t0)  # the bucket, and no more
         assert all(ra is not None and float(ra) > 0 for s, ra in results if s == 429)
         await asyncio.sleep(0.25)  # one token refills every 0.2 s
-        assert (await one())[0] == 200
-        assert (await one())[0] == 429
-    assert (await sim_stats(sim))["models"]["limited"]["http_429"] == 6
+        later = [(await one())[0] for _ in range(3)]
+        refilled = 5 * (time.perf_counter() - t0)
+    assert later[0] == 200  # at least 0.25 s x 5/s = 1.25 tokens had come back
+    assert burst_ok + later.count(200) <= 5 + refilled
+    assert (await sim_stats(sim))["models"]["limited"]["http_429"] == 13 - burst_ok - later.count(200)
 
 
 async def test_reset_is_a_connection_error(client: openai.AsyncOpenAI, sim: str) -> None:
@@ -477,44 +576,32 @@ async def test_completions_usage_only_when_the_profile_sends_it() -> None:
         await runner.cleanup()
 
 
-async def test_completions_timing_is_exact_without_jitter(client: openai.AsyncOpenAI) -> None:
-    # The same schedule and tolerances as test_timing_is_exact_without_jitter (see there); text
-    # completions have no role chunk, so the first chunk is the first token.
-    await client.completions.create(model="fast", prompt=PROMPT)  # warm up SDK and pool
-    ttfts: list[float] = []
-    latencies: list[float] = []
-    gaps: list[float] = []
+async def test_completions_timing_is_exact_without_jitter(traced: str) -> None:
+    # The same schedule as test_timing_is_exact_without_jitter (see there); text completions have
+    # no role chunk, so the first chunk is the first token.
+    c = openai.AsyncOpenAI(base_url=traced, api_key="x", max_retries=0)
     for _ in range(3):
-        t0 = time.perf_counter()
-        stream = await client.completions.create(model="timed", prompt=PROMPT, stream=True)
-        stamps: list[float] = []
-        async for chunk in stream:
-            if chunk.choices and chunk.choices[0].text:
-                stamps.append(time.perf_counter())
-        t_end = time.perf_counter()
-        assert len(stamps) == 6
-        ttfts.append((stamps[0] - t0) * 1000)
-        latencies.append((t_end - t0) * 1000)
-        gaps.append((stamps[-1] - stamps[0]) * 1000 / 5)
-    assert statistics.median(ttfts) == pytest.approx(200, abs=15)
-    assert statistics.median(latencies) == pytest.approx(300, abs=20)  # ttft + (6 - 1) / 50 s
-    assert statistics.median(gaps) == pytest.approx(20, abs=3)
+        stream = await c.completions.create(model="timed", prompt=PROMPT, stream=True)
+        assert len([ch async for ch in stream if ch.choices and ch.choices[0].text]) == 6
+    await c.close()
+    trace, late = await trace_of(traced)
+    assert len(trace) == 3
+    assert_on_schedule(trace, late, 0.2, 0.3)
 
 
 async def test_completions_non_streaming_latency_and_capacity(client: openai.AsyncOpenAI, sim: str) -> None:
     await client.completions.create(model="fast", prompt=PROMPT)
     t0 = time.perf_counter()
     r = await client.completions.create(model="timed", prompt=PROMPT)
-    assert (time.perf_counter() - t0) * 1000 == pytest.approx(300, abs=25)
+    assert time.perf_counter() - t0 >= 0.3 - EPS  # when the last token is due, never sooner
     assert r.usage is not None and r.usage.completion_tokens == 6
-    # cap2 serves two at once (0.2 s each), so four take two service times; chat and text share it.
-    # The upper bound is loose: new connections and a loaded machine add to the client's side.
+    # cap2 serves two at once (0.2 s each), so four take two service times; chat and text share it
     t0 = time.perf_counter()
     await asyncio.gather(
         *(client.completions.create(model="cap2", prompt=PROMPT) for _ in range(2)),
         *(client.chat.completions.create(model="cap2", messages=MESSAGES) for _ in range(2)),
     )
-    assert 0.4 - 0.005 <= time.perf_counter() - t0 < 0.4 + 0.3
+    assert time.perf_counter() - t0 >= 0.4 - EPS
     st = (await sim_stats(sim))["models"]["cap2"]
     assert (st["max_concurrent"], st["admitted"], st["completed"], st["queued"]) == (2, 4, 4, 0)
 
@@ -556,9 +643,12 @@ async def test_completions_faults(client: openai.AsyncOpenAI, sim: str) -> None:
 
 async def test_completions_rate_limit(sim: str) -> None:
     payload = {"model": "limited", "prompt": PROMPT}
+    t0 = time.perf_counter()
     results = await asyncio.gather(*(raw_post(sim, payload, "/completions") for _ in range(8)))
-    statuses = sorted(status for status, _, _ in results)
-    assert statuses == [200] * 5 + [429] * 3  # 5 requests/s with a bucket of 5
+    ok = [status for status, _, _ in results].count(200)
+    # 5 requests/s with a bucket of 5 (plus what refilled while the burst went out)
+    assert 5 <= ok <= 5 + 5 * (time.perf_counter() - t0)
+    assert sorted(status for status, _, _ in results) == [200] * ok + [429] * (8 - ok)
     assert all(float(h["Retry-After"]) > 0 for status, h, _ in results if status == 429)
 
 
@@ -593,25 +683,16 @@ async def test_completions_bad_prompt_via_sdk(client: openai.AsyncOpenAI) -> Non
     assert e.value.status_code == 400
 
 
-async def test_completions_trace_key_is_the_prompt(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OXCONSOLE_SIM_TRACE", "1")
-    runner, url = await start_sim(profiles=PROFILES, default=FAST, seed=7)
-    try:
-        async with aiohttp.ClientSession() as s:
-            for prompt in ("one prompt", ["first of two", "second of two"], [1, 2, 3]):
-                payload = {"model": "timed", "stream": True, "prompt": prompt}
-                async with s.post(url + "/completions", json=payload) as r:
-                    assert r.status == 200
-                    await r.read()
-            async with s.get(url.removesuffix("/v1") + "/sim/trace") as r:
-                trace = await r.json()
-    finally:
-        await runner.cleanup()
+async def test_completions_trace_key_is_the_prompt(traced: str) -> None:
+    async with aiohttp.ClientSession() as s:
+        for prompt in ("one prompt", ["first of two", "second of two"], [1, 2, 3]):
+            payload = {"model": "timed", "stream": True, "prompt": prompt}
+            async with s.post(traced + "/completions", json=payload) as r:
+                assert r.status == 200
+                await r.read()
+    trace, late = await trace_of(traced)
     assert [t[0] for t in trace] == ["one prompt", "second of two", ""]
-    for _, t_in, t_admit, t_first, t_end in trace:
-        assert t_in <= t_admit <= t_first <= t_end
-        assert t_first - t_admit == pytest.approx(0.2, abs=0.015)
-        assert t_end - t_admit == pytest.approx(0.3, abs=0.02)
+    assert_on_schedule(trace, late, 0.2, 0.3)
 
 
 # -- process and command line -----------------------------------------------------------------------
@@ -633,10 +714,6 @@ def test_cli_bad_input_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_cli_bad_config_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    import oxconsole.workload as workload
-
-    if not hasattr(workload, "load_sim_section"):
-        pytest.skip("workload.load_sim_section is not there yet")
     bad = tmp_path / "bad.toml"
     bad.write_text('[sim.models.m]\nttft = "soon"\n')
     assert sim_main(["--config", str(bad)]) == 2
@@ -644,6 +721,7 @@ def test_cli_bad_config_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert "bad.toml" in err and "Traceback" not in err
 
 
+@pytest.mark.subprocess
 def test_sim_process_start_stop() -> None:
     cpus = {min(os.sched_getaffinity(0))} if hasattr(os, "sched_getaffinity") else None
     with SimProcess({"m": FAST}, cpus=cpus) as sim:
@@ -664,6 +742,7 @@ def test_sim_process_start_stop() -> None:
         os.kill(pid, 0)  # reaped: the pid is gone
 
 
+@pytest.mark.subprocess
 def test_sim_process_reports_child_stderr() -> None:
     sim = SimProcess({"m": FAST}, host="192.0.2.1")  # refused: not loopback
     with pytest.raises(SimProcessError, match="allow-remote"):
@@ -671,6 +750,7 @@ def test_sim_process_reports_child_stderr() -> None:
     assert not sim.running
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_cli_prints_url_first_and_exits_cleanly(sig: signal.Signals, tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -702,6 +782,8 @@ def test_cli_prints_url_first_and_exits_cleanly(sig: signal.Signals, tmp_path: P
     assert b"Traceback" not in err
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux-only")
 def test_sim_process_dies_with_its_parent() -> None:
     code = (
@@ -726,34 +808,19 @@ def test_sim_process_dies_with_its_parent() -> None:
     pytest.fail("the simulator outlived its parent")
 
 
-def test_simulator_does_not_import_textual() -> None:
-    code = "import sys, oxconsole.sim, oxconsole.sim.cli; assert 'textual' not in sys.modules"
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=30)
-
-
-async def test_trace_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_trace_when_asked(traced: str) -> None:
     """OXCONSOLE_SIM_TRACE: per streamed request, the prompt's text and when the handler started,
     admitted it, wrote the first token and ended (what bench_truth.py splits a client's error by)."""
-    monkeypatch.setenv("OXCONSOLE_SIM_TRACE", "1")
-    runner, url = await start_sim(profiles=PROFILES, default=FAST, seed=7)
-    try:
-        t_before = time.time()
-        async with aiohttp.ClientSession() as s:
-            for text in ("first prompt", "second prompt"):
-                payload = {"model": "timed", "stream": True, "messages": [{"role": "user", "content": text}]}
-                async with s.post(url + "/chat/completions", json=payload) as r:
-                    await r.read()
-            async with s.get(url.removesuffix("/v1") + "/sim/trace") as r:
-                trace = await r.json()
-    finally:
-        await runner.cleanup()
+    t_before = time.time()
+    async with aiohttp.ClientSession() as s:
+        for text in ("first prompt", "second prompt"):
+            payload = {"model": "timed", "stream": True, "messages": [{"role": "user", "content": text}]}
+            async with s.post(traced + "/chat/completions", json=payload) as r:
+                await r.read()
+    trace, late = await trace_of(traced)
     assert [t[0] for t in trace] == ["first prompt", "second prompt"]
-    for _, t_in, t_admit, t_first, t_end in trace:
-        assert t_before <= t_in <= t_admit <= t_first <= t_end
-        # the profile's ttft and latency (loose: this checks the trace's fields, not the timing)
-        assert t_first - t_admit == pytest.approx(0.2, abs=0.05)
-        assert t_end - t_admit == pytest.approx(0.3, abs=0.05)
+    assert all(t_before <= t_in for _, t_in, *_ in trace)
+    assert_on_schedule(trace, late, 0.2, 0.3)  # the profile's ttft and latency
 
 
 async def test_no_trace_unless_asked(sim: str) -> None:

@@ -128,7 +128,7 @@ def _parse_line(line: bytes, lineno: int, label: str, models: frozenset[str]) ->
     if tag is not None and (type(tag) is not str or not tag):
         fail(label, f"{where}: tag", "a non-empty string", tag)
     model = obj.get("model")
-    if model is not None and model not in models:
+    if model is not None and (type(model) is not str or model not in models):
         if type(model) is not str:
             fail(label, f"{where}: model", "the name of a model in [[models]]", model)
         hint = did_you_mean(model, models)

@@ -1,0 +1,101 @@
+"""What the test files share: a run's journal read back, an engine run to its end, waiting for a
+condition without sleeping a fixed time, and the command line as a child process.
+
+One copy each, so a test that waits does so the same way everywhere: by polling its condition up
+to a generous deadline (a loaded machine is slow, never wrong), never by sleeping a guessed time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from oxconsole.engine.runner import Engine, RunOutcome
+from oxconsole.sim import start_sim
+from oxconsole.workload import Workload, check_prompts
+
+REPO = Path(__file__).resolve().parents[2]
+"""The repository's root folder."""
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a JSONL file, blank lines skipped (a torn line fails the test)."""
+    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+
+
+def journal(w: Workload) -> list[dict[str, Any]]:
+    """The records a run of `w` journaled, in file order."""
+    return read_jsonl(w.results_path())
+
+
+def engine_for(w: Workload, **kw: Any) -> Engine:
+    """An engine for `w` writing its journal, with the expected total as the command line gives it."""
+    kw.setdefault("total_expected", check_prompts(w).total_requests)
+    return Engine(w, results_path=w.results_path(), **kw)
+
+
+async def run(w: Workload, engine: Engine | None = None, *, sim: str = "in-process") -> RunOutcome:
+    """Run `w` (or the engine given for it) to its end.
+
+    Endpoints at `base_url = "sim"` are served by the simulator on this loop (`start_sim`, with the
+    workload's profiles and seed): the same simulator over the same loopback HTTP, without the
+    half second the engine's own simulator process takes to start. `sim="process"` leaves that to
+    the engine, as a real run does (the command-line, console and timing tests go that way).
+    """
+    e = engine or engine_for(w)
+    runners = []
+    if sim == "in-process":
+        for ep in w.endpoints.values():
+            if ep.base_url == "sim" and ep.name not in e.endpoint_urls:
+                runner, url = await start_sim(profiles=w.sim, seed=w.run.seed)
+                runners.append(runner)
+                e.endpoint_urls[ep.name] = url
+    try:
+        return await e.run()
+    finally:
+        for r in runners:
+            await r.cleanup()
+
+
+async def until(
+    cond: Callable[[], object], timeout: float = 10.0, what: str = "a condition", interval: float = 0.01
+) -> None:
+    """Poll `cond` on the running loop until it is true; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        await asyncio.sleep(interval)
+
+
+def wait_until(
+    cond: Callable[[], object], timeout: float = 15.0, what: str = "a condition", interval: float = 0.02
+) -> None:
+    """`until` for code outside an event loop (a test driving child processes)."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(interval)
+
+
+def oxconsole(
+    *args: str, cwd: Path, timeout: float = 60, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`python -m oxconsole ARGS` to its end, output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "oxconsole", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
