@@ -126,6 +126,11 @@ class EndedEarly:
         self.overrides = source.overrides
         self.final: Snapshot | None = None
 
+    @property
+    def pid(self) -> int | None:
+        """The run's engine process."""
+        return self.source.pid
+
     def latest(self) -> Snapshot | None:
         return self.final or self.source.latest()
 

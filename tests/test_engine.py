@@ -351,7 +351,7 @@ async def test_closed_loop_rate_limit_changes_live(make_workload: WorkloadFactor
     await d
     [change] = out.summary["changes"]
     assert (change["what"], change["to"]) == ("rate", 80)
-    assert e.limiter is not None and e.limiter.rate == 80
+    assert e.dispatch.limiter is not None and e.dispatch.limiter.rate == 80
     recs = journal(w)
     t_change = e.started_at + change["t"]  # the engine's clock starts at started_at
     before = sum(1 for r in recs if r["t_sent"] < t_change)

@@ -64,6 +64,8 @@ def test_journal_summary_equals_collector_summary(tmp_path: Path) -> None:
         "ok": len(ok),
         "error": len(recs) - len(ok),
         "retried": sum(r.attempts > 1 for r in recs),
+        "fallbacks": sum(bool(r.models_tried) for r in recs),
+        "sessions": 1,
     }
     for metric in ("latency_ms", "ttft_ms", "itl_ms"):
         assert_summary_close(from_journal[metric], exact_summary([getattr(r, metric) for r in ok]))
