@@ -54,6 +54,36 @@ class RunOutcome:
         return EXIT_ERRORS if self.error or self.crashed else EXIT_OK
 
 
+def ended(
+    summary: dict[str, Any],
+    *,
+    ok: int,
+    error: int,
+    stopped: bool,
+    dispatch_complete: bool,
+    skipped: int,
+    warnings: list[str],
+    journal_failure: str | None,
+    crashed: bool = False,
+) -> RunOutcome:
+    """The outcome of a run (an `Engine` or a `WorkerPool`) once its summary is made. When the
+    journal failed, the counts are the summary's (only the lines in the file count), not the live
+    ones; a stop that came after dispatch reached its end did not interrupt anything."""
+    req = summary["requests"]
+    saved = journal_failure is None
+    return RunOutcome(
+        summary=summary,
+        ok=ok if saved else req["ok"],
+        error=error if saved else req["error"],
+        interrupted=stopped and not dispatch_complete,
+        skipped=skipped,
+        warnings=warnings,
+        crashed=crashed,
+        not_sent=req["not_sent"],
+        journal_failure=journal_failure,
+    )
+
+
 def count_not_sent(total: int | None, finished: int, complete: bool) -> int | None:
     """Requests of a run with no record: its total less those that ended (a request cancelled at
     stop ended, as `cancelled`; one lost with a crashed worker or a failed journal did not).

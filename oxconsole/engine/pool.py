@@ -30,6 +30,7 @@ from oxconsole.engine.commands import Command, SetConcurrency, SetRate, SetTpm, 
 from oxconsole.engine.endpoints import start_sim
 from oxconsole.engine.live import Change, LiveSettings
 from oxconsole.engine.outcome import RunOutcome, count_not_sent
+from oxconsole.engine.outcome import ended as outcome_of
 from oxconsole.engine.prometheus import MetricsEndpoint, metrics_endpoint
 from oxconsole.engine.runner import Engine, new_collector
 from oxconsole.engine.saved import run_summary
@@ -254,19 +255,16 @@ class WorkerPool:
         self._publish()
         running = loop.time() - self._t0
         self.session.end(running)
-        summary = self._summary(running)
-        req = summary["requests"]
-        saved = self.journal_failure is None  # else only the lines in the file count
-        return RunOutcome(
-            summary=summary,
-            ok=self._ok if saved else req["ok"],
-            error=self._errors if saved else req["error"],
-            interrupted=self._interrupted and not self.dispatch_complete,
+        return outcome_of(
+            self._summary(running),
+            ok=self._ok,
+            error=self._errors,
+            stopped=self._interrupted,
+            dispatch_complete=self.dispatch_complete,
             skipped=len(self.skip_ids),
             warnings=self.warnings,
-            crashed=self._crashed,
-            not_sent=req["not_sent"],
             journal_failure=self.journal_failure,
+            crashed=self._crashed,
         )
 
     @property

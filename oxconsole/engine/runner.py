@@ -30,7 +30,7 @@ from oxconsole.engine.limits import Hold
 from oxconsole.engine.live import Change, LiveSettings
 from oxconsole.engine.outcome import RunEngine as RunEngine
 from oxconsole.engine.outcome import RunOutcome as RunOutcome
-from oxconsole.engine.outcome import count_not_sent
+from oxconsole.engine.outcome import count_not_sent, ended
 from oxconsole.engine.prometheus import MetricsEndpoint, metrics_endpoint
 from oxconsole.engine.request import Sender, Story
 from oxconsole.engine.request import backoff_delay as backoff_delay
@@ -288,17 +288,14 @@ class Engine:
         self._publish()
         running = loop.time() - self._t0
         self.session.end(running)
-        summary = self._summary(running)
-        req = summary["requests"]
-        saved = self.journal_failure is None  # else only the lines in the file count
-        return RunOutcome(
-            summary=summary,
-            ok=self.ok if saved else req["ok"],
-            error=self.errors if saved else req["error"],
-            interrupted=self._interrupted and not self.dispatch_complete,
+        return ended(
+            self._summary(running),
+            ok=self.ok,
+            error=self.errors,
+            stopped=self._interrupted,
+            dispatch_complete=self.dispatch_complete,
             skipped=len(self.skip_ids),
             warnings=self.warnings,
-            not_sent=req["not_sent"],
             journal_failure=self.journal_failure,
         )
 
