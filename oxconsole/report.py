@@ -25,7 +25,7 @@ from oxconsole.journal.identify import NotAJournal, not_a_journal, not_a_record,
 from oxconsole.journal.meta import read_manifest
 from oxconsole.journal.records import RUN_TIMES, RequestRecord, has_run_times
 from oxconsole.journal.sessions import SessionSpans, sessions_of
-from oxconsole.metrics.aggregate import RunStats, build_summary, count_fallbacks, phase_summary
+from oxconsole.metrics.aggregate import RunStats, Tally, build_summary, phase_summary
 from oxconsole.metrics.format import change_text
 
 __all__ = [
@@ -201,21 +201,8 @@ def _tally(p: Path, twice: set[int]) -> tuple[RunStats, dict[str, RunStats]]:
     """Pass 2: the whole run's and each model's figures. Records of ids whose hash repeats (few:
     resumed ids) are held until the end so that the last one of each id counts (this second read
     reports nothing new)."""
-    overall = RunStats()
-    models: dict[str, RunStats] = {}
+    tally = Tally()
     held: dict[str, RequestRecord] = {}
-
-    def stats_of(model: str) -> RunStats:
-        st = models.get(model)
-        if st is None:
-            st = models[model] = RunStats(per_model=True)
-        return st
-
-    def count(rec: RequestRecord) -> None:
-        overall.record(rec)
-        stats_of(rec.model).record(rec)
-        if rec.models_tried:
-            count_fallbacks(rec, stats_of)
 
     for rec in read_journal(p):
         if twice and hash(rec.id) in twice:
@@ -223,10 +210,10 @@ def _tally(p: Path, twice: set[int]) -> tuple[RunStats, dict[str, RunStats]]:
             held.pop(rec.id, None)  # re-inserted: the dict keeps journal order of last records
             held[rec.id] = rec
             continue
-        count(rec)
+        tally.count(rec)
     for rec in held.values():
-        count(rec)
-    return overall, models
+        tally.count(rec)
+    return tally.overall, tally.models
 
 
 SESSION_ONLY = ("changes", "phases")

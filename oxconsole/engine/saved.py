@@ -5,7 +5,7 @@ fsync fails (disk full, quota, I/O error), the collector has already counted rec
 were lost: those finishing in the loop iteration of the failed write, and every request cancelled
 after it. So the summary of such a run is rebuilt from the lines this run's journal really wrote
 (`saved_records`, from where this session began), with the arithmetic `oxconsole report` uses
-(`RunStats` and `build_summary` in metrics/aggregate; `report.py` itself is a layer above the
+(`Tally` and `build_summary` in metrics/aggregate; `report.py` itself is a layer above the
 engine). The live run's name, start, duration and changes are kept; like a report, it has one
 phase. `saved: false` and `save_error` (which file, and why) say what happened.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from oxconsole.journal.journal import Journal, saved_records
-from oxconsole.metrics.aggregate import RunStats, build_summary, phase_summary
+from oxconsole.metrics.aggregate import Tally, build_summary, phase_summary
 from oxconsole.metrics.collector import Collector
 
 __all__ = ["run_summary"]
@@ -27,21 +27,17 @@ def run_summary(
     """The run's summary: the collector's, or the saved lines' when the journal failed."""
     if journal is None or journal.failure is None:
         return collector.summary(name, duration_s)
-    overall = RunStats()
-    models: dict[str, RunStats] = {}
+    tally = Tally()
     for rec in saved_records(journal.path, journal.start):
         rec.text = None
-        overall.record(rec)
-        st = models.get(rec.model)
-        if st is None:
-            st = models[rec.model] = RunStats()
-        st.record(rec)
+        tally.count(rec)
+    overall = tally.overall
     summary = build_summary(
         name=name,
         started_at=collector.started_at,
         duration_s=duration_s,
         overall=overall,
-        models=models.items(),
+        models=tally.models.items(),
         changes=collector.changes,
         phases=[phase_summary(overall, 0.0, duration_s, [])],
     )

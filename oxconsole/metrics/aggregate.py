@@ -18,6 +18,7 @@ from oxconsole.metrics.histogram import LogHistogram
 __all__ = [
     "METRICS",
     "RunStats",
+    "Tally",
     "build_summary",
     "count_fallbacks",
     "error_details",
@@ -192,6 +193,28 @@ def count_fallbacks(rec: RequestRecord, stats_of: Callable[[str], RunStats]) -> 
     """Count `rec` at each model it fell back from (`stats_of(name)` is that model's stats)."""
     for name in rec.fell_back_from():
         stats_of(name).left += 1
+
+
+class Tally:
+    """The whole run's and each model's figures from finished records, counted as the live
+    collector counts them: per-model retries, and a fallback charged to each model it left. What
+    `oxconsole report` and a run whose journal failed both rebuild a summary from."""
+
+    def __init__(self) -> None:
+        self.overall = RunStats()
+        self.models: dict[str, RunStats] = {}
+
+    def of(self, model: str) -> RunStats:
+        st = self.models.get(model)
+        if st is None:
+            st = self.models[model] = RunStats(per_model=True)
+        return st
+
+    def count(self, rec: RequestRecord) -> None:
+        self.overall.record(rec)
+        self.of(rec.model).record(rec)
+        if rec.models_tried:
+            count_fallbacks(rec, self.of)
 
 
 def iso_time(unix: float) -> str:
