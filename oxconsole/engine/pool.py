@@ -29,7 +29,7 @@ import orjson
 from oxconsole.engine.commands import Command, SetConcurrency, SetRate, SetTpm, Stop, command_to_dict
 from oxconsole.engine.endpoints import start_sim
 from oxconsole.engine.live import Change, LiveSettings
-from oxconsole.engine.outcome import RunOutcome, count_not_sent
+from oxconsole.engine.outcome import RunOutcome
 from oxconsole.engine.outcome import ended as outcome_of
 from oxconsole.engine.prometheus import MetricsEndpoint, metrics_endpoint
 from oxconsole.engine.runner import Engine, new_collector
@@ -297,13 +297,16 @@ class WorkerPool:
 
     def _summary(self, duration: float) -> dict[str, Any]:
         """The collector's summary, with the workers' cool-downs, loop lag (the worst) and GC (summed)."""
-        summary = run_summary(self.w.name, duration, self.collector, self._journal)
-        summary["requests"]["not_sent"] = count_not_sent(
-            self.total_expected, summary["requests"]["total"], self.dispatch_complete
+        summary = run_summary(
+            self.w.name,
+            duration,
+            self.collector,
+            self._journal,
+            total_expected=self.total_expected,
+            dispatch_complete=self.dispatch_complete,
+            skipped=len(self.skip_ids),
+            cooldowns=self.cooldowns,
         )
-        if self.skip_ids:
-            summary["resumed_skipped"] = len(self.skip_ids)
-        summary["cooldowns"] = self.cooldowns
         summary["workers"] = self.n
         ends = [wk.end for wk in self._workers if wk.end]
         lags = [e["loop_lag_ms"] for e in ends if e.get("loop_lag_ms")]

@@ -30,7 +30,7 @@ from oxconsole.engine.limits import Hold
 from oxconsole.engine.live import Change, LiveSettings
 from oxconsole.engine.outcome import RunEngine as RunEngine
 from oxconsole.engine.outcome import RunOutcome as RunOutcome
-from oxconsole.engine.outcome import count_not_sent, ended
+from oxconsole.engine.outcome import ended
 from oxconsole.engine.prometheus import MetricsEndpoint, metrics_endpoint
 from oxconsole.engine.request import Sender, Story
 from oxconsole.engine.request import backoff_delay as backoff_delay
@@ -343,13 +343,16 @@ class Engine:
             self._journal.close()
 
     def _summary(self, duration: float) -> dict[str, Any]:
-        summary = run_summary(self.w.name, duration, self.collector, self._journal)
-        summary["requests"]["not_sent"] = count_not_sent(
-            self.total_expected, summary["requests"]["total"], self.dispatch_complete
+        summary = run_summary(
+            self.w.name,
+            duration,
+            self.collector,
+            self._journal,
+            total_expected=self.total_expected,
+            dispatch_complete=self.dispatch_complete,
+            skipped=len(self.skip_ids),
+            cooldowns=self.cooldowns,
         )
-        if self.skip_ids:
-            summary["resumed_skipped"] = len(self.skip_ids)
-        summary["cooldowns"] = self.cooldowns
         lag = self.loop_lag.summary()
         summary["loop_lag_ms"] = {"p50": lag["p50"], "p99": lag["p99"], "max": lag["max"]}
         if self._gc is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from oxconsole.engine.outcome import count_not_sent
 from oxconsole.journal.journal import Journal, saved_records
 from oxconsole.metrics.aggregate import Tally, build_summary, phase_summary
 from oxconsole.metrics.collector import Collector
@@ -22,9 +23,29 @@ __all__ = ["run_summary"]
 
 
 def run_summary(
-    name: str, duration_s: float, collector: Collector, journal: Journal | None
+    name: str,
+    duration_s: float,
+    collector: Collector,
+    journal: Journal | None,
+    *,
+    total_expected: int | None,
+    dispatch_complete: bool,
+    skipped: int,
+    cooldowns: list[dict[str, Any]],
 ) -> dict[str, Any]:
-    """The run's summary: the collector's, or the saved lines' when the journal failed."""
+    """The run's summary (an `Engine`'s or a `WorkerPool`'s): the collector's, or the saved
+    lines' when the journal failed; with what was not sent, ids skipped on --resume, cool-downs."""
+    summary = _figures(name, duration_s, collector, journal)
+    summary["requests"]["not_sent"] = count_not_sent(
+        total_expected, summary["requests"]["total"], dispatch_complete
+    )
+    if skipped:
+        summary["resumed_skipped"] = skipped
+    summary["cooldowns"] = cooldowns
+    return summary
+
+
+def _figures(name: str, duration_s: float, collector: Collector, journal: Journal | None) -> dict[str, Any]:
     if journal is None or journal.failure is None:
         return collector.summary(name, duration_s)
     tally = Tally()
