@@ -77,8 +77,11 @@ class Collector:
         window_s: int = 10,
         series_s: int = 300,
         ring_s: int = 600,
+        slo_target: float | None = None,
     ) -> None:
         self.started_at = started_at
+        self.slo_target = slo_target
+        """The `[slo]` target (None: no SLO), for the goodput blocks and the snapshot's goodput."""
         self._clock = clock
         self._t0 = clock()
         self._prices = dict(prices or {})
@@ -201,7 +204,9 @@ class Collector:
         if self._phase.total == 0 and t - self._phase_t < PHASE_FOLD_S and self._phase_settings:
             self._phase_settings.append(c)  # e.g. several weights edited at once: one phase
             return
-        self._phases.append(phase_summary(self._phase, self._phase_t, t, self._phase_settings))
+        self._phases.append(
+            phase_summary(self._phase, self._phase_t, t, self._phase_settings, self.slo_target)
+        )
         self._phase = RunStats()
         self._targets.clear()
         self._phase_t = t
@@ -360,7 +365,13 @@ class Collector:
         """The contract's summary object for the run so far, with ``duration_s`` of wall time."""
         phases = [
             *self._phases,
-            phase_summary(self._phase, self._phase_t, max(duration_s, self._phase_t), self._phase_settings),
+            phase_summary(
+                self._phase,
+                self._phase_t,
+                max(duration_s, self._phase_t),
+                self._phase_settings,
+                self.slo_target,
+            ),
         ]
         return build_summary(
             name=name,
@@ -372,6 +383,7 @@ class Collector:
             phases=phases,
             live_attempt_errors=self._live_attempts,
             attempt_details=self._attempt_detail,
+            slo_target=self.slo_target,
         )
 
     @property
