@@ -26,6 +26,7 @@ from oxconsole.metrics.aggregate import (
     error_details,
     phase_summary,
 )
+from oxconsole.metrics.goodput import Goodput
 from oxconsole.metrics.histogram import LogHistogram, record_into
 from oxconsole.metrics.snapshot import (
     Bins,
@@ -99,6 +100,7 @@ class Collector:
         self._ok_s = SecondSeries(ring_s)
         self._out_s = SecondSeries(ring_s)
         self._err_s = SecondSeries(ring_s)
+        self._good_s = SecondSeries(ring_s)
         self._live_attempts: dict[str, int] = {}
         self._targets: dict[str, _Targets] = {}
         self._targets_sec = -1
@@ -140,6 +142,8 @@ class Collector:
             ph.count(rec)
         if rec.models_tried:
             count_fallbacks(rec, self._model_stats_of)
+        if rec.slo_ok:
+            self._good_s.add(sec)
         if rec.status == "ok":
             acc.ok_s.add(sec)
             self._ok_s.add(sec)
@@ -258,6 +262,22 @@ class Collector:
             attempt_errors=self._attempt_errors(),
             error_details=error_details(al.error_detail, self._attempt_detail),
             changes=tuple(dict(c) for c in self.changes),
+            goodput=self._goodput(w_start, sec, span, run_span),
+        )
+
+    def _goodput(self, w_start: int, sec: int, span: float, run_span: float) -> Goodput | None:
+        """Good requests against the `[slo]`: whole run, the window [w_start, sec] and this phase."""
+        if self.slo_target is None:
+            return None
+        al, ph = self._all, self._phase
+        return Goodput(
+            target=self.slo_target,
+            good=al.good,
+            judged=al.judged,
+            req_per_s=round(al.good / run_span, 3),
+            req_per_s_10s=round(self._good_s.total(w_start, sec) / span, 3),
+            phase_good=ph.good,
+            phase_judged=ph.judged,
         )
 
     def _phase_figures(self, run: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:

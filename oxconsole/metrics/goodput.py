@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Goodput", "goodput_entry", "goodput_text", "slo_missed", "slo_target_of"]
+__all__ = ["Goodput", "goodput_entry", "goodput_text", "progress_part", "slo_missed", "slo_target_of"]
 
 
 def fraction_of(good: int, judged: int) -> float | None:
@@ -130,3 +130,13 @@ class Goodput:
         t = g.get("target")
         rate = float(g.get("requests_per_s") or 0.0)
         return cls(None if t is None else float(t), good, judged, rate, 0.0, good, judged)
+
+
+def progress_part(g: Goodput) -> str:
+    """The headless progress line's part: `good 9.1/s 93% < 95%` (the target shown when missed)."""
+    frac = g.fraction
+    share = "–" if frac is None else f"{100 * frac:.0f}%" if frac in (0.0, 1.0) else f"{100 * frac:.1f}%"
+    text = f"good {g.req_per_s_10s:.1f}/s {share}"
+    if g.met is False and g.target is not None:
+        text += f" < {100 * g.target:g}%"
+    return text
