@@ -27,7 +27,7 @@ from oxconsole.journal.records import RUN_TIMES, RequestRecord, has_run_times
 from oxconsole.journal.sessions import SessionSpans, sessions_of
 from oxconsole.metrics.aggregate import RunStats, Tally, build_summary, phase_summary
 from oxconsole.metrics.format import change_text
-from oxconsole.metrics.goodput import goodput_text, slo_target_of
+from oxconsole.metrics.goodput import goodput_lines, slo_target_of
 
 __all__ = [
     "JournalIssues",
@@ -343,7 +343,7 @@ def _totals_lines(s: Mapping[str, Any]) -> list[str]:
             f"rate      {_num(thr.get('requests_per_s'), 2)} req/s  "
             f"{_num(thr.get('output_tokens_per_s'), 1)} output tok/s"
         ),
-        *(_fit(g) for g in (goodput_text(s),) if g),
+        *(_fit(g) for g in goodput_lines(s)),
         _fit(f"tokens    in {tok.get('input', 0):,}  out {tok.get('output', 0):,}{estimated}"),
         _fit(f"cost      {_money(_g(s, 'cost', 'total'))}"),
     ]

@@ -239,3 +239,96 @@ def test_bad_slo_is_bad_input(tmp_path: Path) -> None:
     assert out.returncode == 2
     assert "w.toml: slo.target: expected a number > 0 and <= 1" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_resume_judges_the_whole_journal(tmp_path: Path) -> None:
+    """A run that missed its SLO, resumed with a looser one: the whole journal's goodput (each id's
+    last record) decides the exit code, the manifest keeps the latest [slo], report agrees."""
+    wl = tmp_path / "w.toml"
+    wl.write_text(
+        FAST_SLOW.format(target=0.9, slow_errors=1.0)
+        + '[retry]\nmax_attempts = 1\n[output]\nresults = "out/r.jsonl"\n'
+    )
+    first = oxc(str(wl), "--headless", cwd=tmp_path)
+    assert first.returncode == 3, first.stderr
+    again = oxc(
+        str(wl), "--headless", "--resume", "--summary-json", "s.json",
+        "--set", "sim.models.slow.error_rate=0", "--set", 'slo.ttft="2s"', cwd=tmp_path,
+    )  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    live = orjson.loads((tmp_path / "s.json").read_bytes())
+    assert live["goodput"]["fraction"] == 1.0 and live["goodput"]["met"] is True
+    assert live["requests"]["sessions"] == 2
+    manifest = orjson.loads((tmp_path / "out/r.jsonl.meta.json").read_bytes())
+    assert manifest["slo"] == {"ttft": 2.0, "itl": None, "latency": None, "target": 0.9}
+    rebuilt = orjson.loads(oxc("report", "out/r.jsonl", "--json", cwd=tmp_path).stdout)
+    assert rebuilt["goodput"] == live["goodput"]
+
+
+def test_exit_code_precedence() -> None:
+    """2 is decided before a run; then 4, 130, 3, 1, 0."""
+    from oxconsole.engine.outcome import RunOutcome
+
+    missed = {"goodput": {"met": False}}
+
+    def code(summary: dict[str, Any], **kw: Any) -> int:
+        return RunOutcome(summary=summary, ok=5, error=kw.pop("error", 0), interrupted=False, **kw).exit_code
+
+    assert code(missed) == 3
+    assert code(missed, error=2) == 3
+    assert code({"goodput": {"met": True}}, error=2) == 1
+    assert code({"goodput": {"met": None}}) == 0
+    assert code(missed, journal_failure="disk full") == 4
+    stopped = RunOutcome(summary=missed, ok=5, error=0, interrupted=True, not_sent=3)
+    assert stopped.exit_code == 130
+
+
+def test_phases_each_have_goodput() -> None:
+    """A change starts a phase; each phase's goodput counts its own requests over its own span."""
+    from oxconsole.metrics.collector import Collector
+
+    now = [0.0]
+    col = Collector(["m"], started_at=1.0, clock=lambda: now[0], slo_target=0.75)
+    for i in range(8):
+        now[0] = i * 0.5
+        if i == 4:
+            col.change(2.0, "concurrency", 8, 16)
+        r = rec(ttft=100.0 if i < 4 else (600.0 if i % 2 else 100.0))
+        r.slo_ok = SloConfig(ttft=0.5).good(r)
+        col.record(r)
+    s = col.summary("p", 4.0)
+    first, second = (p["goodput"] for p in s["phases"])
+    assert first == {"requests_per_s": 2.0, "fraction": 1.0, "target": 0.75, "met": True}
+    assert second == {"requests_per_s": 1.0, "fraction": 0.5, "target": 0.75, "met": False}
+    assert s["goodput"] == {"requests_per_s": 1.5, "fraction": 0.75, "target": 0.75, "met": True}
+    assert s["models"]["m"]["goodput"]["fraction"] == 0.75
+
+
+@pytest.mark.asyncio
+async def test_workers_mark_every_record(make_workload: WorkloadFactory) -> None:
+    from oxconsole.engine.pool import make_engine
+
+    w = make_workload(
+        FAST_SLOW.format(target=0.4, slow_errors=0).replace(
+            "concurrency = 16", "concurrency = 16\nworkers = 2"
+        )
+    )
+    e = make_engine(w, results_path=w.results_path(), total_expected=12)
+    out = await e.run()
+    recs = journal(w)
+    assert len(recs) == 12
+    assert [r["slo_ok"] for r in recs] == [r["model"] == "fast" for r in recs]
+    assert out.summary["goodput"]["fraction"] == 0.5 and out.exit_code == 0
+
+
+def test_validate_describes_the_slo(make_workload: WorkloadFactory) -> None:
+    from oxconsole.workload import check_prompts, describe
+
+    w = make_workload(BASE + '[run]\nstream = false\n[slo]\nttft = "500ms"\nlatency = 20\ntarget = 0.99\n')
+    text = describe(w, check_prompts(w))
+    assert "a request is good when ok and ttft <= 500ms, latency <= 20s" in text
+    assert "target: 99% of finished requests good, else the run exits 3" in text
+    assert "slo.ttft with run.stream = false" in text
+    assert "slo" not in describe(make_workload(BASE), check_prompts(make_workload(BASE)))

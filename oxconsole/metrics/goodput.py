@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Goodput", "goodput_entry", "goodput_text", "progress_part", "slo_missed", "slo_target_of"]
+__all__ = ["Goodput", "goodput_entry", "goodput_lines", "progress_part", "slo_missed", "slo_target_of"]
 
 
 def fraction_of(good: int, judged: int) -> float | None:
@@ -49,20 +49,32 @@ def goodput_entry(good: int, judged: int, duration_s: float, target: float | Non
     }
 
 
-def goodput_text(summary: Mapping[str, Any]) -> str | None:
-    """The summary table's goodput line (None without one): `goodput   5.20 req/s  93.1% good
-    target 95%  below target`."""
+def goodput_lines(summary: Mapping[str, Any]) -> list[str]:
+    """The summary table's goodput lines (none without `[slo]`): `goodput   5.20 req/s  93.1% good
+    target 95%  below target`, then each model's share when there are several."""
     g = summary.get("goodput")
     if not isinstance(g, Mapping):
-        return None
-    frac = g.get("fraction")
-    text = f"goodput   {float(g.get('requests_per_s') or 0.0):,.2f} req/s"
-    text += f"  {'–' if frac is None else f'{100 * frac:.1f}%'} good"
+        return []
+    text = f"goodput   {float(g.get('requests_per_s') or 0.0):,.2f} req/s  {_share(g.get('fraction'))} good"
     if g.get("target") is not None:
         text += f"  target {100 * g['target']:g}%"
         verdict = g.get("met")
         text += "  met" if verdict is True else "  below target" if verdict is False else ""
-    return text
+    models = summary.get("models") or {}
+    shares = [
+        f"{name} {_share(m['goodput'].get('fraction'))}"
+        for name, m in models.items()
+        if isinstance(m, Mapping) and isinstance(m.get("goodput"), Mapping)
+    ]
+    return [text, "  by model  " + "  ".join(shares)] if len(shares) > 1 else [text]
+
+
+def _share(frac: Any) -> str:
+    """A share as a percentage with one decimal (94.9% must not read as a 95% target met); 0% and
+    100% without; – for none."""
+    if not isinstance(frac, int | float):
+        return "–"
+    return f"{100 * frac:.0f}%" if frac in (0, 1) else f"{100 * frac:.1f}%"
 
 
 def slo_missed(summary: Mapping[str, Any]) -> bool:
@@ -135,8 +147,7 @@ class Goodput:
 def progress_part(g: Goodput) -> str:
     """The headless progress line's part: `good 9.1/s 93% < 95%` (the target shown when missed)."""
     frac = g.fraction
-    share = "–" if frac is None else f"{100 * frac:.0f}%" if frac in (0.0, 1.0) else f"{100 * frac:.1f}%"
-    text = f"good {g.req_per_s_10s:.1f}/s {share}"
+    text = f"good {g.req_per_s_10s:.1f}/s {_share(frac)}"
     if g.met is False and g.target is not None:
         text += f" < {100 * g.target:g}%"
     return text

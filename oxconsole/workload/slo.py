@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from oxconsole.workload.errors import Problems
 from oxconsole.workload.values import Table, fmt_duration, is_num
 
-__all__ = ["DEFAULT_TARGET", "SLO_KEYS", "Judged", "SloConfig", "parse_slo"]
+__all__ = ["DEFAULT_TARGET", "SLO_KEYS", "Judged", "SloConfig", "parse_slo", "slo_lines", "slo_warnings"]
 
 SLO_KEYS = ("ttft", "itl", "latency", "target")
 
@@ -88,6 +88,32 @@ class SloConfig:
     def to_dict(self) -> dict[str, Any]:
         """As the journal's manifest keeps it (seconds; absent thresholds null)."""
         return {"ttft": self.ttft, "itl": self.itl, "latency": self.latency, "target": self.target}
+
+
+def slo_lines(slo: SloConfig | None) -> list[str]:
+    """`validate`'s section on the SLO (none without one)."""
+    if slo is None:
+        return []
+    limits = [f"{k} <= {fmt_duration(v)}" for k, v in slo.thresholds().items()]
+    good = "ok and " + ", ".join(limits) if limits else "ok (no thresholds: goodput is the ok share)"
+    return [
+        "",
+        "slo",
+        f"  a request is good when {good}",
+        f"  target: {slo.target * 100:g}% of finished requests good, else the run exits 3",
+    ]
+
+
+def slo_warnings(slo: SloConfig | None, stream: bool) -> list[str]:
+    """What `validate` warns about: thresholds a run without streaming cannot measure."""
+    if slo is None or stream:
+        return []
+    out = []
+    if slo.ttft is not None:
+        out.append("slo.ttft with run.stream = false: no first token is timed, each latency is judged")
+    if slo.itl is not None:
+        out.append("slo.itl with run.stream = false: no token gaps are timed, every request meets it")
+    return out
 
 
 def parse_slo(errs: Problems, data: Any) -> SloConfig | None:
