@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from oxconsole.engine.commands import Command, SetConcurrency, SetRate, SetTpm, Stop, command_to_dict
+from oxconsole.engine.commands import By, Command, SetConcurrency, SetRate, SetTpm, Stop, command_to_dict
 from oxconsole.engine.endpoints import start_sim
 from oxconsole.engine.live import Change, LiveSettings
 from oxconsole.engine.outcome import RunOutcome
@@ -140,7 +140,7 @@ class WorkerPool:
         self._all_ready = asyncio.Event()
         self._sim: SimProcess | None = None
         self.session = SessionLog(results_path, self.warnings)
-        self._held: list[Command] = []  # commands that came while the workers were starting
+        self._held: list[tuple[Command, By]] = []  # commands that came while the workers were starting
 
     def _new_collector(self) -> Collector:
         return new_collector(self.w, self.started_at)
@@ -153,12 +153,12 @@ class WorkerPool:
         """The command as it will be applied, or `CommandError`; changes nothing (`Engine.admit`)."""
         return self.live.admit(cmd)
 
-    def submit(self, cmd: Command) -> None:
+    def submit(self, cmd: Command, by: By = "command") -> None:
         """Queue a command for the pool's loop; a command no run could take raises `CommandError`
         here, in the caller's thread."""
         if self._loop is None:
             raise RuntimeError("engine is not running")
-        self._loop.call_soon_threadsafe(self.apply, self.live.admit(cmd))
+        self._loop.call_soon_threadsafe(self.apply, self.live.admit(cmd), by)
 
     def _send(self, i: int, d: dict[str, Any]) -> None:
         try:
@@ -170,12 +170,12 @@ class WorkerPool:
         for i in range(len(self._workers)):
             self._send(i, command_to_dict(cmd))
 
-    def apply(self, cmd: Command) -> None:
+    def apply(self, cmd: Command, by: By = "command") -> None:
         """Apply a command (on the pool's loop): raises `CommandError`, having changed nothing and
         sent no worker anything, for a command `LiveSettings` refuses. Until every worker starts
         (the run's clock and its log of changes start then), a command other than `Stop` is held."""
         if self.state == "starting" and not isinstance(cmd, Stop):
-            self._held.append(self.live.admit(cmd))
+            self._held.append((self.live.admit(cmd), by))
             return
         changes = self.live.apply(cmd)
         if isinstance(cmd, Stop):
@@ -183,7 +183,7 @@ class WorkerPool:
         t = round(self.elapsed(), 3)
         for c in changes:
             self._forward(c)
-            self.collector.change(t, c.what, c.old, c.new, model=c.model)
+            self.collector.change(t, c.what, c.old, c.new, model=c.model, by=by)
         self._publish()
 
     def _forward(self, c: Change) -> None:
@@ -235,8 +235,8 @@ class WorkerPool:
                 self.request_stop(cancel=True)
             self.state = "running"
             held, self._held = self._held, []
-            for cmd in held:
-                self.apply(cmd)
+            for cmd, by in held:
+                self.apply(cmd, by)
             ticker = asyncio.create_task(self._ticker())
             await ended
         finally:

@@ -22,7 +22,7 @@ from typing import Any
 from oxconsole.engine.adapt import Bodies
 from oxconsole.engine.adapt import rejected_field as rejected_field
 from oxconsole.engine.client import AttemptResult
-from oxconsole.engine.commands import Command, Stop
+from oxconsole.engine.commands import By, Command, Stop
 from oxconsole.engine.dispatch import Dispatcher
 from oxconsole.engine.endpoints import Endpoints, open_files_warning
 from oxconsole.engine.health import ModelHealth
@@ -124,7 +124,7 @@ class Engine:
         self._dispatch_hist: deque[tuple[float, int]] = deque(maxlen=64)
         self.session = SessionLog(results_path, self.warnings)
         """This session's start and running time, in the journal's manifest (`--resume` summaries)."""
-        self._held: list[Command] = []  # commands that came while the run was starting
+        self._held: list[tuple[Command, By]] = []  # commands that came while the run was starting
         self._assemble(workload)
 
     def _assemble(self, workload: Workload) -> None:
@@ -166,13 +166,13 @@ class Engine:
         any thread; changes nothing."""
         return self.live.admit(cmd)
 
-    def submit(self, cmd: Command) -> None:
+    def submit(self, cmd: Command, by: By = "command") -> None:
         """Queue a command for the engine loop. Safe from any thread, also before run() starts.
         A command no run could take raises `CommandError` here, in the caller's thread."""
         loop = self._loop
         if loop is None or loop.is_closed():
             raise RuntimeError("engine is not running")
-        loop.call_soon_threadsafe(self.apply, self.live.admit(cmd))
+        loop.call_soon_threadsafe(self.apply, self.live.admit(cmd), by)
 
     def request_stop(self, *, cancel: bool = False, interrupted: bool = False) -> None:
         """Stop dispatching; in-flight requests get `run.grace` seconds (or none with cancel).
@@ -195,13 +195,14 @@ class Engine:
     def elapsed(self) -> float:
         return 0.0 if self._loop is None else self._loop.time() - self._t0
 
-    def apply(self, cmd: Command) -> None:
-        """Apply a command on the engine loop (call only from the loop; `submit` from elsewhere).
+    def apply(self, cmd: Command, by: By = "command") -> None:
+        """Apply a command on the engine loop (call only from the loop; `submit` from elsewhere);
+        its changes are logged as made `by` a key, a command, a stage or the auto controller.
         Raises `CommandError`, having changed nothing, for a command `LiveSettings` refuses.
         Before dispatch can start (the run's clock and its log of changes start then), a command
         other than `Stop` is held and applied when it does."""
         if self.state == "starting" and not isinstance(cmd, Stop):
-            self._held.append(self.live.admit(cmd))
+            self._held.append((self.live.admit(cmd), by))
             return
         changes = self.live.apply(cmd)
         if isinstance(cmd, Stop):
@@ -209,7 +210,7 @@ class Engine:
         t = round(self.elapsed(), 3)
         for c in changes:
             self._act(c)
-            self.collector.change(t, c.what, c.old, c.new, model=c.model)
+            self.collector.change(t, c.what, c.old, c.new, model=c.model, by=by)
         self._publish()
 
     def _act(self, c: Change) -> None:
@@ -312,8 +313,8 @@ class Engine:
             self.dispatch.schedule.rebase(self._t0)
         self.state = "running"
         held, self._held = self._held, []
-        for cmd in held:
-            self.apply(cmd)
+        for cmd, by in held:
+            self.apply(cmd, by)
 
     @property
     def dispatch_complete(self) -> bool:
