@@ -27,6 +27,7 @@ from oxconsole.journal.records import RUN_TIMES, RequestRecord, has_run_times
 from oxconsole.journal.sessions import SessionSpans, sessions_of
 from oxconsole.metrics.aggregate import RunStats, Tally, build_summary, phase_summary
 from oxconsole.metrics.format import change_text
+from oxconsole.metrics.stages import StageLog, journal_stages
 
 __all__ = [
     "JournalIssues",
@@ -164,16 +165,16 @@ def summary_from_journal(
     twice = _scan(p, iss, spans)
     if not iss.records and iss.first_problem is not None:
         raise NotAJournal(not_a_journal(p, *iss.first_problem))
-    overall, models = _tally(p, twice)
+    overall, models, stages = _tally(p, twice)
     started_at = spans.started_at()
-    duration = spans.running_s()
+    duration = spans.running_s() - spans.warmup_s()  # rates leave warm-up stages out, as the run's
     if started_at is None:
         started_at = p.stat().st_mtime
     if name is None:
         name = manifest.get("name") if isinstance(manifest.get("name"), str) else None
     if name is None:
         name = p.resolve().parent.name or p.stem
-    return build_summary(
+    summary = build_summary(
         name=name,
         started_at=started_at,
         duration_s=duration,
@@ -183,6 +184,7 @@ def summary_from_journal(
         phases=[phase_summary(overall, 0.0, duration, [])],
         sessions=max(1, spans.count()),
     )
+    return journal_stages(summary, stages, spans.running_s())
 
 
 def _scan(p: Path, issues: JournalIssues, spans: SessionSpans) -> set[int]:
@@ -197,11 +199,12 @@ def _scan(p: Path, issues: JournalIssues, spans: SessionSpans) -> set[int]:
     return repeated(keys)
 
 
-def _tally(p: Path, twice: set[int]) -> tuple[RunStats, dict[str, RunStats]]:
+def _tally(p: Path, twice: set[int]) -> tuple[RunStats, dict[str, RunStats], StageLog]:
     """Pass 2: the whole run's and each model's figures. Records of ids whose hash repeats (few:
     resumed ids) are held until the end so that the last one of each id counts (this second read
     reports nothing new)."""
     tally = Tally()
+    stages = StageLog()
     held: dict[str, RequestRecord] = {}
 
     for rec in read_journal(p):
@@ -211,9 +214,13 @@ def _tally(p: Path, twice: set[int]) -> tuple[RunStats, dict[str, RunStats]]:
             held[rec.id] = rec
             continue
         tally.count(rec)
+        if rec.stage is not None:
+            stages.record(rec)
     for rec in held.values():
         tally.count(rec)
-    return tally.overall, tally.models
+        if rec.stage is not None:
+            stages.record(rec)
+    return tally.overall, tally.models, stages
 
 
 SESSION_ONLY = ("changes", "phases")

@@ -34,7 +34,8 @@ from oxconsole.engine.outcome import ended as outcome_of
 from oxconsole.engine.prometheus import MetricsEndpoint, metrics_endpoint
 from oxconsole.engine.runner import Engine, new_collector
 from oxconsole.engine.saved import run_summary
-from oxconsole.engine.wire import ATTEMPTS, END, GAUGES, GO, JOURNAL_TAG, READY, RECORDS, STOP
+from oxconsole.engine.stages import StageDriver
+from oxconsole.engine.wire import ATTEMPTS, END, GAUGES, GO, JOURNAL_TAG, READY, RECORDS, STAGE, STOP
 from oxconsole.engine.worker import worker_main
 from oxconsole.journal.journal import Journal
 from oxconsole.journal.manifest import open_journal
@@ -141,6 +142,9 @@ class WorkerPool:
         self._sim: SimProcess | None = None
         self.session = SessionLog(results_path, self.warnings)
         self._held: list[tuple[Command, By]] = []  # commands that came while the workers were starting
+        self.stages: StageDriver | None = None
+        self._stage_mark: tuple[int, bool] | None = None
+        self._planned_end = False  # the stages ran out: the run's own end, as run.duration's
 
     def _new_collector(self) -> Collector:
         return new_collector(self.w, self.started_at)
@@ -237,10 +241,14 @@ class WorkerPool:
             held, self._held = self._held, []
             for cmd, by in held:
                 self.apply(cmd, by)
+            if self.w.stages:
+                self.stages = StageDriver.start(self, self._stages_done)
             ticker = asyncio.create_task(self._ticker())
             await ended
         finally:
             self.state = "done"
+            if self.stages is not None:
+                self.stages.cancel()
             if ticker is not None:
                 ticker.cancel()
             for wk in self._workers:
@@ -254,7 +262,7 @@ class WorkerPool:
                 self.metrics.close()
         self._publish()
         running = loop.time() - self._t0
-        self.session.end(running)
+        self.session.end(running, self.collector.stage_log.warmup_s(running))
         return outcome_of(
             self._summary(running),
             ok=self._ok,
@@ -270,7 +278,26 @@ class WorkerPool:
     @property
     def dispatch_complete(self) -> bool:
         """Every worker's dispatch reached its end (its share all started, or the duration ran out)."""
+        if self._planned_end:
+            return True
         return bool(self._workers) and all(bool((wk.end or {}).get("complete")) for wk in self._workers)
+
+    @property
+    def stage_mark(self) -> tuple[int, bool] | None:
+        """[[stages]]: (stage, warm-up) of the requests sent from now on, told to every worker."""
+        return self._stage_mark
+
+    @stage_mark.setter
+    def stage_mark(self, mark: tuple[int, bool] | None) -> None:
+        self._stage_mark = mark
+        if mark is not None:
+            for i in range(len(self._workers)):
+                self._send(i, {"cmd": STAGE, "mark": list(mark)})
+
+    def _stages_done(self) -> None:
+        """The last stage ended: the run ends as when run.duration runs out (not a user's stop)."""
+        self._planned_end = True
+        self.request_stop()
 
     def _journal_failed(self, message: str) -> None:
         """A journal write or fsync failed: stop every worker at once, cancelling what is in flight

@@ -36,6 +36,7 @@ from oxconsole.engine.request import Sender, Story
 from oxconsole.engine.request import backoff_delay as backoff_delay
 from oxconsole.engine.router import Router
 from oxconsole.engine.saved import run_summary
+from oxconsole.engine.stages import StageDriver
 from oxconsole.gcpace import PacedGC
 from oxconsole.journal.journal import Journal
 from oxconsole.journal.manifest import open_journal
@@ -125,6 +126,9 @@ class Engine:
         self.session = SessionLog(results_path, self.warnings)
         """This session's start and running time, in the journal's manifest (`--resume` summaries)."""
         self._held: list[tuple[Command, By]] = []  # commands that came while the run was starting
+        self.stage_mark: tuple[int, bool] | None = None
+        """With [[stages]]: (stage, warm-up) of the requests sent now, set by `engine/stages.py`."""
+        self.stages: StageDriver | None = None
         self._assemble(workload)
 
     def _assemble(self, workload: Workload) -> None:
@@ -288,7 +292,7 @@ class Engine:
                 self.metrics.close()
         self._publish()
         running = loop.time() - self._t0
-        self.session.end(running)
+        self.session.end(running, self.collector.stage_log.warmup_s(running))
         return ended(
             self._summary(running),
             ok=self.ok,
@@ -315,6 +319,8 @@ class Engine:
         held, self._held = self._held, []
         for cmd, by in held:
             self.apply(cmd, by)
+        if self.w.stages and self.record_sink is None:  # a worker's stages are its parent's
+            self.stages = StageDriver.start(self, self._deadline)
 
     @property
     def dispatch_complete(self) -> bool:
@@ -331,6 +337,8 @@ class Engine:
     async def _shut_down(self, ticker: asyncio.Task[None] | None) -> None:
         """Whatever ended the run: cancel what is left, close the endpoints and the journal."""
         self.state = "done"
+        if self.stages is not None:
+            self.stages.cancel()
         if self._gc is not None:
             self._gc.restore()
         if ticker is not None:
@@ -385,7 +393,9 @@ class Engine:
         self.in_flight += 1
         self.router.in_flight[model] += 1
         wall_sched = self.started_at + (t_sched - self._t0)
-        task = asyncio.get_running_loop().create_task(self._request(prompt, model, wall_sched, t_sched, hold))
+        task = asyncio.get_running_loop().create_task(
+            self._request(prompt, model, wall_sched, t_sched, hold, self.stage_mark)
+        )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -394,7 +404,13 @@ class Engine:
 
     # --- one request: its story is `Sender.send`; here its slot and its record ---------------
     async def _request(
-        self, prompt: Prompt, model: str, t_sched_wall: float, t_sched: float, hold: Hold | None
+        self,
+        prompt: Prompt,
+        model: str,
+        t_sched_wall: float,
+        t_sched: float,
+        hold: Hold | None,
+        mark: tuple[int, bool] | None,
     ) -> None:
         story = Story(prompt, model, t_sched_wall, t_sched, hold=hold)
         try:
@@ -407,6 +423,8 @@ class Engine:
                 self._wake.set()
         if hold is not None:
             self.dispatch.settle(hold, rec)
+        if mark is not None:
+            rec.stage, rec.warmup = mark
         self._finish(rec)
 
     def _finish(self, rec: RequestRecord) -> None:

@@ -45,6 +45,10 @@ class RequestRecord:
     """Only when a fallback was used: every model tried, in order (the last is `model`)."""
     model_attempts: list[int] | None = None
     """With `models_tried`: the attempts each of those models took (they add up to `attempts`)."""
+    stage: int | None = None
+    """With [[stages]]: the stage (0-based) the request was sent in."""
+    warmup: bool = False
+    """Sent in a warm-up stage: journaled, but left out of the summary's statistics (and `report`'s)."""
 
     def attempts_on_model(self) -> int:
         """Attempts on the final model (`attempts` less those on models it fell back from)."""
@@ -86,6 +90,10 @@ class RequestRecord:
         if self.models_tried:
             d["models_tried"] = self.models_tried
             d["model_attempts"] = self.model_attempts
+        if self.stage is not None:
+            d["stage"] = self.stage
+        if self.warmup:
+            d["warmup"] = True
         if self.text is not None:
             d["text"] = self.text
         return d
@@ -116,6 +124,8 @@ class RequestRecord:
             attempt_errors=d.get("attempt_errors"),
             models_tried=_names(d.get("models_tried")),
             model_attempts=_counts(d.get("model_attempts"), d.get("models_tried")),
+            stage=d["stage"] if type(d.get("stage")) is int else None,
+            warmup=d.get("warmup") is True,
         )
 
 

@@ -36,6 +36,7 @@ from oxconsole.metrics.snapshot import (
     Series,
     Snapshot,
 )
+from oxconsole.metrics.stages import StageLog, fold_change
 from oxconsole.metrics.window import RollingHistogram, SecondSeries
 
 __all__ = ["Collector"]
@@ -105,6 +106,8 @@ class Collector:
         self._phase_t = 0.0
         self._phase_settings: list[dict[str, Any]] = []
         self._phases: list[dict[str, Any]] = []
+        self.stage_log = StageLog()
+        """[[stages]]: each stage's figures; warm-up records are counted there only."""
 
     def _model(self, name: str) -> _ModelAcc:
         acc = self._models.get(name)
@@ -120,6 +123,10 @@ class Collector:
 
     def record(self, rec: RequestRecord) -> None:
         """A finished request (final attempt). O(1): ~8 µs."""
+        if rec.stage is not None:
+            self.stage_log.record(rec)
+            if rec.warmup:
+                return
         sec = int(self._clock() - self._t0)
         if sec < 0:
             sec = 0
@@ -202,7 +209,9 @@ class Collector:
             c["model"] = model
         c["by"] = by
         self.changes.append(c)
-        if self._phase.total == 0 and t - self._phase_t < PHASE_FOLD_S and self._phase_settings:
+        if fold_change(
+            c, self._phase.total, t - self._phase_t, bool(self._phase_settings), bool(self._phases)
+        ):
             self._phase_settings.append(c)  # e.g. several weights edited at once: one phase
             return
         self._phases.append(phase_summary(self._phase, self._phase_t, t, self._phase_settings))
@@ -257,6 +266,7 @@ class Collector:
             attempt_errors=self._attempt_errors(),
             error_details=error_details(al.error_detail, self._attempt_detail),
             changes=tuple(dict(c) for c in self.changes),
+            stage=self.stage_log.now(now),
         )
 
     def _phase_figures(self, run: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
@@ -366,6 +376,10 @@ class Collector:
             *self._phases,
             phase_summary(self._phase, self._phase_t, max(duration_s, self._phase_t), self._phase_settings),
         ]
+        measured_s = duration_s - self.stage_log.warmup_s(duration_s)  # rates leave warm-up out
+        return self.stage_log.into(self._summary(name, measured_s, phases), duration_s)
+
+    def _summary(self, name: str, duration_s: float, phases: list[dict[str, Any]]) -> dict[str, Any]:
         return build_summary(
             name=name,
             started_at=self.started_at,
