@@ -204,3 +204,28 @@ async def test_stages_with_two_workers(make_workload: WorkloadFactory) -> None:
     assert warm > 0 and s["requests"]["total"] == s["stages"][1]["requests"]["total"]
     recs = journal(w)
     assert sum(1 for r in recs if r.get("warmup")) == warm
+
+
+def test_the_console_and_the_progress_line_show_the_stage() -> None:
+    from oxconsole.metrics.collector import Collector
+    from oxconsole.metrics.format import progress_line
+    from oxconsole.metrics.snapshot import Snapshot
+    from oxconsole.metrics.stages import StageSpan
+    from oxconsole.ui.lines import Palette
+    from oxconsole.ui.panels.header import header_lines
+
+    from .test_metrics import gauges
+
+    now = [0.0]
+    c = Collector(["m"], started_at=0.0, clock=lambda: now[0])
+    c.stage_log.begin(StageSpan(0, 0.0, True, False, 10.0), 0.0, 3, 100.0)
+    now[0] = 12.0
+    c.stage_log.begin(StageSpan(1, 10.0, False, True, 60.0), 10.0, 3, 100.0)
+    c.change(10.0, "stage", 0, 1, by="stage")
+    snap = Snapshot.from_dict(c.snapshot(gauges(elapsed_s=12.0)).to_dict())  # as over the socket
+    assert snap.stage is not None and snap.stage["index"] == 1
+    lines = [x.plain for x in header_lines(snap, Palette(), 80, name="burst", state="running")]
+    assert all(len(x) <= 80 for x in lines)
+    assert "stage 2/3 ramp 58s left" in lines[1]
+    assert "stage 2" in lines[2]  # the phase began at the boundary
+    assert "stage 2/3 ramp 58s left" in progress_line(snap) and "ETA 1m28s" in progress_line(snap)

@@ -233,6 +233,8 @@ class WorkerPool:
             self.started_at = time.time()
             self.collector = self._new_collector()
             self.session.begin(self.started_at)
+            if self.w.stages:  # before GO: the first requests are the first stage's
+                self.stage_mark = (0, self.w.stages[0].warmup)
             for i in range(self.n):
                 self._send(i, {"cmd": GO})
             if self.journal_failure is not None:  # failed as it opened: nothing may run

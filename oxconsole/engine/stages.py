@@ -28,7 +28,7 @@ from oxconsole.engine.live import LiveSettings
 from oxconsole.metrics.collector import Collector
 from oxconsole.metrics.stages import StageSpan
 from oxconsole.workload import Workload
-from oxconsole.workload.stages import Stage
+from oxconsole.workload.stages import Stage, stages_duration
 
 __all__ = ["RAMP_STEP_S", "StageDriver", "ramp_steps"]
 
@@ -107,7 +107,7 @@ class StageDriver:
         span = StageSpan(k, t, stage.warmup, stage.ramp, stage.duration)
         span.concurrency = stage.concurrency if stage.concurrency is not None else run.live.concurrency
         span.rate = stage.rate if stage.rate is not None else run.live.rate
-        run.collector.stage_log.begin(span, t, len(self.stages))
+        run.collector.stage_log.begin(span, t, len(self.stages), stages_duration(self.stages))
         if k > 0:
             run.collector.change(t, "stage", k - 1, k, by="stage")
         self._mine = {"concurrency": run.live.concurrency, "rate": run.live.rate}

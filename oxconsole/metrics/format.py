@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from oxconsole.metrics.snapshot import Snapshot
+from oxconsole.metrics.stages import stage_text
 
 
 def fmt_duration(s: float) -> str:
@@ -113,6 +114,10 @@ def progress_line(s: Snapshot) -> str:
     if g.state == "paused":
         parts.append("PAUSED")
     eta = eta_seconds(s)
+    if s.stage is not None:  # [[stages]]: which one, and the run ends after the last
+        parts.append(stage_text(s.stage, s.elapsed_s))
+        left = max(0.0, float(s.stage["total_s"]) - s.elapsed_s)
+        eta = left if eta is None else min(eta, left)
     if eta is not None:
         parts.append(f"ETA {fmt_duration(eta)}")
     return " | ".join(parts)

@@ -14,6 +14,7 @@ warm-up stages (`measured_s`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,9 +48,13 @@ class StageLog:
         self.current: StageSpan | None = None
         self.count_of = 0
         """How many stages the run has (0 = no stages)."""
+        self.total_s = 0.0
+        """How long they last together, as planned."""
 
-    def begin(self, span: StageSpan, t: float, count: int) -> None:
-        """Stage `span.index` (of `count`) begins at `t`: the one before ends there."""
+    def begin(self, span: StageSpan, t: float, count: int, total_s: float) -> None:
+        """Stage `span.index` (of `count`, lasting `total_s` together) begins at `t`: the one
+        before ends there."""
+        self.total_s = total_s
         if self.current is not None and self.current.t_end is None:
             self.current.t_end = t
         self.spans[span.index] = span
@@ -87,7 +92,7 @@ class StageLog:
             "duration_s": s.planned_s,
             "warmup": s.warmup,
             "ramp": s.ramp,
-            "ended": s.t_end is not None and s.index == self.count_of - 1,
+            "total_s": self.total_s,
         }
 
     def into(
@@ -164,3 +169,18 @@ def fold_change(c: dict[str, Any], finished: int, since: float, has_settings: bo
     if c["what"] == "stage" or finished or since >= PHASE_FOLD_S:
         return False
     return has_settings or (c.get("by") == "stage" and not had_phases)
+
+
+def stage_text(stage: Mapping[str, Any], elapsed_s: float) -> str:
+    """The stage now in words, for the console's header and the headless progress line:
+    ``stage 2/4 ramp 12s left`` (1-based, as people count; the summary's `index` is 0-based)."""
+    kind = " warm-up" if stage.get("warmup") else " ramp" if stage.get("ramp") else ""
+    left = max(0.0, float(stage["t_start"]) + float(stage["duration_s"]) - elapsed_s)
+    return f"stage {int(stage['index']) + 1}/{stage['count']}{kind} {_secs(left)} left"
+
+
+def _secs(s: float) -> str:
+    if s < 60:
+        return f"{s:.0f}s"
+    m, sec = divmod(round(s), 60)
+    return f"{m}m{sec:02d}s" if m < 60 else f"{m // 60}h{m % 60:02d}m"
