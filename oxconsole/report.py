@@ -27,7 +27,7 @@ from oxconsole.journal.records import RUN_TIMES, RequestRecord, has_run_times
 from oxconsole.journal.sessions import SessionSpans, sessions_of
 from oxconsole.metrics.aggregate import RunStats, Tally, build_summary, phase_summary
 from oxconsole.metrics.format import change_text
-from oxconsole.metrics.stages import StageLog, journal_stages
+from oxconsole.metrics.stages import StageLog, journal_stages, stage_table
 
 __all__ = [
     "JournalIssues",
@@ -316,6 +316,7 @@ def render_summary(summary: Mapping[str, Any]) -> str:
     lines += _error_lines(s.get("errors") or {}, s.get("attempt_errors") or {})
     lines += _error_detail_lines(s.get("error_details") or {})
     lines += _phase_lines(s.get("phases") or [], s.get("changes") or [])
+    lines += stage_table(s.get("stages") or [])
     return "\n".join(lines) + "\n"
 
 

@@ -13,7 +13,7 @@ from oxconsole.engine.commands import SetConcurrency, SetRate
 from oxconsole.engine.pool import WorkerPool
 from oxconsole.engine.stages import ramp_steps, ramp_value
 from oxconsole.report import summary_from_journal
-from oxconsole.workload import WorkloadError, check_prompts
+from oxconsole.workload import WorkloadError, check_prompts, load_workload
 
 from .conftest import WorkloadFactory
 from .support import engine_for, journal, oxconsole, run, until
@@ -83,6 +83,7 @@ async def test_stages_step_ramp_and_warmup_end_the_run(make_workload: WorkloadFa
     warm = st[0]["requests"]["total"]
     assert warm > 0 and s["warmup"]["requests"] == warm
     assert s["requests"]["total"] == sum(x["requests"]["total"] for x in st[1:])
+    assert s["requests"]["not_sent"] == 100_000 - s["requests"]["total"] - warm
     recs = journal(w)
     assert len(recs) == s["requests"]["total"] + warm
     assert sum(1 for r in recs if r.get("warmup")) == warm
@@ -229,3 +230,41 @@ def test_the_console_and_the_progress_line_show_the_stage() -> None:
     assert "stage 2/3 ramp 58s left" in lines[1]
     assert "stage 2" in lines[2]  # the phase began at the boundary
     assert "stage 2/3 ramp 58s left" in progress_line(snap) and "ETA 1m28s" in progress_line(snap)
+
+
+@pytest.mark.asyncio
+async def test_commands_over_the_socket_say_who_sent_them(run_dirs: Path) -> None:
+    """A script's raw command is by "command"; the console's client (SocketSource) sends by "key"."""
+    import orjson
+
+    from oxconsole.control import LocalSource, RunInfo, SocketSource
+
+    path = run_dirs / "who.toml"
+    path.write_text(
+        BASE.format(count=100_000)
+        + f'\n[output]\nresults = "{run_dirs / "r.jsonl"}"\n[[stages]]\nduration = "1.5s"\n'
+    )
+
+    def factory() -> Any:
+        w = load_workload(path)
+        return engine_for(w, publish_interval=0.05)
+
+    local = LocalSource(
+        factory, serve=RunInfo(name="who", workload_path=str(path), overrides=(), results_path=None)
+    )
+    await local.start()
+    assert local.server_socket is not None and local.engine is not None
+    engine = local.engine
+    _reader, writer = await asyncio.open_unix_connection(str(local.server_socket))
+    writer.write(orjson.dumps({"op": "cmd", "cmd": "set_concurrency", "value": 7}) + b"\n")
+    await writer.drain()
+    console = SocketSource(local.server_socket, hz=10)
+    await console.start()
+    await until(lambda: engine.live.concurrency == 7)
+    console.send(SetConcurrency(9))
+    await until(lambda: engine.live.concurrency == 9)
+    writer.close()
+    await console.close()
+    out = await asyncio.to_thread(local.wait_done, 30)
+    assert out is not None and out.exit_code == 0
+    assert [(c["to"], c["by"]) for c in out.summary["changes"]] == [(7, "command"), (9, "key")]

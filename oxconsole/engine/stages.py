@@ -27,8 +27,7 @@ from oxconsole.engine.commands import By, Command, SetConcurrency, SetRate
 from oxconsole.engine.live import LiveSettings
 from oxconsole.metrics.collector import Collector
 from oxconsole.metrics.stages import StageSpan
-from oxconsole.workload import Workload
-from oxconsole.workload.stages import Stage, stages_duration
+from oxconsole.workload import Stage, Workload, stages_duration
 
 __all__ = ["RAMP_STEP_S", "StageDriver", "ramp_steps"]
 

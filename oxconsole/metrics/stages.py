@@ -14,7 +14,7 @@ warm-up stages (`measured_s`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -143,7 +143,9 @@ def stage_block(s: StageSpan, now: float, known_times: bool = True) -> dict[str,
         "ramp": s.ramp,
         "warmup": s.warmup,
         "requests": st.requests_block(),
-        "throughput": st.throughput_block(span),
+        "throughput": st.throughput_block(span)
+        if known_times
+        else dict.fromkeys(("requests_per_s", "output_tokens_per_s")),
         "latency_ms": timing(st.latency),
         "ttft_ms": timing(st.ttft),
     }
@@ -184,3 +186,35 @@ def _secs(s: float) -> str:
         return f"{s:.0f}s"
     m, sec = divmod(round(s), 60)
     return f"{m}m{sec:02d}s" if m < 60 else f"{m // 60}h{m % 60:02d}m"
+
+
+def stage_table(stages: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The summary's `stages` as text rows (at most 80 columns): each stage's figures and settings."""
+    if not stages:
+        return []
+    lines = ["", f"{'stage':<14}{'ok':>7}{'req/s':>8}{'p50 lat':>9}{'p99 lat':>9}{'p50 ttft':>9}  settings"]
+    for st in stages:
+        t0, t1 = st.get("t_start"), st.get("t_end")
+        span = f" {float(t0):.0f}-{float(t1):.0f}s" if t0 is not None and t1 is not None else ""
+        settings = ["warm-up"] if st.get("warmup") else []
+        if st.get("concurrency") is not None:
+            settings.append(f"{'ramp to ' if st.get('ramp') else ''}{st['concurrency']} in flight")
+        if st.get("rate"):
+            settings.append(f"{st['rate']:g}/s")
+        figures = [
+            _n(st, "requests", "ok", 0, 7),
+            _n(st, "throughput", "requests_per_s", 2, 8),
+            _n(st, "latency_ms", "p50", 0, 9),
+            _n(st, "latency_ms", "p99", 0, 9),
+            _n(st, "ttft_ms", "p50", 0, 9),
+        ]
+        row = (
+            f"{(str(int(st.get('index') or 0) + 1) + span)[:13]:<14}{''.join(figures)}  {', '.join(settings)}"
+        )
+        lines.append(row[:80])
+    return lines
+
+
+def _n(st: Mapping[str, Any], block: str, key: str, decimals: int, width: int) -> str:
+    v = (st.get(block) or {}).get(key)
+    return f"{'–' if v is None else f'{float(v):,.{decimals}f}':>{width}}"
