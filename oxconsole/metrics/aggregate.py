@@ -221,6 +221,8 @@ class Tally:
         return st
 
     def count(self, rec: RequestRecord) -> None:
+        if rec.warmup:  # [[stages]] warm-up: journaled, left out of the figures
+            return
         self.overall.record(rec)
         self.of(rec.model).record(rec)
         if rec.models_tried:

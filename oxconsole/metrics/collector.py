@@ -37,6 +37,7 @@ from oxconsole.metrics.snapshot import (
     Series,
     Snapshot,
 )
+from oxconsole.metrics.stages import StageLog, fold_change
 from oxconsole.metrics.window import RollingHistogram, SecondSeries
 
 __all__ = ["Collector"]
@@ -110,6 +111,8 @@ class Collector:
         self._phase_t = 0.0
         self._phase_settings: list[dict[str, Any]] = []
         self._phases: list[dict[str, Any]] = []
+        self.stage_log = StageLog()
+        """[[stages]]: each stage's figures; warm-up records are counted there only."""
 
     def _model(self, name: str) -> _ModelAcc:
         acc = self._models.get(name)
@@ -125,6 +128,10 @@ class Collector:
 
     def record(self, rec: RequestRecord) -> None:
         """A finished request (final attempt). O(1): ~8 µs."""
+        if rec.stage is not None:
+            self.stage_log.record(rec)
+            if rec.warmup:
+                return
         sec = int(self._clock() - self._t0)
         if sec < 0:
             sec = 0
@@ -199,13 +206,19 @@ class Collector:
         if detail and error_class not in self._attempt_detail:  # the first says why
             self._attempt_detail[error_class] = f"{model}: {detail}" if model else detail
 
-    def change(self, t: float, what: str, frm: Any, to: Any, model: str | None = None) -> None:
-        """Log a control change at ``t`` seconds since start, and start a new phase."""
+    def change(
+        self, t: float, what: str, frm: Any, to: Any, model: str | None = None, by: str = "command"
+    ) -> None:
+        """Log a control change at ``t`` seconds since start, made ``by`` a key, a command, a stage
+        or the auto controller, and start a new phase."""
         c: dict[str, Any] = {"t": round(t, 3), "what": what, "from": frm, "to": to}
         if model is not None:
             c["model"] = model
+        c["by"] = by
         self.changes.append(c)
-        if self._phase.total == 0 and t - self._phase_t < PHASE_FOLD_S and self._phase_settings:
+        if fold_change(
+            c, self._phase.total, t - self._phase_t, bool(self._phase_settings), bool(self._phases)
+        ):
             self._phase_settings.append(c)  # e.g. several weights edited at once: one phase
             return
         self._phases.append(
@@ -263,6 +276,7 @@ class Collector:
             error_details=error_details(al.error_detail, self._attempt_detail),
             changes=tuple(dict(c) for c in self.changes),
             goodput=self._goodput(w_start, sec, span, run_span),
+            stage=self.stage_log.now(now),
         )
 
     def _goodput(self, w_start: int, sec: int, span: float, run_span: float) -> Goodput | None:
@@ -393,6 +407,10 @@ class Collector:
                 self.slo_target,
             ),
         ]
+        measured_s = duration_s - self.stage_log.warmup_s(duration_s)  # rates leave warm-up out
+        return self.stage_log.into(self._summary(name, measured_s, phases), duration_s)
+
+    def _summary(self, name: str, duration_s: float, phases: list[dict[str, Any]]) -> dict[str, Any]:
         return build_summary(
             name=name,
             started_at=self.started_at,

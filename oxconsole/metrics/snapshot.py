@@ -182,6 +182,8 @@ class Snapshot:
     changes: tuple[Mapping[str, Any], ...]
     goodput: Goodput | None = None
     """Good requests against the `[slo]` (metrics/goodput.py); None when the run has no SLO."""
+    stage: Mapping[str, Any] | None = None
+    """With [[stages]]: the stage now, {"index", "count", "t_start", "duration_s", "warmup", "ramp"}."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON types (dicts, lists, str, int, float, bool, None); orjson-ready."""
@@ -243,6 +245,7 @@ class Snapshot:
             error_details={k: str(v) for k, v in d.get("error_details", {}).items()},
             changes=tuple(dict(c) for c in d["changes"]),
             goodput=Goodput.from_dict(d.get("goodput")),
+            stage=d.get("stage"),
         )
 
     @classmethod

@@ -20,7 +20,8 @@ INTERFACE (fixed; other modules rely on these names, imported from this package)
 Where each question is answered: `schema` (the dataclasses), `errors` and `values` (error texts,
 collecting them, typed reading of TOML values), `bounds` (the largest values a run can use, the
 name rule), `sections` (one parser per table), `overrides` (--set), `load`
-(file -> Workload, API keys), `prompts` (streaming and checking prompts), `describe` (validate's text).
+(file -> Workload, API keys), `prompts` (streaming and checking prompts), `describe` (validate's text),
+`stages` ([[stages]], the load shape).
 
 Stdlib only (plus orjson for the prompts file): importing this package never loads the UI or HTTP stack.
 """
@@ -52,6 +53,7 @@ from oxconsole.workload.schema import (
 )
 from oxconsole.workload.sections import parse_sim_profiles
 from oxconsole.workload.slo import SloConfig
+from oxconsole.workload.stages import Stage, stages_duration
 from oxconsole.workload.values import parse_duration
 
 __all__ = [
@@ -69,6 +71,7 @@ __all__ = [
     "RunConfig",
     "SimModelProfile",
     "SloConfig",
+    "Stage",
     "Strategy",
     "SyntheticConfig",
     "Workload",
@@ -83,4 +86,5 @@ __all__ = [
     "parse_sim_profiles",
     "resolve_api_key",
     "resolve_headers",
+    "stages_duration",
 ]

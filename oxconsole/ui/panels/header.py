@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from oxconsole.metrics.format import eta_seconds, fmt_duration
 from oxconsole.metrics.snapshot import Snapshot
+from oxconsole.metrics.stages import stage_text
 from oxconsole.ui.charts import hbar
 from oxconsole.ui.lines import Line, Palette, fit
 from oxconsole.ui.numbers import fmt_change, fmt_clock, fmt_cost, fmt_count, fmt_rate, pct
@@ -88,7 +89,11 @@ def _progress_line(s: Snapshot, p: Palette, width: int, state: str, duration: fl
     total = g.total_expected
     done = s.counts.total
     ending = next((x for x in (state, g.state) if x in ("done", "draining")), "")
-    if total:
+    if s.stage is not None:  # [[stages]]: the time through them, and which one
+        frac = min(1.0, s.elapsed_s / max(float(s.stage["total_s"]), 1e-9))
+        tail = f" {stage_text(s.stage, s.elapsed_s)}  {100 * frac:3.0f}%  {fmt_count(done)} done"
+        tail += f"  {ending}" if ending else ""
+    elif total:
         frac = done / total
         tail = f" {fmt_count(done)}/{fmt_count(total)} {100 * frac:5.1f}%"
         eta = eta_seconds(s)
