@@ -9,7 +9,10 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from oxconsole.workload.plans import PricePlan
 
 Arrival = Literal["closed", "constant", "poisson"]
 PromptsFormat = Literal["jsonl", "sharegpt", "openai-batch"]
@@ -303,6 +306,8 @@ class Workload:
     """[sim.models."NAME"] profiles for the embedded simulator."""
     raw: dict[str, Any] = field(default_factory=dict)
     """The TOML document after --set overrides (used to write tuned workloads back)."""
+    plans: dict[str, PricePlan] = field(default_factory=dict)
+    """[plans.NAME] what-if price tables (`workload/plans.py`), in file order."""
 
     def model(self, name: str) -> ModelConfig:
         for m in self.models:

@@ -18,6 +18,7 @@ from typing import Any, Literal, cast
 from oxconsole.workload import bounds as b
 from oxconsole.workload.errors import Problems, did_you_mean, join_key, show
 from oxconsole.workload.lengths import parse_length
+from oxconsole.workload.plans import parse_plans
 from oxconsole.workload.requestkeys import ENV_NAME, extra_body, request_headers
 from oxconsole.workload.schema import (
     RETRY_WORDS,
@@ -40,7 +41,7 @@ from oxconsole.workload.schema import (
 )
 from oxconsole.workload.values import Table, fmt_duration, is_int
 
-_TOP = ("name", "run", "output", "endpoints", "models", "prompts", "routing", "retry", "sim")
+_TOP = ("name", "run", "output", "endpoints", "models", "prompts", "routing", "retry", "sim", "plans")
 _RUN = (
     "concurrency", "rate", "burst", "tpm", "arrival", "requests", "duration",
     "timeout", "stream", "seed", "workers", "grace",
@@ -489,6 +490,7 @@ def build_workload(raw: dict[str, Any], path: Path, errs: Problems) -> Workload:
     routing = _parse_routing(errs, raw.get("routing", {}), _model_names_in(raw.get("models")))
     retry = _parse_retry(errs, raw.get("retry", {}))
     sim = _parse_sim(errs, raw["sim"]) if "sim" in raw else {}
+    plans = parse_plans(errs, raw.get("plans"), _model_names_in(raw.get("models")))
     if output.batch_output is not None and prompts.format != "openai-batch" and not errs.has("prompts"):
         errs.add(
             "output.batch_output",
@@ -508,4 +510,5 @@ def build_workload(raw: dict[str, Any], path: Path, errs: Problems) -> Workload:
         retry=retry,
         sim=sim,
         raw=raw,
+        plans=plans,
     )
