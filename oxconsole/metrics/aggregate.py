@@ -10,10 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.histogram import LogHistogram
+from oxconsole.metrics.plans import Usage, cost_block, model_cost_block
+
+if TYPE_CHECKING:
+    from oxconsole.workload.plans import PricePlan
 
 __all__ = [
     "METRICS",
@@ -55,6 +59,7 @@ class RunStats:
         "latency",
         "left",
         "ok",
+        "ok_input_tokens",
         "ok_output_tokens",
         "output_tokens",
         "per_model",
@@ -77,6 +82,7 @@ class RunStats:
         self.retried = 0
         self.input_tokens = 0
         self.output_tokens = 0
+        self.ok_input_tokens = 0
         self.ok_output_tokens = 0
         self.cost = 0.0
         self.backoff_ms = 0.0
@@ -131,6 +137,7 @@ class RunStats:
         self.tokens_source[src] = self.tokens_source.get(src, 0) + 1
         if rec.status == "ok":
             self.ok += 1
+            self.ok_input_tokens += rec.input_tokens
             self.ok_output_tokens += rec.output_tokens
         else:
             self.error += 1
@@ -165,20 +172,22 @@ class RunStats:
             "output_tokens_per_s": round(self.ok_output_tokens / duration_s, 3),
         }
 
-    def model_block(self, duration_s: float) -> dict[str, Any]:
+    def usage(self) -> Usage:
+        """What a price plan bills of these requests (`metrics/plans.py`)."""
+        return Usage(self.ok, self.ok_input_tokens, self.ok_output_tokens, self.total)
+
+    def model_block(
+        self, duration_s: float, name: str = "", plans: Mapping[str, PricePlan] | None = None
+    ) -> dict[str, Any]:
         return {
             "requests": self.requests_block(),
             "throughput": self.throughput_block(duration_s),
             "latency_ms": timing(self.latency),
             "ttft_ms": timing(self.ttft),
             "itl_ms": timing(self.itl),
-            "cost": {"total": _money(self.cost)},
+            "cost": model_cost_block(self.cost, self.total, name, self.usage(), plans),
             "tokens": {"input": self.input_tokens, "output": self.output_tokens},
         }
-
-
-def _money(v: float) -> float:
-    return round(v, 9)
 
 
 def timing(h: LogHistogram) -> dict[str, float | None]:
@@ -256,6 +265,7 @@ def build_summary(
     live_attempt_errors: Mapping[str, int] | None = None,
     attempt_details: Mapping[str, str] | None = None,
     sessions: int = 1,
+    plans: Mapping[str, PricePlan] | None = None,
 ) -> dict[str, Any]:
     """The summary object of the contract (plus ``attempt_errors``, ``error_details``,
     ``tokens_source``, ``phases``).
@@ -264,8 +274,9 @@ def build_summary(
     live summary and one rebuilt from the journal list the same models. ``attempt_details`` are the
     first details of failed attempts (the journal does not keep them), used for classes no request
     ended in. ``sessions``: how many sessions wrote the requests counted (a live collector's are
-    one session's).
+    one session's). ``plans``: what-if price plans, priced in ``cost.plans`` (`metrics/plans.py`).
     """
+    models = [(m, st) for m, st in models if st.total or st.left]
     attempt_errors = dict(overall.attempt_errors)
     for cls, n in (live_attempt_errors or {}).items():
         if n:
@@ -283,7 +294,7 @@ def build_summary(
         "queue_ms": timing(overall.queue),
         "tokens": {"input": overall.input_tokens, "output": overall.output_tokens},
         "tokens_source": {"usage": src.get("usage", 0), "estimate": src.get("estimate", 0)},
-        "cost": {"total": _money(overall.cost)},
+        "cost": cost_block(overall.cost, overall.total, {m: st.usage() for m, st in models}, plans),
         "errors": dict(sorted(overall.errors.items())),
         "attempt_errors": dict(sorted(attempt_errors.items())),
         "error_details": error_details(overall.error_detail, attempt_details),
@@ -295,7 +306,7 @@ def build_summary(
             if overall.backoff_requests
             else 0.0,
         },
-        "models": {m: st.model_block(duration_s) for m, st in models if st.total or st.left},
+        "models": {m: st.model_block(duration_s, m, plans) for m, st in models},
         "changes": [dict(c) for c in changes],
         "phases": [dict(p) for p in phases],
     }

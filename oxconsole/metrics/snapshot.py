@@ -22,6 +22,7 @@ __all__ = [
     "Gauges",
     "ModelGauge",
     "ModelStats",
+    "PlanCost",
     "Series",
     "Snapshot",
 ]
@@ -128,6 +129,19 @@ class ModelStats:
 
 
 @dataclass(frozen=True, slots=True)
+class PlanCost:
+    """One what-if price plan's figures now (`metrics/plans.py` prices them)."""
+
+    name: str
+    total: float
+    """The requests finished so far at the plan's prices (errors cost nothing)."""
+    per_task: float
+    """`total` over the requests finished (tasks)."""
+    projected: float | None
+    """At the current pace, for the whole workload; None when its size is unknown."""
+
+
+@dataclass(frozen=True, slots=True)
 class Series:
     """Per-second throughput for completed seconds ``start_s .. start_s + len - 1``."""
 
@@ -178,6 +192,8 @@ class Snapshot:
     error_details: Mapping[str, str]
     """The first detail of each error class, final or retried (the summary's ``error_details``)."""
     changes: tuple[Mapping[str, Any], ...]
+    plans: tuple[PlanCost, ...] = ()
+    """Each [plans.NAME] what-if plan, in the workload's order (none without plans)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON types (dicts, lists, str, int, float, bool, None); orjson-ready."""
@@ -238,6 +254,7 @@ class Snapshot:
             attempt_errors={k: int(v) for k, v in d["attempt_errors"].items()},
             error_details={k: str(v) for k, v in d.get("error_details", {}).items()},
             changes=tuple(dict(c) for c in d["changes"]),
+            plans=tuple(_plan_cost(p) for p in d.get("plans") or ()),
         )
 
     @classmethod
@@ -291,12 +308,28 @@ class Snapshot:
             attempt_errors={str(k): int(n) for k, n in (summary.get("attempt_errors") or {}).items()},
             error_details=details,
             changes=tuple(dict(c) for c in summary.get("changes") or ()),
+            plans=tuple(
+                _plan_cost({"name": n, **p})
+                for n, p in (get("cost", "plans") or {}).items()
+                if isinstance(p, Mapping)
+            ),
         )
 
 
 _METRICS = ("latency_ms", "ttft_ms", "itl_ms", "queue_ms")
 """The timing summaries a snapshot carries (as `metrics.aggregate.METRICS`, not imported: this
 module imports nothing of the collector's)."""
+
+
+def _plan_cost(d: Mapping[str, Any]) -> PlanCost:
+    """A plan's figures from a snapshot's or a summary's JSON."""
+    pr = d.get("projected")
+    return PlanCost(
+        name=str(d["name"]),
+        total=float(d.get("total") or 0.0),
+        per_task=float(d.get("per_task") or 0.0),
+        projected=None if pr is None else float(pr),
+    )
 
 
 def _figures(timing: Mapping[str, Any] | None) -> dict[str, float]:
