@@ -16,7 +16,7 @@ from array import array
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -27,6 +27,11 @@ from oxconsole.journal.records import RUN_TIMES, RequestRecord, has_run_times
 from oxconsole.journal.sessions import SessionSpans, sessions_of
 from oxconsole.metrics.aggregate import RunStats, Tally, build_summary, phase_summary
 from oxconsole.metrics.format import change_text
+from oxconsole.metrics.plans import project_costs
+from oxconsole.metrics.plantable import plan_lines, stored_plans, unused_overrides
+
+if TYPE_CHECKING:
+    from oxconsole.workload.plans import PricePlan
 
 __all__ = [
     "JournalIssues",
@@ -146,6 +151,7 @@ def summary_from_journal(
     path: str | os.PathLike[str],
     name: str | None = None,
     issues: JournalIssues | None = None,
+    plans: Mapping[str, PricePlan] | None = None,
 ) -> dict[str, Any]:
     """Rebuild the run summary from a journal alone.
 
@@ -182,6 +188,7 @@ def summary_from_journal(
         changes=[],
         phases=[phase_summary(overall, 0.0, duration, [])],
         sessions=max(1, spans.count()),
+        plans=stored_plans(p, manifest) if plans is None else plans,
     )
 
 
@@ -237,6 +244,7 @@ def whole_journal_summary(session: Mapping[str, Any], path: str | os.PathLike[st
     for key in SESSION_ONLY_REQUESTS:
         if key in mine:
             out["requests"][key] = mine[key]
+    project_costs(out, out["requests"].get("not_sent", 0))
     return out
 
 
@@ -308,6 +316,7 @@ def render_summary(summary: Mapping[str, Any]) -> str:
     lines += _fallback_lines(s.get("models") or {})
     lines += _error_lines(s.get("errors") or {}, s.get("attempt_errors") or {})
     lines += _error_detail_lines(s.get("error_details") or {})
+    lines += plan_lines(s)
     lines += _phase_lines(s.get("phases") or [], s.get("changes") or [])
     return "\n".join(lines) + "\n"
 
@@ -484,11 +493,12 @@ def _count(v: Any) -> str:
     return f"{n:,}" if n < 1_000_000 else f"{n / 1e6:.1f}M"
 
 
-def report_main(path: str, as_json: bool) -> int:
-    """`oxconsole report RESULTS.jsonl [--json]`: print the summary; 0, or 2 if unreadable."""
+def report_main(path: str, as_json: bool, plans: Mapping[str, PricePlan] | None = None) -> int:
+    """`oxconsole report RESULTS.jsonl [--json] [--plans FILE]`: print the summary (priced under
+    `plans`, else under the run's own); 0, or 2 if unreadable."""
     issues = JournalIssues()
     try:
-        summary = summary_from_journal(path, issues=issues)
+        summary = summary_from_journal(path, issues=issues, plans=plans)
     except OSError as e:
         reason = e.strerror or str(e)
         print(f"oxconsole report: {path}: cannot read the results journal: {reason}", file=sys.stderr)
@@ -496,7 +506,7 @@ def report_main(path: str, as_json: bool) -> int:
     except NotAJournal as e:
         print(f"oxconsole report: {e}", file=sys.stderr)
         return 2
-    for msg in issues.messages(path):
+    for msg in [*issues.messages(path), *unused_overrides(plans, summary)]:
         print(f"oxconsole report: warning: {msg}", file=sys.stderr)
     if as_json:
         sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
