@@ -8,6 +8,7 @@ without the engine or the workload file.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,7 +24,8 @@ NONE = "–"
 
 
 def fmt_money(v: float | None) -> str:
-    """A cost with the digits that matter: 6 decimals under 1, 4 under 100, then 2."""
+    """A cost with the digits that matter: 6 decimals under 1 (three significant digits below
+    0.0001), 4 under 100, then 2; never an exponent."""
     if v is None:
         return NONE
     if v == 0:
@@ -34,7 +36,7 @@ def fmt_money(v: float | None) -> str:
         return f"{v:.4f}"
     if abs(v) >= 0.0001:
         return f"{v:.6f}"
-    return f"{v:.3g}"
+    return f"{v:.{2 - math.floor(math.log10(abs(v)))}f}"
 
 
 def cheapest(totals: Mapping[str, float | None]) -> str | None:
