@@ -62,6 +62,7 @@ models."big.v2" = { per_1m_input = 0.90 }
 
 
 def write(tmp_path: Path, count: int = 120, ttft: str = "2ms", plans: str = PLANS) -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     p = tmp_path / "w.toml"
     p.write_text(
         WL.format(results=(tmp_path / "out" / "results.jsonl").as_posix(), count=count, ttft=ttft) + plans
@@ -283,3 +284,83 @@ async def test_projected_beyond_the_total_mid_run_and_when_stopped(tmp_path: Pat
     for fig in s["cost"]["plans"].values():
         assert fig["projected"] == round(fig["total"] + not_sent * fig["total"] / s["requests"]["total"], 9)
         assert fig["projected"] > fig["total"]
+
+
+# -- resume, compare, HTML, the command line -----------------------------------------------------
+
+
+def test_resume_prices_the_whole_journal_under_the_last_plans(tmp_path: Path) -> None:
+    path = write(tmp_path, count=200, ttft="10ms")
+    w = load_workload(path, ["run.concurrency=4"])
+
+    async def first_session() -> None:
+        e = engine_for(w, publish_interval=0.05)
+        task = asyncio.ensure_future(run(w, e))
+        await until(lambda: e.latest is not None and e.latest.counts.total >= 30, what="30 requests done")
+        e.request_stop(interrupted=True)
+        await task
+
+    asyncio.run(first_session())
+    # the resume changes the plans: the whole journal is priced under the new ones
+    path.write_text(path.read_text().replace("per_request = 0.0004", "per_request = 0.001"))
+    summary_json = tmp_path / "s.json"
+    code = main([str(path), "--headless", "--resume", "--summary-json", str(summary_json)])
+    assert code in (0, 1)
+    s = orjson.loads(summary_json.read_bytes())
+    recs = journal(w)
+    assert s["requests"]["total"] == 200 and s["requests"]["sessions"] == 2
+    new = load_workload(path).plans
+    _check_costs(s, _last_per_id(recs), new)
+    assert s["cost"]["plans"]["request-based"]["total"] == round(s["requests"]["ok"] * 0.001, 9)
+    assert summary_from_journal(w.results_path())["cost"] == s["cost"]  # the manifest has the new plans
+
+
+def _last_per_id(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The record a summary counts for each id: its last (a resumed id appears again)."""
+    return list({r["id"]: r for r in recs}.values())
+
+
+async def test_compare_and_html_show_the_plans(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a = load_workload(write(tmp_path / "a", count=60))
+    b = load_workload(write(tmp_path / "b", count=90))
+    sa = (await run(a)).summary
+    sb = (await run(b)).summary
+    assert main(["report", str(a.results_path()), str(b.results_path()), "--json"]) == 0
+    c = orjson.loads(capsys.readouterr().out)
+    rows = {r["figure"]: r["values"] for r in c["figures"]}
+    for name in ("request-based", "token-based"):
+        assert rows[f"cost.plans.{name}.total"] == [
+            sa["cost"]["plans"][name]["total"],
+            sb["cost"]["plans"][name]["total"],
+        ]
+        assert rows[f"cost.plans.{name}.per_task"] == [
+            sa["cost"]["plans"][name]["per_task"],
+            sb["cost"]["plans"][name]["per_task"],
+        ]
+    assert rows["cost.total"] == [sa["cost"]["total"], sb["cost"]["total"]]
+    assert main(["report", str(a.results_path()), str(b.results_path())]) == 0
+    table = capsys.readouterr().out
+    assert "request-based" in table and "token-ba… /task" in table
+    html = tmp_path / "r.html"
+    assert main(["report", str(a.results_path()), "--html", str(html)]) == 0
+    page = html.read_text()
+    assert '<section id="plans"><h2>Cost by plan</h2>' in page
+    assert "request-based" in page and "token-based" in page and "<svg" in page
+    assert "http://" not in page.replace("http://www.w3.org/2000/svg", "") and "https://" not in page
+
+
+@pytest.mark.subprocess
+def test_headless_table_has_the_plans_block(tmp_path: Path) -> None:
+    from .support import oxconsole as oxc
+
+    r = oxc(
+        str(write(tmp_path, count=40)), "--headless", "--set", "sim.models.small.error_rate=0", cwd=tmp_path
+    )
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.startswith("plan "))
+    assert lines[head + 1].startswith("actual")
+    assert lines[head + 2].startswith("request-based")
+    assert lines[head + 3].startswith("token-based")
+    assert all(len(ln) <= 80 for ln in lines)
+    assert sum(ln.rstrip().endswith("*") for ln in lines[head : head + 4]) == 1  # the cheapest

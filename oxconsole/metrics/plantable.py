@@ -81,7 +81,7 @@ def plan_lines(s: Mapping[str, Any]) -> list[str]:
         lines.append(
             f"{label:<16}{fmt_money(total):>14}{fmt_money(unit):>14}{fmt_money(pr):>14}{vs:>14}{mark}".rstrip()
         )
-    lines.append("(actual: the models' own prices; plans: the same requests priced elsewhere; * cheapest)")
+    lines.append("actual: the models' own prices; plans: the same requests elsewhere; * cheapest")
     return lines
 
 
