@@ -364,3 +364,12 @@ def test_headless_table_has_the_plans_block(tmp_path: Path) -> None:
     assert lines[head + 3].startswith("token-based")
     assert all(len(ln) <= 80 for ln in lines)
     assert sum(ln.rstrip().endswith("*") for ln in lines[head : head + 4]) == 1  # the cheapest
+
+
+def test_the_example_compares_a_request_based_and_a_token_based_plan() -> None:
+    example = Path(__file__).resolve().parent.parent / "examples" / "plans.toml"
+    w = load_workload(example, ["plans.request-based.default.per_request=0.0005"])
+    assert list(w.plans) == ["request-based", "token-based"]
+    assert w.plans["request-based"].prices("qwen-3-32b") == Prices(per_request=0.0005)  # --set reaches plans
+    assert w.plans["token-based"].prices("deepseek-v4-flash") == Prices(0.0, 0.10, 0.40)
+    assert load_plans(example) == load_workload(example).plans  # a workload is a plans file too
