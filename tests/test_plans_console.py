@@ -139,3 +139,16 @@ async def test_cost_panel_under_the_models_when_wide() -> None:
 def test_cost_view_80x24(snap_compare: Any) -> None:
     snap = dataclasses.replace(plans_snapshot(), elapsed_s=15.0)
     assert snap_compare(app_for(snap), terminal_size=(80, 24), press=["t", "t", "t", "t"])
+
+
+def test_plans_cross_the_socket_and_come_back_from_a_summary() -> None:
+    import orjson
+
+    s = plans_snapshot()
+    assert Snapshot.from_dict(orjson.loads(orjson.dumps(s.to_dict()))).plans == s.plans
+    summary = {
+        "requests": {"total": 300},
+        "cost": {"total": 1.0, "plans": {"flat": {"total": 0.5, "per_task": 0.01, "projected": None}}},
+    }
+    (flat,) = Snapshot.from_summary(summary).plans
+    assert (flat.name, flat.total, flat.per_task, flat.projected) == ("flat", 0.5, 0.01, None)
