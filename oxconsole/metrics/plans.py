@@ -20,6 +20,7 @@ from oxconsole.workload.plans import PricePlan, Prices
 __all__ = [
     "PlanCost",
     "Usage",
+    "at_pace",
     "cost_block",
     "model_cost_block",
     "per_task",
@@ -146,6 +147,18 @@ def model_cost_block(
     return out
 
 
+def at_pace(total: float, done: int, remaining: int | None) -> float | None:
+    """`total` for `done` requests, projected over `remaining` more at the same cost per request
+    (None: not known how many remain, or nothing done to take a pace from)."""
+    if remaining is None:
+        return None
+    return project(total, done, remaining, _unknown, {})
+
+
+def _unknown(model: str) -> float | None:
+    return None
+
+
 def project_costs(summary: dict[str, Any], remaining: int | None) -> None:
     """Set each plan's `projected` in `summary` for a run that left `remaining` requests unsent:
     at the pace of the requests it finished (their cost per request); None: not known how many."""
@@ -154,16 +167,8 @@ def project_costs(summary: dict[str, Any], remaining: int | None) -> None:
         return
     done = int((summary.get("requests") or {}).get("total") or 0)
     for fig in plans.values():
-        total = float(fig["total"])
-        if remaining is None:
-            fig["projected"] = None
-            continue
-        p = project(total, done, remaining, _unknown, {})
+        p = at_pace(float(fig["total"]), done, remaining)
         fig["projected"] = None if p is None else _money(p)
-
-
-def _unknown(model: str) -> float | None:
-    return None
 
 
 def plan_costs(
@@ -176,19 +181,16 @@ def plan_costs(
     """Each plan now, for a snapshot: its total, per task, and projected to the whole workload
     (`remaining` requests more, mixed by the routing `weights`; None: unknown)."""
     finished = sum(u.finished for u in usage.values())
-    avg_in = sum(u.input_tokens for u in usage.values()) / max(1, sum(u.requests for u in usage.values()))
-    avg_out = sum(u.output_tokens for u in usage.values()) / max(1, sum(u.requests for u in usage.values()))
+    billed = max(1, sum(u.requests for u in usage.values()))
+    avg_in = sum(u.input_tokens for u in usage.values()) / billed
+    avg_out = sum(u.output_tokens for u in usage.values()) / billed
     out: list[PlanCost] = []
     for plan in plans:
+
+        def unit_of(model: str, plan: PricePlan = plan) -> float:
+            return unit_cost(plan.prices(model), usage.get(model), avg_in, avg_out)
+
         total = plan_total(plan, usage)
-        projected = None
-        if remaining is not None:
-            projected = project(
-                total,
-                finished,
-                remaining,
-                lambda m, plan=plan: unit_cost(plan.prices(m), usage.get(m), avg_in, avg_out),  # type: ignore[misc]
-                weights,
-            )
+        projected = None if remaining is None else project(total, finished, remaining, unit_of, weights)
         out.append(PlanCost(plan.name, total, per_task(total, tasks), projected))
     return tuple(out)

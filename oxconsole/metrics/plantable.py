@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from oxconsole.metrics.plans import project
+from oxconsole.metrics.plans import at_pace
 from oxconsole.workload.errors import Problems, join_key
 from oxconsole.workload.plans import PricePlan, parse_plans
 
@@ -52,9 +52,7 @@ def _actual_projected(s: Mapping[str, Any]) -> float | None:
     req = s.get("requests") or {}
     total = float((s.get("cost") or {}).get("total") or 0.0)
     not_sent = req.get("not_sent", 0)
-    if not_sent is None:
-        return None
-    return project(total, int(req.get("total") or 0), int(not_sent), lambda _m: None, {})
+    return at_pace(total, int(req.get("total") or 0), None if not_sent is None else int(not_sent))
 
 
 def plan_lines(s: Mapping[str, Any]) -> list[str]:
