@@ -67,6 +67,8 @@ when the manifest is written again while the journal has records, dropped with a
 
 def write_manifest(w: Workload, results: Path, fp: dict[str, Any] | None = None) -> None:
     data: dict[str, Any] = {"name": w.name, "workload": str(w.path), "prompts": fp or fingerprint(w)}
+    if w.slo is not None:
+        data["slo"] = w.slo.to_dict()
     if results.exists() and results.stat().st_size > 0:
         old = read_manifest(results)
         data.update((k, old[k]) for k in KEPT if k in old)
@@ -84,6 +86,19 @@ def record_plans(w: Workload, results: Path) -> None:
     data.pop("plans", None)
     if w.plans:
         data["plans"] = plans_to_toml(w.plans)
+    write_manifest_data(results, data)
+
+
+def keep_slo(w: Workload, results: Path) -> None:
+    """The manifest keeps the `[slo]` of the latest session (`report` takes its target from it)."""
+    data = read_manifest(results)
+    want = None if w.slo is None else w.slo.to_dict()
+    if data.get("slo") == want:
+        return
+    if want is None:
+        data.pop("slo", None)
+    else:
+        data["slo"] = want
     write_manifest_data(results, data)
 
 
@@ -194,8 +209,8 @@ def open_journal(
         notes = check_resume(w, results, done_ids)
         if not manifest_path(results).exists():
             write_manifest(w, results)
-        else:
-            record_plans(w, results)
+        keep_slo(w, results)
+        record_plans(w, results)
     else:
         write_manifest(w, results)
     return Journal(results, on_failure), notes

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from oxconsole.journal.records import RequestRecord
+from oxconsole.metrics.goodput import goodput_entry
 from oxconsole.metrics.histogram import LogHistogram
 from oxconsole.metrics.plans import Usage, cost_block, model_cost_block
 
@@ -54,8 +55,10 @@ class RunStats:
         "error_detail",
         "errors",
         "fell_back",
+        "good",
         "input_tokens",
         "itl",
+        "judged",
         "latency",
         "left",
         "ok",
@@ -95,6 +98,9 @@ class RunStats:
         self.error_detail: dict[str, str] = {}
         self.attempt_errors: dict[str, int] = {}
         self.tokens_source: dict[str, int] = {}
+        self.judged = 0
+        """Requests whose record carries `slo_ok` (`[slo]` judged them); `good`: those that met it."""
+        self.good = 0
 
     def hist(self, metric: str) -> LogHistogram:
         if metric == "latency_ms":
@@ -145,6 +151,9 @@ class RunStats:
             self.errors[cls] = self.errors.get(cls, 0) + 1
             if rec.error_detail and cls not in self.error_detail:
                 self.error_detail[cls] = rec.error_detail  # the first says why (later ones repeat it)
+        if rec.slo_ok is not None:
+            self.judged += 1
+            self.good += rec.slo_ok
         if rec.backoff_ms:
             self.backoff_ms += rec.backoff_ms
             self.backoff_requests += 1
@@ -177,7 +186,11 @@ class RunStats:
         return Usage(self.ok, self.ok_input_tokens, self.ok_output_tokens, self.total)
 
     def model_block(
-        self, duration_s: float, name: str = "", plans: Mapping[str, PricePlan] | None = None
+        self,
+        duration_s: float,
+        slo_target: float | None = None,
+        name: str = "",
+        plans: Mapping[str, PricePlan] | None = None,
     ) -> dict[str, Any]:
         return {
             "requests": self.requests_block(),
@@ -187,6 +200,7 @@ class RunStats:
             "itl_ms": timing(self.itl),
             "cost": model_cost_block(self.cost, self.total, name, self.usage(), plans),
             "tokens": {"input": self.input_tokens, "output": self.output_tokens},
+            **goodput_entry(self.good, self.judged, duration_s, slo_target),
         }
 
 
@@ -232,7 +246,11 @@ def iso_time(unix: float) -> str:
 
 
 def phase_summary(
-    stats: RunStats, t_start: float, t_end: float, settings: Sequence[Mapping[str, Any]]
+    stats: RunStats,
+    t_start: float,
+    t_end: float,
+    settings: Sequence[Mapping[str, Any]],
+    slo_target: float | None = None,
 ) -> dict[str, Any]:
     return {
         "t_start": round(t_start, 3),
@@ -242,6 +260,7 @@ def phase_summary(
         "throughput": stats.throughput_block(t_end - t_start),
         "latency_ms": timing(stats.latency),
         "ttft_ms": timing(stats.ttft),
+        **goodput_entry(stats.good, stats.judged, t_end - t_start, slo_target),
     }
 
 
@@ -265,6 +284,7 @@ def build_summary(
     live_attempt_errors: Mapping[str, int] | None = None,
     attempt_details: Mapping[str, str] | None = None,
     sessions: int = 1,
+    slo_target: float | None = None,
     plans: Mapping[str, PricePlan] | None = None,
 ) -> dict[str, Any]:
     """The summary object of the contract (plus ``attempt_errors``, ``error_details``,
@@ -274,7 +294,8 @@ def build_summary(
     live summary and one rebuilt from the journal list the same models. ``attempt_details`` are the
     first details of failed attempts (the journal does not keep them), used for classes no request
     ended in. ``sessions``: how many sessions wrote the requests counted (a live collector's are
-    one session's). ``plans``: what-if price plans, priced in ``cost.plans`` (`metrics/plans.py`).
+    one session's). ``slo_target``: the `[slo]` target, for each `goodput` block (metrics/goodput.py).
+    ``plans``: what-if price plans, priced in ``cost.plans`` (`metrics/plans.py`).
     """
     models = [(m, st) for m, st in models if st.total or st.left]
     attempt_errors = dict(overall.attempt_errors)
@@ -288,6 +309,7 @@ def build_summary(
         "duration_s": round(duration_s, 3),
         "requests": {**overall.requests_block(), "sessions": sessions},
         "throughput": overall.throughput_block(duration_s),
+        **goodput_entry(overall.good, overall.judged, duration_s, slo_target),
         "latency_ms": timing(overall.latency),
         "ttft_ms": timing(overall.ttft),
         "itl_ms": timing(overall.itl),
@@ -306,7 +328,7 @@ def build_summary(
             if overall.backoff_requests
             else 0.0,
         },
-        "models": {m: st.model_block(duration_s, m, plans) for m, st in models},
+        "models": {m: st.model_block(duration_s, slo_target, m, plans) for m, st in models},
         "changes": [dict(c) for c in changes],
         "phases": [dict(p) for p in phases],
     }

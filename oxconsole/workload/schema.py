@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from oxconsole.workload.plans import PricePlan
+    from oxconsole.workload.slo import SloConfig
 
 Arrival = Literal["closed", "constant", "poisson"]
 PromptsFormat = Literal["jsonl", "sharegpt", "openai-batch"]
@@ -306,6 +307,8 @@ class Workload:
     """[sim.models."NAME"] profiles for the embedded simulator."""
     raw: dict[str, Any] = field(default_factory=dict)
     """The TOML document after --set overrides (used to write tuned workloads back)."""
+    slo: SloConfig | None = None
+    """[slo]: when a request is good and the share that must be (workload/slo.py); None = no SLO."""
     plans: dict[str, PricePlan] = field(default_factory=dict)
     """[plans.NAME] what-if price tables (`workload/plans.py`), in file order."""
 
