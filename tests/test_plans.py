@@ -341,6 +341,9 @@ async def test_compare_and_html_show_the_plans(tmp_path: Path, capsys: pytest.Ca
     assert main(["report", str(a.results_path()), str(b.results_path())]) == 0
     table = capsys.readouterr().out
     assert "request-based" in table and "token-ba… /task" in table
+    assert main(["report", str(a.results_path()), "--markdown"]) == 0
+    md = capsys.readouterr().out
+    assert "| plan | total | per task | projected |" in md and "| request-based | " in md
     html = tmp_path / "r.html"
     assert main(["report", str(a.results_path()), "--html", str(html)]) == 0
     page = html.read_text()

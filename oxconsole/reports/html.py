@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oxconsole.report import summary_from_journal
-from oxconsole.reports.plans import cost_by_plan
+from oxconsole.reports.plans import cost_by_plan, money_cell
 from oxconsole.reports.svg import PALETTE, Line, Marker, distribution, fmt_num, line_chart, stacked_bars
 from oxconsole.reports.timeline import TIMED, Timeline, build_timeline
 
@@ -348,10 +348,11 @@ def write_compare_html(c: Mapping[str, Any], out: str | os.PathLike[str]) -> Pat
         head += [n, "Δ%"]
     rows = []
     for row in c["figures"]:
-        cells = [str(row["label"]), _num(row["values"][0])]
+        num = money_cell if str(row["figure"]).startswith("cost") else _num
+        cells = [str(row["label"]), num(row["values"][0])]
         for v, d, noise in zip(row["values"][1:], row["delta_pct"][1:], row["within_noise"][1:], strict=True):
             mark = " ~" if noise else " *" if noise is False else ""
-            cells += [_num(v), "-" if d is None else f"{d:+.1f}%{mark}"]
+            cells += [num(v), "-" if d is None else f"{d:+.1f}%{mark}"]
         rows.append(cells)
     note = (
         f"Δ% against {escape(names[0])}. ~ within noise ({c['confidence']:.0%} bootstrap intervals overlap), "

@@ -15,7 +15,7 @@ from typing import Any
 from oxconsole.metrics.plantable import cheapest, fmt_money
 from oxconsole.reports.svg import PALETTE
 
-__all__ = ["cost_by_plan", "cost_figures", "cost_rows", "money_cell"]
+__all__ = ["cost_by_plan", "cost_figures", "cost_rows", "money_cell", "plan_table"]
 
 _BAR_W, _ROW_H, _LABEL_W, _VALUE_W = 420, 24, 150, 110
 
@@ -60,6 +60,30 @@ def _label(key: str) -> str:
 def money_cell(v: float | None) -> str:
     """A cost in the compare table."""
     return "-" if v is None else fmt_money(v)
+
+
+def _plan_rows(s: Mapping[str, Any]) -> list[_Row]:
+    """The actual prices, then each plan of the summary (none without plans)."""
+    cost = s.get("cost") or {}
+    plans = cost.get("plans")
+    if not plans:
+        return []
+    rows: list[_Row] = [
+        ("actual prices", float(cost.get("total") or 0.0), float(cost.get("per_task") or 0.0), None)
+    ]
+    for name, p in plans.items():
+        pr = p.get("projected")
+        rows.append((str(name), float(p["total"]), float(p["per_task"]), None if pr is None else float(pr)))
+    return rows
+
+
+def plan_table(s: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The plans as (head, rows) of text cells, for a Markdown table (no rows without plans)."""
+    rows = _plan_rows(s)
+    head = ["plan", "total", "per task", "projected"]
+    return head, [
+        [n, fmt_money(t), fmt_money(u), fmt_money(pr) if pr is not None else "–"] for n, t, u, pr in rows
+    ]
 
 
 def cost_by_plan(s: Mapping[str, Any]) -> str:
