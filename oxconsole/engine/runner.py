@@ -59,6 +59,7 @@ def new_collector(w: Workload, started_at: float) -> Collector:
         [m.name for m in w.models],
         started_at=started_at,
         prices={m.name: (m.price_per_request, m.price_per_1m_input, m.price_per_1m_output) for m in w.models},
+        plans=w.plans,
         slo_target=None if w.slo is None else w.slo.target,
     )
 

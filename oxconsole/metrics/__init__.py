@@ -14,6 +14,7 @@ from oxconsole.metrics.snapshot import (
     Gauges,
     ModelGauge,
     ModelStats,
+    PlanCost,
     Series,
     Snapshot,
 )
@@ -28,6 +29,7 @@ __all__ = [
     "LogHistogram",
     "ModelGauge",
     "ModelStats",
+    "PlanCost",
     "RollingHistogram",
     "RunStats",
     "SecondSeries",

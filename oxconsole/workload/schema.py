@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from oxconsole.workload.plans import PricePlan
     from oxconsole.workload.slo import SloConfig
     from oxconsole.workload.stages import Stage
 
@@ -311,6 +312,8 @@ class Workload:
     """[slo]: when a request is good and the share that must be (workload/slo.py); None = no SLO."""
     stages: tuple[Stage, ...] = ()
     """[[stages]]: the load shape, run in order (`workload/stages.py`); () = none."""
+    plans: dict[str, PricePlan] = field(default_factory=dict)
+    """[plans.NAME] what-if price tables (`workload/plans.py`), in file order."""
 
     def model(self, name: str) -> ModelConfig:
         for m in self.models:

@@ -18,6 +18,7 @@ from typing import Any, Literal, cast
 from oxconsole.workload import bounds as b
 from oxconsole.workload.errors import Problems, did_you_mean, join_key, show
 from oxconsole.workload.lengths import parse_length
+from oxconsole.workload.plans import parse_plans
 from oxconsole.workload.requestkeys import ENV_NAME, extra_body, request_headers
 from oxconsole.workload.schema import (
     RETRY_WORDS,
@@ -42,7 +43,10 @@ from oxconsole.workload.slo import parse_slo
 from oxconsole.workload.stages import parse_stages
 from oxconsole.workload.values import Table, fmt_duration, is_int
 
-_TOP = ("name", "run", "output", "endpoints", "models", "prompts", "routing", "retry", "sim", "slo", "stages")
+_TOP = (
+    "name", "run", "output", "endpoints", "models", "prompts", "routing", "retry", "sim", "slo",
+    "stages", "plans",
+)  # fmt: skip
 _RUN = (
     "concurrency", "rate", "burst", "tpm", "arrival", "requests", "duration",
     "timeout", "stream", "seed", "workers", "grace",
@@ -493,6 +497,7 @@ def build_workload(raw: dict[str, Any], path: Path, errs: Problems) -> Workload:
     sim = _parse_sim(errs, raw["sim"]) if "sim" in raw else {}
     slo = parse_slo(errs, raw.get("slo"))
     stages = parse_stages(errs, raw.get("stages"), run.concurrency, run.rate, run.arrival != "closed")
+    plans = parse_plans(errs, raw.get("plans"), _model_names_in(raw.get("models")))
     if output.batch_output is not None and prompts.format != "openai-batch" and not errs.has("prompts"):
         errs.add(
             "output.batch_output",
@@ -514,4 +519,5 @@ def build_workload(raw: dict[str, Any], path: Path, errs: Problems) -> Workload:
         raw=raw,
         slo=slo,
         stages=stages,
+        plans=plans,
     )
