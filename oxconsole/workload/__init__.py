@@ -30,6 +30,7 @@ from __future__ import annotations
 from oxconsole.workload.describe import describe
 from oxconsole.workload.load import load_sim_section, load_workload, resolve_api_key, resolve_headers
 from oxconsole.workload.overrides import apply_override
+from oxconsole.workload.packs import Pack, format_pack, parse_pack, split_answer
 from oxconsole.workload.prompts import check_prompts, iter_prompts
 from oxconsole.workload.schema import (
     DEFAULT_RETRY_ON,
@@ -37,6 +38,7 @@ from oxconsole.workload.schema import (
     EndpointConfig,
     ModelConfig,
     OutputConfig,
+    PackingConfig,
     Prompt,
     PromptsConfig,
     PromptStats,
@@ -59,6 +61,8 @@ __all__ = [
     "EndpointConfig",
     "ModelConfig",
     "OutputConfig",
+    "Pack",
+    "PackingConfig",
     "Prompt",
     "PromptStats",
     "PromptsConfig",
@@ -74,11 +78,14 @@ __all__ = [
     "apply_override",
     "check_prompts",
     "describe",
+    "format_pack",
     "iter_prompts",
     "load_sim_section",
     "load_workload",
     "parse_duration",
+    "parse_pack",
     "parse_sim_profiles",
     "resolve_api_key",
     "resolve_headers",
+    "split_answer",
 ]

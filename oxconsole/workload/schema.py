@@ -265,6 +265,8 @@ class SimModelProfile:
     """Seconds a stalled request waits before answering."""
     usage: bool = True
     """Send `usage` when the client asks for it; false mimics llama.cpp's server (none in streams)."""
+    pack_error_rate: float = 0.0
+    """Fraction of packed requests answered with one section missing (the client must re-send)."""
 
 
 @dataclass(frozen=True)
@@ -287,6 +289,16 @@ class Prompt:
 
 
 @dataclass(frozen=True)
+class PackingConfig:
+    size: int = 1
+    """Tasks per request; 1 = off."""
+    max_input_tokens: int = 0
+    """Also close a pack before its estimated input tokens pass this; 0 = no cap."""
+    tags: tuple[str, ...] = ()
+    """Pack only prompts with one of these tags (others go alone); empty = all."""
+
+
+@dataclass(frozen=True)
 class Workload:
     path: Path
     """The workload file as the user gave it."""
@@ -303,6 +315,8 @@ class Workload:
     """[sim.models."NAME"] profiles for the embedded simulator."""
     raw: dict[str, Any] = field(default_factory=dict)
     """The TOML document after --set overrides (used to write tuned workloads back)."""
+    packing: PackingConfig = field(default_factory=PackingConfig)
+    """[packing]: several tasks per request (workload/packs.py)."""
 
     def model(self, name: str) -> ModelConfig:
         for m in self.models:
