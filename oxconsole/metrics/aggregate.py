@@ -14,6 +14,7 @@ from typing import Any
 
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.histogram import LogHistogram
+from oxconsole.metrics.packing import PackCounts, packing_block
 
 __all__ = [
     "METRICS",
@@ -57,6 +58,7 @@ class RunStats:
         "ok",
         "ok_output_tokens",
         "output_tokens",
+        "packs",
         "per_model",
         "queue",
         "retried",
@@ -89,6 +91,8 @@ class RunStats:
         self.error_detail: dict[str, str] = {}
         self.attempt_errors: dict[str, int] = {}
         self.tokens_source: dict[str, int] = {}
+        self.packs = PackCounts()
+        """Tasks sent in packs (`[packing]`): the summary's `packing` block."""
 
     def hist(self, metric: str) -> LogHistogram:
         if metric == "latency_ms":
@@ -141,6 +145,8 @@ class RunStats:
         if rec.backoff_ms:
             self.backoff_ms += rec.backoff_ms
             self.backoff_requests += 1
+        if rec.pack is not None:
+            self.packs.count(rec)
         if rec.attempt_errors:
             ae = self.attempt_errors
             for cls, n in rec.attempt_errors.items():
@@ -256,6 +262,7 @@ def build_summary(
     live_attempt_errors: Mapping[str, int] | None = None,
     attempt_details: Mapping[str, str] | None = None,
     sessions: int = 1,
+    packing_size: int | None = None,
 ) -> dict[str, Any]:
     """The summary object of the contract (plus ``attempt_errors``, ``error_details``,
     ``tokens_source``, ``phases``).
@@ -264,7 +271,7 @@ def build_summary(
     live summary and one rebuilt from the journal list the same models. ``attempt_details`` are the
     first details of failed attempts (the journal does not keep them), used for classes no request
     ended in. ``sessions``: how many sessions wrote the requests counted (a live collector's are
-    one session's).
+    one session's). ``packing_size``: the run's `[packing] size` (None: the largest pack recorded).
     """
     attempt_errors = dict(overall.attempt_errors)
     for cls, n in (live_attempt_errors or {}).items():
@@ -298,4 +305,5 @@ def build_summary(
         "models": {m: st.model_block(duration_s) for m, st in models if st.total or st.left},
         "changes": [dict(c) for c in changes],
         "phases": [dict(p) for p in phases],
+        **packing_block(overall.packs, overall.total, packing_size),
     }

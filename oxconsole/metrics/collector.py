@@ -67,6 +67,9 @@ class _ModelAcc:
 class Collector:
     """Accumulates finished requests; hands out snapshots and the final summary."""
 
+    packing_size = 1
+    """The run's `[packing] size` (set by the engine): tasks per request, for the summary."""
+
     def __init__(
         self,
         model_names: Sequence[str],
@@ -372,6 +375,7 @@ class Collector:
             phases=phases,
             live_attempt_errors=self._live_attempts,
             attempt_details=self._attempt_detail,
+            packing_size=self.packing_size,
         )
 
     @property
