@@ -27,6 +27,7 @@ from oxconsole.journal.records import RUN_TIMES, RequestRecord, has_run_times
 from oxconsole.journal.sessions import SessionSpans, sessions_of
 from oxconsole.metrics.aggregate import RunStats, Tally, build_summary, phase_summary
 from oxconsole.metrics.format import change_text
+from oxconsole.metrics.packing import packing_lines
 
 __all__ = [
     "JournalIssues",
@@ -303,6 +304,7 @@ def render_summary(summary: Mapping[str, Any]) -> str:
     """The summary as a plain-text table, no line longer than 80 columns."""
     s = summary
     lines = _totals_lines(s)
+    lines += [_fit(x) for x in packing_lines(dict(s))]
     lines += _timing_lines(s)
     lines += _model_lines(s.get("models") or {})
     lines += _fallback_lines(s.get("models") or {})
@@ -337,7 +339,7 @@ def _totals_lines(s: Mapping[str, Any]) -> list[str]:
             + (f"  {req['fallbacks']:,} fell back" if req.get("fallbacks") else "")
         ),
         _fit(
-            f"rate      {_num(thr.get('requests_per_s'), 2)} req/s  "
+            f"rate      {_num(thr.get('requests_per_s'), 2)} {'tasks/s' if s.get('packing') else 'req/s'}  "
             f"{_num(thr.get('output_tokens_per_s'), 1)} output tok/s"
         ),
         _fit(f"tokens    in {tok.get('input', 0):,}  out {tok.get('output', 0):,}{estimated}"),

@@ -27,6 +27,7 @@ from oxconsole.metrics.aggregate import (
     phase_summary,
 )
 from oxconsole.metrics.histogram import LogHistogram, record_into
+from oxconsole.metrics.packing import live_packing
 from oxconsole.metrics.snapshot import (
     Bins,
     Counts,
@@ -256,6 +257,7 @@ class Collector:
             attempt_errors=self._attempt_errors(),
             error_details=error_details(al.error_detail, self._attempt_detail),
             changes=tuple(dict(c) for c in self.changes),
+            packing=live_packing(al.packs, al.total, self.packing_size),
         )
 
     def _phase_figures(self, run: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:

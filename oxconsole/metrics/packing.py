@@ -11,7 +11,7 @@ from typing import Any
 
 from oxconsole.journal.records import RequestRecord
 
-__all__ = ["PackCounts", "packing_block"]
+__all__ = ["PackCounts", "live_packing", "packing_block", "packing_lines"]
 
 
 class PackCounts:
@@ -58,3 +58,28 @@ def packing_block(packs: PackCounts, total: int, size: int | None) -> dict[str, 
             "repacked": packs.repacked,
         }
     }
+
+
+def live_packing(packs: PackCounts, total: int, size: int) -> dict[str, float] | None:
+    """The snapshot's `packing` figures (None when packing is off): the summary's block and the
+    tasks it counts, for the console's tasks/s, requests/s and cost per task."""
+    block = packing_block(packs, total, size).get("packing")
+    return None if block is None else {**block, "tasks": total}
+
+
+def packing_lines(summary: dict[str, Any]) -> list[str]:
+    """The summary table's line for packing (none when it was off): HTTP requests behind the
+    tasks, their rate, tasks re-sent alone, cost per task."""
+    pk = summary.get("packing")
+    if not isinstance(pk, dict):
+        return []
+    tasks = (summary.get("requests") or {}).get("total") or 0
+    duration = summary.get("duration_s") or 0.0
+    sent = pk.get("requests_sent", 0)
+    rate = f"{sent / duration:,.2f}/s" if duration else "-"
+    cost = (summary.get("cost") or {}).get("total") or 0.0
+    per_task = f"{cost / tasks:.6g}" if tasks else "-"
+    return [
+        f"packing   size {pk.get('size')} · {sent:,} requests ({rate}) · "
+        f"{pk.get('repacked', 0):,} repacked · {per_task} per task"
+    ]

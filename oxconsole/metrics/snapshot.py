@@ -178,6 +178,8 @@ class Snapshot:
     error_details: Mapping[str, str]
     """The first detail of each error class, final or retried (the summary's ``error_details``)."""
     changes: tuple[Mapping[str, Any], ...]
+    packing: Mapping[str, float] | None = None
+    """With `[packing]`: size, requests_sent, repacked and tasks (the summary's block, live)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON types (dicts, lists, str, int, float, bool, None); orjson-ready."""
@@ -238,6 +240,7 @@ class Snapshot:
             attempt_errors={k: int(v) for k, v in d["attempt_errors"].items()},
             error_details={k: str(v) for k, v in d.get("error_details", {}).items()},
             changes=tuple(dict(c) for c in d["changes"]),
+            packing=d.get("packing"),
         )
 
     @classmethod

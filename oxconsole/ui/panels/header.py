@@ -12,6 +12,7 @@ from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.charts import hbar
 from oxconsole.ui.lines import Line, Palette, fit
 from oxconsole.ui.numbers import fmt_change, fmt_clock, fmt_cost, fmt_count, fmt_rate, pct
+from oxconsole.ui.panels.packs import rate_label
 
 __all__ = ["header_lines"]
 
@@ -136,6 +137,6 @@ def _status_line(s: Snapshot, p: Palette, note: str, note_style: str, flash: str
             t.append(", ".join(fmt_change(c) for c in s.phase_settings))
         else:
             t.append(" (no change yet)", style=p.muted)
-    t.append(f"   {fmt_rate(s.req_per_s_10s, ' req/s')}", style=p.primary)
+    t.append(f"   {fmt_rate(s.req_per_s_10s, ' ' + rate_label(s)[:-1])}", style=p.primary)
     t.append(f"  {fmt_rate(s.output_tokens_per_s_10s, ' tok/s')}", style=p.primary)
     return t
