@@ -12,6 +12,7 @@ import os
 
 from oxconsole.workload.errors import did_you_mean
 from oxconsole.workload.lengths import describe_length, fmt_stats
+from oxconsole.workload.packs import describe_packing
 from oxconsole.workload.schema import RETRY_WORDS, PromptStats, Workload, fill_results
 from oxconsole.workload.values import fmt_duration
 
@@ -28,6 +29,7 @@ def describe(w: Workload, stats: PromptStats) -> str:
     lines += _prompt_lines(w, stats)
     lines += _routing_lines(w)
     lines += _run_lines(w)
+    lines += describe_packing(w.packing)
     warnings = _warnings(w, stats)
     if warnings:
         lines += ["", "warnings"] + [f"  - {x}" for x in warnings]

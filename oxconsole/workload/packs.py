@@ -20,6 +20,7 @@ from oxconsole.workload.values import Table
 __all__ = [
     "MAX_PACK_SIZE",
     "Pack",
+    "describe_packing",
     "format_pack",
     "pack_head",
     "parse_pack",
@@ -119,3 +120,17 @@ def parse_packing(errs: Problems, data: Any) -> PackingConfig:
         ),
         tags=tuple(dict.fromkeys(tags)) if tags else (),
     )
+
+
+def describe_packing(cfg: PackingConfig) -> list[str]:
+    """`oxconsole validate`'s lines for `[packing]` (none when it is off)."""
+    if cfg.size <= 1:
+        return []
+    cap = f", closed at ~{cfg.max_input_tokens:,} input tokens" if cfg.max_input_tokens else ""
+    which = "prompts tagged " + ", ".join(cfg.tags) if cfg.tags else "every prompt"
+    return [
+        "",
+        "packing",
+        f"  up to {cfg.size} tasks a request{cap}: {which} (same tag, model and earlier messages);",
+        "  one journal record per task; an answer that does not split is sent again task by task",
+    ]
