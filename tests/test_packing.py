@@ -3,6 +3,7 @@ embedded simulator (which answers packs in the contract's format)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import defaultdict
 from pathlib import Path
@@ -279,3 +280,40 @@ def test_bad_packing_values_exit_2_naming_every_key(
     setup(tmp_path, plain(2), "[sim.models.z]\npack_error_rate = 2")
     assert cli.main(["validate", str(tmp_path / "w.toml")]) == 2
     assert "sim.models.z.pack_error_rate" in capsys.readouterr().err
+
+
+def test_a_pack_falls_back_as_one_request_and_still_splits(tmp_path: Path) -> None:
+    setup(
+        tmp_path,
+        [{**p, "tag": "x"} for p in plain(4)],
+        '[[models]]\nname = "bad"\n[sim.models.bad]\nerror_rate = 1.0\n'
+        '[[routing.rules]]\ntag = "x"\nmodels = ["bad"]\nfallback = ["m"]\n[packing]\nsize = 4',
+    )
+    code, recs, s = run(tmp_path)
+    assert code == 0
+    assert all(r["model"] == "m" and r["models_tried"] == ["bad", "m"] for r in recs)
+    assert all(r["text"].startswith(f"Re: {words(int(r['id'][1:]))}") for r in recs)
+    assert s["packing"]["requests_sent"] == 1 and s["requests"]["fallbacks"] == 4
+
+
+def test_tpm_budgets_a_packs_tokens(tmp_path: Path) -> None:
+    setup(tmp_path, plain(16), "[packing]\nsize = 8")
+    code, recs, s = run(tmp_path, "--set", "run.tpm=100000")
+    assert code == 0 and len(recs) == 16 and s["packing"]["requests_sent"] == 2
+
+
+def test_console_shows_tasks_per_s_requests_per_s_and_cost_per_task() -> None:
+    from oxconsole.metrics.snapshot import Snapshot
+    from oxconsole.ui.lines import Palette, join_lines
+    from oxconsole.ui.panels.throughput import throughput_lines
+    from tests.ui_support import fixed_snapshot
+
+    snap = fixed_snapshot()
+    plain_text = join_lines(throughput_lines(snap, Palette(), 120, 8)).plain
+    assert "tasks/s" not in plain_text and "cost/task" not in plain_text
+    packed = dataclasses.replace(
+        snap, packing={"size": 8, "requests_sent": 10, "repacked": 0, "tasks": 80}, cost=0.8
+    )
+    text = join_lines(throughput_lines(packed, Palette(), 120, 8)).plain
+    assert "tasks/s" in text and "req/s" in text and "cost/task 0.0100" in text
+    assert Snapshot.from_dict(packed.to_dict()).packing == packed.packing
