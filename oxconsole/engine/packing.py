@@ -214,13 +214,14 @@ class Packer:
 
     async def _alone(self, task: Prompt, model: str) -> RequestRecord:
         """One task sent alone, as the dispatcher would send it (a model picked, its buckets)."""
+        loop = asyncio.get_running_loop()
+        t_wall, t_loop = time.time(), loop.time()  # its queue time counts the buckets' wait
         hold = await self.dispatch.wait_buckets(task)
         try:
             model = self.router.pick(task)
         except NoModelAvailable:
             pass  # the pack's model
-        loop = asyncio.get_running_loop()
-        st = Story(task, model, time.time(), loop.time(), hold=hold)
+        st = Story(task, model, t_wall, t_loop, hold=hold)
         self.router.in_flight[model] += 1
         try:
             r = await self.sender.send(st)

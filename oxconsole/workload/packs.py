@@ -126,11 +126,12 @@ def describe_packing(cfg: PackingConfig) -> list[str]:
     """`oxconsole validate`'s lines for `[packing]` (none when it is off)."""
     if cfg.size <= 1:
         return []
-    cap = f", closed at ~{cfg.max_input_tokens:,} input tokens" if cfg.max_input_tokens else ""
+    cap = f" (closed early past ~{cfg.max_input_tokens:,} input tokens)" if cfg.max_input_tokens else ""
     which = "prompts tagged " + ", ".join(cfg.tags) if cfg.tags else "every prompt"
     return [
         "",
         "packing",
-        f"  up to {cfg.size} tasks a request{cap}: {which} (same tag, model and earlier messages);",
+        f"  up to {cfg.size} tasks a request{cap}",
+        f"  packed: {which}, with the same tag, model and earlier messages",
         "  one journal record per task; an answer that does not split is sent again task by task",
     ]
