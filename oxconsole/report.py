@@ -34,6 +34,7 @@ from oxconsole.metrics.stages import StageLog, journal_stages, stage_table
 
 if TYPE_CHECKING:
     from oxconsole.workload.plans import PricePlan
+from oxconsole.metrics.packing import packing_lines
 
 __all__ = [
     "JournalIssues",
@@ -321,6 +322,7 @@ def render_summary(summary: Mapping[str, Any]) -> str:
     """The summary as a plain-text table, no line longer than 80 columns."""
     s = summary
     lines = _totals_lines(s)
+    lines += [_fit(x) for x in packing_lines(dict(s))]
     lines += _timing_lines(s)
     lines += _model_lines(s.get("models") or {})
     lines += _fallback_lines(s.get("models") or {})
@@ -357,7 +359,7 @@ def _totals_lines(s: Mapping[str, Any]) -> list[str]:
             + (f"  {req['fallbacks']:,} fell back" if req.get("fallbacks") else "")
         ),
         _fit(
-            f"rate      {_num(thr.get('requests_per_s'), 2)} req/s  "
+            f"rate      {_num(thr.get('requests_per_s'), 2)} {'tasks/s' if s.get('packing') else 'req/s'}  "
             f"{_num(thr.get('output_tokens_per_s'), 1)} output tok/s"
         ),
         *(_fit(g) for g in goodput_lines(s)),

@@ -116,6 +116,8 @@ class Sender:
         self.backing_off = 0
         """Requests sleeping between attempts now (a gauge)."""
         self.gc: PacedGC | None = None
+        self.save_text = w.output.save_text
+        """Keep answers' text (packing keeps it to split a pack's answer, whatever save_text says)."""
         self._unstreamed: set[str] = set()
 
     async def send(self, story: Story) -> RequestRecord:
@@ -130,7 +132,7 @@ class Sender:
                 if not nxt:
                     break
                 self._fall_back(story, res, nxt[0])
-            return finished_record(story, res, self.models[story.model], self.w.output.save_text)
+            return finished_record(story, res, self.models[story.model], self.save_text)
         except asyncio.CancelledError:
             return cancelled_record(story, self.models[story.model].endpoint)
 
@@ -177,7 +179,7 @@ class Sender:
         try:
             run = self.w.run
             story.res = res = await client.attempt(
-                body, stream=run.stream, timeout=run.timeout, save_text=self.w.output.save_text
+                body, stream=run.stream, timeout=run.timeout, save_text=self.save_text
             )
             adapted = res.status == 400 and self.bodies.adapt(m.name, res, body)
             if res.unstreamed and m.endpoint not in self._unstreamed:

@@ -8,6 +8,7 @@ nothing but the standard library and `oxconsole.journal.records` (no engine, no 
 from oxconsole.metrics.aggregate import METRICS, RunStats, build_summary
 from oxconsole.metrics.collector import Collector
 from oxconsole.metrics.histogram import LogHistogram
+from oxconsole.metrics.packing import packing_lines
 from oxconsole.metrics.snapshot import (
     Counts,
     ErrorStat,
@@ -36,4 +37,5 @@ __all__ = [
     "Series",
     "Snapshot",
     "build_summary",
+    "packing_lines",
 ]

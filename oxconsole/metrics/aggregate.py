@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.goodput import goodput_entry
 from oxconsole.metrics.histogram import LogHistogram
+from oxconsole.metrics.packing import PackCounts, packing_block
 from oxconsole.metrics.plans import Usage, cost_block, model_cost_block
 
 if TYPE_CHECKING:
@@ -65,6 +66,7 @@ class RunStats:
         "ok_input_tokens",
         "ok_output_tokens",
         "output_tokens",
+        "packs",
         "per_model",
         "queue",
         "retried",
@@ -101,6 +103,8 @@ class RunStats:
         self.judged = 0
         """Requests whose record carries `slo_ok` (`[slo]` judged them); `good`: those that met it."""
         self.good = 0
+        self.packs = PackCounts()
+        """Tasks sent in packs (`[packing]`): the summary's `packing` block."""
 
     def hist(self, metric: str) -> LogHistogram:
         if metric == "latency_ms":
@@ -157,6 +161,8 @@ class RunStats:
         if rec.backoff_ms:
             self.backoff_ms += rec.backoff_ms
             self.backoff_requests += 1
+        if rec.pack is not None:
+            self.packs.count(rec)
         if rec.attempt_errors:
             ae = self.attempt_errors
             for cls, n in rec.attempt_errors.items():
@@ -288,6 +294,7 @@ def build_summary(
     sessions: int = 1,
     slo_target: float | None = None,
     plans: Mapping[str, PricePlan] | None = None,
+    packing_size: int | None = None,
 ) -> dict[str, Any]:
     """The summary object of the contract (plus ``attempt_errors``, ``error_details``,
     ``tokens_source``, ``phases``).
@@ -298,6 +305,7 @@ def build_summary(
     ended in. ``sessions``: how many sessions wrote the requests counted (a live collector's are
     one session's). ``slo_target``: the `[slo]` target, for each `goodput` block (metrics/goodput.py).
     ``plans``: what-if price plans, priced in ``cost.plans`` (`metrics/plans.py`).
+    ``packing_size``: the run's `[packing] size` (None: the largest pack recorded).
     """
     models = [(m, st) for m, st in models if st.total or st.left]
     attempt_errors = dict(overall.attempt_errors)
@@ -333,4 +341,5 @@ def build_summary(
         "models": {m: st.model_block(duration_s, slo_target, m, plans) for m, st in models},
         "changes": [dict(c) for c in changes],
         "phases": [dict(p) for p in phases],
+        **packing_block(overall.packs, overall.total, packing_size),
     }

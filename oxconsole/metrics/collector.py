@@ -28,6 +28,7 @@ from oxconsole.metrics.aggregate import (
 )
 from oxconsole.metrics.goodput import Goodput
 from oxconsole.metrics.histogram import LogHistogram, record_into
+from oxconsole.metrics.packing import live_packing
 from oxconsole.metrics.plans import PlanCost, Usage, plan_costs, project
 from oxconsole.metrics.snapshot import (
     Bins,
@@ -72,6 +73,9 @@ class _ModelAcc:
 
 class Collector:
     """Accumulates finished requests; hands out snapshots and the final summary."""
+
+    packing_size = 1
+    """The run's `[packing] size` (set by the engine): tasks per request, for the summary."""
 
     def __init__(
         self,
@@ -284,6 +288,7 @@ class Collector:
             changes=tuple(dict(c) for c in self.changes),
             goodput=self._goodput(w_start, sec, span, run_span),
             stage=self.stage_log.now(now),
+            packing=live_packing(al.packs, al.total, self.packing_size),
         )
 
     def _goodput(self, w_start: int, sec: int, span: float, run_span: float) -> Goodput | None:
@@ -426,6 +431,7 @@ class Collector:
             attempt_details=self._attempt_detail,
             slo_target=self.slo_target,
             plans=self._plans,
+            packing_size=self.packing_size,
         )
 
     @property

@@ -200,6 +200,8 @@ class Snapshot:
     """With [[stages]]: the stage now, {"index", "count", "t_start", "duration_s", "warmup", "ramp"}."""
     plans: tuple[PlanCost, ...] = ()
     """Each [plans.NAME] what-if plan, in the workload's order (none without plans)."""
+    packing: Mapping[str, float] | None = None
+    """With `[packing]`: size, requests_sent, repacked and tasks (the summary's block, live)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON types (dicts, lists, str, int, float, bool, None); orjson-ready."""
@@ -263,6 +265,7 @@ class Snapshot:
             goodput=Goodput.from_dict(d.get("goodput")),
             stage=d.get("stage"),
             plans=tuple(_plan_cost(p) for p in d.get("plans") or ()),
+            packing=d.get("packing"),
         )
 
     @classmethod

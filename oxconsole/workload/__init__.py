@@ -38,6 +38,7 @@ from oxconsole.workload.load import (
     resolve_headers,
 )
 from oxconsole.workload.overrides import apply_override
+from oxconsole.workload.packs import Pack, format_pack, parse_pack, split_answer
 from oxconsole.workload.plans import PricePlan, Prices, parse_plans, plans_to_toml
 from oxconsole.workload.prompts import check_prompts, iter_prompts
 from oxconsole.workload.schema import (
@@ -46,6 +47,7 @@ from oxconsole.workload.schema import (
     EndpointConfig,
     ModelConfig,
     OutputConfig,
+    PackingConfig,
     Prompt,
     PromptsConfig,
     PromptStats,
@@ -70,6 +72,8 @@ __all__ = [
     "EndpointConfig",
     "ModelConfig",
     "OutputConfig",
+    "Pack",
+    "PackingConfig",
     "PricePlan",
     "Prices",
     "Prompt",
@@ -89,15 +93,18 @@ __all__ = [
     "apply_override",
     "check_prompts",
     "describe",
+    "format_pack",
     "iter_prompts",
     "load_plans",
     "load_sim_section",
     "load_workload",
     "parse_duration",
+    "parse_pack",
     "parse_plans",
     "parse_sim_profiles",
     "plans_to_toml",
     "resolve_api_key",
     "resolve_headers",
+    "split_answer",
     "stages_duration",
 ]

@@ -270,6 +270,8 @@ class SimModelProfile:
     """Seconds a stalled request waits before answering."""
     usage: bool = True
     """Send `usage` when the client asks for it; false mimics llama.cpp's server (none in streams)."""
+    pack_error_rate: float = 0.0
+    """Fraction of packed requests answered with one section missing (the client must re-send)."""
 
 
 @dataclass(frozen=True)
@@ -289,6 +291,16 @@ class Prompt:
     body: dict[str, Any] | None = None
     """A request body to send as given (an OpenAI Batch input line's), its model set to the model's
     name; None = the body is built from `messages` and the model's settings."""
+
+
+@dataclass(frozen=True)
+class PackingConfig:
+    size: int = 1
+    """Tasks per request; 1 = off."""
+    max_input_tokens: int = 0
+    """Also close a pack before its estimated input tokens pass this; 0 = no cap."""
+    tags: tuple[str, ...] = ()
+    """Pack only prompts with one of these tags (others go alone); empty = all."""
 
 
 @dataclass(frozen=True)
@@ -314,6 +326,8 @@ class Workload:
     """[[stages]]: the load shape, run in order (`workload/stages.py`); () = none."""
     plans: dict[str, PricePlan] = field(default_factory=dict)
     """[plans.NAME] what-if price tables (`workload/plans.py`), in file order."""
+    packing: PackingConfig = field(default_factory=PackingConfig)
+    """[packing]: several tasks per request (workload/packs.py)."""
 
     def model(self, name: str) -> ModelConfig:
         for m in self.models:

@@ -18,6 +18,7 @@ from typing import Any, Literal, cast
 from oxconsole.workload import bounds as b
 from oxconsole.workload.errors import Problems, did_you_mean, join_key, show
 from oxconsole.workload.lengths import parse_length
+from oxconsole.workload.packs import parse_packing
 from oxconsole.workload.plans import parse_plans
 from oxconsole.workload.requestkeys import ENV_NAME, extra_body, request_headers
 from oxconsole.workload.schema import (
@@ -45,7 +46,7 @@ from oxconsole.workload.values import Table, fmt_duration, is_int
 
 _TOP = (
     "name", "run", "output", "endpoints", "models", "prompts", "routing", "retry", "sim", "slo",
-    "stages", "plans",
+    "stages", "plans", "packing",
 )  # fmt: skip
 _RUN = (
     "concurrency", "rate", "burst", "tpm", "arrival", "requests", "duration",
@@ -66,7 +67,7 @@ _SIM = ("models",)
 _PROFILE = (
     "ttft", "tokens_per_s", "output_tokens", "capacity", "jitter", "error_rate", "rate_limit",
     "retry_after", "throttle_rate", "reset_rate", "abort_rate", "malformed_rate", "stall_rate", "stall",
-    "usage",
+    "usage", "pack_error_rate",
 )  # fmt: skip
 
 _ELSEWHERE: dict[str, str] = {}
@@ -443,6 +444,7 @@ def _sim_profile(p: Table) -> SimModelProfile:
         stall_rate=p.num("stall_rate", d.stall_rate, 1.0),
         stall=p.duration("stall", d.stall),
         usage=p.bool_("usage", d.usage),
+        pack_error_rate=p.num("pack_error_rate", d.pack_error_rate, 1.0),
     )
 
 
@@ -498,6 +500,7 @@ def build_workload(raw: dict[str, Any], path: Path, errs: Problems) -> Workload:
     slo = parse_slo(errs, raw.get("slo"))
     stages = parse_stages(errs, raw.get("stages"), run.concurrency, run.rate, run.arrival != "closed")
     plans = parse_plans(errs, raw.get("plans"), _model_names_in(raw.get("models")))
+    packing = parse_packing(errs, raw.get("packing", {}))
     if output.batch_output is not None and prompts.format != "openai-batch" and not errs.has("prompts"):
         errs.add(
             "output.batch_output",
@@ -520,4 +523,5 @@ def build_workload(raw: dict[str, Any], path: Path, errs: Problems) -> Workload:
         slo=slo,
         stages=stages,
         plans=plans,
+        packing=packing,
     )
