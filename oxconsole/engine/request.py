@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oxconsole.engine.adapt import Bodies
+from oxconsole.engine.apis import streams
 from oxconsole.engine.client import AttemptResult, EndpointClient
 from oxconsole.engine.health import FAIL, NEUTRAL, OK, ModelHealth, counts_against_model
 from oxconsole.engine.limits import Hold
@@ -177,7 +178,11 @@ class Sender:
         try:
             run = self.w.run
             story.res = res = await client.attempt(
-                body, stream=run.stream, timeout=run.timeout, save_text=self.w.output.save_text
+                body,
+                stream=streams(m.api, run.stream),
+                timeout=run.timeout,
+                save_text=self.w.output.save_text,
+                api=m.api,
             )
             adapted = res.status == 400 and self.bodies.adapt(m.name, res, body)
             if res.unstreamed and m.endpoint not in self._unstreamed:

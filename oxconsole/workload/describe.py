@@ -61,6 +61,8 @@ def _model_lines(w: Workload) -> list[str]:
     width = max(len(m.name) for m in w.models)
     for m in w.models:
         bits = [f"endpoint {m.endpoint}", f"weight {_fmt_num(m.weight)} ({m.weight / total_w:.0%})"]
+        if m.api != "chat":
+            bits.insert(0, f"api {m.api} (/{m.api})")
         bits.append(
             f"{m.max_tokens_param} {m.max_tokens}" if m.max_tokens is not None else "max_tokens not sent"
         )

@@ -14,6 +14,9 @@ from typing import Any, Literal
 Arrival = Literal["closed", "constant", "poisson"]
 PromptsFormat = Literal["jsonl", "sharegpt", "openai-batch"]
 Strategy = Literal["weighted", "round_robin", "least_loaded"]
+Api = Literal["chat", "completions", "embeddings"]
+APIS: tuple[Api, ...] = ("chat", "completions", "embeddings")
+"""`[[models]] api`: the endpoint a model is called on (/chat/completions, /completions, /embeddings)."""
 
 DEFAULT_RETRY_ON: tuple[int | str, ...] = (429, 500, 502, 503, 504, "timeout", "connection", "stream")
 RETRY_WORDS = ("timeout", "connection", "stream")
@@ -156,6 +159,9 @@ class ModelConfig:
     """Fields added to every request body built for this model (a server's own parameters)."""
     ignore_eos: bool = False
     """Send `ignore_eos = true` (vLLM, SGLang): answers run to max_tokens."""
+    api: Api = "chat"
+    """The endpoint the model is called on: "chat" (/chat/completions), "completions"
+    (/completions, the prompt as text) or "embeddings" (/embeddings: not streamed, no output)."""
 
 
 Dist = Literal["normal", "lognormal", "uniform"]

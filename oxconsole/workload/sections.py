@@ -20,6 +20,7 @@ from oxconsole.workload.errors import Problems, did_you_mean, join_key, show
 from oxconsole.workload.lengths import parse_length
 from oxconsole.workload.requestkeys import ENV_NAME, extra_body, request_headers
 from oxconsole.workload.schema import (
+    APIS,
     RETRY_WORDS,
     Arrival,
     EndpointConfig,
@@ -50,6 +51,7 @@ _ENDPOINT = ("base_url", "api_key_env", "max_connections", "insecure", "headers"
 _MODEL = (
     "name", "endpoint", "weight", "max_tokens", "max_tokens_param", "temperature",
     "price_per_request", "price_per_1m_input", "price_per_1m_output", "extra_body", "ignore_eos",
+    "api",
 )  # fmt: skip
 _PROMPTS = ("file", "format", "items", "synthetic", "repeat")
 _SYNTHETIC = ("count", "input_tokens", "output_tokens", "prefix_tokens")
@@ -231,6 +233,7 @@ def _parse_models(errs: Problems, data: Any, endpoints: Collection[str] | None) 
             price_per_1m_output=t.num("price_per_1m_output", 0.0, b.MAX_PRICE, _PRICE),
             extra_body=extra_body(t),
             ignore_eos=t.bool_("ignore_eos", False),
+            api=t.enum("api", "chat", APIS),  # type: ignore[arg-type]
         )
         if name and not t.broken:
             out.append(model)
