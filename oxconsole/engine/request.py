@@ -131,7 +131,8 @@ class Sender:
                 if not nxt:
                     break
                 self._fall_back(story, res, nxt[0])
-            return finished_record(story, res, self.models[story.model], self.w.output.save_text)
+            keep = self.w.output.save_text or story.prompt.keep_text
+            return finished_record(story, res, self.models[story.model], keep)
         except asyncio.CancelledError:
             return cancelled_record(story, self.models[story.model].endpoint)
 
@@ -181,7 +182,7 @@ class Sender:
                 body,
                 stream=streams(m.api, run.stream),
                 timeout=run.timeout,
-                save_text=self.w.output.save_text,
+                save_text=self.w.output.save_text or story.prompt.keep_text,
                 api=m.api,
             )
             adapted = res.status == 400 and self.bodies.adapt(m.name, res, body)

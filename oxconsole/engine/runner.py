@@ -36,6 +36,7 @@ from oxconsole.engine.request import Sender, Story
 from oxconsole.engine.request import backoff_delay as backoff_delay
 from oxconsole.engine.router import Router
 from oxconsole.engine.saved import run_summary
+from oxconsole.engine.sessions import Sessions
 from oxconsole.gcpace import PacedGC
 from oxconsole.journal.journal import Journal
 from oxconsole.journal.manifest import open_journal
@@ -125,6 +126,8 @@ class Engine:
         self.session = SessionLog(results_path, self.warnings)
         """This session's start and running time, in the journal's manifest (`--resume` summaries)."""
         self._held: list[Command] = []  # commands that came while the run was starting
+        self.sessions = Sessions.of(workload, self.skip_ids)
+        """Multi-turn sessions, when the prompts may have some (`sessions.py`)."""
         self._assemble(workload)
 
     def _assemble(self, workload: Workload) -> None:
@@ -272,7 +275,9 @@ class Engine:
             ticker = asyncio.create_task(self._ticker())
             if self.w.run.duration > 0:
                 loop.call_later(self.w.run.duration, self._deadline)
-            self._dispatcher = asyncio.create_task(self.dispatch.run(self._prompts()))
+            prompts = self._prompts()
+            todo = prompts if self.sessions is None else self.sessions.prompts(prompts)
+            self._dispatcher = asyncio.create_task(self.dispatch.run(todo))
             try:
                 await self._dispatcher
             except asyncio.CancelledError:
@@ -353,6 +358,8 @@ class Engine:
             skipped=len(self.skip_ids),
             cooldowns=self.cooldowns,
         )
+        if self.sessions is not None and self.sessions.total + self.sessions.skipped:
+            summary["conversations"] = self.sessions.counts()
         lag = self.loop_lag.summary()
         summary["loop_lag_ms"] = {"p50": lag["p50"], "p99": lag["p99"], "max": lag["max"]}
         if self._gc is not None:
@@ -406,6 +413,8 @@ class Engine:
                 self._wake.set()
         if hold is not None:
             self.dispatch.settle(hold, rec)
+        if self.sessions is not None:
+            self.sessions.finished(rec)
         self._finish(rec)
 
     def _finish(self, rec: RequestRecord) -> None:

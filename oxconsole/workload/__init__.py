@@ -30,7 +30,7 @@ from __future__ import annotations
 from oxconsole.workload.describe import describe
 from oxconsole.workload.load import load_sim_section, load_workload, resolve_api_key, resolve_headers
 from oxconsole.workload.overrides import apply_override
-from oxconsole.workload.prompts import check_prompts, iter_prompts
+from oxconsole.workload.prompts import check_prompts, iter_prompts, request_ids, turn_id
 from oxconsole.workload.schema import (
     DEFAULT_RETRY_ON,
     Arrival,
@@ -79,6 +79,8 @@ __all__ = [
     "load_workload",
     "parse_duration",
     "parse_sim_profiles",
+    "request_ids",
     "resolve_api_key",
     "resolve_headers",
+    "turn_id",
 ]

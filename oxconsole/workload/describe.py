@@ -108,6 +108,11 @@ def _prompt_lines(w: Workload, stats: PromptStats) -> list[str]:
     ]
     if stats.skipped:
         lines.append(f"  skipped: {stats.skipped} conversations without a human turn and an answer")
+    if stats.sessions:
+        lines.append(
+            f"  {stats.sessions} multi-turn session{'s' if stats.sessions != 1 else ''}, {stats.turns} turns "
+            "(each turn sent after the answer to the one before, with the whole history)"
+        )
     for what, ls in (("input tokens", stats.input_lengths), ("max_tokens", stats.output_lengths)):
         if ls is not None:
             drawn = f" (the first {ls.count:_} prompts)" if ls.count < stats.count else ""

@@ -290,6 +290,12 @@ class Prompt:
     body: dict[str, Any] | None = None
     """A request body to send as given (an OpenAI Batch input line's), its model set to the model's
     name; None = the body is built from `messages` and the model's settings."""
+    turns: tuple[str, ...] | None = None
+    """A multi-turn session's user turns (a prompts line's `"turns"`): the engine sends them one
+    by one, each with the whole history (`engine/sessions.py`); None = a single request."""
+    keep_text: bool = False
+    """Read the answer's text even when `save_text` is off (a session's turn: the next turn's
+    history needs it)."""
 
 
 @dataclass(frozen=True)
@@ -340,6 +346,10 @@ class PromptStats:
     skipped: int = 0
     """Entries of the file that give no prompt (ShareGPT conversations without a human turn and
     an answer)."""
+    sessions: int = 0
+    """Multi-turn sessions (prompts with `"turns"`) in one pass."""
+    turns: int = 0
+    """Their turns, all together (one request each)."""
 
 
 @dataclass(frozen=True)
