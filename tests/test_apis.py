@@ -75,7 +75,7 @@ async def test_each_api_against_the_simulator(make_workload: WorkloadFactory) ->
     for rid in ("c", "t", "t2"):
         r = recs[rid]
         assert r["output_tokens"] == 8 and r["tokens_source"] == "usage"
-        assert r["ttft_ms"] >= 4 and r["itl_ms"] > 0 and r["text"].split() and len(r["text"].split()) == 8
+        assert r["ttft_ms"] >= 4 and r["itl_ms"] >= 0 and r["text"].split() and len(r["text"].split()) == 8
     e = recs["e"]
     assert "ttft_ms" not in e and "itl_ms" not in e
     assert e["output_tokens"] == 0 and e["input_tokens"] == (len("embed this text please") + 3) // 4

@@ -262,4 +262,5 @@ class Dispatcher:
         if out is None:
             total, n = self._out_seen
             out = math.ceil(total / n) if n else OUTPUT_GUESS
-        return math.ceil(prompt.input_chars / 4) + out
+        tokens = prompt.input_tokens  # counted by [prompts] tokenizer
+        return (math.ceil(prompt.input_chars / 4) if tokens is None else tokens) + out

@@ -231,7 +231,8 @@ def finished_record(story: Story, res: AttemptResult, m: ModelConfig, save_text:
     estimated = False
     if res.input_tokens is None:
         estimated = True
-        input_tokens = math.ceil(prompt.input_chars / 4)
+        counted = prompt.input_tokens  # by [prompts] tokenizer
+        input_tokens = math.ceil(prompt.input_chars / 4) if counted is None else counted
     else:
         input_tokens = res.input_tokens
     if res.output_tokens is None:

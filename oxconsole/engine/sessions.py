@@ -23,13 +23,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Any
 
 from oxconsole.journal.records import RequestRecord
 from oxconsole.workload import Prompt, Workload, request_ids, turn_id
+from oxconsole.workload.tokens import counter
 
 Waiting = asyncio.Future[None]
 """What the iterator yields when no prompt is ready: the dispatcher awaits it."""
@@ -43,6 +44,8 @@ class _Session:
     """The messages sent with the turn in flight (its own user message last)."""
     chars: int
     """Characters of the history's content (for token estimates)."""
+    tokens: int | None
+    """Tokens of the history's content, with `[prompts] tokenizer`."""
     k: int = 1
     """The turn in flight (from 1)."""
 
@@ -50,9 +53,17 @@ class _Session:
 class Sessions:
     """The sessions of one run (one engine): which turn each is on, what is ready to send next."""
 
-    def __init__(self, *, skip: AbstractSet[str] = frozenset(), save_text: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        skip: AbstractSet[str] = frozenset(),
+        save_text: bool = True,
+        count: Callable[[str], int] | None = None,
+    ) -> None:
         self.skip = skip
         self.save_text = save_text
+        self.count = count
+        """Tokens of a text, with `[prompts] tokenizer` (the history's count grows by each turn)."""
         self._open: dict[str, _Session] = {}
         """Sessions with a turn in flight, by that turn's id."""
         self._ready: deque[Prompt] = deque()
@@ -75,7 +86,7 @@ class Sessions:
         """The run's sessions when its prompts may have some (a JSONL prompts file), else None."""
         if w.prompts.file is None or w.prompts.format != "jsonl":
             return None
-        return cls(skip=skip, save_text=w.output.save_text)
+        return cls(skip=skip, save_text=w.output.save_text, count=counter(w.prompts.tokenizer))
 
     def prompts(self, source: Iterator[Prompt]) -> Iterator[Prompt | Waiting]:
         """`source` with each session unrolled into its turns: next turns first, then new prompts,
@@ -118,6 +129,8 @@ class Sessions:
             nxt = turns[s.k]
             s.history += ({"role": "assistant", "content": text}, {"role": "user", "content": nxt})
             s.chars += len(text) + len(nxt)
+            if s.tokens is not None and self.count is not None:
+                s.tokens += self.count(text) + self.count(nxt)
             s.k += 1
             self._ready.append(self._turn(s, rec.model))
         if self._waiter is not None and not self._waiter.done():
@@ -147,7 +160,7 @@ class Sessions:
 
     def _start(self, p: Prompt) -> Prompt:
         self.total += 1
-        s = _Session(p, list(p.messages), p.input_chars)
+        s = _Session(p, list(p.messages), p.input_chars, p.input_tokens)
         return self._turn(s, p.model)
 
     def _turn(self, s: _Session, model: str | None) -> Prompt:
@@ -158,6 +171,7 @@ class Sessions:
             messages=list(s.history),
             model=model,
             input_chars=s.chars,
+            input_tokens=s.tokens,
             turns=None,
             keep_text=True,
         )

@@ -108,6 +108,9 @@ def _prompt_lines(w: Workload, stats: PromptStats) -> list[str]:
     ]
     if stats.skipped:
         lines.append(f"  skipped: {stats.skipped} conversations without a human turn and an answer")
+    if pc.tokenizer is not None:
+        what = "synthetic prompts cut to exactly their tokens; " if pc.synthetic is not None else ""
+        lines.append(f"  tokenizer: {pc.tokenizer} ({what}input tokens counted with it, not estimated)")
     if stats.sessions:
         lines.append(
             f"  {stats.sessions} multi-turn session{'s' if stats.sessions != 1 else ''}, {stats.turns} turns "

@@ -12,6 +12,7 @@ import itertools
 import random
 from array import array
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -29,6 +30,7 @@ from oxconsole.workload.schema import (
     WorkloadError,
 )
 from oxconsole.workload.sources import check_records, records
+from oxconsole.workload.tokens import Counter, counter, exact_text
 
 _WORD_TEXT = (
     "time year people way day man thing woman life child world school state family student group "
@@ -184,6 +186,34 @@ def _file_lines(w: Workload) -> Iterator[tuple[int, bytes]]:
 
 
 def _one_pass(w: Workload, suffix: str) -> Iterator[Prompt]:
+    """One pass over the prompts; with `[prompts] tokenizer` each counted (synthetic ones cut) by it."""
+    count = counter(w.prompts.tokenizer)
+    if count is None or w.prompts.synthetic is not None:
+        yield from _source_pass(w, suffix)
+        return
+    for p in _source_pass(w, suffix):
+        yield dataclasses.replace(p, input_tokens=_prompt_tokens(count, p))
+
+
+def _prompt_tokens(count: Counter, p: Prompt) -> int:
+    """A prompt's input tokens: of each message's text, or of a Batch line's prompt / input."""
+    if not p.messages and p.body is not None:
+        value = p.body.get("prompt", p.body.get("input"))
+        texts = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+        return sum(count(x) if isinstance(x, str) else len(x) if isinstance(x, list) else 1 for x in texts)
+    total = 0
+    for m in p.messages:
+        c = m.get("content")
+        if isinstance(c, str):
+            total += count(c)
+        elif isinstance(c, list):
+            total += sum(
+                count(x["text"]) for x in c if isinstance(x, dict) and isinstance(x.get("text"), str)
+            )
+    return total
+
+
+def _source_pass(w: Workload, suffix: str) -> Iterator[Prompt]:
     pc = w.prompts
     if pc.file is not None and pc.format != "jsonl":
         for _, p in records(w, _prompts_label(w)):
@@ -209,23 +239,48 @@ def _one_pass(w: Workload, suffix: str) -> Iterator[Prompt]:
         for i, text in enumerate(pc.items):
             yield Prompt(f"item-{i}{suffix}", [{"role": "user", "content": text}], input_chars=len(text))
     elif pc.synthetic is not None:
-        yield from _synthetic_pass(pc.synthetic, w.run.seed, suffix)
+        yield from _synthetic_pass(pc.synthetic, w.run.seed, suffix, pc.tokenizer)
 
 
-def _synthetic_pass(syn: SyntheticConfig, seed: int, suffix: str) -> Iterator[Prompt]:
+def _synthetic_pass(
+    syn: SyntheticConfig, seed: int, suffix: str, tokenizer: Path | None = None
+) -> Iterator[Prompt]:
     """One pass of synthetic prompts: lengths drawn in order (the same each pass), the shared prefix
-    first when there is one."""
-    prefix = _synthetic_text(seed, "prefix", syn.prefix_tokens) + " " if syn.prefix_tokens else ""
+    first when there is one. With a tokenizer each is cut to exactly its tokens (prefix included)."""
+    pre = syn.prefix_tokens
+    prefix = ""
+    if pre:
+        prefix = (
+            _synthetic_text(seed, "prefix", pre)
+            if tokenizer is None
+            else _exact(tokenizer, seed, "prefix", pre, "").rstrip()
+        )
+        prefix += " "
     ins = draws(syn.input_tokens, seed, "input")
     outs = draws(syn.output_tokens, seed, "output")
     for i in range(syn.count):
-        text = prefix + _synthetic_text(seed, i, next(ins))
+        n = next(ins)
+        if tokenizer is None:
+            text, tokens = prefix + _synthetic_text(seed, i, n), None
+        else:
+            text, tokens = _exact(tokenizer, seed, i, pre + n, prefix), pre + n
         yield Prompt(
             f"syn-{i}{suffix}",
             [{"role": "user", "content": text}],
             max_tokens=next(outs),
             input_chars=len(text),
+            input_tokens=tokens,
         )
+
+
+def _exact(tokenizer: Path, seed: int, index: int | str, n: int, prefix: str) -> str:
+    """Synthetic text of exactly `n` tokens (the prefix's included) by the tokenizer."""
+    guess = 2 * n
+    while True:
+        text = exact_text(tokenizer, prefix + _synthetic_text(seed, index, guess), n)
+        if text is not None:
+            return text
+        guess *= 2
 
 
 def _count_one_pass(w: Workload) -> int:

@@ -207,6 +207,9 @@ class PromptsConfig:
     """Generated prompts (ids syn-0, syn-1, ...), deterministic from run.seed."""
     repeat: int = 1
     """Passes over the whole prompt sequence."""
+    tokenizer: Path | None = None
+    """A Hugging Face tokenizer.json (resolved against the workload's folder): exact token counts
+    for synthetic prompts and estimates; None = about 4 characters a token."""
 
 
 @dataclass(frozen=True)
@@ -293,6 +296,8 @@ class Prompt:
     turns: tuple[str, ...] | None = None
     """A multi-turn session's user turns (a prompts line's `"turns"`): the engine sends them one
     by one, each with the whole history (`engine/sessions.py`); None = a single request."""
+    input_tokens: int | None = None
+    """Its input tokens counted by `[prompts] tokenizer`; None = estimated from `input_chars`."""
     keep_text: bool = False
     """Read the answer's text even when `save_text` is off (a session's turn: the next turn's
     history needs it)."""

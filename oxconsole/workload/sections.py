@@ -39,6 +39,7 @@ from oxconsole.workload.schema import (
     fill_results,
     split_host_port,
 )
+from oxconsole.workload.tokens import tokenizer_path
 from oxconsole.workload.values import Table, fmt_duration, is_int
 
 _TOP = ("name", "run", "output", "endpoints", "models", "prompts", "routing", "retry", "sim")
@@ -53,7 +54,7 @@ _MODEL = (
     "price_per_request", "price_per_1m_input", "price_per_1m_output", "extra_body", "ignore_eos",
     "api",
 )  # fmt: skip
-_PROMPTS = ("file", "format", "items", "synthetic", "repeat")
+_PROMPTS = ("file", "format", "items", "synthetic", "repeat", "tokenizer")
 _SYNTHETIC = ("count", "input_tokens", "output_tokens", "prefix_tokens")
 _ROUTING = ("strategy", "rules")
 _RULE = ("tag", "models", "fallback")
@@ -265,6 +266,7 @@ def _parse_prompts(errs: Problems, data: Any, base: Path) -> PromptsConfig:
         return PromptsConfig()
     sources = [k for k in ("file", "items", "synthetic") if t.has(k)]
     repeat = t.int_("repeat", 1, 1, b.MAX_COUNT, " (passes over the prompts)")
+    tok = tokenizer_path(t, base)
     if len(sources) != 1:
         errs.add(
             "prompts",
@@ -276,10 +278,10 @@ def _parse_prompts(errs: Problems, data: Any, base: Path) -> PromptsConfig:
     if t.has("format") and not t.has("file"):
         t.fail("format", "nothing without prompts.file (the format is that of the file)")
     if t.has("file"):
-        return PromptsConfig(file=_prompts_file(t, base), format=fmt, repeat=repeat)
+        return PromptsConfig(file=_prompts_file(t, base), format=fmt, repeat=repeat, tokenizer=tok)
     if t.has("items"):
         items = t.str_list("items", "prompt strings", allow_empty=False)
-        return PromptsConfig(items=tuple(items or ()), repeat=repeat)
+        return PromptsConfig(items=tuple(items or ()), repeat=repeat, tokenizer=tok)
     s = Table(errs, t.data["synthetic"], "prompts.synthetic", _SYNTHETIC, "prompts.synthetic")
     if not s.has("count") and not s.broken:
         s.required("count", "an integer >= 1")
@@ -289,7 +291,7 @@ def _parse_prompts(errs: Problems, data: Any, base: Path) -> PromptsConfig:
         output_tokens=parse_length(s, "output_tokens", 64),
         prefix_tokens=s.int_("prefix_tokens", 0, 0, b.MAX_TOKENS, " (tokens)"),
     )
-    return PromptsConfig(synthetic=syn, repeat=repeat)
+    return PromptsConfig(synthetic=syn, repeat=repeat, tokenizer=tok)
 
 
 def _prompts_file(t: Table, base: Path) -> Path | None:
