@@ -259,3 +259,11 @@ def test_batch_completions_and_embeddings_write_their_output(tmp_path: Path) -> 
     assert emb["usage"] == {"prompt_tokens": 3 + 3, "total_tokens": 6}
     summary = orjson.loads((tmp_path / "s.json").read_bytes())
     assert {m: s["requests"]["ok"] for m, s in summary["models"].items()} == {"chat": 1, "text": 1, "emb": 1}
+
+
+def test_embeddings_example_validates() -> None:
+    from oxconsole.workload import load_workload
+
+    w = load_workload(Path(__file__).resolve().parent.parent / "examples" / "embeddings.toml")
+    stats = check_prompts(w)
+    assert stats.count == 4 and {m.api for m in w.models} == {"chat", "completions", "embeddings"}

@@ -241,3 +241,11 @@ async def test_sessions_with_worker_processes(make_workload: WorkloadFactory) ->
         "turns": 18,
         "turns_not_sent": 0,
     }
+
+
+def test_sessions_example_validates() -> None:
+    from oxconsole.workload import load_workload
+
+    w = load_workload(Path(__file__).resolve().parent.parent / "examples" / "sessions.toml")
+    stats = check_prompts(w)
+    assert (stats.sessions, stats.turns, stats.total_requests) == (4, 12, 13)

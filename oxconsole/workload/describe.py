@@ -63,9 +63,10 @@ def _model_lines(w: Workload) -> list[str]:
         bits = [f"endpoint {m.endpoint}", f"weight {_fmt_num(m.weight)} ({m.weight / total_w:.0%})"]
         if m.api != "chat":
             bits.insert(0, f"api {m.api} (/{m.api})")
-        bits.append(
-            f"{m.max_tokens_param} {m.max_tokens}" if m.max_tokens is not None else "max_tokens not sent"
-        )
+        if m.api != "embeddings":  # (an embedding has no output to cap)
+            bits.append(
+                f"{m.max_tokens_param} {m.max_tokens}" if m.max_tokens is not None else "max_tokens not sent"
+            )
         if m.temperature is not None:
             bits.append(f"temperature {_fmt_num(m.temperature)}")
         if m.ignore_eos:
