@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ from oxconsole.engine.request import Sender, Story
 from oxconsole.engine.request import backoff_delay as backoff_delay
 from oxconsole.engine.router import Router
 from oxconsole.engine.saved import run_summary
+from oxconsole.engine.sessions import Sessions
 from oxconsole.engine.stages import StageDriver
 from oxconsole.gcpace import PacedGC
 from oxconsole.journal.journal import Journal
@@ -135,6 +136,8 @@ class Engine:
         self.stage_mark: tuple[int, bool] | None = None
         """With [[stages]]: (stage, warm-up) of the requests sent now, set by `engine/stages.py`."""
         self.stages: StageDriver | None = None
+        self.sessions = Sessions.of(workload, self.skip_ids)
+        """Multi-turn sessions, when the prompts may have some (`sessions.py`)."""
         self._assemble(workload)
 
     def _assemble(self, workload: Workload) -> None:
@@ -285,7 +288,12 @@ class Engine:
             ticker = asyncio.create_task(self._ticker())
             if self.w.run.duration > 0:
                 loop.call_later(self.w.run.duration, self._deadline)
-            prompts = self._prompts() if self.packer is None else self.packer.packs(self._prompts())
+            # a session's next turn once its answer is back; tasks gathered into packs
+            prompts: Iterator[Prompt | Awaitable[None]] = (
+                self._prompts() if self.sessions is None else self.sessions.prompts(self._prompts())
+            )
+            if self.packer is not None:
+                prompts = self.packer.packs(prompts)
             self._dispatcher = asyncio.create_task(self.dispatch.run(prompts))
             try:
                 await self._dispatcher
@@ -371,6 +379,8 @@ class Engine:
             skipped=len(self.skip_ids),
             cooldowns=self.cooldowns,
         )
+        if self.sessions is not None and self.sessions.total + self.sessions.skipped:
+            summary["conversations"] = self.sessions.counts()
         lag = self.loop_lag.summary()
         summary["loop_lag_ms"] = {"p50": lag["p50"], "p99": lag["p99"], "max": lag["max"]}
         if self._gc is not None:
@@ -438,6 +448,8 @@ class Engine:
         for r in (rec,) if recs is None else recs:
             if mark is not None:
                 r.stage, r.warmup = mark
+            if self.sessions is not None:
+                self.sessions.finished(r)
             self._finish(r)
 
     def _pack_prefix(self) -> str:

@@ -23,7 +23,7 @@ from oxconsole.idset import IdSet
 from oxconsole.journal.journal import Journal
 from oxconsole.journal.meta import manifest_path as manifest_path
 from oxconsole.journal.meta import read_manifest, write_manifest_data
-from oxconsole.workload import Workload, WorkloadError, iter_prompts, plans_to_toml
+from oxconsole.workload import Workload, WorkloadError, iter_prompts, plans_to_toml, request_ids
 
 VERSION = 1
 
@@ -104,6 +104,8 @@ def keep_slo(w: Workload, results: Path) -> None:
 
 def _base(i: str) -> str:
     head, sep, tail = i.rpartition("#")
+    if sep and tail[:1] == "t" and tail[1:].isdigit():  # a session's turn: "ID#n#tK" -> "ID#tK"
+        return _base(head) + sep + tail
     return head if sep and tail.isdigit() else i
 
 
@@ -177,7 +179,8 @@ def _check_ids_exist(w: Workload, done_ids: Iterable[str], cycling: bool, label:
         for p in iter_prompts(w):
             if cycling and not p.id.endswith("#1"):
                 break  # one pass of base ids is all a cycling run has
-            yield _base(p.id) if cycling else p.id
+            for rid in request_ids(p):
+                yield _base(rid) if cycling else rid
 
     current = IdSet(current_ids())
     missing = 0

@@ -40,7 +40,7 @@ from oxconsole.workload.load import (
 from oxconsole.workload.overrides import apply_override
 from oxconsole.workload.packs import Pack, format_pack, parse_pack, split_answer
 from oxconsole.workload.plans import PricePlan, Prices, parse_plans, plans_to_toml
-from oxconsole.workload.prompts import check_prompts, iter_prompts
+from oxconsole.workload.prompts import check_prompts, iter_prompts, request_ids, turn_id
 from oxconsole.workload.schema import (
     DEFAULT_RETRY_ON,
     Arrival,
@@ -103,8 +103,10 @@ __all__ = [
     "parse_plans",
     "parse_sim_profiles",
     "plans_to_toml",
+    "request_ids",
     "resolve_api_key",
     "resolve_headers",
     "split_answer",
     "stages_duration",
+    "turn_id",
 ]

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
 Arrival = Literal["closed", "constant", "poisson"]
 PromptsFormat = Literal["jsonl", "sharegpt", "openai-batch"]
 Strategy = Literal["weighted", "round_robin", "least_loaded"]
+Api = Literal["chat", "completions", "embeddings"]
+APIS: tuple[Api, ...] = ("chat", "completions", "embeddings")
+"""`[[models]] api`: the endpoint a model is called on (/chat/completions, /completions, /embeddings)."""
 
 DEFAULT_RETRY_ON: tuple[int | str, ...] = (429, 500, 502, 503, 504, "timeout", "connection", "stream")
 RETRY_WORDS = ("timeout", "connection", "stream")
@@ -161,6 +164,9 @@ class ModelConfig:
     """Fields added to every request body built for this model (a server's own parameters)."""
     ignore_eos: bool = False
     """Send `ignore_eos = true` (vLLM, SGLang): answers run to max_tokens."""
+    api: Api = "chat"
+    """The endpoint the model is called on: "chat" (/chat/completions), "completions"
+    (/completions, the prompt as text) or "embeddings" (/embeddings: not streamed, no output)."""
 
 
 Dist = Literal["normal", "lognormal", "uniform"]
@@ -206,6 +212,9 @@ class PromptsConfig:
     """Generated prompts (ids syn-0, syn-1, ...), deterministic from run.seed."""
     repeat: int = 1
     """Passes over the whole prompt sequence."""
+    tokenizer: Path | None = None
+    """A Hugging Face tokenizer.json (resolved against the workload's folder): exact token counts
+    for synthetic prompts and estimates; None = about 4 characters a token."""
 
 
 @dataclass(frozen=True)
@@ -291,6 +300,14 @@ class Prompt:
     body: dict[str, Any] | None = None
     """A request body to send as given (an OpenAI Batch input line's), its model set to the model's
     name; None = the body is built from `messages` and the model's settings."""
+    turns: tuple[str, ...] | None = None
+    """A multi-turn session's user turns (a prompts line's `"turns"`): the engine sends them one
+    by one, each with the whole history (`engine/sessions.py`); None = a single request."""
+    input_tokens: int | None = None
+    """Its input tokens counted by `[prompts] tokenizer`; None = estimated from `input_chars`."""
+    keep_text: bool = False
+    """Read the answer's text even when `save_text` is off (a session's turn: the next turn's
+    history needs it)."""
 
 
 @dataclass(frozen=True)
@@ -359,6 +376,10 @@ class PromptStats:
     skipped: int = 0
     """Entries of the file that give no prompt (ShareGPT conversations without a human turn and
     an answer)."""
+    sessions: int = 0
+    """Multi-turn sessions (prompts with `"turns"`) in one pass."""
+    turns: int = 0
+    """Their turns, all together (one request each)."""
 
 
 @dataclass(frozen=True)
