@@ -22,6 +22,7 @@ import orjson
 from aiohttp import web
 
 from oxconsole.metrics.histogram import LogHistogram
+from oxconsole.sim.curve import slowdown
 from oxconsole.sim.state import ModelState
 from oxconsole.sim.wire import (
     DONE,
@@ -236,12 +237,14 @@ class Ticker:
 
 
 def schedule(ms: ModelState, t_admit: float, n: int) -> list[float]:
-    """Absolute loop times of the n content tokens (jitter applied per ttft and per gap)."""
+    """Absolute loop times of the n content tokens (jitter applied per ttft and per gap), slowed by
+    the model's load curve for the batch it joins (`curve.slowdown`, 1.0 without a knee)."""
     prof = ms.profile
-    t_first = t_admit + prof.ttft * ms.factor()
+    slow = slowdown(ms.stats.in_service, prof.knee, prof.knee_power)
+    t_first = t_admit + prof.ttft * slow * ms.factor()
     if prof.tokens_per_s <= 0.0:
         return [t_first] * n
-    gap = 1.0 / prof.tokens_per_s
+    gap = slow / prof.tokens_per_s
     if prof.jitter <= 0.0:
         return [t_first + i * gap for i in range(n)]
     times = [t_first]

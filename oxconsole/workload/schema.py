@@ -265,6 +265,11 @@ class SimModelProfile:
     """Seconds a stalled request waits before answering."""
     usage: bool = True
     """Send `usage` when the client asks for it; false mimics llama.cpp's server (none in streams)."""
+    knee: float = 0.0
+    """Load curve: the batch (requests in service, itself included) at which ttft and every token
+    gap are twice the profile's; 0 = no curve, flat until `capacity` (see oxconsole/sim/curve.py)."""
+    knee_power: float = 2.0
+    """Load curve's steepness p: a request admitted into a batch of b is slowed 1 + (b/knee)**p times."""
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ from oxconsole.workload.schema import (
     fill_results,
     split_host_port,
 )
-from oxconsole.workload.values import Table, fmt_duration, is_int
+from oxconsole.workload.values import Table, fmt_duration, is_int, is_num
 
 _TOP = ("name", "run", "output", "endpoints", "models", "prompts", "routing", "retry", "sim")
 _RUN = (
@@ -60,7 +60,7 @@ _SIM = ("models",)
 _PROFILE = (
     "ttft", "tokens_per_s", "output_tokens", "capacity", "jitter", "error_rate", "rate_limit",
     "retry_after", "throttle_rate", "reset_rate", "abort_rate", "malformed_rate", "stall_rate", "stall",
-    "usage",
+    "usage", "knee", "knee_power",
 )  # fmt: skip
 
 _ELSEWHERE: dict[str, str] = {}
@@ -437,7 +437,20 @@ def _sim_profile(p: Table) -> SimModelProfile:
         stall_rate=p.num("stall_rate", d.stall_rate, 1.0),
         stall=p.duration("stall", d.stall),
         usage=p.bool_("usage", d.usage),
+        knee=p.num("knee", d.knee, b.MAX_CONCURRENCY, " (requests in service; 0 = no load curve)"),
+        knee_power=_knee_power(p, d.knee_power),
     )
+
+
+def _knee_power(p: Table, default: float) -> float:
+    """`knee_power`: a number between 0.5 and 8 (the load curve's steepness)."""
+    if not p.has("knee_power"):
+        return default
+    v = p.data["knee_power"]
+    if not is_num(v) or not 0.5 <= v <= 8.0:
+        p.fail("knee_power", "a number between 0.5 and 8 (the load curve's steepness)")
+        return default
+    return float(v)
 
 
 def _parse_name(errs: Problems, top: Table, path: Path) -> str:
