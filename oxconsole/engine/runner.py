@@ -21,6 +21,7 @@ from typing import Any
 
 from oxconsole.engine.adapt import Bodies
 from oxconsole.engine.adapt import rejected_field as rejected_field
+from oxconsole.engine.autorun import AutoRun
 from oxconsole.engine.client import AttemptResult
 from oxconsole.engine.commands import Command, Stop
 from oxconsole.engine.dispatch import Dispatcher
@@ -131,6 +132,8 @@ class Engine:
         """The parts of the run, wired together: its live settings, the router, the dispatcher
         (with its slots and rate), the models' health, the endpoints and the request sender."""
         self.live = LiveSettings.of(workload)
+        self.auto = AutoRun.of(workload)
+        """Adaptive concurrency (engine/autorun.py) while `live.auto`; None without [slo]."""
         self.router = Router(workload.models, workload.routing, seed=workload.run.seed)
         self.dispatch = Dispatcher(
             workload, self.router, start=self._start, set_state=self._set_state, warn=self.warnings.append
@@ -216,6 +219,9 @@ class Engine:
         """Make a changed setting so: the slots, the limiter or schedule, the router, the pause."""
         if c.what == "concurrency":
             self.slots.set_limit(c.new)
+        elif c.what == "auto":
+            if c.new and self.auto is not None:
+                self.auto.restart(self.slots.limit, self.elapsed())
         elif c.what == "rate":
             self._set_rate(c.new)
         elif c.what == "tpm":
@@ -420,6 +426,17 @@ class Engine:
         self._journal.write(rec)
         rec.text = None  # the collector does not need it; let it go
         self.collector.record(rec)
+        if self.live.auto and self.auto is not None:
+            self._auto_step(rec)
+
+    def _auto_step(self, rec: RequestRecord) -> None:
+        """Feed a finished request to the auto controller; apply (and log, by "auto") a new limit."""
+        assert self.auto is not None
+        limit = self.auto.observe(rec, self.elapsed(), self.in_flight)
+        c = None if limit is None else self.live.auto_limit(limit)
+        if c is not None:
+            self._act(c)
+            self.collector.change(round(self.elapsed(), 3), c.what, c.old, c.new, by="auto")
 
     async def _drain(self) -> None:
         """Wait for requests in flight: all of them, or `grace` seconds after a stop."""
@@ -473,6 +490,7 @@ class Engine:
             tpm=self.live.tpm,
             tpm_used=0.0 if budget is None else budget.used,
             waiting_tpm=self.dispatch.waiting_tpm,
+            auto=self.live.auto,
             models={
                 n: ModelGauge(
                     weight=self.router.weights[n],

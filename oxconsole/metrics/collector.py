@@ -192,11 +192,16 @@ class Collector:
         if detail and error_class not in self._attempt_detail:  # the first says why
             self._attempt_detail[error_class] = f"{model}: {detail}" if model else detail
 
-    def change(self, t: float, what: str, frm: Any, to: Any, model: str | None = None) -> None:
-        """Log a control change at ``t`` seconds since start, and start a new phase."""
+    def change(
+        self, t: float, what: str, frm: Any, to: Any, model: str | None = None, by: str | None = None
+    ) -> None:
+        """Log a control change at ``t`` seconds since start, and start a new phase; `by` says who
+        made it ("auto": the adaptive-concurrency controller)."""
         c: dict[str, Any] = {"t": round(t, 3), "what": what, "from": frm, "to": to}
         if model is not None:
             c["model"] = model
+        if by is not None:
+            c["by"] = by
         self.changes.append(c)
         if self._phase.total == 0 and t - self._phase_t < PHASE_FOLD_S and self._phase_settings:
             self._phase_settings.append(c)  # e.g. several weights edited at once: one phase

@@ -70,6 +70,8 @@ def change_text(c: Mapping[str, Any], arrow: str = " → ", unlimited: str = "un
         return f"{c.get('model', '?')} {'on' if to else 'off'}"
     if what == "paused":
         return "paused" if to else "resumed"
+    if what == "auto":
+        return "auto concurrency on" if to else "auto concurrency off"
     model = f" {c['model']}" if c.get("model") is not None else ""
     return f"{what}{model} {frm}{arrow}{to}"
 
@@ -106,7 +108,7 @@ def progress_line(s: Snapshot) -> str:
         f"{s.output_tokens_per_s_10s:.0f} tok/s",
         f"p50 {fmt_ms(p50)} p99 {fmt_ms(p99)}",
         f"err {s.counts.error}",
-        f"in flight {g.in_flight}/{g.concurrency}",
+        f"in flight {g.in_flight}/{g.concurrency}" + (" auto" if g.auto else ""),
     ]
     if g.state == "paused":
         parts.append("PAUSED")

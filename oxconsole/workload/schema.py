@@ -78,6 +78,11 @@ class RunConfig:
     """Engine processes sharing the load; "auto" = one per CPU core."""
     grace: float = 10.0
     """On stop: seconds requests in flight may finish before they are cancelled."""
+    concurrency_auto: bool = False
+    """`concurrency = "auto"`: the engine finds and holds the highest concurrency meeting [slo]
+    (engine/autoconc.py), starting from `concurrency`; needs [slo] and workers = 1."""
+    concurrency_max: int = 1024
+    """With auto: the most requests in flight it may set."""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from oxconsole.workload import bounds as b
+from oxconsole.workload.autoconc import check_auto, parse_concurrency
 from oxconsole.workload.errors import Problems, did_you_mean, join_key, show
 from oxconsole.workload.lengths import parse_length
 from oxconsole.workload.requestkeys import ENV_NAME, extra_body, request_headers
@@ -43,7 +44,7 @@ from oxconsole.workload.values import Table, fmt_duration, is_int, is_num
 _TOP = ("name", "run", "output", "endpoints", "models", "prompts", "routing", "retry", "sim")
 _RUN = (
     "concurrency", "rate", "burst", "tpm", "arrival", "requests", "duration",
-    "timeout", "stream", "seed", "workers", "grace",
+    "timeout", "stream", "seed", "workers", "grace", "concurrency_max",
 )  # fmt: skip
 _OUTPUT = ("results", "save_text", "html", "prometheus", "batch_output")
 _ENDPOINT = ("base_url", "api_key_env", "max_connections", "insecure", "headers", "headers_env")
@@ -106,8 +107,9 @@ def _parse_run(errs: Problems, data: Any) -> RunConfig:
             t.fail("workers", f'an integer between 1 and {b.MAX_WORKERS} or "auto" (engine processes)')
         else:
             t.fail("workers", 'an integer >= 1 or "auto"')
+    concurrency, auto, concurrency_max = parse_concurrency(t, d.concurrency)
     return RunConfig(
-        concurrency=t.int_("concurrency", d.concurrency, 1, b.MAX_CONCURRENCY, " (requests in flight)"),
+        concurrency=concurrency,
         rate=rate,
         burst=t.int_("burst", d.burst, 1, b.MAX_CONCURRENCY, " (requests in the bucket)"),
         tpm=t.int_("tpm", d.tpm, 0, b.MAX_COUNT, " (tokens per minute)"),
@@ -119,6 +121,8 @@ def _parse_run(errs: Problems, data: Any) -> RunConfig:
         seed=t.int_("seed", d.seed),
         workers=workers,
         grace=t.duration("grace", d.grace),
+        concurrency_auto=auto,
+        concurrency_max=concurrency_max,
     )
 
 
@@ -502,6 +506,7 @@ def build_workload(raw: dict[str, Any], path: Path, errs: Problems) -> Workload:
     routing = _parse_routing(errs, raw.get("routing", {}), _model_names_in(raw.get("models")))
     retry = _parse_retry(errs, raw.get("retry", {}))
     sim = _parse_sim(errs, raw["sim"]) if "sim" in raw else {}
+    check_auto(errs, raw, run.concurrency_auto, run.workers)
     if output.batch_output is not None and prompts.format != "openai-batch" and not errs.has("prompts"):
         errs.add(
             "output.batch_output",
