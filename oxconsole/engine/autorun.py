@@ -7,26 +7,15 @@ is two lines: `observe(rec, now, in_flight)` returns the new limit when it chang
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from oxconsole.engine.autoconc import AutoConcurrency
 from oxconsole.journal.records import RequestRecord
-from oxconsole.workload import Workload
-
-
-class Slo(Protocol):
-    """What auto reads of the workload's [slo] (`SloConfig`): the verdict and the target."""
-
-    @property
-    def target(self) -> float: ...
-
-    def good(self, rec: RequestRecord) -> bool: ...
+from oxconsole.workload import SloConfig, Workload
 
 
 class AutoRun:
     """One run's controller and the SLO it judges by; `restart` when auto is turned on again."""
 
-    def __init__(self, slo: Slo, concurrency_max: int, start: int) -> None:
+    def __init__(self, slo: SloConfig, concurrency_max: int, start: int) -> None:
         self.slo = slo
         self.concurrency_max = concurrency_max
         self.ctl = AutoConcurrency(slo.target, hi=concurrency_max, start=start)
@@ -34,7 +23,7 @@ class AutoRun:
     @classmethod
     def of(cls, w: Workload) -> AutoRun | None:
         """The workload's auto run, or None when it has no [slo] (auto cannot be turned on)."""
-        slo: Slo | None = getattr(w, "slo", None)
+        slo = w.slo
         return None if slo is None else cls(slo, w.run.concurrency_max, w.run.concurrency)
 
     def restart(self, limit: int, now: float) -> None:
@@ -43,8 +32,7 @@ class AutoRun:
 
     def observe(self, rec: RequestRecord, now: float, in_flight: int) -> int | None:
         """A finished request at loop time `now` (s since the run began): the new limit, or None."""
-        judged = getattr(rec, "slo_ok", None)  # the engine's verdict, once [slo] marks records
-        good = judged if isinstance(judged, bool) else self.slo.good(rec)
+        good = rec.slo_ok if rec.slo_ok is not None else self.slo.good(rec)  # the engine's verdict
         latency = (rec.latency_ms or 0.0) / 1000.0
         limit = self.ctl.observe(now, bool(good), latency, in_flight)
         return limit if self.ctl.changed else None

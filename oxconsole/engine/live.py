@@ -255,7 +255,7 @@ class LiveSettings:
 def auto_refusal(w: Workload) -> str | None:
     """Why this workload's run cannot have auto concurrency (None: it can): auto looks for the
     highest limit meeting [slo], and one engine must judge every request."""
-    if getattr(w, "slo", None) is None:
+    if w.slo is None:
         return "auto concurrency needs an [slo] table in the workload (the SLO it holds the limit to)"
     if w.run.workers != 1:
         return "auto concurrency needs run.workers = 1 (one engine judges every request)"
