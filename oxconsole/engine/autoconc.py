@@ -44,9 +44,11 @@ RESOLUTION = 0.03
 3% of the knee is well inside the ±15% the limit must hold, and takes ~5 rounds from a doubling."""
 START = 4
 """The first limit: the smallest round `MIN_ROUND` judges in one latency."""
-SAME_TIME = 0.001
+SAME_TIME = 1e-6
 """Seconds: a request that started this close before a change is taken as started after it (the
-change and the start it allowed are read on different clocks, microseconds apart)."""
+start is computed as finish less latency, which rounds). Not more: in a closed loop a request is
+often sent a fraction of a millisecond before the change, under the old limit, and judges that one
+(at 1 ms, such requests failed the first round at the knee after a bisection)."""
 DECREASE = 0.8
 """A bad round while holding tries this share of the limit first (AIMD's multiplicative decrease),
 then bisects or halves from there: one noisy round at the knee costs a fifth of the limit for a few

@@ -406,6 +406,8 @@ class Engine:
         story = Story(prompt, model, t_sched_wall, t_sched, hold=hold)
         try:
             rec = await self.sender.send(story)
+            if self.live.auto:  # before the slot goes back: a lower limit then holds the next one
+                self._auto_step(rec)
         finally:
             self.slots.release()
             self.in_flight -= 1
@@ -430,13 +432,14 @@ class Engine:
         self._journal.write(rec)
         rec.text = None  # the collector does not need it; let it go
         self.collector.record(rec)
-        if self.live.auto and self.auto is not None:
-            self._auto_step(rec)
 
     def _auto_step(self, rec: RequestRecord) -> None:
-        """Feed a finished request to the auto controller; apply (and log, by "auto") a new limit."""
-        assert self.auto is not None
-        limit = self.auto.observe(rec, self.elapsed(), self.in_flight)
+        """Feed a finished request to the auto controller; apply (and log, by "auto") a new limit.
+        Called before the request's slot is released: released first, the slot can go straight to
+        the waiting dispatcher under the old limit, and that request would judge the new one."""
+        if self.auto is None:
+            return
+        limit = self.auto.observe(rec, self.elapsed(), self.in_flight - 1)
         c = None if limit is None else self.live.auto_limit(limit)
         if c is not None:
             self._act(c)

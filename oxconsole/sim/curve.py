@@ -4,7 +4,8 @@ Why this module exists: a GPU server with continuous batching decodes every requ
 at once, so each request's tokens come slower as the batch grows, and prefill is shared too, so
 the first token comes later. Without a curve the simulator is flat until `capacity` and then
 queues, which gives sweeps and adaptive concurrency no knee to find. With ``knee = K`` (> 0) and
-``knee_power = p`` a request admitted into a batch of ``b`` requests (itself included) is served
+``knee_power = p`` a request admitted into a batch of ``b`` requests (itself included; `Batch`: the
+requests still decoding, whose last token is not yet due) is served
 ``slowdown(b) = 1 + (b / K) ** p`` times slower than the profile says: both its TTFT and every
 token gap are multiplied by it, fixed when its answer is planned. So with ``jitter = 0``
 
@@ -17,6 +18,8 @@ missed above it. With ``p = 2`` requests/s (``b / latency(b)``) also peak at ``b
 """
 
 from __future__ import annotations
+
+import heapq
 
 
 def slowdown(batch: int, knee: float, power: float) -> float:
@@ -33,3 +36,30 @@ def throughput_peak(knee: float, power: float) -> float:
     if power <= 1.0:
         return float("inf")
     return float(knee / (power - 1.0) ** (1.0 / power))
+
+
+class Batch:
+    """The requests a model is decoding: admitted, their last token not yet due.
+
+    A request leaves the batch when its last token is due, before its final bytes are written, as
+    a server with continuous batching frees the slot when generation ends. So a closed-loop client
+    at concurrency N, which sends its next request only once the last one has ended, always finds
+    at most N - 1 others in the batch (counting `in_service` instead, which drops only after the
+    response is written, sometimes gave N + 1). A heap of due times; O(log n) per request.
+    """
+
+    __slots__ = ("_ends",)
+
+    def __init__(self) -> None:
+        self._ends: list[float] = []
+
+    def join(self, now: float) -> int:
+        """The batch a request admitted at loop time `now` joins, itself included."""
+        ends = self._ends
+        while ends and ends[0] <= now:
+            heapq.heappop(ends)
+        return len(ends) + 1
+
+    def until(self, end: float) -> None:
+        """The request just joined decodes until loop time `end` (its last token)."""
+        heapq.heappush(self._ends, end)

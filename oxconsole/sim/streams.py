@@ -238,9 +238,17 @@ class Ticker:
 
 def schedule(ms: ModelState, t_admit: float, n: int) -> list[float]:
     """Absolute loop times of the n content tokens (jitter applied per ttft and per gap), slowed by
-    the model's load curve for the batch it joins (`curve.slowdown`, 1.0 without a knee)."""
+    the model's load curve for the batch it joins at admission (`curve`; none without a knee)."""
     prof = ms.profile
-    slow = slowdown(ms.stats.in_service, prof.knee, prof.knee_power)
+    if prof.knee > 0.0:
+        times = _schedule(ms, t_admit, n, slowdown(ms.batch.join(t_admit), prof.knee, prof.knee_power))
+        ms.batch.until(times[-1] if times else t_admit)
+        return times
+    return _schedule(ms, t_admit, n, 1.0)
+
+
+def _schedule(ms: ModelState, t_admit: float, n: int, slow: float) -> list[float]:
+    prof = ms.profile
     t_first = t_admit + prof.ttft * slow * ms.factor()
     if prof.tokens_per_s <= 0.0:
         return [t_first] * n
