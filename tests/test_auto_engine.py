@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from oxconsole.engine.commands import CommandError, SetAuto, SetConcurrency
-from oxconsole.workload import WorkloadError, load_workload
+from oxconsole.workload import WorkloadError, check_prompts, describe, load_workload
 
 from .conftest import WorkloadFactory
 from .support import engine_for, run, until
@@ -128,3 +128,8 @@ def test_workload_errors_name_the_keys(tmp_path: Path) -> None:
     )
     with pytest.raises(WorkloadError, match=r'run.concurrency: expected an integer >= 1, got "automatic"'):
         load_workload(p)
+
+
+def test_validate_says_auto(make_workload: WorkloadFactory) -> None:
+    w = make_workload(AUTO.format(duration="1s").replace("[run]", "[run]\nconcurrency_max = 64"))
+    assert "concurrency auto (from 4 up to 64)" in describe(w, check_prompts(w))
