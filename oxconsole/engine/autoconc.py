@@ -22,7 +22,7 @@ A binary signal asks for AIMD's shape, with two changes that make it settle fast
   limit, at least 1). A good probe is kept (and the next step doubles); a bad probe goes back and
   doubles the wait before the next one (up to `max_wait` rounds), so a limit at the knee is probed
   rarely. A bad round while holding (the server got slower) searches again from 80% of the limit
-  (AIMD's multiplicative decrease), halving until a round is good, then bisecting.
+  (AIMD's multiplicative decrease), again until a round is good, then bisecting.
 
 Increases are skipped while the run cannot use the limit (fewer than half of it in flight: a rate,
 a token budget or the end of the prompts hold it back), as AIMD and Gradient2 do.
@@ -50,9 +50,10 @@ start is computed as finish less latency, which rounds). Not more: in a closed l
 often sent a fraction of a millisecond before the change, under the old limit, and judges that one
 (at 1 ms, such requests failed the first round at the knee after a bisection)."""
 DECREASE = 0.8
-"""A bad round while holding tries this share of the limit first (AIMD's multiplicative decrease),
-then bisects or halves from there: one noisy round at the knee costs a fifth of the limit for a few
-rounds, not half of it."""
+"""A bad round with no good limit known below it (while holding: the server got slower) tries this
+share of the limit next (AIMD's multiplicative decrease), again until a round is good, then
+bisects: one noisy round at the knee costs a fifth of the limit for a few rounds, not half of it
+(halving, a loaded machine's noise at the knee once took a limit of 32 down to 4)."""
 """The first limit: the smallest round `MIN_ROUND` judges in one latency."""
 
 
@@ -177,12 +178,12 @@ class AutoConcurrency:
         assert hi is not None
         if lo is not None and lo >= hi:  # the server got slower: what was good is not now
             lo = self.good_lo = None
-        if lo is None:  # nothing good below the bad limit yet: halve
+        if lo is None:  # nothing good below the bad limit yet: down by a fifth (at least 1)
             if hi <= self.lo_bound:
                 self.good_lo = self.lo_bound  # the floor: hold there whatever it gives
                 self._to_hold()
                 return
-            self._set(max(self.lo_bound, hi // 2))
+            self._set(min(hi - 1, int(hi * DECREASE)))
             return
         if hi - lo <= max(1, math.ceil(lo * self.resolution)):
             self._to_hold()
