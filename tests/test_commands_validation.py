@@ -83,7 +83,7 @@ BAD: list[tuple[dict[str, Any], str]] = [
     ({"cmd": "enable_model", "model": "zzz", "enabled": False}, UNKNOWN.format("enable_model")),
     ({"cmd": "stop", "cancel": "yes"}, 'stop: cancel: expected true or false, got "yes"'),
     ({"cmd": "explode"}, 'unknown command "explode" (known: set_concurrency, set_rate, set_tpm, set_weight, '
-                         "enable_model, pause, resume, stop)"),
+                         "enable_model, pause, resume, stop, set_auto)"),
     ({"cmd": "set_rate"}, 'set_rate: missing field "value"'),
     (
         {"cmd": "set_rate", "value": 1, "by": "me"},

@@ -58,12 +58,19 @@ class Resume:
 
 
 @dataclass(frozen=True)
+class SetAuto:
+    on: bool
+    """True: the engine finds and holds the highest concurrency meeting [slo] (engine/autoconc.py);
+    False: the concurrency stays where it is."""
+
+
+@dataclass(frozen=True)
 class Stop:
     cancel: bool = False
     """True: cancel what is in flight at once instead of letting it finish within the grace time."""
 
 
-Command = SetConcurrency | SetRate | SetTpm | SetWeight | EnableModel | Pause | Resume | Stop
+Command = SetConcurrency | SetRate | SetTpm | SetWeight | EnableModel | Pause | Resume | Stop | SetAuto
 
 By = Literal["key", "command", "stage", "auto"]
 """Who made a change (`by` in `changes`): a console key, a control-socket command (a script), a
@@ -90,6 +97,7 @@ _BY_NAME: dict[str, type[Any]] = {
     "pause": Pause,
     "resume": Resume,
     "stop": Stop,
+    "set_auto": SetAuto,
 }
 _NAME_OF = {v: k for k, v in _BY_NAME.items()}
 

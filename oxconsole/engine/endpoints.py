@@ -25,7 +25,9 @@ def open_files_warning(w: Workload) -> str | None:
         import resource
     except ImportError:  # not on this platform
         return None
-    need = w.run.concurrency + 256  # sockets, the journal, the simulator's pipes, margin
+    auto = w.run.concurrency_auto  # auto may raise the limit up to run.concurrency_max
+    most = w.run.concurrency_max if auto else w.run.concurrency
+    need = most + 256  # sockets, the journal, the simulator's pipes, margin
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft != resource.RLIM_INFINITY and soft < need:
         target = need if hard == resource.RLIM_INFINITY else min(max(need, soft), hard)
@@ -35,7 +37,8 @@ def open_files_warning(w: Workload) -> str | None:
             target = soft
         if target < need:
             return (
-                f"run.concurrency = {w.run.concurrency} needs about {need} open files but the "
+                ("run.concurrency_max" if auto else "run.concurrency")
+                + f" = {most} needs about {need} open files but the "
                 f"limit is {target} (hard limit {hard}); raise it (ulimit -n) or expect connection errors"
             )
     return None
@@ -77,7 +80,7 @@ class Endpoints:
                 continue
             if ep.insecure:
                 self.warnings.append(f"endpoints.{name}.insecure = true: TLS certificates are not verified")
-            if ep.max_connections < w.run.concurrency:
+            if ep.max_connections < w.run.concurrency and not w.run.concurrency_auto:
                 self.warnings.append(
                     f"endpoints.{name}.max_connections = {ep.max_connections} is below run.concurrency"
                     f" = {w.run.concurrency}: requests beyond it wait for a connection"

@@ -20,6 +20,7 @@ from oxconsole.engine.commands import (
     EnableModel,
     Pause,
     Resume,
+    SetAuto,
     SetConcurrency,
     SetRate,
     SetTpm,
@@ -29,7 +30,7 @@ from oxconsole.engine.commands import (
 )
 from oxconsole.workload import Workload, bounds
 
-What = Literal["concurrency", "rate", "tpm", "weight", "enabled", "paused"]
+What = Literal["concurrency", "rate", "tpm", "weight", "enabled", "paused", "auto"]
 
 # The largest values a live command may set: the workload schema's bounds for the same keys
 # (run.concurrency, run.rate, run.tpm, models.*.weight; reasons in `oxconsole.workload.bounds`),
@@ -97,6 +98,8 @@ def check(cmd: object) -> Command:
         return EnableModel(_model(cmd, cmd.model), _flag(cmd, cmd.enabled, "enabled"))
     if isinstance(cmd, Stop):
         return Stop(_flag(cmd, cmd.cancel, "cancel"))
+    if isinstance(cmd, SetAuto):
+        return SetAuto(_flag(cmd, cmd.on, "on"))
     if isinstance(cmd, Pause | Resume):
         return cmd
     raise CommandError(f"not a command: {type(cmd).__name__}")
@@ -126,6 +129,8 @@ class Change:
         if self.what == "enabled":
             assert self.model is not None
             return EnableModel(self.model, self.new)
+        if self.what == "auto":
+            return SetAuto(self.new)
         return Pause() if self.new else Resume()
 
 
@@ -147,8 +152,14 @@ class LiveSettings:
         enabled: dict[str, bool] | None = None,
         paused: bool = False,
         tpm: float = 0.0,
+        auto: bool = False,
+        auto_refused: str | None = None,
     ) -> None:
         self.concurrency = concurrency
+        self.auto = auto
+        """The concurrency is the auto controller's (`run.concurrency = "auto"`, key `a`)."""
+        self.auto_refused = auto_refused
+        """Why this run cannot turn auto on (no [slo], several workers); None = it can."""
         self.rate = rate
         """Requests per second for the whole run; 0 = unlimited."""
         self.tpm = tpm
@@ -166,6 +177,8 @@ class LiveSettings:
             float(w.run.rate),
             {m.name: float(m.weight) for m in w.models},
             tpm=float(w.run.tpm),
+            auto=w.run.concurrency_auto,
+            auto_refused=auto_refusal(w),
         )
 
     def stopping(self) -> None:
@@ -177,6 +190,8 @@ class LiveSettings:
         take it (`check`, then a model this run does not have). Changes nothing either way, and
         reads only the model names, which never change: safe from any thread."""
         cmd = check(cmd)
+        if isinstance(cmd, SetAuto) and cmd.on and self.auto_refused:
+            raise CommandError(f"set_auto: {self.auto_refused}")
         if isinstance(cmd, SetWeight | EnableModel) and cmd.model not in self.weights:
             models = ", ".join(f'"{m}"' for m in self.weights)
             raise CommandError(f"{command_name(cmd)}: unknown model {_shown(cmd.model)} (models: {models})")
@@ -185,8 +200,22 @@ class LiveSettings:
     def apply(self, cmd: Command) -> list[Change]:
         """Take a command: the settings it changed, old and new (empty when nothing changed).
         Raises `CommandError` (before anything changes) for a command `admit` refuses."""
-        change = self._change(self.admit(cmd))
-        return [] if change is None else [change]
+        cmd = self.admit(cmd)
+        out: list[Change] = []
+        if isinstance(cmd, SetConcurrency) and self.auto:  # a hand on the limit takes it over
+            out.append(Change("auto", True, False))
+            self.auto = False
+        change = self._change(cmd)
+        return out if change is None else [*out, change]
+
+    def auto_limit(self, value: int) -> Change | None:
+        """The auto controller's new limit (auto stays on): the change, or None when the same."""
+        value = max(1, min(MAX_CONCURRENCY, value))
+        if value == self.concurrency:
+            return None
+        change = Change("concurrency", self.concurrency, value)
+        self.concurrency = value
+        return change
 
     def _change(self, cmd: Command) -> Change | None:
         change: Change | None = None
@@ -210,6 +239,10 @@ class LiveSettings:
             if cmd.enabled != self.enabled[cmd.model]:
                 change = Change("enabled", self.enabled[cmd.model], cmd.enabled, cmd.model)
                 self.enabled[cmd.model] = cmd.enabled
+        elif isinstance(cmd, SetAuto):
+            if cmd.on != self.auto:
+                change = Change("auto", self.auto, cmd.on)
+                self.auto = cmd.on
         elif isinstance(cmd, Pause | Resume):
             paused = isinstance(cmd, Pause)
             if paused != self.paused and not self.stopped:
@@ -217,3 +250,13 @@ class LiveSettings:
                 self.paused = paused
         # Stop is not a setting: the caller stops its run (and calls `stopping`).
         return change
+
+
+def auto_refusal(w: Workload) -> str | None:
+    """Why this workload's run cannot have auto concurrency (None: it can): auto looks for the
+    highest limit meeting [slo], and one engine must judge every request."""
+    if w.slo is None:
+        return "auto concurrency needs an [slo] table in the workload (the SLO it holds the limit to)"
+    if w.run.workers != 1:
+        return "auto concurrency needs run.workers = 1 (one engine judges every request)"
+    return None

@@ -21,6 +21,7 @@ from typing import Any
 
 from oxconsole.engine.adapt import Bodies
 from oxconsole.engine.adapt import rejected_field as rejected_field
+from oxconsole.engine.autorun import AutoRun
 from oxconsole.engine.client import AttemptResult
 from oxconsole.engine.commands import By, Command, Stop
 from oxconsole.engine.dispatch import Dispatcher
@@ -144,6 +145,8 @@ class Engine:
         """The parts of the run, wired together: its live settings, the router, the dispatcher
         (with its slots and rate), the models' health, the endpoints and the request sender."""
         self.live = LiveSettings.of(workload)
+        self.auto = AutoRun.of(workload)
+        """Adaptive concurrency (engine/autorun.py) while `live.auto`; None without [slo]."""
         self.router = Router(workload.models, workload.routing, seed=workload.run.seed)
         self.dispatch = Dispatcher(
             workload, self.router, start=self._start, set_state=self._set_state, warn=self.warnings.append
@@ -232,6 +235,9 @@ class Engine:
         """Make a changed setting so: the slots, the limiter or schedule, the router, the pause."""
         if c.what == "concurrency":
             self.slots.set_limit(c.new)
+        elif c.what == "auto":
+            if c.new and self.auto is not None:
+                self.auto.restart(self.slots.limit, self.elapsed())
         elif c.what == "rate":
             self._set_rate(c.new)
         elif c.what == "tpm":
@@ -435,6 +441,8 @@ class Engine:
         recs = None
         try:
             rec = await self.sender.send(story)
+            if self.live.auto:  # before the slot goes back: a lower limit then holds the next one
+                self._auto_step(rec)
             if self.packer is not None:  # a pack's record into its tasks' (re-sent when it did not split)
                 recs = await self.packer.finish(story, rec)
         finally:
@@ -472,6 +480,18 @@ class Engine:
         self._journal.write(rec)
         rec.text = None  # the collector does not need it; let it go
         self.collector.record(rec)
+
+    def _auto_step(self, rec: RequestRecord) -> None:
+        """Feed a finished request to the auto controller; apply (and log, by "auto") a new limit.
+        Called before the request's slot is released: released first, the slot can go straight to
+        the waiting dispatcher under the old limit, and that request would judge the new one."""
+        if self.auto is None:
+            return
+        limit = self.auto.observe(rec, self.elapsed(), self.in_flight - 1)
+        c = None if limit is None else self.live.auto_limit(limit)
+        if c is not None:
+            self._act(c)
+            self.collector.change(round(self.elapsed(), 3), c.what, c.old, c.new, by="auto")
 
     async def _drain(self) -> None:
         """Wait for requests in flight: all of them, or `grace` seconds after a stop."""
@@ -525,6 +545,7 @@ class Engine:
             tpm=self.live.tpm,
             tpm_used=0.0 if budget is None else budget.used,
             waiting_tpm=self.dispatch.waiting_tpm,
+            auto=self.live.auto,
             models={
                 n: ModelGauge(
                     weight=self.router.weights[n],

@@ -74,6 +74,8 @@ def change_text(c: Mapping[str, Any], arrow: str = " → ", unlimited: str = "un
         return "paused" if to else "resumed"
     if what == "stage" and isinstance(to, int):  # [[stages]] boundary: shown 1-based, as the console
         return f"stage {to + 1}"
+    if what == "auto":
+        return "auto concurrency on" if to else "auto concurrency off"
     model = f" {c['model']}" if c.get("model") is not None else ""
     return f"{what}{model} {frm}{arrow}{to}"
 
@@ -111,7 +113,7 @@ def progress_line(s: Snapshot) -> str:
         f"p50 {fmt_ms(p50)} p99 {fmt_ms(p99)}",
         f"err {s.counts.error}",
         *((progress_part(s.goodput),) if s.goodput is not None else ()),
-        f"in flight {g.in_flight}/{g.concurrency}",
+        f"in flight {g.in_flight}/{g.concurrency}" + (" auto" if g.auto else ""),
     ]
     if g.state == "paused":
         parts.append("PAUSED")

@@ -69,6 +69,8 @@ class Gauges:
     actual usage, requests in flight at their reservation)."""
     waiting_tpm: int = 0
     """Requests waiting for the token budget (also counted in `waiting_bucket`)."""
+    auto: bool = False
+    """The concurrency is set by the auto controller (`run.concurrency = "auto"`, key `a`)."""
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Gauges:
@@ -91,6 +93,7 @@ class Gauges:
             tpm=float(d.get("tpm", 0.0)),
             tpm_used=float(d.get("tpm_used", 0.0)),
             waiting_tpm=int(d.get("waiting_tpm", 0)),
+            auto=bool(d.get("auto", False)),
         )
 
 

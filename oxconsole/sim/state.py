@@ -16,6 +16,7 @@ from typing import Final
 
 import orjson
 
+from oxconsole.sim.curve import Batch
 from oxconsole.sim.wire import HEAD, Kind
 from oxconsole.workload import SimModelProfile
 
@@ -62,6 +63,7 @@ class ModelState:
         "_bucket_tokens",
         "_waiters",
         "arrival_faults",
+        "batch",
         "capacity",
         "model_json",
         "name",
@@ -90,6 +92,8 @@ class ModelState:
         # A string seed is hashed deterministically (sha512), unlike hash(str).
         self.rng = random.Random(f"{seed}:{name}")
         self.stats = ModelStats()
+        self.batch = Batch()
+        """The requests decoding now, for the load curve (`knee`; unused without one)."""
         self._waiters: deque[asyncio.Future[float]] = deque()
         self._bucket_tokens = max(1.0, profile.rate_limit)
         self._bucket_t = -math.inf

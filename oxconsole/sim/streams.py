@@ -22,6 +22,7 @@ import orjson
 from aiohttp import web
 
 from oxconsole.metrics.histogram import LogHistogram
+from oxconsole.sim.curve import slowdown
 from oxconsole.sim.packs import pack_choices
 from oxconsole.sim.state import ModelState
 from oxconsole.sim.wire import (
@@ -239,12 +240,22 @@ class Ticker:
 
 
 def schedule(ms: ModelState, t_admit: float, n: int) -> list[float]:
-    """Absolute loop times of the n content tokens (jitter applied per ttft and per gap)."""
+    """Absolute loop times of the n content tokens (jitter applied per ttft and per gap), slowed by
+    the model's load curve for the batch it joins at admission (`curve`; none without a knee)."""
     prof = ms.profile
-    t_first = t_admit + prof.ttft * ms.factor()
+    if prof.knee > 0.0:
+        times = _schedule(ms, t_admit, n, slowdown(ms.batch.join(t_admit), prof.knee, prof.knee_power))
+        ms.batch.until(times[-1] if times else t_admit)
+        return times
+    return _schedule(ms, t_admit, n, 1.0)
+
+
+def _schedule(ms: ModelState, t_admit: float, n: int, slow: float) -> list[float]:
+    prof = ms.profile
+    t_first = t_admit + prof.ttft * slow * ms.factor()
     if prof.tokens_per_s <= 0.0:
         return [t_first] * n
-    gap = 1.0 / prof.tokens_per_s
+    gap = slow / prof.tokens_per_s
     if prof.jitter <= 0.0:
         return [t_first + i * gap for i in range(n)]
     times = [t_first]

@@ -31,6 +31,7 @@ from oxconsole.engine.commands import (
     EnableModel,
     Pause,
     Resume,
+    SetAuto,
     SetConcurrency,
     SetRate,
     SetTpm,
@@ -323,7 +324,27 @@ class ConsoleApp(App[str]):
             return
         if self.send(SetConcurrency(new)):
             self._pending.remember("concurrency", new)
-            self.tell(f"concurrency {cur} → {new}")
+            auto = self._pending.get("auto")
+            if bool(auto) if auto is not None else snap.gauges.auto:  # a hand on it takes it over
+                self._pending.remember("auto", 0.0)
+                self.tell(f"concurrency {cur} → {new} (auto off)")
+            else:
+                self.tell(f"concurrency {cur} → {new}")
+
+    def action_auto(self) -> None:
+        """Auto concurrency on or off (on: the run holds the highest concurrency meeting [slo]; a
+        `+` or `-` meanwhile turns it off and sets the limit by hand)."""
+        snap = self._need_live()
+        if snap is None:
+            return
+        pend = self._pending.get("auto")
+        on = not (bool(pend) if pend is not None else snap.gauges.auto)
+        if self.send(SetAuto(on)):
+            self._pending.remember("auto", 1.0 if on else 0.0)
+            if on:
+                self.tell("auto concurrency on: the highest concurrency meeting [slo] (+/- takes over)")
+            else:
+                self.tell(f"auto concurrency off: concurrency stays {snap.gauges.concurrency}")
 
     def action_rate(self, direction: int) -> None:
         """Rate up or down by 10%; from unlimited, 10% around the achieved rate."""

@@ -36,6 +36,7 @@ __all__ = ["PALETTE", "MainScreen"]
 PALETTE: tuple[tuple[str, str, str], ...] = (
     ("Concurrency up (+)", "10% more requests in flight", "app.concurrency(1)"),
     ("Concurrency down (-)", "10% fewer requests in flight", "app.concurrency(-1)"),
+    ("Auto concurrency toggle (a)", "hold the highest concurrency meeting [slo]", "app.auto"),
     ("Rate up (])", "10% more requests per second", "app.rate(1)"),
     ("Rate down ([)", "10% fewer requests per second", "app.rate(-1)"),
     ("Rate unlimited toggle (0)", "no rate limit / back to the previous rate", "app.unlimited"),
@@ -129,6 +130,7 @@ class MainScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("plus,equals_sign", "app.concurrency(1)", "more", key_display="+", group=_CONC),
         Binding("minus", "app.concurrency(-1)", "fewer", key_display="-", group=_CONC),
+        Binding("a", "app.auto", "auto", group=_CONC),
         Binding("right_square_bracket", "app.rate(1)", "faster", key_display="]", group=_RATE),
         Binding("left_square_bracket", "app.rate(-1)", "slower", key_display="[", group=_RATE),
         Binding("0", "app.unlimited", "∞"),

@@ -27,7 +27,8 @@ from oxconsole.ui.numbers import fmt_weight
 __all__ = ["KEYS", "EnabledBox", "HelpScreen", "ModelRoute", "RoutingEditor"]
 
 KEYS: tuple[tuple[str, str], ...] = (
-    ("+ / -", "concurrency up / down by 10% (at least 1)"),
+    ("+ / -", "concurrency up / down by 10% (at least 1; turns auto off)"),
+    ("a", "auto concurrency on / off: hold the highest concurrency meeting [slo]"),
     ("] / [", "rate up / down by 10% (from unlimited: from the achieved rate)"),
     ("0", "toggle unlimited rate (remembers the previous rate)"),
     ("} / {", "token budget (tpm) up / down by 10% (from off: tokens sent a minute)"),

@@ -156,11 +156,15 @@ def _run_lines(w: Workload) -> list[str]:
     """The [run] settings, then retry and where results go."""
     run = w.run
     rate = f"{_fmt_num(run.rate)}/s (burst {run.burst})" if run.rate > 0 else "unlimited"
+    conc = (
+        f"auto (from {run.concurrency} up to {run.concurrency_max})"
+        if run.concurrency_auto
+        else run.concurrency
+    )
     lines = [
         "",
         "run",
-        f"  concurrency {run.concurrency}, rate {rate}, arrival {run.arrival}, "
-        f"tpm {run.tpm if run.tpm else 'off'}",
+        f"  concurrency {conc}, rate {rate}, arrival {run.arrival}, tpm {run.tpm if run.tpm else 'off'}",
         f"  duration {fmt_duration(run.duration) if run.duration else 'none'}, "
         f"timeout {fmt_duration(run.timeout)} per attempt, grace {fmt_duration(run.grace)}, "
         f"stream {'on' if run.stream else 'off'}, seed {run.seed}, workers {run.workers}",

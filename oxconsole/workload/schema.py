@@ -86,6 +86,11 @@ class RunConfig:
     """Engine processes sharing the load; "auto" = one per CPU core."""
     grace: float = 10.0
     """On stop: seconds requests in flight may finish before they are cancelled."""
+    concurrency_auto: bool = False
+    """`concurrency = "auto"`: the engine finds and holds the highest concurrency meeting [slo]
+    (engine/autoconc.py), starting from `concurrency`; needs [slo] and workers = 1."""
+    concurrency_max: int = 1024
+    """With auto: the most requests in flight it may set."""
 
 
 @dataclass(frozen=True)
@@ -281,6 +286,11 @@ class SimModelProfile:
     """Send `usage` when the client asks for it; false mimics llama.cpp's server (none in streams)."""
     pack_error_rate: float = 0.0
     """Fraction of packed requests answered with one section missing (the client must re-send)."""
+    knee: float = 0.0
+    """Load curve: the batch (requests in service, itself included) at which ttft and every token
+    gap are twice the profile's; 0 = no curve, flat until `capacity` (see oxconsole/sim/curve.py)."""
+    knee_power: float = 2.0
+    """Load curve's steepness p: a request admitted into a batch of b is slowed 1 + (b/knee)**p times."""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from oxconsole.workload import bounds as b
+from oxconsole.workload.autoconc import check_auto, parse_concurrency
 from oxconsole.workload.errors import Problems, did_you_mean, join_key, show
 from oxconsole.workload.lengths import parse_length
 from oxconsole.workload.packs import parse_packing
@@ -44,7 +45,7 @@ from oxconsole.workload.schema import (
 from oxconsole.workload.slo import parse_slo
 from oxconsole.workload.stages import parse_stages
 from oxconsole.workload.tokens import tokenizer_path
-from oxconsole.workload.values import Table, fmt_duration, is_int
+from oxconsole.workload.values import Table, fmt_duration, is_int, is_num
 
 _TOP = (
     "name", "run", "output", "endpoints", "models", "prompts", "routing", "retry", "sim", "slo",
@@ -52,7 +53,7 @@ _TOP = (
 )  # fmt: skip
 _RUN = (
     "concurrency", "rate", "burst", "tpm", "arrival", "requests", "duration",
-    "timeout", "stream", "seed", "workers", "grace",
+    "timeout", "stream", "seed", "workers", "grace", "concurrency_max",
 )  # fmt: skip
 _OUTPUT = ("results", "save_text", "html", "prometheus", "batch_output")
 _ENDPOINT = ("base_url", "api_key_env", "max_connections", "insecure", "headers", "headers_env")
@@ -70,7 +71,7 @@ _SIM = ("models",)
 _PROFILE = (
     "ttft", "tokens_per_s", "output_tokens", "capacity", "jitter", "error_rate", "rate_limit",
     "retry_after", "throttle_rate", "reset_rate", "abort_rate", "malformed_rate", "stall_rate", "stall",
-    "usage", "pack_error_rate",
+    "usage", "pack_error_rate", "knee", "knee_power",
 )  # fmt: skip
 
 _ELSEWHERE: dict[str, str] = {}
@@ -116,8 +117,9 @@ def _parse_run(errs: Problems, data: Any) -> RunConfig:
             t.fail("workers", f'an integer between 1 and {b.MAX_WORKERS} or "auto" (engine processes)')
         else:
             t.fail("workers", 'an integer >= 1 or "auto"')
+    concurrency, auto, concurrency_max = parse_concurrency(t, d.concurrency)
     return RunConfig(
-        concurrency=t.int_("concurrency", d.concurrency, 1, b.MAX_CONCURRENCY, " (requests in flight)"),
+        concurrency=concurrency,
         rate=rate,
         burst=t.int_("burst", d.burst, 1, b.MAX_CONCURRENCY, " (requests in the bucket)"),
         tpm=t.int_("tpm", d.tpm, 0, b.MAX_COUNT, " (tokens per minute)"),
@@ -129,6 +131,8 @@ def _parse_run(errs: Problems, data: Any) -> RunConfig:
         seed=t.int_("seed", d.seed),
         workers=workers,
         grace=t.duration("grace", d.grace),
+        concurrency_auto=auto,
+        concurrency_max=concurrency_max,
     )
 
 
@@ -450,7 +454,20 @@ def _sim_profile(p: Table) -> SimModelProfile:
         stall=p.duration("stall", d.stall),
         usage=p.bool_("usage", d.usage),
         pack_error_rate=p.num("pack_error_rate", d.pack_error_rate, 1.0),
+        knee=p.num("knee", d.knee, b.MAX_CONCURRENCY, " (requests in service; 0 = no load curve)"),
+        knee_power=_knee_power(p, d.knee_power),
     )
+
+
+def _knee_power(p: Table, default: float) -> float:
+    """`knee_power`: a number between 0.5 and 8 (the load curve's steepness)."""
+    if not p.has("knee_power"):
+        return default
+    v = p.data["knee_power"]
+    if not is_num(v) or not 0.5 <= v <= 8.0:
+        p.fail("knee_power", "a number between 0.5 and 8 (the load curve's steepness)")
+        return default
+    return float(v)
 
 
 def _parse_name(errs: Problems, top: Table, path: Path) -> str:
@@ -506,6 +523,7 @@ def build_workload(raw: dict[str, Any], path: Path, errs: Problems) -> Workload:
     stages = parse_stages(errs, raw.get("stages"), run.concurrency, run.rate, run.arrival != "closed")
     plans = parse_plans(errs, raw.get("plans"), _model_names_in(raw.get("models")))
     packing = parse_packing(errs, raw.get("packing", {}))
+    check_auto(errs, raw, run.concurrency_auto, run.workers)
     if output.batch_output is not None and prompts.format != "openai-batch" and not errs.has("prompts"):
         errs.add(
             "output.batch_output",

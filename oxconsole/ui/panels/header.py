@@ -63,6 +63,9 @@ def _title_line(s: Snapshot, p: Palette, width: int, name: str, state: str) -> L
     t.append(" ● ", style=state_style)
     t.append(state, style=f"bold {state_style}")
     t.append(f"  {fmt_clock(s.elapsed_s)}", style="bold")
+    if s.gauges.auto:
+        t.append("  auto ", style=p.accent)
+        t.append(str(s.gauges.concurrency), style=f"bold {p.accent}")
     t.append("   ok ", style=p.muted)
     t.append(fmt_count(s.counts.ok), style=p.success)
     t.append("  err ", style=p.muted)
