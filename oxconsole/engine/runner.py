@@ -78,6 +78,7 @@ class Engine:
         shard: tuple[int, int] | None = None,
         record_sink: Callable[[RequestRecord], None] | None = None,
         attempt_sink: Callable[[str, str, str], None] | None = None,
+        endpoints: Endpoints | None = None,
     ) -> None:
         self.w = workload
         self.shard = shard
@@ -125,6 +126,8 @@ class Engine:
         self.session = SessionLog(results_path, self.warnings)
         """This session's start and running time, in the journal's manifest (`--resume` summaries)."""
         self._held: list[Command] = []  # commands that came while the run was starting
+        self._shared_endpoints = endpoints
+        """Endpoints started and closed by the caller (a sweep's points share warm connections)."""
         self._assemble(workload)
 
     def _assemble(self, workload: Workload) -> None:
@@ -139,7 +142,7 @@ class Engine:
         self.health = ModelHealth(
             self.router, self.models, elapsed=self.elapsed, on_warm=self.dispatch.models_changed
         )
-        self.endpoints = Endpoints(workload, self.endpoint_urls, self.warnings)
+        self.endpoints = self._shared_endpoints or Endpoints(workload, self.endpoint_urls, self.warnings)
         self.sender = Sender(
             workload,
             self.router,
@@ -267,7 +270,8 @@ class Engine:
             note = open_files_warning(self.w)
             if note:
                 self.warnings.append(note)
-            await self.endpoints.start()
+            if self._shared_endpoints is None:
+                await self.endpoints.start()
             self._begin(loop)
             ticker = asyncio.create_task(self._ticker())
             if self.w.run.duration > 0:
@@ -338,7 +342,8 @@ class Engine:
             t.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self.endpoints.close()
+        if self._shared_endpoints is None:
+            await self.endpoints.close()
         if self._journal is not None:
             self._journal.close()
 
