@@ -100,8 +100,9 @@ def test_over_a_set_path_runs_one_point_per_value(
         "-",
     )
     assert sweep(tmp_path, *args, "--set", "run.concurrency=2", monkeypatch=monkeypatch) == 0
-    out = capsys.readouterr().out
-    data = json.loads(out[out.index("{") :])
+    out, err = capsys.readouterr()
+    data = json.loads(out)  # the JSON alone on stdout; the table on stderr
+    assert "sweep over prompts.synthetic.output_tokens: 2 point(s)" in err
     assert data["over"] == "prompts.synthetic.output_tokens"
     assert [p["value"] for p in data["points"]] == [2, 6]
     recs = records(tmp_path)

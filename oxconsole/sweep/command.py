@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from oxconsole.outputs import summary_stream
 from oxconsole.runprep import (
     EXIT_ERRORS,
     EXIT_INTERRUPTED,
@@ -112,7 +113,8 @@ def _run(ns: Any, over: Over, plans: list[Any], state: SweepState, results: Path
     for warning in end.warnings:
         print(f"oxconsole: warning: {warning}", file=sys.stderr)
     points = list(end.points.values())
-    print(render_table(over.key, points), flush=True)
+    to_stdout = bool(ns.summary_json) and summary_stream(ns.summary_json) == "stdout"
+    print(render_table(over.key, points), file=sys.stderr if to_stdout else sys.stdout, flush=True)
     data = sweep_json(over.key, points)
     saved = _write_summary(ns.summary_json, data)
     print(f"oxconsole: journal: {results}", file=sys.stderr)
@@ -133,10 +135,13 @@ def _run(ns: Any, over: Over, plans: list[Any], state: SweepState, results: Path
 def _write_summary(path: str | None, data: dict[str, Any]) -> bool:
     if not path:
         return True
-    if path in ("-", "/dev/stdout"):
+    stream = summary_stream(path)
+    if stream is not None:  # the table went to stderr when the JSON goes to stdout
         import orjson
 
-        sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+        out = sys.stdout if stream == "stdout" else sys.stderr
+        out.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+        out.flush()
         return True
     try:
         write_json(Path(path), data)

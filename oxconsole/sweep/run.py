@@ -95,6 +95,10 @@ class Sweep:
         first = self.plans[0].workload
         shared = Endpoints(first, {}, self.warnings)
         syncing = asyncio.create_task(_sync_every_second(journal))
+        if first.run.workers != 1:
+            self.warnings.append(
+                f"run.workers = {first.run.workers}: a sweep runs every point in this one process"
+            )
         try:
             await shared.start()
             while self.stopping == 0 and self.failure is None:
