@@ -209,3 +209,40 @@ def test_auto_searches_for_the_knee(
     assert len(values) == len(set(values))
     assert abs(data["knee"]["value"] - 6) <= 1, values  # short points on a loaded machine: +-1
     assert "searching for the knee" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("over", "opened"),
+    [("rate=10,20", 1), ("sim.models.m.capacity=2,3", 2)],
+)
+def test_points_share_the_first_points_warm_clients_unless_their_servers_differ(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, over: str, opened: int
+) -> None:
+    import asyncio
+
+    from oxconsole.sweep.plan import SweepState, check_points, parse_over
+    from oxconsole.sweep.run import Sweep
+
+    path = str(write(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    o = parse_over(over)
+    plans = check_points(path, o, [], 0.4)
+    state = SweepState(o.spec(), 0.4, [])
+    said: list[str] = []
+    s = Sweep(
+        path,
+        o,
+        plans,
+        state,
+        results=tmp_path / "r.jsonl",
+        base_overrides=[],
+        progress_interval=5,
+        say=said.append,
+    )
+    end = asyncio.run(s.run())
+    assert s.clients_opened == opened
+    assert [p["value"] for p in end.points.values()] == [o for o in map(int, over.split("=")[1].split(","))]
+    assert all(p["summary"]["requests"]["error"] == 0 for p in end.points.values())
+    if o.key == "rate":
+        assert [p["load"]["rate"] for p in end.points.values()] == [10.0, 20.0]

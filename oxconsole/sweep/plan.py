@@ -119,6 +119,8 @@ class PointPlan:
     value: Any
     workload: Workload
     total: int | None
+    overrides: tuple[str, ...] = ()
+    """The point's `--set` list (the sweep's own, its duration, its value)."""
 
 
 def check_points(path: str, over: Over, base: list[str], seconds: float) -> list[PointPlan]:
@@ -130,12 +132,13 @@ def check_points(path: str, over: Over, base: list[str], seconds: float) -> list
     plans: list[PointPlan] = []
     problems: list[str] = []
     for i, text in enumerate(texts):
+        sets = point_overrides(over, text, base, seconds)
         try:
-            w, total = point_workload(path, point_overrides(over, text, base, seconds))
+            w, total = point_workload(path, sets)
         except WorkloadError as e:
             problems.append(f"--over {over.key}={text}: {e}")
             continue
-        plans.append(PointPlan(i, text, value_of(text), w, total))
+        plans.append(PointPlan(i, text, value_of(text), w, total, tuple(sets)))
     if problems:
         raise BadInput("\n".join(problems))
     return plans

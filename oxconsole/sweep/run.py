@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oxconsole.engine.endpoints import Endpoints
+from oxconsole.engine.outcome import RunOutcome
 from oxconsole.engine.runner import Engine
 from oxconsole.journal.journal import Journal
 from oxconsole.journal.records import RequestRecord
@@ -81,6 +82,8 @@ class Sweep:
         self.stopping = 0
         self.warnings: list[str] = []
         self.failure: str | None = None
+        self.clients_opened = 0
+        """Sets of endpoint clients opened: 1 when every point shared the first's warm ones."""
         self._point_seconds = state.point_duration
         """How long the last point took (the ETA's unit)."""
 
@@ -101,11 +104,14 @@ class Sweep:
             )
         try:
             await shared.start()
+            self.clients_opened = 1
             while self.stopping == 0 and self.failure is None:
                 plan = self._next()
                 if plan is None:
                     break
-                await self._point(plan, journal, shared if same_servers(plan.workload, first) else None)
+                same = same_servers(plan.workload, first)
+                self.clients_opened += 0 if same else 1
+                await self._point(plan, journal, shared if same else None)
         finally:
             syncing.cancel()
             await shared.close()
@@ -158,7 +164,7 @@ class Sweep:
         )
         self.engine = engine
         t0 = time.monotonic()
-        outcome = await engine.run()
+        outcome = await self._served(engine, plan)
         self.engine = None
         self.warnings.extend(w for w in outcome.warnings if w not in self.warnings)
         journal.flush()
@@ -169,6 +175,23 @@ class Sweep:
         load = {"concurrency": run.concurrency, "rate": run.rate}
         st.done[index] = {"value": plan.value, "text": plan.text, "load": load, "summary": outcome.summary}
         st.save(self.results, plan.workload.name, str(plan.workload.path))
+
+    async def _served(self, engine: Engine, plan: PointPlan) -> RunOutcome:
+        """The point's run behind a control socket: `oxconsole ps` lists it (its `--set` flags
+        name the point) and `oxconsole attach` opens the console on it until the point ends."""
+        from oxconsole.control import RunInfo, serve_run
+
+        info = RunInfo(
+            name=plan.workload.name,
+            workload_path=str(Path(self.path).resolve()),
+            overrides=plan.overrides,
+            results_path=str(self.results.resolve()),
+        )
+        return await serve_run(engine, info, warn=self._warn)
+
+    def _warn(self, message: str) -> None:
+        if message not in self.warnings:
+            self.warnings.append(message)
 
     def _heading(self, plan: PointPlan) -> str:
         """`sweep: point 3 of 5 (concurrency=4), ETA 1m30s` (a search: `point 3, searching`)."""
