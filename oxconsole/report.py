@@ -27,6 +27,7 @@ from oxconsole.journal.records import RUN_TIMES, RequestRecord, has_run_times
 from oxconsole.journal.sessions import SessionSpans, sessions_of
 from oxconsole.metrics.aggregate import RunStats, Tally, build_summary, phase_summary
 from oxconsole.metrics.format import change_text
+from oxconsole.metrics.goodput import goodput_lines, slo_target_of
 
 __all__ = [
     "JournalIssues",
@@ -173,6 +174,7 @@ def summary_from_journal(
         name = manifest.get("name") if isinstance(manifest.get("name"), str) else None
     if name is None:
         name = p.resolve().parent.name or p.stem
+    target = slo_target_of(manifest)
     return build_summary(
         name=name,
         started_at=started_at,
@@ -180,8 +182,9 @@ def summary_from_journal(
         overall=overall,
         models=models.items(),
         changes=[],
-        phases=[phase_summary(overall, 0.0, duration, [])],
+        phases=[phase_summary(overall, 0.0, duration, [], target)],
         sessions=max(1, spans.count()),
+        slo_target=target,
     )
 
 
@@ -340,6 +343,7 @@ def _totals_lines(s: Mapping[str, Any]) -> list[str]:
             f"rate      {_num(thr.get('requests_per_s'), 2)} req/s  "
             f"{_num(thr.get('output_tokens_per_s'), 1)} output tok/s"
         ),
+        *(_fit(g) for g in goodput_lines(s)),
         _fit(f"tokens    in {tok.get('input', 0):,}  out {tok.get('output', 0):,}{estimated}"),
         _fit(f"cost      {_money(_g(s, 'cost', 'total'))}"),
     ]

@@ -51,6 +51,7 @@ from oxconsole.workload.schema import (
     WorkloadError,
 )
 from oxconsole.workload.sections import parse_sim_profiles
+from oxconsole.workload.slo import SloConfig
 from oxconsole.workload.values import parse_duration
 
 __all__ = [
@@ -67,6 +68,7 @@ __all__ = [
     "RoutingRule",
     "RunConfig",
     "SimModelProfile",
+    "SloConfig",
     "Strategy",
     "SyntheticConfig",
     "Workload",

@@ -9,7 +9,10 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from oxconsole.workload.slo import SloConfig
 
 Arrival = Literal["closed", "constant", "poisson"]
 PromptsFormat = Literal["jsonl", "sharegpt", "openai-batch"]
@@ -303,6 +306,8 @@ class Workload:
     """[sim.models."NAME"] profiles for the embedded simulator."""
     raw: dict[str, Any] = field(default_factory=dict)
     """The TOML document after --set overrides (used to write tuned workloads back)."""
+    slo: SloConfig | None = None
+    """[slo]: when a request is good and the share that must be (workload/slo.py); None = no SLO."""
 
     def model(self, name: str) -> ModelConfig:
         for m in self.models:

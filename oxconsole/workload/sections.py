@@ -38,9 +38,10 @@ from oxconsole.workload.schema import (
     fill_results,
     split_host_port,
 )
+from oxconsole.workload.slo import parse_slo
 from oxconsole.workload.values import Table, fmt_duration, is_int
 
-_TOP = ("name", "run", "output", "endpoints", "models", "prompts", "routing", "retry", "sim")
+_TOP = ("name", "run", "output", "endpoints", "models", "prompts", "routing", "retry", "sim", "slo")
 _RUN = (
     "concurrency", "rate", "burst", "tpm", "arrival", "requests", "duration",
     "timeout", "stream", "seed", "workers", "grace",
@@ -489,6 +490,7 @@ def build_workload(raw: dict[str, Any], path: Path, errs: Problems) -> Workload:
     routing = _parse_routing(errs, raw.get("routing", {}), _model_names_in(raw.get("models")))
     retry = _parse_retry(errs, raw.get("retry", {}))
     sim = _parse_sim(errs, raw["sim"]) if "sim" in raw else {}
+    slo = parse_slo(errs, raw.get("slo"))
     if output.batch_output is not None and prompts.format != "openai-batch" and not errs.has("prompts"):
         errs.add(
             "output.batch_output",
@@ -508,4 +510,5 @@ def build_workload(raw: dict[str, Any], path: Path, errs: Problems) -> Workload:
         retry=retry,
         sim=sim,
         raw=raw,
+        slo=slo,
     )
