@@ -2,12 +2,15 @@
 --over concurrency=auto` lands to it (target: within 10%), in how many points and how long.
 
 The simulator (started by the sweep itself, `base_url = "sim"`) serves one model with jitter 0:
-ttft 100 ms, then 16 tokens at 100 tokens/s (latency 250 ms), at most C requests at once; beyond
-C requests queue, so throughput stops rising at C and p99 latency grows. For each C the bench
-runs the automatic search and, with `--list`, a fixed list of values too, and prints the knee
+a TTFT, then 16 tokens at 100 tokens/s, at most C requests at once; beyond C requests queue, so
+throughput stops rising at C and p99 latency grows. The TTFT is 100 ms, or longer for a large C so
+that the knee's throughput stays near `--max-rps` (40 req/s: on a shared 2-core machine a few
+hundred requests a second is the client's and the simulator's CPU limit, not the knee); each
+point lasts `--point-duration` or 8 latencies, whichever is longer. For each C the bench runs the
+automatic search and, with `--list`, a fixed list of values around C too, and prints the knee
 found against C.
 
-    python bench/bench_knee.py [--capacities 8,24,64] [--point-duration 3] [--list]
+    python bench/bench_knee.py [--capacities 8,24,64] [--point-duration 3] [--max-rps 40] [--list]
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ name = "m"
 [prompts]
 synthetic = {{ count = 1000, input_tokens = 32, output_tokens = 16 }}
 [sim.models.m]
-ttft = "100ms"
+ttft = "{ttft_ms}ms"
 tokens_per_s = 100.0
 output_tokens = 16
 capacity = {capacity}
@@ -47,8 +50,17 @@ jitter = 0
 """
 
 
-def sweep(folder: Path, capacity: int, over: str, seconds: float) -> tuple[dict[str, Any], float, int]:
-    (folder / "w.toml").write_text(WORKLOAD.format(capacity=capacity))
+def ttft_ms(capacity: int, max_rps: float) -> int:
+    """100 ms, or more so that C / latency (the knee's throughput) is about max_rps."""
+    return max(100, round(1000.0 * capacity / max_rps) - 150)
+
+
+def sweep(
+    folder: Path, capacity: int, over: str, seconds: float, max_rps: float
+) -> tuple[dict[str, Any], float, int]:
+    ttft = ttft_ms(capacity, max_rps)
+    seconds = max(seconds, 8 * (ttft + 150) / 1000.0)
+    (folder / "w.toml").write_text(WORKLOAD.format(capacity=capacity, ttft_ms=ttft))
     cmd = [sys.executable, "-m", "oxconsole", "sweep", "w.toml", "--over", over]
     cmd += [
         "--point-duration",
@@ -61,16 +73,19 @@ def sweep(folder: Path, capacity: int, over: str, seconds: float) -> tuple[dict[
     t0 = time.monotonic()
     p = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, timeout=3600)
     took = time.monotonic() - t0
-    if p.returncode not in (0, 1):
+    if p.returncode not in (0, 1) or not (folder / "s.json").exists():
         raise SystemExit(f"sweep failed ({p.returncode}):\n{p.stderr[-2000:]}")
     print(p.stdout, flush=True)
-    return json.loads((folder / "s.json").read_text()), took, p.returncode
+    data = json.loads((folder / "s.json").read_text())
+    (folder / "s.json").unlink()
+    return data, took, p.returncode
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--capacities", default="8,24,64")
     ap.add_argument("--point-duration", type=float, default=3.0)
+    ap.add_argument("--max-rps", type=float, default=40.0)
     ap.add_argument("--list", action="store_true", help="also sweep a list of values around C")
     ns = ap.parse_args()
     rows = []
@@ -83,7 +98,7 @@ def main() -> None:
                 )
                 overs.append("concurrency=" + ",".join(map(str, values)))
             for over in overs:
-                data, took, code = sweep(Path(tmp), c, over, ns.point_duration)
+                data, took, code = sweep(Path(tmp), c, over, ns.point_duration, ns.max_rps)
                 knee = data["knee"]["value"] if data["knee"] else None
                 err = None if knee is None else 100.0 * (knee - c) / c
                 best = max(p["summary"]["throughput"]["requests_per_s"] for p in data["points"])

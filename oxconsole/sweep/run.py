@@ -109,6 +109,7 @@ class Sweep:
                 plan = self._next()
                 if plan is None:
                     break
+                self._warn_connections(plan.workload)
                 same = same_servers(plan.workload, first)
                 self.clients_opened += 0 if same else 1
                 await self._point(plan, journal, shared if same else None)
@@ -116,7 +117,8 @@ class Sweep:
             syncing.cancel()
             await shared.close()
             journal.close()
-        return SweepEnd(dict(sorted(self.state.done.items())), self.stopping > 0, self.failure, self.warnings)
+        stopped = self.stopping > 0 and self._next() is not None  # a stop after the last point ended is none
+        return SweepEnd(dict(sorted(self.state.done.items())), stopped, self.failure, self.warnings)
 
     def _next(self) -> PointPlan | None:
         """The next point not ended: the next listed one, or the search's next value."""
@@ -188,6 +190,16 @@ class Sweep:
             results_path=str(self.results.resolve()),
         )
         return await serve_run(engine, info, warn=self._warn)
+
+    def _warn_connections(self, w: Workload) -> None:
+        """A point whose concurrency is above an endpoint's connection pool: requests beyond it wait."""
+        for name in sorted({m.endpoint for m in w.models}):
+            ep = w.endpoints[name]
+            if ep.max_connections < w.run.concurrency:
+                self._warn(
+                    f"endpoints.{name}.max_connections = {ep.max_connections} is below run.concurrency "
+                    f"= {w.run.concurrency} (a point): requests beyond it wait for a connection"
+                )
 
     def _warn(self, message: str) -> None:
         if message not in self.warnings:
