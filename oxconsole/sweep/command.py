@@ -24,11 +24,12 @@ from oxconsole.runprep import (
     BadInput,
     Parser,
     check_progress_interval,
+    load_checked,
     prepare_run,
     write_json,
 )
 from oxconsole.sweep.knee import has_slo
-from oxconsole.sweep.plan import Over, SweepState, check_points, parse_over, resumed_state
+from oxconsole.sweep.plan import Over, PointPlan, SweepState, check_points, parse_over, resumed_state
 from oxconsole.sweep.table import render_table, sweep_json
 
 __all__ = ["EXIT_NO_SLO", "sweep_main"]
@@ -75,26 +76,36 @@ def _seconds(text: str) -> float:
 def sweep_main(argv: list[str]) -> int:
     ns = _parser().parse_args(argv)
     check_progress_interval(ns.progress_interval)
-    problems: list[str] = []
-    over: Over | None = None
-    seconds = 30.0
-    for check in ("over", "duration"):
-        try:
-            if check == "over":
-                over = parse_over(ns.over)
-            else:
-                seconds = _seconds(ns.point_duration)
-        except BadInput as e:
-            problems.append(str(e))
-    if problems or over is None:
-        raise BadInput("\n".join(problems))
-    plans = check_points(ns.workload, over, list(ns.overrides), seconds)
+    over, seconds, plans = _checked(ns)
     prep = prepare_run(ns.workload, list(ns.overrides), ns.output, ns.resume, ns.summary_json)
     state = SweepState(over.spec(), seconds, list(ns.overrides))
     if ns.resume:
         state = resumed_state(prep.results_path, state)
         print(f"oxconsole: resuming the sweep: {len(state.done)} point(s) already ended", file=sys.stderr)
     return _run(ns, over, plans, state, prep.results_path, prep.kept_aside)
+
+
+def _checked(ns: Any) -> tuple[Over, float, list[PointPlan]]:
+    """`--over`, `--point-duration`, the workload and every point's workload; BadInput with every
+    problem found (a point's only once the workload itself is good, so one problem is told once)."""
+    problems: list[str] = []
+    over: Over | None = None
+    seconds = 30.0
+    try:
+        over = parse_over(ns.over)
+    except BadInput as e:
+        problems.append(str(e))
+    try:
+        seconds = _seconds(ns.point_duration)
+    except BadInput as e:
+        problems.append(str(e))
+    try:
+        load_checked(ns.workload, list(ns.overrides))
+    except BadInput as e:
+        problems.append(str(e))
+    if problems or over is None:
+        raise BadInput("\n".join(problems))
+    return over, seconds, check_points(ns.workload, over, list(ns.overrides), seconds)
 
 
 def _run(ns: Any, over: Over, plans: list[Any], state: SweepState, results: Path, aside: Path | None) -> int:
