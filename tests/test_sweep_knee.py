@@ -131,3 +131,20 @@ def test_over_splits_values_at_top_level_commas_only() -> None:
     assert over.texts == ("[429, 500]", "[503]", '"a,b"')
     assert parse_over("concurrency=auto").auto
     assert parse_over("rate=1,2").path == "run.rate"
+
+
+def test_sweep_state_round_trips_through_the_manifest_and_refuses_another_sweep(tmp_path: Any) -> None:
+    from oxconsole.sweep.plan import SweepState, resumed_state
+
+    results = tmp_path / "r.jsonl"
+    st = SweepState("concurrency=auto", 2.0, ["run.seed=3"])
+    st.starts = {0: 1, 1: 2}
+    st.done = {0: {"value": 1, "text": "1", "summary": {"requests": {"ok": 3}}}}
+    st.save(results, "w", "w.toml")
+    back = resumed_state(results, SweepState("concurrency=auto", 2.0, ["run.seed=3"]))
+    assert back.starts == {0: 1, 1: 2} and back.done == st.done
+    assert back.id_suffix(0) == "@0" and back.id_suffix(1) == "@1.2"
+    with pytest.raises(BadInput, match=r"point_duration was 2\.0, now 3\.0"):
+        resumed_state(results, SweepState("concurrency=auto", 3.0, ["run.seed=3"]))
+    with pytest.raises(BadInput, match="expected the journal of a sweep"):
+        resumed_state(tmp_path / "other.jsonl", st)
