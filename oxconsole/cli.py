@@ -28,7 +28,7 @@ from oxconsole.runprep import (
     prepare_run,
 )
 
-SUBCOMMANDS = ("validate", "sim", "report", "attach", "ps")
+SUBCOMMANDS = ("validate", "sim", "report", "attach", "ps", "sweep")
 
 
 def _run_parser() -> argparse.ArgumentParser:
@@ -37,7 +37,8 @@ def _run_parser() -> argparse.ArgumentParser:
         description="Run an LLM inference workload against any OpenAI-compatible endpoint and watch it live.",
         epilog=(
             "other commands: oxconsole validate WORKLOAD.toml | oxconsole sim [--port N] | "
-            "oxconsole report RESULTS.jsonl [--json] | oxconsole attach [NAME] | oxconsole ps"
+            "oxconsole report RESULTS.jsonl [--json] | oxconsole attach [NAME] | oxconsole ps | "
+            "oxconsole sweep WORKLOAD.toml --over KEY=V1,V2,..."
         ),
     )
     p.add_argument("workload", metavar="WORKLOAD.toml", help="the workload file")
@@ -130,6 +131,10 @@ def _subcommand(name: str, rest: list[str]) -> int:
         p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
         ns = p.parse_args(rest)
         return _validate(ns.workload, ns.overrides)
+    if name == "sweep":
+        from oxconsole.sweep.command import sweep_main
+
+        return sweep_main(rest)
     if name == "ps":
         from oxconsole.attach import ps_main
 

@@ -86,6 +86,7 @@ class Engine:
         shard: tuple[int, int] | None = None,
         record_sink: Callable[[RequestRecord], None] | None = None,
         attempt_sink: Callable[[str, str, str], None] | None = None,
+        endpoints: Endpoints | None = None,
     ) -> None:
         self.w = workload
         self.shard = shard
@@ -139,6 +140,8 @@ class Engine:
         self.stages: StageDriver | None = None
         self.sessions = Sessions.of(workload, self.skip_ids)
         """Multi-turn sessions, when the prompts may have some (`sessions.py`)."""
+        self._shared_endpoints = endpoints
+        """Endpoints started and closed by the caller (a sweep's points share warm connections)."""
         self._assemble(workload)
 
     def _assemble(self, workload: Workload) -> None:
@@ -155,7 +158,7 @@ class Engine:
         self.health = ModelHealth(
             self.router, self.models, elapsed=self.elapsed, on_warm=self.dispatch.models_changed
         )
-        self.endpoints = Endpoints(workload, self.endpoint_urls, self.warnings)
+        self.endpoints = self._shared_endpoints or Endpoints(workload, self.endpoint_urls, self.warnings)
         self.sender = Sender(
             workload,
             self.router,
@@ -289,7 +292,8 @@ class Engine:
             note = open_files_warning(self.w)
             if note:
                 self.warnings.append(note)
-            await self.endpoints.start()
+            if self._shared_endpoints is None:
+                await self.endpoints.start()
             self._begin(loop)
             ticker = asyncio.create_task(self._ticker())
             if self.w.run.duration > 0:
@@ -370,7 +374,8 @@ class Engine:
             t.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self.endpoints.close()
+        if self._shared_endpoints is None:
+            await self.endpoints.close()
         if self._journal is not None:
             self._journal.close()
 

@@ -1,0 +1,8 @@
+"""`oxconsole sweep`: one point per value of a workload key in one process with warm connections,
+the knee found (or searched for) and shown as a table and JSON.
+
+Why this package exists: a sweep drives many engine runs and judges them together; it sits above
+the engine and the run preparation and below the command line (`plan.py` what to run, `run.py`
+running it, `knee.py` the knee rule and the search, `table.py` the output, `command.py` argv to
+exit code).
+"""

@@ -1,0 +1,165 @@
+"""Where a sweep's knee is, and which value an automatic search measures next, from run summaries.
+
+Why this module exists: the knee rule (the contract's "highest goodput with the SLO met; without
+`[slo]`, the highest throughput before p99 latency doubles from the first point's") and the search
+for it (doubling, then bisection) are arithmetic on summary dicts alone, so they are the same for a
+sweep in progress, a sweep resumed from its manifest and a test that hands them made-up summaries.
+A summary with a `goodput` object is judged by it; one without, by throughput and p99 latency.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "LATENCY_BREAK",
+    "TIE",
+    "has_slo",
+    "knee_index",
+    "next_auto_value",
+    "score",
+    "slo_met",
+]
+
+Summary = Mapping[str, Any]
+
+TIE = 0.03
+"""Scores within 3% of each other are a tie, won by the lower load (noise must not move the knee)."""
+GAIN = 0.5
+"""Past the knee, more load buys little: a higher load is a better knee only when its score rises
+by at least half its load's rise (twice the concurrency, half again the throughput). A server
+that queues beyond its capacity still gains a little throughput there (the client's gap between
+one request's end and the next's start is hidden), which the contract's rule alone would take."""
+LATENCY_BREAK = 2.0
+"""Without `[slo]`, a point whose p99 latency is more than this many times the first point's is
+past the knee."""
+RISE = 0.1
+"""The search doubles the load while the score rises by at least this share; below it the score
+"stops rising"."""
+
+
+def has_slo(summaries: Sequence[Summary]) -> bool:
+    return any(isinstance(s.get("goodput"), Mapping) for s in summaries)
+
+
+def slo_met(summary: Summary) -> bool | None:
+    """The point met `[slo]` (its `goodput.met`); None when the run had no `[slo]`."""
+    g = summary.get("goodput")
+    return bool(g.get("met")) if isinstance(g, Mapping) else None
+
+
+def score(summary: Summary) -> float:
+    """What the knee maximises: goodput (good requests per second) with `[slo]`, else throughput."""
+    g = summary.get("goodput")
+    if isinstance(g, Mapping):
+        return float(g.get("requests_per_s") or 0.0)
+    return float((summary.get("throughput") or {}).get("requests_per_s") or 0.0)
+
+
+def _p99(summary: Summary) -> float:
+    return float((summary.get("latency_ms") or {}).get("p99") or 0.0)
+
+
+def _ok(summary: Summary) -> int:
+    return int((summary.get("requests") or {}).get("ok") or 0)
+
+
+def _eligible(order: Sequence[int], summaries: Sequence[Summary]) -> list[int]:
+    """The points that may be the knee, in load order: with `[slo]` those that met it; without,
+    those before the first whose p99 latency is past `LATENCY_BREAK` times the first point's."""
+    measured = [i for i in order if _ok(summaries[i]) > 0]
+    if has_slo(summaries):
+        return [i for i in measured if slo_met(summaries[i])]
+    if not measured:
+        return []
+    base = _p99(summaries[measured[0]])
+    out: list[int] = []
+    for i in measured:
+        if base > 0 and _p99(summaries[i]) > LATENCY_BREAK * base:
+            break
+        out.append(i)
+    return out
+
+
+def load_order(values: Sequence[Any]) -> list[int]:
+    """Point indexes from the lowest load to the highest: by value when every value is a number,
+    else in the order given."""
+    if values and all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        return sorted(range(len(values)), key=lambda i: (values[i], i))
+    return list(range(len(values)))
+
+
+def knee_index(values: Sequence[Any], summaries: Sequence[Summary], *, load: bool = True) -> int | None:
+    """The knee's point index, or None when no point qualifies (none met the SLO, none finished a
+    request). Among the eligible points (`_eligible`), from the lowest load up, a point replaces
+    the knee so far only when its score rose by at least `GAIN` of its load's rise (`load`: the
+    values are the offered load, concurrency or rate); for other keys, when it beats the knee so
+    far by more than `TIE`."""
+    eligible = _eligible(load_order(values), summaries)
+    if not eligible:
+        return None
+    knee = eligible[0]
+    for i in eligible[1:]:
+        have, got = score(summaries[knee]), score(summaries[i])
+        if load and float(values[knee]) > 0:
+            need = have * (1.0 + GAIN * (float(values[i]) / float(values[knee]) - 1.0))
+        else:
+            need = have * (1.0 + TIE)
+        if got > need or (have == 0 and got > 0):
+            knee = i
+    return knee
+
+
+def _doubling(measured: Mapping[int, Summary], start: int, cap: int) -> int | None:
+    """The next value of the doubling phase, or None once it is over: a point past the knee (SLO
+    broken, p99 doubled, nothing finished), a score that rose less than `RISE`, or the cap."""
+    v = start
+    while v in measured:
+        s = measured[v]
+        if v >= cap or not _is_eligible(s, measured[start]):
+            return None
+        if v > start and score(s) < (1.0 + RISE) * score(measured[v // 2]):
+            return None
+        v = min(v * 2, cap)
+    return v
+
+
+def _is_eligible(s: Summary, first: Summary) -> bool:
+    """As `_eligible`, for one point against the search's first."""
+    if _ok(s) == 0:
+        return False
+    met = slo_met(s)
+    if met is not None:
+        return met
+    base = _p99(first)
+    return not (base > 0 and _p99(s) > LATENCY_BREAK * base)
+
+
+def _split(lo: int, hi: int, resolution: float) -> int | None:
+    """The middle of (lo, hi) when they are further apart than the resolution, else None."""
+    return (lo + hi) // 2 if hi - lo > max(1.0, resolution * lo) else None
+
+
+def next_auto_value(
+    measured: Mapping[int, Summary], start: int = 1, cap: int = 1024, resolution: float = 0.1
+) -> int | None:
+    """The concurrency to measure next in an automatic search for the knee, or None when it is over.
+
+    Doubling from `start` while the score rises (by `RISE`) and the points are eligible; then
+    bisection around the knee so far (`knee_index`): between it and the next value measured above
+    it, then the one below, until each neighbour is within `resolution` of it (or adjacent). It is
+    deterministic in what was measured, so a resumed search replays to the same next value."""
+    nxt = _doubling(measured, start, cap)
+    if nxt is not None or start not in measured:
+        return nxt if nxt is not None else start
+    values = sorted(measured)
+    k = knee_index(values, [measured[v] for v in values])
+    if k is None:
+        return None
+    knee = values[k]
+    above = [v for v in values if v > knee]
+    if above and (mid := _split(knee, above[0], resolution)) is not None:
+        return mid
+    below = [v for v in values if v < knee]
+    return _split(below[-1], knee, resolution) if below else None

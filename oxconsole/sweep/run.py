@@ -1,0 +1,228 @@
+"""Running a sweep: its points one after another on one event loop, sharing the endpoints' HTTP
+clients (warm connections) and one journal, each record tagged with its `point`.
+
+Why this module exists: a sweep is many short runs that must measure the server, not connection
+setup, and leave one journal a `--resume` can continue. Each point is an ordinary `Engine` run
+(the engine's own dispatch, limits, retries and summary) whose records come here (`record_sink`):
+their id gets the point's suffix, they get `point`, they go to the sweep's journal and the point's
+collector. A point's end (its summary) goes into the manifest at once; that is what `--resume`
+trusts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from oxconsole.engine.endpoints import Endpoints
+from oxconsole.engine.outcome import RunOutcome
+from oxconsole.engine.runner import Engine
+from oxconsole.journal.journal import Journal
+from oxconsole.journal.records import RequestRecord
+from oxconsole.metrics.format import fmt_duration, progress_line
+from oxconsole.sweep.knee import next_auto_value
+from oxconsole.sweep.plan import AUTO_CAP, AUTO_START, Over, PointPlan, SweepState, check_points
+
+if TYPE_CHECKING:
+    from oxconsole.workload import Workload
+
+__all__ = ["Sweep", "SweepEnd"]
+
+
+@dataclass
+class SweepEnd:
+    """How a sweep ended: the points that ended (index -> value, text, summary), in index order."""
+
+    points: dict[int, dict[str, Any]]
+    stopped: bool = False
+    journal_failure: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def same_servers(a: Workload, b: Workload) -> bool:
+    """Two points can share endpoint clients: the same endpoints, simulator, timeout and seed."""
+    return (
+        a.endpoints == b.endpoints
+        and a.sim == b.sim
+        and a.run.timeout == b.run.timeout
+        and a.run.seed == b.run.seed
+        and {m.endpoint for m in a.models} <= {m.endpoint for m in b.models}
+    )
+
+
+class Sweep:
+    """One sweep: `await run()` on the loop that should own it; `stop()` from a signal handler."""
+
+    def __init__(
+        self,
+        workload_path: str,
+        over: Over,
+        plans: list[PointPlan],
+        state: SweepState,
+        *,
+        results: Path,
+        base_overrides: list[str],
+        progress_interval: float,
+        say: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
+    ) -> None:
+        self.path = workload_path
+        self.over = over
+        self.plans = plans
+        self.state = state
+        self.results = results
+        self.base = base_overrides
+        self.interval = progress_interval
+        self.say = say
+        self.engine: Engine | None = None
+        self.stopping = 0
+        self.warnings: list[str] = []
+        self.failure: str | None = None
+        self.clients_opened = 0
+        """Sets of endpoint clients opened: 1 when every point shared the first's warm ones."""
+        self._point_seconds = state.point_duration
+        """How long the last point took (the ETA's unit)."""
+
+    def stop(self, *, cancel: bool = False) -> None:
+        """Stop the point running (in-flight requests get `run.grace`, none with cancel) and the sweep."""
+        self.stopping += 1
+        if self.engine is not None:
+            self.engine.request_stop(cancel=cancel, interrupted=True)
+
+    async def run(self) -> SweepEnd:
+        journal = Journal(self.results, on_failure=self._journal_failed)
+        first = self.plans[0].workload
+        shared = Endpoints(first, {}, self.warnings)
+        syncing = asyncio.create_task(_sync_every_second(journal))
+        if first.run.workers != 1:
+            self.warnings.append(
+                f"run.workers = {first.run.workers}: a sweep runs every point in this one process"
+            )
+        try:
+            await shared.start()
+            self.clients_opened = 1
+            while self.stopping == 0 and self.failure is None:
+                plan = self._next()
+                if plan is None:
+                    break
+                self._warn_connections(plan.workload)
+                same = same_servers(plan.workload, first)
+                self.clients_opened += 0 if same else 1
+                await self._point(plan, journal, shared if same else None)
+        finally:
+            syncing.cancel()
+            await shared.close()
+            journal.close()
+        stopped = self.stopping > 0 and self._next() is not None  # a stop after the last point ended is none
+        return SweepEnd(dict(sorted(self.state.done.items())), stopped, self.failure, self.warnings)
+
+    def _next(self) -> PointPlan | None:
+        """The next point not ended: the next listed one, or the search's next value."""
+        done = self.state.done
+        if not self.over.auto:
+            return next((p for p in self.plans if p.index not in done), None)
+        by_value = {int(d["value"]): d["summary"] for d in done.values()}
+        value = next_auto_value(by_value, start=AUTO_START, cap=AUTO_CAP)
+        if value is None:
+            return None
+        index = len(done)
+        plan = check_points(
+            self.path,
+            Over(self.over.key, self.over.path, (str(value),)),
+            self.base,
+            self.state.point_duration,
+        )[0]
+        plan.index = index
+        return plan
+
+    async def _point(self, plan: PointPlan, journal: Journal, shared: Endpoints | None) -> None:
+        st = self.state
+        st.starts[plan.index] = st.starts.get(plan.index, 0) + 1
+        st.save(self.results, plan.workload.name, str(plan.workload.path))
+        suffix, index = st.id_suffix(plan.index), plan.index
+        self.say(self._heading(plan))
+        engine: Engine
+
+        def sink(rec: RequestRecord) -> None:
+            rec.id += suffix
+            d = rec.to_json_dict()
+            d["point"] = index
+            journal.write_dict(d)
+            rec.text = None
+            engine.collector.record(rec)
+
+        engine = Engine(
+            plan.workload,
+            results_path=self.results,
+            total_expected=plan.total,
+            on_tick=lambda s: self.say(f"point {plan.index + 1}: {progress_line(s)}"),
+            tick_interval=self.interval,
+            record_sink=sink,
+            endpoints=shared,
+        )
+        self.engine = engine
+        t0 = time.monotonic()
+        outcome = await self._served(engine, plan)
+        self.engine = None
+        self.warnings.extend(w for w in outcome.warnings if w not in self.warnings)
+        journal.flush()
+        if outcome.stopped_early or self.failure is not None or journal.failure is not None:
+            return  # not ended: `--resume` runs it again
+        self._point_seconds = time.monotonic() - t0
+        run = plan.workload.run
+        load = {"concurrency": run.concurrency, "rate": run.rate}
+        st.done[index] = {"value": plan.value, "text": plan.text, "load": load, "summary": outcome.summary}
+        st.save(self.results, plan.workload.name, str(plan.workload.path))
+
+    async def _served(self, engine: Engine, plan: PointPlan) -> RunOutcome:
+        """The point's run behind a control socket: `oxconsole ps` lists it (its `--set` flags
+        name the point) and `oxconsole attach` opens the console on it until the point ends."""
+        from oxconsole.control import RunInfo, serve_run
+
+        info = RunInfo(
+            name=plan.workload.name,
+            workload_path=str(Path(self.path).resolve()),
+            overrides=plan.overrides,
+            results_path=str(self.results.resolve()),
+        )
+        return await serve_run(engine, info, warn=self._warn)
+
+    def _warn_connections(self, w: Workload) -> None:
+        """A point whose concurrency is above an endpoint's connection pool: requests beyond it wait."""
+        for name in sorted({m.endpoint for m in w.models}):
+            ep = w.endpoints[name]
+            if ep.max_connections < w.run.concurrency:
+                self._warn(
+                    f"endpoints.{name}.max_connections = {ep.max_connections} is below run.concurrency "
+                    f"= {w.run.concurrency} (a point): requests beyond it wait for a connection"
+                )
+
+    def _warn(self, message: str) -> None:
+        if message not in self.warnings:
+            self.warnings.append(message)
+
+    def _heading(self, plan: PointPlan) -> str:
+        """`sweep: point 3 of 5 (concurrency=4), ETA 1m30s` (a search: `point 3, searching`)."""
+        what = f"{self.over.key}={plan.text}"
+        if self.over.auto:
+            return f"oxconsole: sweep: point {plan.index + 1} ({what}), searching for the knee"
+        n = len(self.plans)
+        left = n - len(self.state.done)
+        eta = fmt_duration(left * self._point_seconds)
+        return f"oxconsole: sweep: point {plan.index + 1} of {n} ({what}), ETA {eta}"
+
+    def _journal_failed(self, message: str) -> None:
+        if self.failure is None:
+            self.failure = message
+            if self.engine is not None:
+                self.engine.request_stop(cancel=True)
+
+
+async def _sync_every_second(journal: Journal) -> None:
+    while True:
+        await asyncio.sleep(1.0)
+        await journal.sync_async()

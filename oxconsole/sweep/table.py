@@ -1,0 +1,134 @@
+"""A sweep's results: the table (one row per point, the knee marked) and the `--summary-json`
+object (`{"over", "points": [{"value", "slo_met", "summary"}], "knee": {"index", "value"}}`).
+
+Why this module exists: the table and the JSON are both read off the ended points and the knee
+rule; keeping them apart from the run lets a resumed or stopped sweep show the very same thing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from oxconsole.metrics.format import fmt_ms
+from oxconsole.sweep.knee import knee_index, slo_met
+from oxconsole.sweep.plan import SHORT_KEYS
+
+__all__ = ["render_table", "sweep_json"]
+
+Point = Mapping[str, Any]
+
+
+def sweep_json(over: str, points: list[Point]) -> dict[str, Any]:
+    """The contract's sweep object; `knee` is null when no point qualifies. `slo_met` is null for
+    a workload without `[slo]`. `knee.index` is the knee's position in `points`."""
+    summaries = [p["summary"] for p in points]
+    values = [p["value"] for p in points]
+    k = _knee(over, values, summaries)
+    return {
+        "over": over,
+        "points": [
+            {"value": p["value"], "slo_met": slo_met(p["summary"]), "summary": p["summary"]} for p in points
+        ],
+        "knee": None if k is None else {"index": k, "value": values[k]},
+    }
+
+
+def _knee(over: str, values: list[Any], summaries: list[Any]) -> int | None:
+    """The knee; the values are the offered load when the key is concurrency or rate."""
+    return knee_index(values, summaries, load=SHORT_KEYS.get(over, over) in SHORT_KEYS.values())
+
+
+def _offered(summary: Mapping[str, Any], point: Point) -> str:
+    """The load a point offered: its rate when it had one, else its concurrency."""
+    load = point.get("load") or {}
+    rate, conc = load.get("rate"), load.get("concurrency")
+    if rate:
+        return f"{rate:g}/s"
+    return f"c={conc}" if conc is not None else "-"
+
+
+def _pair(summary: Mapping[str, Any], key: str) -> str:
+    d = summary.get(key) or {}
+    if not d or d.get("p50") is None:
+        return "-"
+    return f"{fmt_ms(float(d.get('p50') or 0))}/{fmt_ms(float(d.get('p99') or 0))}"
+
+
+def _goodput(summary: Mapping[str, Any]) -> str:
+    g = summary.get("goodput")
+    if not isinstance(g, Mapping):
+        return "-"
+    return f"{float(g.get('requests_per_s') or 0):.1f} {100 * float(g.get('fraction') or 0):.0f}%"
+
+
+def _cost_per_task(summary: Mapping[str, Any]) -> str:
+    ok = int((summary.get("requests") or {}).get("ok") or 0)
+    total = float((summary.get("cost") or {}).get("total") or 0.0)
+    if ok == 0 or total == 0:
+        return "-"
+    return f"{total / ok:.3g}"
+
+
+HEAD = (
+    "",
+    "#",
+    "value",
+    "offered",
+    "req/s",
+    "tok/s",
+    "goodput",
+    "TTFT p50/p99",
+    "ITL p50/p99",
+    "latency p50/p99",
+    "errors",
+    "cost/task",
+)
+
+
+def _row(i: int, point: Point, knee: int | None) -> tuple[str, ...]:
+    s = point["summary"]
+    tp = s.get("throughput") or {}
+    return (
+        "*" if i == knee else "",
+        str(i),
+        str(point.get("text", point["value"])),
+        _offered(s, point),
+        f"{float(tp.get('requests_per_s') or 0):.2f}",
+        f"{float(tp.get('output_tokens_per_s') or 0):.0f}",
+        _goodput(s),
+        _pair(s, "ttft_ms"),
+        _pair(s, "itl_ms"),
+        _pair(s, "latency_ms"),
+        str(int((s.get("requests") or {}).get("error") or 0)),
+        _cost_per_task(s),
+    )
+
+
+def render_table(over: str, points: list[Point]) -> str:
+    """One row per ended point (in the order they ran), the knee marked `*` and named below."""
+    if not points:
+        return f"sweep over {over}: no point ended"
+    k = _knee(over, [p["value"] for p in points], [p["summary"] for p in points])
+    rows = [HEAD, *(_row(i, p, k) for i, p in enumerate(points))]
+    widths = [max(len(r[c]) for r in rows) for c in range(len(HEAD))]
+    lines = [f"sweep over {over}: {len(points)} point(s)"]
+    for r in rows:
+        lines.append(
+            "  ".join(
+                cell.rjust(w) if c > 2 else cell.ljust(w)
+                for c, (cell, w) in enumerate(zip(r, widths, strict=True))
+            ).rstrip()
+        )
+    has_slo = any(isinstance(p["summary"].get("goodput"), Mapping) for p in points)
+    if k is None:
+        why = "no point met the SLO" if has_slo else "no point finished a request"
+        lines.append(f"knee: none ({why})")
+    else:
+        rule = (
+            "the highest goodput with the SLO met"
+            if has_slo
+            else "the highest throughput before p99 latency doubles"
+        )
+        lines.append(f"knee: point {k}, {over}={points[k].get('text', points[k]['value'])} ({rule})")
+    return "\n".join(lines)

@@ -1,0 +1,150 @@
+"""The knee rule and the automatic search, on summary dicts alone (with and without `goodput`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from oxconsole.runprep import BadInput
+from oxconsole.sweep.knee import knee_index, next_auto_value, slo_met
+from oxconsole.sweep.plan import parse_over
+
+
+def summary(
+    rps: float, p99: float, *, ok: int = 100, goodput: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    s: dict[str, Any] = {
+        "requests": {"total": ok, "ok": ok, "error": 0},
+        "throughput": {"requests_per_s": rps, "output_tokens_per_s": rps * 10},
+        "latency_ms": {"p50": p99 / 2, "p99": p99},
+    }
+    if goodput is not None:
+        s["goodput"] = goodput
+    return s
+
+
+def capacity_curve(c: int, capacity: int, latency: float = 100.0) -> dict[str, Any]:
+    """A server that serves `capacity` at once and queues the rest (the simulator's shape)."""
+    served = min(c, capacity)
+    waves = -(-c // capacity)
+    return summary(served / (latency / 1000.0), latency * waves)
+
+
+def test_without_slo_the_knee_is_the_highest_throughput_before_p99_doubles() -> None:
+    values = [1, 2, 4, 8, 16]
+    summaries = [capacity_curve(v, 8) for v in values]
+    assert knee_index(values, summaries) == 3
+
+
+def test_ties_within_three_percent_go_to_the_lower_load() -> None:
+    values = [4, 8, 12]
+    summaries = [summary(40, 100), summary(79, 110), summary(80, 190)]
+    assert knee_index(values, summaries) == 1
+
+
+def test_points_past_a_doubled_p99_cannot_be_the_knee_even_with_more_throughput() -> None:
+    values = [1, 2, 4]
+    summaries = [summary(10, 100), summary(20, 150), summary(25, 250)]
+    assert knee_index(values, summaries) == 1
+
+
+def test_values_given_out_of_order_are_judged_from_the_lowest_load() -> None:
+    values = [16, 8, 1, 4]
+    summaries = [capacity_curve(v, 8) for v in values]
+    assert knee_index(values, summaries) == 1
+
+
+def test_with_slo_the_knee_is_the_highest_goodput_with_the_slo_met() -> None:
+    def g(rps: float, met: bool) -> dict[str, Any]:
+        return {"requests_per_s": rps, "fraction": 0.99 if met else 0.5, "target": 0.95, "met": met}
+
+    values = [1, 2, 4, 8]
+    summaries = [
+        summary(10, 100, goodput=g(10, True)),
+        summary(20, 100, goodput=g(19.5, True)),
+        summary(40, 400, goodput=g(38, True)),  # p99 quadrupled, but the SLO holds: still eligible
+        summary(60, 900, goodput=g(30, False)),
+    ]
+    assert knee_index(values, summaries) == 2
+    assert [slo_met(s) for s in summaries] == [True, True, True, False]
+
+
+def test_no_knee_when_no_point_met_the_slo_or_finished_a_request() -> None:
+    bad = {"requests_per_s": 1.0, "fraction": 0.1, "target": 0.95, "met": False}
+    assert knee_index([1, 2], [summary(5, 100, goodput=bad), summary(9, 100, goodput=bad)]) is None
+    assert knee_index([1], [summary(0, 0, ok=0)]) is None
+    assert slo_met(summary(5, 100)) is None
+
+
+@pytest.mark.parametrize("capacity", [3, 5, 8, 12, 20, 33, 100])
+def test_the_search_doubles_then_bisects_to_within_ten_percent(capacity: int) -> None:
+    measured: dict[int, dict[str, Any]] = {}
+    while (v := next_auto_value(measured)) is not None:
+        assert v not in measured
+        measured[v] = capacity_curve(v, capacity)
+        assert len(measured) < 30
+    values = sorted(measured)
+    k = knee_index(values, [measured[v] for v in values])
+    assert k is not None
+    assert abs(values[k] - capacity) <= 0.1 * capacity
+    assert len(measured) <= 3 * capacity.bit_length()
+
+
+def test_the_search_with_slo_stops_where_the_slo_breaks() -> None:
+    def curve(c: int) -> dict[str, Any]:
+        s = capacity_curve(c, 64)
+        met = c <= 10  # the SLO breaks long before the server saturates
+        s["goodput"] = {
+            "requests_per_s": s["throughput"]["requests_per_s"],
+            "fraction": 1.0,
+            "target": 0.9,
+            "met": met,
+        }
+        return s
+
+    measured: dict[int, dict[str, Any]] = {}
+    while (v := next_auto_value(measured)) is not None:
+        measured[v] = curve(v)
+    values = sorted(measured)
+    k = knee_index(values, [measured[v] for v in values])
+    assert k is not None and values[k] == 10
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("concurrency", "expected KEY=V1,V2"),
+        ("=1,2", "expected KEY=V1,V2"),
+        ("concurrency=1,,4", "empty value at position 2"),
+        ("rate=auto", "auto only for concurrency"),
+    ],
+)
+def test_bad_over_names_what_is_wrong(text: str, expected: str) -> None:
+    with pytest.raises(BadInput, match=expected):
+        parse_over(text)
+
+
+def test_over_splits_values_at_top_level_commas_only() -> None:
+    over = parse_over('retry.statuses=[429, 500],[503],"a,b"')
+    assert over.path == "retry.statuses"
+    assert over.texts == ("[429, 500]", "[503]", '"a,b"')
+    assert parse_over("concurrency=auto").auto
+    assert parse_over("rate=1,2").path == "run.rate"
+
+
+def test_sweep_state_round_trips_through_the_manifest_and_refuses_another_sweep(tmp_path: Any) -> None:
+    from oxconsole.sweep.plan import SweepState, resumed_state
+
+    results = tmp_path / "r.jsonl"
+    st = SweepState("concurrency=auto", 2.0, ["run.seed=3"])
+    st.starts = {0: 1, 1: 2}
+    st.done = {0: {"value": 1, "text": "1", "summary": {"requests": {"ok": 3}}}}
+    st.save(results, "w", "w.toml")
+    back = resumed_state(results, SweepState("concurrency=auto", 2.0, ["run.seed=3"]))
+    assert back.starts == {0: 1, 1: 2} and back.done == st.done
+    assert back.id_suffix(0) == "@0" and back.id_suffix(1) == "@1.2"
+    with pytest.raises(BadInput, match=r"point_duration was 2\.0, now 3\.0"):
+        resumed_state(results, SweepState("concurrency=auto", 3.0, ["run.seed=3"]))
+    with pytest.raises(BadInput, match="expected the journal of a sweep"):
+        resumed_state(tmp_path / "other.jsonl", st)
