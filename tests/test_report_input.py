@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+# one worker for the whole file under xdist: its module fixture then runs once
+pytestmark = pytest.mark.xdist_group("report-input")
+
 WL = """
 name = "input"
 [run]

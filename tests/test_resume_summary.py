@@ -25,6 +25,9 @@ from oxconsole.report import summary_from_journal
 
 COUNT = 30
 
+# one worker for the whole file under xdist: its module fixture then runs once
+pytestmark = pytest.mark.xdist_group("resume-summary")
+
 WL = """
 name = "two-sessions"
 [run]
