@@ -196,7 +196,9 @@ def _run_console(ns: argparse.Namespace, prep: PreparedRun) -> int | None:
     def early_end(summary: dict[str, Any], results: Path) -> None:
         show_end(summary, results, ended, since=started)
 
-    entry = wait_listening(host, timeout=10.0, show_end=early_end)
+    # An engine process still starting on a loaded machine (its imports alone are a second of CPU)
+    # is waited for; one that exits is seen at once, and a hung one is stopped after a minute.
+    entry = wait_listening(host, timeout=60.0, show_end=early_end)
     if isinstance(entry, int):
         return entry
     source = SocketSource.from_entry(entry, hz=ns.refresh)

@@ -1,5 +1,5 @@
 """Shared fixtures: workloads written to a temporary folder, run against the embedded simulator;
-private folders for run sockets and registry entries."""
+private folders for run sockets and registry entries. And which tests pytest-xdist keeps together."""
 
 from __future__ import annotations
 
@@ -45,3 +45,13 @@ def run_dirs(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         yield base
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`--dist loadgroup`, pyproject's addopts) tests of one `xdist_group` run on
+    one worker, one after another. The `timing` tests form one: each reads the clock, so at most
+    one of them runs at a time (beside whatever the other workers run; their tolerances hold on a
+    loaded 2-core machine). Without xdist the mark does nothing."""
+    for item in items:
+        if item.get_closest_marker("timing") and not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group("timing"))

@@ -57,6 +57,28 @@ def secret_records(n: int = 2000) -> list[RequestRecord]:
     return recs
 
 
+def sim_workload(
+    folder: Path,
+    *,
+    ttft: str = "20ms",
+    count: int = 200,
+    seed: int = 1,
+    jitter: float = 0.2,
+    concurrency: int = 8,
+    extra: str = "",
+) -> Path:
+    """Write `SIM_WORKLOAD` as folder/w.toml (its journal in the same folder); its path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    wl = folder / "w.toml"
+    wl.write_text(
+        SIM_WORKLOAD.format(
+            name=folder.name, concurrency=concurrency, seed=seed, results=folder / "results.jsonl",
+            extra=extra, count=count, ttft=ttft, jitter=jitter,
+        )
+    )  # fmt: skip
+    return wl
+
+
 def sim_run(
     folder: Path,
     *,
@@ -69,15 +91,9 @@ def sim_run(
     args: tuple[str, ...] = (),
 ) -> Path:
     """Run a workload headless against the simulator in a subprocess; its journal's path."""
-    folder.mkdir(parents=True, exist_ok=True)
-    results = folder / "results.jsonl"
-    wl = folder / "w.toml"
-    wl.write_text(
-        SIM_WORKLOAD.format(
-            name=folder.name, concurrency=concurrency, seed=seed, results=results, extra=extra,
-            count=count, ttft=ttft, jitter=jitter,
-        )
-    )  # fmt: skip
+    wl = sim_workload(
+        folder, ttft=ttft, count=count, seed=seed, jitter=jitter, concurrency=concurrency, extra=extra
+    )
     r = subprocess.run(
         [sys.executable, "-m", "oxconsole", str(wl), "--headless", *args],
         cwd=folder,
@@ -87,4 +103,4 @@ def sim_run(
         env=dict(os.environ),
     )
     assert r.returncode == 0, r.stderr
-    return results
+    return folder / "results.jsonl"

@@ -195,7 +195,7 @@ def run_dirs(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         shutil.rmtree(base, ignore_errors=True)
 
 
-async def until(cond: Callable[[], bool], timeout: float = 30.0) -> None:
+async def until(cond: Callable[[], bool], timeout: float = 90.0) -> None:
     deadline = time.monotonic() + timeout
     while not cond():
         if time.monotonic() > deadline:

@@ -260,7 +260,7 @@ def test_a_headless_run_is_listed_and_stops_on_sigterm(
         stderr=subprocess.PIPE,
     )
     try:
-        wait_until(list_runs, timeout=30, what="the run's registry entry")
+        wait_until(list_runs, timeout=90, what="the run's registry entry")
         assert [(e.name, e.pid) for e in list_runs()] == [("headless", proc.pid)]
         wait_until(lambda: list_runs()[0].state == "running", timeout=30, what="the run to start")
         proc.send_signal(signal.SIGTERM)

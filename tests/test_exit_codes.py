@@ -88,7 +88,7 @@ def resume_line(stderr: str) -> tuple[int, str]:
     return int(head.split()[1].replace(",", "")), cmd
 
 
-def wait_lines(path: Path, n: int, p: subprocess.Popen[str], timeout: float = 30.0) -> None:
+def wait_lines(path: Path, n: int, p: subprocess.Popen[str], timeout: float = 90.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and p.poll() is None:
         if path.exists() and path.read_bytes().count(b"\n") >= n:

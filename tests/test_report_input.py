@@ -10,9 +10,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+
+# one worker for the whole file under xdist: its module fixture then runs once
+pytestmark = pytest.mark.xdist_group("report-input")
 
 WL = """
 name = "input"
@@ -58,6 +64,16 @@ def run(tmp_path: Path, count: int, error_rate: float) -> tuple[subprocess.Compl
     return r, results
 
 
+@pytest.fixture(scope="module")
+def healthy(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """One healthy run of 5 requests for this file's tests, which only read its folder (a test that
+    changes the journal copies it): the run's result and its folder (w.toml, s.json, out/)."""
+    folder = tmp_path_factory.mktemp("healthy")
+    r, _ = run(folder, count=5, error_rate=0.0)
+    assert r.returncode == 0, r.stderr
+    return r, folder
+
+
 def refused(tmp_path: Path, path: Path) -> str:
     """Report `path`, expecting bad input; its message."""
     for args in ((), ("--json",)):
@@ -71,16 +87,18 @@ def refused(tmp_path: Path, path: Path) -> str:
     return msg
 
 
-def test_files_that_are_not_journals_exit_2(tmp_path: Path) -> None:
-    r, results = run(tmp_path, count=5, error_rate=0.0)
-    assert r.returncode == 0, r.stderr
+def test_files_that_are_not_journals_exit_2(
+    tmp_path: Path, healthy: tuple[subprocess.CompletedProcess[str], Path]
+) -> None:
+    _, run_folder = healthy
+    results = run_folder / "out" / "results.jsonl"
 
     # the workload file
-    msg = refused(tmp_path, tmp_path / "w.toml")
+    msg = refused(tmp_path, run_folder / "w.toml")
     assert "line 2 is not JSON" in msg and "TOML" in msg  # line 1 is blank
 
     # the run's summary, not its journal
-    msg = refused(tmp_path, tmp_path / "s.json")
+    msg = refused(tmp_path, run_folder / "s.json")
     assert "run summary" in msg
 
     # a binary file
@@ -110,9 +128,11 @@ def test_files_that_are_not_journals_exit_2(tmp_path: Path) -> None:
     assert "incomplete last line" in r.stderr
 
 
-def test_records_without_run_times_are_ignored_and_said(tmp_path: Path) -> None:
-    r, results = run(tmp_path, count=5, error_rate=0.0)
-    assert r.returncode == 0, r.stderr
+def test_records_without_run_times_are_ignored_and_said(
+    tmp_path: Path, healthy: tuple[subprocess.CompletedProcess[str], Path]
+) -> None:
+    results = tmp_path / "results.jsonl"
+    shutil.copy(healthy[1] / "out" / "results.jsonl", results)
     clean = json.loads(oxc("report", str(results), "--json", cwd=tmp_path).stdout)
     with open(results, "a") as f:  # a record typed in by hand: no t_scheduled, no t_sent
         f.write('{"id": "injected", "status": "ok", "model": "m", "latency_ms": 1}\n')
@@ -146,9 +166,10 @@ def test_a_run_where_every_request_failed_shows_no_made_up_figures(tmp_path: Pat
         assert rows["m"][4:7] == ["–", "–", "–"]  # the model's p50 / p99 latency and p50 TTFT
 
 
-def test_a_healthy_run_still_shows_its_figures(tmp_path: Path) -> None:
-    r, _ = run(tmp_path, count=5, error_rate=0.0)
-    assert r.returncode == 0, r.stderr
-    s = json.loads((tmp_path / "s.json").read_text())
+def test_a_healthy_run_still_shows_its_figures(
+    healthy: tuple[subprocess.CompletedProcess[str], Path],
+) -> None:
+    r, run_folder = healthy
+    s = json.loads((run_folder / "s.json").read_text())
     assert all(isinstance(s[key]["p50"], float) for key in TIMINGS)
     assert "–" not in r.stdout

@@ -7,9 +7,12 @@ import socket
 import subprocess
 import sys
 
+import pytest
+
 from oxconsole.sim.cli import DEFAULT_PORT
 
 
+@pytest.mark.xdist_group("sim-default-port")  # never beside the other test that takes the port
 def test_a_taken_default_port_falls_back_to_a_free_one_and_says_so() -> None:
     holder = socket.socket()
     try:

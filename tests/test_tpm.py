@@ -35,6 +35,7 @@ from oxconsole.ui.panels.in_flight import bottleneck, in_flight_lines
 from oxconsole.ui.steps import tpm_step
 from oxconsole.workload import Prompt, Workload
 from tests.conftest import WorkloadFactory
+from tests.support import run
 from tests.ui_support import fixed_snapshot
 
 T = TypeVar("T")
@@ -351,19 +352,20 @@ def sends_of(w: Workload) -> list[tuple[float, float]]:
 async def test_engine_keeps_every_window_within_tpm_and_uses_it(
     make_workload: WorkloadFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A 2 s window (the test's), 3,000 tokens a window, 100 tokens a request: 30 requests each
-    window, for 9 s. Counted from the journal, as the contract counts: usage, at t_sent."""
-    monkeypatch.setattr(dispatch, "TPM_WINDOW_S", 2.0)
-    w = tpm_run(make_workload, 3000, "9s", 1)
+    """A 1 s window (the test's), 1,500 tokens a window, 100 tokens a request: 15 requests each
+    window, for 4.5 s. Counted from the journal, as the contract counts: usage, at t_sent. The
+    simulator on the test's loop (tests/support `run`): 15 requests a second are nothing to it."""
+    monkeypatch.setattr(dispatch, "TPM_WINDOW_S", 1.0)
+    w = tpm_run(make_workload, 1500, "4.5s", 1)
     engine = Engine(w, results_path=w.results_path())
-    out = await engine.run()
+    out = await run(w, engine)
     sends = sends_of(w)
     assert all(tokens == 100 for _, tokens in sends)  # the reservation was exact: 60 in + 40 out
-    full = windows(sends, 2.0)
-    assert max(tokens for _, tokens, _ in full) <= 3000
+    full = windows(sends, 1.0)
+    assert max(tokens for _, tokens, _ in full) <= 1500
     t0 = sends[0][0]
-    steady = [used for t, used in sends if t0 + 2 <= t < t0 + 8]
-    assert sum(steady) / 3 >= 0.9 * 3000  # per 2 s window, after the first
+    steady = [used for t, used in sends if t0 + 1 <= t < t0 + 4]
+    assert sum(steady) / 3 >= 0.9 * 1500  # per 1 s window, after the first
     assert out.summary["tokens"]["input"] + out.summary["tokens"]["output"] == sum(u for _, u in sends)
     assert engine.dispatch.budget is not None and engine.dispatch.budget.oversized == 0
 
