@@ -70,17 +70,31 @@ def test_snapshot_carries_goodput_and_crosses_json() -> None:
 
 
 def test_header_and_throughput_show_goodput_coloured_by_the_target() -> None:
+    """The share beside the counts (always on screen, also once a note takes the status line),
+    the rate beside the rates; the throughput panel has both where it has room."""
     below = judged_snapshot(good=40, bad=10)  # 80% < 90%
-    status = header_lines(below, P, 78, name="slo", state="running")[2]
-    assert "good 3.89/s 80.0%" in status.plain
-    assert "red" in styled(status, "80.0%")
+    title, _, status = header_lines(below, P, 78, name="slo", state="running")
+    assert "ok 50  err 0   good 80.0% < 90%   cost" in title.plain
+    assert "red" in styled(title, "80.0%")
+    assert status.plain.endswith("5.00 req/s  0.00 tok/s  good 3.89/s")
+    title, _, status = header_lines(below, P, 78, name="slo", state="done", note="run finished")
+    assert "good 80.0% < 90%" in title.plain and "good" not in status.plain
     met = judged_snapshot(good=50, bad=0)
-    status = header_lines(met, P, 78, name="slo", state="running")[2]
-    assert "good 5.00/s 100%" in status.plain and "green" in styled(status, "100%")
-    panel = throughput_lines(below, P, 60, 5)
-    assert "good 3.89/s 80.0%" in panel[0].plain
+    title = header_lines(met, P, 78, name="slo", state="running")[0]
+    assert "good 100%   cost" in title.plain and "green" in styled(title, "100%")
+    panel = throughput_lines(below, P, 70, 5)
+    assert "good 3.89/s 80.0% < 90%" in panel[0].plain
     assert all(len(line) <= 36 for line in throughput_lines(below, P, 36, 5))  # left out when it does not fit
-    assert "good" not in header_lines(fixed_snapshot(), P, 78, name="x", state="running")[2].plain
+    plain = [line.plain for line in header_lines(fixed_snapshot(), P, 78, name="x", state="running")]
+    assert not any("good" in line for line in plain)
+
+
+def test_long_phase_text_gives_way_to_the_rates() -> None:
+    s = judged_snapshot(good=40, bad=10)
+    changes = tuple({"t": 1.0, "what": "weight", "from": 1, "to": 2, "model": f"model-{i}"} for i in range(6))
+    s = dataclasses.replace(s, phase_settings=changes, phase_index=1)
+    status = header_lines(s, P, 80, name="slo", state="running")[2]
+    assert len(status) <= 80 and status.plain.endswith("good 3.89/s") and "…" in status.plain
 
 
 def test_progress_line_says_goodput() -> None:
@@ -98,17 +112,17 @@ async def test_console_at_80x24_shows_goodput_beside_throughput() -> None:
         app.tick()
         await pilot.pause()
         header = app.main.query_one(HeaderPanel)
-        status = header._lines[2]
-        assert "good 3.89/s 80.0%" in status.plain
-        assert len(status) <= 80
+        title, status = header._lines[0], header._lines[2]
+        assert "good 80.0% < 90%" in title.plain and status.plain.endswith("good 3.89/s")
+        assert max(len(line) for line in header._lines) <= 80
         assert app.main.query_one(ThroughputPanel).snapshot is src.snapshot
         palette = header.palette
-        assert palette.error and palette.error in styled(status, "80.0%")
+        assert palette.error and palette.error in styled(title, "80.0%")
         src.snapshot = dataclasses.replace(src.snapshot, goodput=Goodput(0.9, 50, 50, 5.0, 5.0))
         app.tick()
         await pilot.pause()
-        status = header._lines[2]
-        assert "100%" in status.plain and palette.success in styled(status, "100%")
+        title = header._lines[0]
+        assert "good 100%" in title.plain and palette.success in styled(title, "100%")
 
 
 @pytest.mark.asyncio
