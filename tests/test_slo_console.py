@@ -139,3 +139,26 @@ async def test_engine_snapshot_agrees_with_its_summary(make_workload: WorkloadFa
     assert g["fraction"] == 0.5 and g["met"] is False
     ended = Snapshot.from_summary(out.summary).goodput  # a console opening on a run already over
     assert ended is not None and (ended.fraction, ended.met) == (0.5, False)
+
+
+def test_phase_table_compares_the_phase_with_the_run() -> None:
+    from oxconsole.ui.panels.tables import phase_lines
+
+    now = [0.0]
+    col = Collector(["m"], started_at=1.0, clock=lambda: now[0], slo_target=0.9)
+    for i in range(20):
+        now[0] = i * 0.5
+        if i == 10:
+            col.change(5.0, "concurrency", 8, 16)  # the second half: every other request too slow
+        r = RequestRecord(
+            id=f"p{i}", model="m", endpoint="e", status="ok", attempts=1, t_scheduled=1.0, t_sent=1.0,
+            queue_ms=1.0, latency_ms=300.0, ttft_ms=400.0 if i >= 10 and i % 2 else 100.0, itl_ms=5.0,
+        )  # fmt: skip
+        r.slo_ok = SLO.good(r)
+        col.record(r)
+    s = col.snapshot(Gauges("running", 10.0, 100, 20, 0, 0, 0, 0, 16, 0.0, 0.0, 0.0))
+    assert s.goodput is not None and (s.goodput.phase_good, s.goodput.phase_judged) == (5, 10)
+    row = next(line for line in phase_lines(s, P, 38, 12) if line.plain.startswith("good"))
+    assert row.plain.split() == ["good", "50.0%", "75.0%", "≥90%"]
+    assert "red" in styled(row, "50.0%") and "red" in styled(row, "75.0%")
+    assert not any(line.plain.startswith("good") for line in phase_lines(fixed_snapshot(), P, 38, 12))

@@ -9,10 +9,10 @@ colour while it meets it), so the parts are built once, here, from the snapshot 
 from __future__ import annotations
 
 from oxconsole.metrics.snapshot import Snapshot
-from oxconsole.ui.lines import Line, Palette
+from oxconsole.ui.lines import Cell, Line, Palette
 from oxconsole.ui.numbers import fmt_rate
 
-__all__ = ["goodput_part", "goodput_rate", "goodput_share"]
+__all__ = ["goodput_part", "goodput_rate", "goodput_rows", "goodput_share"]
 
 
 def goodput_share(s: Snapshot, p: Palette, lead: str = "good ") -> Line | None:
@@ -45,6 +45,24 @@ def goodput_part(s: Snapshot, p: Palette, lead: str = "good ") -> Line | None:
     if rate is None or share is None:
         return None
     return rate.append_text(share)
+
+
+def goodput_rows(s: Snapshot, p: Palette) -> list[list[Cell]]:
+    """The phase table's row: the share of good requests in this phase and in the whole run, each
+    coloured by the target; none without `[slo]`."""
+    g = s.goodput
+    if g is None:
+        return []
+
+    def cell(good: int, judged: int) -> Line:
+        if not judged:
+            return Line("–", style=p.muted)
+        frac = good / judged
+        ok = g.target is None or frac >= g.target
+        return Line(_share(round(frac, 4)), style=p.success if ok else p.error)
+
+    target = "" if g.target is None else f"≥{100 * g.target:g}%"
+    return [[Line("good", style=p.muted), cell(g.phase_good, g.phase_judged), cell(g.good, g.judged), target]]
 
 
 def _share(frac: float) -> str:
