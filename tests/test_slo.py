@@ -216,6 +216,7 @@ def test_exit_codes_and_report(tmp_path: Path) -> None:
     live = orjson.loads((tmp_path / "s.json").read_bytes())
     assert live["goodput"]["met"] is False
     assert "goodput   " in missed.stdout and "below target" in missed.stdout
+    assert "[slo] not met: 50.0% of finished requests were good, the target is 90%" in missed.stderr
     rep = oxc("report", "out/r.jsonl", "--json", cwd=tmp_path)
     assert rep.returncode == 0, rep.stderr
     rebuilt = orjson.loads(rep.stdout)
@@ -224,6 +225,7 @@ def test_exit_codes_and_report(tmp_path: Path) -> None:
 
     met = oxc(str(wl), "--headless", "--set", "slo.target=0.5", cwd=tmp_path)
     assert met.returncode == 0, met.stderr
+    assert "[slo] not met" not in met.stderr
     errors = oxc(
         str(wl), "--headless", "--set", "slo.target=0.5", "--set", "sim.models.fast.error_rate=1.0",
         "--set", "retry.max_attempts=1", "--set", "slo.ttft=\"2s\"", cwd=tmp_path,
