@@ -116,6 +116,7 @@ items = ["a"]
 def test_slo_table_read(make_workload: WorkloadFactory) -> None:
     w = make_workload(BASE + '[slo]\nttft = "500ms"\nitl = 0.05\nlatency = "20s"\n')
     assert w.slo == SloConfig(ttft=0.5, itl=0.05, latency=20.0, target=0.95)
+    assert w.slo.describe() == "ttft <= 500ms, itl <= 50ms, latency <= 20s for 95% of requests"
     assert make_workload(BASE).slo is None
     assert make_workload(BASE + "[slo]\ntarget = 1\n").slo == SloConfig(target=1.0)
 

@@ -19,7 +19,7 @@ from oxconsole.metrics.format import progress_line
 from oxconsole.metrics.goodput import Goodput
 from oxconsole.metrics.snapshot import Gauges
 from oxconsole.ui.app import ConsoleApp
-from oxconsole.ui.lines import Palette
+from oxconsole.ui.lines import Line, Palette
 from oxconsole.ui.panels.header import header_lines
 from oxconsole.ui.panels.throughput import throughput_lines
 from oxconsole.ui.widgets import HeaderPanel, ThroughputPanel
@@ -50,9 +50,9 @@ def judged_snapshot(good: int, bad: int, target: float = 0.9) -> Snapshot:
     return col.snapshot(g)
 
 
-def styled(line: object, text: str) -> str:
+def styled(line: Line, text: str) -> str:
     """The style of the run holding `text` in a Line."""
-    return next(st for t, st in line.runs if text in t)  # type: ignore[attr-defined]
+    return next(st for t, st in line.runs if text in t)
 
 
 def test_snapshot_carries_goodput_and_crosses_json() -> None:
@@ -106,7 +106,7 @@ def test_progress_line_says_goodput() -> None:
 @pytest.mark.asyncio
 async def test_console_at_80x24_shows_goodput_beside_throughput() -> None:
     src = StaticSource(judged_snapshot(good=40, bad=10))
-    app = ConsoleApp(src, theme_dirs=[], cursor_blink=False)  # type: ignore[arg-type]
+    app = ConsoleApp(src, theme_dirs=[], cursor_blink=False)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         app.tick()
@@ -118,6 +118,7 @@ async def test_console_at_80x24_shows_goodput_beside_throughput() -> None:
         assert app.main.query_one(ThroughputPanel).snapshot is src.snapshot
         palette = header.palette
         assert palette.error and palette.error in styled(title, "80.0%")
+        assert src.snapshot is not None
         src.snapshot = dataclasses.replace(src.snapshot, goodput=Goodput(0.9, 50, 50, 5.0, 5.0))
         app.tick()
         await pilot.pause()
