@@ -219,7 +219,10 @@ def resume_command(workload: str, overrides: Sequence[str], results: str | os.Pa
 
 def end_notes(summary: Mapping[str, Any], resume: Callable[[], str]) -> list[str]:
     """What the end of a run says beyond its table: results that could not be saved (which file,
-    why), and how many requests were not sent with the command that sends them (`resume()`)."""
+    why), how many requests were not sent with the command that sends them (`resume()`), and a
+    goodput below the `[slo]` target."""
+    from oxconsole.metrics.goodput import slo_note
+
     notes: list[str] = []
     req = summary.get("requests") or {}
     if summary.get("saved") is False:
@@ -233,4 +236,5 @@ def end_notes(summary: Mapping[str, Any], resume: Callable[[], str]) -> list[str
     elif not_sent:
         what = "request" if not_sent == 1 else "requests"
         notes.append(f"{not_sent:,} {what} not sent; continue with: {resume()}")
+    notes += filter(None, [slo_note(summary)])
     return notes

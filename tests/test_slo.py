@@ -116,6 +116,7 @@ items = ["a"]
 def test_slo_table_read(make_workload: WorkloadFactory) -> None:
     w = make_workload(BASE + '[slo]\nttft = "500ms"\nitl = 0.05\nlatency = "20s"\n')
     assert w.slo == SloConfig(ttft=0.5, itl=0.05, latency=20.0, target=0.95)
+    assert w.slo.describe() == "ttft <= 500ms, itl <= 50ms, latency <= 20s for 95% of requests"
     assert make_workload(BASE).slo is None
     assert make_workload(BASE + "[slo]\ntarget = 1\n").slo == SloConfig(target=1.0)
 
@@ -216,6 +217,7 @@ def test_exit_codes_and_report(tmp_path: Path) -> None:
     live = orjson.loads((tmp_path / "s.json").read_bytes())
     assert live["goodput"]["met"] is False
     assert "goodput   " in missed.stdout and "below target" in missed.stdout
+    assert "[slo] not met: 50.0% of finished requests were good, the target is 90%" in missed.stderr
     rep = oxc("report", "out/r.jsonl", "--json", cwd=tmp_path)
     assert rep.returncode == 0, rep.stderr
     rebuilt = orjson.loads(rep.stdout)
@@ -224,6 +226,7 @@ def test_exit_codes_and_report(tmp_path: Path) -> None:
 
     met = oxc(str(wl), "--headless", "--set", "slo.target=0.5", cwd=tmp_path)
     assert met.returncode == 0, met.stderr
+    assert "[slo] not met" not in met.stderr
     errors = oxc(
         str(wl), "--headless", "--set", "slo.target=0.5", "--set", "sim.models.fast.error_rate=1.0",
         "--set", "retry.max_attempts=1", "--set", "slo.ttft=\"2s\"", cwd=tmp_path,

@@ -18,7 +18,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Goodput", "goodput_entry", "goodput_lines", "progress_part", "slo_missed", "slo_target_of"]
+__all__ = [
+    "Goodput",
+    "goodput_entry",
+    "goodput_lines",
+    "progress_part",
+    "slo_missed",
+    "slo_note",
+    "slo_target_of",
+]
 
 
 def fraction_of(good: int, judged: int) -> float | None:
@@ -81,6 +89,18 @@ def slo_missed(summary: Mapping[str, Any]) -> bool:
     """The summary says the run's goodput fell below its target (the run exits 3)."""
     g = summary.get("goodput")
     return isinstance(g, Mapping) and g.get("met") is False
+
+
+def slo_note(summary: Mapping[str, Any]) -> str | None:
+    """What the end of a run says when its goodput fell below the target (it exits 3 unless
+    something more serious happened); None otherwise."""
+    if not slo_missed(summary):
+        return None
+    g = summary["goodput"]
+    return (
+        f"[slo] not met: {_share(g.get('fraction'))} of finished requests were good, "
+        f"the target is {100 * float(g.get('target') or 0):g}%"
+    )
 
 
 def slo_target_of(manifest: Mapping[str, Any]) -> float | None:

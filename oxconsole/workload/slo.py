@@ -16,7 +16,7 @@ none (not streamed, or fewer than two content chunks) had no gap to be slow and 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from oxconsole.workload.errors import Problems
@@ -56,25 +56,29 @@ class SloConfig:
     """Seconds from send to the last byte at most."""
     target: float = DEFAULT_TARGET
     """Share of finished requests that must be good, in (0, 1]; below it the run exits 3."""
+    _ms: tuple[float, float, float] = field(init=False, repr=False, compare=False)
+    """(ttft, itl, latency) in milliseconds, as records keep them; inf where not given."""
+
+    def __post_init__(self) -> None:
+        ms = tuple(_INF if v is None else v * 1000.0 for v in (self.ttft, self.itl, self.latency))
+        object.__setattr__(self, "_ms", ms)
 
     def good(self, rec: Judged) -> bool:
-        """Whether a finished request is good: `ok` and within every threshold given. O(1)."""
+        """Whether a finished request is good: `ok` and within every threshold given. O(1): a
+        few comparisons, no allocation (thresholds not given are infinite)."""
         if rec.status != "ok":
             return False
+        ttft_ms, itl_ms, latency_ms = self._ms
         lat = rec.latency_ms
         if lat is None:
-            lat = _INF
-        if self.latency is not None and lat > self.latency * 1000.0:
+            lat = _INF  # no latency measured: only a request without a latency threshold is good
+        if lat > latency_ms:
             return False
-        if self.ttft is not None:
-            ttft = rec.ttft_ms
-            if (lat if ttft is None else ttft) > self.ttft * 1000.0:
-                return False
-        if self.itl is not None:
-            itl = rec.itl_ms
-            if itl is not None and itl > self.itl * 1000.0:
-                return False
-        return True
+        ttft = rec.ttft_ms
+        if (lat if ttft is None else ttft) > ttft_ms:
+            return False
+        itl = rec.itl_ms
+        return itl is None or itl <= itl_ms
 
     def thresholds(self) -> dict[str, float]:
         """The thresholds given, in seconds, by key (`ttft`, `itl`, `latency`)."""

@@ -13,7 +13,7 @@ from oxconsole.metrics.stages import stage_text
 from oxconsole.ui.charts import hbar
 from oxconsole.ui.lines import Line, Palette, fit
 from oxconsole.ui.numbers import fmt_change, fmt_clock, fmt_cost, fmt_count, fmt_rate, pct
-from oxconsole.ui.panels.goodput import goodput_part
+from oxconsole.ui.panels.goodput import goodput_rate, goodput_share
 from oxconsole.ui.panels.packs import rate_label
 
 __all__ = ["header_lines"]
@@ -56,7 +56,8 @@ def _state_style(p: Palette, state: str) -> str:
 
 
 def _title_line(s: Snapshot, p: Palette, width: int, name: str, state: str) -> Line:
-    """Run name, state, elapsed, ok / errors (retried when wide), cost and projected cost."""
+    """Run name, state, elapsed, ok / errors, the share of good requests with `[slo]` (retried when
+    wide), cost and projected cost."""
     state_style = _state_style(p, state)
     t = Line()
     t.append(f" {name} ", style=f"bold {p.primary}")
@@ -73,6 +74,7 @@ def _title_line(s: Snapshot, p: Palette, width: int, name: str, state: str) -> L
     t.append(fmt_count(s.counts.error), style=p.error if s.counts.error else "")
     if s.counts.error:
         t.append(f" ({pct(err_pct)})", style=p.error)
+    t.append_text(goodput_share(s, p, "   good ") or Line())
     if s.counts.retried and width >= 100:
         t.append("  retried ", style=p.muted)
         t.append(fmt_count(s.counts.retried))
@@ -151,7 +153,7 @@ def _status_line(
             t.append(" (no change yet)", style=p.muted)
     rates = Line(f"   {fmt_rate(s.req_per_s_10s, ' ' + rate_label(s)[:-1])}", style=p.primary)
     rates.append(f"  {fmt_rate(s.output_tokens_per_s_10s, ' tok/s')}")
-    good = goodput_part(s, p, "  good ")
+    good = goodput_rate(s, p, "  good ")
     if good is not None:
         rates = Line().append_text(rates).append_text(good)
         if t.cell_len + rates.cell_len > width:

@@ -14,6 +14,7 @@ from oxconsole.metrics.format import fmt_duration
 from oxconsole.metrics.snapshot import ModelStats, Snapshot
 from oxconsole.ui.lines import Cell, Col, Line, Palette, fit, grid
 from oxconsole.ui.numbers import fmt_change, fmt_clock, fmt_cost, fmt_count, fmt_rate, fmt_weight, ms, pct
+from oxconsole.ui.panels.goodput import goodput_rows
 
 __all__ = ["errors_lines", "models_lines", "phase_lines"]
 
@@ -250,8 +251,9 @@ def _phase_rows(s: Snapshot, p: Palette, height: int) -> list[list[Cell]]:
             "",
         ],
         [Line("error rate", style=p.muted), pct(pe), pct(re_), delta(pe, re_, True)],
+        *goodput_rows(s, p),
     ]
-    for label, metric, q in _PHASE_METRICS[: max(1, height - 6)]:
+    for label, metric, q in _PHASE_METRICS[: max(1, height - 3 - len(rows))]:
         a = s.phase.get(metric, {}).get(q, 0.0)
         b = s.run.get(metric, {}).get(q, 0.0)
         rows.append([Line(label, style=p.muted), ms(a), ms(b), delta(a, b, True)])
