@@ -27,7 +27,9 @@ from oxconsole.journal.records import RUN_TIMES, RequestRecord, has_run_times
 from oxconsole.journal.sessions import SessionSpans, sessions_of
 from oxconsole.metrics.aggregate import RunStats, Tally, build_summary, phase_summary
 from oxconsole.metrics.format import change_text
+from oxconsole.metrics.goodput import goodput_lines, slo_target_of
 from oxconsole.metrics.packing import packing_lines
+from oxconsole.metrics.stages import StageLog, journal_stages, stage_table
 
 __all__ = [
     "JournalIssues",
@@ -165,25 +167,28 @@ def summary_from_journal(
     twice = _scan(p, iss, spans)
     if not iss.records and iss.first_problem is not None:
         raise NotAJournal(not_a_journal(p, *iss.first_problem))
-    overall, models = _tally(p, twice)
+    overall, models, stages = _tally(p, twice)
     started_at = spans.started_at()
-    duration = spans.running_s()
+    duration = spans.running_s() - spans.warmup_s()  # rates leave warm-up stages out, as the run's
     if started_at is None:
         started_at = p.stat().st_mtime
     if name is None:
         name = manifest.get("name") if isinstance(manifest.get("name"), str) else None
     if name is None:
         name = p.resolve().parent.name or p.stem
-    return build_summary(
+    target = slo_target_of(manifest)
+    summary = build_summary(
         name=name,
         started_at=started_at,
         duration_s=duration,
         overall=overall,
         models=models.items(),
         changes=[],
-        phases=[phase_summary(overall, 0.0, duration, [])],
+        phases=[phase_summary(overall, 0.0, duration, [], target)],
         sessions=max(1, spans.count()),
+        slo_target=target,
     )
+    return journal_stages(summary, stages, spans.running_s())
 
 
 def _scan(p: Path, issues: JournalIssues, spans: SessionSpans) -> set[int]:
@@ -198,11 +203,12 @@ def _scan(p: Path, issues: JournalIssues, spans: SessionSpans) -> set[int]:
     return repeated(keys)
 
 
-def _tally(p: Path, twice: set[int]) -> tuple[RunStats, dict[str, RunStats]]:
+def _tally(p: Path, twice: set[int]) -> tuple[RunStats, dict[str, RunStats], StageLog]:
     """Pass 2: the whole run's and each model's figures. Records of ids whose hash repeats (few:
     resumed ids) are held until the end so that the last one of each id counts (this second read
     reports nothing new)."""
     tally = Tally()
+    stages = StageLog()
     held: dict[str, RequestRecord] = {}
 
     for rec in read_journal(p):
@@ -212,9 +218,13 @@ def _tally(p: Path, twice: set[int]) -> tuple[RunStats, dict[str, RunStats]]:
             held[rec.id] = rec
             continue
         tally.count(rec)
+        if rec.stage is not None:
+            stages.record(rec)
     for rec in held.values():
         tally.count(rec)
-    return tally.overall, tally.models
+        if rec.stage is not None:
+            stages.record(rec)
+    return tally.overall, tally.models, stages
 
 
 SESSION_ONLY = ("changes", "phases")
@@ -311,6 +321,7 @@ def render_summary(summary: Mapping[str, Any]) -> str:
     lines += _error_lines(s.get("errors") or {}, s.get("attempt_errors") or {})
     lines += _error_detail_lines(s.get("error_details") or {})
     lines += _phase_lines(s.get("phases") or [], s.get("changes") or [])
+    lines += stage_table(s.get("stages") or [])
     return "\n".join(lines) + "\n"
 
 
@@ -342,6 +353,7 @@ def _totals_lines(s: Mapping[str, Any]) -> list[str]:
             f"rate      {_num(thr.get('requests_per_s'), 2)} {'tasks/s' if s.get('packing') else 'req/s'}  "
             f"{_num(thr.get('output_tokens_per_s'), 1)} output tok/s"
         ),
+        *(_fit(g) for g in goodput_lines(s)),
         _fit(f"tokens    in {tok.get('input', 0):,}  out {tok.get('output', 0):,}{estimated}"),
         _fit(f"cost      {_money(_g(s, 'cost', 'total'))}"),
     ]

@@ -36,8 +36,9 @@ def run_summary(
     """The run's summary (an `Engine`'s or a `WorkerPool`'s): the collector's, or the saved
     lines' when the journal failed; with what was not sent, ids skipped on --resume, cool-downs."""
     summary = _figures(name, duration_s, collector, journal)
+    warm = (summary.get("warmup") or {}).get("requests", 0)  # [[stages]] warm-up: sent, not counted
     summary["requests"]["not_sent"] = count_not_sent(
-        total_expected, summary["requests"]["total"], dispatch_complete
+        total_expected, summary["requests"]["total"] + warm, dispatch_complete
     )
     if skipped:
         summary["resumed_skipped"] = skipped
@@ -60,7 +61,8 @@ def _figures(name: str, duration_s: float, collector: Collector, journal: Journa
         overall=overall,
         models=tally.models.items(),
         changes=collector.changes,
-        phases=[phase_summary(overall, 0.0, duration_s, [])],
+        phases=[phase_summary(overall, 0.0, duration_s, [], collector.slo_target)],
+        slo_target=collector.slo_target,
     )
     summary["saved"] = False
     summary["save_error"] = journal.failure

@@ -51,6 +51,12 @@ class RequestRecord:
     """With `pack`: the tasks that pack carried."""
     repacked: bool = False
     """With `pack`: the pack's answer did not split, and this task was sent again alone."""
+    slo_ok: bool | None = None
+    """With `[slo]`: whether this request was good (`SloConfig.good`); None = no SLO judged it."""
+    stage: int | None = None
+    """With [[stages]]: the stage (0-based) the request was sent in."""
+    warmup: bool = False
+    """Sent in a warm-up stage: journaled, but left out of the summary's statistics (and `report`'s)."""
 
     def attempts_on_model(self) -> int:
         """Attempts on the final model (`attempts` less those on models it fell back from)."""
@@ -97,6 +103,12 @@ class RequestRecord:
             d["pack_size"] = self.pack_size
             if self.repacked:
                 d["repacked"] = True
+        if self.slo_ok is not None:
+            d["slo_ok"] = self.slo_ok
+        if self.stage is not None:
+            d["stage"] = self.stage
+        if self.warmup:
+            d["warmup"] = True
         if self.text is not None:
             d["text"] = self.text
         return d
@@ -128,6 +140,9 @@ class RequestRecord:
             models_tried=_names(d.get("models_tried")),
             model_attempts=_counts(d.get("model_attempts"), d.get("models_tried")),
             **_pack_fields(d),
+            slo_ok=d["slo_ok"] if isinstance(d.get("slo_ok"), bool) else None,
+            stage=d["stage"] if type(d.get("stage")) is int else None,
+            warmup=d.get("warmup") is True,
         )
 
 

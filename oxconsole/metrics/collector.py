@@ -26,6 +26,7 @@ from oxconsole.metrics.aggregate import (
     error_details,
     phase_summary,
 )
+from oxconsole.metrics.goodput import Goodput
 from oxconsole.metrics.histogram import LogHistogram, record_into
 from oxconsole.metrics.packing import live_packing
 from oxconsole.metrics.snapshot import (
@@ -37,6 +38,7 @@ from oxconsole.metrics.snapshot import (
     Series,
     Snapshot,
 )
+from oxconsole.metrics.stages import StageLog, fold_change
 from oxconsole.metrics.window import RollingHistogram, SecondSeries
 
 __all__ = ["Collector"]
@@ -81,8 +83,11 @@ class Collector:
         window_s: int = 10,
         series_s: int = 300,
         ring_s: int = 600,
+        slo_target: float | None = None,
     ) -> None:
         self.started_at = started_at
+        self.slo_target = slo_target
+        """The `[slo]` target (None: no SLO), for the goodput blocks and the snapshot's goodput."""
         self._clock = clock
         self._t0 = clock()
         self._prices = dict(prices or {})
@@ -100,6 +105,7 @@ class Collector:
         self._ok_s = SecondSeries(ring_s)
         self._out_s = SecondSeries(ring_s)
         self._err_s = SecondSeries(ring_s)
+        self._good_s = SecondSeries(ring_s)
         self._live_attempts: dict[str, int] = {}
         self._targets: dict[str, _Targets] = {}
         self._targets_sec = -1
@@ -109,6 +115,8 @@ class Collector:
         self._phase_t = 0.0
         self._phase_settings: list[dict[str, Any]] = []
         self._phases: list[dict[str, Any]] = []
+        self.stage_log = StageLog()
+        """[[stages]]: each stage's figures; warm-up records are counted there only."""
 
     def _model(self, name: str) -> _ModelAcc:
         acc = self._models.get(name)
@@ -124,6 +132,10 @@ class Collector:
 
     def record(self, rec: RequestRecord) -> None:
         """A finished request (final attempt). O(1): ~8 µs."""
+        if rec.stage is not None:
+            self.stage_log.record(rec)
+            if rec.warmup:
+                return
         sec = int(self._clock() - self._t0)
         if sec < 0:
             sec = 0
@@ -141,6 +153,8 @@ class Collector:
             ph.count(rec)
         if rec.models_tried:
             count_fallbacks(rec, self._model_stats_of)
+        if rec.slo_ok:
+            self._good_s.add(sec)
         if rec.status == "ok":
             acc.ok_s.add(sec)
             self._ok_s.add(sec)
@@ -196,16 +210,24 @@ class Collector:
         if detail and error_class not in self._attempt_detail:  # the first says why
             self._attempt_detail[error_class] = f"{model}: {detail}" if model else detail
 
-    def change(self, t: float, what: str, frm: Any, to: Any, model: str | None = None) -> None:
-        """Log a control change at ``t`` seconds since start, and start a new phase."""
+    def change(
+        self, t: float, what: str, frm: Any, to: Any, model: str | None = None, by: str = "command"
+    ) -> None:
+        """Log a control change at ``t`` seconds since start, made ``by`` a key, a command, a stage
+        or the auto controller, and start a new phase."""
         c: dict[str, Any] = {"t": round(t, 3), "what": what, "from": frm, "to": to}
         if model is not None:
             c["model"] = model
+        c["by"] = by
         self.changes.append(c)
-        if self._phase.total == 0 and t - self._phase_t < PHASE_FOLD_S and self._phase_settings:
+        if fold_change(
+            c, self._phase.total, t - self._phase_t, bool(self._phase_settings), bool(self._phases)
+        ):
             self._phase_settings.append(c)  # e.g. several weights edited at once: one phase
             return
-        self._phases.append(phase_summary(self._phase, self._phase_t, t, self._phase_settings))
+        self._phases.append(
+            phase_summary(self._phase, self._phase_t, t, self._phase_settings, self.slo_target)
+        )
         self._phase = RunStats()
         self._targets.clear()
         self._phase_t = t
@@ -258,6 +280,23 @@ class Collector:
             error_details=error_details(al.error_detail, self._attempt_detail),
             changes=tuple(dict(c) for c in self.changes),
             packing=live_packing(al.packs, al.total, self.packing_size),
+            goodput=self._goodput(w_start, sec, span, run_span),
+            stage=self.stage_log.now(now),
+        )
+
+    def _goodput(self, w_start: int, sec: int, span: float, run_span: float) -> Goodput | None:
+        """Good requests against the `[slo]`: whole run, the window [w_start, sec] and this phase."""
+        if self.slo_target is None:
+            return None
+        al, ph = self._all, self._phase
+        return Goodput(
+            target=self.slo_target,
+            good=al.good,
+            judged=al.judged,
+            req_per_s=round(al.good / run_span, 3),
+            req_per_s_10s=round(self._good_s.total(w_start, sec) / span, 3),
+            phase_good=ph.good,
+            phase_judged=ph.judged,
         )
 
     def _phase_figures(self, run: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
@@ -365,8 +404,18 @@ class Collector:
         """The contract's summary object for the run so far, with ``duration_s`` of wall time."""
         phases = [
             *self._phases,
-            phase_summary(self._phase, self._phase_t, max(duration_s, self._phase_t), self._phase_settings),
+            phase_summary(
+                self._phase,
+                self._phase_t,
+                max(duration_s, self._phase_t),
+                self._phase_settings,
+                self.slo_target,
+            ),
         ]
+        measured_s = duration_s - self.stage_log.warmup_s(duration_s)  # rates leave warm-up out
+        return self.stage_log.into(self._summary(name, measured_s, phases), duration_s)
+
+    def _summary(self, name: str, duration_s: float, phases: list[dict[str, Any]]) -> dict[str, Any]:
         return build_summary(
             name=name,
             started_at=self.started_at,
@@ -378,6 +427,7 @@ class Collector:
             live_attempt_errors=self._live_attempts,
             attempt_details=self._attempt_detail,
             packing_size=self.packing_size,
+            slo_target=self.slo_target,
         )
 
     @property

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from oxconsole.metrics.goodput import Goodput
+
 __all__ = [
     "Bins",
     "Counts",
@@ -180,6 +182,10 @@ class Snapshot:
     changes: tuple[Mapping[str, Any], ...]
     packing: Mapping[str, float] | None = None
     """With `[packing]`: size, requests_sent, repacked and tasks (the summary's block, live)."""
+    goodput: Goodput | None = None
+    """Good requests against the `[slo]` (metrics/goodput.py); None when the run has no SLO."""
+    stage: Mapping[str, Any] | None = None
+    """With [[stages]]: the stage now, {"index", "count", "t_start", "duration_s", "warmup", "ramp"}."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON types (dicts, lists, str, int, float, bool, None); orjson-ready."""
@@ -241,6 +247,8 @@ class Snapshot:
             error_details={k: str(v) for k, v in d.get("error_details", {}).items()},
             changes=tuple(dict(c) for c in d["changes"]),
             packing=d.get("packing"),
+            goodput=Goodput.from_dict(d.get("goodput")),
+            stage=d.get("stage"),
         )
 
     @classmethod
@@ -294,6 +302,7 @@ class Snapshot:
             attempt_errors={str(k): int(n) for k, n in (summary.get("attempt_errors") or {}).items()},
             error_details=details,
             changes=tuple(dict(c) for c in summary.get("changes") or ()),
+            goodput=Goodput.from_summary(summary),
         )
 
 

@@ -152,6 +152,8 @@ def _header(s: Mapping[str, Any]) -> str:
 def _markers(s: Mapping[str, Any]) -> list[Marker]:
     out = []
     for c in s.get("changes") or []:
+        if c.get("what") == "stage":
+            continue  # drawn below, with the stage's name
         model = f" {c['model']}" if c.get("model") is not None else ""
         out.append(Marker(float(c.get("t") or 0.0), f"{c.get('what')}{model} {c.get('from')}→{c.get('to')}"))
     for st in s.get("stages") or []:

@@ -20,7 +20,8 @@ INTERFACE (fixed; other modules rely on these names, imported from this package)
 Where each question is answered: `schema` (the dataclasses), `errors` and `values` (error texts,
 collecting them, typed reading of TOML values), `bounds` (the largest values a run can use, the
 name rule), `sections` (one parser per table), `overrides` (--set), `load`
-(file -> Workload, API keys), `prompts` (streaming and checking prompts), `describe` (validate's text).
+(file -> Workload, API keys), `prompts` (streaming and checking prompts), `describe` (validate's text),
+`stages` ([[stages]], the load shape).
 
 Stdlib only (plus orjson for the prompts file): importing this package never loads the UI or HTTP stack.
 """
@@ -53,6 +54,8 @@ from oxconsole.workload.schema import (
     WorkloadError,
 )
 from oxconsole.workload.sections import parse_sim_profiles
+from oxconsole.workload.slo import SloConfig
+from oxconsole.workload.stages import Stage, stages_duration
 from oxconsole.workload.values import parse_duration
 
 __all__ = [
@@ -71,6 +74,8 @@ __all__ = [
     "RoutingRule",
     "RunConfig",
     "SimModelProfile",
+    "SloConfig",
+    "Stage",
     "Strategy",
     "SyntheticConfig",
     "Workload",
@@ -88,4 +93,5 @@ __all__ = [
     "resolve_api_key",
     "resolve_headers",
     "split_answer",
+    "stages_duration",
 ]

@@ -9,7 +9,11 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from oxconsole.workload.slo import SloConfig
+    from oxconsole.workload.stages import Stage
 
 Arrival = Literal["closed", "constant", "poisson"]
 PromptsFormat = Literal["jsonl", "sharegpt", "openai-batch"]
@@ -317,6 +321,10 @@ class Workload:
     """The TOML document after --set overrides (used to write tuned workloads back)."""
     packing: PackingConfig = field(default_factory=PackingConfig)
     """[packing]: several tasks per request (workload/packs.py)."""
+    slo: SloConfig | None = None
+    """[slo]: when a request is good and the share that must be (workload/slo.py); None = no SLO."""
+    stages: tuple[Stage, ...] = ()
+    """[[stages]]: the load shape, run in order (`workload/stages.py`); () = none."""
 
     def model(self, name: str) -> ModelConfig:
         for m in self.models:

@@ -39,9 +39,14 @@ from oxconsole.workload.schema import (
     fill_results,
     split_host_port,
 )
+from oxconsole.workload.slo import parse_slo
+from oxconsole.workload.stages import parse_stages
 from oxconsole.workload.values import Table, fmt_duration, is_int
 
-_TOP = ("name", "run", "output", "endpoints", "models", "prompts", "routing", "retry", "sim", "packing")
+_TOP = (
+    "name", "run", "output", "endpoints", "models", "prompts", "routing", "retry", "sim", "slo", "stages",
+    "packing",
+)  # fmt: skip
 _RUN = (
     "concurrency", "rate", "burst", "tpm", "arrival", "requests", "duration",
     "timeout", "stream", "seed", "workers", "grace",
@@ -492,6 +497,8 @@ def build_workload(raw: dict[str, Any], path: Path, errs: Problems) -> Workload:
     retry = _parse_retry(errs, raw.get("retry", {}))
     sim = _parse_sim(errs, raw["sim"]) if "sim" in raw else {}
     packing = parse_packing(errs, raw.get("packing", {}))
+    slo = parse_slo(errs, raw.get("slo"))
+    stages = parse_stages(errs, raw.get("stages"), run.concurrency, run.rate, run.arrival != "closed")
     if output.batch_output is not None and prompts.format != "openai-batch" and not errs.has("prompts"):
         errs.add(
             "output.batch_output",
@@ -512,4 +519,6 @@ def build_workload(raw: dict[str, Any], path: Path, errs: Problems) -> Workload:
         sim=sim,
         raw=raw,
         packing=packing,
+        slo=slo,
+        stages=stages,
     )
