@@ -27,6 +27,7 @@ from oxconsole.journal.records import RUN_TIMES, RequestRecord, has_run_times
 from oxconsole.journal.sessions import SessionSpans, sessions_of
 from oxconsole.metrics.aggregate import RunStats, Tally, build_summary, phase_summary
 from oxconsole.metrics.format import change_text
+from oxconsole.metrics.goodput import goodput_lines, slo_target_of
 from oxconsole.metrics.stages import StageLog, journal_stages, stage_table
 
 __all__ = [
@@ -174,6 +175,7 @@ def summary_from_journal(
         name = manifest.get("name") if isinstance(manifest.get("name"), str) else None
     if name is None:
         name = p.resolve().parent.name or p.stem
+    target = slo_target_of(manifest)
     summary = build_summary(
         name=name,
         started_at=started_at,
@@ -181,8 +183,9 @@ def summary_from_journal(
         overall=overall,
         models=models.items(),
         changes=[],
-        phases=[phase_summary(overall, 0.0, duration, [])],
+        phases=[phase_summary(overall, 0.0, duration, [], target)],
         sessions=max(1, spans.count()),
+        slo_target=target,
     )
     return journal_stages(summary, stages, spans.running_s())
 
@@ -348,6 +351,7 @@ def _totals_lines(s: Mapping[str, Any]) -> list[str]:
             f"rate      {_num(thr.get('requests_per_s'), 2)} req/s  "
             f"{_num(thr.get('output_tokens_per_s'), 1)} output tok/s"
         ),
+        *(_fit(g) for g in goodput_lines(s)),
         _fit(f"tokens    in {tok.get('input', 0):,}  out {tok.get('output', 0):,}{estimated}"),
         _fit(f"cost      {_money(_g(s, 'cost', 'total'))}"),
     ]

@@ -59,6 +59,7 @@ def new_collector(w: Workload, started_at: float) -> Collector:
         [m.name for m in w.models],
         started_at=started_at,
         prices={m.name: (m.price_per_request, m.price_per_1m_input, m.price_per_1m_output) for m in w.models},
+        slo_target=None if w.slo is None else w.slo.target,
     )
 
 
@@ -96,6 +97,7 @@ class Engine:
         self.on_tick = on_tick
         self.tick_interval = tick_interval
         self.models: dict[str, ModelConfig] = {m.name: m for m in workload.models}
+        self._slo = workload.slo
         self.started_at = time.time()
         self.collector = self._new_collector()
         self.latest: Snapshot | None = None
@@ -428,6 +430,8 @@ class Engine:
         self._finish(rec)
 
     def _finish(self, rec: RequestRecord) -> None:
+        if self._slo is not None:
+            rec.slo_ok = self._slo.good(rec)
         if rec.status == "ok":
             self.ok += 1
         else:

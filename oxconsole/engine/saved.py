@@ -61,7 +61,8 @@ def _figures(name: str, duration_s: float, collector: Collector, journal: Journa
         overall=overall,
         models=tally.models.items(),
         changes=collector.changes,
-        phases=[phase_summary(overall, 0.0, duration_s, [])],
+        phases=[phase_summary(overall, 0.0, duration_s, [], collector.slo_target)],
+        slo_target=collector.slo_target,
     )
     summary["saved"] = False
     summary["save_error"] = journal.failure

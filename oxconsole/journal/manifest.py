@@ -67,9 +67,24 @@ when the manifest is written again while the journal has records, dropped with a
 
 def write_manifest(w: Workload, results: Path, fp: dict[str, Any] | None = None) -> None:
     data: dict[str, Any] = {"name": w.name, "workload": str(w.path), "prompts": fp or fingerprint(w)}
+    if w.slo is not None:
+        data["slo"] = w.slo.to_dict()
     if results.exists() and results.stat().st_size > 0:
         old = read_manifest(results)
         data.update((k, old[k]) for k in KEPT if k in old)
+    write_manifest_data(results, data)
+
+
+def keep_slo(w: Workload, results: Path) -> None:
+    """The manifest keeps the `[slo]` of the latest session (`report` takes its target from it)."""
+    data = read_manifest(results)
+    want = None if w.slo is None else w.slo.to_dict()
+    if data.get("slo") == want:
+        return
+    if want is None:
+        data.pop("slo", None)
+    else:
+        data["slo"] = want
     write_manifest_data(results, data)
 
 
@@ -180,6 +195,7 @@ def open_journal(
         notes = check_resume(w, results, done_ids)
         if not manifest_path(results).exists():
             write_manifest(w, results)
+        keep_slo(w, results)
     else:
         write_manifest(w, results)
     return Journal(results, on_failure), notes

@@ -45,6 +45,8 @@ class RequestRecord:
     """Only when a fallback was used: every model tried, in order (the last is `model`)."""
     model_attempts: list[int] | None = None
     """With `models_tried`: the attempts each of those models took (they add up to `attempts`)."""
+    slo_ok: bool | None = None
+    """With `[slo]`: whether this request was good (`SloConfig.good`); None = no SLO judged it."""
     stage: int | None = None
     """With [[stages]]: the stage (0-based) the request was sent in."""
     warmup: bool = False
@@ -90,6 +92,8 @@ class RequestRecord:
         if self.models_tried:
             d["models_tried"] = self.models_tried
             d["model_attempts"] = self.model_attempts
+        if self.slo_ok is not None:
+            d["slo_ok"] = self.slo_ok
         if self.stage is not None:
             d["stage"] = self.stage
         if self.warmup:
@@ -124,6 +128,7 @@ class RequestRecord:
             attempt_errors=d.get("attempt_errors"),
             models_tried=_names(d.get("models_tried")),
             model_attempts=_counts(d.get("model_attempts"), d.get("models_tried")),
+            slo_ok=d["slo_ok"] if isinstance(d.get("slo_ok"), bool) else None,
             stage=d["stage"] if type(d.get("stage")) is int else None,
             warmup=d.get("warmup") is True,
         )

@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from oxconsole.journal.records import RequestRecord
+from oxconsole.metrics.goodput import goodput_entry
 from oxconsole.metrics.histogram import LogHistogram
 
 __all__ = [
@@ -50,8 +51,10 @@ class RunStats:
         "error_detail",
         "errors",
         "fell_back",
+        "good",
         "input_tokens",
         "itl",
+        "judged",
         "latency",
         "left",
         "ok",
@@ -89,6 +92,9 @@ class RunStats:
         self.error_detail: dict[str, str] = {}
         self.attempt_errors: dict[str, int] = {}
         self.tokens_source: dict[str, int] = {}
+        self.judged = 0
+        """Requests whose record carries `slo_ok` (`[slo]` judged them); `good`: those that met it."""
+        self.good = 0
 
     def hist(self, metric: str) -> LogHistogram:
         if metric == "latency_ms":
@@ -138,6 +144,9 @@ class RunStats:
             self.errors[cls] = self.errors.get(cls, 0) + 1
             if rec.error_detail and cls not in self.error_detail:
                 self.error_detail[cls] = rec.error_detail  # the first says why (later ones repeat it)
+        if rec.slo_ok is not None:
+            self.judged += 1
+            self.good += rec.slo_ok
         if rec.backoff_ms:
             self.backoff_ms += rec.backoff_ms
             self.backoff_requests += 1
@@ -165,7 +174,7 @@ class RunStats:
             "output_tokens_per_s": round(self.ok_output_tokens / duration_s, 3),
         }
 
-    def model_block(self, duration_s: float) -> dict[str, Any]:
+    def model_block(self, duration_s: float, slo_target: float | None = None) -> dict[str, Any]:
         return {
             "requests": self.requests_block(),
             "throughput": self.throughput_block(duration_s),
@@ -174,6 +183,7 @@ class RunStats:
             "itl_ms": timing(self.itl),
             "cost": {"total": _money(self.cost)},
             "tokens": {"input": self.input_tokens, "output": self.output_tokens},
+            **goodput_entry(self.good, self.judged, duration_s, slo_target),
         }
 
 
@@ -225,7 +235,11 @@ def iso_time(unix: float) -> str:
 
 
 def phase_summary(
-    stats: RunStats, t_start: float, t_end: float, settings: Sequence[Mapping[str, Any]]
+    stats: RunStats,
+    t_start: float,
+    t_end: float,
+    settings: Sequence[Mapping[str, Any]],
+    slo_target: float | None = None,
 ) -> dict[str, Any]:
     return {
         "t_start": round(t_start, 3),
@@ -235,6 +249,7 @@ def phase_summary(
         "throughput": stats.throughput_block(t_end - t_start),
         "latency_ms": timing(stats.latency),
         "ttft_ms": timing(stats.ttft),
+        **goodput_entry(stats.good, stats.judged, t_end - t_start, slo_target),
     }
 
 
@@ -258,6 +273,7 @@ def build_summary(
     live_attempt_errors: Mapping[str, int] | None = None,
     attempt_details: Mapping[str, str] | None = None,
     sessions: int = 1,
+    slo_target: float | None = None,
 ) -> dict[str, Any]:
     """The summary object of the contract (plus ``attempt_errors``, ``error_details``,
     ``tokens_source``, ``phases``).
@@ -266,7 +282,7 @@ def build_summary(
     live summary and one rebuilt from the journal list the same models. ``attempt_details`` are the
     first details of failed attempts (the journal does not keep them), used for classes no request
     ended in. ``sessions``: how many sessions wrote the requests counted (a live collector's are
-    one session's).
+    one session's). ``slo_target``: the `[slo]` target, for each `goodput` block (metrics/goodput.py).
     """
     attempt_errors = dict(overall.attempt_errors)
     for cls, n in (live_attempt_errors or {}).items():
@@ -279,6 +295,7 @@ def build_summary(
         "duration_s": round(duration_s, 3),
         "requests": {**overall.requests_block(), "sessions": sessions},
         "throughput": overall.throughput_block(duration_s),
+        **goodput_entry(overall.good, overall.judged, duration_s, slo_target),
         "latency_ms": timing(overall.latency),
         "ttft_ms": timing(overall.ttft),
         "itl_ms": timing(overall.itl),
@@ -297,7 +314,7 @@ def build_summary(
             if overall.backoff_requests
             else 0.0,
         },
-        "models": {m: st.model_block(duration_s) for m, st in models if st.total or st.left},
+        "models": {m: st.model_block(duration_s, slo_target) for m, st in models if st.total or st.left},
         "changes": [dict(c) for c in changes],
         "phases": [dict(p) for p in phases],
     }

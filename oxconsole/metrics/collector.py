@@ -26,6 +26,7 @@ from oxconsole.metrics.aggregate import (
     error_details,
     phase_summary,
 )
+from oxconsole.metrics.goodput import Goodput
 from oxconsole.metrics.histogram import LogHistogram, record_into
 from oxconsole.metrics.snapshot import (
     Bins,
@@ -78,8 +79,11 @@ class Collector:
         window_s: int = 10,
         series_s: int = 300,
         ring_s: int = 600,
+        slo_target: float | None = None,
     ) -> None:
         self.started_at = started_at
+        self.slo_target = slo_target
+        """The `[slo]` target (None: no SLO), for the goodput blocks and the snapshot's goodput."""
         self._clock = clock
         self._t0 = clock()
         self._prices = dict(prices or {})
@@ -97,6 +101,7 @@ class Collector:
         self._ok_s = SecondSeries(ring_s)
         self._out_s = SecondSeries(ring_s)
         self._err_s = SecondSeries(ring_s)
+        self._good_s = SecondSeries(ring_s)
         self._live_attempts: dict[str, int] = {}
         self._targets: dict[str, _Targets] = {}
         self._targets_sec = -1
@@ -144,6 +149,8 @@ class Collector:
             ph.count(rec)
         if rec.models_tried:
             count_fallbacks(rec, self._model_stats_of)
+        if rec.slo_ok:
+            self._good_s.add(sec)
         if rec.status == "ok":
             acc.ok_s.add(sec)
             self._ok_s.add(sec)
@@ -215,7 +222,9 @@ class Collector:
         ):
             self._phase_settings.append(c)  # e.g. several weights edited at once: one phase
             return
-        self._phases.append(phase_summary(self._phase, self._phase_t, t, self._phase_settings))
+        self._phases.append(
+            phase_summary(self._phase, self._phase_t, t, self._phase_settings, self.slo_target)
+        )
         self._phase = RunStats()
         self._targets.clear()
         self._phase_t = t
@@ -268,6 +277,22 @@ class Collector:
             error_details=error_details(al.error_detail, self._attempt_detail),
             changes=tuple(dict(c) for c in self.changes),
             stage=self.stage_log.now(now),
+            goodput=self._goodput(w_start, sec, span, run_span),
+        )
+
+    def _goodput(self, w_start: int, sec: int, span: float, run_span: float) -> Goodput | None:
+        """Good requests against the `[slo]`: whole run, the window [w_start, sec] and this phase."""
+        if self.slo_target is None:
+            return None
+        al, ph = self._all, self._phase
+        return Goodput(
+            target=self.slo_target,
+            good=al.good,
+            judged=al.judged,
+            req_per_s=round(al.good / run_span, 3),
+            req_per_s_10s=round(self._good_s.total(w_start, sec) / span, 3),
+            phase_good=ph.good,
+            phase_judged=ph.judged,
         )
 
     def _phase_figures(self, run: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
@@ -375,7 +400,13 @@ class Collector:
         """The contract's summary object for the run so far, with ``duration_s`` of wall time."""
         phases = [
             *self._phases,
-            phase_summary(self._phase, self._phase_t, max(duration_s, self._phase_t), self._phase_settings),
+            phase_summary(
+                self._phase,
+                self._phase_t,
+                max(duration_s, self._phase_t),
+                self._phase_settings,
+                self.slo_target,
+            ),
         ]
         measured_s = duration_s - self.stage_log.warmup_s(duration_s)  # rates leave warm-up out
         return self.stage_log.into(self._summary(name, measured_s, phases), duration_s)
@@ -391,6 +422,7 @@ class Collector:
             phases=phases,
             live_attempt_errors=self._live_attempts,
             attempt_details=self._attempt_detail,
+            slo_target=self.slo_target,
         )
 
     @property

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from oxconsole.metrics.goodput import progress_part
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.metrics.stages import stage_text
 
@@ -109,6 +110,7 @@ def progress_line(s: Snapshot) -> str:
         f"{s.output_tokens_per_s_10s:.0f} tok/s",
         f"p50 {fmt_ms(p50)} p99 {fmt_ms(p99)}",
         f"err {s.counts.error}",
+        *((progress_part(s.goodput),) if s.goodput is not None else ()),
         f"in flight {g.in_flight}/{g.concurrency}",
     ]
     if g.state == "paused":

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from oxconsole.metrics.goodput import Goodput
+
 __all__ = [
     "Bins",
     "Counts",
@@ -178,6 +180,8 @@ class Snapshot:
     error_details: Mapping[str, str]
     """The first detail of each error class, final or retried (the summary's ``error_details``)."""
     changes: tuple[Mapping[str, Any], ...]
+    goodput: Goodput | None = None
+    """Good requests against the `[slo]` (metrics/goodput.py); None when the run has no SLO."""
     stage: Mapping[str, Any] | None = None
     """With [[stages]]: the stage now, {"index", "count", "t_start", "duration_s", "warmup", "ramp"}."""
 
@@ -240,6 +244,7 @@ class Snapshot:
             attempt_errors={k: int(v) for k, v in d["attempt_errors"].items()},
             error_details={k: str(v) for k, v in d.get("error_details", {}).items()},
             changes=tuple(dict(c) for c in d["changes"]),
+            goodput=Goodput.from_dict(d.get("goodput")),
             stage=d.get("stage"),
         )
 
@@ -294,6 +299,7 @@ class Snapshot:
             attempt_errors={str(k): int(n) for k, n in (summary.get("attempt_errors") or {}).items()},
             error_details=details,
             changes=tuple(dict(c) for c in summary.get("changes") or ()),
+            goodput=Goodput.from_summary(summary),
         )
 
 

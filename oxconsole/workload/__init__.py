@@ -52,6 +52,7 @@ from oxconsole.workload.schema import (
     WorkloadError,
 )
 from oxconsole.workload.sections import parse_sim_profiles
+from oxconsole.workload.slo import SloConfig
 from oxconsole.workload.stages import Stage, stages_duration
 from oxconsole.workload.values import parse_duration
 
@@ -69,6 +70,7 @@ __all__ = [
     "RoutingRule",
     "RunConfig",
     "SimModelProfile",
+    "SloConfig",
     "Stage",
     "Strategy",
     "SyntheticConfig",

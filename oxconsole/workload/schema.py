@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from oxconsole.workload.slo import SloConfig
     from oxconsole.workload.stages import Stage
 
 Arrival = Literal["closed", "constant", "poisson"]
@@ -306,6 +307,8 @@ class Workload:
     """[sim.models."NAME"] profiles for the embedded simulator."""
     raw: dict[str, Any] = field(default_factory=dict)
     """The TOML document after --set overrides (used to write tuned workloads back)."""
+    slo: SloConfig | None = None
+    """[slo]: when a request is good and the share that must be (workload/slo.py); None = no SLO."""
     stages: tuple[Stage, ...] = ()
     """[[stages]]: the load shape, run in order (`workload/stages.py`); () = none."""
 

@@ -38,10 +38,11 @@ from oxconsole.workload.schema import (
     fill_results,
     split_host_port,
 )
+from oxconsole.workload.slo import parse_slo
 from oxconsole.workload.stages import parse_stages
 from oxconsole.workload.values import Table, fmt_duration, is_int
 
-_TOP = ("name", "run", "output", "endpoints", "models", "prompts", "routing", "retry", "sim", "stages")
+_TOP = ("name", "run", "output", "endpoints", "models", "prompts", "routing", "retry", "sim", "slo", "stages")
 _RUN = (
     "concurrency", "rate", "burst", "tpm", "arrival", "requests", "duration",
     "timeout", "stream", "seed", "workers", "grace",
@@ -490,6 +491,7 @@ def build_workload(raw: dict[str, Any], path: Path, errs: Problems) -> Workload:
     routing = _parse_routing(errs, raw.get("routing", {}), _model_names_in(raw.get("models")))
     retry = _parse_retry(errs, raw.get("retry", {}))
     sim = _parse_sim(errs, raw["sim"]) if "sim" in raw else {}
+    slo = parse_slo(errs, raw.get("slo"))
     stages = parse_stages(errs, raw.get("stages"), run.concurrency, run.rate, run.arrival != "closed")
     if output.batch_output is not None and prompts.format != "openai-batch" and not errs.has("prompts"):
         errs.add(
@@ -510,5 +512,6 @@ def build_workload(raw: dict[str, Any], path: Path, errs: Problems) -> Workload:
         retry=retry,
         sim=sim,
         raw=raw,
+        slo=slo,
         stages=stages,
     )

@@ -13,6 +13,7 @@ from oxconsole.metrics.stages import stage_text
 from oxconsole.ui.charts import hbar
 from oxconsole.ui.lines import Line, Palette, fit
 from oxconsole.ui.numbers import fmt_change, fmt_clock, fmt_cost, fmt_count, fmt_rate, pct
+from oxconsole.ui.panels.goodput import goodput_part
 
 __all__ = ["header_lines"]
 
@@ -36,7 +37,7 @@ def header_lines(
     lines = [
         _title_line(s, p, width, name, state),
         _progress_line(s, p, width, state, duration),
-        _status_line(s, p, note, note_style, flash, flash_style),
+        _status_line(s, p, width, note, note_style, flash, flash_style),
     ]
     return fit(lines, width)
 
@@ -124,9 +125,12 @@ def _progress_line(s: Snapshot, p: Palette, width: int, state: str, duration: fl
     return t
 
 
-def _status_line(s: Snapshot, p: Palette, note: str, note_style: str, flash: str, flash_style: str) -> Line:
+def _status_line(
+    s: Snapshot, p: Palette, width: int, note: str, note_style: str, flash: str, flash_style: str
+) -> Line:
     """The confirmation just given (``flash``), then the console's note, or the phase and its
-    settings; the current rates unless a note takes the room."""
+    settings; the current rates (and goodput, with `[slo]`) unless a note takes the room. The
+    phase's settings give way to the rates when the line is too long for both."""
     t = Line()
     if flash:
         t.append(f" {flash}", style=f"bold {flash_style or p.accent}")
@@ -142,6 +146,11 @@ def _status_line(s: Snapshot, p: Palette, note: str, note_style: str, flash: str
             t.append(", ".join(fmt_change(c) for c in s.phase_settings))
         else:
             t.append(" (no change yet)", style=p.muted)
-    t.append(f"   {fmt_rate(s.req_per_s_10s, ' req/s')}", style=p.primary)
-    t.append(f"  {fmt_rate(s.output_tokens_per_s_10s, ' tok/s')}", style=p.primary)
-    return t
+    rates = Line(f"   {fmt_rate(s.req_per_s_10s, ' req/s')}", style=p.primary)
+    rates.append(f"  {fmt_rate(s.output_tokens_per_s_10s, ' tok/s')}")
+    good = goodput_part(s, p, "  good ")
+    if good is not None:
+        rates = Line().append_text(rates).append_text(good)
+        if t.cell_len + rates.cell_len > width:
+            t.truncate(max(1, width - rates.cell_len))
+    return t.append_text(rates)

@@ -12,6 +12,7 @@ from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.charts import axis, bar_chart, sparkline
 from oxconsole.ui.lines import Line, Palette, fit
 from oxconsole.ui.numbers import fmt_rate
+from oxconsole.ui.panels.goodput import goodput_part
 
 __all__ = ["throughput_lines"]
 
@@ -32,6 +33,9 @@ def throughput_lines(s: Snapshot, p: Palette, width: int, height: int) -> list[L
     if not tall:
         t.append(" · tok/s ", style=p.muted)
         t.append(fmt_rate(s.output_tokens_per_s_10s, ""), style=f"bold {p.accent}")
+    good = goodput_part(s, p, " · good ")
+    if good is not None and len(t) + len(good) <= width:
+        t.append_text(good)
     lines.append(t)
     chart_h = max(1, height - (5 if tall else 3))
     recent = ser.req_per_s[-shown:] if shown else ()
