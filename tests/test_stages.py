@@ -189,7 +189,7 @@ def test_validate_exits_2_naming_the_key_and_says_what_the_stages_need(tmp_path:
 async def test_stages_with_two_workers(make_workload: WorkloadFactory) -> None:
     w = make_workload(
         BASE.format(count=100_000).replace("seed = 5", "seed = 5\nworkers = 2")
-        + '[[stages]]\nduration = "0.5s"\nconcurrency = 2\nwarmup = true\n'
+        + '[[stages]]\nduration = "1.5s"\nconcurrency = 2\nwarmup = true\n'  # workers take a while to start
         + '[[stages]]\nduration = "0.7s"\nconcurrency = 8\n'
     )
     pool = WorkerPool(w, results_path=w.results_path(), total_expected=check_prompts(w).total_requests)
@@ -205,6 +205,7 @@ async def test_stages_with_two_workers(make_workload: WorkloadFactory) -> None:
     assert warm > 0 and s["requests"]["total"] == s["stages"][1]["requests"]["total"]
     recs = journal(w)
     assert sum(1 for r in recs if r.get("warmup")) == warm
+    assert {r["stage"] for r in recs} == {0, 1}  # every record knows its stage, the first ones too
 
 
 def test_the_console_and_the_progress_line_show_the_stage() -> None:
