@@ -34,6 +34,7 @@ from oxconsole.engine.outcome import ended as outcome_of
 from oxconsole.engine.prometheus import MetricsEndpoint, metrics_endpoint
 from oxconsole.engine.runner import Engine, new_collector
 from oxconsole.engine.saved import run_summary
+from oxconsole.engine.sessions import merge_counts
 from oxconsole.engine.stages import StageDriver
 from oxconsole.engine.wire import ATTEMPTS, END, GAUGES, GO, JOURNAL_TAG, READY, RECORDS, STAGE, STOP
 from oxconsole.engine.worker import worker_main
@@ -338,6 +339,9 @@ class WorkerPool:
         )
         summary["workers"] = self.n
         ends = [wk.end for wk in self._workers if wk.end]
+        summed = merge_counts(e.get("conversations") for e in ends)
+        if summed:
+            summary["conversations"] = summed
         lags = [e["loop_lag_ms"] for e in ends if e.get("loop_lag_ms")]
         if lags:  # the worst worker's: every timing may include up to that much
             summary["loop_lag_ms"] = {k: max(lag[k] for lag in lags) for k in ("p50", "p99", "max")}

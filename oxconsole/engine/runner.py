@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
@@ -31,11 +31,13 @@ from oxconsole.engine.live import Change, LiveSettings
 from oxconsole.engine.outcome import RunEngine as RunEngine
 from oxconsole.engine.outcome import RunOutcome as RunOutcome
 from oxconsole.engine.outcome import ended
+from oxconsole.engine.packing import packer_for
 from oxconsole.engine.prometheus import MetricsEndpoint, metrics_endpoint
 from oxconsole.engine.request import Sender, Story
 from oxconsole.engine.request import backoff_delay as backoff_delay
 from oxconsole.engine.router import Router
 from oxconsole.engine.saved import run_summary
+from oxconsole.engine.sessions import Sessions
 from oxconsole.engine.stages import StageDriver
 from oxconsole.gcpace import PacedGC
 from oxconsole.journal.journal import Journal
@@ -55,12 +57,15 @@ def quiet_gc() -> PacedGC:
 
 def new_collector(w: Workload, started_at: float) -> Collector:
     """The metrics collector for a run, with each model's prices for cost projections."""
-    return Collector(
+    c = Collector(
         [m.name for m in w.models],
         started_at=started_at,
         prices={m.name: (m.price_per_request, m.price_per_1m_input, m.price_per_1m_output) for m in w.models},
+        plans=w.plans,
         slo_target=None if w.slo is None else w.slo.target,
     )
+    c.packing_size = w.packing.size
+    return c
 
 
 class Engine:
@@ -131,6 +136,8 @@ class Engine:
         self.stage_mark: tuple[int, bool] | None = None
         """With [[stages]]: (stage, warm-up) of the requests sent now, set by `engine/stages.py`."""
         self.stages: StageDriver | None = None
+        self.sessions = Sessions.of(workload, self.skip_ids)
+        """Multi-turn sessions, when the prompts may have some (`sessions.py`)."""
         self._assemble(workload)
 
     def _assemble(self, workload: Workload) -> None:
@@ -156,6 +163,8 @@ class Engine:
             stopping=lambda: self._stop_requested,
             attempt_failed=self._attempt_failed,
         )
+        prefix = self._pack_prefix()
+        self.packer = packer_for(workload, self.sender, self.router, self.dispatch, prefix=prefix)
 
     @property
     def rate(self) -> float:
@@ -279,7 +288,13 @@ class Engine:
             ticker = asyncio.create_task(self._ticker())
             if self.w.run.duration > 0:
                 loop.call_later(self.w.run.duration, self._deadline)
-            self._dispatcher = asyncio.create_task(self.dispatch.run(self._prompts()))
+            # a session's next turn once its answer is back; tasks gathered into packs
+            prompts: Iterator[Prompt | Awaitable[None]] = (
+                self._prompts() if self.sessions is None else self.sessions.prompts(self._prompts())
+            )
+            if self.packer is not None:
+                prompts = self.packer.packs(prompts)
+            self._dispatcher = asyncio.create_task(self.dispatch.run(prompts))
             try:
                 await self._dispatcher
             except asyncio.CancelledError:
@@ -364,6 +379,8 @@ class Engine:
             skipped=len(self.skip_ids),
             cooldowns=self.cooldowns,
         )
+        if self.sessions is not None and self.sessions.total + self.sessions.skipped:
+            summary["conversations"] = self.sessions.counts()
         lag = self.loop_lag.summary()
         summary["loop_lag_ms"] = {"p50": lag["p50"], "p99": lag["p99"], "max": lag["max"]}
         if self._gc is not None:
@@ -415,8 +432,11 @@ class Engine:
         mark: tuple[int, bool] | None,
     ) -> None:
         story = Story(prompt, model, t_sched_wall, t_sched, hold=hold)
+        recs = None
         try:
             rec = await self.sender.send(story)
+            if self.packer is not None:  # a pack's record into its tasks' (re-sent when it did not split)
+                recs = await self.packer.finish(story, rec)
         finally:
             self.slots.release()
             self.in_flight -= 1
@@ -425,9 +445,18 @@ class Engine:
                 self._wake.set()
         if hold is not None:
             self.dispatch.settle(hold, rec)
-        if mark is not None:
-            rec.stage, rec.warmup = mark
-        self._finish(rec)
+        for r in (rec,) if recs is None else recs:
+            if mark is not None:
+                r.stage, r.warmup = mark
+            if self.sessions is not None:
+                self.sessions.finished(r)
+            self._finish(r)
+
+    def _pack_prefix(self) -> str:
+        """What makes this engine's pack ids unique in its journal: its worker, and after --resume
+        the session's start (pack ids are then "pack-w1.r5f3a.7")."""
+        prefix = f"w{self.shard[0]}." if self.shard is not None and self.shard[1] > 1 else ""
+        return prefix + (f"r{int(self.started_at):x}." if self.skip_ids else "")
 
     def _finish(self, rec: RequestRecord) -> None:
         if self._slo is not None:

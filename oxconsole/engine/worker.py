@@ -176,5 +176,6 @@ class Worker:
             "cooldowns": self.engine.cooldowns,
             "loop_lag_ms": out.summary.get("loop_lag_ms"),
             "gc": out.summary.get("gc"),
+            "conversations": out.summary.get("conversations"),
             "complete": self.engine.dispatch_complete,
         }

@@ -14,6 +14,7 @@ INTERFACE (fixed; other modules rely on these names, imported from this package)
   resolve_headers(workload, endpoint_name) -> (headers, values from the environment)
   describe(workload, stats) -> str                    # the text `oxconsole validate` prints
   load_sim_section(path) -> dict[str, SimModelProfile]
+  load_plans(path) -> dict[str, PricePlan]           # the [plans.*] tables of any TOML file
   parse_sim_profiles(sim_table, file_label) -> dict[str, SimModelProfile]
   WorkloadError(Exception)
 
@@ -29,15 +30,24 @@ Stdlib only (plus orjson for the prompts file): importing this package never loa
 from __future__ import annotations
 
 from oxconsole.workload.describe import describe
-from oxconsole.workload.load import load_sim_section, load_workload, resolve_api_key, resolve_headers
+from oxconsole.workload.load import (
+    load_plans,
+    load_sim_section,
+    load_workload,
+    resolve_api_key,
+    resolve_headers,
+)
 from oxconsole.workload.overrides import apply_override
-from oxconsole.workload.prompts import check_prompts, iter_prompts
+from oxconsole.workload.packs import Pack, format_pack, parse_pack, split_answer
+from oxconsole.workload.plans import PricePlan, Prices, parse_plans, plans_to_toml
+from oxconsole.workload.prompts import check_prompts, iter_prompts, request_ids, turn_id
 from oxconsole.workload.schema import (
     DEFAULT_RETRY_ON,
     Arrival,
     EndpointConfig,
     ModelConfig,
     OutputConfig,
+    PackingConfig,
     Prompt,
     PromptsConfig,
     PromptStats,
@@ -62,6 +72,10 @@ __all__ = [
     "EndpointConfig",
     "ModelConfig",
     "OutputConfig",
+    "Pack",
+    "PackingConfig",
+    "PricePlan",
+    "Prices",
     "Prompt",
     "PromptStats",
     "PromptsConfig",
@@ -79,12 +93,20 @@ __all__ = [
     "apply_override",
     "check_prompts",
     "describe",
+    "format_pack",
     "iter_prompts",
+    "load_plans",
     "load_sim_section",
     "load_workload",
     "parse_duration",
+    "parse_pack",
+    "parse_plans",
     "parse_sim_profiles",
+    "plans_to_toml",
+    "request_ids",
     "resolve_api_key",
     "resolve_headers",
+    "split_answer",
     "stages_duration",
+    "turn_id",
 ]

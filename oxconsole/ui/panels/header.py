@@ -14,6 +14,7 @@ from oxconsole.ui.charts import hbar
 from oxconsole.ui.lines import Line, Palette, fit
 from oxconsole.ui.numbers import fmt_change, fmt_clock, fmt_cost, fmt_count, fmt_rate, pct
 from oxconsole.ui.panels.goodput import goodput_part
+from oxconsole.ui.panels.packs import rate_label
 
 __all__ = ["header_lines"]
 
@@ -146,7 +147,7 @@ def _status_line(
             t.append(", ".join(fmt_change(c) for c in s.phase_settings))
         else:
             t.append(" (no change yet)", style=p.muted)
-    rates = Line(f"   {fmt_rate(s.req_per_s_10s, ' req/s')}", style=p.primary)
+    rates = Line(f"   {fmt_rate(s.req_per_s_10s, ' ' + rate_label(s)[:-1])}", style=p.primary)
     rates.append(f"  {fmt_rate(s.output_tokens_per_s_10s, ' tok/s')}")
     good = goodput_part(s, p, "  good ")
     if good is not None:
