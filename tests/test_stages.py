@@ -189,7 +189,7 @@ def test_validate_exits_2_naming_the_key_and_says_what_the_stages_need(tmp_path:
 async def test_stages_with_two_workers(make_workload: WorkloadFactory) -> None:
     w = make_workload(
         BASE.format(count=100_000).replace("seed = 5", "seed = 5\nworkers = 2")
-        + '[[stages]]\nduration = "0.5s"\nconcurrency = 2\nwarmup = true\n'
+        + '[[stages]]\nduration = "1.5s"\nconcurrency = 2\nwarmup = true\n'  # workers take a while to start
         + '[[stages]]\nduration = "0.7s"\nconcurrency = 8\n'
     )
     pool = WorkerPool(w, results_path=w.results_path(), total_expected=check_prompts(w).total_requests)
@@ -205,6 +205,7 @@ async def test_stages_with_two_workers(make_workload: WorkloadFactory) -> None:
     assert warm > 0 and s["requests"]["total"] == s["stages"][1]["requests"]["total"]
     recs = journal(w)
     assert sum(1 for r in recs if r.get("warmup")) == warm
+    assert {r["stage"] for r in recs} == {0, 1}  # every record knows its stage, the first ones too
 
 
 def test_the_console_and_the_progress_line_show_the_stage() -> None:
@@ -268,3 +269,82 @@ async def test_commands_over_the_socket_say_who_sent_them(run_dirs: Path) -> Non
     out = await asyncio.to_thread(local.wait_done, 30)
     assert out is not None and out.exit_code == 0
     assert [(c["to"], c["by"]) for c in out.summary["changes"]] == [(7, "command"), (9, "key")]
+
+
+@pytest.mark.asyncio
+async def test_a_stop_during_the_stages_is_a_stop(make_workload: WorkloadFactory) -> None:
+    from oxconsole.engine.commands import Stop
+
+    w = make_workload(
+        BASE.format(count=100_000) + '[[stages]]\nduration = "30s"\n[[stages]]\nduration = "30s"\n'
+    )
+    e = engine_for(w)
+
+    async def drive() -> None:
+        await until(lambda: e.state == "running" and e.dispatched > 20)
+        e.apply(Stop(), "key")
+
+    d = asyncio.create_task(drive())
+    out = await run(w, e)
+    await d
+    assert out.interrupted and out.exit_code == 130
+    assert out.summary["duration_s"] < 20
+    assert [x["index"] for x in out.summary["stages"]] == [0]
+
+
+class _VirtualRun:
+    """The surface the stage driver drives, on a virtual clock: the live settings and the log."""
+
+    def __init__(self, w: Any) -> None:
+        from oxconsole.engine.live import LiveSettings
+        from oxconsole.metrics.collector import Collector
+
+        self.w = w
+        self.live = LiveSettings.of(w)
+        self.loop = asyncio.get_running_loop()
+        self.collector = Collector(["m"], started_at=0.0, clock=self.loop.time)
+        self.stage_mark: tuple[int, bool] | None = None
+        self.ended: float | None = None
+
+    def apply(self, cmd: Any, by: Any = "command") -> None:
+        for c in self.live.apply(cmd):
+            self.collector.change(self.elapsed(), c.what, c.old, c.new, by=by)
+
+    def elapsed(self) -> float:
+        return self.loop.time()
+
+    def end(self) -> None:
+        self.ended = self.elapsed()
+
+
+def test_the_driver_keeps_time_exactly_on_a_virtual_clock(make_workload: WorkloadFactory) -> None:
+    from oxconsole.engine.stages import StageDriver
+
+    from .support.clock import run_virtual
+
+    w = make_workload(
+        BASE.format(count=10).replace("seed = 5", "seed = 5\nrate = 12")
+        + '[[stages]]\nduration = "10s"\nconcurrency = 10\nwarmup = true\n'
+        + '[[stages]]\nduration = "8s"\nconcurrency = 50\nrate = 20\nramp = true\n'
+        + '[[stages]]\nduration = "2s"\nrate = 40\n'
+    )
+
+    async def go() -> _VirtualRun:
+        run = _VirtualRun(w)
+        StageDriver.start(run, run.end)
+        while run.ended is None:
+            await asyncio.sleep(0.5)
+        return run
+
+    run = run_virtual(go())
+    assert run.ended == pytest.approx(20.0)
+    ch = [(round(c["t"], 3), c["what"], c["to"]) for c in run.collector.changes]
+    assert ch[0] == (0.0, "concurrency", 10)  # [run] says 4; the first stage sets 10 at once
+    assert ch[1] == (10.0, "stage", 1)
+    ramp = [(t, v) for t, what, v in ch if what == "concurrency"][1:]
+    assert [t for t, _ in ramp] == [10.0 + i for i in range(8)]  # one step a second, from the boundary
+    assert [v for _, v in ramp] == [15, 20, 25, 30, 35, 40, 45, 50]
+    rates = [(t, v) for t, what, v in ch if what == "rate"]
+    assert rates == [(10.0 + i, 13.0 + i) for i in range(8)] + [(18.0, 40.0)]  # 12/s to 20/s, then 40
+    assert (18.0, "stage", 2) in ch
+    assert run.stage_mark == (2, False)

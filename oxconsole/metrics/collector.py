@@ -226,8 +226,9 @@ class Collector:
             c["model"] = model
         c["by"] = by
         self.changes.append(c)
+        since = t - self._phase_t
         if fold_change(
-            c, self._phase.total, t - self._phase_t, bool(self._phase_settings), bool(self._phases)
+            c, self._phase.total, since, PHASE_FOLD_S, bool(self._phase_settings), bool(self._phases)
         ):
             self._phase_settings.append(c)  # e.g. several weights edited at once: one phase
             return

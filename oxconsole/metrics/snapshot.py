@@ -200,7 +200,8 @@ class Snapshot:
     goodput: Goodput | None = None
     """Good requests against the `[slo]` (metrics/goodput.py); None when the run has no SLO."""
     stage: Mapping[str, Any] | None = None
-    """With [[stages]]: the stage now, {"index", "count", "t_start", "duration_s", "warmup", "ramp"}."""
+    """With [[stages]]: the stage now, {"index", "count", "t_start", "duration_s", "warmup", "ramp",
+    "total_s"} (`metrics/stages.StageLog.now`); None without stages."""
     plans: tuple[PlanCost, ...] = ()
     """Each [plans.NAME] what-if plan, in the workload's order (none without plans)."""
     packing: Mapping[str, float] | None = None

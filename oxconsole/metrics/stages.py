@@ -158,17 +158,15 @@ def journal_stages(summary: dict[str, Any], log: StageLog, running_s: float) -> 
     return log.into(summary, running_s, known_times=False, warmup_s=running_s - summary["duration_s"])
 
 
-PHASE_FOLD_S = 1.0
-"""As `collector.PHASE_FOLD_S`: changes this soon after the previous one, before any request
-finished, join its phase."""
-
-
-def fold_change(c: dict[str, Any], finished: int, since: float, has_settings: bool, had_phases: bool) -> bool:
-    """Whether change `c` joins the current phase instead of starting one: several changes at once
-    before any request finished (weights edited together, a boundary's settings). A stage boundary
-    (`what` = "stage") always starts a phase (a warm-up stage counts no request in its phase, yet
-    ends there); the first stage's settings, applied as the run starts, join the first phase."""
-    if c["what"] == "stage" or finished or since >= PHASE_FOLD_S:
+def fold_change(
+    c: dict[str, Any], finished: int, since: float, window: float, has_settings: bool, had_phases: bool
+) -> bool:
+    """Whether change `c`, `since` seconds into the current phase, joins it instead of starting one:
+    several changes within `window` seconds before any request finished (weights edited together,
+    a boundary's settings). A stage boundary (`what` = "stage") always starts a phase (a warm-up
+    stage counts no request in its phase, yet ends there); the first stage's settings, applied as
+    the run starts, join the first phase."""
+    if c["what"] == "stage" or finished or since >= window:
         return False
     return has_settings or (c.get("by") == "stage" and not had_phases)
 

@@ -324,7 +324,12 @@ def _phases(s: Mapping[str, Any]) -> str:
     rows = []
     for ph in phases:
         what = (
-            ", ".join(f"{c.get('what')} {c.get('from')}→{c.get('to')}" for c in ph.get("settings") or [])
+            ", ".join(
+                f"stage {c.get('to', 0) + 1}"
+                if c.get("what") == "stage"
+                else f"{c.get('what')} {c.get('from')}→{c.get('to')}"
+                for c in ph.get("settings") or []
+            )
             or "start"
         )
         rows.append(

@@ -97,7 +97,8 @@ def _progress_line(s: Snapshot, p: Palette, width: int, state: str, duration: fl
     ending = next((x for x in (state, g.state) if x in ("done", "draining")), "")
     if s.stage is not None:  # [[stages]]: the time through them, and which one
         frac = min(1.0, s.elapsed_s / max(float(s.stage["total_s"]), 1e-9))
-        tail = f" {stage_text(s.stage, s.elapsed_s)}  {100 * frac:3.0f}%  {fmt_count(done)} done"
+        where = f"{s.stage['count']} stages" if ending else stage_text(s.stage, s.elapsed_s)
+        tail = f" {where}  {100 * frac:3.0f}%  {fmt_count(done)} finished"
         tail += f"  {ending}" if ending else ""
     elif total:
         frac = done / total
