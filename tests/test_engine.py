@@ -366,8 +366,12 @@ async def test_closed_loop_rate_limit_changes_live(make_workload: WorkloadFactor
     # a machine too busy to keep up only sends fewer
     assert before <= 1 + 20 * change["t"] + 1, before
     assert after <= 1 + 80 * (1.0 - change["t"]) + 1, after
-    # and the new rate is in effect: far faster than the old one
-    assert after / (1.0 - change["t"]) > 2 * 20, (before, after, change["t"])
+    # and the new rate is in effect: gaps between sends the old rate never allowed (20/s with a
+    # bucket of 1: 50 ms apart at least). A count over the second after the change failed on a
+    # loaded machine (15 sends in 0.49 s); short gaps only need the loop to run now and then.
+    sent = sorted(r["t_sent"] for r in recs)
+    gaps_after = [b - a for a, b in itertools.pairwise(sent) if a >= t_change]
+    assert len([g for g in gaps_after if g < 0.030]) >= 3, gaps_after
 
 
 async def test_pause_resume_and_disable_model(make_workload: WorkloadFactory) -> None:
@@ -603,14 +607,15 @@ async def test_failing_model_is_cooled_down(make_workload: WorkloadFactory) -> N
 
 
 async def test_tpm_budget_paces_tokens(make_workload: WorkloadFactory) -> None:
-    # 6,000 tokens/minute = 100 tokens/s; each request asks ~2 input + 48 output tokens = 50:
-    # the bucket starts full (6,000 = 120 requests), then admits ~2 requests/s.
+    # 6,000 tokens/minute; each request asks ~2 input + 48 output tokens = 50: the first minute's
+    # window holds 120 requests and no more (the budget is a sliding 60 s window over send times).
+    # 4 s is time enough to send 120 on a loaded machine (1 s was not: 50 sent at load 15).
     w = make_workload(
         """
         [run]
         concurrency = 50
         tpm = 6000
-        duration = "1s"
+        duration = "4s"
         [endpoints.default]
         base_url = "sim"
         [[models]]
@@ -625,9 +630,9 @@ async def test_tpm_budget_paces_tokens(make_workload: WorkloadFactory) -> None:
     )
     out = await run(w)
     n = out.summary["requests"]["total"]
-    # the full bucket at once, then 100 tokens/s = 2 requests/s for as long as the run dispatched
-    # (1 s; a busy machine only refills less)
-    assert 120 <= n <= 120 + 2 * out.summary["duration_s"] + 1, n
+    # the budget at once, then nothing more within the minute (a request whose usage came in
+    # under its estimate gives a little back)
+    assert 120 <= n <= 124, n
 
 
 async def test_backoff_is_reported_apart_from_latency(make_workload: WorkloadFactory) -> None:

@@ -198,3 +198,17 @@ def test_schedule_rebase_after_pause() -> None:
     s.rebase(100.0)
     assert s.next_due() == 100.0
     assert s.next_due() == pytest.approx(100.1)
+
+
+def test_a_rate_change_counts_from_its_time_even_when_the_dispatcher_is_behind() -> None:
+    """Due times before the change keep the old rate though nobody took them yet (a loaded machine:
+    the dispatcher is behind schedule); the new gap starts with the first interval past it."""
+    s = ArrivalSchedule("constant", 10.0, start=0.0)
+    assert s.next_due() == 0.0
+    assert s.next_due() == pytest.approx(0.1)
+    s.set_rate(100.0, at=0.55)  # changed at 0.55 s; the dispatcher has taken due times to 0.1 only
+    assert s.rate == 100.0
+    dues = [s.next_due() for _ in range(6)]
+    assert dues == pytest.approx([0.2, 0.3, 0.4, 0.5, 0.51, 0.52])
+    s.set_rate(50.0)  # no time: from the next interval, as before
+    assert s.next_due() == pytest.approx(0.54)

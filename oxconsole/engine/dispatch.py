@@ -92,7 +92,7 @@ class Dispatcher:
         elif self.schedule is None:
             self.schedule = ArrivalSchedule(arrival, value, now, seed=self.w.run.seed)
         else:
-            self.schedule.set_rate(value)
+            self.schedule.set_rate(value, now)
 
     def set_tpm(self, value: float) -> None:
         """Tokens per minute from now (0 = no budget). Turned on for the first time, the budget
