@@ -120,7 +120,7 @@ def write_batch_files(prep: PreparedRun, outcome: RunOutcome) -> None:
 
     out = Path(fill_results(w.output.batch_output, w.name))
     try:
-        ok, failed = write_batch_output(prep.results_path, out, w.name)
+        ok, failed = write_batch_output(prep.results_path, out, w.name, {m.name: m.api for m in w.models})
     except OSError as e:
         outcome.warnings.append(f"output.batch_output: could not write {out}: {e.strerror}")
         return

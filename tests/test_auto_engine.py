@@ -85,17 +85,18 @@ async def test_the_key_turns_auto_off_and_on_and_a_hand_on_the_limit_takes_over(
     e = engine_for(w)
     task = asyncio.ensure_future(run(w, e))
     await until(lambda: e.state == "running" and e.ok >= 4)
-    e.apply(SetConcurrency(5))  # `+`/`-`: auto off, the limit by hand
+    e.apply(SetConcurrency(5), by="key")  # `+`/`-`: auto off, the limit by hand
     assert not e.live.auto and e.slots.limit == 5
-    e.apply(SetAuto(True))  # `a`: on again, from where the limit is
+    e.apply(SetAuto(True), by="key")  # `a`: on again, from where the limit is
     assert e.live.auto and e.auto is not None and e.auto.ctl.limit == 5
     e.apply(SetAuto(False))
     await until(lambda: e.latest is not None and not e.latest.gauges.auto)
     e.request_stop()
     out = await task
     whats = [(c["what"], c.get("by"), c["to"]) for c in out.summary["changes"]]
-    assert ("auto", None, False) in whats and ("auto", None, True) in whats
-    assert ("concurrency", None, 5) in whats
+    assert whats[whats.index(("auto", "key", False)) + 1] == ("concurrency", "key", 5)
+    assert ("auto", "key", True) in whats and ("auto", "command", False) in whats
+    assert all(by == "auto" for what, by, _ in whats if what == "concurrency" and by != "key")
 
 
 @pytest.mark.asyncio

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from oxconsole.engine.apis import text_body
 from oxconsole.engine.client import AttemptResult
 from oxconsole.workload import ModelConfig, Prompt
 
@@ -75,7 +76,13 @@ class Bodies:
         if prompt.body is not None:
             return self.given(prompt.body, m)
         send = self._send_as[m.name]
-        body: dict[str, Any] = {"model": m.name, "messages": prompt.messages}
+        if m.api != "chat":
+            body = text_body(m, prompt.messages)
+            if m.api == "embeddings":
+                body.update(m.extra_body)
+                return body
+        else:
+            body = {"model": m.name, "messages": prompt.messages}
         if self.stream:
             body["stream"] = True
             if send.stream_options:
@@ -99,6 +106,8 @@ class Bodies:
         measured; every other field as given, nothing of the model's settings added."""
         body = GivenBody(given)
         body["model"] = m.name
+        if m.api == "embeddings":
+            return body
         body["stream"] = self.stream
         if self.stream and self._send_as[m.name].stream_options:
             body["stream_options"] = {"include_usage": True}

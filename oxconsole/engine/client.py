@@ -1,4 +1,5 @@
-"""One attempt of one chat completion: sent through the openai SDK, its failures classified.
+"""One attempt of one request (chat, text completion or embeddings): sent through the openai SDK,
+its failures classified.
 
 Why this module exists: the SDK builds, authenticates and sends the request and its error types
 are ours, but its per-chunk parsing builds a pydantic model per chunk (~0.3 ms CPU each). So we ask
@@ -35,7 +36,8 @@ import orjson
 from openai._base_client import get_platform
 from openai._models import FinalRequestOptions
 
-from oxconsole.engine.stream import _BadResponse, _read_json, _read_stream
+from oxconsole.engine.apis import PATHS
+from oxconsole.engine.stream import _BadResponse, _read_embeddings, _read_json, _read_stream
 
 DETAIL_MAX = 200
 """Longest `error_detail` kept (characters)."""
@@ -173,7 +175,7 @@ class EndpointClient:
             http_client=http_client,
             default_headers=headers or None,
         )
-        self._templates: dict[float, _Template] = {}
+        self._templates: dict[tuple[float, str], _Template] = {}
         self.prebuilt = self._can_prebuild()
         """Requests are built once and copied (True), or each one by the SDK's `post()`."""
 
@@ -188,15 +190,13 @@ class EndpointClient:
     async def close(self) -> None:
         await self.sdk.close()
 
-    async def _template(self, timeout: float) -> _Template:
-        """Let the SDK build a chat completion request once; later requests copy it."""
+    async def _template(self, timeout: float, path: str) -> _Template:
+        """Let the SDK build a request to `path` once; later requests copy it."""
         sdk = self.sdk
         if sdk._platform is None:
             # what the SDK's request() does before its first request: this may block on IO
             sdk._platform = await asyncio.to_thread(get_platform)
-        options = FinalRequestOptions.construct(
-            method="post", url="/chat/completions", json_data={}, timeout=timeout
-        )
+        options = FinalRequestOptions.construct(method="post", url=path, json_data={}, timeout=timeout)
         options = await sdk._prepare_options(options)
         req = sdk._build_request(options)
         await sdk._prepare_request(req)
@@ -209,7 +209,7 @@ class EndpointClient:
             # timeout, so no gap between reads can outlast it anyway.
             extensions["timeout"] = {**limits, "read": None}
         tmpl = _Template(req.url, headers, headers.encoding, extensions, sdk._idempotency_header)
-        self._templates[timeout] = tmpl
+        self._templates[timeout, path] = tmpl
         return tmpl
 
     def _request(self, tmpl: _Template, body: dict[str, Any]) -> httpx2.Request:
@@ -223,18 +223,18 @@ class EndpointClient:
             req.headers[tmpl.idempotency_header] = self.sdk._idempotency_key()
         return req
 
-    async def _send(self, body: dict[str, Any], timeout: float) -> httpx2.Response:
+    async def _send(self, body: dict[str, Any], timeout: float, path: str) -> httpx2.Response:
         """The response once its headers are in; a non-2xx status raises the SDK's status error."""
         if not self.prebuilt:
             resp: httpx2.Response = await self.sdk.post(
-                "/chat/completions",
+                path,
                 cast_to=httpx2.Response,
                 body=body,
                 stream=True,
                 options={"timeout": timeout},
             )
             return resp
-        tmpl = self._templates.get(timeout) or await self._template(timeout)
+        tmpl = self._templates.get((timeout, path)) or await self._template(timeout, path)
         resp = await self.sdk._client.send(self._request(tmpl, body), stream=True)
         if not 200 <= resp.status_code < 300:
             try:
@@ -245,19 +245,22 @@ class EndpointClient:
         return resp
 
     async def attempt(
-        self, body: dict[str, Any], *, stream: bool, timeout: float, save_text: bool
+        self, body: dict[str, Any], *, stream: bool, timeout: float, save_text: bool, api: str = "chat"
     ) -> AttemptResult:
-        """Send one request and read it to the end. Never raises except on cancellation."""
+        """Send one request on `api` (`[[models]] api`) and read it to the end. Never raises except
+        on cancellation."""
         res = AttemptResult(ok=False)
         res.t_sent = time.time()
         t0 = time.perf_counter()
         headers_seen = False
         try:
             async with asyncio.timeout(timeout):
-                resp = await self._send(body, timeout)
+                resp = await self._send(body, timeout, PATHS[api])
                 headers_seen = True
                 try:
-                    if stream and not resp.headers.get("content-type", "").startswith("application/json"):
+                    if api == "embeddings":
+                        await _read_embeddings(resp, res, t0, save_text)
+                    elif stream and not resp.headers.get("content-type", "").startswith("application/json"):
                         await _read_stream(resp, res, t0, save_text)
                     else:  # asked to stream, some servers answer with one JSON body anyway
                         res.unstreamed = stream

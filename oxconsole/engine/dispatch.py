@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 
 from oxconsole.engine.arrival import ArrivalSchedule
 from oxconsole.engine.limits import Hold, LiveRateLimiter, ResizableSlots, TokenBudget
@@ -130,13 +130,18 @@ class Dispatcher:
         self._model_event.set()
 
     # --- the loop -------------------------------------------------------------------------------
-    async def run(self, prompts: Iterator[Prompt]) -> None:
+    async def run(self, prompts: Iterator[Prompt | Awaitable[None]]) -> None:
+        """Start every prompt; an awaitable in their place is a source waiting for answers
+        (`sessions.py`): awaited, then the next one is taken."""
         loop = asyncio.get_running_loop()
         slots = self.slots
         burst = 0
         for prompt in prompts:
             if self.stopped:
                 return
+            if not isinstance(prompt, Prompt):
+                await prompt
+                continue
             if not self._running.is_set() and not await self._until_resumed():
                 return
             t_sched = loop.time()
@@ -248,6 +253,13 @@ class Dispatcher:
             self.waiting_bucket -= 1
             self.waiting_tpm -= 1
 
+    async def wait_buckets(self, prompt: Prompt) -> Hold | None:
+        """The rate limiter and token budget for a request started outside this loop (a task of a
+        pack whose answer did not split, sent again alone in its pack's slot): its hold, if any."""
+        if self.limiter is None and self.budget is None:
+            return None
+        return await self._until_buckets(prompt)
+
     def token_estimate(self, prompt: Prompt) -> int:
         """The tokens a request reserves: its input (4 characters a token, as the simulator and the
         journal's estimates count) and the most it may get back: its max_tokens, else the largest
@@ -257,4 +269,5 @@ class Dispatcher:
         if out is None:
             total, n = self._out_seen
             out = math.ceil(total / n) if n else OUTPUT_GUESS
-        return math.ceil(prompt.input_chars / 4) + out
+        tokens = prompt.input_tokens  # counted by [prompts] tokenizer
+        return (math.ceil(prompt.input_chars / 4) if tokens is None else tokens) + out

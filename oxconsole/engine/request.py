@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oxconsole.engine.adapt import Bodies
+from oxconsole.engine.apis import streams
 from oxconsole.engine.client import AttemptResult, EndpointClient
 from oxconsole.engine.health import FAIL, NEUTRAL, OK, ModelHealth, counts_against_model
 from oxconsole.engine.limits import Hold
@@ -116,6 +117,8 @@ class Sender:
         self.backing_off = 0
         """Requests sleeping between attempts now (a gauge)."""
         self.gc: PacedGC | None = None
+        self.save_text = w.output.save_text
+        """Keep answers' text (packing keeps it to split a pack's answer, whatever save_text says)."""
         self._unstreamed: set[str] = set()
 
     async def send(self, story: Story) -> RequestRecord:
@@ -130,7 +133,8 @@ class Sender:
                 if not nxt:
                     break
                 self._fall_back(story, res, nxt[0])
-            return finished_record(story, res, self.models[story.model], self.w.output.save_text)
+            keep = self.save_text or story.prompt.keep_text
+            return finished_record(story, res, self.models[story.model], keep)
         except asyncio.CancelledError:
             return cancelled_record(story, self.models[story.model].endpoint)
 
@@ -177,7 +181,11 @@ class Sender:
         try:
             run = self.w.run
             story.res = res = await client.attempt(
-                body, stream=run.stream, timeout=run.timeout, save_text=self.w.output.save_text
+                body,
+                stream=streams(m.api, run.stream),
+                timeout=run.timeout,
+                save_text=self.save_text or story.prompt.keep_text,
+                api=m.api,
             )
             adapted = res.status == 400 and self.bodies.adapt(m.name, res, body)
             if res.unstreamed and m.endpoint not in self._unstreamed:
@@ -225,7 +233,8 @@ def finished_record(story: Story, res: AttemptResult, m: ModelConfig, save_text:
     estimated = False
     if res.input_tokens is None:
         estimated = True
-        input_tokens = math.ceil(prompt.input_chars / 4)
+        counted = prompt.input_tokens  # by [prompts] tokenizer
+        input_tokens = math.ceil(prompt.input_chars / 4) if counted is None else counted
     else:
         input_tokens = res.input_tokens
     if res.output_tokens is None:

@@ -117,13 +117,17 @@ class _Events:
         delta = c0.get("delta")
         if delta:
             piece = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
-            if piece or delta.get("tool_calls"):
-                if not self.n:
-                    self.first = now
-                self.last = now
-                self.n += 1
-                if self.parts is not None and isinstance(piece, str):
-                    self.parts.append(piece)
+            counts = piece or delta.get("tool_calls")
+        else:  # a text completion's chunk carries "text" and no delta
+            piece = c0.get("text") if delta is None else None
+            counts = piece
+        if counts:
+            if not self.n:
+                self.first = now
+            self.last = now
+            self.n += 1
+            if self.parts is not None and isinstance(piece, str):
+                self.parts.append(piece)
         if c0.get("finish_reason"):
             self.finished = True
 
@@ -304,10 +308,29 @@ async def _read_json(resp: httpx2.Response, res: AttemptResult, t0: float, save_
     _usage(obj, res)
     text = ""
     if obj["choices"]:
-        msg = obj["choices"][0].get("message") or {}
-        text = msg.get("content") or msg.get("reasoning_content") or ""
+        c0 = obj["choices"][0]
+        msg = c0.get("message") or {}
+        text = msg.get("content") or msg.get("reasoning_content") or c0.get("text") or ""
     res.content_chunks = 1 if text else 0
     if save_text:
         res.text = text
     if res.output_tokens is None:
         res.extra["estimated_output"] = max(1, round(len(text) / 4)) if text else 0
+
+
+async def _read_embeddings(resp: httpx2.Response, res: AttemptResult, t0: float, save_text: bool) -> None:
+    """An embeddings answer: latency and input tokens (`usage.prompt_tokens`), no output tokens;
+    with `save_text` its vectors as a JSON array (one per input) for `batch_output`."""
+    raw = await resp.aread()
+    res.latency_ms = (time.perf_counter() - t0) * 1000.0
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise _BadResponse("bad_response", f"malformed JSON body: {raw[:80]!r}") from None
+    data = obj.get("data") if isinstance(obj, dict) else None
+    if not isinstance(data, list) or not all(isinstance(d, dict) for d in data):
+        raise _BadResponse("bad_response", f"unexpected embeddings body: {raw[:80]!r}")
+    _usage(obj, res)
+    res.output_tokens = 0
+    if save_text:
+        res.text = orjson.dumps([d.get("embedding") for d in data]).decode()

@@ -6,7 +6,9 @@ journal holds what each request came to (text, token counts, error), so the outp
 it after the run: one line per request, in journal order, successes in `batch_output` and
 failures in the errors file next to it, as the Batch API splits them. The journal is read twice,
 line by line (the second time only to write), so a million requests take no more memory than
-the few ids journaled more than once (`--resume` re-runs).
+the few ids journaled more than once (`--resume` re-runs). Each answer's body is shaped as its
+model's API answers (`[[models]] api`): a chat completion, a text completion, or embeddings (the
+vectors the journal's `text` holds when `save_text` is on, else none).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import os
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -44,28 +46,50 @@ def _short_hash(*parts: str) -> str:
     return hashlib.blake2b("\x00".join(parts).encode(), digest_size=12).hexdigest()
 
 
-def batch_line(rec: dict[str, Any], run: str) -> tuple[bool, bytes]:
-    """(ok, the Batch output line) for one journal record."""
+def _answer(rec: dict[str, Any], run: str, api: str) -> dict[str, Any]:
+    """The response body of an answered request, as its API shapes it."""
+    rid = rec["id"]
+    pt, ct = int(rec.get("input_tokens") or 0), int(rec.get("output_tokens") or 0)
+    if api == "embeddings":
+        try:
+            vectors = orjson.loads(rec["text"]) if isinstance(rec.get("text"), str) else [None]
+        except orjson.JSONDecodeError:
+            vectors = [None]
+        return {
+            "object": "list",
+            "data": [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)],
+            "model": rec.get("model"),
+            "usage": {"prompt_tokens": pt, "total_tokens": pt},
+        }
+    if api == "completions":
+        choice: dict[str, Any] = {
+            "index": 0,
+            "text": rec.get("text"),
+            "logprobs": None,
+            "finish_reason": None,
+        }
+        head = {"id": f"cmpl-{_short_hash(run, rid, 'completion')}", "object": "text_completion"}
+    else:
+        message = {"role": "assistant", "content": rec.get("text")}
+        choice = {"index": 0, "message": message, "finish_reason": None}
+        head = {"id": f"chatcmpl-{_short_hash(run, rid, 'completion')}", "object": "chat.completion"}
+    return {
+        **head,
+        "created": int(rec.get("t_sent") or 0),
+        "model": rec.get("model"),
+        "choices": [choice],
+        "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct},
+    }
+
+
+def batch_line(rec: dict[str, Any], run: str, api: str = "chat") -> tuple[bool, bytes]:
+    """(ok, the Batch output line) for one journal record of a model called on `api`."""
     rid = rec["id"]
     line: dict[str, Any] = {"id": f"batch_req_{_short_hash(run, rid)}", "custom_id": rid}
     request_id = f"req_{_short_hash(run, rid, 'request')}"
     err = rec.get("error")
     if rec.get("status") == "ok":
-        pt, ct = int(rec.get("input_tokens") or 0), int(rec.get("output_tokens") or 0)
-        body = {
-            "id": f"chatcmpl-{_short_hash(run, rid, 'completion')}",
-            "object": "chat.completion",
-            "created": int(rec.get("t_sent") or 0),
-            "model": rec.get("model"),
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": rec.get("text")},
-                    "finish_reason": None,
-                }
-            ],
-            "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct},
-        }
+        body = _answer(rec, run, api)
         line["response"] = {"status_code": 200, "request_id": request_id, "body": body}
         line["error"] = None
         return True, orjson.dumps(line) + b"\n"
@@ -80,12 +104,16 @@ def batch_line(rec: dict[str, Any], run: str) -> tuple[bool, bytes]:
     return False, orjson.dumps(line) + b"\n"
 
 
-def write_batch_output(journal: Path, output: Path, run: str) -> tuple[int, int]:
+def write_batch_output(
+    journal: Path, output: Path, run: str, apis: Mapping[str, str] | None = None
+) -> tuple[int, int]:
     """Write the Batch output and errors files from `journal`: (successes, failures) written.
 
     A request journaled more than once (re-run by `--resume`) is written once, as its last record
     says. `run` (the workload name) seeds the `batch_req_` and `req_` ids, so they are stable.
+    `apis`: each model's `api` (a model not in it is "chat").
     """
+    apis = apis or {}
     keys = array("q", (hash(r["id"]) for r in _records(journal)))
     twice = repeated(keys)
     last: dict[str, int] = {}
@@ -100,7 +128,7 @@ def write_batch_output(journal: Path, output: Path, run: str) -> tuple[int, int]
         for i, rec in enumerate(_records(journal)):
             if last and last.get(rec["id"], i) != i:
                 continue
-            ok, data = batch_line(rec, run)
+            ok, data = batch_line(rec, run, apis.get(str(rec.get("model")), "chat"))
             (good if ok else bad).write(data)
             n_ok += ok
             n_err += not ok

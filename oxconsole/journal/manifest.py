@@ -23,7 +23,7 @@ from oxconsole.idset import IdSet
 from oxconsole.journal.journal import Journal
 from oxconsole.journal.meta import manifest_path as manifest_path
 from oxconsole.journal.meta import read_manifest, write_manifest_data
-from oxconsole.workload import Workload, WorkloadError, iter_prompts
+from oxconsole.workload import Workload, WorkloadError, iter_prompts, plans_to_toml, request_ids
 
 VERSION = 1
 
@@ -72,6 +72,20 @@ def write_manifest(w: Workload, results: Path, fp: dict[str, Any] | None = None)
     if results.exists() and results.stat().st_size > 0:
         old = read_manifest(results)
         data.update((k, old[k]) for k in KEPT if k in old)
+    if w.plans:
+        data["plans"] = plans_to_toml(w.plans)  # `oxconsole report` prices the journal under them
+    write_manifest_data(results, data)
+
+
+def record_plans(w: Workload, results: Path) -> None:
+    """A resumed run's plans replace those in its manifest: the whole journal's summary, and
+    `oxconsole report` after it, price it under the plans of its last session."""
+    data = read_manifest(results)
+    if data.get("plans") == (plans_to_toml(w.plans) if w.plans else None):
+        return
+    data.pop("plans", None)
+    if w.plans:
+        data["plans"] = plans_to_toml(w.plans)
     write_manifest_data(results, data)
 
 
@@ -90,6 +104,8 @@ def keep_slo(w: Workload, results: Path) -> None:
 
 def _base(i: str) -> str:
     head, sep, tail = i.rpartition("#")
+    if sep and tail[:1] == "t" and tail[1:].isdigit():  # a session's turn: "ID#n#tK" -> "ID#tK"
+        return _base(head) + sep + tail
     return head if sep and tail.isdigit() else i
 
 
@@ -163,7 +179,8 @@ def _check_ids_exist(w: Workload, done_ids: Iterable[str], cycling: bool, label:
         for p in iter_prompts(w):
             if cycling and not p.id.endswith("#1"):
                 break  # one pass of base ids is all a cycling run has
-            yield _base(p.id) if cycling else p.id
+            for rid in request_ids(p):
+                yield _base(rid) if cycling else rid
 
     current = IdSet(current_ids())
     missing = 0
@@ -196,6 +213,7 @@ def open_journal(
         if not manifest_path(results).exists():
             write_manifest(w, results)
         keep_slo(w, results)
+        record_plans(w, results)
     else:
         write_manifest(w, results)
     return Journal(results, on_failure), notes

@@ -10,11 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.goodput import goodput_entry
 from oxconsole.metrics.histogram import LogHistogram
+from oxconsole.metrics.packing import PackCounts, packing_block
+from oxconsole.metrics.plans import Usage, cost_block, model_cost_block
+
+if TYPE_CHECKING:
+    from oxconsole.workload.plans import PricePlan
 
 __all__ = [
     "METRICS",
@@ -58,8 +63,10 @@ class RunStats:
         "latency",
         "left",
         "ok",
+        "ok_input_tokens",
         "ok_output_tokens",
         "output_tokens",
+        "packs",
         "per_model",
         "queue",
         "retried",
@@ -80,6 +87,7 @@ class RunStats:
         self.retried = 0
         self.input_tokens = 0
         self.output_tokens = 0
+        self.ok_input_tokens = 0
         self.ok_output_tokens = 0
         self.cost = 0.0
         self.backoff_ms = 0.0
@@ -95,6 +103,8 @@ class RunStats:
         self.judged = 0
         """Requests whose record carries `slo_ok` (`[slo]` judged them); `good`: those that met it."""
         self.good = 0
+        self.packs = PackCounts()
+        """Tasks sent in packs (`[packing]`): the summary's `packing` block."""
 
     def hist(self, metric: str) -> LogHistogram:
         if metric == "latency_ms":
@@ -137,6 +147,7 @@ class RunStats:
         self.tokens_source[src] = self.tokens_source.get(src, 0) + 1
         if rec.status == "ok":
             self.ok += 1
+            self.ok_input_tokens += rec.input_tokens
             self.ok_output_tokens += rec.output_tokens
         else:
             self.error += 1
@@ -150,6 +161,8 @@ class RunStats:
         if rec.backoff_ms:
             self.backoff_ms += rec.backoff_ms
             self.backoff_requests += 1
+        if rec.pack is not None:
+            self.packs.count(rec)
         if rec.attempt_errors:
             ae = self.attempt_errors
             for cls, n in rec.attempt_errors.items():
@@ -174,21 +187,27 @@ class RunStats:
             "output_tokens_per_s": round(self.ok_output_tokens / duration_s, 3),
         }
 
-    def model_block(self, duration_s: float, slo_target: float | None = None) -> dict[str, Any]:
+    def usage(self) -> Usage:
+        """What a price plan bills of these requests (`metrics/plans.py`)."""
+        return Usage(self.ok, self.ok_input_tokens, self.ok_output_tokens, self.total)
+
+    def model_block(
+        self,
+        duration_s: float,
+        slo_target: float | None = None,
+        name: str = "",
+        plans: Mapping[str, PricePlan] | None = None,
+    ) -> dict[str, Any]:
         return {
             "requests": self.requests_block(),
             "throughput": self.throughput_block(duration_s),
             "latency_ms": timing(self.latency),
             "ttft_ms": timing(self.ttft),
             "itl_ms": timing(self.itl),
-            "cost": {"total": _money(self.cost)},
+            "cost": model_cost_block(self.cost, self.total, name, self.usage(), plans),
             "tokens": {"input": self.input_tokens, "output": self.output_tokens},
             **goodput_entry(self.good, self.judged, duration_s, slo_target),
         }
-
-
-def _money(v: float) -> float:
-    return round(v, 9)
 
 
 def timing(h: LogHistogram) -> dict[str, float | None]:
@@ -221,6 +240,8 @@ class Tally:
         return st
 
     def count(self, rec: RequestRecord) -> None:
+        if rec.warmup:  # [[stages]] warm-up: journaled, left out of the figures
+            return
         self.overall.record(rec)
         self.of(rec.model).record(rec)
         if rec.models_tried:
@@ -272,6 +293,8 @@ def build_summary(
     attempt_details: Mapping[str, str] | None = None,
     sessions: int = 1,
     slo_target: float | None = None,
+    plans: Mapping[str, PricePlan] | None = None,
+    packing_size: int | None = None,
 ) -> dict[str, Any]:
     """The summary object of the contract (plus ``attempt_errors``, ``error_details``,
     ``tokens_source``, ``phases``).
@@ -281,7 +304,10 @@ def build_summary(
     first details of failed attempts (the journal does not keep them), used for classes no request
     ended in. ``sessions``: how many sessions wrote the requests counted (a live collector's are
     one session's). ``slo_target``: the `[slo]` target, for each `goodput` block (metrics/goodput.py).
+    ``plans``: what-if price plans, priced in ``cost.plans`` (`metrics/plans.py`).
+    ``packing_size``: the run's `[packing] size` (None: the largest pack recorded).
     """
+    models = [(m, st) for m, st in models if st.total or st.left]
     attempt_errors = dict(overall.attempt_errors)
     for cls, n in (live_attempt_errors or {}).items():
         if n:
@@ -300,7 +326,7 @@ def build_summary(
         "queue_ms": timing(overall.queue),
         "tokens": {"input": overall.input_tokens, "output": overall.output_tokens},
         "tokens_source": {"usage": src.get("usage", 0), "estimate": src.get("estimate", 0)},
-        "cost": {"total": _money(overall.cost)},
+        "cost": cost_block(overall.cost, overall.total, {m: st.usage() for m, st in models}, plans),
         "errors": dict(sorted(overall.errors.items())),
         "attempt_errors": dict(sorted(attempt_errors.items())),
         "error_details": error_details(overall.error_detail, attempt_details),
@@ -312,7 +338,8 @@ def build_summary(
             if overall.backoff_requests
             else 0.0,
         },
-        "models": {m: st.model_block(duration_s, slo_target) for m, st in models if st.total or st.left},
+        "models": {m: st.model_block(duration_s, slo_target, m, plans) for m, st in models},
         "changes": [dict(c) for c in changes],
         "phases": [dict(p) for p in phases],
+        **packing_block(overall.packs, overall.total, packing_size),
     }

@@ -12,6 +12,7 @@ from typing import Any
 
 from oxconsole.metrics.goodput import progress_part
 from oxconsole.metrics.snapshot import Snapshot
+from oxconsole.metrics.stages import stage_text
 
 
 def fmt_duration(s: float) -> str:
@@ -73,6 +74,8 @@ def change_text(c: Mapping[str, Any], arrow: str = " → ", unlimited: str = "un
         return "paused" if to else "resumed"
     if what == "auto":
         return "auto concurrency on" if to else "auto concurrency off"
+    if what == "stage" and isinstance(to, int):  # [[stages]] boundary: shown 1-based, as the console
+        return f"stage {to + 1}"
     model = f" {c['model']}" if c.get("model") is not None else ""
     return f"{what}{model} {frm}{arrow}{to}"
 
@@ -115,6 +118,10 @@ def progress_line(s: Snapshot) -> str:
     if g.state == "paused":
         parts.append("PAUSED")
     eta = eta_seconds(s)
+    if s.stage is not None:  # [[stages]]: which one, and the run ends after the last
+        parts.append(stage_text(s.stage, s.elapsed_s))
+        left = max(0.0, float(s.stage["total_s"]) - s.elapsed_s)
+        eta = left if eta is None else min(eta, left)
     if eta is not None:
         parts.append(f"ETA {fmt_duration(eta)}")
     return " | ".join(parts)

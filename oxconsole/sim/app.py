@@ -4,7 +4,8 @@ Why this module exists: load tests, the engine's own tests and client benchmarks
 behaviour is known exactly — when the first token leaves, how fast tokens follow, how many requests
 are served at once, which requests fail and how. Real endpoints give none of that, so the simulator
 serves `/v1/chat/completions` (and the legacy text `/v1/completions`, same profiles, faults and
-timing, for clients such as vLLM's ``bench serve``) from a `SimModelProfile` per model:
+timing, for clients such as vLLM's ``bench serve``; and `/v1/embeddings`, deterministic vectors
+answered `ttft` after admission, `embeddings.py`) from a `SimModelProfile` per model:
 
 * timing is scheduled against absolute loop times from admission (``t_admit + ttft + i/tps``), so with
   ``jitter = 0`` latency is exactly ``ttft + (n - 1)/tokens_per_s`` and timer error never accumulates
@@ -38,7 +39,9 @@ import orjson
 from aiohttp import web
 
 from oxconsole.gcpace import PacedGC
+from oxconsole.sim.embeddings import BAD_INPUT, dimensions, embedding_inputs, embeddings_body
 from oxconsole.sim.faults import arrival_faults, stream_faults
+from oxconsole.sim.packs import pack_pieces
 from oxconsole.sim.state import ModelState
 from oxconsole.sim.streams import Answer, Lateness, Trace, Writer, whole_stream
 from oxconsole.sim.wire import (
@@ -153,6 +156,34 @@ class SimState:
         openai``, guidellm's text_completions and the SDK's ``completions.create`` send them)."""
         return await self._handle(request, TEXT)
 
+    async def handle_embeddings(self, request: web.Request) -> web.StreamResponse:
+        """``POST /v1/embeddings``: one vector per input, sent `ttft` after admission."""
+        read = await self._read(request, CHAT)
+        if isinstance(read, web.Response):
+            return read
+        body = read[0]
+        inputs = embedding_inputs(body.get("input"))
+        dims = dimensions(body)
+        if inputs is None or dims is None:
+            return self._bad_request(BAD_INPUT if inputs is None else "dimensions must be an integer >= 1")
+        model = body.get("model")
+        ms = self.state_for(model if isinstance(model, str) else "")
+        ms.stats.received += 1
+        loop = asyncio.get_running_loop()
+        if ms.arrival_faults:
+            refused = await arrival_faults(request, ms, loop)
+            if refused is not None:
+                return refused
+        t_admit = loop.time() if ms.try_acquire() else await ms.acquire(loop)
+        try:
+            wait = t_admit + ms.profile.ttft * ms.factor() - loop.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            ms.stats.completed += 1
+            return json_response(200, orjson.dumps(embeddings_body(ms.name, inputs, dims)))
+        finally:
+            ms.release(loop)
+
     async def _handle(self, request: web.Request, kind: Kind) -> web.StreamResponse:
         """One request of either kind: read it, find its model, draw the arrival faults, plan the
         answer (drawing the stream faults), wait for a capacity slot, answer, give the slot back."""
@@ -225,7 +256,7 @@ class SimState:
         created = int(time.time())
         if ans.stream:
             slot = rid + kind.slot_mid + b"%d" % created
-            if ms.zero_latency and not ans.faulty:
+            if ms.zero_latency and not ans.faulty and ans.pieces is None:
                 ms.stats.completed += 1
                 return whole_stream(ms, kind, slot, ans)
             resp = await self._writer.stream(request, ms, kind, t_admit, slot, ans, traced)
@@ -256,7 +287,10 @@ def _plan(body: dict[str, Any], prompt: tuple[int, str] | None, ms: ModelState) 
     opts = body.get("stream_options")
     include_usage = prof.usage and stream and isinstance(opts, dict) and opts.get("include_usage") is True
     abort, malformed = stream_faults(ms) if ms.stream_faults else (False, False)
-    return Answer(n, finish, prompt_tokens, stream, include_usage, abort, malformed)
+    pieces = pack_pieces(body.get("messages"), ms, max_tokens) if prompt is None else None
+    if pieces is not None:  # a pack: its sections, with the pack's total output
+        n, finish = len(pieces), "stop"
+    return Answer(n, finish, prompt_tokens, stream, include_usage, abort, malformed, pieces)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -274,6 +308,7 @@ def build_app(
     app[SIM_STATE] = state
     app.router.add_post("/v1/chat/completions", state.handle_chat)
     app.router.add_post("/v1/completions", state.handle_completions)
+    app.router.add_post("/v1/embeddings", state.handle_embeddings)
     app.router.add_get("/v1/models", state.handle_models)
     app.router.add_get("/v1/models/{model:.+}", state.handle_model)
     app.router.add_get("/health", state.handle_health)

@@ -5,11 +5,13 @@ Why this module exists: teams keep their batch jobs as Batch API input files
 given, to the model its `model` names in `[[models]]`, with `custom_id` as the request id, so
 the same file measures an endpoint live and, with `[output] batch_output`, gives the Batch
 output file back. Each line is checked on its own and a bad one is named with what is wrong.
+A line's `url` says which API it is for (`/v1/chat/completions`, `/v1/completions`,
+`/v1/embeddings`); the model its body names must be called on that API (`[[models]] api`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +20,10 @@ import orjson
 from oxconsole.workload.errors import did_you_mean, error, fail
 from oxconsole.workload.schema import Prompt
 
-URLS = ("/v1/chat/completions",)
-"""The Batch API urls a line may name (completions and embeddings are not run yet)."""
+URLS = {"/v1/chat/completions": "chat", "/v1/completions": "completions", "/v1/embeddings": "embeddings"}
+"""The Batch API urls a line may name, and the `[[models]] api` each is called on."""
+_TEXT_KEYS = {"completions": "prompt", "embeddings": "input"}
+"""The body field carrying the text of a completions or embeddings line."""
 
 
 def _content_chars(messages: list[Any]) -> int:
@@ -33,8 +37,9 @@ def _content_chars(messages: list[Any]) -> int:
     return n
 
 
-def parse_batch_line(line: bytes, where: str, label: str, models: Collection[str]) -> Prompt:
-    """One Batch input line as a prompt carrying its body; WorkloadError naming the line otherwise."""
+def parse_batch_line(line: bytes, where: str, label: str, models: Mapping[str, str]) -> Prompt:
+    """One Batch input line as a prompt carrying its body; WorkloadError naming the line otherwise.
+    `models`: each model's name -> its api."""
     try:
         obj = orjson.loads(line)
     except orjson.JSONDecodeError as e:
@@ -57,6 +62,16 @@ def parse_batch_line(line: bytes, where: str, label: str, models: Collection[str
         hint = did_you_mean(model, models) if type(model) is str else None
         what = "the name of a model in [[models]]" + (f' (did you mean "{hint}"?)' if hint else "")
         fail(label, f"{where}: body.model", what, model)
+    api = URLS[url]
+    if models[model] != api:
+        fail(
+            label,
+            f"{where}: url",
+            f'"{_url_of(models[model])}" (model {model} has api = "{models[model]}")',
+            url,
+        )
+    if api != "chat":
+        return _text_line(cid, body, model, api, label, where)
     messages = body.get("messages")
     if type(messages) is not list or not messages or any(type(m) is not dict for m in messages):
         fail(label, f"{where}: body.messages", 'a non-empty array of {"role", "content"} objects', messages)
@@ -72,7 +87,45 @@ def parse_batch_line(line: bytes, where: str, label: str, models: Collection[str
     )
 
 
-def batch_prompts(path: Path, label: str, models: Collection[str]) -> Iterator[tuple[str, Prompt]]:
+def _url_of(api: str) -> str:
+    return next(u for u, a in URLS.items() if a == api)
+
+
+def _text_chars(value: Any) -> int | None:
+    """Characters of a `prompt` / `input` (a string or a list of strings; token ids count 4 a
+    token, as estimates do); None when it is none of those."""
+    if isinstance(value, str):
+        return len(value) if value else None
+    if not isinstance(value, list) or not value:
+        return None
+    if all(type(t) is int for t in value):
+        return 4 * len(value)
+    if all(isinstance(x, str) and x for x in value):
+        return sum(len(x) for x in value)
+    if all(isinstance(x, list) and x and all(type(t) is int for t in x) for x in value):
+        return 4 * sum(len(x) for x in value)
+    return None
+
+
+def _text_line(cid: str, body: dict[str, Any], model: str, api: str, label: str, where: str) -> Prompt:
+    """A `/v1/completions` or `/v1/embeddings` line: its `prompt` or `input` checked."""
+    key = _TEXT_KEYS[api]
+    chars = _text_chars(body.get(key))
+    if chars is None:
+        what = "a non-empty string, an array of strings or of token ids"
+        fail(label, f"{where}: body.{key}", what, body.get(key))
+    cap = body.get("max_tokens") if api == "completions" else None
+    return Prompt(
+        cid,
+        [],
+        model=model,
+        max_tokens=cap if type(cap) is int and cap > 0 else None,
+        input_chars=chars or 0,
+        body=body,
+    )
+
+
+def batch_prompts(path: Path, label: str, models: Mapping[str, str]) -> Iterator[tuple[str, Prompt]]:
     """(where, prompt) for every non-blank line of the file, streamed."""
     with open(path, "rb") as f:
         for lineno, line in enumerate(f, 1):

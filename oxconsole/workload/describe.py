@@ -12,8 +12,11 @@ import os
 
 from oxconsole.workload.errors import did_you_mean
 from oxconsole.workload.lengths import describe_length, fmt_stats
+from oxconsole.workload.packs import describe_packing
+from oxconsole.workload.plans import describe_plans
 from oxconsole.workload.schema import RETRY_WORDS, PromptStats, Workload, fill_results
 from oxconsole.workload.slo import slo_lines, slo_warnings
+from oxconsole.workload.stages import describe_stages
 from oxconsole.workload.values import fmt_duration
 
 
@@ -30,7 +33,11 @@ def describe(w: Workload, stats: PromptStats) -> str:
     lines += _routing_lines(w)
     lines += _run_lines(w)
     lines += slo_lines(w.slo)
-    warnings = _warnings(w, stats) + slo_warnings(w.slo, w.run.stream)
+    stage_lines, stage_warnings = describe_stages(w, stats.total_requests)
+    lines += stage_lines
+    lines += describe_plans(w.plans)
+    lines += describe_packing(w.packing)
+    warnings = _warnings(w, stats) + slo_warnings(w.slo, w.run.stream) + stage_warnings
     if warnings:
         lines += ["", "warnings"] + [f"  - {x}" for x in warnings]
     return "\n".join(lines) + "\n"
@@ -63,9 +70,12 @@ def _model_lines(w: Workload) -> list[str]:
     width = max(len(m.name) for m in w.models)
     for m in w.models:
         bits = [f"endpoint {m.endpoint}", f"weight {_fmt_num(m.weight)} ({m.weight / total_w:.0%})"]
-        bits.append(
-            f"{m.max_tokens_param} {m.max_tokens}" if m.max_tokens is not None else "max_tokens not sent"
-        )
+        if m.api != "chat":
+            bits.insert(0, f"api {m.api} (/{m.api})")
+        if m.api != "embeddings":  # (an embedding has no output to cap)
+            bits.append(
+                f"{m.max_tokens_param} {m.max_tokens}" if m.max_tokens is not None else "max_tokens not sent"
+            )
         if m.temperature is not None:
             bits.append(f"temperature {_fmt_num(m.temperature)}")
         if m.ignore_eos:
@@ -108,6 +118,14 @@ def _prompt_lines(w: Workload, stats: PromptStats) -> list[str]:
     ]
     if stats.skipped:
         lines.append(f"  skipped: {stats.skipped} conversations without a human turn and an answer")
+    if pc.tokenizer is not None:
+        what = "synthetic prompts cut to exactly their tokens; " if pc.synthetic is not None else ""
+        lines.append(f"  tokenizer: {pc.tokenizer} ({what}input tokens counted with it, not estimated)")
+    if stats.sessions:
+        lines.append(
+            f"  {stats.sessions} multi-turn session{'s' if stats.sessions != 1 else ''}, {stats.turns} turns "
+            "(each turn sent after the answer to the one before, with the whole history)"
+        )
     for what, ls in (("input tokens", stats.input_lengths), ("max_tokens", stats.output_lengths)):
         if ls is not None:
             drawn = f" (the first {ls.count:_} prompts)" if ls.count < stats.count else ""

@@ -12,6 +12,7 @@ import itertools
 import random
 from array import array
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -29,6 +30,7 @@ from oxconsole.workload.schema import (
     WorkloadError,
 )
 from oxconsole.workload.sources import check_records, records
+from oxconsole.workload.tokens import Counter, counter, exact_text
 
 _WORD_TEXT = (
     "time year people way day man thing woman life child world school state family student group "
@@ -76,13 +78,27 @@ def _content_chars(content: Any) -> int:
 
 
 _LineParts = tuple[str, str | None, str | None, int | None, Any]
-"""(id, tag, model, max_tokens, prompt string or messages list)"""
+"""(id, tag, model, max_tokens, prompt string, messages list or a session's turns tuple)"""
+
+
+def _line_turns(turns: Any, label: str, where: str) -> tuple[str, ...]:
+    """A session's `"turns"`: a non-empty array of non-empty strings."""
+    if type(turns) is not list or not turns:
+        fail(label, f"{where}: turns", "a non-empty array of strings (the user's turns)", turns)
+    for j, t in enumerate(turns):
+        if type(t) is not str or not t:
+            fail(label, f"{where}: turns.{j}", "a non-empty string", t)
+    return tuple(turns)
 
 
 def _line_body(obj: dict[str, Any], label: str, where: str) -> Any:
-    """What a line sends: its "prompt" string or its "messages" array, checked."""
+    """What a line sends: its "prompt" string, its "messages" array or its "turns", checked."""
     prompt = obj.get("prompt")
     messages = obj.get("messages")
+    if "turns" in obj:
+        if prompt is not None or messages is not None:
+            raise error(label, where, 'only one of "prompt", "messages" or "turns"', "more than one")
+        return _line_turns(obj["turns"], label, where)
     if prompt is not None:
         if messages is not None:
             raise error(label, where, 'only one of "prompt" or "messages"', "both")
@@ -100,7 +116,8 @@ def _line_body(obj: dict[str, Any], label: str, where: str) -> Any:
                 fail(label, f"{where}: messages.{j}.content", "a string or an array of content parts", c)
         return messages
     keys = ", ".join(f'"{k}"' for k in list(obj)[:6]) or "no keys"
-    raise error(label, where, 'a JSON object with "prompt" or "messages"', f"an object with {keys}")
+    what = 'a JSON object with "prompt" or "messages" (or "turns": a multi-turn session)'
+    raise error(label, where, what, f"an object with {keys}")
 
 
 def _parse_line(line: bytes, lineno: int, label: str, models: frozenset[str]) -> _LineParts:
@@ -169,6 +186,34 @@ def _file_lines(w: Workload) -> Iterator[tuple[int, bytes]]:
 
 
 def _one_pass(w: Workload, suffix: str) -> Iterator[Prompt]:
+    """One pass over the prompts; with `[prompts] tokenizer` each counted (synthetic ones cut) by it."""
+    count = counter(w.prompts.tokenizer)
+    if count is None or w.prompts.synthetic is not None:
+        yield from _source_pass(w, suffix)
+        return
+    for p in _source_pass(w, suffix):
+        yield dataclasses.replace(p, input_tokens=_prompt_tokens(count, p))
+
+
+def _prompt_tokens(count: Counter, p: Prompt) -> int:
+    """A prompt's input tokens: of each message's text, or of a Batch line's prompt / input."""
+    if not p.messages and p.body is not None:
+        value = p.body.get("prompt", p.body.get("input"))
+        texts = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+        return sum(count(x) if isinstance(x, str) else len(x) if isinstance(x, list) else 1 for x in texts)
+    total = 0
+    for m in p.messages:
+        c = m.get("content")
+        if isinstance(c, str):
+            total += count(c)
+        elif isinstance(c, list):
+            total += sum(
+                count(x["text"]) for x in c if isinstance(x, dict) and isinstance(x.get("text"), str)
+            )
+    return total
+
+
+def _source_pass(w: Workload, suffix: str) -> Iterator[Prompt]:
     pc = w.prompts
     if pc.file is not None and pc.format != "jsonl":
         for _, p in records(w, _prompts_label(w)):
@@ -179,6 +224,10 @@ def _one_pass(w: Workload, suffix: str) -> Iterator[Prompt]:
         models = frozenset(m.name for m in w.models)
         for lineno, line in _file_lines(w):
             sid, tag, model, max_tokens, body = _parse_line(line, lineno, label, models)
+            if isinstance(body, tuple):  # a session: its first turn, the rest sent by the engine
+                first = [{"role": "user", "content": body[0]}]
+                yield Prompt(sid + suffix, first, tag, model, max_tokens, len(body[0]), turns=body)
+                continue
             if isinstance(body, str):
                 messages: list[dict[str, Any]] = [{"role": "user", "content": body}]
                 chars = len(body)
@@ -190,23 +239,48 @@ def _one_pass(w: Workload, suffix: str) -> Iterator[Prompt]:
         for i, text in enumerate(pc.items):
             yield Prompt(f"item-{i}{suffix}", [{"role": "user", "content": text}], input_chars=len(text))
     elif pc.synthetic is not None:
-        yield from _synthetic_pass(pc.synthetic, w.run.seed, suffix)
+        yield from _synthetic_pass(pc.synthetic, w.run.seed, suffix, pc.tokenizer)
 
 
-def _synthetic_pass(syn: SyntheticConfig, seed: int, suffix: str) -> Iterator[Prompt]:
+def _synthetic_pass(
+    syn: SyntheticConfig, seed: int, suffix: str, tokenizer: Path | None = None
+) -> Iterator[Prompt]:
     """One pass of synthetic prompts: lengths drawn in order (the same each pass), the shared prefix
-    first when there is one."""
-    prefix = _synthetic_text(seed, "prefix", syn.prefix_tokens) + " " if syn.prefix_tokens else ""
+    first when there is one. With a tokenizer each is cut to exactly its tokens (prefix included)."""
+    pre = syn.prefix_tokens
+    prefix = ""
+    if pre:
+        prefix = (
+            _synthetic_text(seed, "prefix", pre)
+            if tokenizer is None
+            else _exact(tokenizer, seed, "prefix", pre, "").rstrip()
+        )
+        prefix += " "
     ins = draws(syn.input_tokens, seed, "input")
     outs = draws(syn.output_tokens, seed, "output")
     for i in range(syn.count):
-        text = prefix + _synthetic_text(seed, i, next(ins))
+        n = next(ins)
+        if tokenizer is None:
+            text, tokens = prefix + _synthetic_text(seed, i, n), None
+        else:
+            text, tokens = _exact(tokenizer, seed, i, pre + n, prefix), pre + n
         yield Prompt(
             f"syn-{i}{suffix}",
             [{"role": "user", "content": text}],
             max_tokens=next(outs),
             input_chars=len(text),
+            input_tokens=tokens,
         )
+
+
+def _exact(tokenizer: Path, seed: int, index: int | str, n: int, prefix: str) -> str:
+    """Synthetic text of exactly `n` tokens (the prefix's included) by the tokenizer."""
+    guess = 2 * n
+    while True:
+        text = exact_text(tokenizer, prefix + _synthetic_text(seed, index, guess), n)
+        if text is not None:
+            return text
+        guess *= 2
 
 
 def _count_one_pass(w: Workload) -> int:
@@ -252,19 +326,33 @@ def iter_prompts(w: Workload) -> Iterator[Prompt]:
         n += 1
 
 
+def turn_id(prompt_id: str, k: int) -> str:
+    """The request id of a session's turn k (from 1): the prompt's id and `#tK`."""
+    return f"{prompt_id}#t{k}"
+
+
+def request_ids(p: Prompt) -> Iterator[str]:
+    """The ids of the requests a prompt gives: its own, or each of a session's turns."""
+    if p.turns is None:
+        yield p.id
+    else:
+        for k in range(1, len(p.turns) + 1):
+            yield turn_id(p.id, k)
+
+
 def check_prompts(w: Workload) -> PromptStats:
     """Validate the whole prompt source before anything is sent; count prompts, tags and pinned models."""
     pc, run = w.prompts, w.run
     tags: frozenset[str] = frozenset()
     pinned: frozenset[str] = frozenset()
     lengths: tuple[LengthStats | None, LengthStats | None] = (None, None)
-    skipped = 0
+    skipped = sessions = turns = 0
     if pc.file is not None and pc.format != "jsonl":
         found = check_records(w, _prompts_label(w))
         count, skipped, pinned = found.count, found.skipped, found.models
         lengths = (found.input_lengths, found.output_lengths)
     elif pc.file is not None:
-        count, tags, pinned = _check_jsonl(w)
+        count, tags, pinned, (sessions, turns) = _check_jsonl(w)
     else:
         count = _count_one_pass(w)
         if pc.synthetic is not None:
@@ -274,7 +362,7 @@ def check_prompts(w: Workload) -> PromptStats:
     elif run.duration > 0:
         total = None
     else:
-        total = count * pc.repeat
+        total = (count - sessions + turns) * pc.repeat  # a session sends one request a turn
     return PromptStats(
         count=count,
         total_requests=total,
@@ -283,11 +371,14 @@ def check_prompts(w: Workload) -> PromptStats:
         input_lengths=lengths[0],
         output_lengths=lengths[1],
         skipped=skipped,
+        sessions=sessions,
+        turns=turns,
     )
 
 
-def _check_jsonl(w: Workload) -> tuple[int, frozenset[str], frozenset[str]]:
-    """Every line of a JSONL prompts file checked: (prompts, tags, models pinned by lines)."""
+def _check_jsonl(w: Workload) -> tuple[int, frozenset[str], frozenset[str], tuple[int, int]]:
+    """Every line of a JSONL prompts file checked: (prompts, tags, models pinned by lines,
+    (sessions, their turns))."""
     tags: set[str] = set()
     pinned: set[str] = set()
     label = _prompts_label(w)
@@ -296,10 +387,13 @@ def _check_jsonl(w: Workload) -> tuple[int, frozenset[str], frozenset[str]]:
     # strings); the few lines whose hashes repeat are then compared by their ids.
     keys = array("q")
     key = keys.append
-    count = 0
+    count = sessions = turns = 0
     for lineno, line in _file_lines(w):
-        sid, tag, model, _, _ = _parse_line(line, lineno, label, models)
+        sid, tag, model, _, body = _parse_line(line, lineno, label, models)
         count += 1
+        if isinstance(body, tuple):
+            sessions += 1
+            turns += len(body)
         if tag is not None:
             tags.add(tag)
         if model is not None:
@@ -308,7 +402,7 @@ def _check_jsonl(w: Workload) -> tuple[int, frozenset[str], frozenset[str]]:
     if count == 0:
         raise error(label, "", "at least one prompt (one JSON object a line)", "an empty file")
     _check_unique(w, keys, label, models)
-    return count, frozenset(tags), frozenset(pinned)
+    return count, frozenset(tags), frozenset(pinned), (sessions, turns)
 
 
 def _synthetic_stats(syn: SyntheticConfig, seed: int) -> tuple[LengthStats | None, LengthStats | None]:

@@ -12,11 +12,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from oxconsole.workload.plans import PricePlan
     from oxconsole.workload.slo import SloConfig
+    from oxconsole.workload.stages import Stage
 
 Arrival = Literal["closed", "constant", "poisson"]
 PromptsFormat = Literal["jsonl", "sharegpt", "openai-batch"]
 Strategy = Literal["weighted", "round_robin", "least_loaded"]
+Api = Literal["chat", "completions", "embeddings"]
+APIS: tuple[Api, ...] = ("chat", "completions", "embeddings")
+"""`[[models]] api`: the endpoint a model is called on (/chat/completions, /completions, /embeddings)."""
 
 DEFAULT_RETRY_ON: tuple[int | str, ...] = (429, 500, 502, 503, 504, "timeout", "connection", "stream")
 RETRY_WORDS = ("timeout", "connection", "stream")
@@ -164,6 +169,9 @@ class ModelConfig:
     """Fields added to every request body built for this model (a server's own parameters)."""
     ignore_eos: bool = False
     """Send `ignore_eos = true` (vLLM, SGLang): answers run to max_tokens."""
+    api: Api = "chat"
+    """The endpoint the model is called on: "chat" (/chat/completions), "completions"
+    (/completions, the prompt as text) or "embeddings" (/embeddings: not streamed, no output)."""
 
 
 Dist = Literal["normal", "lognormal", "uniform"]
@@ -209,6 +217,9 @@ class PromptsConfig:
     """Generated prompts (ids syn-0, syn-1, ...), deterministic from run.seed."""
     repeat: int = 1
     """Passes over the whole prompt sequence."""
+    tokenizer: Path | None = None
+    """A Hugging Face tokenizer.json (resolved against the workload's folder): exact token counts
+    for synthetic prompts and estimates; None = about 4 characters a token."""
 
 
 @dataclass(frozen=True)
@@ -273,6 +284,8 @@ class SimModelProfile:
     """Seconds a stalled request waits before answering."""
     usage: bool = True
     """Send `usage` when the client asks for it; false mimics llama.cpp's server (none in streams)."""
+    pack_error_rate: float = 0.0
+    """Fraction of packed requests answered with one section missing (the client must re-send)."""
     knee: float = 0.0
     """Load curve: the batch (requests in service, itself included) at which ttft and every token
     gap are twice the profile's; 0 = no curve, flat until `capacity` (see oxconsole/sim/curve.py)."""
@@ -297,6 +310,24 @@ class Prompt:
     body: dict[str, Any] | None = None
     """A request body to send as given (an OpenAI Batch input line's), its model set to the model's
     name; None = the body is built from `messages` and the model's settings."""
+    turns: tuple[str, ...] | None = None
+    """A multi-turn session's user turns (a prompts line's `"turns"`): the engine sends them one
+    by one, each with the whole history (`engine/sessions.py`); None = a single request."""
+    input_tokens: int | None = None
+    """Its input tokens counted by `[prompts] tokenizer`; None = estimated from `input_chars`."""
+    keep_text: bool = False
+    """Read the answer's text even when `save_text` is off (a session's turn: the next turn's
+    history needs it)."""
+
+
+@dataclass(frozen=True)
+class PackingConfig:
+    size: int = 1
+    """Tasks per request; 1 = off."""
+    max_input_tokens: int = 0
+    """Also close a pack before its estimated input tokens pass this; 0 = no cap."""
+    tags: tuple[str, ...] = ()
+    """Pack only prompts with one of these tags (others go alone); empty = all."""
 
 
 @dataclass(frozen=True)
@@ -318,6 +349,12 @@ class Workload:
     """The TOML document after --set overrides (used to write tuned workloads back)."""
     slo: SloConfig | None = None
     """[slo]: when a request is good and the share that must be (workload/slo.py); None = no SLO."""
+    stages: tuple[Stage, ...] = ()
+    """[[stages]]: the load shape, run in order (`workload/stages.py`); () = none."""
+    plans: dict[str, PricePlan] = field(default_factory=dict)
+    """[plans.NAME] what-if price tables (`workload/plans.py`), in file order."""
+    packing: PackingConfig = field(default_factory=PackingConfig)
+    """[packing]: several tasks per request (workload/packs.py)."""
 
     def model(self, name: str) -> ModelConfig:
         for m in self.models:
@@ -349,6 +386,10 @@ class PromptStats:
     skipped: int = 0
     """Entries of the file that give no prompt (ShareGPT conversations without a human turn and
     an answer)."""
+    sessions: int = 0
+    """Multi-turn sessions (prompts with `"turns"`) in one pass."""
+    turns: int = 0
+    """Their turns, all together (one request each)."""
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,11 @@ from oxconsole.workload import bounds as b
 from oxconsole.workload.autoconc import check_auto, parse_concurrency
 from oxconsole.workload.errors import Problems, did_you_mean, join_key, show
 from oxconsole.workload.lengths import parse_length
+from oxconsole.workload.packs import parse_packing
+from oxconsole.workload.plans import parse_plans
 from oxconsole.workload.requestkeys import ENV_NAME, extra_body, request_headers
 from oxconsole.workload.schema import (
+    APIS,
     RETRY_WORDS,
     Arrival,
     EndpointConfig,
@@ -40,9 +43,14 @@ from oxconsole.workload.schema import (
     split_host_port,
 )
 from oxconsole.workload.slo import parse_slo
+from oxconsole.workload.stages import parse_stages
+from oxconsole.workload.tokens import tokenizer_path
 from oxconsole.workload.values import Table, fmt_duration, is_int, is_num
 
-_TOP = ("name", "run", "output", "endpoints", "models", "prompts", "routing", "retry", "sim", "slo")
+_TOP = (
+    "name", "run", "output", "endpoints", "models", "prompts", "routing", "retry", "sim", "slo",
+    "stages", "plans", "packing",
+)  # fmt: skip
 _RUN = (
     "concurrency", "rate", "burst", "tpm", "arrival", "requests", "duration",
     "timeout", "stream", "seed", "workers", "grace", "concurrency_max",
@@ -52,8 +60,9 @@ _ENDPOINT = ("base_url", "api_key_env", "max_connections", "insecure", "headers"
 _MODEL = (
     "name", "endpoint", "weight", "max_tokens", "max_tokens_param", "temperature",
     "price_per_request", "price_per_1m_input", "price_per_1m_output", "extra_body", "ignore_eos",
+    "api",
 )  # fmt: skip
-_PROMPTS = ("file", "format", "items", "synthetic", "repeat")
+_PROMPTS = ("file", "format", "items", "synthetic", "repeat", "tokenizer")
 _SYNTHETIC = ("count", "input_tokens", "output_tokens", "prefix_tokens")
 _ROUTING = ("strategy", "rules")
 _RULE = ("tag", "models", "fallback")
@@ -62,7 +71,7 @@ _SIM = ("models",)
 _PROFILE = (
     "ttft", "tokens_per_s", "output_tokens", "capacity", "jitter", "error_rate", "rate_limit",
     "retry_after", "throttle_rate", "reset_rate", "abort_rate", "malformed_rate", "stall_rate", "stall",
-    "usage", "knee", "knee_power",
+    "usage", "pack_error_rate", "knee", "knee_power",
 )  # fmt: skip
 
 _ELSEWHERE: dict[str, str] = {}
@@ -236,6 +245,7 @@ def _parse_models(errs: Problems, data: Any, endpoints: Collection[str] | None) 
             price_per_1m_output=t.num("price_per_1m_output", 0.0, b.MAX_PRICE, _PRICE),
             extra_body=extra_body(t),
             ignore_eos=t.bool_("ignore_eos", False),
+            api=t.enum("api", "chat", APIS),  # type: ignore[arg-type]
         )
         if name and not t.broken:
             out.append(model)
@@ -267,6 +277,7 @@ def _parse_prompts(errs: Problems, data: Any, base: Path) -> PromptsConfig:
         return PromptsConfig()
     sources = [k for k in ("file", "items", "synthetic") if t.has(k)]
     repeat = t.int_("repeat", 1, 1, b.MAX_COUNT, " (passes over the prompts)")
+    tok = tokenizer_path(t, base)
     if len(sources) != 1:
         errs.add(
             "prompts",
@@ -278,10 +289,10 @@ def _parse_prompts(errs: Problems, data: Any, base: Path) -> PromptsConfig:
     if t.has("format") and not t.has("file"):
         t.fail("format", "nothing without prompts.file (the format is that of the file)")
     if t.has("file"):
-        return PromptsConfig(file=_prompts_file(t, base), format=fmt, repeat=repeat)
+        return PromptsConfig(file=_prompts_file(t, base), format=fmt, repeat=repeat, tokenizer=tok)
     if t.has("items"):
         items = t.str_list("items", "prompt strings", allow_empty=False)
-        return PromptsConfig(items=tuple(items or ()), repeat=repeat)
+        return PromptsConfig(items=tuple(items or ()), repeat=repeat, tokenizer=tok)
     s = Table(errs, t.data["synthetic"], "prompts.synthetic", _SYNTHETIC, "prompts.synthetic")
     if not s.has("count") and not s.broken:
         s.required("count", "an integer >= 1")
@@ -291,7 +302,7 @@ def _parse_prompts(errs: Problems, data: Any, base: Path) -> PromptsConfig:
         output_tokens=parse_length(s, "output_tokens", 64),
         prefix_tokens=s.int_("prefix_tokens", 0, 0, b.MAX_TOKENS, " (tokens)"),
     )
-    return PromptsConfig(synthetic=syn, repeat=repeat)
+    return PromptsConfig(synthetic=syn, repeat=repeat, tokenizer=tok)
 
 
 def _prompts_file(t: Table, base: Path) -> Path | None:
@@ -442,6 +453,7 @@ def _sim_profile(p: Table) -> SimModelProfile:
         stall_rate=p.num("stall_rate", d.stall_rate, 1.0),
         stall=p.duration("stall", d.stall),
         usage=p.bool_("usage", d.usage),
+        pack_error_rate=p.num("pack_error_rate", d.pack_error_rate, 1.0),
         knee=p.num("knee", d.knee, b.MAX_CONCURRENCY, " (requests in service; 0 = no load curve)"),
         knee_power=_knee_power(p, d.knee_power),
     )
@@ -508,6 +520,9 @@ def build_workload(raw: dict[str, Any], path: Path, errs: Problems) -> Workload:
     retry = _parse_retry(errs, raw.get("retry", {}))
     sim = _parse_sim(errs, raw["sim"]) if "sim" in raw else {}
     slo = parse_slo(errs, raw.get("slo"))
+    stages = parse_stages(errs, raw.get("stages"), run.concurrency, run.rate, run.arrival != "closed")
+    plans = parse_plans(errs, raw.get("plans"), _model_names_in(raw.get("models")))
+    packing = parse_packing(errs, raw.get("packing", {}))
     check_auto(errs, raw, run.concurrency_auto, run.workers)
     if output.batch_output is not None and prompts.format != "openai-batch" and not errs.has("prompts"):
         errs.add(
@@ -529,4 +544,7 @@ def build_workload(raw: dict[str, Any], path: Path, errs: Problems) -> Workload:
         sim=sim,
         raw=raw,
         slo=slo,
+        stages=stages,
+        plans=plans,
+        packing=packing,
     )

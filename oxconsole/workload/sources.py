@@ -33,7 +33,7 @@ def records(w: Workload, label: str) -> Iterator[tuple[str, Prompt | None]]:
     if w.prompts.format == "sharegpt":
         yield from sharegpt_prompts(path, label)
     else:
-        yield from batch_prompts(path, label, frozenset(m.name for m in w.models))
+        yield from batch_prompts(path, label, {m.name: m.api for m in w.models})
 
 
 @dataclass(frozen=True)
