@@ -10,15 +10,23 @@ test reads is the run's own log of changes (`by = "auto"`), not a clock. Also: t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 
 import pytest
+from textual.binding import Binding
 
 from oxconsole.engine.commands import CommandError, SetAuto, SetConcurrency
+from oxconsole.metrics.format import change_text, progress_line
+from oxconsole.ui.dashboard import PALETTE, MainScreen
+from oxconsole.ui.lines import Palette
+from oxconsole.ui.panels.header import header_lines
+from oxconsole.ui.screens import KEYS
 from oxconsole.workload import WorkloadError, check_prompts, describe, load_workload
 
 from .conftest import WorkloadFactory
 from .support import engine_for, run, until
+from .ui_support import fixed_snapshot
 
 C = 8
 AUTO = """
@@ -134,3 +142,16 @@ def test_workload_errors_name_the_keys(tmp_path: Path) -> None:
 def test_validate_says_auto(make_workload: WorkloadFactory) -> None:
     w = make_workload(AUTO.format(duration="1s").replace("[run]", "[run]\nconcurrency_max = 64"))
     assert "concurrency auto (from 4 up to 64)" in describe(w, check_prompts(w))
+
+
+def test_the_console_shows_auto_beside_the_concurrency() -> None:
+    snap = fixed_snapshot()
+    auto = dataclasses.replace(snap, gauges=dataclasses.replace(snap.gauges, auto=True, concurrency=64))
+    title = header_lines(auto, Palette(), 80, name="d", state="running")[0].plain
+    assert "auto 64" in title
+    assert "auto" not in header_lines(snap, Palette(), 80, name="d", state="running")[0].plain
+    assert "/64 auto" in progress_line(auto)
+    assert change_text({"what": "auto", "from": True, "to": False}) == "auto concurrency off"
+    assert ("a", "app.auto") in {(b.key, b.action) for b in MainScreen.BINDINGS if isinstance(b, Binding)}
+    assert any(action == "app.auto" for _, _, action in PALETTE)
+    assert any(key == "a" for key, _ in KEYS)
