@@ -10,15 +10,23 @@ test reads is the run's own log of changes (`by = "auto"`), not a clock. Also: t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from pathlib import Path
 
 import pytest
+from textual.binding import Binding
 
 from oxconsole.engine.commands import CommandError, SetAuto, SetConcurrency
+from oxconsole.metrics.format import change_text, progress_line
+from oxconsole.ui.dashboard import PALETTE, MainScreen
+from oxconsole.ui.lines import Palette
+from oxconsole.ui.panels.header import header_lines
+from oxconsole.ui.screens import KEYS
 from oxconsole.workload import WorkloadError, check_prompts, describe, load_workload
 
 from .conftest import WorkloadFactory
 from .support import engine_for, run, until
+from .ui_support import fixed_snapshot
 
 C = 8
 AUTO = """
@@ -85,18 +93,18 @@ async def test_the_key_turns_auto_off_and_on_and_a_hand_on_the_limit_takes_over(
     e = engine_for(w)
     task = asyncio.ensure_future(run(w, e))
     await until(lambda: e.state == "running" and e.ok >= 4)
-    e.apply(SetConcurrency(5))  # `+`/`-`: auto off, the limit by hand
+    e.apply(SetConcurrency(5), by="key")  # `+`/`-`: auto off, the limit by hand
     assert not e.live.auto and e.slots.limit == 5
-    e.apply(SetAuto(True))  # `a`: on again, from where the limit is
+    e.apply(SetAuto(True), by="key")  # `a`: on again, from where the limit is
     assert e.live.auto and e.auto is not None and e.auto.ctl.limit == 5
     e.apply(SetAuto(False))
     await until(lambda: e.latest is not None and not e.latest.gauges.auto)
     e.request_stop()
     out = await task
     whats = [(c["what"], c.get("by"), c["to"]) for c in out.summary["changes"]]
-    # applied as a control command would be (the console passes by="key")
-    assert ("auto", "command", False) in whats and ("auto", "command", True) in whats
-    assert ("concurrency", "command", 5) in whats
+    assert whats[whats.index(("auto", "key", False)) + 1] == ("concurrency", "key", 5)
+    assert ("auto", "key", True) in whats and ("auto", "command", False) in whats
+    assert all(by == "auto" for what, by, _ in whats if what == "concurrency" and by != "key")
 
 
 @pytest.mark.asyncio
@@ -134,3 +142,16 @@ def test_workload_errors_name_the_keys(tmp_path: Path) -> None:
 def test_validate_says_auto(make_workload: WorkloadFactory) -> None:
     w = make_workload(AUTO.format(duration="1s").replace("[run]", "[run]\nconcurrency_max = 64"))
     assert "concurrency auto (from 4 up to 64)" in describe(w, check_prompts(w))
+
+
+def test_the_console_shows_auto_beside_the_concurrency() -> None:
+    snap = fixed_snapshot()
+    auto = dataclasses.replace(snap, gauges=dataclasses.replace(snap.gauges, auto=True, concurrency=64))
+    title = header_lines(auto, Palette(), 80, name="d", state="running")[0].plain
+    assert "auto 64" in title
+    assert "auto" not in header_lines(snap, Palette(), 80, name="d", state="running")[0].plain
+    assert "/64 auto" in progress_line(auto)
+    assert change_text({"what": "auto", "from": True, "to": False}) == "auto concurrency off"
+    assert ("a", "app.auto") in {(b.key, b.action) for b in MainScreen.BINDINGS if isinstance(b, Binding)}
+    assert any(action == "app.auto" for _, _, action in PALETTE)
+    assert any(key == "a" for key, _ in KEYS)

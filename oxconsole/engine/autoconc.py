@@ -21,7 +21,8 @@ A binary signal asks for AIMD's shape, with two changes that make it settle fast
 * **hold**: the limit stays; every `probe_after` good rounds it probes one step up (1/16 of the
   limit, at least 1). A good probe is kept (and the next step doubles); a bad probe goes back and
   doubles the wait before the next one (up to `max_wait` rounds), so a limit at the knee is probed
-  rarely. A bad round while holding (the server got slower) searches again from 80% of the limit
+  rarely. Two bad rounds in a row while holding (the server got slower; one may be noise on a busy
+  machine: one took a limit of 64 to 51) search again from 80% of the limit
   (AIMD's multiplicative decrease), again until a round is good, then bisecting.
 
 Increases are skipped while the run cannot use the limit (fewer than half of it in flight: a rate,
@@ -106,6 +107,8 @@ class AutoConcurrency:
         self._probe_base = probe_after
         self.max_wait = max_wait
         self._streak = 0
+        self._doubt = False
+        """While holding: the last round at the held limit was bad (one more bad one decreases)."""
         self._step = 0
         """While holding: the probe's step up (0 = not probing now)."""
         self._next_step = 0
@@ -195,6 +198,7 @@ class AutoConcurrency:
         self.phase = "hold"
         self._set(self.good_lo)
         self._streak = 0
+        self._doubt = False
         self._step = 0
         self._next_step = 0
 
@@ -215,11 +219,15 @@ class AutoConcurrency:
         if not ok:  # the held limit is bad now (the server got slower): search again below it
             if self.limit <= self.lo_bound:
                 return  # the floor: hold there whatever it gives
+            if not self._doubt:  # once may be noise (a pause on a busy machine): judge it again
+                self._doubt = True
+                return
             self.phase = "search"
             self.bad_hi = self.limit
             self.good_lo = None
             self._set(min(self.limit - 1, int(self.limit * DECREASE)))
             return
+        self._doubt = False
         self._streak += 1
         if self._streak >= self.probe_after and self.limit < self.hi_bound:
             base = max(1, self.limit // 16)

@@ -72,10 +72,10 @@ def change_text(c: Mapping[str, Any], arrow: str = " → ", unlimited: str = "un
         return f"{c.get('model', '?')} {'on' if to else 'off'}"
     if what == "paused":
         return "paused" if to else "resumed"
-    if what == "stage" and isinstance(to, int):  # [[stages]] boundary: shown 1-based, as the console
-        return f"stage {to + 1}"
     if what == "auto":
         return "auto concurrency on" if to else "auto concurrency off"
+    if what == "stage" and isinstance(to, int):  # [[stages]] boundary: shown 1-based, as the console
+        return f"stage {to + 1}"
     model = f" {c['model']}" if c.get("model") is not None else ""
     return f"{what}{model} {frm}{arrow}{to}"
 
