@@ -116,7 +116,7 @@ def test_projection_mixes_models_by_weight_and_is_the_total_at_the_end() -> None
     assert project(3.0, 10, 10, lambda m: None, {}) == pytest.approx(6.0)  # the run's own pace
     assert project(0.0, 0, 10, lambda m: None, {}) is None
     plan = PricePlan("flat", Prices(per_request=0.5))
-    usage = {"a": Usage(requests=8, input_tokens=0, output_tokens=0, finished=10)}
+    usage = {"a": Usage(requests=8, input_tokens=0, output_tokens=0, finished=10, ok=8)}
     (c,) = plan_costs([plan], usage, 10, 10, {"a": 1.0})
     assert (c.total, c.per_task, c.projected) == (4.0, 0.4, 8.0)  # two in ten failed: 0.4 a request
 
@@ -376,3 +376,61 @@ def test_the_example_compares_a_request_based_and_a_token_based_plan() -> None:
     assert w.plans["request-based"].prices("qwen-3-32b") == Prices(per_request=0.0005)  # --set reaches plans
     assert w.plans["token-based"].prices("deepseek-v4-flash") == Prices(0.0, 0.10, 0.40)
     assert load_plans(example) == load_workload(example).plans  # a workload is a plans file too
+
+
+PACKED = """
+name = "packed"
+[run]
+concurrency = 4
+seed = 5
+[output]
+results = "{results}"
+[endpoints.default]
+base_url = "sim"
+[[models]]
+name = "m"
+max_tokens = 64
+price_per_request = 0.002
+[prompts]
+synthetic = {{ count = 96, input_tokens = 20, output_tokens = 8 }}
+[packing]
+size = 8
+[sim.models.m]
+ttft = "2ms"
+tokens_per_s = 0
+output_tokens = 8
+jitter = 0
+pack_error_rate = {pack_error_rate}
+[plans.request-based]
+default = {{ per_request = 0.002 }}
+[plans.token-based]
+default = {{ per_1m_input = 0.27, per_1m_output = 1.10 }}
+"""
+
+
+@pytest.mark.parametrize("pack_error_rate", [0.0, 0.3])
+async def test_packed_tasks_are_billed_per_http_request(tmp_path: Path, pack_error_rate: float) -> None:
+    (tmp_path / "w.toml").write_text(
+        PACKED.format(
+            results=(tmp_path / "out" / "results.jsonl").as_posix(), pack_error_rate=pack_error_rate
+        )
+    )
+    w = load_workload(tmp_path / "w.toml")
+    s = (await run(w)).summary
+    recs = journal(w)
+    assert s["requests"]["ok"] == s["requests"]["total"] == 96
+    sent = s["packing"]["requests_sent"]
+    if pack_error_rate == 0:
+        assert sent == 12 and s["packing"]["repacked"] == 0
+    else:
+        assert s["packing"]["repacked"] > 0
+    flat = s["cost"]["plans"]["request-based"]
+    # a request-based plan bills the HTTP requests behind the tasks: packs, and tasks re-sent alone
+    assert flat["total"] == pytest.approx(sent * 0.002, rel=1e-12)
+    assert flat["total"] == pytest.approx(s["cost"]["total"], rel=1e-9)  # the run's own request price
+    assert flat["per_task"] == pytest.approx(sent * 0.002 / 96, rel=1e-9)
+    tok = s["cost"]["plans"]["token-based"]["total"]
+    assert tok == pytest.approx(
+        sum(r["input_tokens"] * 0.27 + r["output_tokens"] * 1.10 for r in recs) / 1e6, rel=1e-9
+    )
+    assert summary_from_journal(w.results_path())["cost"] == s["cost"]

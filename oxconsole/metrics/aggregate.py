@@ -65,6 +65,8 @@ class RunStats:
         "ok",
         "ok_input_tokens",
         "ok_output_tokens",
+        "ok_packed",
+        "ok_repacked",
         "output_tokens",
         "packs",
         "per_model",
@@ -89,6 +91,10 @@ class RunStats:
         self.output_tokens = 0
         self.ok_input_tokens = 0
         self.ok_output_tokens = 0
+        self.ok_packed: dict[int, int] = {}
+        """Tasks that ended ok after going in a pack, by pack size (what a plan bills per request)."""
+        self.ok_repacked = 0
+        """Of those, tasks re-sent alone (their own request besides their share of the pack)."""
         self.cost = 0.0
         self.backoff_ms = 0.0
         self.backoff_requests = 0
@@ -149,6 +155,8 @@ class RunStats:
             self.ok += 1
             self.ok_input_tokens += rec.input_tokens
             self.ok_output_tokens += rec.output_tokens
+            if rec.pack is not None:
+                self._bill_pack(rec)
         else:
             self.error += 1
             cls = rec.error or "unknown"
@@ -187,9 +195,21 @@ class RunStats:
             "output_tokens_per_s": round(self.ok_output_tokens / duration_s, 3),
         }
 
+    def _bill_pack(self, rec: RequestRecord) -> None:
+        packed = self.ok_packed
+        packed[rec.pack_size] = packed.get(rec.pack_size, 0) + 1
+        if rec.repacked:
+            self.ok_repacked += 1
+
     def usage(self) -> Usage:
-        """What a price plan bills of these requests (`metrics/plans.py`)."""
-        return Usage(self.ok, self.ok_input_tokens, self.ok_output_tokens, self.total)
+        """What a price plan bills of these requests (`metrics/plans.py`): the HTTP requests behind
+        the tasks that ended ok (a packed task is 1/pack_size of its pack's, plus its own when it
+        was re-sent alone), and their tokens."""
+        packed = self.ok_packed
+        requests = (
+            self.ok - sum(packed.values()) + self.ok_repacked + sum(n / size for size, n in packed.items())
+        )
+        return Usage(requests, self.ok_input_tokens, self.ok_output_tokens, self.total, self.ok)
 
     def model_block(
         self,

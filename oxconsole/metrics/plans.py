@@ -37,14 +37,17 @@ __all__ = [
 class Usage:
     """What one model's finished requests are billed on: those that ended ok, and their tokens."""
 
-    requests: int
-    """Requests that ended ok (errors cost nothing)."""
-    input_tokens: int
-    """Input tokens of those requests."""
-    output_tokens: int
-    """Output tokens of those requests."""
+    requests: float
+    """HTTP requests billed: those behind the tasks that ended ok (errors cost nothing); with
+    `[packing]` a packed task is a share of its pack's request."""
+    input_tokens: float
+    """Input tokens of the tasks that ended ok (a count; a mean in a projection's average)."""
+    output_tokens: float
+    """Output tokens of the tasks that ended ok."""
     finished: int = 0
-    """Every finished request, ok or not (a projection's pace counts errors too)."""
+    """Every finished task, ok or not (a projection's pace counts errors too)."""
+    ok: int = 0
+    """Tasks that ended ok (`requests` without packing)."""
 
 
 def price(p: Prices, u: Usage) -> float:
@@ -98,12 +101,12 @@ def project(
     return so_far + remaining * unit
 
 
-def unit_cost(prices: Prices, u: Usage | None, avg_in: float, avg_out: float) -> float:
-    """A model's expected cost per finished request: its average so far, or, before it finished
-    any, its prices at the run's average token counts."""
+def unit_cost(prices: Prices, u: Usage | None, avg: Usage) -> float:
+    """A model's expected cost per finished task: its average so far, or, before it finished
+    any, its prices at the run's average per ok task (`avg`: requests and tokens per task)."""
     if u is not None and u.finished:
         return price(prices, u) / u.finished
-    return prices.per_request + (avg_in * prices.per_1m_input + avg_out * prices.per_1m_output) / 1e6
+    return price(prices, avg)
 
 
 def _money(v: float) -> float:
@@ -181,14 +184,17 @@ def plan_costs(
     """Each plan now, for a snapshot: its total, per task, and projected to the whole workload
     (`remaining` requests more, mixed by the routing `weights`; None: unknown)."""
     finished = sum(u.finished for u in usage.values())
-    billed = max(1, sum(u.requests for u in usage.values()))
-    avg_in = sum(u.input_tokens for u in usage.values()) / billed
-    avg_out = sum(u.output_tokens for u in usage.values()) / billed
+    ok = max(1, sum(u.ok for u in usage.values()))
+    avg = Usage(
+        sum(u.requests for u in usage.values()) / ok,
+        sum(u.input_tokens for u in usage.values()) / ok,
+        sum(u.output_tokens for u in usage.values()) / ok,
+    )
     out: list[PlanCost] = []
     for plan in plans:
 
         def unit_of(model: str, plan: PricePlan = plan) -> float:
-            return unit_cost(plan.prices(model), usage.get(model), avg_in, avg_out)
+            return unit_cost(plan.prices(model), usage.get(model), avg)
 
         total = plan_total(plan, usage)
         projected = None if remaining is None else project(total, finished, remaining, unit_of, weights)
