@@ -112,10 +112,11 @@ def _subcommand(name: str, rest: list[str]) -> int:
         p.add_argument("--csv", metavar="PATH", help="write one CSV row per record to PATH")
         p.add_argument("--markdown", action="store_true", help="print the summary as Markdown tables")
         p.add_argument("--with-text", action="store_true", help="keep response text in the CSV")
+        p.add_argument("--plans", metavar="FILE.toml", help="price the journal under the [plans.*] of FILE")
         ns = p.parse_args(rest)
         from oxconsole.reports.command import ReportRequest, report_command, wants_more
 
-        req = ReportRequest(tuple(ns.results), ns.json, ns.html, ns.csv, ns.markdown, ns.with_text)
+        req = ReportRequest(tuple(ns.results), ns.json, ns.html, ns.csv, ns.markdown, ns.with_text, ns.plans)
         if wants_more(req):
             return report_command(req)
         from oxconsole.report import report_main

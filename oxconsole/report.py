@@ -16,7 +16,7 @@ from array import array
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -27,6 +27,14 @@ from oxconsole.journal.records import RUN_TIMES, RequestRecord, has_run_times
 from oxconsole.journal.sessions import SessionSpans, sessions_of
 from oxconsole.metrics.aggregate import RunStats, Tally, build_summary, phase_summary
 from oxconsole.metrics.format import change_text
+from oxconsole.metrics.goodput import goodput_lines, slo_target_of
+from oxconsole.metrics.plans import project_costs
+from oxconsole.metrics.plantable import plan_lines, stored_plans, unused_overrides
+from oxconsole.metrics.stages import StageLog, journal_stages, stage_table
+
+if TYPE_CHECKING:
+    from oxconsole.workload.plans import PricePlan
+from oxconsole.metrics.packing import packing_lines
 
 __all__ = [
     "JournalIssues",
@@ -146,6 +154,7 @@ def summary_from_journal(
     path: str | os.PathLike[str],
     name: str | None = None,
     issues: JournalIssues | None = None,
+    plans: Mapping[str, PricePlan] | None = None,
 ) -> dict[str, Any]:
     """Rebuild the run summary from a journal alone.
 
@@ -164,25 +173,29 @@ def summary_from_journal(
     twice = _scan(p, iss, spans)
     if not iss.records and iss.first_problem is not None:
         raise NotAJournal(not_a_journal(p, *iss.first_problem))
-    overall, models = _tally(p, twice)
+    overall, models, stages = _tally(p, twice)
     started_at = spans.started_at()
-    duration = spans.running_s()
+    duration = spans.running_s() - spans.warmup_s()  # rates leave warm-up stages out, as the run's
     if started_at is None:
         started_at = p.stat().st_mtime
     if name is None:
         name = manifest.get("name") if isinstance(manifest.get("name"), str) else None
     if name is None:
         name = p.resolve().parent.name or p.stem
-    return build_summary(
+    target = slo_target_of(manifest)
+    summary = build_summary(
         name=name,
         started_at=started_at,
         duration_s=duration,
         overall=overall,
         models=models.items(),
         changes=[],
-        phases=[phase_summary(overall, 0.0, duration, [])],
+        phases=[phase_summary(overall, 0.0, duration, [], target)],
         sessions=max(1, spans.count()),
+        slo_target=target,
+        plans=stored_plans(p, manifest) if plans is None else plans,
     )
+    return journal_stages(summary, stages, spans.running_s())
 
 
 def _scan(p: Path, issues: JournalIssues, spans: SessionSpans) -> set[int]:
@@ -197,11 +210,12 @@ def _scan(p: Path, issues: JournalIssues, spans: SessionSpans) -> set[int]:
     return repeated(keys)
 
 
-def _tally(p: Path, twice: set[int]) -> tuple[RunStats, dict[str, RunStats]]:
+def _tally(p: Path, twice: set[int]) -> tuple[RunStats, dict[str, RunStats], StageLog]:
     """Pass 2: the whole run's and each model's figures. Records of ids whose hash repeats (few:
     resumed ids) are held until the end so that the last one of each id counts (this second read
     reports nothing new)."""
     tally = Tally()
+    stages = StageLog()
     held: dict[str, RequestRecord] = {}
 
     for rec in read_journal(p):
@@ -211,9 +225,13 @@ def _tally(p: Path, twice: set[int]) -> tuple[RunStats, dict[str, RunStats]]:
             held[rec.id] = rec
             continue
         tally.count(rec)
+        if rec.stage is not None:
+            stages.record(rec)
     for rec in held.values():
         tally.count(rec)
-    return tally.overall, tally.models
+        if rec.stage is not None:
+            stages.record(rec)
+    return tally.overall, tally.models, stages
 
 
 SESSION_ONLY = ("changes", "phases")
@@ -237,6 +255,7 @@ def whole_journal_summary(session: Mapping[str, Any], path: str | os.PathLike[st
     for key in SESSION_ONLY_REQUESTS:
         if key in mine:
             out["requests"][key] = mine[key]
+    project_costs(out, out["requests"].get("not_sent", 0))
     return out
 
 
@@ -303,12 +322,15 @@ def render_summary(summary: Mapping[str, Any]) -> str:
     """The summary as a plain-text table, no line longer than 80 columns."""
     s = summary
     lines = _totals_lines(s)
+    lines += [_fit(x) for x in packing_lines(dict(s))]
     lines += _timing_lines(s)
     lines += _model_lines(s.get("models") or {})
     lines += _fallback_lines(s.get("models") or {})
     lines += _error_lines(s.get("errors") or {}, s.get("attempt_errors") or {})
     lines += _error_detail_lines(s.get("error_details") or {})
+    lines += plan_lines(s)
     lines += _phase_lines(s.get("phases") or [], s.get("changes") or [])
+    lines += stage_table(s.get("stages") or [])
     return "\n".join(lines) + "\n"
 
 
@@ -337,9 +359,10 @@ def _totals_lines(s: Mapping[str, Any]) -> list[str]:
             + (f"  {req['fallbacks']:,} fell back" if req.get("fallbacks") else "")
         ),
         _fit(
-            f"rate      {_num(thr.get('requests_per_s'), 2)} req/s  "
+            f"rate      {_num(thr.get('requests_per_s'), 2)} {'tasks/s' if s.get('packing') else 'req/s'}  "
             f"{_num(thr.get('output_tokens_per_s'), 1)} output tok/s"
         ),
+        *(_fit(g) for g in goodput_lines(s)),
         _fit(f"tokens    in {tok.get('input', 0):,}  out {tok.get('output', 0):,}{estimated}"),
         _fit(f"cost      {_money(_g(s, 'cost', 'total'))}"),
     ]
@@ -484,11 +507,12 @@ def _count(v: Any) -> str:
     return f"{n:,}" if n < 1_000_000 else f"{n / 1e6:.1f}M"
 
 
-def report_main(path: str, as_json: bool) -> int:
-    """`oxconsole report RESULTS.jsonl [--json]`: print the summary; 0, or 2 if unreadable."""
+def report_main(path: str, as_json: bool, plans: Mapping[str, PricePlan] | None = None) -> int:
+    """`oxconsole report RESULTS.jsonl [--json] [--plans FILE]`: print the summary (priced under
+    `plans`, else under the run's own); 0, or 2 if unreadable."""
     issues = JournalIssues()
     try:
-        summary = summary_from_journal(path, issues=issues)
+        summary = summary_from_journal(path, issues=issues, plans=plans)
     except OSError as e:
         reason = e.strerror or str(e)
         print(f"oxconsole report: {path}: cannot read the results journal: {reason}", file=sys.stderr)
@@ -496,7 +520,7 @@ def report_main(path: str, as_json: bool) -> int:
     except NotAJournal as e:
         print(f"oxconsole report: {e}", file=sys.stderr)
         return 2
-    for msg in issues.messages(path):
+    for msg in [*issues.messages(path), *unused_overrides(plans, summary)]:
         print(f"oxconsole report: warning: {msg}", file=sys.stderr)
     if as_json:
         sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")

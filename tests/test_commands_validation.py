@@ -85,7 +85,10 @@ BAD: list[tuple[dict[str, Any], str]] = [
     ({"cmd": "explode"}, 'unknown command "explode" (known: set_concurrency, set_rate, set_tpm, set_weight, '
                          "enable_model, pause, resume, stop)"),
     ({"cmd": "set_rate"}, 'set_rate: missing field "value"'),
-    ({"cmd": "set_rate", "value": 1, "by": "me"}, 'set_rate: unknown field "by" (fields: value)'),
+    (
+        {"cmd": "set_rate", "value": 1, "by": "me"},
+        'set_rate: by: expected one of key, command, stage, auto, got "me"',
+    ),
     ({"cmd": "pause", "value": 1}, 'pause: unknown field "value" (fields: none)'),
 ]  # fmt: skip
 

@@ -275,7 +275,13 @@ async def test_concurrency_lowered_live_is_never_exceeded(make_workload: Workloa
     await d
     assert 0 < peak_after <= 5
     assert out.summary["requests"]["ok"] == 120  # nothing was cancelled by the shrink
-    assert out.summary["changes"][0] | {"t": 0} == {"t": 0, "what": "concurrency", "from": 20, "to": 5}
+    assert out.summary["changes"][0] | {"t": 0} == {
+        "t": 0,
+        "what": "concurrency",
+        "from": 20,
+        "to": 5,
+        "by": "command",
+    }
 
 
 async def test_constant_arrival_rate_and_live_rate_change(make_workload: WorkloadFactory) -> None:

@@ -387,9 +387,9 @@ def test_phases_split_by_change() -> None:
     assert snap.run["latency_ms"]["max"] == 900.0
     s = c.summary("p", 30.0)
     assert s["changes"] == [
-        {"t": 10.0, "what": "concurrency", "from": 10, "to": 50},
-        {"t": 20.0, "what": "weight", "from": 1, "to": 2, "model": "alpha"},
-        {"t": 20.5, "what": "enabled", "from": True, "to": False, "model": "alpha"},
+        {"t": 10.0, "what": "concurrency", "from": 10, "to": 50, "by": "command"},
+        {"t": 20.0, "what": "weight", "from": 1, "to": 2, "model": "alpha", "by": "command"},
+        {"t": 20.5, "what": "enabled", "from": True, "to": False, "model": "alpha", "by": "command"},
     ]
     phases = s["phases"]
     assert [(p["t_start"], p["t_end"]) for p in phases] == [(0.0, 10.0), (10.0, 20.0), (20.0, 30.0)]

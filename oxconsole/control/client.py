@@ -15,7 +15,7 @@ from typing import Any
 
 from oxconsole.control.protocol import MAX_LINE, encode, parse
 from oxconsole.control.registry import RunEntry
-from oxconsole.engine.commands import Command, command_to_dict
+from oxconsole.engine.commands import By, Command, command_to_dict
 from oxconsole.metrics.snapshot import Snapshot
 
 __all__ = ["SocketSource"]
@@ -40,8 +40,11 @@ class SocketSource:
         pid: int | None = None,
         started_at: float = 0.0,
         hz: float = 4.0,
+        by: By = "key",
     ) -> None:
         self.path = os.fspath(path)
+        self.by: By = by
+        """Whose commands these are, as `changes` log them: the console's keys unless told."""
         self.name = name
         self.workload_path = workload_path
         self.overrides = tuple(overrides)
@@ -91,7 +94,7 @@ class SocketSource:
         return self._snap
 
     def send(self, cmd: Command) -> None:
-        data = encode({"op": "cmd", **command_to_dict(cmd)})
+        data = encode({"op": "cmd", **command_to_dict(cmd), "by": self.by})
         w = self._writer
         if w is None:
             if not self._closed:

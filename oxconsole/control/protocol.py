@@ -8,7 +8,9 @@ One JSON object a line, each with an `op`:
     client -> server   {"op": "hello", "hz": 4}
                            hz: snapshots a second wanted, clamped to [MIN_HZ, MAX_HZ]
                        {"op": "cmd", "cmd": "set_concurrency", "value": 200}
-                           a live command, the fields of `engine.commands.command_to_dict`
+                           a live command, the fields of `engine.commands.command_to_dict`,
+                           and optionally "by": who sent it, as `changes` log it ("key" from
+                           the console, "command" when absent, "stage", "auto")
                        {"op": "bye"}
                            the client leaves; the run goes on
     server -> client   {"op": "hello", "name", "workload_path", "overrides", "results_path", "pid",

@@ -34,7 +34,7 @@ from oxconsole.control.registry import (
     runs_dir,
     unlink,
 )
-from oxconsole.engine.commands import CommandError, command_from_dict
+from oxconsole.engine.commands import CommandError, command_from_dict, origin
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.runprep import write_json
 
@@ -266,7 +266,7 @@ class ControlServer:
             return
         try:
             cmd = command_from_dict({k: v for k, v in msg.items() if k != "op"})
-            self.engine.apply(cmd)
+            self.engine.apply(cmd, origin(msg.get("by", "command")))
         except CommandError as e:  # refused before anything changed: say why, in its own words
             self._reply(client, {"op": "error", "message": str(e)})
         except Exception as e:  # a bad command is the client's problem, never the run's

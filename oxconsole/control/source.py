@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from oxconsole.aio import new_event_loop
 from oxconsole.control.registry import RunInfo
 from oxconsole.control.server import serve_run
-from oxconsole.engine.commands import Command
+from oxconsole.engine.commands import By, Command
 from oxconsole.metrics.snapshot import Snapshot
 
 if TYPE_CHECKING:
@@ -81,6 +81,8 @@ class LocalSource:
         serve_folder: Path | None = None,
     ) -> None:
         self._factory = engine_factory
+        self.by: By = "key"
+        """Whose commands these are, as `changes` log them: the console's keys."""
         self.engine: RunEngine | None = None
         self.name = ""
         self.workload_path: str | None = None
@@ -192,6 +194,6 @@ class LocalSource:
         engine = self.engine
         assert engine is not None and self._loop is not None
         if self._started.is_set():
-            engine.apply(cmd)
+            engine.apply(cmd, self.by)
         else:
             self._loop.call_later(0.02, self._deliver, cmd)

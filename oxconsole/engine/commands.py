@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal
 
 
 class CommandError(ValueError):
@@ -65,6 +65,22 @@ class Stop:
 
 Command = SetConcurrency | SetRate | SetTpm | SetWeight | EnableModel | Pause | Resume | Stop
 
+By = Literal["key", "command", "stage", "auto"]
+"""Who made a change (`by` in `changes`): a console key, a control-socket command (a script), a
+stage boundary or ramp step (`[[stages]]`), the adaptive-concurrency controller. A command travels
+with its origin beside it (`Engine.apply(cmd, by=...)`), never inside it."""
+BY: tuple[By, ...] = ("key", "command", "stage", "auto")
+
+
+def origin(v: object, name: str = "command") -> By:
+    """`v` as the origin of a command called `name`, or `CommandError` naming the origins known."""
+    for by in BY:
+        if v == by:
+            return by
+    shown = f'"{v}"' if isinstance(v, str) else repr(v)
+    raise CommandError(f"{name}: by: expected one of {', '.join(BY)}, got {shown}")
+
+
 _BY_NAME: dict[str, type[Any]] = {
     "set_concurrency": SetConcurrency,
     "set_rate": SetRate,
@@ -91,7 +107,8 @@ def command_from_dict(d: dict[str, Any]) -> Command:
     """The command a dict names, with exactly its fields (those with a default may be left out).
 
     Raises `CommandError` for an unknown command, a missing or unknown field. The values are not
-    judged here: `LiveSettings.admit` does that before anything changes.
+    judged here: `LiveSettings.admit` does that before anything changes. A `by` beside the fields
+    (who sent it, `origin`) is checked and left out: it is not part of the command.
     """
     d = dict(d)
     name = d.pop("cmd", None)
@@ -99,6 +116,8 @@ def command_from_dict(d: dict[str, Any]) -> Command:
     if cls is None:
         shown = f'"{name}"' if isinstance(name, str) else repr(name)
         raise CommandError(f"unknown command {shown} (known: {', '.join(_BY_NAME)})")
+    if "by" in d:
+        origin(d.pop("by"), str(name))
     fields = dataclasses.fields(cls)
     names = {f.name for f in fields}
     for key in d:

@@ -253,6 +253,13 @@ class Dispatcher:
             self.waiting_bucket -= 1
             self.waiting_tpm -= 1
 
+    async def wait_buckets(self, prompt: Prompt) -> Hold | None:
+        """The rate limiter and token budget for a request started outside this loop (a task of a
+        pack whose answer did not split, sent again alone in its pack's slot): its hold, if any."""
+        if self.limiter is None and self.budget is None:
+            return None
+        return await self._until_buckets(prompt)
+
     def token_estimate(self, prompt: Prompt) -> int:
         """The tokens a request reserves: its input (4 characters a token, as the simulator and the
         journal's estimates count) and the most it may get back: its max_tokens, else the largest

@@ -10,13 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from oxconsole.engine.commands import Command
+from oxconsole.engine.commands import By, Command
+from oxconsole.metrics.goodput import slo_missed
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.workload import Workload
 
 EXIT_OK, EXIT_ERRORS, EXIT_NOT_SAVED, EXIT_STOPPED = 0, 1, 4, 130
 """Every request ok; some ended in error; the journal could not be written; stopped before every
 request was sent. (2, bad input, is decided before a run starts: `runprep`.)"""
+EXIT_SLO = 3
+"""The run finished but its goodput fell below the `[slo]` target (the summary's `goodput.met`)."""
 
 
 @dataclass
@@ -46,11 +49,14 @@ class RunOutcome:
 
     @property
     def exit_code(self) -> int:
-        """The contract's precedence: 4 (not saved), 130 (stopped early), 1 (errors), 0."""
+        """The contract's precedence: 4 (not saved), 130 (stopped early), 3 (`[slo]` not met),
+        1 (errors), 0."""
         if self.journal_failure is not None:
             return EXIT_NOT_SAVED
         if self.stopped_early:
             return EXIT_STOPPED
+        if slo_missed(self.summary):
+            return EXIT_SLO
         return EXIT_ERRORS if self.error or self.crashed else EXIT_OK
 
 
@@ -107,7 +113,7 @@ class RunEngine(Protocol):
         """The command as it will be applied, or `CommandError`; changes nothing; any thread."""
         ...
 
-    def apply(self, cmd: Command) -> None: ...
-    def submit(self, cmd: Command) -> None: ...
+    def apply(self, cmd: Command, by: By = "command") -> None: ...
+    def submit(self, cmd: Command, by: By = "command") -> None: ...
     def request_stop(self, *, cancel: bool = False, interrupted: bool = False) -> None: ...
     async def run(self) -> RunOutcome: ...

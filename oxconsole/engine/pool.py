@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from oxconsole.engine.commands import Command, SetConcurrency, SetRate, SetTpm, Stop, command_to_dict
+from oxconsole.engine.commands import By, Command, SetConcurrency, SetRate, SetTpm, Stop, command_to_dict
 from oxconsole.engine.endpoints import start_sim
 from oxconsole.engine.live import Change, LiveSettings
 from oxconsole.engine.outcome import RunOutcome
@@ -35,7 +35,8 @@ from oxconsole.engine.prometheus import MetricsEndpoint, metrics_endpoint
 from oxconsole.engine.runner import Engine, new_collector
 from oxconsole.engine.saved import run_summary
 from oxconsole.engine.sessions import merge_counts
-from oxconsole.engine.wire import ATTEMPTS, END, GAUGES, GO, JOURNAL_TAG, READY, RECORDS, STOP
+from oxconsole.engine.stages import StageDriver
+from oxconsole.engine.wire import ATTEMPTS, END, GAUGES, GO, JOURNAL_TAG, READY, RECORDS, STAGE, STOP
 from oxconsole.engine.worker import worker_main
 from oxconsole.journal.journal import Journal
 from oxconsole.journal.manifest import open_journal
@@ -141,7 +142,10 @@ class WorkerPool:
         self._all_ready = asyncio.Event()
         self._sim: SimProcess | None = None
         self.session = SessionLog(results_path, self.warnings)
-        self._held: list[Command] = []  # commands that came while the workers were starting
+        self._held: list[tuple[Command, By]] = []  # commands that came while the workers were starting
+        self.stages: StageDriver | None = None
+        self._stage_mark: tuple[int, bool] | None = None
+        self._planned_end = False  # the stages ran out: the run's own end, as run.duration's
 
     def _new_collector(self) -> Collector:
         return new_collector(self.w, self.started_at)
@@ -154,12 +158,12 @@ class WorkerPool:
         """The command as it will be applied, or `CommandError`; changes nothing (`Engine.admit`)."""
         return self.live.admit(cmd)
 
-    def submit(self, cmd: Command) -> None:
+    def submit(self, cmd: Command, by: By = "command") -> None:
         """Queue a command for the pool's loop; a command no run could take raises `CommandError`
         here, in the caller's thread."""
         if self._loop is None:
             raise RuntimeError("engine is not running")
-        self._loop.call_soon_threadsafe(self.apply, self.live.admit(cmd))
+        self._loop.call_soon_threadsafe(self.apply, self.live.admit(cmd), by)
 
     def _send(self, i: int, d: dict[str, Any]) -> None:
         try:
@@ -171,12 +175,12 @@ class WorkerPool:
         for i in range(len(self._workers)):
             self._send(i, command_to_dict(cmd))
 
-    def apply(self, cmd: Command) -> None:
+    def apply(self, cmd: Command, by: By = "command") -> None:
         """Apply a command (on the pool's loop): raises `CommandError`, having changed nothing and
         sent no worker anything, for a command `LiveSettings` refuses. Until every worker starts
         (the run's clock and its log of changes start then), a command other than `Stop` is held."""
         if self.state == "starting" and not isinstance(cmd, Stop):
-            self._held.append(self.live.admit(cmd))
+            self._held.append((self.live.admit(cmd), by))
             return
         changes = self.live.apply(cmd)
         if isinstance(cmd, Stop):
@@ -184,7 +188,7 @@ class WorkerPool:
         t = round(self.elapsed(), 3)
         for c in changes:
             self._forward(c)
-            self.collector.change(t, c.what, c.old, c.new, model=c.model)
+            self.collector.change(t, c.what, c.old, c.new, model=c.model, by=by)
         self._publish()
 
     def _forward(self, c: Change) -> None:
@@ -230,18 +234,24 @@ class WorkerPool:
             self.started_at = time.time()
             self.collector = self._new_collector()
             self.session.begin(self.started_at)
+            if self.w.stages:  # before GO: the first requests are the first stage's
+                self.stage_mark = (0, self.w.stages[0].warmup)
             for i in range(self.n):
                 self._send(i, {"cmd": GO})
             if self.journal_failure is not None:  # failed as it opened: nothing may run
                 self.request_stop(cancel=True)
             self.state = "running"
             held, self._held = self._held, []
-            for cmd in held:
-                self.apply(cmd)
+            for cmd, by in held:
+                self.apply(cmd, by)
+            if self.w.stages:
+                self.stages = StageDriver.start(self, self._stages_done)
             ticker = asyncio.create_task(self._ticker())
             await ended
         finally:
             self.state = "done"
+            if self.stages is not None:
+                self.stages.cancel()
             if ticker is not None:
                 ticker.cancel()
             for wk in self._workers:
@@ -255,7 +265,7 @@ class WorkerPool:
                 self.metrics.close()
         self._publish()
         running = loop.time() - self._t0
-        self.session.end(running)
+        self.session.end(running, self.collector.stage_log.warmup_s(running))
         return outcome_of(
             self._summary(running),
             ok=self._ok,
@@ -271,7 +281,26 @@ class WorkerPool:
     @property
     def dispatch_complete(self) -> bool:
         """Every worker's dispatch reached its end (its share all started, or the duration ran out)."""
+        if self._planned_end:
+            return True
         return bool(self._workers) and all(bool((wk.end or {}).get("complete")) for wk in self._workers)
+
+    @property
+    def stage_mark(self) -> tuple[int, bool] | None:
+        """[[stages]]: (stage, warm-up) of the requests sent from now on, told to every worker."""
+        return self._stage_mark
+
+    @stage_mark.setter
+    def stage_mark(self, mark: tuple[int, bool] | None) -> None:
+        self._stage_mark = mark
+        if mark is not None:
+            for i in range(len(self._workers)):
+                self._send(i, {"cmd": STAGE, "mark": list(mark)})
+
+    def _stages_done(self) -> None:
+        """The last stage ended: the run ends as when run.duration runs out (not a user's stop)."""
+        self._planned_end = True
+        self.request_stop()
 
     def _journal_failed(self, message: str) -> None:
         """A journal write or fsync failed: stop every worker at once, cancelling what is in flight

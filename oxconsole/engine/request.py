@@ -117,6 +117,8 @@ class Sender:
         self.backing_off = 0
         """Requests sleeping between attempts now (a gauge)."""
         self.gc: PacedGC | None = None
+        self.save_text = w.output.save_text
+        """Keep answers' text (packing keeps it to split a pack's answer, whatever save_text says)."""
         self._unstreamed: set[str] = set()
 
     async def send(self, story: Story) -> RequestRecord:
@@ -131,7 +133,7 @@ class Sender:
                 if not nxt:
                     break
                 self._fall_back(story, res, nxt[0])
-            keep = self.w.output.save_text or story.prompt.keep_text
+            keep = self.save_text or story.prompt.keep_text
             return finished_record(story, res, self.models[story.model], keep)
         except asyncio.CancelledError:
             return cancelled_record(story, self.models[story.model].endpoint)
@@ -182,7 +184,7 @@ class Sender:
                 body,
                 stream=streams(m.api, run.stream),
                 timeout=run.timeout,
-                save_text=self.w.output.save_text or story.prompt.keep_text,
+                save_text=self.save_text or story.prompt.keep_text,
                 api=m.api,
             )
             adapted = res.status == 400 and self.bodies.adapt(m.name, res, body)

@@ -22,7 +22,7 @@ from typing import Any
 from oxconsole.engine.adapt import Bodies
 from oxconsole.engine.adapt import rejected_field as rejected_field
 from oxconsole.engine.client import AttemptResult
-from oxconsole.engine.commands import Command, Stop
+from oxconsole.engine.commands import By, Command, Stop
 from oxconsole.engine.dispatch import Dispatcher
 from oxconsole.engine.endpoints import Endpoints, open_files_warning
 from oxconsole.engine.health import ModelHealth
@@ -31,12 +31,14 @@ from oxconsole.engine.live import Change, LiveSettings
 from oxconsole.engine.outcome import RunEngine as RunEngine
 from oxconsole.engine.outcome import RunOutcome as RunOutcome
 from oxconsole.engine.outcome import ended
+from oxconsole.engine.packing import packer_for
 from oxconsole.engine.prometheus import MetricsEndpoint, metrics_endpoint
 from oxconsole.engine.request import Sender, Story
 from oxconsole.engine.request import backoff_delay as backoff_delay
 from oxconsole.engine.router import Router
 from oxconsole.engine.saved import run_summary
 from oxconsole.engine.sessions import Sessions
+from oxconsole.engine.stages import StageDriver
 from oxconsole.gcpace import PacedGC
 from oxconsole.journal.journal import Journal
 from oxconsole.journal.manifest import open_journal
@@ -55,11 +57,15 @@ def quiet_gc() -> PacedGC:
 
 def new_collector(w: Workload, started_at: float) -> Collector:
     """The metrics collector for a run, with each model's prices for cost projections."""
-    return Collector(
+    c = Collector(
         [m.name for m in w.models],
         started_at=started_at,
         prices={m.name: (m.price_per_request, m.price_per_1m_input, m.price_per_1m_output) for m in w.models},
+        plans=w.plans,
+        slo_target=None if w.slo is None else w.slo.target,
     )
+    c.packing_size = w.packing.size
+    return c
 
 
 class Engine:
@@ -96,6 +102,7 @@ class Engine:
         self.on_tick = on_tick
         self.tick_interval = tick_interval
         self.models: dict[str, ModelConfig] = {m.name: m for m in workload.models}
+        self._slo = workload.slo
         self.started_at = time.time()
         self.collector = self._new_collector()
         self.latest: Snapshot | None = None
@@ -125,7 +132,10 @@ class Engine:
         self._dispatch_hist: deque[tuple[float, int]] = deque(maxlen=64)
         self.session = SessionLog(results_path, self.warnings)
         """This session's start and running time, in the journal's manifest (`--resume` summaries)."""
-        self._held: list[Command] = []  # commands that came while the run was starting
+        self._held: list[tuple[Command, By]] = []  # commands that came while the run was starting
+        self.stage_mark: tuple[int, bool] | None = None
+        """With [[stages]]: (stage, warm-up) of the requests sent now, set by `engine/stages.py`."""
+        self.stages: StageDriver | None = None
         self.sessions = Sessions.of(workload, self.skip_ids)
         """Multi-turn sessions, when the prompts may have some (`sessions.py`)."""
         self._assemble(workload)
@@ -153,6 +163,8 @@ class Engine:
             stopping=lambda: self._stop_requested,
             attempt_failed=self._attempt_failed,
         )
+        prefix = self._pack_prefix()
+        self.packer = packer_for(workload, self.sender, self.router, self.dispatch, prefix=prefix)
 
     @property
     def rate(self) -> float:
@@ -169,13 +181,13 @@ class Engine:
         any thread; changes nothing."""
         return self.live.admit(cmd)
 
-    def submit(self, cmd: Command) -> None:
+    def submit(self, cmd: Command, by: By = "command") -> None:
         """Queue a command for the engine loop. Safe from any thread, also before run() starts.
         A command no run could take raises `CommandError` here, in the caller's thread."""
         loop = self._loop
         if loop is None or loop.is_closed():
             raise RuntimeError("engine is not running")
-        loop.call_soon_threadsafe(self.apply, self.live.admit(cmd))
+        loop.call_soon_threadsafe(self.apply, self.live.admit(cmd), by)
 
     def request_stop(self, *, cancel: bool = False, interrupted: bool = False) -> None:
         """Stop dispatching; in-flight requests get `run.grace` seconds (or none with cancel).
@@ -198,13 +210,14 @@ class Engine:
     def elapsed(self) -> float:
         return 0.0 if self._loop is None else self._loop.time() - self._t0
 
-    def apply(self, cmd: Command) -> None:
-        """Apply a command on the engine loop (call only from the loop; `submit` from elsewhere).
+    def apply(self, cmd: Command, by: By = "command") -> None:
+        """Apply a command on the engine loop (call only from the loop; `submit` from elsewhere);
+        its changes are logged as made `by` a key, a command, a stage or the auto controller.
         Raises `CommandError`, having changed nothing, for a command `LiveSettings` refuses.
         Before dispatch can start (the run's clock and its log of changes start then), a command
         other than `Stop` is held and applied when it does."""
         if self.state == "starting" and not isinstance(cmd, Stop):
-            self._held.append(self.live.admit(cmd))
+            self._held.append((self.live.admit(cmd), by))
             return
         changes = self.live.apply(cmd)
         if isinstance(cmd, Stop):
@@ -212,7 +225,7 @@ class Engine:
         t = round(self.elapsed(), 3)
         for c in changes:
             self._act(c)
-            self.collector.change(t, c.what, c.old, c.new, model=c.model)
+            self.collector.change(t, c.what, c.old, c.new, model=c.model, by=by)
         self._publish()
 
     def _act(self, c: Change) -> None:
@@ -275,7 +288,7 @@ class Engine:
             ticker = asyncio.create_task(self._ticker())
             if self.w.run.duration > 0:
                 loop.call_later(self.w.run.duration, self._deadline)
-            prompts = self._prompts()
+            prompts = self._prompts() if self.packer is None else self.packer.packs(self._prompts())
             todo = prompts if self.sessions is None else self.sessions.prompts(prompts)
             self._dispatcher = asyncio.create_task(self.dispatch.run(todo))
             try:
@@ -292,7 +305,7 @@ class Engine:
                 self.metrics.close()
         self._publish()
         running = loop.time() - self._t0
-        self.session.end(running)
+        self.session.end(running, self.collector.stage_log.warmup_s(running))
         return ended(
             self._summary(running),
             ok=self.ok,
@@ -317,8 +330,10 @@ class Engine:
             self.dispatch.schedule.rebase(self._t0)
         self.state = "running"
         held, self._held = self._held, []
-        for cmd in held:
-            self.apply(cmd)
+        for cmd, by in held:
+            self.apply(cmd, by)
+        if self.w.stages and self.record_sink is None:  # a worker's stages are its parent's
+            self.stages = StageDriver.start(self, self._deadline)
 
     @property
     def dispatch_complete(self) -> bool:
@@ -335,6 +350,8 @@ class Engine:
     async def _shut_down(self, ticker: asyncio.Task[None] | None) -> None:
         """Whatever ended the run: cancel what is left, close the endpoints and the journal."""
         self.state = "done"
+        if self.stages is not None:
+            self.stages.cancel()
         if self._gc is not None:
             self._gc.restore()
         if ticker is not None:
@@ -391,7 +408,9 @@ class Engine:
         self.in_flight += 1
         self.router.in_flight[model] += 1
         wall_sched = self.started_at + (t_sched - self._t0)
-        task = asyncio.get_running_loop().create_task(self._request(prompt, model, wall_sched, t_sched, hold))
+        task = asyncio.get_running_loop().create_task(
+            self._request(prompt, model, wall_sched, t_sched, hold, self.stage_mark)
+        )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -400,11 +419,20 @@ class Engine:
 
     # --- one request: its story is `Sender.send`; here its slot and its record ---------------
     async def _request(
-        self, prompt: Prompt, model: str, t_sched_wall: float, t_sched: float, hold: Hold | None
+        self,
+        prompt: Prompt,
+        model: str,
+        t_sched_wall: float,
+        t_sched: float,
+        hold: Hold | None,
+        mark: tuple[int, bool] | None,
     ) -> None:
         story = Story(prompt, model, t_sched_wall, t_sched, hold=hold)
+        recs = None
         try:
             rec = await self.sender.send(story)
+            if self.packer is not None:  # a pack's record into its tasks' (re-sent when it did not split)
+                recs = await self.packer.finish(story, rec)
         finally:
             self.slots.release()
             self.in_flight -= 1
@@ -415,9 +443,20 @@ class Engine:
             self.dispatch.settle(hold, rec)
         if self.sessions is not None:
             self.sessions.finished(rec)
-        self._finish(rec)
+        for r in (rec,) if recs is None else recs:
+            if mark is not None:
+                r.stage, r.warmup = mark
+            self._finish(r)
+
+    def _pack_prefix(self) -> str:
+        """What makes this engine's pack ids unique in its journal: its worker, and after --resume
+        the session's start (pack ids are then "pack-w1.r5f3a.7")."""
+        prefix = f"w{self.shard[0]}." if self.shard is not None and self.shard[1] > 1 else ""
+        return prefix + (f"r{int(self.started_at):x}." if self.skip_ids else "")
 
     def _finish(self, rec: RequestRecord) -> None:
+        if self._slo is not None:
+            rec.slo_ok = self._slo.good(rec)
         if rec.status == "ok":
             self.ok += 1
         else:

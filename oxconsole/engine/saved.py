@@ -18,6 +18,7 @@ from oxconsole.engine.outcome import count_not_sent
 from oxconsole.journal.journal import Journal, saved_records
 from oxconsole.metrics.aggregate import Tally, build_summary, phase_summary
 from oxconsole.metrics.collector import Collector
+from oxconsole.metrics.plans import project_costs
 
 __all__ = ["run_summary"]
 
@@ -36,9 +37,11 @@ def run_summary(
     """The run's summary (an `Engine`'s or a `WorkerPool`'s): the collector's, or the saved
     lines' when the journal failed; with what was not sent, ids skipped on --resume, cool-downs."""
     summary = _figures(name, duration_s, collector, journal)
+    warm = (summary.get("warmup") or {}).get("requests", 0)  # [[stages]] warm-up: sent, not counted
     summary["requests"]["not_sent"] = count_not_sent(
-        total_expected, summary["requests"]["total"], dispatch_complete
+        total_expected, summary["requests"]["total"] + warm, dispatch_complete
     )
+    project_costs(summary, summary["requests"]["not_sent"])
     if skipped:
         summary["resumed_skipped"] = skipped
     summary["cooldowns"] = cooldowns
@@ -60,7 +63,9 @@ def _figures(name: str, duration_s: float, collector: Collector, journal: Journa
         overall=overall,
         models=tally.models.items(),
         changes=collector.changes,
-        phases=[phase_summary(overall, 0.0, duration_s, [])],
+        phases=[phase_summary(overall, 0.0, duration_s, [], collector.slo_target)],
+        slo_target=collector.slo_target,
+        plans=collector.plans,
     )
     summary["saved"] = False
     summary["save_error"] = journal.failure

@@ -10,6 +10,7 @@ Parent -> worker, JSON objects with a "cmd" key:
     {"cmd": GO}                      start dispatching: sent once every worker said READY, so that
                                      the run's clock does not count process start-up
     {"cmd": STOP, "cancel": bool}    stop (cancel: end requests in flight at once, no grace)
+    {"cmd": STAGE, "mark": [k, warmup]}  [[stages]]: requests sent from now on are in stage k
     command_to_dict(cmd)             a live command, already this worker's share: SetConcurrency
                                      with its part of `split(concurrency, n)`, SetRate with rate / n,
                                      weights, switches and pause as they are. Commands that arrive
@@ -45,6 +46,7 @@ from oxconsole.metrics.snapshot import Gauges
 
 GO = "_go"
 STOP = "stop"
+STAGE = "_stage"
 READY = "ready"
 RECORDS = "r"
 GAUGES = "g"

@@ -32,6 +32,7 @@ from oxconsole.engine.wire import (
     JOURNAL_TAG,
     READY,
     RECORDS,
+    STAGE,
     STOP,
     gauges_to_dict,
     record_tuple,
@@ -130,6 +131,8 @@ class Worker:
             self._go.set()
         elif cmd == STOP:
             self.engine.request_stop(cancel=bool(d.get("cancel")))
+        elif cmd == STAGE:
+            self.engine.stage_mark = (int(d["mark"][0]), bool(d["mark"][1]))
         elif self._held is not None:
             self._held.append(d)
         else:

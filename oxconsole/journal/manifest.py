@@ -23,7 +23,7 @@ from oxconsole.idset import IdSet
 from oxconsole.journal.journal import Journal
 from oxconsole.journal.meta import manifest_path as manifest_path
 from oxconsole.journal.meta import read_manifest, write_manifest_data
-from oxconsole.workload import Workload, WorkloadError, iter_prompts, request_ids
+from oxconsole.workload import Workload, WorkloadError, iter_prompts, plans_to_toml, request_ids
 
 VERSION = 1
 
@@ -67,9 +67,38 @@ when the manifest is written again while the journal has records, dropped with a
 
 def write_manifest(w: Workload, results: Path, fp: dict[str, Any] | None = None) -> None:
     data: dict[str, Any] = {"name": w.name, "workload": str(w.path), "prompts": fp or fingerprint(w)}
+    if w.slo is not None:
+        data["slo"] = w.slo.to_dict()
     if results.exists() and results.stat().st_size > 0:
         old = read_manifest(results)
         data.update((k, old[k]) for k in KEPT if k in old)
+    if w.plans:
+        data["plans"] = plans_to_toml(w.plans)  # `oxconsole report` prices the journal under them
+    write_manifest_data(results, data)
+
+
+def record_plans(w: Workload, results: Path) -> None:
+    """A resumed run's plans replace those in its manifest: the whole journal's summary, and
+    `oxconsole report` after it, price it under the plans of its last session."""
+    data = read_manifest(results)
+    if data.get("plans") == (plans_to_toml(w.plans) if w.plans else None):
+        return
+    data.pop("plans", None)
+    if w.plans:
+        data["plans"] = plans_to_toml(w.plans)
+    write_manifest_data(results, data)
+
+
+def keep_slo(w: Workload, results: Path) -> None:
+    """The manifest keeps the `[slo]` of the latest session (`report` takes its target from it)."""
+    data = read_manifest(results)
+    want = None if w.slo is None else w.slo.to_dict()
+    if data.get("slo") == want:
+        return
+    if want is None:
+        data.pop("slo", None)
+    else:
+        data["slo"] = want
     write_manifest_data(results, data)
 
 
@@ -183,6 +212,8 @@ def open_journal(
         notes = check_resume(w, results, done_ids)
         if not manifest_path(results).exists():
             write_manifest(w, results)
+        keep_slo(w, results)
+        record_plans(w, results)
     else:
         write_manifest(w, results)
     return Journal(results, on_failure), notes

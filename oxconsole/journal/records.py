@@ -45,6 +45,18 @@ class RequestRecord:
     """Only when a fallback was used: every model tried, in order (the last is `model`)."""
     model_attempts: list[int] | None = None
     """With `models_tried`: the attempts each of those models took (they add up to `attempts`)."""
+    slo_ok: bool | None = None
+    """With `[slo]`: whether this request was good (`SloConfig.good`); None = no SLO judged it."""
+    stage: int | None = None
+    """With [[stages]]: the stage (0-based) the request was sent in."""
+    warmup: bool = False
+    """Sent in a warm-up stage: journaled, but left out of the summary's statistics (and `report`'s)."""
+    pack: str | None = None
+    """The pack's id when this task was sent packed with others (`[packing]`)."""
+    pack_size: int = 1
+    """With `pack`: the tasks that pack carried."""
+    repacked: bool = False
+    """With `pack`: the pack's answer did not split, and this task was sent again alone."""
 
     def attempts_on_model(self) -> int:
         """Attempts on the final model (`attempts` less those on models it fell back from)."""
@@ -86,6 +98,17 @@ class RequestRecord:
         if self.models_tried:
             d["models_tried"] = self.models_tried
             d["model_attempts"] = self.model_attempts
+        if self.slo_ok is not None:
+            d["slo_ok"] = self.slo_ok
+        if self.stage is not None:
+            d["stage"] = self.stage
+        if self.warmup:
+            d["warmup"] = True
+        if self.pack is not None:
+            d["pack"] = self.pack
+            d["pack_size"] = self.pack_size
+            if self.repacked:
+                d["repacked"] = True
         if self.text is not None:
             d["text"] = self.text
         return d
@@ -116,7 +139,24 @@ class RequestRecord:
             attempt_errors=d.get("attempt_errors"),
             models_tried=_names(d.get("models_tried")),
             model_attempts=_counts(d.get("model_attempts"), d.get("models_tried")),
+            slo_ok=d["slo_ok"] if isinstance(d.get("slo_ok"), bool) else None,
+            stage=d["stage"] if type(d.get("stage")) is int else None,
+            warmup=d.get("warmup") is True,
+            **_pack_fields(d),
         )
+
+
+def _pack_fields(d: dict[str, Any]) -> dict[str, Any]:
+    """`pack`, `pack_size` and `repacked`, when the line carries a pack id."""
+    pack = d.get("pack")
+    if not isinstance(pack, str):
+        return {}
+    size = d.get("pack_size")
+    return {
+        "pack": pack,
+        "pack_size": size if type(size) is int and size >= 1 else 1,
+        "repacked": d.get("repacked") is True,
+    }
 
 
 def _r(v: float | None) -> float | None:

@@ -37,6 +37,8 @@ class Session:
     """Unix time the session's clock started (when it could first dispatch)."""
     running_s: float | None = None
     """How long it ran, start to end; None while it runs, or when it never ended cleanly."""
+    warmup_s: float = 0.0
+    """Of that, the time in `[[stages]]` warm-up stages (whose requests the summary leaves out)."""
 
 
 def _number(v: Any) -> float | None:
@@ -53,7 +55,7 @@ def sessions_of(manifest: Mapping[str, Any]) -> list[Session]:
     for d in raw if isinstance(raw, list) else ():
         start = _number(d.get("started_at")) if isinstance(d, dict) else None
         if start:
-            out.append(Session(start, _number(d.get("running_s"))))
+            out.append(Session(start, _number(d.get("running_s")), _number(d.get("warmup_s")) or 0.0))
     return sorted(out, key=lambda s: s.started_at)
 
 
@@ -70,15 +72,18 @@ class SessionLog:
         self.started_at = started_at
         self._update(None)
 
-    def end(self, running_s: float) -> None:
+    def end(self, running_s: float, warmup_s: float = 0.0) -> None:
+        """The session ran `running_s` seconds, `warmup_s` of them in warm-up stages."""
         if self.started_at is not None:
-            self._update(running_s)
+            self._update(running_s, warmup_s)
 
-    def _update(self, running_s: float | None) -> None:
+    def _update(self, running_s: float | None, warmup_s: float = 0.0) -> None:
         assert self.started_at is not None
         data = read_manifest(self.results)
         sessions = [d for d in data.get(KEY) or () if isinstance(d, dict)]
-        entry = {"started_at": self.started_at, "running_s": running_s}
+        entry: dict[str, Any] = {"started_at": self.started_at, "running_s": running_s}
+        if warmup_s:
+            entry["warmup_s"] = round(warmup_s, 6)
         mine = [i for i, d in enumerate(sessions) if d.get("started_at") == self.started_at]
         if mine:
             sessions[mine[0]] = entry
@@ -135,3 +140,7 @@ class SessionSpans:
             elif self._last[i] > -math.inf:
                 total += max(0.0, self._last[i] - s.started_at)
         return total
+
+    def warmup_s(self) -> float:
+        """The time the sessions spent in warm-up stages, added up (as their runs recorded it)."""
+        return sum(s.warmup_s for s in self._sessions)

@@ -8,12 +8,14 @@ nothing but the standard library and `oxconsole.journal.records` (no engine, no 
 from oxconsole.metrics.aggregate import METRICS, RunStats, build_summary
 from oxconsole.metrics.collector import Collector
 from oxconsole.metrics.histogram import LogHistogram
+from oxconsole.metrics.packing import packing_lines
 from oxconsole.metrics.snapshot import (
     Counts,
     ErrorStat,
     Gauges,
     ModelGauge,
     ModelStats,
+    PlanCost,
     Series,
     Snapshot,
 )
@@ -28,10 +30,12 @@ __all__ = [
     "LogHistogram",
     "ModelGauge",
     "ModelStats",
+    "PlanCost",
     "RollingHistogram",
     "RunStats",
     "SecondSeries",
     "Series",
     "Snapshot",
     "build_summary",
+    "packing_lines",
 ]

@@ -10,10 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oxconsole.journal.records import RequestRecord
+from oxconsole.metrics.goodput import goodput_entry
 from oxconsole.metrics.histogram import LogHistogram
+from oxconsole.metrics.packing import PackCounts, packing_block
+from oxconsole.metrics.plans import Usage, cost_block, model_cost_block
+
+if TYPE_CHECKING:
+    from oxconsole.workload.plans import PricePlan
 
 __all__ = [
     "METRICS",
@@ -50,13 +56,17 @@ class RunStats:
         "error_detail",
         "errors",
         "fell_back",
+        "good",
         "input_tokens",
         "itl",
+        "judged",
         "latency",
         "left",
         "ok",
+        "ok_input_tokens",
         "ok_output_tokens",
         "output_tokens",
+        "packs",
         "per_model",
         "queue",
         "retried",
@@ -77,6 +87,7 @@ class RunStats:
         self.retried = 0
         self.input_tokens = 0
         self.output_tokens = 0
+        self.ok_input_tokens = 0
         self.ok_output_tokens = 0
         self.cost = 0.0
         self.backoff_ms = 0.0
@@ -89,6 +100,11 @@ class RunStats:
         self.error_detail: dict[str, str] = {}
         self.attempt_errors: dict[str, int] = {}
         self.tokens_source: dict[str, int] = {}
+        self.judged = 0
+        """Requests whose record carries `slo_ok` (`[slo]` judged them); `good`: those that met it."""
+        self.good = 0
+        self.packs = PackCounts()
+        """Tasks sent in packs (`[packing]`): the summary's `packing` block."""
 
     def hist(self, metric: str) -> LogHistogram:
         if metric == "latency_ms":
@@ -131,6 +147,7 @@ class RunStats:
         self.tokens_source[src] = self.tokens_source.get(src, 0) + 1
         if rec.status == "ok":
             self.ok += 1
+            self.ok_input_tokens += rec.input_tokens
             self.ok_output_tokens += rec.output_tokens
         else:
             self.error += 1
@@ -138,9 +155,14 @@ class RunStats:
             self.errors[cls] = self.errors.get(cls, 0) + 1
             if rec.error_detail and cls not in self.error_detail:
                 self.error_detail[cls] = rec.error_detail  # the first says why (later ones repeat it)
+        if rec.slo_ok is not None:
+            self.judged += 1
+            self.good += rec.slo_ok
         if rec.backoff_ms:
             self.backoff_ms += rec.backoff_ms
             self.backoff_requests += 1
+        if rec.pack is not None:
+            self.packs.count(rec)
         if rec.attempt_errors:
             ae = self.attempt_errors
             for cls, n in rec.attempt_errors.items():
@@ -165,20 +187,27 @@ class RunStats:
             "output_tokens_per_s": round(self.ok_output_tokens / duration_s, 3),
         }
 
-    def model_block(self, duration_s: float) -> dict[str, Any]:
+    def usage(self) -> Usage:
+        """What a price plan bills of these requests (`metrics/plans.py`)."""
+        return Usage(self.ok, self.ok_input_tokens, self.ok_output_tokens, self.total)
+
+    def model_block(
+        self,
+        duration_s: float,
+        slo_target: float | None = None,
+        name: str = "",
+        plans: Mapping[str, PricePlan] | None = None,
+    ) -> dict[str, Any]:
         return {
             "requests": self.requests_block(),
             "throughput": self.throughput_block(duration_s),
             "latency_ms": timing(self.latency),
             "ttft_ms": timing(self.ttft),
             "itl_ms": timing(self.itl),
-            "cost": {"total": _money(self.cost)},
+            "cost": model_cost_block(self.cost, self.total, name, self.usage(), plans),
             "tokens": {"input": self.input_tokens, "output": self.output_tokens},
+            **goodput_entry(self.good, self.judged, duration_s, slo_target),
         }
-
-
-def _money(v: float) -> float:
-    return round(v, 9)
 
 
 def timing(h: LogHistogram) -> dict[str, float | None]:
@@ -211,6 +240,8 @@ class Tally:
         return st
 
     def count(self, rec: RequestRecord) -> None:
+        if rec.warmup:  # [[stages]] warm-up: journaled, left out of the figures
+            return
         self.overall.record(rec)
         self.of(rec.model).record(rec)
         if rec.models_tried:
@@ -223,7 +254,11 @@ def iso_time(unix: float) -> str:
 
 
 def phase_summary(
-    stats: RunStats, t_start: float, t_end: float, settings: Sequence[Mapping[str, Any]]
+    stats: RunStats,
+    t_start: float,
+    t_end: float,
+    settings: Sequence[Mapping[str, Any]],
+    slo_target: float | None = None,
 ) -> dict[str, Any]:
     return {
         "t_start": round(t_start, 3),
@@ -233,6 +268,7 @@ def phase_summary(
         "throughput": stats.throughput_block(t_end - t_start),
         "latency_ms": timing(stats.latency),
         "ttft_ms": timing(stats.ttft),
+        **goodput_entry(stats.good, stats.judged, t_end - t_start, slo_target),
     }
 
 
@@ -256,6 +292,9 @@ def build_summary(
     live_attempt_errors: Mapping[str, int] | None = None,
     attempt_details: Mapping[str, str] | None = None,
     sessions: int = 1,
+    slo_target: float | None = None,
+    plans: Mapping[str, PricePlan] | None = None,
+    packing_size: int | None = None,
 ) -> dict[str, Any]:
     """The summary object of the contract (plus ``attempt_errors``, ``error_details``,
     ``tokens_source``, ``phases``).
@@ -264,8 +303,11 @@ def build_summary(
     live summary and one rebuilt from the journal list the same models. ``attempt_details`` are the
     first details of failed attempts (the journal does not keep them), used for classes no request
     ended in. ``sessions``: how many sessions wrote the requests counted (a live collector's are
-    one session's).
+    one session's). ``slo_target``: the `[slo]` target, for each `goodput` block (metrics/goodput.py).
+    ``plans``: what-if price plans, priced in ``cost.plans`` (`metrics/plans.py`).
+    ``packing_size``: the run's `[packing] size` (None: the largest pack recorded).
     """
+    models = [(m, st) for m, st in models if st.total or st.left]
     attempt_errors = dict(overall.attempt_errors)
     for cls, n in (live_attempt_errors or {}).items():
         if n:
@@ -277,13 +319,14 @@ def build_summary(
         "duration_s": round(duration_s, 3),
         "requests": {**overall.requests_block(), "sessions": sessions},
         "throughput": overall.throughput_block(duration_s),
+        **goodput_entry(overall.good, overall.judged, duration_s, slo_target),
         "latency_ms": timing(overall.latency),
         "ttft_ms": timing(overall.ttft),
         "itl_ms": timing(overall.itl),
         "queue_ms": timing(overall.queue),
         "tokens": {"input": overall.input_tokens, "output": overall.output_tokens},
         "tokens_source": {"usage": src.get("usage", 0), "estimate": src.get("estimate", 0)},
-        "cost": {"total": _money(overall.cost)},
+        "cost": cost_block(overall.cost, overall.total, {m: st.usage() for m, st in models}, plans),
         "errors": dict(sorted(overall.errors.items())),
         "attempt_errors": dict(sorted(attempt_errors.items())),
         "error_details": error_details(overall.error_detail, attempt_details),
@@ -295,7 +338,8 @@ def build_summary(
             if overall.backoff_requests
             else 0.0,
         },
-        "models": {m: st.model_block(duration_s) for m, st in models if st.total or st.left},
+        "models": {m: st.model_block(duration_s, slo_target, m, plans) for m, st in models},
         "changes": [dict(c) for c in changes],
         "phases": [dict(p) for p in phases],
+        **packing_block(overall.packs, overall.total, packing_size),
     }

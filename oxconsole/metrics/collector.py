@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.aggregate import (
@@ -26,7 +26,10 @@ from oxconsole.metrics.aggregate import (
     error_details,
     phase_summary,
 )
+from oxconsole.metrics.goodput import Goodput
 from oxconsole.metrics.histogram import LogHistogram, record_into
+from oxconsole.metrics.packing import live_packing
+from oxconsole.metrics.plans import PlanCost, Usage, plan_costs, project
 from oxconsole.metrics.snapshot import (
     Bins,
     Counts,
@@ -36,7 +39,11 @@ from oxconsole.metrics.snapshot import (
     Series,
     Snapshot,
 )
+from oxconsole.metrics.stages import StageLog, fold_change
 from oxconsole.metrics.window import RollingHistogram, SecondSeries
+
+if TYPE_CHECKING:
+    from oxconsole.workload.plans import PricePlan
 
 __all__ = ["Collector"]
 
@@ -67,6 +74,9 @@ class _ModelAcc:
 class Collector:
     """Accumulates finished requests; hands out snapshots and the final summary."""
 
+    packing_size = 1
+    """The run's `[packing] size` (set by the engine): tasks per request, for the summary."""
+
     def __init__(
         self,
         model_names: Sequence[str],
@@ -77,8 +87,13 @@ class Collector:
         window_s: int = 10,
         series_s: int = 300,
         ring_s: int = 600,
+        slo_target: float | None = None,
+        plans: Mapping[str, PricePlan] | None = None,
     ) -> None:
         self.started_at = started_at
+        self.slo_target = slo_target
+        """The `[slo]` target (None: no SLO), for the goodput blocks and the snapshot's goodput."""
+        self._plans = dict(plans or {})
         self._clock = clock
         self._t0 = clock()
         self._prices = dict(prices or {})
@@ -96,6 +111,7 @@ class Collector:
         self._ok_s = SecondSeries(ring_s)
         self._out_s = SecondSeries(ring_s)
         self._err_s = SecondSeries(ring_s)
+        self._good_s = SecondSeries(ring_s)
         self._live_attempts: dict[str, int] = {}
         self._targets: dict[str, _Targets] = {}
         self._targets_sec = -1
@@ -105,6 +121,8 @@ class Collector:
         self._phase_t = 0.0
         self._phase_settings: list[dict[str, Any]] = []
         self._phases: list[dict[str, Any]] = []
+        self.stage_log = StageLog()
+        """[[stages]]: each stage's figures; warm-up records are counted there only."""
 
     def _model(self, name: str) -> _ModelAcc:
         acc = self._models.get(name)
@@ -120,6 +138,10 @@ class Collector:
 
     def record(self, rec: RequestRecord) -> None:
         """A finished request (final attempt). O(1): ~8 µs."""
+        if rec.stage is not None:
+            self.stage_log.record(rec)
+            if rec.warmup:
+                return
         sec = int(self._clock() - self._t0)
         if sec < 0:
             sec = 0
@@ -137,6 +159,8 @@ class Collector:
             ph.count(rec)
         if rec.models_tried:
             count_fallbacks(rec, self._model_stats_of)
+        if rec.slo_ok:
+            self._good_s.add(sec)
         if rec.status == "ok":
             acc.ok_s.add(sec)
             self._ok_s.add(sec)
@@ -192,16 +216,24 @@ class Collector:
         if detail and error_class not in self._attempt_detail:  # the first says why
             self._attempt_detail[error_class] = f"{model}: {detail}" if model else detail
 
-    def change(self, t: float, what: str, frm: Any, to: Any, model: str | None = None) -> None:
-        """Log a control change at ``t`` seconds since start, and start a new phase."""
+    def change(
+        self, t: float, what: str, frm: Any, to: Any, model: str | None = None, by: str = "command"
+    ) -> None:
+        """Log a control change at ``t`` seconds since start, made ``by`` a key, a command, a stage
+        or the auto controller, and start a new phase."""
         c: dict[str, Any] = {"t": round(t, 3), "what": what, "from": frm, "to": to}
         if model is not None:
             c["model"] = model
+        c["by"] = by
         self.changes.append(c)
-        if self._phase.total == 0 and t - self._phase_t < PHASE_FOLD_S and self._phase_settings:
+        if fold_change(
+            c, self._phase.total, t - self._phase_t, bool(self._phase_settings), bool(self._phases)
+        ):
             self._phase_settings.append(c)  # e.g. several weights edited at once: one phase
             return
-        self._phases.append(phase_summary(self._phase, self._phase_t, t, self._phase_settings))
+        self._phases.append(
+            phase_summary(self._phase, self._phase_t, t, self._phase_settings, self.slo_target)
+        )
         self._phase = RunStats()
         self._targets.clear()
         self._phase_t = t
@@ -231,6 +263,7 @@ class Collector:
             tokens_estimated=al.tokens_source.get("estimate", 0),
             cost=al.cost,
             projected_cost=self._projected_cost(g),
+            plans=self._plan_costs(g),
             req_per_s=round(al.ok / run_span, 3),
             output_tokens_per_s=round(al.ok_output_tokens / run_span, 3),
             req_per_s_10s=round(self._ok_s.total(w_start, sec) / span, 3),
@@ -253,6 +286,24 @@ class Collector:
             attempt_errors=self._attempt_errors(),
             error_details=error_details(al.error_detail, self._attempt_detail),
             changes=tuple(dict(c) for c in self.changes),
+            goodput=self._goodput(w_start, sec, span, run_span),
+            stage=self.stage_log.now(now),
+            packing=live_packing(al.packs, al.total, self.packing_size),
+        )
+
+    def _goodput(self, w_start: int, sec: int, span: float, run_span: float) -> Goodput | None:
+        """Good requests against the `[slo]`: whole run, the window [w_start, sec] and this phase."""
+        if self.slo_target is None:
+            return None
+        al, ph = self._all, self._phase
+        return Goodput(
+            target=self.slo_target,
+            good=al.good,
+            judged=al.judged,
+            req_per_s=round(al.good / run_span, 3),
+            req_per_s_10s=round(self._good_s.total(w_start, sec) / span, 3),
+            phase_good=ph.good,
+            phase_judged=ph.judged,
         )
 
     def _phase_figures(self, run: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
@@ -312,8 +363,13 @@ class Collector:
                 out[cls] = out.get(cls, 0) + n
         return dict(sorted(out.items()))
 
+    def _weights(self, g: Gauges) -> dict[str, float]:
+        """The models' routing weights now (disabled models weigh nothing)."""
+        return {name: mg.weight for name, mg in g.models.items() if mg.enabled}
+
     def _projected_cost(self, g: Gauges) -> float | None:
-        """Cost so far plus the remaining requests at the expected cost per request.
+        """Cost so far plus the remaining requests at the expected cost per request
+        (`metrics.plans.project`).
 
         The expected cost per request mixes the models by their enabled weights; a model with
         finished requests costs its average so far, one without costs its prices at the run's
@@ -323,8 +379,6 @@ class Collector:
         if g.total_expected is None:
             return None
         remaining = max(0, g.total_expected - al.total)
-        if remaining == 0:
-            return al.cost
         avg_in = al.input_tokens / al.total if al.total else 0.0
         avg_out = al.output_tokens / al.total if al.total else 0.0
 
@@ -337,22 +391,15 @@ class Collector:
                 return None
             return p[0] + avg_in * p[1] / 1e6 + avg_out * p[2] / 1e6
 
-        weighted = 0.0
-        weight_sum = 0.0
-        for name, mg in g.models.items():
-            if not mg.enabled or mg.weight <= 0:
-                continue
-            c = per_request(name)
-            if c is not None:
-                weighted += mg.weight * c
-                weight_sum += mg.weight
-        if weight_sum > 0:
-            unit = weighted / weight_sum
-        elif al.total:
-            unit = al.cost / al.total
-        else:
-            return None
-        return al.cost + remaining * unit
+        return project(al.cost, al.total, remaining, per_request, self._weights(g))
+
+    def _plan_costs(self, g: Gauges) -> tuple[PlanCost, ...]:
+        """Each what-if plan's total, per task and projection now (none without plans)."""
+        if not self._plans:
+            return ()
+        usage: dict[str, Usage] = {m: acc.stats.usage() for m, acc in self._models.items()}
+        remaining = None if g.total_expected is None else max(0, g.total_expected - self._all.total)
+        return plan_costs(self._plans.values(), usage, self._all.total, remaining, self._weights(g))
 
     # -- end of run --------------------------------------------------------------------------
 
@@ -360,8 +407,18 @@ class Collector:
         """The contract's summary object for the run so far, with ``duration_s`` of wall time."""
         phases = [
             *self._phases,
-            phase_summary(self._phase, self._phase_t, max(duration_s, self._phase_t), self._phase_settings),
+            phase_summary(
+                self._phase,
+                self._phase_t,
+                max(duration_s, self._phase_t),
+                self._phase_settings,
+                self.slo_target,
+            ),
         ]
+        measured_s = duration_s - self.stage_log.warmup_s(duration_s)  # rates leave warm-up out
+        return self.stage_log.into(self._summary(name, measured_s, phases), duration_s)
+
+    def _summary(self, name: str, duration_s: float, phases: list[dict[str, Any]]) -> dict[str, Any]:
         return build_summary(
             name=name,
             started_at=self.started_at,
@@ -372,7 +429,15 @@ class Collector:
             phases=phases,
             live_attempt_errors=self._live_attempts,
             attempt_details=self._attempt_detail,
+            slo_target=self.slo_target,
+            plans=self._plans,
+            packing_size=self.packing_size,
         )
+
+    @property
+    def plans(self) -> Mapping[str, PricePlan]:
+        """The what-if price plans the summary prices (read-only use)."""
+        return self._plans
 
     @property
     def stats(self) -> RunStats:

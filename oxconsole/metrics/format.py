@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from oxconsole.metrics.goodput import progress_part
 from oxconsole.metrics.snapshot import Snapshot
+from oxconsole.metrics.stages import stage_text
 
 
 def fmt_duration(s: float) -> str:
@@ -70,6 +72,8 @@ def change_text(c: Mapping[str, Any], arrow: str = " → ", unlimited: str = "un
         return f"{c.get('model', '?')} {'on' if to else 'off'}"
     if what == "paused":
         return "paused" if to else "resumed"
+    if what == "stage" and isinstance(to, int):  # [[stages]] boundary: shown 1-based, as the console
+        return f"stage {to + 1}"
     model = f" {c['model']}" if c.get("model") is not None else ""
     return f"{what}{model} {frm}{arrow}{to}"
 
@@ -106,11 +110,16 @@ def progress_line(s: Snapshot) -> str:
         f"{s.output_tokens_per_s_10s:.0f} tok/s",
         f"p50 {fmt_ms(p50)} p99 {fmt_ms(p99)}",
         f"err {s.counts.error}",
+        *((progress_part(s.goodput),) if s.goodput is not None else ()),
         f"in flight {g.in_flight}/{g.concurrency}",
     ]
     if g.state == "paused":
         parts.append("PAUSED")
     eta = eta_seconds(s)
+    if s.stage is not None:  # [[stages]]: which one, and the run ends after the last
+        parts.append(stage_text(s.stage, s.elapsed_s))
+        left = max(0.0, float(s.stage["total_s"]) - s.elapsed_s)
+        eta = left if eta is None else min(eta, left)
     if eta is not None:
         parts.append(f"ETA {fmt_duration(eta)}")
     return " | ".join(parts)

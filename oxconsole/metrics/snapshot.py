@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from oxconsole.metrics.goodput import Goodput
+
 __all__ = [
     "Bins",
     "Counts",
@@ -22,6 +24,7 @@ __all__ = [
     "Gauges",
     "ModelGauge",
     "ModelStats",
+    "PlanCost",
     "Series",
     "Snapshot",
 ]
@@ -128,6 +131,19 @@ class ModelStats:
 
 
 @dataclass(frozen=True, slots=True)
+class PlanCost:
+    """One what-if price plan's figures now (`metrics/plans.py` prices them)."""
+
+    name: str
+    total: float
+    """The requests finished so far at the plan's prices (errors cost nothing)."""
+    per_task: float
+    """`total` over the requests finished (tasks)."""
+    projected: float | None
+    """At the current pace, for the whole workload; None when its size is unknown."""
+
+
+@dataclass(frozen=True, slots=True)
 class Series:
     """Per-second throughput for completed seconds ``start_s .. start_s + len - 1``."""
 
@@ -178,6 +194,14 @@ class Snapshot:
     error_details: Mapping[str, str]
     """The first detail of each error class, final or retried (the summary's ``error_details``)."""
     changes: tuple[Mapping[str, Any], ...]
+    goodput: Goodput | None = None
+    """Good requests against the `[slo]` (metrics/goodput.py); None when the run has no SLO."""
+    stage: Mapping[str, Any] | None = None
+    """With [[stages]]: the stage now, {"index", "count", "t_start", "duration_s", "warmup", "ramp"}."""
+    plans: tuple[PlanCost, ...] = ()
+    """Each [plans.NAME] what-if plan, in the workload's order (none without plans)."""
+    packing: Mapping[str, float] | None = None
+    """With `[packing]`: size, requests_sent, repacked and tasks (the summary's block, live)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON types (dicts, lists, str, int, float, bool, None); orjson-ready."""
@@ -238,6 +262,10 @@ class Snapshot:
             attempt_errors={k: int(v) for k, v in d["attempt_errors"].items()},
             error_details={k: str(v) for k, v in d.get("error_details", {}).items()},
             changes=tuple(dict(c) for c in d["changes"]),
+            goodput=Goodput.from_dict(d.get("goodput")),
+            stage=d.get("stage"),
+            plans=tuple(_plan_cost(p) for p in d.get("plans") or ()),
+            packing=d.get("packing"),
         )
 
     @classmethod
@@ -291,12 +319,29 @@ class Snapshot:
             attempt_errors={str(k): int(n) for k, n in (summary.get("attempt_errors") or {}).items()},
             error_details=details,
             changes=tuple(dict(c) for c in summary.get("changes") or ()),
+            goodput=Goodput.from_summary(summary),
+            plans=tuple(
+                _plan_cost({"name": n, **p})
+                for n, p in (get("cost", "plans") or {}).items()
+                if isinstance(p, Mapping)
+            ),
         )
 
 
 _METRICS = ("latency_ms", "ttft_ms", "itl_ms", "queue_ms")
 """The timing summaries a snapshot carries (as `metrics.aggregate.METRICS`, not imported: this
 module imports nothing of the collector's)."""
+
+
+def _plan_cost(d: Mapping[str, Any]) -> PlanCost:
+    """A plan's figures from a snapshot's or a summary's JSON."""
+    pr = d.get("projected")
+    return PlanCost(
+        name=str(d["name"]),
+        total=float(d.get("total") or 0.0),
+        per_task=float(d.get("per_task") or 0.0),
+        projected=None if pr is None else float(pr),
+    )
 
 
 def _figures(timing: Mapping[str, Any] | None) -> dict[str, float]:

@@ -8,7 +8,12 @@ one only decides which to run and turns unreadable journals into exit code 2.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from oxconsole.workload.plans import PricePlan
 
 __all__ = ["ReportRequest", "report_command", "wants_more"]
 
@@ -23,11 +28,25 @@ class ReportRequest:
     csv: str | None = None
     markdown: bool = False
     with_text: bool = False
+    plans: str | None = None
+    """`--plans FILE.toml`: price the journals under the [plans.*] tables of FILE."""
 
 
 def wants_more(req: ReportRequest) -> bool:
     """True when the request needs this package (not only the one summary of `report.py`)."""
-    return len(req.results) > 1 or bool(req.html or req.csv or req.markdown)
+    return len(req.results) > 1 or bool(req.html or req.csv or req.markdown or req.plans)
+
+
+def _read_plans(path: str) -> Mapping[str, PricePlan] | None:
+    """The plans of `--plans FILE`, or None having said why they cannot be read (exit 2)."""
+    from oxconsole.workload import WorkloadError, load_plans
+
+    try:
+        return load_plans(path)
+    except WorkloadError as e:
+        for line in e.errors:
+            print(f"oxconsole report: {line}", file=sys.stderr)
+        return None
 
 
 def _fail(path: str, e: OSError) -> int:
@@ -37,23 +56,29 @@ def _fail(path: str, e: OSError) -> int:
 
 
 def report_command(req: ReportRequest) -> int:
-    """Run the outputs asked for; 0, or 2 when a journal cannot be read or a file written."""
+    """Run the outputs asked for; 0, or 2 when a journal cannot be read, a file written or the
+    plans of `--plans` read."""
+    plans = None
+    if req.plans:
+        plans = _read_plans(req.plans)
+        if plans is None:
+            return 2
     if len(req.results) > 1:
         from oxconsole.reports.compare import compare_main
 
-        return compare_main(req)
+        return compare_main(req, plans)
     path = req.results[0]
-    if req.as_json:
+    if req.as_json or not (req.html or req.csv or req.markdown):
         from oxconsole.report import report_main
 
-        code = report_main(path, True)
+        code = report_main(path, req.as_json, plans)
         if code:
             return code
     try:
         if req.html:
             from oxconsole.reports.html import write_html_report
 
-            write_html_report(path, req.html)
+            write_html_report(path, req.html, plans=plans)
             print(f"oxconsole report: wrote {req.html}", file=sys.stderr)
         if req.csv:
             from oxconsole.reports.exports import write_csv
@@ -64,7 +89,7 @@ def report_command(req: ReportRequest) -> int:
             from oxconsole.report import summary_from_journal
             from oxconsole.reports.exports import render_markdown
 
-            sys.stdout.write(render_markdown(summary_from_journal(path)))
+            sys.stdout.write(render_markdown(summary_from_journal(path, plans=plans)))
     except OSError as e:
         if e.filename not in (None, path):
             print(f"oxconsole report: {e.filename}: cannot write: {e.strerror or e}", file=sys.stderr)

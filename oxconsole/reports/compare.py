@@ -24,10 +24,12 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from oxconsole.report import read_journal, summary_from_journal
+from oxconsole.reports.plans import cost_figures, cost_rows, money_cell
 from oxconsole.reports.timeline import build_timeline
 
 if TYPE_CHECKING:
     from oxconsole.reports.command import ReportRequest
+    from oxconsole.workload.plans import PricePlan
 
 __all__ = ["FIGURES", "Figure", "RunFigures", "compare", "compare_main", "load_run", "render_compare"]
 
@@ -124,9 +126,10 @@ def _timings(path: str | os.PathLike[str]) -> dict[str, array[float]]:
     return out
 
 
-def load_run(path: str | os.PathLike[str]) -> RunFigures:
-    """Every figure of one journal with its interval. Raises OSError when unreadable."""
-    s = summary_from_journal(path)
+def load_run(path: str | os.PathLike[str], plans: Mapping[str, PricePlan] | None = None) -> RunFigures:
+    """Every figure of one journal with its interval (and its costs under the run's plans, or
+    ``plans``). Raises OSError when unreadable."""
+    s = summary_from_journal(path, plans=plans)
     figs: dict[str, Figure] = {}
     tl = build_timeline(path)
     whole = [i for i in range(len(tl.slots)) if tl.width(i) >= tl.step]  # a cut-short last slot is noisier
@@ -141,6 +144,7 @@ def load_run(path: str | os.PathLike[str]) -> RunFigures:
             figs[key] = Figure(float(s[metric][f"p{q:.0f}"]), iv if vals else None)
     req = s["requests"]
     figs["error_rate"] = Figure(100.0 * req["error"] / req["total"] if req["total"] else None, None)
+    figs.update((k, Figure(v, None)) for k, v in cost_figures(s).items())
     return RunFigures(os.fspath(path), str(s.get("name", "")), figs)
 
 
@@ -159,13 +163,14 @@ def compare(runs: Sequence[RunFigures]) -> dict[str, Any]:
     """The comparison as plain JSON types: each figure's values, intervals, Δ% and noise verdict
     (against the first run)."""
     rows = []
-    for key, label in FIGURES:
-        figs = [r.figures[key] for r in runs]
+    for key, label in (*FIGURES, *cost_rows(r.figures for r in runs)):
+        figs = [r.figures.get(key, Figure(None, None)) for r in runs]
         deltas = [_delta(figs[0], f) for f in figs[1:]]
+        rnd = _round_cost if key.startswith("cost") else _round
         rows.append({
             "figure": key,
             "label": label,
-            "values": [_round(f.value) for f in figs],
+            "values": [rnd(f.value) for f in figs],
             "intervals": [None if f.interval is None else [_round(x) for x in f.interval] for f in figs],
             "delta_pct": [None, *(_round(d) for d, _ in deltas)],
             "within_noise": [None, *(n for _, n in deltas)],
@@ -181,6 +186,10 @@ def compare(runs: Sequence[RunFigures]) -> dict[str, Any]:
 
 def _round(v: float | None) -> float | None:
     return None if v is None else round(v, 3)
+
+
+def _round_cost(v: float | None) -> float | None:
+    return None if v is None else round(v, 12)
 
 
 def _cell(v: float | None) -> str:
@@ -204,20 +213,22 @@ def render_compare(c: Mapping[str, Any], cell: Callable[[float | None], str] = _
     lines = [f"{i}: {r['path']}" for i, r in zip(names, c["runs"], strict=True)]
     lines += ["", head]
     for row in c["figures"]:
-        line = f"{row['label']:<16}{cell(row['values'][0]):>13}"
+        fmt = money_cell if str(row["figure"]).startswith("cost") else cell
+        line = f"{row['label']:<16}{fmt(row['values'][0]):>13}"
         for v, d, n in zip(row["values"][1:], row["delta_pct"][1:], row["within_noise"][1:], strict=True):
-            line += f"{cell(v):>13}{_dcell(d, n):>10}"
+            line += f"{fmt(v):>13}{_dcell(d, n):>10}"
         lines.append(line)
     lines += ["", f"~ within noise, * beyond it ({c['confidence']:.0%} bootstrap intervals, seed {SEED})"]
     return "\n".join(lines) + "\n"
 
 
-def compare_main(req: ReportRequest) -> int:
-    """Compare the journals of ``req``: the table (or JSON) on stdout; 0, or 2 if unreadable."""
+def compare_main(req: ReportRequest, plans: Mapping[str, PricePlan] | None = None) -> int:
+    """Compare the journals of ``req`` (priced under ``plans``, else each under its run's): the
+    table (or JSON) on stdout; 0, or 2 if unreadable."""
     runs = []
     for path in req.results:
         try:
-            runs.append(load_run(path))
+            runs.append(load_run(path, plans))
         except OSError as e:
             print(
                 f"oxconsole report: {path}: cannot read the results journal: {e.strerror or e}",

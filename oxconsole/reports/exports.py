@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import os
 from collections.abc import Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import orjson
 
 from oxconsole.journal.records import RequestRecord
 from oxconsole.report import read_journal
+from oxconsole.reports.plans import money_cell, plan_table
 
 __all__ = [
     "CSV_COLUMNS",
@@ -133,6 +135,9 @@ def render_markdown(s: Mapping[str, Any]) -> str:
     errors = s.get("errors") or {}
     if errors:
         out += ["", *_md_table(["error", "requests"], [[k, f"{v:,}"] for k, v in errors.items()])]
+    head, plans = plan_table(s)
+    if plans:
+        out += ["", *_md_table(head, plans)]
     return "\n".join(out) + "\n"
 
 
@@ -144,10 +149,11 @@ def compare_markdown(c: Mapping[str, Any]) -> str:
         head += [n, "Δ%"]
     rows = []
     for row in c["figures"]:
-        cells = [row["label"], _f(row["values"][0], 2)]
+        fmt = money_cell if str(row["figure"]).startswith("cost") else partial(_f, nd=2)
+        cells = [row["label"], fmt(row["values"][0])]
         for v, d, noise in zip(row["values"][1:], row["delta_pct"][1:], row["within_noise"][1:], strict=True):
             mark = " (~)" if noise else ""
-            cells += [_f(v, 2), "-" if d is None else f"{d:+.1f}%{mark}"]
+            cells += [fmt(v), "-" if d is None else f"{d:+.1f}%{mark}"]
         rows.append(cells)
     note = f"(~) within noise: {c['confidence']:.0%} bootstrap intervals overlap"
     return "\n".join([*_md_table(head, rows), "", note]) + "\n"

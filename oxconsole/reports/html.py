@@ -14,11 +14,15 @@ import sys
 from collections.abc import Mapping, Sequence
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oxconsole.report import summary_from_journal
+from oxconsole.reports.plans import cost_by_plan, money_cell
 from oxconsole.reports.svg import PALETTE, Line, Marker, distribution, fmt_num, line_chart, stacked_bars
 from oxconsole.reports.timeline import TIMED, Timeline, build_timeline
+
+if TYPE_CHECKING:
+    from oxconsole.workload.plans import PricePlan
 
 __all__ = ["REPORT_NAME", "render_html", "write_compare_html", "write_html_report", "write_run_report"]
 
@@ -57,13 +61,14 @@ def write_html_report(
     results: str | os.PathLike[str],
     out: str | os.PathLike[str],
     summary: Mapping[str, Any] | None = None,
+    plans: Mapping[str, PricePlan] | None = None,
 ) -> Path:
     """Write the report of the journal ``results`` to ``out`` (whole, then renamed into place).
 
     ``summary`` is the run's own summary when the run writes its report (it has the changes and
-    phases); without it the summary is rebuilt from the journal alone.
+    phases); without it the summary is rebuilt from the journal alone (priced under ``plans``).
     """
-    s = summary if summary is not None else summary_from_journal(results)
+    s = summary if summary is not None else summary_from_journal(results, plans=plans)
     page = render_html(s, build_timeline(results), journal_only=summary is None)
     dest = Path(out)
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -98,6 +103,7 @@ def render_html(summary: Mapping[str, Any], tl: Timeline, *, journal_only: bool)
         _section("latency-over-time", "Latency over time (p50 / p90 / p99)", "", _over_time(tl, markers)),
         _section("distributions", "Distributions (ok requests)", "", _distributions(summary, tl)),
         _section("models", "Models", "", [_model_table(summary.get("models") or {})]),
+        cost_by_plan(summary),
         _section("errors", "Errors", "", _errors(summary, tl, markers)),
         _phases(summary),
     ]
@@ -152,6 +158,8 @@ def _header(s: Mapping[str, Any]) -> str:
 def _markers(s: Mapping[str, Any]) -> list[Marker]:
     out = []
     for c in s.get("changes") or []:
+        if c.get("what") == "stage":
+            continue  # drawn below, with the stage's name
         model = f" {c['model']}" if c.get("model") is not None else ""
         out.append(Marker(float(c.get("t") or 0.0), f"{c.get('what')}{model} {c.get('from')}→{c.get('to')}"))
     for st in s.get("stages") or []:
@@ -342,10 +350,11 @@ def write_compare_html(c: Mapping[str, Any], out: str | os.PathLike[str]) -> Pat
         head += [n, "Δ%"]
     rows = []
     for row in c["figures"]:
-        cells = [str(row["label"]), _num(row["values"][0])]
+        num = money_cell if str(row["figure"]).startswith("cost") else _num
+        cells = [str(row["label"]), num(row["values"][0])]
         for v, d, noise in zip(row["values"][1:], row["delta_pct"][1:], row["within_noise"][1:], strict=True):
             mark = " ~" if noise else " *" if noise is False else ""
-            cells += [_num(v), "-" if d is None else f"{d:+.1f}%{mark}"]
+            cells += [num(v), "-" if d is None else f"{d:+.1f}%{mark}"]
         rows.append(cells)
     note = (
         f"Δ% against {escape(names[0])}. ~ within noise ({c['confidence']:.0%} bootstrap intervals overlap), "

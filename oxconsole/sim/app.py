@@ -41,6 +41,7 @@ from aiohttp import web
 from oxconsole.gcpace import PacedGC
 from oxconsole.sim.embeddings import BAD_INPUT, dimensions, embedding_inputs, embeddings_body
 from oxconsole.sim.faults import arrival_faults, stream_faults
+from oxconsole.sim.packs import pack_pieces
 from oxconsole.sim.state import ModelState
 from oxconsole.sim.streams import Answer, Lateness, Trace, Writer, whole_stream
 from oxconsole.sim.wire import (
@@ -255,7 +256,7 @@ class SimState:
         created = int(time.time())
         if ans.stream:
             slot = rid + kind.slot_mid + b"%d" % created
-            if ms.zero_latency and not ans.faulty:
+            if ms.zero_latency and not ans.faulty and ans.pieces is None:
                 ms.stats.completed += 1
                 return whole_stream(ms, kind, slot, ans)
             resp = await self._writer.stream(request, ms, kind, t_admit, slot, ans, traced)
@@ -286,7 +287,10 @@ def _plan(body: dict[str, Any], prompt: tuple[int, str] | None, ms: ModelState) 
     opts = body.get("stream_options")
     include_usage = prof.usage and stream and isinstance(opts, dict) and opts.get("include_usage") is True
     abort, malformed = stream_faults(ms) if ms.stream_faults else (False, False)
-    return Answer(n, finish, prompt_tokens, stream, include_usage, abort, malformed)
+    pieces = pack_pieces(body.get("messages"), ms, max_tokens) if prompt is None else None
+    if pieces is not None:  # a pack: its sections, with the pack's total output
+        n, finish = len(pieces), "stop"
+    return Answer(n, finish, prompt_tokens, stream, include_usage, abort, malformed, pieces)
 
 
 # ---------------------------------------------------------------------------------------------------

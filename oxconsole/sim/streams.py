@@ -22,6 +22,7 @@ import orjson
 from aiohttp import web
 
 from oxconsole.metrics.histogram import LogHistogram
+from oxconsole.sim.packs import pack_choices
 from oxconsole.sim.state import ModelState
 from oxconsole.sim.wire import (
     DONE,
@@ -51,6 +52,8 @@ class Answer:
     """The stream stops about half-way and the connection drops (no finish, no [DONE])."""
     malformed: bool
     """One chunk (or the body) is not valid JSON."""
+    pieces: tuple[str, ...] | None = None
+    """A pack's answer, one token a piece (sim/packs.py); None = the usual filler words."""
 
     @property
     def faulty(self) -> bool:
@@ -306,7 +309,7 @@ class Writer:
         await resp.prepare(request)  # a StreamResponse sends its headers at once
         if kind.role_choice:
             await resp.write(head + kind.role_choice)  # with the headers: chat's role chunk
-        tokens = kind.token_choice
+        tokens = kind.token_choice if ans.pieces is None else pack_choices(ans.pieces)
         stop_at = n // 2 if ans.abort else n  # abort: about half the tokens, then the connection drops
         bad_at = n // 2 if ans.malformed else -1
         # The content chunks that leave before the last one are written by the loop's ticker, as
@@ -360,7 +363,7 @@ class Writer:
         if kind.chat:
             choice = {
                 "index": 0,
-                "message": {"role": "assistant", "content": answer_text(n), "refusal": None},
+                "message": {"role": "assistant", "content": _text(n, ans.pieces), "refusal": None},
                 "logprobs": None,
                 "finish_reason": finish,
             }
@@ -393,6 +396,10 @@ class Writer:
                 request.transport.close()
             return resp
         return json_response(200, body)
+
+
+def _text(n: int, pieces: tuple[str, ...] | None) -> str:
+    return answer_text(n) if pieces is None else "".join(pieces)
 
 
 def _wake(fut: asyncio.Future[None]) -> None:

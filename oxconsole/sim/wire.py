@@ -59,6 +59,8 @@ _WORDS: Final = (
     "bridges",
 )
 _TOKEN_TEXT: Final = tuple(w + " " for w in _WORDS)
+TOKEN_WORDS: Final = _TOKEN_TEXT
+"""The words an answer is made of, each with its space (one token each)."""
 HEAD: Final = b'data: {"id":"'
 
 

@@ -172,6 +172,8 @@ class ConsoleApp(App[str]):
         self.last = snap
         self._status = status
         self.renders += 1
+        if snap.plans:
+            main.show_costs()
         for warning in snap.gauges.warnings[self._warned :]:
             # the engine's warnings (open-files limit, TLS off, ...), each once, until dismissed
             self.toast(
@@ -492,6 +494,8 @@ class ConsoleApp(App[str]):
     def action_next_tab(self) -> None:
         tabs = self.main.query_one(TabbedContent)
         order = ["tab-models", "tab-latency", "tab-errors", "tab-phase"]
+        if self.main.costs_shown:
+            order.append("tab-cost")
         i = order.index(tabs.active) if tabs.active in order else -1
         tabs.active = order[(i + 1) % len(order)]
 

@@ -18,6 +18,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, TabbedContent, TabPane
 
+from oxconsole.ui.costpanel import CostPanel
 from oxconsole.ui.widgets import (
     ErrorsPanel,
     HeaderPanel,
@@ -92,6 +93,12 @@ class MainScreen(Screen[None]):
     MainScreen #mid ErrorsPanel {
         width: 1fr;
     }
+    MainScreen #wide CostPanel {
+        display: none;
+    }
+    MainScreen.-plans #wide CostPanel {
+        display: block;
+    }
     MainScreen #tabs {
         display: none;
         height: 1fr;
@@ -158,6 +165,7 @@ class MainScreen(Screen[None]):
             yield ThroughputPanel(id="throughput")
         with Vertical(id="wide"):
             yield ModelsPanel(id="models")
+            yield CostPanel(id="cost")
             with Horizontal(id="mid"):
                 yield LatencyPanel(id="latency")
                 yield PhasePanel(id="phase")
@@ -171,10 +179,13 @@ class MainScreen(Screen[None]):
                 yield ErrorsPanel(id="errors-tab")
             with TabPane("phase", id="tab-phase"):
                 yield PhasePanel(id="phase-tab")
+            with TabPane("cost", id="tab-cost"):
+                yield CostPanel(id="cost-tab")
         yield Footer(show_command_palette=False)
 
     def on_mount(self) -> None:
         self.panels = list(self.query(Panel))
+        self.query_one(TabbedContent).hide_tab("tab-cost")  # until the run shows it has plans
         self.app.theme_changed_signal.subscribe(self, self._theme_changed)
         if self.on_ready is not None:
             self.on_ready()
@@ -188,6 +199,17 @@ class MainScreen(Screen[None]):
         forget_palettes()
         for panel in self.panels:
             panel.restyle()
+
+    def show_costs(self) -> None:
+        """The run has what-if price plans: show the cost view (a panel under the models when
+        wide, the "cost" tab when compact)."""
+        if not self.has_class("-plans"):
+            self.add_class("-plans")
+            self.query_one(TabbedContent).show_tab("tab-cost")
+
+    @property
+    def costs_shown(self) -> bool:
+        return self.has_class("-plans")
 
     @property
     def compact(self) -> bool:

@@ -14,13 +14,15 @@ INTERFACE (fixed; other modules rely on these names, imported from this package)
   resolve_headers(workload, endpoint_name) -> (headers, values from the environment)
   describe(workload, stats) -> str                    # the text `oxconsole validate` prints
   load_sim_section(path) -> dict[str, SimModelProfile]
+  load_plans(path) -> dict[str, PricePlan]           # the [plans.*] tables of any TOML file
   parse_sim_profiles(sim_table, file_label) -> dict[str, SimModelProfile]
   WorkloadError(Exception)
 
 Where each question is answered: `schema` (the dataclasses), `errors` and `values` (error texts,
 collecting them, typed reading of TOML values), `bounds` (the largest values a run can use, the
 name rule), `sections` (one parser per table), `overrides` (--set), `load`
-(file -> Workload, API keys), `prompts` (streaming and checking prompts), `describe` (validate's text).
+(file -> Workload, API keys), `prompts` (streaming and checking prompts), `describe` (validate's text),
+`stages` ([[stages]], the load shape).
 
 Stdlib only (plus orjson for the prompts file): importing this package never loads the UI or HTTP stack.
 """
@@ -28,8 +30,16 @@ Stdlib only (plus orjson for the prompts file): importing this package never loa
 from __future__ import annotations
 
 from oxconsole.workload.describe import describe
-from oxconsole.workload.load import load_sim_section, load_workload, resolve_api_key, resolve_headers
+from oxconsole.workload.load import (
+    load_plans,
+    load_sim_section,
+    load_workload,
+    resolve_api_key,
+    resolve_headers,
+)
 from oxconsole.workload.overrides import apply_override
+from oxconsole.workload.packs import Pack, format_pack, parse_pack, split_answer
+from oxconsole.workload.plans import PricePlan, Prices, parse_plans, plans_to_toml
 from oxconsole.workload.prompts import check_prompts, iter_prompts, request_ids, turn_id
 from oxconsole.workload.schema import (
     DEFAULT_RETRY_ON,
@@ -37,6 +47,7 @@ from oxconsole.workload.schema import (
     EndpointConfig,
     ModelConfig,
     OutputConfig,
+    PackingConfig,
     Prompt,
     PromptsConfig,
     PromptStats,
@@ -51,6 +62,8 @@ from oxconsole.workload.schema import (
     WorkloadError,
 )
 from oxconsole.workload.sections import parse_sim_profiles
+from oxconsole.workload.slo import SloConfig
+from oxconsole.workload.stages import Stage, stages_duration
 from oxconsole.workload.values import parse_duration
 
 __all__ = [
@@ -59,6 +72,10 @@ __all__ = [
     "EndpointConfig",
     "ModelConfig",
     "OutputConfig",
+    "Pack",
+    "PackingConfig",
+    "PricePlan",
+    "Prices",
     "Prompt",
     "PromptStats",
     "PromptsConfig",
@@ -67,6 +84,8 @@ __all__ = [
     "RoutingRule",
     "RunConfig",
     "SimModelProfile",
+    "SloConfig",
+    "Stage",
     "Strategy",
     "SyntheticConfig",
     "Workload",
@@ -74,13 +93,20 @@ __all__ = [
     "apply_override",
     "check_prompts",
     "describe",
+    "format_pack",
     "iter_prompts",
+    "load_plans",
     "load_sim_section",
     "load_workload",
     "parse_duration",
+    "parse_pack",
+    "parse_plans",
     "parse_sim_profiles",
+    "plans_to_toml",
     "request_ids",
     "resolve_api_key",
     "resolve_headers",
+    "split_answer",
+    "stages_duration",
     "turn_id",
 ]

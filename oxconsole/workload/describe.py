@@ -12,7 +12,11 @@ import os
 
 from oxconsole.workload.errors import did_you_mean
 from oxconsole.workload.lengths import describe_length, fmt_stats
+from oxconsole.workload.packs import describe_packing
+from oxconsole.workload.plans import describe_plans
 from oxconsole.workload.schema import RETRY_WORDS, PromptStats, Workload, fill_results
+from oxconsole.workload.slo import slo_lines, slo_warnings
+from oxconsole.workload.stages import describe_stages
 from oxconsole.workload.values import fmt_duration
 
 
@@ -28,7 +32,12 @@ def describe(w: Workload, stats: PromptStats) -> str:
     lines += _prompt_lines(w, stats)
     lines += _routing_lines(w)
     lines += _run_lines(w)
-    warnings = _warnings(w, stats)
+    lines += slo_lines(w.slo)
+    stage_lines, stage_warnings = describe_stages(w, stats.total_requests)
+    lines += stage_lines
+    lines += describe_plans(w.plans)
+    lines += describe_packing(w.packing)
+    warnings = _warnings(w, stats) + slo_warnings(w.slo, w.run.stream) + stage_warnings
     if warnings:
         lines += ["", "warnings"] + [f"  - {x}" for x in warnings]
     return "\n".join(lines) + "\n"

@@ -16,6 +16,7 @@ from typing import Any
 
 from oxconsole.workload.errors import Problems, did_you_mean, error, join_key, printable
 from oxconsole.workload.overrides import apply_override
+from oxconsole.workload.plans import PricePlan, parse_plans
 from oxconsole.workload.schema import SimModelProfile, Workload, WorkloadError
 from oxconsole.workload.sections import build_workload, parse_sim_profiles
 
@@ -66,6 +67,22 @@ def load_sim_section(path: str | Path) -> dict[str, SimModelProfile]:
     if "sim" not in raw:
         raise error(label, "sim.models", 'one or more [sim.models."NAME"] tables', "no [sim] table")
     return parse_sim_profiles(raw["sim"], label)
+
+
+def load_plans(path: str | Path) -> dict[str, PricePlan]:
+    """Read only the `[plans.*]` tables of a workload or of a file holding just those tables
+    (`oxconsole report --plans FILE`); model overrides are not checked against any [[models]].
+    Raises WorkloadError listing every error."""
+    label = printable(str(path))
+    raw = _read_toml(Path(path), label)
+    if "plans" not in raw:
+        raise error(label, "plans", "one or more [plans.NAME] tables", "no [plans] table")
+    errs = Problems(label)
+    plans = parse_plans(errs, raw["plans"], None)
+    errs.raise_if_any(raw)
+    if not plans:
+        raise error(label, "plans", "one or more [plans.NAME] tables", "an empty [plans] table")
+    return plans
 
 
 def load_workload(path: str | Path, overrides: Sequence[str] = ()) -> Workload:

@@ -9,7 +9,12 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from oxconsole.workload.plans import PricePlan
+    from oxconsole.workload.slo import SloConfig
+    from oxconsole.workload.stages import Stage
 
 Arrival = Literal["closed", "constant", "poisson"]
 PromptsFormat = Literal["jsonl", "sharegpt", "openai-batch"]
@@ -274,6 +279,8 @@ class SimModelProfile:
     """Seconds a stalled request waits before answering."""
     usage: bool = True
     """Send `usage` when the client asks for it; false mimics llama.cpp's server (none in streams)."""
+    pack_error_rate: float = 0.0
+    """Fraction of packed requests answered with one section missing (the client must re-send)."""
 
 
 @dataclass(frozen=True)
@@ -304,6 +311,16 @@ class Prompt:
 
 
 @dataclass(frozen=True)
+class PackingConfig:
+    size: int = 1
+    """Tasks per request; 1 = off."""
+    max_input_tokens: int = 0
+    """Also close a pack before its estimated input tokens pass this; 0 = no cap."""
+    tags: tuple[str, ...] = ()
+    """Pack only prompts with one of these tags (others go alone); empty = all."""
+
+
+@dataclass(frozen=True)
 class Workload:
     path: Path
     """The workload file as the user gave it."""
@@ -320,6 +337,14 @@ class Workload:
     """[sim.models."NAME"] profiles for the embedded simulator."""
     raw: dict[str, Any] = field(default_factory=dict)
     """The TOML document after --set overrides (used to write tuned workloads back)."""
+    slo: SloConfig | None = None
+    """[slo]: when a request is good and the share that must be (workload/slo.py); None = no SLO."""
+    stages: tuple[Stage, ...] = ()
+    """[[stages]]: the load shape, run in order (`workload/stages.py`); () = none."""
+    plans: dict[str, PricePlan] = field(default_factory=dict)
+    """[plans.NAME] what-if price tables (`workload/plans.py`), in file order."""
+    packing: PackingConfig = field(default_factory=PackingConfig)
+    """[packing]: several tasks per request (workload/packs.py)."""
 
     def model(self, name: str) -> ModelConfig:
         for m in self.models:

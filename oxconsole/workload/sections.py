@@ -18,6 +18,8 @@ from typing import Any, Literal, cast
 from oxconsole.workload import bounds as b
 from oxconsole.workload.errors import Problems, did_you_mean, join_key, show
 from oxconsole.workload.lengths import parse_length
+from oxconsole.workload.packs import parse_packing
+from oxconsole.workload.plans import parse_plans
 from oxconsole.workload.requestkeys import ENV_NAME, extra_body, request_headers
 from oxconsole.workload.schema import (
     APIS,
@@ -39,10 +41,15 @@ from oxconsole.workload.schema import (
     fill_results,
     split_host_port,
 )
+from oxconsole.workload.slo import parse_slo
+from oxconsole.workload.stages import parse_stages
 from oxconsole.workload.tokens import tokenizer_path
 from oxconsole.workload.values import Table, fmt_duration, is_int
 
-_TOP = ("name", "run", "output", "endpoints", "models", "prompts", "routing", "retry", "sim")
+_TOP = (
+    "name", "run", "output", "endpoints", "models", "prompts", "routing", "retry", "sim", "slo",
+    "stages", "plans", "packing",
+)  # fmt: skip
 _RUN = (
     "concurrency", "rate", "burst", "tpm", "arrival", "requests", "duration",
     "timeout", "stream", "seed", "workers", "grace",
@@ -63,7 +70,7 @@ _SIM = ("models",)
 _PROFILE = (
     "ttft", "tokens_per_s", "output_tokens", "capacity", "jitter", "error_rate", "rate_limit",
     "retry_after", "throttle_rate", "reset_rate", "abort_rate", "malformed_rate", "stall_rate", "stall",
-    "usage",
+    "usage", "pack_error_rate",
 )  # fmt: skip
 
 _ELSEWHERE: dict[str, str] = {}
@@ -442,6 +449,7 @@ def _sim_profile(p: Table) -> SimModelProfile:
         stall_rate=p.num("stall_rate", d.stall_rate, 1.0),
         stall=p.duration("stall", d.stall),
         usage=p.bool_("usage", d.usage),
+        pack_error_rate=p.num("pack_error_rate", d.pack_error_rate, 1.0),
     )
 
 
@@ -494,6 +502,10 @@ def build_workload(raw: dict[str, Any], path: Path, errs: Problems) -> Workload:
     routing = _parse_routing(errs, raw.get("routing", {}), _model_names_in(raw.get("models")))
     retry = _parse_retry(errs, raw.get("retry", {}))
     sim = _parse_sim(errs, raw["sim"]) if "sim" in raw else {}
+    slo = parse_slo(errs, raw.get("slo"))
+    stages = parse_stages(errs, raw.get("stages"), run.concurrency, run.rate, run.arrival != "closed")
+    plans = parse_plans(errs, raw.get("plans"), _model_names_in(raw.get("models")))
+    packing = parse_packing(errs, raw.get("packing", {}))
     if output.batch_output is not None and prompts.format != "openai-batch" and not errs.has("prompts"):
         errs.add(
             "output.batch_output",
@@ -513,4 +525,8 @@ def build_workload(raw: dict[str, Any], path: Path, errs: Problems) -> Workload:
         retry=retry,
         sim=sim,
         raw=raw,
+        slo=slo,
+        stages=stages,
+        plans=plans,
+        packing=packing,
     )

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from oxconsole.metrics.format import eta_seconds, fmt_duration
 from oxconsole.metrics.snapshot import Snapshot
+from oxconsole.metrics.stages import stage_text
 from oxconsole.ui.charts import hbar
 from oxconsole.ui.lines import Line, Palette, fit
 from oxconsole.ui.numbers import fmt_change, fmt_clock, fmt_cost, fmt_count, fmt_rate, pct
+from oxconsole.ui.panels.goodput import goodput_part
+from oxconsole.ui.panels.packs import rate_label
 
 __all__ = ["header_lines"]
 
@@ -35,7 +38,7 @@ def header_lines(
     lines = [
         _title_line(s, p, width, name, state),
         _progress_line(s, p, width, state, duration),
-        _status_line(s, p, note, note_style, flash, flash_style),
+        _status_line(s, p, width, note, note_style, flash, flash_style),
     ]
     return fit(lines, width)
 
@@ -87,7 +90,11 @@ def _progress_line(s: Snapshot, p: Palette, width: int, state: str, duration: fl
     total = g.total_expected
     done = s.counts.total
     ending = next((x for x in (state, g.state) if x in ("done", "draining")), "")
-    if total:
+    if s.stage is not None:  # [[stages]]: the time through them, and which one
+        frac = min(1.0, s.elapsed_s / max(float(s.stage["total_s"]), 1e-9))
+        tail = f" {stage_text(s.stage, s.elapsed_s)}  {100 * frac:3.0f}%  {fmt_count(done)} done"
+        tail += f"  {ending}" if ending else ""
+    elif total:
         frac = done / total
         tail = f" {fmt_count(done)}/{fmt_count(total)} {100 * frac:5.1f}%"
         eta = eta_seconds(s)
@@ -118,9 +125,12 @@ def _progress_line(s: Snapshot, p: Palette, width: int, state: str, duration: fl
     return t
 
 
-def _status_line(s: Snapshot, p: Palette, note: str, note_style: str, flash: str, flash_style: str) -> Line:
+def _status_line(
+    s: Snapshot, p: Palette, width: int, note: str, note_style: str, flash: str, flash_style: str
+) -> Line:
     """The confirmation just given (``flash``), then the console's note, or the phase and its
-    settings; the current rates unless a note takes the room."""
+    settings; the current rates (and goodput, with `[slo]`) unless a note takes the room. The
+    phase's settings give way to the rates when the line is too long for both."""
     t = Line()
     if flash:
         t.append(f" {flash}", style=f"bold {flash_style or p.accent}")
@@ -136,6 +146,11 @@ def _status_line(s: Snapshot, p: Palette, note: str, note_style: str, flash: str
             t.append(", ".join(fmt_change(c) for c in s.phase_settings))
         else:
             t.append(" (no change yet)", style=p.muted)
-    t.append(f"   {fmt_rate(s.req_per_s_10s, ' req/s')}", style=p.primary)
-    t.append(f"  {fmt_rate(s.output_tokens_per_s_10s, ' tok/s')}", style=p.primary)
-    return t
+    rates = Line(f"   {fmt_rate(s.req_per_s_10s, ' ' + rate_label(s)[:-1])}", style=p.primary)
+    rates.append(f"  {fmt_rate(s.output_tokens_per_s_10s, ' tok/s')}")
+    good = goodput_part(s, p, "  good ")
+    if good is not None:
+        rates = Line().append_text(rates).append_text(good)
+        if t.cell_len + rates.cell_len > width:
+            t.truncate(max(1, width - rates.cell_len))
+    return t.append_text(rates)

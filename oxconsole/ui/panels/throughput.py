@@ -12,6 +12,8 @@ from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.charts import axis, bar_chart, sparkline
 from oxconsole.ui.lines import Line, Palette, fit
 from oxconsole.ui.numbers import fmt_rate
+from oxconsole.ui.panels.goodput import goodput_part
+from oxconsole.ui.panels.packs import append_packing, rate_label
 
 __all__ = ["throughput_lines"]
 
@@ -24,14 +26,18 @@ def throughput_lines(s: Snapshot, p: Palette, width: int, height: int) -> list[L
     shown = min(len(ser.req_per_s), cols)
     tall = height >= 7
     lines: list[Line] = []
-    t = Line("req/s ", style=p.muted)
+    t = Line(rate_label(s), style=p.muted)
     t.append(fmt_rate(s.req_per_s_10s, ""), style=f"bold {p.primary}")
     t.append(f" now · {fmt_rate(s.req_per_s, '')} run", style=p.muted)
+    append_packing(t, s, p)
     if s.errors_per_s_10s > 0:
         t.append(f" · err {fmt_rate(s.errors_per_s_10s)}", style=p.error)
     if not tall:
         t.append(" · tok/s ", style=p.muted)
         t.append(fmt_rate(s.output_tokens_per_s_10s, ""), style=f"bold {p.accent}")
+    good = goodput_part(s, p, " · good ")
+    if good is not None and len(t) + len(good) <= width:
+        t.append_text(good)
     lines.append(t)
     chart_h = max(1, height - (5 if tall else 3))
     recent = ser.req_per_s[-shown:] if shown else ()

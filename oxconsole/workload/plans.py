@@ -1,0 +1,152 @@
+"""What-if price plans (`[plans.NAME]`): the tables validated into `PricePlan`s, and back.
+
+Why this module exists: a run is billed at its models' own prices; a plan says what the very same
+traffic would cost elsewhere (a flat price per request, or per million tokens, per model or by
+default). The workload, `oxconsole report --plans FILE` and the journal's manifest all read plans
+through `parse_plans`, so a plan means the same wherever it comes from, and its errors read like
+every other workload error (all at once, key named, exit 2).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from oxconsole.workload import bounds as b
+from oxconsole.workload.errors import Problems, did_you_mean, join_key, show
+from oxconsole.workload.values import Table
+
+__all__ = ["PLAN_KEYS", "PRICE_KEYS", "PricePlan", "Prices", "describe_plans", "parse_plans", "plans_to_toml"]
+
+PLAN_KEYS = ("default", "models")
+PRICE_KEYS = ("per_request", "per_1m_input", "per_1m_output")
+_WHY = " (a price per request or per million tokens)"
+
+
+@dataclass(frozen=True, slots=True)
+class Prices:
+    """One model's prices under a plan, in the currency of the models' own prices."""
+
+    per_request: float = 0.0
+    """Flat price per request that ends ok."""
+    per_1m_input: float = 0.0
+    """Price per million input tokens."""
+    per_1m_output: float = 0.0
+    """Price per million output tokens."""
+
+
+@dataclass(frozen=True)
+class PricePlan:
+    """A what-if price table: `default` for every model, `models` overriding it key by key."""
+
+    name: str
+    """The table's name under [plans] (the summary's `cost.plans` key)."""
+    default: Prices = Prices()
+    """Prices of a model the plan does not name."""
+    models: Mapping[str, Prices] = field(default_factory=dict)
+    """A model's own prices: each key it gives replaces the default's, the others are the default's."""
+
+    def prices(self, model: str) -> Prices:
+        """The prices `model` pays under this plan."""
+        return self.models.get(model, self.default)
+
+
+def parse_plans(errs: Problems, data: Any, models: Collection[str] | None) -> dict[str, PricePlan]:
+    """The `[plans]` table (the document's "plans" value) as plans by name, in file order.
+
+    `models`: the names a model override may use (None: not checked). Errors go to `errs` with
+    paths such as `plans.flat.default.per_request`; a plan with an error is left out.
+    """
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        errs.bad("plans", "tables [plans.NAME] (such as [plans.request-based])", data)
+        return {}
+    out: dict[str, PricePlan] = {}
+    for name, value in data.items():
+        path = join_key("plans", name)
+        if not b.is_safe_name(name):
+            errs.add(path, f"a plan name: {b.NAME_RULE}", show(name))
+            continue
+        plan = _plan(errs, value, path, name, models)
+        if plan is not None:
+            out[name] = plan
+    return out
+
+
+def _plan(
+    errs: Problems, value: Any, path: str, name: str, models: Collection[str] | None
+) -> PricePlan | None:
+    t = Table(errs, value, path, PLAN_KEYS, "a [plans.NAME] table")
+    if t.broken:
+        return None
+    if not t.has("default") and not t.has("models"):
+        errs.add(
+            path, "default = { per_request, per_1m_input, per_1m_output } and/or models", "an empty plan"
+        )
+        return None
+    default = _prices(errs, t.data["default"], t.p("default"), Prices()) if t.has("default") else Prices()
+    overrides: dict[str, Prices] = {}
+    if t.has("models"):
+        table = t.data["models"]
+        if not isinstance(table, dict):
+            t.fail("models", 'a table of model prices (models."NAME" = { per_1m_input = ... })')
+        else:
+            for model, v in table.items():
+                mpath = join_key(t.p("models"), model)
+                if models is not None and model not in models:
+                    hint = did_you_mean(model, models)
+                    known = f' (did you mean "{hint}"?)' if hint else f" (defined: {', '.join(models)})"
+                    errs.add(mpath, "the name of a model in [[models]]" + known, "no such model")
+                    continue
+                overrides[model] = _prices(errs, v, mpath, default)
+    return PricePlan(name=name, default=default, models=overrides)
+
+
+def _prices(errs: Problems, value: Any, path: str, base: Prices) -> Prices:
+    """A price table; each key left out takes `base`'s value."""
+    t = Table(errs, value, path, PRICE_KEYS, "a price table")
+    return Prices(
+        per_request=t.num("per_request", base.per_request, b.MAX_PRICE, _WHY),
+        per_1m_input=t.num("per_1m_input", base.per_1m_input, b.MAX_PRICE, _WHY),
+        per_1m_output=t.num("per_1m_output", base.per_1m_output, b.MAX_PRICE, _WHY),
+    )
+
+
+def _price_table(p: Prices) -> dict[str, float]:
+    return {"per_request": p.per_request, "per_1m_input": p.per_1m_input, "per_1m_output": p.per_1m_output}
+
+
+def plans_to_toml(plans: Mapping[str, PricePlan]) -> dict[str, Any]:
+    """The plans as the `[plans]` table they read from (every price written out): what the journal's
+    manifest keeps, read back with `parse_plans` to the same plans."""
+    return {
+        name: {
+            "default": _price_table(p.default),
+            "models": {m: _price_table(x) for m, x in p.models.items()},
+        }
+        for name, p in plans.items()
+    }
+
+
+def _price_words(p: Prices) -> str:
+    parts = []
+    if p.per_request:
+        parts.append(f"{p.per_request:g} per request")
+    if p.per_1m_input:
+        parts.append(f"{p.per_1m_input:g} per 1M input")
+    if p.per_1m_output:
+        parts.append(f"{p.per_1m_output:g} per 1M output")
+    return ", ".join(parts) or "free"
+
+
+def describe_plans(plans: Mapping[str, PricePlan]) -> list[str]:
+    """What `oxconsole validate` says of the plans: each plan's default and model prices."""
+    if not plans:
+        return []
+    lines = ["", "price plans (what-ifs; the models' own prices stay the actual cost)"]
+    for name, p in plans.items():
+        lines.append(f"  {name}: {_price_words(p.default)}")
+        lines += [f"    {m}: {_price_words(x)}" for m, x in p.models.items()]
+    return lines
