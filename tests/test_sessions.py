@@ -249,3 +249,13 @@ def test_sessions_example_validates() -> None:
     w = load_workload(Path(__file__).resolve().parent.parent / "examples" / "sessions.toml")
     stats = check_prompts(w)
     assert (stats.sessions, stats.turns, stats.total_requests) == (4, 12, 13)
+
+
+def test_sessions_are_not_packed(make_workload: WorkloadFactory) -> None:
+    w = make_workload(
+        '[endpoints.default]\nbase_url = "sim"\n[[models]]\nname = "m"\n[prompts]\nfile = "prompts.jsonl"\n'
+        "[packing]\nsize = 4\n",
+        prompts=lines({"turns": ["a", "b"]}),
+    )
+    with pytest.raises(WorkloadError, match=re.escape("packing.size: expected 1 (multi-turn sessions")):
+        check_prompts(w)

@@ -63,7 +63,7 @@ class Dispatcher:
         self.schedule: ArrivalSchedule | None = None
         self.budget: TokenBudget | None = None
         """The token budget, from the first time `set_tpm` turns it on (then kept: 0 = off)."""
-        caps = [m.max_tokens for m in w.models]
+        caps = [0 if m.api == "embeddings" else m.max_tokens for m in w.models]  # (no output)
         self._out_cap = max(c for c in caps if c is not None) if None not in caps else None
         """The most output any model may give (every model sets max_tokens); None otherwise."""
         self._out_seen = [0, 0]  # output tokens and answers seen, for requests with no max_tokens

@@ -353,6 +353,11 @@ def check_prompts(w: Workload) -> PromptStats:
         lengths = (found.input_lengths, found.output_lengths)
     elif pc.file is not None:
         count, tags, pinned, (sessions, turns) = _check_jsonl(w)
+        if sessions and w.packing.size > 1:
+            what = "1 (multi-turn sessions are sent a turn at a time, never packed)"
+            raise error(
+                printable(str(w.path)), "packing.size", what, f"{w.packing.size} with {sessions} sessions"
+            )
     else:
         count = _count_one_pass(w)
         if pc.synthetic is not None:
