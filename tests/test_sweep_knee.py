@@ -148,3 +148,29 @@ def test_sweep_state_round_trips_through_the_manifest_and_refuses_another_sweep(
         resumed_state(results, SweepState("concurrency=auto", 3.0, ["run.seed=3"]))
     with pytest.raises(BadInput, match="expected the journal of a sweep"):
         resumed_state(tmp_path / "other.jsonl", st)
+
+
+def test_the_table_prices_each_point_under_every_plan() -> None:
+    """The article's trade-off over packing.size: cost per task under each plan beside tasks/s and
+    latency per task; a plan a point lacks shows "-", and there is no block without plans."""
+    from oxconsole.sweep.table import render_table
+
+    def point(v: int, tps: float, per_task: float, plans: dict[str, float]) -> dict[str, Any]:
+        s = summary(tps, 100.0 * v)
+        s["cost"] = {"total": per_task * 10, "per_task": per_task}
+        s["cost"]["plans"] = {
+            n: {"total": x * 10, "per_task": x, "projected": x * 10} for n, x in plans.items()
+        }
+        s["requests"] = {"total": 10, "ok": 10, "error": 0}
+        return {"value": v, "summary": s}
+
+    pts = [
+        point(1, 10.0, 0.002, {"flat": 0.002, "tokens": 3.4e-5}),
+        point(8, 40.0, 0.00025, {"flat": 0.00025}),
+    ]
+    text = render_table("packing.size", pts)
+    block = text.split("cost per task by plan:\n", 1)[1].splitlines()
+    assert block[0].split() == ["#", "value", "tasks/s", "latency", "p50", "actual", "flat", "tokens"]
+    assert block[1].split()[-3:] == ["0.002", "0.002", "3.4e-05"]
+    assert block[2].split()[-3:] == ["0.00025", "0.00025", "-"]
+    assert "cost per task by plan" not in render_table("packing.size", [point(1, 10.0, 0.002, {})])

@@ -63,11 +63,59 @@ def _goodput(summary: Mapping[str, Any]) -> str:
 
 
 def _cost_per_task(summary: Mapping[str, Any]) -> str:
-    ok = int((summary.get("requests") or {}).get("ok") or 0)
-    total = float((summary.get("cost") or {}).get("total") or 0.0)
-    if ok == 0 or total == 0:
-        return "-"
-    return f"{total / ok:.3g}"
+    """The summary's `cost.per_task` (cost over every task, errors cost nothing)."""
+    cost = summary.get("cost") or {}
+    per_task = cost.get("per_task")
+    if per_task is None:  # a summary from before plans: over the tasks that ended
+        n = int((summary.get("requests") or {}).get("total") or 0)
+        per_task = float(cost.get("total") or 0.0) / n if n else None
+    return "-" if not per_task else f"{float(per_task):.3g}"
+
+
+def _plans_table(points: list[Point], knee: int | None) -> list[str]:
+    """With `[plans.NAME]`: cost per task under the actual prices and each plan, beside tasks/s
+    and latency per task (the article's trade-off, e.g. over `packing.size`); none without plans."""
+    names: list[str] = []
+    for p in points:
+        for name in (p["summary"].get("cost") or {}).get("plans") or {}:
+            if name not in names:
+                names.append(name)
+    if not names:
+        return []
+    head = ("", "#", "value", "tasks/s", "latency p50", "actual", *names)
+    rows = [head]
+    for i, p in enumerate(points):
+        s = p["summary"]
+        plans = (s.get("cost") or {}).get("plans") or {}
+        lat = (s.get("latency_ms") or {}).get("p50")
+        rows.append(
+            (
+                "*" if i == knee else "",
+                str(i),
+                str(p.get("text", p["value"])),
+                f"{float((s.get('throughput') or {}).get('requests_per_s') or 0):.2f}",
+                "-" if lat is None else fmt_ms(float(lat)),
+                _cost_per_task(s),
+                *(_money((plans.get(n) or {}).get("per_task")) for n in names),
+            )
+        )
+    return ["cost per task by plan:", *_columns(rows, left=3)]
+
+
+def _money(v: Any) -> str:
+    return "-" if v is None else f"{float(v):.3g}"
+
+
+def _columns(rows: list[tuple[str, ...]], left: int) -> list[str]:
+    """Rows as aligned text: the first `left` columns to the left, the others to the right."""
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    return [
+        "  ".join(
+            cell.rjust(w) if c >= left else cell.ljust(w)
+            for c, (cell, w) in enumerate(zip(r, widths, strict=True))
+        ).rstrip()
+        for r in rows
+    ]
 
 
 HEAD = (
@@ -111,15 +159,7 @@ def render_table(over: str, points: list[Point]) -> str:
         return f"sweep over {over}: no point ended"
     k = _knee(over, [p["value"] for p in points], [p["summary"] for p in points])
     rows = [HEAD, *(_row(i, p, k) for i, p in enumerate(points))]
-    widths = [max(len(r[c]) for r in rows) for c in range(len(HEAD))]
-    lines = [f"sweep over {over}: {len(points)} point(s)"]
-    for r in rows:
-        lines.append(
-            "  ".join(
-                cell.rjust(w) if c > 2 else cell.ljust(w)
-                for c, (cell, w) in enumerate(zip(r, widths, strict=True))
-            ).rstrip()
-        )
+    lines = [f"sweep over {over}: {len(points)} point(s)", *_columns(rows, left=3)]
     has_slo = any(isinstance(p["summary"].get("goodput"), Mapping) for p in points)
     if k is None:
         why = "no point met the SLO" if has_slo else "no point finished a request"
@@ -131,4 +171,5 @@ def render_table(over: str, points: list[Point]) -> str:
             else "the highest throughput before p99 latency doubles"
         )
         lines.append(f"knee: point {k}, {over}={points[k].get('text', points[k]['value'])} ({rule})")
+    lines += _plans_table(points, k)
     return "\n".join(lines)
