@@ -296,13 +296,18 @@ async def _read_stream(resp: httpx2.Response, res: AttemptResult, t0: float, sav
     ev.end(t0, end)
 
 
-async def _read_json(resp: httpx2.Response, res: AttemptResult, t0: float, save_text: bool) -> None:
+async def _json_body(resp: httpx2.Response, res: AttemptResult, t0: float) -> tuple[bytes, Any]:
+    """A whole JSON answer, its latency taken when its last byte came; malformed: `bad_response`."""
     raw = await resp.aread()
     res.latency_ms = (time.perf_counter() - t0) * 1000.0
     try:
-        obj = orjson.loads(raw)
+        return raw, orjson.loads(raw)
     except orjson.JSONDecodeError:
         raise _BadResponse("bad_response", f"malformed JSON body: {raw[:80]!r}") from None
+
+
+async def _read_json(resp: httpx2.Response, res: AttemptResult, t0: float, save_text: bool) -> None:
+    raw, obj = await _json_body(resp, res, t0)
     if not isinstance(obj, dict) or not isinstance(obj.get("choices"), list):
         raise _BadResponse("bad_response", f"unexpected response body: {raw[:80]!r}")
     _usage(obj, res)
@@ -321,12 +326,7 @@ async def _read_json(resp: httpx2.Response, res: AttemptResult, t0: float, save_
 async def _read_embeddings(resp: httpx2.Response, res: AttemptResult, t0: float, save_text: bool) -> None:
     """An embeddings answer: latency and input tokens (`usage.prompt_tokens`), no output tokens;
     with `save_text` its vectors as a JSON array (one per input) for `batch_output`."""
-    raw = await resp.aread()
-    res.latency_ms = (time.perf_counter() - t0) * 1000.0
-    try:
-        obj = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise _BadResponse("bad_response", f"malformed JSON body: {raw[:80]!r}") from None
+    raw, obj = await _json_body(resp, res, t0)
     data = obj.get("data") if isinstance(obj, dict) else None
     if not isinstance(data, list) or not all(isinstance(d, dict) for d in data):
         raise _BadResponse("bad_response", f"unexpected embeddings body: {raw[:80]!r}")

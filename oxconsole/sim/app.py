@@ -166,14 +166,10 @@ class SimState:
         dims = dimensions(body)
         if inputs is None or dims is None:
             return self._bad_request(BAD_INPUT if inputs is None else "dimensions must be an integer >= 1")
-        model = body.get("model")
-        ms = self.state_for(model if isinstance(model, str) else "")
-        ms.stats.received += 1
+        ms = await self._arrive(request, body)
+        if not isinstance(ms, ModelState):
+            return ms
         loop = asyncio.get_running_loop()
-        if ms.arrival_faults:
-            refused = await arrival_faults(request, ms, loop)
-            if refused is not None:
-                return refused
         t_admit = loop.time() if ms.try_acquire() else await ms.acquire(loop)
         try:
             wait = t_admit + ms.profile.ttft * ms.factor() - loop.time()
@@ -184,6 +180,18 @@ class SimState:
         finally:
             ms.release(loop)
 
+    async def _arrive(self, request: web.Request, body: dict[str, Any]) -> ModelState | web.StreamResponse:
+        """The model a request names, counted as received, or the arrival fault it drew (a 429, a
+        503, a reset, ...)."""
+        model = body.get("model")
+        ms = self.state_for(model if isinstance(model, str) else "")
+        ms.stats.received += 1
+        if ms.arrival_faults:
+            refused = await arrival_faults(request, ms, asyncio.get_running_loop())
+            if refused is not None:
+                return refused
+        return ms
+
     async def _handle(self, request: web.Request, kind: Kind) -> web.StreamResponse:
         """One request of either kind: read it, find its model, draw the arrival faults, plan the
         answer (drawing the stream faults), wait for a capacity slot, answer, give the slot back."""
@@ -192,14 +200,10 @@ class SimState:
         if isinstance(read, web.Response):
             return read
         body, prompt = read
-        model = body.get("model")
-        ms = self.state_for(model if isinstance(model, str) else "")
-        ms.stats.received += 1
+        ms = await self._arrive(request, body)
+        if not isinstance(ms, ModelState):
+            return ms
         loop = asyncio.get_running_loop()
-        if ms.arrival_faults:
-            refused = await arrival_faults(request, ms, loop)
-            if refused is not None:
-                return refused
         ans = _plan(body, prompt, ms)
         t_admit = loop.time() if ms.try_acquire() else await ms.acquire(loop)
         traced = None
