@@ -22,10 +22,13 @@ def _section(text: str) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("slo", [False, True])
 def test_a_sweeps_report_has_the_curve_and_the_knee(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], slo: bool
 ) -> None:
-    write(tmp_path, capacity=2, ttft="30ms")
+    wl = write(tmp_path, capacity=2, ttft="30ms")
+    if slo:
+        wl.write_text(wl.read_text() + "[slo]\n")  # goodput: the share of ok requests
     monkeypatch.chdir(tmp_path)
     args = ["--over", "concurrency=1,2,4", "--point-duration", "0.6s", "--summary-json", "s.json"]
     assert main(["sweep", str(tmp_path / "w.toml"), *args]) == 0
@@ -47,8 +50,10 @@ def test_a_sweeps_report_has_the_curve_and_the_knee(
     assert charts[0].count('class="dot"') == 2 * 3
     for v in ("1", "2", "4"):
         assert charts[0].count(f">{v}</text>") >= 2
-    # goodput (here throughput: no [slo]) against the value: one dot per point, the knee marked
-    assert charts[1].count('class="dot"') == 3
+    # goodput (throughput without [slo]) against the value: one dot per point, the knee marked;
+    # with [slo], throughput's dots beside goodput's
+    assert charts[1].count('class="dot"') == (6 if slo else 3)
+    assert ("Goodput against concurrency" in sec) is slo
     knee = f"concurrency={data['knee']['value']}"
     assert f"knee: {knee}" in charts[1] and 'class="knee"' in charts[1]
     assert f"knee: <b>{knee}</b>" in sec

@@ -124,13 +124,15 @@ def _f(d: Mapping[str, Any], key: str, sub: str) -> float:
 
 
 def _tput_latency(points: list[SweepPoint]) -> str:
-    """x: requests/s, y: latency p50 and p99 (ms), one dot per point and percentile."""
+    """x: requests/s, y: latency p50 and p99 (ms), one dot per point and percentile, joined in
+    load order (past the knee throughput may fall back while latency climbs)."""
+    order = [points[i] for i in load_order([p.value for p in points])]
     series = [
         _Dots(
             name,
             [
                 (_f(p.summary, "throughput", "requests_per_s"), _f(p.summary, "latency_ms", q), p.text)
-                for p in points
+                for p in order
             ],
             color,
             dashed,
@@ -155,13 +157,13 @@ def _score_chart(key: str, points: list[SweepPoint], knee: int | None, slo: bool
     ]
     if slo:
         tput = [(xs[i], _f(points[i].summary, "throughput", "requests_per_s"), "") for i in order]
-        series.append(_Dots("req/s", tput, PALETTE[0], dashed=True))
+        series.insert(0, _Dots("req/s", tput, PALETTE[0], dashed=True))  # under goodput's dots
     mark = None
     if knee is not None:
         mark = (xs[knee], score(points[knee].summary), f"knee: {key}={points[knee].text}")
     ticks = None if numeric else [(xs[i], points[i].text) for i in order]
     return _dots_chart(
-        f"{series[0].name} against {key}", series, x_unit=key, y_unit="req/s", knee=mark, x_ticks=ticks
+        f"{series[-1].name} against {key}", series, x_unit=key, y_unit="req/s", knee=mark, x_ticks=ticks
     )
 
 
@@ -174,8 +176,8 @@ def _dots_chart(
     knee: tuple[float, float, str] | None = None,
     x_ticks: Sequence[tuple[float, str]] | None = None,
 ) -> str:
-    """Dots joined by a thin line per series, each dot labelled, on axes from 0; a knee is a ring
-    round its dot and a dashed rule with its name."""
+    """Dots joined by a thin line per series (in the order given), each dot labelled, on axes
+    from 0; a knee is a ring round its dot and a dashed rule with its name."""
     x_hi = max((x for s in series for x, _, _ in s.dots), default=0.0)
     y_ticks = nice_ticks(max((y for s in series for _, y, _ in s.dots), default=0.0))
     ticks = list(x_ticks) if x_ticks is not None else [(t, fmt_num(t)) for t in nice_ticks(x_hi, 8)]
@@ -203,7 +205,7 @@ def _dots_chart(
 
 
 def _series(f: _Frame, s: _Dots) -> list[str]:
-    dots = sorted(s.dots, key=lambda d: d[0])
+    dots = s.dots
     dash = ' stroke-dasharray="5 3"' if s.dashed else ""
     out = []
     if len(dots) > 1:
@@ -213,7 +215,10 @@ def _series(f: _Frame, s: _Dots) -> list[str]:
         cx, cy = f.x(x), f.y(y)
         out.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="3.5" fill="{s.color}" class="dot"/>')
         if label:
-            out.append(f'<text x="{cx + 5:.1f}" y="{cy - 5:.1f}" font-size="10">{escape(label)}</text>')
+            left = cx > W - RIGHT - 6 * len(label) - 8  # near the right edge: the label left of its dot
+            anchor = ' text-anchor="end"' if left else ""
+            lx = cx - 5 if left else cx + 5
+            out.append(f'<text x="{lx:.1f}" y="{cy - 5:.1f}" font-size="10"{anchor}>{escape(label)}</text>')
     return out
 
 
@@ -243,7 +248,8 @@ def _points_table(points: list[SweepPoint], knee: int | None) -> str:
     th = "".join(f"<th>{escape(h)}</th>" for h in head)
     body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in r) + "</tr>" for r in rows)
     note = '<p class="note">* the knee. Latency in ms.</p>' if knee is not None else ""
-    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>{note}"
+    table = f'<table style="margin-top:12px"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
+    return table + note
 
 
 def _offered(load: Mapping[str, Any]) -> str:
