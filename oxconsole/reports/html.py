@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from oxconsole.report import summary_from_journal
 from oxconsole.reports.plans import cost_by_plan, money_cell
 from oxconsole.reports.svg import PALETTE, Line, Marker, distribution, fmt_num, line_chart, stacked_bars
+from oxconsole.reports.sweep import sweep_section
 from oxconsole.reports.timeline import TIMED, Timeline, build_timeline
 
 if TYPE_CHECKING:
@@ -69,7 +70,7 @@ def write_html_report(
     phases); without it the summary is rebuilt from the journal alone (priced under ``plans``).
     """
     s = summary if summary is not None else summary_from_journal(results, plans=plans)
-    page = render_html(s, build_timeline(results), journal_only=summary is None)
+    page = render_html(s, build_timeline(results), journal_only=summary is None, sweep=sweep_section(results))
     dest = Path(out)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(dest.name + ".tmp")
@@ -88,12 +89,13 @@ def write_run_report(results: Path, summary: Mapping[str, Any]) -> Path | None:
         return None
 
 
-def render_html(summary: Mapping[str, Any], tl: Timeline, *, journal_only: bool) -> str:
-    """The whole page as one string."""
+def render_html(summary: Mapping[str, Any], tl: Timeline, *, journal_only: bool, sweep: str = "") -> str:
+    """The whole page as one string (``sweep``: a sweep's section, `reports/sweep.py`)."""
     name = str(summary.get("name", ""))
     markers = _markers(summary)
     body = [
         _header(summary),
+        sweep,
         _section(
             "throughput",
             "Throughput over time",

@@ -3,6 +3,6 @@ the knee found (or searched for) and shown as a table and JSON.
 
 Why this package exists: a sweep drives many engine runs and judges them together; it sits above
 the engine and the run preparation and below the command line (`plan.py` what to run, `run.py`
-running it, `knee.py` the knee rule and the search, `table.py` the output, `command.py` argv to
-exit code).
+running it, `table.py` the output, `command.py` argv to exit code; the knee rule and the
+search are `metrics/knee.py`, which the HTML report reads too).
 """

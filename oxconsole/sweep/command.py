@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from oxconsole.metrics.knee import has_slo
 from oxconsole.outputs import summary_stream
 from oxconsole.runprep import (
     EXIT_ERRORS,
@@ -28,7 +29,6 @@ from oxconsole.runprep import (
     prepare_run,
     write_json,
 )
-from oxconsole.sweep.knee import has_slo
 from oxconsole.sweep.plan import Over, PointPlan, SweepState, check_points, parse_over, resumed_state
 from oxconsole.sweep.table import render_table, sweep_json
 

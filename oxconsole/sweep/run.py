@@ -25,7 +25,7 @@ from oxconsole.engine.runner import Engine
 from oxconsole.journal.journal import Journal
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.format import fmt_duration, progress_line
-from oxconsole.sweep.knee import next_auto_value
+from oxconsole.metrics.knee import next_auto_value
 from oxconsole.sweep.plan import AUTO_CAP, AUTO_START, Over, PointPlan, SweepState, check_points
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from oxconsole.metrics.format import fmt_ms
-from oxconsole.sweep.knee import knee_index, slo_met
+from oxconsole.metrics.knee import knee_index, slo_met
 from oxconsole.sweep.plan import SHORT_KEYS
 
 __all__ = ["render_table", "sweep_json"]

@@ -5,6 +5,8 @@ Why this module exists: the knee rule (the contract's "highest goodput with the 
 for it (doubling, then bisection) are arithmetic on summary dicts alone, so they are the same for a
 sweep in progress, a sweep resumed from its manifest and a test that hands them made-up summaries.
 A summary with a `goodput` object is judged by it; one without, by throughput and p99 latency.
+It lives with the metrics (not in `oxconsole.sweep`) so that the HTML report, a layer below the
+sweep, marks the very knee the sweep's table does.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 __all__ = [
     "LATENCY_BREAK",
+    "LOAD_KEYS",
     "TIE",
     "has_slo",
     "knee_index",
@@ -34,6 +37,8 @@ one request's end and the next's start is hidden), which the contract's rule alo
 LATENCY_BREAK = 2.0
 """Without `[slo]`, a point whose p99 latency is more than this many times the first point's is
 past the knee."""
+LOAD_KEYS = frozenset({"concurrency", "rate", "run.concurrency", "run.rate"})
+"""`--over` keys whose values are the offered load (`knee_index(load=True)`)."""
 RISE = 0.1
 """The search doubles the load while the score rises by at least this share; below it the score
 "stops rising"."""
