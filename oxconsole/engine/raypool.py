@@ -12,6 +12,7 @@ the placement group and the actors.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import threading
 from typing import Any
@@ -38,6 +39,8 @@ def connect(n: int) -> bool:
     ray = import_ray()
     if ray.is_initialized():
         return False
+    # Ray's start-up notes would land amid the progress lines (or under the console); errors still show.
+    logging.getLogger("ray").setLevel(logging.ERROR)
     common: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
     try:
         if address == "local":
