@@ -108,7 +108,14 @@ class RayPool(WorkerPool):
         starts = [
             a.start.remote(share(self.w, i, self.n), (i, self.n), sims, skip) for i, a in enumerate(actors)
         ]
-        self._nodes = [str(x) for x in ray.get(starts, timeout=START_S)]
+        try:
+            self._nodes = [str(x) for x in ray.get(starts, timeout=START_S)]
+        except Exception as e:  # GetTimeoutError, or an actor that could not be created
+            for a in actors:
+                ray.kill(a)
+            raise WorkloadError(
+                f"run.cluster: the Ray actors did not start within {START_S:.0f} s: {e}"
+            ) from e
         for i, actor in enumerate(actors):
             self._workers.append(_Worker(ActorProc(actor), DriverChannel(actor)))
             threading.Thread(target=self._reader, args=(i,), daemon=True, name=f"oxconsole-ray-{i}").start()
