@@ -7,6 +7,7 @@ it down after; they never run `ray stop` (that would stop every Ray process on t
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 import subprocess
@@ -170,3 +171,22 @@ async def test_killed_actor_is_reported_not_hung(make_workload: WorkloadFactory,
     assert lost and "--resume" in lost[0]
     ids = [r["id"] for r in journal(w)]
     assert len(ids) == len(set(ids)) and 20 <= len(ids) < 2000
+
+
+@pytest.mark.usefixtures("ray_local")
+@pytest.mark.slow
+@pytest.mark.subprocess
+@pytest.mark.xdist_group("ray")
+def test_command_line_ray_address_runs_on_ray(
+    make_workload: WorkloadFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--ray-address` implies run.cluster = "ray" (here on the module's Ray, already joined)."""
+    w = make_workload(WL.format(count=60, ttft="1ms").replace('cluster = "ray"\n', ""))
+    assert w.run.cluster == "local"
+    monkeypatch.setenv("RAY_ADDRESS", "")  # restored after: main sets it from --ray-address
+    summary = tmp_path / "s.json"
+    args = [str(w.path), "--headless", "--ray-address", "local", "--summary-json", str(summary)]
+    assert main(args) == 0
+    assert os.environ["RAY_ADDRESS"] == "local"
+    s = json.loads(summary.read_text())
+    assert s["workers"] == 2 and s["requests"]["ok"] == 60

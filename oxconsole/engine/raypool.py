@@ -41,13 +41,19 @@ def connect(n: int) -> bool:
         return False
     # Ray's start-up notes would land amid the progress lines (or under the console); errors still show.
     logging.getLogger("ray").setLevel(logging.ERROR)
-    common: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
     try:
         if address == "local":
             cpus = max(n, os.cpu_count() or 1)
-            ray.init(address="local", _node_ip_address="127.0.0.1", num_cpus=cpus, **common)
+            ray.init(
+                address="local",
+                _node_ip_address="127.0.0.1",
+                num_cpus=cpus,
+                include_dashboard=False,
+                log_to_driver=False,  # the actors' output stays in Ray's logs, off the console
+                configure_logging=False,
+            )
         else:
-            ray.init(address=address, **common)
+            ray.init(address=address, log_to_driver=False)
     except Exception as e:  # Ray raises ConnectionError, ValueError, RuntimeError... by situation
         raise WorkloadError(f"run.cluster: could not join the Ray cluster at {address!r}: {e}") from e
     return True
