@@ -70,6 +70,11 @@ def _run_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="headless progress line interval (default 2)",
     )
+    p.add_argument(
+        "--ray-address",
+        metavar="ADDR",
+        help='Ray actors on the cluster at ADDR ("local": start Ray here); implies run.cluster="ray"',
+    )
     p.add_argument("--theme", metavar="NAME", help="console theme")
     p.add_argument(
         "--refresh", type=float, default=4.0, metavar="HZ", help="console refresh rate (default 4)"
@@ -156,12 +161,19 @@ def _check_flags(ns: argparse.Namespace) -> None:
     if ns.refresh <= 0:
         raise BadInput(f"--refresh: expected a number of updates per second > 0, got {ns.refresh}")
     check_progress_interval(ns.progress_interval)
+    if ns.ray_address is not None and not ns.ray_address.strip():
+        raise BadInput(
+            '--ray-address: expected a Ray address (HOST:PORT, ray://HOST:PORT or "local"), got ""'
+        )
 
 
 def _run(ns: argparse.Namespace) -> int:
     _check_flags(ns)
     if ns.prometheus:  # the same as [output] prometheus, checked with the workload
         ns.overrides.append(f"output.prometheus={json.dumps(ns.prometheus)}")
+    if ns.ray_address is not None:  # RAY_ADDRESS is what Ray reads; the engine process inherits it
+        os.environ["RAY_ADDRESS"] = ns.ray_address
+        ns.overrides.append('run.cluster="ray"')
     prep = prepare_run(ns.workload, ns.overrides, ns.output, ns.resume, ns.summary_json)
     headless = ns.headless or not sys.stdout.isatty()
     if not headless:

@@ -19,7 +19,6 @@ import threading
 import time
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
-from multiprocessing.connection import Connection
 from multiprocessing.context import SpawnContext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,7 +35,7 @@ from oxconsole.engine.runner import Engine, new_collector
 from oxconsole.engine.saved import run_summary
 from oxconsole.engine.sessions import merge_counts
 from oxconsole.engine.stages import StageDriver
-from oxconsole.engine.wire import ATTEMPTS, END, GAUGES, GO, JOURNAL_TAG, READY, RECORDS, STAGE, STOP
+from oxconsole.engine.wire import ATTEMPTS, END, GAUGES, GO, JOURNAL_TAG, READY, RECORDS, STAGE, STOP, Channel
 from oxconsole.engine.worker import worker_main
 from oxconsole.journal.journal import Journal
 from oxconsole.journal.manifest import open_journal
@@ -82,6 +81,11 @@ def share(w: Workload, i: int, n: int) -> Workload:
 
 def make_engine(workload: Workload, **kwargs: Any) -> Engine | WorkerPool:
     """An Engine, or a WorkerPool when `run.workers` asks for more than one process."""
+    if workload.run.cluster == "ray":  # N engine actors on a Ray cluster
+        from oxconsole.engine.raypool import RayPool
+
+        kwargs.pop("endpoint_urls", None)
+        return RayPool(workload, **kwargs)
     if worker_count(workload) > 1:
         kwargs.pop("endpoint_urls", None)
         return WorkerPool(workload, **kwargs)
@@ -91,7 +95,7 @@ def make_engine(workload: Workload, **kwargs: Any) -> Engine | WorkerPool:
 @dataclasses.dataclass
 class _Worker:
     proc: Any
-    conn: Connection
+    conn: Channel
     gauges: dict[str, Any] | None = None
     end: dict[str, Any] | None = None
 
@@ -222,9 +226,7 @@ class WorkerPool:
         ticker = None
         self.metrics = metrics_endpoint(self.w, self.warnings)
         try:
-            sims = [e.name for e in self.w.endpoints.values() if e.base_url == "sim"]
-            self._sim, urls = await start_sim(self.w, sims)
-            self._spawn(multiprocessing.get_context("spawn"), urls)
+            await self._start_workers()
             ready = asyncio.create_task(self._all_ready.wait())
             ended = asyncio.create_task(self._all_ended.wait())
             await asyncio.wait({ready, ended}, return_when=asyncio.FIRST_COMPLETED)
@@ -308,6 +310,12 @@ class WorkerPool:
         if self.journal_failure is None:
             self.journal_failure = message
             self.request_stop(cancel=True)
+
+    async def _start_workers(self) -> None:
+        """The simulator (one for every worker, in this process) and the worker processes."""
+        sims = [e.name for e in self.w.endpoints.values() if e.base_url == "sim"]
+        self._sim, urls = await start_sim(self.w, sims)
+        self._spawn(multiprocessing.get_context("spawn"), urls)
 
     def _spawn(self, ctx: SpawnContext, urls: dict[str, str]) -> None:
         """Start the worker processes, each with its share, and a thread reading each one's pipe."""
@@ -409,12 +417,10 @@ class WorkerPool:
             return
         if end is None:
             self._crashed = True
-            code = wk.proc.exitcode
             end = {
                 "warnings": [
-                    f"worker {i} ended unexpectedly (exit code {code}); its requests in flight are not "
-                    "in the journal: --resume sends them"
-                ],
+                    self._lost(i) + "; its requests in flight are not in the journal: --resume sends them"
+                ]
             }
         wk.end = end
         for w in wk.end.get("warnings", []):
@@ -424,6 +430,10 @@ class WorkerPool:
         wk.gauges = None
         if all(x.end is not None for x in self._workers):
             self._all_ended.set()
+
+    def _lost(self, i: int) -> str:
+        """What to say of worker i, which ended without its END message."""
+        return f"worker {i} ended unexpectedly (exit code {self._workers[i].proc.exitcode})"
 
     # --- snapshots ----------------------------------------------------------------------------
     def gauges(self) -> Gauges:

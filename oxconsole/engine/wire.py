@@ -3,7 +3,8 @@
 Why this module exists: the two ends are written in different modules and run in different
 processes; what one sends and the other expects is stated once, here, with a name for each key.
 
-Each worker has one duplex `multiprocessing` pipe; every message is one `send_bytes`. A message is
+Each worker has one duplex `multiprocessing` pipe (with `run.cluster = "ray"`, a `Channel` over Ray
+carrying the same messages: `raychannel.py`); every message is one `send_bytes`. A message is
 either journal lines (its first byte is JOURNAL_TAG) or one JSON object (orjson).
 
 Parent -> worker, JSON objects with a "cmd" key:
@@ -39,7 +40,7 @@ Worker -> parent:
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Protocol
 
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.snapshot import Gauges
@@ -58,6 +59,18 @@ JOURNAL_TAG = b"\x00"
 
 FLUSH_S = 0.02
 """How often a worker sends its finished records and gauges to the parent."""
+
+
+class Channel(Protocol):
+    """What a worker and its parent talk through: a `multiprocessing` pipe end, or a Ray actor's
+    mailboxes (`raychannel.py`)."""
+
+    def send_bytes(self, data: bytes) -> None: ...
+
+    def recv_bytes(self) -> bytes: ...
+
+    def close(self) -> None: ...
+
 
 _FIELDS = tuple(f.name for f in dataclasses.fields(RequestRecord))
 

@@ -34,6 +34,7 @@ from oxconsole.engine.wire import (
     RECORDS,
     STAGE,
     STOP,
+    Channel,
     gauges_to_dict,
     record_tuple,
 )
@@ -60,7 +61,7 @@ class Worker:
         shard: tuple[int, int],
         urls: dict[str, str],
         skip: AbstractSet[str],
-        conn: Connection,
+        conn: Channel,
     ) -> None:
         self.conn = conn
         self._lock = threading.Lock()  # conn.send_bytes from the loop and the final send

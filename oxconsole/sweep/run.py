@@ -102,6 +102,10 @@ class Sweep:
             self.warnings.append(
                 f"run.workers = {first.run.workers}: a sweep runs every point in this one process"
             )
+        if first.run.cluster != "local":
+            self.warnings.append(
+                f'run.cluster = "{first.run.cluster}": a sweep runs every point in this one process'
+            )
         try:
             await shared.start()
             self.clients_opened = 1

@@ -91,6 +91,8 @@ class RunConfig:
     (engine/autoconc.py), starting from `concurrency`; needs [slo] and workers = 1."""
     concurrency_max: int = 1024
     """With auto: the most requests in flight it may set."""
+    cluster: Literal["local", "ray"] = "local"
+    """Where the engines run: "local" processes, or "ray" actors on a Ray cluster (engine/raypool.py)."""
 
 
 @dataclass(frozen=True)

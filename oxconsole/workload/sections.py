@@ -17,6 +17,7 @@ from typing import Any, Literal, cast
 
 from oxconsole.workload import bounds as b
 from oxconsole.workload.autoconc import check_auto, parse_concurrency
+from oxconsole.workload.cluster import parse_cluster
 from oxconsole.workload.errors import Problems, did_you_mean, join_key, show
 from oxconsole.workload.lengths import parse_length
 from oxconsole.workload.packs import parse_packing
@@ -53,7 +54,7 @@ _TOP = (
 )  # fmt: skip
 _RUN = (
     "concurrency", "rate", "burst", "tpm", "arrival", "requests", "duration",
-    "timeout", "stream", "seed", "workers", "grace", "concurrency_max",
+    "timeout", "stream", "seed", "workers", "grace", "concurrency_max", "cluster",
 )  # fmt: skip
 _OUTPUT = ("results", "save_text", "html", "prometheus", "batch_output")
 _ENDPOINT = ("base_url", "api_key_env", "max_connections", "insecure", "headers", "headers_env")
@@ -133,6 +134,7 @@ def _parse_run(errs: Problems, data: Any) -> RunConfig:
         grace=t.duration("grace", d.grace),
         concurrency_auto=auto,
         concurrency_max=concurrency_max,
+        cluster=parse_cluster(t),
     )
 
 

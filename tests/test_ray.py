@@ -1,0 +1,192 @@
+"""run.cluster = "ray": the pool's engines as Ray actors on a local Ray instance, on loopback only.
+
+The Ray tests start one local Ray instance for the module (2 CPUs, no dashboard, 127.0.0.1) and shut
+it down after; they never run `ray stop` (that would stop every Ray process on the machine).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from oxconsole.cli import main
+from oxconsole.engine.commands import SetConcurrency, Stop
+from oxconsole.engine.pool import make_engine
+
+from .conftest import WorkloadFactory
+from .support import journal, until
+
+WL = """
+[run]
+cluster = "ray"
+concurrency = 8
+workers = 2
+[endpoints.default]
+base_url = "sim"
+[[models]]
+name = "a"
+[prompts]
+synthetic = {{ count = {count}, input_tokens = 5, output_tokens = 4 }}
+[sim.models.a]
+ttft = "{ttft}"
+tokens_per_s = 0
+"""
+
+
+@pytest.fixture(scope="module")
+def ray_local() -> Iterator[Any]:
+    """A local Ray instance for this module's tests, on 127.0.0.1 only; shut down after them."""
+    # Read as Ray is imported: with _node_ip_address, it keeps every port on loopback.
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    ray = pytest.importorskip("ray")
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        _node_ip_address="127.0.0.1",
+        log_to_driver=False,
+        configure_logging=False,
+    )
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def descendants(pid: int) -> set[int]:
+    """This process's children, theirs, and so on (from /proc)."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        parents.setdefault(ppid, []).append(int(entry.name))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def listening(pids: set[int]) -> list[tuple[str, str]]:
+    """(local address, process) of every TCP socket listening in `pids`, as `ss -ltnp` shows them."""
+    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
+    found = []
+    for line in out.splitlines():
+        owners = {int(p) for p in re.findall(r"pid=(\d+)", line)}
+        if owners & pids:
+            found.append((line.split()[3], line.split()[-1]))
+    return found
+
+
+def test_without_ray_the_workload_says_how_to_install(
+    make_workload: WorkloadFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from oxconsole.workload import WorkloadError, cluster
+
+    monkeypatch.setattr(cluster, "ray_installed", lambda: False)
+    with pytest.raises(WorkloadError, match=r"run\.cluster.*pip install 'oxconsole\[ray\]'"):
+        make_workload(WL.format(count=10, ttft="1ms"))
+
+
+def test_cluster_takes_local_or_ray(make_workload: WorkloadFactory) -> None:
+    from oxconsole.workload import WorkloadError
+
+    with pytest.raises(WorkloadError, match=r'run\.cluster.*"local" \| "ray"'):
+        make_workload(WL.format(count=10, ttft="1ms").replace('"ray"', '"k8s"'))
+
+
+def test_empty_ray_address_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    wl = tmp_path / "w.toml"
+    wl.write_text('[[models]]\nname = "a"\n[endpoints.default]\nbase_url = "sim"\n')
+    assert main([str(wl), "--headless", "--ray-address", " "]) == 2
+    assert "--ray-address" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("ray_local")
+@pytest.mark.slow
+@pytest.mark.subprocess
+@pytest.mark.xdist_group("ray")
+async def test_two_actors_one_journal_commands_in_shares_loopback_only(
+    make_workload: WorkloadFactory,
+) -> None:
+    w = make_workload(WL.format(count=400, ttft="20ms"))
+    e = make_engine(w, results_path=w.results_path(), total_expected=400)
+    seen: dict[str, Any] = {}
+
+    async def midway() -> None:
+        await until(lambda: e.latest is not None and e.latest.counts.total >= 20, timeout=90)
+        seen["ports"] = listening(descendants(os.getpid()) | {os.getpid()})
+        e.apply(SetConcurrency(6))
+        await until(lambda: all(wk.gauges and wk.gauges["concurrency"] == 3 for wk in e._workers), timeout=30)
+        seen["shares"] = True
+
+    m = asyncio.create_task(midway())
+    out = await e.run()
+    await m
+    assert out.exit_code == 0 and out.summary["workers"] == 2
+    ids = [r["id"] for r in journal(w)]
+    assert len(ids) == 400 == len(set(ids))
+    assert seen["shares"]
+    ports = seen["ports"]
+    assert len(ports) >= 3, ports  # Ray's own (GCS, raylet, object manager...) and the two simulators
+    wide = [p for p in ports if not p[0].startswith(("127.0.0.1:", "[::ffff:127.0.0.1]:"))]
+    assert not wide, f"listening beyond loopback: {wide}"
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+@pytest.mark.xdist_group("ray")
+async def test_killed_actor_is_reported_not_hung(make_workload: WorkloadFactory, ray_local: Any) -> None:
+    w = make_workload(WL.format(count=2000, ttft="50ms"))
+    e = make_engine(w, results_path=w.results_path(), total_expected=2000)
+
+    async def kill_one() -> None:
+        await until(lambda: e.latest is not None and e.latest.counts.total >= 20, timeout=90)
+        ray_local.kill(e._workers[0].proc.actor)
+        await until(lambda: any("ray actor 0" in x for x in e.warnings), timeout=30)
+        e.apply(Stop())
+
+    k = asyncio.create_task(kill_one())
+    out = await asyncio.wait_for(e.run(), timeout=120)
+    await k
+    assert out.exit_code == 130 and out.crashed
+    assert out.summary["requests"]["not_sent"] > 0
+    lost = [x for x in out.warnings if "ray actor 0" in x]
+    assert lost and "--resume" in lost[0]
+    ids = [r["id"] for r in journal(w)]
+    assert len(ids) == len(set(ids)) and 20 <= len(ids) < 2000
+
+
+@pytest.mark.usefixtures("ray_local")
+@pytest.mark.slow
+@pytest.mark.subprocess
+@pytest.mark.xdist_group("ray")
+def test_command_line_ray_address_runs_on_ray(
+    make_workload: WorkloadFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--ray-address` implies run.cluster = "ray" (here on the module's Ray, already joined)."""
+    w = make_workload(WL.format(count=60, ttft="1ms").replace('cluster = "ray"\n', ""))
+    assert w.run.cluster == "local"
+    monkeypatch.setenv("RAY_ADDRESS", "")  # restored after: main sets it from --ray-address
+    summary = tmp_path / "s.json"
+    args = [str(w.path), "--headless", "--ray-address", "local", "--summary-json", str(summary)]
+    assert main(args) == 0
+    assert os.environ["RAY_ADDRESS"] == "local"
+    s = json.loads(summary.read_text())
+    assert s["workers"] == 2 and s["requests"]["ok"] == 60
