@@ -42,7 +42,8 @@ def import_ray() -> ModuleType:
         import ray
     except ImportError as e:
         raise WorkloadError(f'run.cluster: "ray" needs Ray installed: {INSTALL_HINT}') from e
-    return ray
+    module: ModuleType = ray  # typed as a module whether or not Ray's own types are installed
+    return module
 
 
 class ActorChannel:
