@@ -39,7 +39,7 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("q", "stop: finish what is in flight (q again: cancel it), then exit"),
     ("h", "latency histogram: next metric (TTFT, inter-token, end-to-end, queue)"),
     ("r", "latency histogram: last 10 s / whole run"),
-    ("t", "next tab (compact layout: models, latency, errors, phase)"),
+    ("t", "next tab (compact layout: models, latency, errors, phase; cost with plans)"),
     ("?", "this help"),
     ("ctrl+p", "command palette: every action by name, and the theme"),
 )
