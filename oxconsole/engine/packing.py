@@ -19,7 +19,7 @@ import dataclasses
 import itertools
 import math
 import time
-from collections.abc import Awaitable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -86,21 +86,14 @@ class Packer:
         self._prefix = f"pack-{prefix}"
 
     # --- forming packs ----------------------------------------------------------------------------
-    def packs(self, prompts: Iterator[Prompt | Awaitable[None]]) -> Iterator[Prompt | Awaitable[None]]:
+    def packs(self, prompts: Iterator[Prompt]) -> Iterator[Prompt]:
         """The run's prompts with tasks gathered into packs: a pack leaves when full, when the next
         task would take it past `max_input_tokens`, when it lingered (`LINGER`), when too many are
-        open (`MAX_OPEN`) or at the end of the prompts; a prompt that cannot be packed at once.
-        An awaitable in the prompts' place (multi-turn sessions waiting for answers) first sends
-        every open pack, so that no answer it waits for sits in a pack not sent."""
+        open (`MAX_OPEN`) or at the end of the prompts; a prompt that cannot be packed at once."""
         open_: dict[_Key, _Open] = {}
         linger = LINGER * self.size
         cap_chars = self.max_input_tokens * 4
         for read, p in enumerate(prompts):
-            if not isinstance(p, Prompt):
-                while open_:
-                    yield self._close(open_.pop(next(iter(open_))))
-                yield p
-                continue
             key = self._key(p)
             if key is None:
                 yield p
@@ -125,8 +118,8 @@ class Packer:
 
     def _key(self, p: Prompt) -> _Key | None:
         """What a prompt shares a pack by, or None when it goes alone."""
-        if p.body is not None or p.keep_text or (self.tags and p.tag not in self.tags):
-            return None  # a Batch body as given, a session's turn (its answer is its history)
+        if p.body is not None or (self.tags and p.tag not in self.tags):
+            return None
         last = p.messages[-1]
         if last.get("role") != "user" or type(last.get("content")) is not str:
             return None

@@ -298,12 +298,15 @@ class Engine:
             ticker = asyncio.create_task(self._ticker())
             if self.w.run.duration > 0:
                 loop.call_later(self.w.run.duration, self._deadline)
-            # a session's next turn once its answer is back; tasks gathered into packs
-            prompts: Iterator[Prompt | Awaitable[None]] = (
-                self._prompts() if self.sessions is None else self.sessions.prompts(self._prompts())
-            )
+            # tasks gathered into packs, or a session's next turn once its answer is back (packing
+            # and sessions exclude each other: check_prompts refuses both, exit 2)
+            prompts: Iterator[Prompt | Awaitable[None]]
             if self.packer is not None:
-                prompts = self.packer.packs(prompts)
+                prompts = self.packer.packs(self._prompts())
+            elif self.sessions is not None:
+                prompts = self.sessions.prompts(self._prompts())
+            else:
+                prompts = self._prompts()
             self._dispatcher = asyncio.create_task(self.dispatch.run(prompts))
             try:
                 await self._dispatcher
