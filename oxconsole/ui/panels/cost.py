@@ -42,7 +42,7 @@ def cost_lines(s: Snapshot, p: Palette, width: int, height: int = 100) -> list[L
     for i, r in enumerate(rows):
         mine = r.projected if r.projected is not None else r.total
         style = f"bold {p.success}" if r.name == best and len(rows) > 1 else ("" if i else "bold")
-        vs = "" if i == 0 or not base else f"{100.0 * (mine - base) / base:+.0f}%"
+        vs = "" if i == 0 or not base else f"{round(100.0 * (mine - base) / base):+d}%"  # no "-0%"
         name = Line(r.name, style=style)
         if r.name == best and len(rows) > 1:
             name.append(" ◀", style=p.success)
