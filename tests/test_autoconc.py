@@ -1,6 +1,6 @@
 """The adaptive-concurrency controller on virtual time against a synthetic plant.
 
-The plant is a closed loop on `tests/support/clock.py`'s virtual clock: `limit` requests in flight,
+The plant is a closed loop on virtual time (a discrete-event loop): `limit` requests in flight,
 each taking `latency(b)` for the batch `b` it joined (the simulator's load curve,
 ``L0 * (1 + (b / C) ** 2)``), good when within an SLO that every batch up to `C` meets and none
 above it does. So `C` is the answer, and a two-minute run takes milliseconds, exactly.
@@ -8,7 +8,7 @@ above it does. So `C` is the answer, and a two-minute run takes milliseconds, ex
 
 from __future__ import annotations
 
-import asyncio
+import heapq
 import random
 from collections.abc import Callable
 
@@ -17,62 +17,56 @@ import pytest
 from oxconsole.engine.autoconc import AutoConcurrency
 from oxconsole.sim.curve import slowdown
 
-from .support.clock import run_virtual
-
 L0 = 0.7
 """Seconds: the unloaded latency (50 ms ttft + 64 tokens at 100/s, as bench_auto's profile)."""
 
 
 def closed_loop(
     ctl: AutoConcurrency,
-    latency: Callable[[int], float],
+    latency: Callable[[int, float], float],
     slo: float,
     duration: float,
     *,
     send_limit: Callable[[float], int] | None = None,
 ) -> list[tuple[float, int]]:
     """Run the plant for `duration` virtual seconds; the controller's limit as (time, limit) steps.
-    `send_limit(t)`, when given, caps what the run sends (a rate or the prompts running out)."""
+
+    A discrete-event loop: each request takes `latency(b, t)` for the batch `b` it joined at time
+    `t`; when requests finish, every one finishing at that instant is observed, then the run sends
+    up to the limit again. `send_limit(t)`, when given, caps what the run sends (a rate or the
+    prompts running out)."""
     steps = [(0.0, ctl.limit)]
+    pending: list[tuple[float, int, float]] = []  # (finish time, sequence, latency)
+    n = seq = 0
 
-    async def main() -> None:
-        loop = asyncio.get_running_loop()
-        n = 0
-        wake = asyncio.Event()
-        tasks: set[asyncio.Task[None]] = set()
+    def send(t: float) -> None:
+        nonlocal n, seq
+        cap = ctl.limit if send_limit is None else min(ctl.limit, send_limit(t))
+        while n < cap:
+            n += 1
+            lat = latency(n, t)
+            seq += 1
+            heapq.heappush(pending, (t + lat, seq, lat))
 
-        async def one(b: int) -> None:
-            nonlocal n
-            lat = latency(b)
-            await asyncio.sleep(lat)
+    send(0.0)
+    while pending and pending[0][0] < duration:
+        t = pending[0][0]
+        while pending and pending[0][0] == t:
+            _, _, lat = heapq.heappop(pending)
             n -= 1
             old = ctl.limit
-            ctl.observe(loop.time(), lat <= slo, lat, n)
+            ctl.observe(t, lat <= slo, lat, n)
             assert ctl.changed == (ctl.limit != old)
             if ctl.changed:
-                steps.append((loop.time(), ctl.limit))
-            wake.set()
-
-        while loop.time() < duration:
-            cap = ctl.limit if send_limit is None else min(ctl.limit, send_limit(loop.time()))
-            while n < cap:
-                n += 1
-                t = asyncio.ensure_future(one(n))
-                tasks.add(t)
-                t.add_done_callback(tasks.discard)
-            wake.clear()
-            await wake.wait()
-        for t in tasks:
-            t.cancel()
-
-    run_virtual(main())
+                steps.append((t, ctl.limit))
+        send(t)
     return steps
 
 
-def knee(c: int) -> tuple[Callable[[int], float], float]:
+def knee(c: int) -> tuple[Callable[[int, float], float], float]:
     """The plant of capacity `c`: latency by batch, and an SLO met up to c and missed above it."""
     slo = L0 * (slowdown(c, c, 2.0) + slowdown(c + 1, c, 2.0)) / 2
-    return (lambda b: L0 * slowdown(b, c, 2.0)), slo
+    return (lambda b, t: L0 * slowdown(b, c, 2.0)), slo
 
 
 def held(steps: list[tuple[float, int]], since: float, until: float) -> list[tuple[float, int]]:
@@ -119,18 +113,15 @@ def test_stays_within_its_bounds() -> None:
     assert max(v for _, v in steps) == 20 == steps[-1][1]
     latency, slo = knee(64)
     ctl = AutoConcurrency(0.95, lo=1, hi=1024)
-    steps = closed_loop(ctl, lambda b: 10.0, 1.0, 60.0)  # nothing ever good: down to 1, held
+    steps = closed_loop(ctl, lambda b, t: 10.0, 1.0, 60.0)  # nothing ever good: down to 1, held
     assert steps[-1][1] == 1 and min(v for _, v in steps) >= 1
 
 
 def test_follows_a_server_that_slows_down_and_recovers() -> None:
     """Capacity drops from 64 to 32 at 60 s and comes back at 120 s: the limit follows both ways."""
-    clock = {"t": 0.0}
     slo = knee(64)[1]
 
-    def latency(b: int) -> float:
-        t = asyncio.get_running_loop().time()
-        clock["t"] = t
+    def latency(b: int, t: float) -> float:
         c = 32 if 60.0 <= t < 120.0 else 64
         return L0 * slowdown(b, c, 2.0) * (slowdown(64, 64, 2.0) / slowdown(c, c, 2.0))
 
@@ -156,7 +147,7 @@ def test_with_jitter_holds_near_the_share_the_target_allows() -> None:
     rng = random.Random(5)
     base, slo = knee(64)
     ctl = AutoConcurrency(0.95, hi=1024)
-    steps = closed_loop(ctl, lambda b: base(b) * rng.uniform(0.9, 1.1), slo, 120.0)
+    steps = closed_loop(ctl, lambda b, t: base(b, t) * rng.uniform(0.9, 1.1), slo, 120.0)
     after = held(steps, 30.0, 120.0)
     assert all(0.7 * 64 <= v <= 1.1 * 64 for _, v in after), steps
 
