@@ -47,6 +47,21 @@ def run_dirs(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         shutil.rmtree(base, ignore_errors=True)
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Compile the package's bytecode once, before any test starts a process.
+
+    The suite starts hundreds of Python processes (the command line, the engine host, workers,
+    the simulator). Where `PYTHONDONTWRITEBYTECODE` is set (as on this project's machines) none
+    of them writes its bytecode, so each compiled all of oxconsole again: about 0.25 s of CPU per
+    process. Bytecode already on disk is read whatever that variable says. Under pytest-xdist
+    this runs in the controller and in each worker; compiling what is current is a no-op."""
+    import compileall
+
+    import oxconsole
+
+    compileall.compile_dir(Path(oxconsole.__file__).parent, quiet=1)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist (`--dist loadgroup`, pyproject's addopts) tests of one `xdist_group` run on
     one worker, one after another. The `timing` tests form one: each reads the clock, so at most
