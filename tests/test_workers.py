@@ -9,14 +9,16 @@ import time
 
 import orjson
 import pytest
+from aiohttp import web
 
 from oxconsole.engine.commands import EnableModel, Pause, Resume, SetConcurrency, SetRate, SetWeight, Stop
 from oxconsole.engine.pool import WorkerPool, make_engine, split
 
 from .conftest import WorkloadFactory
+from .http_support import chat_server
 from .support import journal, until
 
-pytestmark = pytest.mark.subprocess  # worker processes (spawned)
+pytestmark = pytest.mark.subprocess  # worker processes
 
 WL = """
 [run]
@@ -221,3 +223,38 @@ async def test_attempt_errors_reach_the_parent_while_requests_retry(make_workloa
     assert journaled == {"http_429": 16}
     assert out.summary["attempt_errors"] == journaled  # counted live, then once as final
     assert e.latest is not None and e.latest.attempt_errors == journaled
+
+
+async def test_each_runs_workers_take_the_environment_it_starts_with(
+    make_workload: WorkloadFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Worker processes are forked from a server that outlives a run (it imported the engine once):
+    each run's workers still read the environment as it is when that run starts (a header value
+    from `headers_env` changed between two runs reaches the server as changed)."""
+    seen: list[str | None] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("x-org"))
+        usage = {"prompt_tokens": 5, "completion_tokens": 1}
+        return web.json_response({"choices": [{"message": {"content": "ok"}}], "usage": usage})
+
+    async with chat_server(handler) as url:
+        for value in ("first", "second"):
+            monkeypatch.setenv("TEST_WORKERS_ORG", value)
+            w = make_workload(
+                f"""
+                [run]
+                stream = false
+                workers = 2
+                [endpoints.default]
+                base_url = "{url}/v1"
+                headers_env = {{ "X-Org" = "TEST_WORKERS_ORG" }}
+                [[models]]
+                name = "m"
+                [prompts]
+                items = ["a", "b", "c", "d"]
+                """
+            )
+            out = await make_engine(w, results_path=w.results_path(), total_expected=4).run()
+            assert out.exit_code == 0, out.warnings
+    assert seen == ["first"] * 4 + ["second"] * 4

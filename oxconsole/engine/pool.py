@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
-from multiprocessing.context import SpawnContext
+from multiprocessing.context import ForkServerContext, SpawnContext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +47,19 @@ from oxconsole.workload import Workload
 
 if TYPE_CHECKING:
     from oxconsole.sim.process import SimProcess
+
+
+def worker_context() -> ForkServerContext | SpawnContext:
+    """How worker processes start: forked from multiprocessing's fork server, which imported the
+    engine once (`spawn` imported it again in every worker: about 1.5 s of CPU each, the bulk of a
+    short run's start with several workers), or spawned where there is no fork server (Windows).
+    A fork server's children start from its state, not this process's: `worker_main` takes this
+    process's environment and folder (`here`)."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["oxconsole.engine.worker"])
+    return ctx
 
 
 def worker_count(w: Workload) -> int:
@@ -315,16 +328,17 @@ class WorkerPool:
         """The simulator (one for every worker, in this process) and the worker processes."""
         sims = [e.name for e in self.w.endpoints.values() if e.base_url == "sim"]
         self._sim, urls = await start_sim(self.w, sims)
-        self._spawn(multiprocessing.get_context("spawn"), urls)
+        self._spawn(worker_context(), urls)
 
-    def _spawn(self, ctx: SpawnContext, urls: dict[str, str]) -> None:
+    def _spawn(self, ctx: ForkServerContext | SpawnContext, urls: dict[str, str]) -> None:
         """Start the worker processes, each with its share, and a thread reading each one's pipe."""
         resume = str(self.results_path) if self.skip_ids else None
+        here = (dict(os.environ), os.getcwd())
         for i in range(self.n):
             parent, child = ctx.Pipe(duplex=True)
             proc = ctx.Process(
                 target=worker_main,
-                args=(share(self.w, i, self.n), (i, self.n), urls, resume, child),
+                args=(share(self.w, i, self.n), (i, self.n), urls, resume, child, here),
                 name=f"oxconsole-worker-{i}",
                 daemon=True,
             )

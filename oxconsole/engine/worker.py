@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import threading
 from collections.abc import Set as AbstractSet
 from multiprocessing.connection import Connection
@@ -44,9 +45,27 @@ from oxconsole.workload import Workload
 
 
 def worker_main(
-    w: Workload, shard: tuple[int, int], urls: dict[str, str], resume: str | None, conn: Connection
+    w: Workload,
+    shard: tuple[int, int],
+    urls: dict[str, str],
+    resume: str | None,
+    conn: Connection,
+    here: tuple[dict[str, str], str] | None = None,
 ) -> None:
-    """The worker process: run its share of `w` (every shard[1]-th prompt from shard[0])."""
+    """The worker process: run its share of `w` (every shard[1]-th prompt from shard[0]).
+    `here`: the parent's environment (API keys, header values) and folder, for a worker forked
+    from a fork server that started before they were what they are now."""
+    # Ctrl-C in a terminal (and a SIGTERM to the process group) reaches every process of the
+    # group: the parent alone stops the run (`run.grace`, then a cancel) and tells the workers;
+    # a worker stopped by the signal itself would lose its requests in flight. A parent that
+    # dies is noticed on the pipe (`_parent_gone`).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if here is not None:
+        env, cwd = here
+        os.environ.clear()
+        os.environ.update(env)
+        os.chdir(cwd)
     skip = ok_ids(Path(resume))[0] if resume else set()
     run_loop(Worker(w, shard, urls, skip, conn).run())
     conn.close()
