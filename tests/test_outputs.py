@@ -22,6 +22,8 @@ from oxconsole.control import RunSource
 from oxconsole.engine.commands import Stop
 from oxconsole.outputs import earlier_journals, journal_lines, keep_aside
 
+from .support import oxconsole_here
+
 WL = """
 name = "outs"
 [run]
@@ -43,13 +45,15 @@ jitter = 0
 
 
 def oxc(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The command line in this process (`oxconsole_here`): these tests read what it prints and
+    writes, nothing that needs a process of its own."""
+    return oxconsole_here(*args, cwd=cwd, env=env)
+
+
+def oxc_process(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The command line as a child process: for output to /dev/stdout and /dev/stderr."""
     return subprocess.run(
-        [sys.executable, "-m", "oxconsole", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, **(env or {})},
+        [sys.executable, "-m", "oxconsole", *args], cwd=cwd, capture_output=True, text=True, timeout=60
     )
 
 
@@ -172,7 +176,8 @@ def test_resume_checks_the_journal_too(tmp_path: Path) -> None:
 @pytest.mark.parametrize("target", ["-", "/dev/stdout"])
 def test_summary_json_on_stdout_leaves_stdout_parseable(tmp_path: Path, target: str) -> None:
     w = workload(tmp_path, tmp_path / "out" / "results.jsonl")
-    r = oxc(str(w), "--headless", "--summary-json", target, cwd=tmp_path)
+    run = oxc if target == "-" else oxc_process
+    r = run(str(w), "--headless", "--summary-json", target, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["requests"]["ok"] == 20  # the JSON alone
     assert "latency" in r.stderr  # the table went to stderr
@@ -182,7 +187,7 @@ def test_summary_json_on_stdout_leaves_stdout_parseable(tmp_path: Path, target: 
 
 def test_summary_json_on_stderr(tmp_path: Path) -> None:
     w = workload(tmp_path, tmp_path / "out" / "results.jsonl")
-    r = oxc(str(w), "--headless", "--summary-json", "/dev/stderr", cwd=tmp_path)
+    r = oxc_process(str(w), "--headless", "--summary-json", "/dev/stderr", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "latency" in r.stdout and '"requests"' in r.stderr and "summary: stderr" in r.stderr
 

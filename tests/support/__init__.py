@@ -1,5 +1,5 @@
 """What the test files share: a run's journal read back, an engine run to its end, waiting for a
-condition without sleeping a fixed time, and the command line as a child process.
+condition without sleeping a fixed time, and the command line as a child process or in this one.
 
 One copy each, so a test that waits does so the same way everywhere: by polling its condition up
 to a generous deadline (a loaded machine is slow, never wrong), never by sleeping a guessed time.
@@ -99,3 +99,33 @@ def oxconsole(
         timeout=timeout,
         env={**os.environ, **(env or {})},
     )
+
+
+def oxconsole_here(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`oxconsole ARGS` run by `cli.main` in this process, its stdout and stderr captured as text:
+    what `oxconsole()` returns, without a Python process of its own (whose imports cost about a
+    second of CPU). Stdout is not a terminal, so a run is headless, as under `oxconsole()`.
+
+    Only for what needs no process of its own: not for signals, resource limits, kills, a real
+    terminal, or output written to /dev/stdout or /dev/stderr (file descriptors this does not
+    capture). Call it from a test that is not itself running an event loop."""
+    import contextlib
+    import io
+
+    from oxconsole import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    saved = dict(os.environ)
+    os.environ.update(env or {})
+    try:
+        with contextlib.chdir(cwd), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli.main(list(args))
+            except SystemExit as e:  # argparse: --help, a bad flag
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    return subprocess.CompletedProcess(["oxconsole", *args], code, out.getvalue(), err.getvalue())
