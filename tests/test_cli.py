@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from .support import oxconsole as oxc
+from .support import oxconsole_here as here
 from .support import read_jsonl, wait_until
 
 pytestmark = pytest.mark.subprocess  # every test here runs the command line as a user does
@@ -74,12 +75,12 @@ def test_headless_run_summary_json_and_report(tmp_path: Path) -> None:
     }
     assert s["cost"]["total"] == pytest.approx(10.0)
     assert len(records(tmp_path)) == 20
-    rep = oxc("report", str(tmp_path / "out" / "results.jsonl"), "--json", cwd=tmp_path)
+    rep = here("report", str(tmp_path / "out" / "results.jsonl"), "--json", cwd=tmp_path)
     assert rep.returncode == 0, rep.stderr
     sent = {k: v for k, v in s["requests"].items() if k != "not_sent"}  # a journal knows no total
     assert json.loads(rep.stdout)["requests"] == sent
     # a second run keeps the first journal aside instead of overwriting it
-    r2 = oxc(str(w), "--headless", cwd=tmp_path)
+    r2 = here(str(w), "--headless", cwd=tmp_path)
     assert r2.returncode == 0
     kept = list((tmp_path / "out").glob("results.*.jsonl"))
     assert len(kept) == 1 and len(kept[0].read_text().splitlines()) == 20
@@ -96,11 +97,11 @@ def test_bad_input_exits_2_without_traceback(tmp_path: Path) -> None:
         [str(w), "--resume"],  # no journal yet
         [str(w), "--bogus-flag"],
     ):
-        r = oxc(*args, cwd=tmp_path)
+        r = here(*args, cwd=tmp_path)
         assert r.returncode == 2, (args, r.stderr)
         assert "Traceback" not in r.stderr
         assert r.stderr.strip(), args
-    r = oxc(str(w), "--set", "run.concurrency=fifty", cwd=tmp_path)
+    r = here(str(w), "--set", "run.concurrency=fifty", cwd=tmp_path)
     assert "run.concurrency" in r.stderr and "w.toml" in r.stderr
 
 
@@ -109,10 +110,10 @@ def test_missing_key_variable_is_bad_input(tmp_path: Path) -> None:
     w.write_text(
         w.read_text().replace('base_url = "sim"', 'base_url = "sim"\napi_key_env = "OXC_TEST_KEY_UNSET"')
     )
-    r = oxc("validate", str(w), cwd=tmp_path)
+    r = here("validate", str(w), cwd=tmp_path)
     assert r.returncode == 2
     assert "OXC_TEST_KEY_UNSET" in r.stderr
-    r = oxc("validate", str(w), cwd=tmp_path, env={"OXC_TEST_KEY_UNSET": "sk-secret-value-123"})
+    r = here("validate", str(w), cwd=tmp_path, env={"OXC_TEST_KEY_UNSET": "sk-secret-value-123"})
     assert r.returncode == 0, r.stderr
     assert "sk-secret" not in r.stdout + r.stderr
     # the request count it would send, on its own line (a bare "20" also matched the temp paths)
@@ -124,7 +125,7 @@ def test_key_never_written(tmp_path: Path) -> None:
     w = write(tmp_path, count=5)
     w.write_text(w.read_text().replace('base_url = "sim"', 'base_url = "sim"\napi_key_env = "OXC_KEY"'))
     secret = "sk-test-DO-NOT-LEAK-4242"
-    r = oxc(
+    r = here(
         str(w),
         "--headless",
         "--summary-json",
@@ -158,7 +159,7 @@ def test_sigint_flushes_journal_and_exits_130_then_resume_completes(tmp_path: Pa
     assert 40 <= len(first) < 400
     assert all(r["status"] == "ok" for r in first)  # in flight finished within the grace time
     # the rest at 5 ms (the simulator's settings are not part of what --resume checks)
-    r = oxc(str(w), "--headless", "--resume", "--set", 'sim.models.m.ttft="5ms"', cwd=tmp_path)
+    r = here(str(w), "--headless", "--resume", "--set", 'sim.models.m.ttft="5ms"', cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     ok = [x["id"] for x in records(tmp_path) if x["status"] == "ok"]
     assert len(ok) == 400 and len(set(ok)) == 400
@@ -181,7 +182,7 @@ def test_kill_9_then_resume_sends_each_id_once(tmp_path: Path) -> None:
     with open(j, "ab") as f:
         f.write(b'{"id": "syn-9999", "sta')
     before = records_lenient(j)
-    r = oxc(str(w), "--headless", "--resume", "--set", 'sim.models.m.ttft="5ms"', cwd=tmp_path)
+    r = here(str(w), "--headless", "--resume", "--set", 'sim.models.m.ttft="5ms"', cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "torn" in r.stderr or "unreadable" in r.stderr
     ok = [x["id"] for x in records_lenient(j) if x["status"] == "ok"]
@@ -200,9 +201,9 @@ def records_lenient(j: Path) -> list[dict]:
 
 
 def test_version_and_help(tmp_path: Path) -> None:
-    r = oxc("--version", cwd=tmp_path)
+    r = here("--version", cwd=tmp_path)
     assert r.returncode == 0 and r.stdout.startswith("oxconsole ")
-    r = oxc("--help", cwd=tmp_path)
+    r = here("--help", cwd=tmp_path)
     assert r.returncode == 0 and "--headless" in r.stdout and "validate" in r.stdout
 
 
