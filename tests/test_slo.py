@@ -23,7 +23,7 @@ from oxconsole.report import summary_from_journal
 from oxconsole.workload import SloConfig, WorkloadError
 
 from .conftest import WorkloadFactory
-from .support import journal, run
+from .support import journal, oxconsole_here, run
 
 FAST_SLOW = """
 name = "slo"
@@ -200,6 +200,12 @@ async def test_no_slo_no_goodput(make_workload: WorkloadFactory) -> None:
 
 
 def oxc(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The command line in this process (`oxconsole_here`)."""
+    return oxconsole_here(*args, cwd=cwd)
+
+
+def oxc_process(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The command line as a process of its own: its exit code is what a CI job sees."""
     return subprocess.run(
         [sys.executable, "-m", "oxconsole", *args], cwd=cwd, capture_output=True, text=True, timeout=120
     )
@@ -212,7 +218,7 @@ def test_exit_codes_and_report(tmp_path: Path) -> None:
     met; `report` rebuilds the same goodput (target from the journal's manifest) and exits 0."""
     wl = tmp_path / "w.toml"
     wl.write_text(FAST_SLOW.format(target=0.9, slow_errors=0) + '[output]\nresults = "out/r.jsonl"\n')
-    missed = oxc(str(wl), "--headless", "--summary-json", "s.json", cwd=tmp_path)
+    missed = oxc_process(str(wl), "--headless", "--summary-json", "s.json", cwd=tmp_path)
     assert missed.returncode == 3, missed.stderr
     live = orjson.loads((tmp_path / "s.json").read_bytes())
     assert live["goodput"]["met"] is False
@@ -234,7 +240,6 @@ def test_exit_codes_and_report(tmp_path: Path) -> None:
     assert errors.returncode == 1, errors.stderr  # half failed, the other half good: 0.5 met
 
 
-@pytest.mark.subprocess
 def test_bad_slo_is_bad_input(tmp_path: Path) -> None:
     wl = tmp_path / "w.toml"
     wl.write_text(FAST_SLOW.format(target=1.5, slow_errors=0))
@@ -244,7 +249,6 @@ def test_bad_slo_is_bad_input(tmp_path: Path) -> None:
     assert "Traceback" not in out.stderr
 
 
-@pytest.mark.subprocess
 @pytest.mark.slow
 def test_resume_judges_the_whole_journal(tmp_path: Path) -> None:
     """A run that missed its SLO, resumed with a looser one: the whole journal's goodput (each id's
