@@ -23,6 +23,8 @@ import pytest
 from oxconsole.journal.records import RequestRecord
 from oxconsole.report import summary_from_journal
 
+from .support import oxconsole_here
+
 COUNT = 30
 
 # one worker for the whole file under xdist: its module fixture then runs once
@@ -72,14 +74,8 @@ FIGURES = (
 
 
 def oxc(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "oxconsole", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **(env or {})},
-    )
+    """The command line in this process (`oxconsole_here`); the engine host below is a process."""
+    return oxconsole_here(*args, cwd=cwd, env=env)
 
 
 def figures(s: dict[str, Any]) -> dict[str, Any]:
