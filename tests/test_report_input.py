@@ -9,13 +9,13 @@ HTTP against the embedded simulator.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from .support import oxconsole_here
 
 # one worker for the whole file under xdist: its module fixture then runs once
 pytestmark = pytest.mark.xdist_group("report-input")
@@ -45,14 +45,8 @@ TIMINGS = ("latency_ms", "ttft_ms", "itl_ms", "queue_ms")
 
 
 def oxc(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "oxconsole", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=dict(os.environ),
-    )
+    """The command line in this process (`oxconsole_here`)."""
+    return oxconsole_here(*args, cwd=cwd)
 
 
 def run(tmp_path: Path, count: int, error_rate: float) -> tuple[subprocess.CompletedProcess[str], Path]:
