@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import orjson
 
 from oxconsole.journal.records import RequestRecord
+from tests.support import oxconsole_here
 
 SECRET_TEXT = "RESPONSE-TEXT-SECRET"
 SECRET_DETAIL = "DETAIL-SECRET"
@@ -90,17 +88,11 @@ def sim_run(
     extra: str = "",
     args: tuple[str, ...] = (),
 ) -> Path:
-    """Run a workload headless against the simulator in a subprocess; its journal's path."""
+    """Run a workload headless against the simulator (the command line, in this process); its
+    journal's path."""
     wl = sim_workload(
         folder, ttft=ttft, count=count, seed=seed, jitter=jitter, concurrency=concurrency, extra=extra
     )
-    r = subprocess.run(
-        [sys.executable, "-m", "oxconsole", str(wl), "--headless", *args],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=dict(os.environ),
-    )
+    r = oxconsole_here(str(wl), "--headless", *args, cwd=folder)
     assert r.returncode == 0, r.stderr
     return folder / "results.jsonl"

@@ -5,8 +5,6 @@ each API with their Batch output."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +16,7 @@ from oxconsole.engine.runner import Engine
 from oxconsole.workload import Workload, WorkloadError, check_prompts, describe
 
 from .conftest import WorkloadFactory
+from .support import oxconsole_here
 
 SIM = """
 [endpoints.default]
@@ -236,13 +235,7 @@ def test_batch_completions_and_embeddings_write_their_output(tmp_path: Path) -> 
     (tmp_path / "w.toml").write_text(
         SIM + BATCH + '[output]\nresults = "out/results.jsonl"\nbatch_output = "out/batch.jsonl"\n'
     )
-    r = subprocess.run(
-        [sys.executable, "-m", "oxconsole", "w.toml", "--headless", "--summary-json", "s.json"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = oxconsole_here("w.toml", "--headless", "--summary-json", "s.json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     out = {
         x["custom_id"]: x for x in map(orjson.loads, (tmp_path / "out/batch.jsonl").read_bytes().splitlines())

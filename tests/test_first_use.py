@@ -36,6 +36,8 @@ from oxconsole.ui.typeahead import TypeAhead, keys, plan
 from oxconsole.workload import load_workload
 from tests.ui_support import fixed_snapshot
 
+from .support import oxconsole_here
+
 ROOT = Path(__file__).resolve().parent.parent
 HINT = "missing /v1?"
 
@@ -129,13 +131,7 @@ def test_headless_run_against_a_base_url_without_v1_prints_the_hint(tmp_path: Pa
     assert sim_url.endswith("/v1")
     w = tmp_path / "w.toml"
     w.write_text(NO_V1.format(results=tmp_path / "out" / "results.jsonl", base_url=sim_url[: -len("/v1")]))
-    r = subprocess.run(
-        [sys.executable, "-m", "oxconsole", str(w), "--headless", "--summary-json", str(tmp_path / "s.json")],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    r = oxconsole_here(str(w), "--headless", "--summary-json", str(tmp_path / "s.json"), cwd=tmp_path)
     assert r.returncode == 1, r.stderr
     assert "errors    http_404 12" in r.stdout
     joined = " ".join(r.stdout.split())

@@ -6,8 +6,6 @@ from __future__ import annotations
 import itertools
 import re
 import statistics
-import subprocess
-import sys
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -30,6 +28,7 @@ from oxconsole.workload import (
 
 from .conftest import WorkloadFactory
 from .http_support import chat_server
+from .support import oxconsole_here
 
 SIM = """
 [endpoints.default]
@@ -413,13 +412,7 @@ def test_batch_run_writes_output_and_errors_files(tmp_path: Path) -> None:
         batch_output = "out/{name}-batch.jsonl"
         """.replace("\n        ", "\n")
     )
-    r = subprocess.run(
-        [sys.executable, "-m", "oxconsole", "w.toml", "--headless"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = oxconsole_here("w.toml", "--headless", cwd=tmp_path)
     assert r.returncode == 1, r.stderr  # a request failed
     assert "batch output: 2 answers" in r.stderr
     out = [orjson.loads(x) for x in (tmp_path / "out/w-batch.jsonl").read_bytes().splitlines()]

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -18,7 +16,7 @@ from oxconsole.journal.records import RequestRecord
 from oxconsole.reports.compare import compare, load_run, percentile_intervals, render_compare
 from oxconsole.workload import load_workload
 from tests.report_support import sim_workload, write_journal
-from tests.support import run
+from tests.support import oxconsole_here, run
 
 
 def fixed(n: int, latency: float, t0: float = 1_700_000_000.0) -> list[RequestRecord]:
@@ -82,10 +80,7 @@ def test_real_difference_and_noise_on_the_simulator(
 
     assert [o.exit_code for o in asyncio.run(all_three())] == [0, 0, 0]
     fast, again, slow = (w.results_path() for w in ws)
-    r = subprocess.run(
-        [sys.executable, "-m", "oxconsole", "report", str(fast), str(again), str(slow), "--json"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    r = oxconsole_here("report", str(fast), str(again), str(slow), "--json", cwd=fast.parent)
     assert r.returncode == 0, r.stderr
     c = json.loads(r.stdout)
     ttft = row(c, "ttft_ms.p50")
@@ -108,8 +103,5 @@ def test_real_difference_and_noise_on_the_simulator(
 
 def test_unreadable_journal_is_exit_2(tmp_path: Path) -> None:
     a = write_journal(tmp_path / "a" / "results.jsonl", fixed(10, 100.0))
-    r = subprocess.run(
-        [sys.executable, "-m", "oxconsole", "report", str(a), str(tmp_path / "missing.jsonl")],
-        capture_output=True, text=True,
-    )  # fmt: skip
+    r = oxconsole_here("report", str(a), str(tmp_path / "missing.jsonl"), cwd=tmp_path)
     assert r.returncode == 2 and "missing.jsonl" in r.stderr

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import csv
-import subprocess
-import sys
 from pathlib import Path
 
 from oxconsole.report import read_journal
 from oxconsole.reports.exports import CSV_COLUMNS, record_from_row, write_csv
 from tests.report_support import SECRET_DETAIL, SECRET_TEXT, secret_records, write_journal
+from tests.support import oxconsole_here
 
 
 def test_csv_round_trip(tmp_path: Path) -> None:
@@ -31,10 +30,7 @@ def test_csv_round_trip(tmp_path: Path) -> None:
 def test_csv_with_text_keeps_text_and_details(tmp_path: Path) -> None:
     journal = write_journal(tmp_path / "run" / "results.jsonl", secret_records(50))
     out = tmp_path / "r.csv"
-    r = subprocess.run(
-        [sys.executable, "-m", "oxconsole", "report", str(journal), "--csv", str(out), "--with-text"],
-        capture_output=True, text=True,
-    )  # fmt: skip
+    r = oxconsole_here("report", str(journal), "--csv", str(out), "--with-text", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     with open(out, newline="") as f:
         rows = list(csv.DictReader(f))
@@ -43,11 +39,7 @@ def test_csv_with_text_keeps_text_and_details(tmp_path: Path) -> None:
 
 def test_markdown_tables(tmp_path: Path) -> None:
     journal = write_journal(tmp_path / "run" / "results.jsonl", secret_records(300))
-    r = subprocess.run(
-        [sys.executable, "-m", "oxconsole", "report", str(journal), "--markdown"],
-        capture_output=True,
-        text=True,
-    )
+    r = oxconsole_here("report", str(journal), "--markdown", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     md = r.stdout
     assert md.startswith("### run")

@@ -7,10 +7,8 @@ crashed on weights whose sum overflows.
 
 from __future__ import annotations
 
-import os
 import pickle
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -26,6 +24,8 @@ from oxconsole.workload import (
     load_sim_section,
     load_workload,
 )
+
+from .support import oxconsole_here
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -91,14 +91,8 @@ def _one_error(tmp_path: Path, text: str, overrides: tuple[str, ...] = ()) -> st
 
 
 def _oxc(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "oxconsole", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
+    """The command line in this process (`oxconsole_here`)."""
+    return oxconsole_here(*args, cwd=cwd)
 
 
 # --------------------------------------------------------------------------------------------
