@@ -33,6 +33,7 @@ from oxconsole.engine.runner import Engine
 from oxconsole.workload import check_prompts
 
 from .conftest import WorkloadFactory
+from .support import oxconsole_here
 
 WL = """
 name = "exits"
@@ -73,9 +74,9 @@ def write(
 
 
 def oxc(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "oxconsole", *args], cwd=cwd, capture_output=True, text=True, timeout=120
-    )
+    """The command line in this process (`oxconsole_here`): the exit code `cli.main` returns is the
+    process's (`python -m oxconsole` exits with it). Runs that take a signal are processes."""
+    return oxconsole_here(*args, cwd=cwd)
 
 
 def lines(path: Path) -> list[dict[str, Any]]:
