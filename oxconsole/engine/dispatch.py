@@ -73,6 +73,8 @@ class Dispatcher:
         self.stopped = False
         self.exhausted = False
         """Every prompt was started: the loop ran to the end of the prompts, not to a stop."""
+        self.deadline = math.inf
+        """Loop time at which `run.duration` runs out: no request due at or after it is started."""
         self._running = asyncio.Event()
         self._model_event = asyncio.Event()
 
@@ -153,6 +155,8 @@ class Dispatcher:
                         return
                     due = due_now
                 t_sched = due
+            if t_sched >= self.deadline and not await self._past_deadline():
+                return
             if not self.router.any_available() and not await self._until_model():
                 return
             if not slots.try_acquire() and not await self._until_slot():
@@ -195,6 +199,14 @@ class Dispatcher:
             self.schedule.rebase(asyncio.get_running_loop().time())
             due = self.schedule.next_due()
         return due
+
+    async def _past_deadline(self) -> bool:
+        """The next request is due at or after the end of `run.duration`: a dispatcher running
+        behind (a busy machine) would start it before the deadline's own callback ran. Let that
+        callback stop the run instead; False once it has."""
+        while not self.stopped:
+            await asyncio.sleep(0.001)
+        return False
 
     async def _until_model(self) -> bool:
         """No model can take a request (all disabled, weight 0 or cooled down): wait for one."""

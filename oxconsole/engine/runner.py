@@ -298,6 +298,7 @@ class Engine:
             ticker = asyncio.create_task(self._ticker())
             if self.w.run.duration > 0:
                 loop.call_later(self.w.run.duration, self._deadline)
+                self.dispatch.deadline = loop.time() + self.w.run.duration
             # tasks gathered into packs, or a session's next turn once its answer is back (packing
             # and sessions exclude each other: check_prompts refuses both, exit 2)
             prompts: Iterator[Prompt | Awaitable[None]]
