@@ -28,6 +28,7 @@ __all__ = [
     "run_duration",
     "saved_words",
     "short_path",
+    "sweep_refusal",
     "tokens_per_minute",
     "tpm_step",
 ]
@@ -148,6 +149,15 @@ def console_status(
             return "paused", "paused: space resumes (requests in flight finish)", "warn"
         return "paused", "no model available: w opens the routing editor", "warn"
     return g.state, "", ""
+
+
+def sweep_refusal(snap: Snapshot | None, setting: str) -> str | None:
+    """Why a key must not change `setting` now: the sweep sets it at each point (a change would
+    measure the point at another value than its own); None when it may."""
+    g = snap.sweep if snap is not None else None
+    if g is None or setting not in (g.get("locked") or ()):
+        return None
+    return f"refused: the sweep sets {g.get('key')} at each point (a change would spoil it)"
 
 
 def saved_words(saved: TunedFile) -> tuple[str, str]:
