@@ -209,7 +209,7 @@ class Snapshot:
     sweep: Mapping[str, Any] | None = None
     """In `oxconsole sweep`: where the sweep is, {"key", "index", "count" (None for a search),
     "value", "eta_s", "point_s", "knee", "done": [{"index", "value", "req_per_s", "goodput_per_s",
-    "p99_ms", "slo_met"}]} (`sweep/gauge.py`); None outside a sweep."""
+    "p99_ms", "slo_met"}], "locked", "held"} (`sweep/gauge.py`); None outside a sweep."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON types (dicts, lists, str, int, float, bool, None); orjson-ready."""

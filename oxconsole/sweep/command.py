@@ -2,7 +2,10 @@
 its table, its JSON and its exit code.
 
 Why this module exists: the command line (`cli.py`) only hands a sweep its arguments; checking
-them (every bad value at once, exit 2), resuming, signals and the end of a sweep are here.
+them (every bad value at once, exit 2), resuming, signals and the end of a sweep are here. A sweep
+always runs behind one control socket; on a terminal, `cli.py` runs it in a process of its own
+(this very command, `--headless`) and opens the console on it, and the end it prints is the one
+printed here, sent over the socket (`show_sweep_end`).
 
 Exit codes: 0 a knee was found; 1 no knee (no point finished a request); 2 bad input; 3 the
 workload has `[slo]` and no point met it; 4 the journal could not be written; 130 stopped before

@@ -11,6 +11,8 @@ engine), so the header and the tests read the same thing the socket carries.
 
 `count` is None for `--over concurrency=auto` (a search: the number of points is not known),
 and so is `eta_s`. `knee` is the knee among the points ended so far (None before there is one).
+The served sweep (`served.py`) adds `locked` (the live settings the sweep holds fixed, which the
+console's keys refuse) and `held` (paused by a key).
 """
 
 from __future__ import annotations

@@ -127,7 +127,7 @@ class ServedSweep:
         if src is None:
             return None
         state, done = self.state, self.sweep.state.done
-        key = (src, state, len(done), self.sweep.current)
+        key = (src, state, len(done), self.sweep.current, self.sweep.held)
         if self._out is None or key != self._made_for:
             self._made_for = key
             self._out = self._wrap(src, state, fresh=e is self._engine)
@@ -148,6 +148,7 @@ class ServedSweep:
             elapsed_s=src.elapsed_s if fresh else 0.0,
         )
         gauge["locked"] = list(self.locked)
+        gauge["held"] = sw.held
         gauges = src.gauges if src.gauges.state == state else dataclasses.replace(src.gauges, state=state)
         return dataclasses.replace(src, gauges=gauges, sweep=gauge)
 

@@ -145,6 +145,8 @@ def console_status(
             return "draining", f"cancelling {g.in_flight} in flight…", "warn"
         return "draining", f"draining… {g.in_flight} in flight finishing (q again cancels them)", "warn"
     if g.state == "paused":
+        if snap.sweep is not None and snap.sweep.get("held"):  # paused by a key (`sweep/served.py`)
+            return "paused", "sweep held: space resumes, running this point again from its start", "warn"
         if paused_by_user(snap):
             return "paused", "paused: space resumes (requests in flight finish)", "warn"
         return "paused", "no model available: w opens the routing editor", "warn"
