@@ -106,7 +106,10 @@ def tokens_per_minute(snap: Snapshot) -> float:
 
 def paused_by_user(snap: Snapshot) -> bool:
     """Whether the last pause change logged was a pause (not a resume): the run is paused because
-    someone asked, not because no model is available."""
+    someone asked, not because no model is available. A sweep says so itself (`held`): a pause
+    that lands as its point ends changes nothing in that point's log."""
+    if snap.sweep is not None:
+        return bool(snap.sweep.get("held"))
     for c in reversed(snap.changes):
         if c.get("what") == "paused":
             return bool(c.get("to"))
@@ -145,9 +148,9 @@ def console_status(
             return "draining", f"cancelling {g.in_flight} in flight…", "warn"
         return "draining", f"draining… {g.in_flight} in flight finishing (q again cancels them)", "warn"
     if g.state == "paused":
-        if snap.sweep is not None and snap.sweep.get("held"):  # paused by a key (`sweep/served.py`)
-            return "paused", "sweep held: space resumes, running this point again from its start", "warn"
         if paused_by_user(snap):
+            if snap.sweep is not None:  # held by a key (`sweep/served.py`)
+                return "paused", "sweep held: space resumes, running this point again from its start", "warn"
             return "paused", "paused: space resumes (requests in flight finish)", "warn"
         return "paused", "no model available: w opens the routing editor", "warn"
     return g.state, "", ""
