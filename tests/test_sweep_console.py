@@ -26,6 +26,8 @@ from oxconsole.engine.commands import Pause, Resume, SetConcurrency, Stop
 from oxconsole.metrics import Snapshot
 from oxconsole.sweep.gauge import sweep_fraction, sweep_gauge, sweep_text
 from oxconsole.ui.app import ConsoleApp
+from oxconsole.ui.lines import Palette
+from oxconsole.ui.panels.points import points_lines
 from oxconsole.ui.widgets import HeaderPanel
 from tests.test_sweep import records, write
 from tests.ui_support import StaticSource, fixed_snapshot
@@ -80,12 +82,26 @@ def test_the_gauge_says_which_point_of_how_many_and_the_time_left() -> None:
     assert sweep_fraction(search, 12.0) == pytest.approx(0.4)
 
 
+def test_the_points_table_marks_the_knee_so_far_and_the_point_running() -> None:
+    lines = [x.plain.rstrip() for x in points_lines(sweep_snapshot(), Palette(), 60, 12)]
+    assert lines[0].split() == ["#", "concurrency", "req/s", "p99"]  # no goodput column without [slo]
+    assert lines[2].split() == ["0", "1", "9.80", "51.0ms"]
+    assert lines[3].split() == ["*", "1", "2", "19.50", "52.0ms"]
+    assert lines[4].split()[:3] == ["▸", "2", "4"]
+    assert lines[5] == "knee so far: concurrency=2"
+
+
 # -- the console on a sweep -------------------------------------------------------------------------
 
 
 def test_sweep_header_80x24(snap_compare: Any) -> None:
     app = ConsoleApp(StaticSource(sweep_snapshot()), theme_dirs=[], cursor_blink=False)
     assert snap_compare(app, terminal_size=(80, 24))
+
+
+def test_sweep_points_tab_80x24(snap_compare: Any) -> None:
+    app = ConsoleApp(StaticSource(sweep_snapshot()), theme_dirs=[], cursor_blink=False)
+    assert snap_compare(app, terminal_size=(80, 24), press=["t", "t", "t", "t"])
 
 
 async def test_keys_that_change_the_swept_setting_are_refused_and_say_so() -> None:

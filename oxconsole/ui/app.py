@@ -176,6 +176,8 @@ class ConsoleApp(App[str]):
         self.renders += 1
         if snap.plans:
             main.show_costs()
+        if snap.sweep is not None:
+            main.show_points()
         for warning in snap.gauges.warnings[self._warned :]:
             # the engine's warnings (open-files limit, TLS off, ...), each once, until dismissed
             self.toast(
@@ -533,6 +535,8 @@ class ConsoleApp(App[str]):
         order = ["tab-models", "tab-latency", "tab-errors", "tab-phase"]
         if self.main.costs_shown:
             order.append("tab-cost")
+        if self.main.has_class("-sweep"):
+            order.append("tab-points")
         i = order.index(tabs.active) if tabs.active in order else -1
         tabs.active = order[(i + 1) % len(order)]
 
