@@ -101,10 +101,11 @@ class Sweep:
 
     def pause(self) -> None:
         """Hold the sweep: no point starts until `resume`. The point running, paused meanwhile
-        (by whoever pauses its engine), is spoiled: its figures would include the pause."""
+        (by whoever pauses its engine), is spoiled: its figures would include the pause; one
+        already draining (its duration over, nothing more to send) is not."""
         self.held = True
         self._released.clear()
-        if self.engine is not None:
+        if self.engine is not None and self.engine.state not in ("draining", "done"):
             self._spoiled = True
 
     def resume(self) -> None:

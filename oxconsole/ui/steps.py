@@ -150,7 +150,7 @@ def console_status(
     if g.state == "paused":
         if paused_by_user(snap):
             if snap.sweep is not None:  # held by a key (`sweep/served.py`)
-                return "paused", "sweep held: space resumes, running this point again from its start", "warn"
+                return "paused", "sweep held: space resumes (a point paused midway runs again)", "warn"
             return "paused", "paused: space resumes (requests in flight finish)", "warn"
         return "paused", "no model available: w opens the routing editor", "warn"
     return g.state, "", ""
