@@ -320,3 +320,37 @@ def test_stop_over_the_socket_stops_the_sweep_with_130(run_dirs: Path, tmp_path:
             proc.communicate()
     assert src.exit_code == 130 == proc.returncode, err
     assert "sweep stopped; continue with:" in err
+
+
+def detach_at_once(source: Any, *, theme: str | None = None, refresh: float = 4.0) -> str:
+    """The real console under Pilot: `d` once the first figures show."""
+
+    async def go() -> str:
+        app = ConsoleApp(source, theme_dirs=[], cursor_blink=False, refresh=20.0)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await until(lambda: app.last is not None, what="the first figures")
+            await pilot.press("d")
+            await until(lambda: app.return_value is not None, what="the console to close")
+        return str(app.return_value)
+
+    return asyncio.run(go())
+
+
+@pytest.mark.slow
+def test_d_detaches_the_sweep_goes_on_and_attach_brings_it_back_to_its_end(
+    run_dirs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from oxconsole import attach, cli
+
+    write(tmp_path, capacity=8)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    monkeypatch.setattr(attach, "load_console", lambda: (detach_at_once, ""))
+    assert cli.main(["sweep", "w.toml", "--over", "concurrency=1,2", "--point-duration", "1.5s"]) == 0
+    cap = capsys.readouterr()
+    assert "goes on" in cap.out and "re-attach with: oxconsole attach sw" in cap.out
+    assert "sweep over concurrency" not in cap.out  # no table: the sweep has not ended
+    monkeypatch.setattr(attach, "load_console", lambda: (wait_for_end, ""))
+    assert attach.attach_main(["sw"]) == 0
+    cap = capsys.readouterr()
+    assert "sweep over concurrency: 2 point(s)" in cap.out and "knee: point 1, concurrency=2" in cap.out
