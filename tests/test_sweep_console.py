@@ -76,6 +76,10 @@ def test_the_gauge_says_which_point_of_how_many_and_the_time_left() -> None:
     assert g["eta_s"] == 18.0 + 2 * 30.0  # what is left of this point, then two more points
     assert sweep_text(g) == "sweep 3/5 concurrency=4 · ETA 1m18s"
     assert sweep_fraction(g, 12.0) == pytest.approx((2 + 0.4) / 5)
+    last = sweep_gauge(
+        "concurrency", index=1, value="2", count=2, done=(DONE, "2"), point_s=30.0, elapsed_s=0.0
+    )
+    assert last["eta_s"] == 0.0  # the last point has ended: nothing left
     search = gauge(count=None, index=2, value="16")
     assert search["eta_s"] is None
     assert sweep_text(search) == "sweep point 3 concurrency=16 · searching"

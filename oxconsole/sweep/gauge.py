@@ -67,8 +67,10 @@ def sweep_gauge(
     rows, knee = done
     eta: float | None = None
     if count is not None:
-        left = max(0, count - len(rows) - 1)
-        eta = round(max(0.0, point_s - elapsed_s) + left * point_s, 1)
+        ended = any(r["index"] == index for r in rows)  # between points, or the sweep's end
+        this = 0.0 if ended else max(0.0, point_s - elapsed_s)
+        after = max(0, count - len(rows) - (0 if ended else 1))
+        eta = round(this + after * point_s, 1)
     return {
         "key": key,
         "index": index,
