@@ -34,6 +34,7 @@ from oxconsole.runprep import (
     end_notes,
     resume_command,
 )
+from oxconsole.sweep.command import show_sweep_end
 
 __all__ = [
     "NO_RUN",
@@ -204,6 +205,8 @@ def finish_run(source: SocketSource, ended: RunEnd | None = None) -> int:
         _stop(source)
     summary = source.final_summary
     code = source.exit_code
+    if _is_sweep(source):
+        return _sweep_end(source, ended)
     if summary is None:
         summary = _summary_file(source)
         if summary is None:
@@ -224,6 +227,24 @@ def finish_run(source: SocketSource, ended: RunEnd | None = None) -> int:
     for note in end_notes(summary, lambda: _resume(source)):
         print(f"oxconsole: {note}", file=sys.stderr, flush=True)
     return 0 if code is None else code
+
+
+def _is_sweep(source: SocketSource) -> bool:
+    snap = source.latest()
+    return snap is not None and snap.sweep is not None
+
+
+def _sweep_end(source: SocketSource, ended: RunEnd | None) -> int:
+    """A sweep's end as its headless run printed it (the table, the JSON, where the journal is,
+    the resume hint); its exit code."""
+    if not show_sweep_end(source.final_summary):
+        print(
+            f"oxconsole: sweep {source.name} ended without a word; see {_log_path(source)}", file=sys.stderr
+        )
+        return 1
+    if ended is not None and ended.kept_aside is not None:
+        print(f"oxconsole: the previous journal was kept as {ended.kept_aside}", file=sys.stderr)
+    return 0 if source.exit_code is None else source.exit_code
 
 
 def _resume(source: SocketSource) -> str:

@@ -139,7 +139,7 @@ def _subcommand(name: str, rest: list[str]) -> int:
     if name == "sweep":
         from oxconsole.sweep.command import sweep_main
 
-        return sweep_main(rest)
+        return sweep_main(rest, console=_sweep_console)
     if name == "ps":
         from oxconsole.attach import ps_main
 
@@ -214,6 +214,30 @@ def _run_console(ns: argparse.Namespace, prep: PreparedRun) -> int | None:
     if isinstance(entry, int):
         return entry
     source = SocketSource.from_entry(entry, hz=ns.refresh)
+    return console_session(
+        source, run_console, theme=ns.theme, refresh=ns.refresh, wait_exit=host.proc.wait, ended=ended
+    )
+
+
+def _sweep_console(argv: list[str], ns: argparse.Namespace, prep: PreparedRun) -> int | None:
+    """A sweep under the console: the sweep headless in a process of its own (one control socket
+    for every point), the console attached to it, the sweep's end printed as headless prints it;
+    None: no console, run headless."""
+    from oxconsole.attach import RunEnd, console_session, load_console
+    from oxconsole.control import SocketSource
+    from oxconsole.host import spawn_sweep_host, wait_listening
+
+    run_console, why = load_console()
+    if run_console is None:
+        print(f"oxconsole: {why}; running headless.", file=sys.stderr)
+        return None
+    host = spawn_sweep_host(argv, prep)
+    entry = wait_listening(host, timeout=60.0)
+    if isinstance(entry, int):  # over (or failed) before the console could open: its own code
+        rc = host.proc.poll()
+        return entry if rc is None else rc
+    source = SocketSource.from_entry(entry, hz=ns.refresh)
+    ended = RunEnd(summary_json=ns.summary_json, kept_aside=prep.kept_aside, log=host.log)
     return console_session(
         source, run_console, theme=ns.theme, refresh=ns.refresh, wait_exit=host.proc.wait, ended=ended
     )

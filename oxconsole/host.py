@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from oxconsole.control import RunEntry
     from oxconsole.engine.runner import RunOutcome
 
-__all__ = ["HostProcess", "main", "spawn_host", "wait_listening"]
+__all__ = ["HostProcess", "main", "spawn_host", "spawn_sweep_host", "wait_listening"]
 
 
 def _parser() -> Parser:
@@ -196,6 +196,21 @@ def spawn_host(
         args.append("--resume")
     if summary_json and summary_stream(summary_json) is None:
         args += ["--summary-json", str(Path(summary_json).resolve())]
+    return _detached(args, prep, log, offset)
+
+
+def spawn_sweep_host(argv: list[str], prep: PreparedRun) -> HostProcess:
+    """Start `oxconsole sweep ARGV --headless` detached from this terminal, in this folder, its
+    output appended to the engine log beside the journal: the whole sweep behind one control
+    socket, for a console to attach to."""
+    folder = prep.results_path.resolve().parent
+    folder.mkdir(parents=True, exist_ok=True)
+    log = folder / LOG_NAME
+    offset = log.stat().st_size if log.exists() else 0
+    return _detached([sys.executable, "-m", "oxconsole", "sweep", *argv, "--headless"], prep, log, offset)
+
+
+def _detached(args: list[str], prep: PreparedRun, log: Path, offset: int) -> HostProcess:
     with open(open_log(log), "ab") as f:
         proc = subprocess.Popen(
             args,

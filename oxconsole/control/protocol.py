@@ -19,7 +19,9 @@ One JSON object a line, each with an `op`:
                        {"op": "snap", "s": Snapshot.to_dict()}
                            at the client's hz, newest only (frames skipped while it is behind)
                        {"op": "end", "summary": {...}, "exit_code": n, "warnings": [...]}
-                           the run has ended: its summary JSON, exit code and warnings
+                           the run has ended: its summary JSON, exit code and warnings (a
+                           sweep's: {"sweep": its --summary-json object, "lines": [[stream,
+                           text], ...] what it printed at its end}, `sweep/served.py`)
                        {"op": "error", "message": "..."}
                            a message the server could not use (bad JSON, unknown op, a command
                            not applied, a command after the end); a line over SERVER_MAX_LINE

@@ -206,6 +206,10 @@ class Snapshot:
     """Each [plans.NAME] what-if plan, in the workload's order (none without plans)."""
     packing: Mapping[str, float] | None = None
     """With `[packing]`: size, requests_sent, repacked and tasks (the summary's block, live)."""
+    sweep: Mapping[str, Any] | None = None
+    """In `oxconsole sweep`: where the sweep is, {"key", "index", "count" (None for a search),
+    "value", "eta_s", "point_s", "knee", "done": [{"index", "value", "req_per_s", "goodput_per_s",
+    "p99_ms", "slo_met"}], "locked", "held"} (`sweep/gauge.py`); None outside a sweep."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON types (dicts, lists, str, int, float, bool, None); orjson-ready."""
@@ -270,6 +274,7 @@ class Snapshot:
             stage=d.get("stage"),
             plans=tuple(_plan_cost(p) for p in d.get("plans") or ()),
             packing=d.get("packing"),
+            sweep=d.get("sweep"),
         )
 
     @classmethod

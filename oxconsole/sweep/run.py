@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oxconsole.engine.endpoints import Endpoints
-from oxconsole.engine.outcome import RunOutcome
 from oxconsole.engine.runner import Engine
 from oxconsole.journal.journal import Journal
 from oxconsole.journal.records import RequestRecord
@@ -84,14 +83,38 @@ class Sweep:
         self.failure: str | None = None
         self.clients_opened = 0
         """Sets of endpoint clients opened: 1 when every point shared the first's warm ones."""
-        self._point_seconds = state.point_duration
+        self.point_seconds = state.point_duration
         """How long the last point took (the ETA's unit)."""
+        self.current: PointPlan | None = None
+        """The point running (or about to), for the sweep gauge."""
+        self.held = False
+        """Paused (`pause`): no point starts until `resume`."""
+        self._spoiled = False
+        self._released = asyncio.Event()
 
     def stop(self, *, cancel: bool = False) -> None:
         """Stop the point running (in-flight requests get `run.grace`, none with cancel) and the sweep."""
         self.stopping += 1
+        self._released.set()
         if self.engine is not None:
             self.engine.request_stop(cancel=cancel, interrupted=True)
+
+    def pause(self) -> None:
+        """Hold the sweep: no point starts until `resume`. The point running, paused meanwhile
+        (by whoever pauses its engine), is spoiled: its figures would include the pause; one
+        already draining (its duration over, nothing more to send) is not."""
+        self.held = True
+        self._released.clear()
+        if self.engine is not None and self.engine.state not in ("draining", "done"):
+            self._spoiled = True
+
+    def resume(self) -> None:
+        """Go on: a point paused is stopped and run again from its start (it is not ended, as
+        after `--resume`: its records so far stay in the journal, its ids get `@POINT.N`)."""
+        self.held = False
+        self._released.set()
+        if self.engine is not None and self._spoiled:
+            self.engine.request_stop()
 
     async def run(self) -> SweepEnd:
         journal = Journal(self.results, on_failure=self._journal_failed)
@@ -110,9 +133,13 @@ class Sweep:
             await shared.start()
             self.clients_opened = 1
             while self.stopping == 0 and self.failure is None:
+                if self.held:
+                    await self._released.wait()
+                    continue
                 plan = self._next()
                 if plan is None:
                     break
+                self.current = plan
                 self._warn_connections(plan.workload)
                 same = same_servers(plan.workload, first)
                 self.clients_opened += 0 if same else 1
@@ -170,42 +197,33 @@ class Sweep:
         )
         self.engine = engine
         t0 = time.monotonic()
-        outcome = await self._served(engine, plan)
+        outcome = await engine.run()
         self.engine = None
+        spoiled, self._spoiled = self._spoiled, False
         self.warnings.extend(w for w in outcome.warnings if w not in self.warnings)
         journal.flush()
         if outcome.stopped_early or self.failure is not None or journal.failure is not None:
             return  # not ended: `--resume` runs it again
-        self._point_seconds = time.monotonic() - t0
+        if spoiled and self.stopping == 0:
+            self.say(f"oxconsole: sweep: point {plan.index + 1} was paused; it runs again from its start")
+            return
+        self.point_seconds = time.monotonic() - t0
         run = plan.workload.run
         load = {"concurrency": run.concurrency, "rate": run.rate}
         st.done[index] = {"value": plan.value, "text": plan.text, "load": load, "summary": outcome.summary}
         st.save(self.results, plan.workload.name, str(plan.workload.path))
-
-    async def _served(self, engine: Engine, plan: PointPlan) -> RunOutcome:
-        """The point's run behind a control socket: `oxconsole ps` lists it (its `--set` flags
-        name the point) and `oxconsole attach` opens the console on it until the point ends."""
-        from oxconsole.control import RunInfo, serve_run
-
-        info = RunInfo(
-            name=plan.workload.name,
-            workload_path=str(Path(self.path).resolve()),
-            overrides=plan.overrides,
-            results_path=str(self.results.resolve()),
-        )
-        return await serve_run(engine, info, warn=self._warn)
 
     def _warn_connections(self, w: Workload) -> None:
         """A point whose concurrency is above an endpoint's connection pool: requests beyond it wait."""
         for name in sorted({m.endpoint for m in w.models}):
             ep = w.endpoints[name]
             if ep.max_connections < w.run.concurrency:
-                self._warn(
+                self.warn(
                     f"endpoints.{name}.max_connections = {ep.max_connections} is below run.concurrency "
                     f"= {w.run.concurrency} (a point): requests beyond it wait for a connection"
                 )
 
-    def _warn(self, message: str) -> None:
+    def warn(self, message: str) -> None:
         if message not in self.warnings:
             self.warnings.append(message)
 
@@ -216,7 +234,7 @@ class Sweep:
             return f"oxconsole: sweep: point {plan.index + 1} ({what}), searching for the knee"
         n = len(self.plans)
         left = n - len(self.state.done)
-        eta = fmt_duration(left * self._point_seconds)
+        eta = fmt_duration(left * self.point_seconds)
         return f"oxconsole: sweep: point {plan.index + 1} of {n} ({what}), ETA {eta}"
 
     def _journal_failed(self, message: str) -> None:

@@ -14,7 +14,7 @@ from oxconsole.metrics.format import fmt_ms
 from oxconsole.metrics.knee import knee_index, slo_met
 from oxconsole.sweep.plan import SHORT_KEYS
 
-__all__ = ["render_table", "sweep_json"]
+__all__ = ["knee_of", "render_table", "sweep_json"]
 
 Point = Mapping[str, Any]
 
@@ -37,6 +37,13 @@ def sweep_json(over: str, points: list[Point]) -> dict[str, Any]:
 def _knee(over: str, values: list[Any], summaries: list[Any]) -> int | None:
     """The knee; the values are the offered load when the key is concurrency or rate."""
     return knee_index(values, summaries, load=SHORT_KEYS.get(over, over) in SHORT_KEYS.values())
+
+
+def knee_of(over: str, points: list[Point]) -> int | None:
+    """The knee's position among `points` (ended points, in the order they ran); None if none."""
+    if not points:
+        return None
+    return _knee(over, [p["value"] for p in points], [p["summary"] for p in points])
 
 
 def _offered(summary: Mapping[str, Any], point: Point) -> str:

@@ -54,6 +54,7 @@ from oxconsole.ui.steps import (
     run_duration,
     saved_words,
     short_path,
+    sweep_refusal,
     tpm_step,
 )
 from oxconsole.ui.theming import use_themes
@@ -157,8 +158,8 @@ class ConsoleApp(App[str]):
             return  # (a last timer tick can land while the app is shutting down)
         self.ticks += 1
         src = self.source
-        if self.stopping and src.finished:
-            self.call_later(self.leave, "quit")
+        if src.finished and (self.stopping or self._sweep_over()):
+            self.call_later(self.leave, "quit")  # a sweep's end closes the console: its table follows
             return
         main = self.main
         snap = src.latest()
@@ -175,6 +176,8 @@ class ConsoleApp(App[str]):
         self.renders += 1
         if snap.plans:
             main.show_costs()
+        if snap.sweep is not None:
+            main.show_points()
         for warning in snap.gauges.warnings[self._warned :]:
             # the engine's warnings (open-files limit, TLS off, ...), each once, until dismissed
             self.toast(
@@ -201,6 +204,11 @@ class ConsoleApp(App[str]):
                     if panel.snapshot is snap:
                         panel.redraw()  # only the status line changed
                 panel.snapshot = snap
+
+    def _sweep_over(self) -> bool:
+        """The source is a sweep that has ended (its last snapshot carries the sweep gauge)."""
+        snap = self.source.latest() or self.last
+        return snap is not None and snap.sweep is not None
 
     def _status_of(self, snap: Snapshot) -> tuple[str, str, str]:
         """(state shown, note line, note level) from the run and what the console is doing."""
@@ -278,10 +286,13 @@ class ConsoleApp(App[str]):
             self.toast("no figures from the run yet", kind="no-figures", severity="warning", keep=True)
         return snap
 
-    def _need_live(self) -> Snapshot | None:
-        """The latest snapshot while the run can still be changed; after its end, None, having
-        said so (a + then would confirm a change that does nothing)."""
+    def _need_live(self, setting: str = "") -> Snapshot | None:
+        """The latest snapshot while the run can still be changed; after its end, or for a
+        `setting` a sweep holds fixed, None, having said so (a + then would confirm a change that
+        does nothing, or spoil the sweep's point)."""
         snap = self._need_snapshot()
+        if setting and self._refused(snap, setting):
+            return None
         if snap is not None and (self.source.finished or snap.gauges.state == "done" or self.stopping):
             ended = (
                 "the run is stopping" if self.stopping and not self.source.finished else "the run has ended"
@@ -289,6 +300,13 @@ class ConsoleApp(App[str]):
             self.tell(f"{ended}: nothing to change · q exits and prints the summary", "warn")
             return None
         return snap
+
+    def _refused(self, snap: Snapshot | None, setting: str) -> bool:
+        """A sweep holds `setting` fixed: said in the status line."""
+        refused = sweep_refusal(snap, setting)
+        if refused is not None:
+            self.tell(refused, "warn")
+        return refused is not None
 
     async def _apply_typeahead(self, typed: str) -> None:
         """Apply the keys typed before the console was up, in order, as if pressed now, and say
@@ -314,7 +332,7 @@ class ConsoleApp(App[str]):
 
     def action_concurrency(self, direction: int) -> None:
         """Concurrency up or down by 10%, at least by 1, never below 1."""
-        snap = self._need_live()
+        snap = self._need_live("concurrency")
         if snap is None:
             return
         cur = int(self._pending.base("concurrency", snap.gauges.concurrency))
@@ -334,7 +352,7 @@ class ConsoleApp(App[str]):
     def action_auto(self) -> None:
         """Auto concurrency on or off (on: the run holds the highest concurrency meeting [slo]; a
         `+` or `-` meanwhile turns it off and sets the limit by hand)."""
-        snap = self._need_live()
+        snap = self._need_live("auto")
         if snap is None:
             return
         pend = self._pending.get("auto")
@@ -348,7 +366,7 @@ class ConsoleApp(App[str]):
 
     def action_rate(self, direction: int) -> None:
         """Rate up or down by 10%; from unlimited, 10% around the achieved rate."""
-        snap = self._need_live()
+        snap = self._need_live("rate")
         if snap is None:
             return
         cur = self._pending.base("rate", snap.gauges.rate)
@@ -364,7 +382,7 @@ class ConsoleApp(App[str]):
     def action_tpm(self, direction: int) -> None:
         """Token budget up or down by 10%; from off, 10% around the tokens sent a minute."""
         snap = self._need_snapshot()
-        if snap is None:
+        if snap is None or self._refused(snap, "tpm"):
             return
         cur = self._pending.base("tpm", snap.gauges.tpm)
         new = tpm_step(cur, snap, direction)
@@ -377,7 +395,7 @@ class ConsoleApp(App[str]):
 
     def action_unlimited(self) -> None:
         """Toggle an unlimited rate, remembering the rate it replaced."""
-        snap = self._need_live()
+        snap = self._need_live("rate")
         if snap is None:
             return
         cur = self._pending.base("rate", snap.gauges.rate)
@@ -517,6 +535,8 @@ class ConsoleApp(App[str]):
         order = ["tab-models", "tab-latency", "tab-errors", "tab-phase"]
         if self.main.costs_shown:
             order.append("tab-cost")
+        if self.main.has_class("-sweep"):
+            order.append("tab-points")
         i = order.index(tabs.active) if tabs.active in order else -1
         tabs.active = order[(i + 1) % len(order)]
 

@@ -19,6 +19,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, TabbedContent, TabPane
 
 from oxconsole.ui.costpanel import CostPanel
+from oxconsole.ui.sweeppanel import PointsPanel
 from oxconsole.ui.widgets import (
     ErrorsPanel,
     HeaderPanel,
@@ -100,6 +101,12 @@ class MainScreen(Screen[None]):
     MainScreen.-plans #wide CostPanel {
         display: block;
     }
+    MainScreen #wide PointsPanel {
+        display: none;
+    }
+    MainScreen.-sweep #wide PointsPanel {
+        display: block;
+    }
     MainScreen #tabs {
         display: none;
         height: 1fr;
@@ -168,6 +175,7 @@ class MainScreen(Screen[None]):
         with Vertical(id="wide"):
             yield ModelsPanel(id="models")
             yield CostPanel(id="cost")
+            yield PointsPanel(id="points")
             with Horizontal(id="mid"):
                 yield LatencyPanel(id="latency")
                 yield PhasePanel(id="phase")
@@ -183,11 +191,14 @@ class MainScreen(Screen[None]):
                 yield PhasePanel(id="phase-tab")
             with TabPane("cost", id="tab-cost"):
                 yield CostPanel(id="cost-tab")
+            with TabPane("points", id="tab-points"):
+                yield PointsPanel(id="points-tab")
         yield Footer(show_command_palette=False)
 
     def on_mount(self) -> None:
         self.panels = list(self.query(Panel))
         self.query_one(TabbedContent).hide_tab("tab-cost")  # until the run shows it has plans
+        self.query_one(TabbedContent).hide_tab("tab-points")  # until the run shows it is a sweep
         self.app.theme_changed_signal.subscribe(self, self._theme_changed)
         if self.on_ready is not None:
             self.on_ready()
@@ -208,6 +219,13 @@ class MainScreen(Screen[None]):
         if not self.has_class("-plans"):
             self.add_class("-plans")
             self.query_one(TabbedContent).show_tab("tab-cost")
+
+    def show_points(self) -> None:
+        """The run is a sweep: show its points so far (under the models when wide, the "points"
+        tab when compact)."""
+        if not self.has_class("-sweep"):
+            self.add_class("-sweep")
+            self.query_one(TabbedContent).show_tab("tab-points")
 
     @property
     def costs_shown(self) -> bool:

@@ -28,6 +28,7 @@ __all__ = [
     "run_duration",
     "saved_words",
     "short_path",
+    "sweep_refusal",
     "tokens_per_minute",
     "tpm_step",
 ]
@@ -105,7 +106,10 @@ def tokens_per_minute(snap: Snapshot) -> float:
 
 def paused_by_user(snap: Snapshot) -> bool:
     """Whether the last pause change logged was a pause (not a resume): the run is paused because
-    someone asked, not because no model is available."""
+    someone asked, not because no model is available. A sweep says so itself (`held`): a pause
+    that lands as its point ends changes nothing in that point's log."""
+    if snap.sweep is not None:
+        return bool(snap.sweep.get("held"))
     for c in reversed(snap.changes):
         if c.get("what") == "paused":
             return bool(c.get("to"))
@@ -145,9 +149,20 @@ def console_status(
         return "draining", f"draining… {g.in_flight} in flight finishing (q again cancels them)", "warn"
     if g.state == "paused":
         if paused_by_user(snap):
+            if snap.sweep is not None:  # held by a key (`sweep/served.py`)
+                return "paused", "sweep held: space resumes (a point paused midway runs again)", "warn"
             return "paused", "paused: space resumes (requests in flight finish)", "warn"
         return "paused", "no model available: w opens the routing editor", "warn"
     return g.state, "", ""
+
+
+def sweep_refusal(snap: Snapshot | None, setting: str) -> str | None:
+    """Why a key must not change `setting` now: the sweep sets it at each point (a change would
+    measure the point at another value than its own); None when it may."""
+    g = snap.sweep if snap is not None else None
+    if g is None or setting not in (g.get("locked") or ()):
+        return None
+    return f"refused: the sweep sets {g.get('key')} at each point (a change would spoil it)"
 
 
 def saved_words(saved: TunedFile) -> tuple[str, str]:

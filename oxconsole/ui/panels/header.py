@@ -10,6 +10,7 @@ from __future__ import annotations
 from oxconsole.metrics.format import eta_seconds, fmt_duration
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.metrics.stages import stage_text
+from oxconsole.sweep.gauge import sweep_fraction, sweep_text
 from oxconsole.ui.charts import hbar
 from oxconsole.ui.lines import Line, Palette, fit
 from oxconsole.ui.numbers import fmt_change, fmt_clock, fmt_cost, fmt_count, fmt_rate, pct
@@ -95,7 +96,11 @@ def _progress_line(s: Snapshot, p: Palette, width: int, state: str, duration: fl
     total = g.total_expected
     done = s.counts.total
     ending = next((x for x in (state, g.state) if x in ("done", "draining")), "")
-    if s.stage is not None:  # [[stages]]: the time through them, and which one
+    if s.sweep is not None:  # a sweep: how far through its points, which one, the time left
+        frac = sweep_fraction(s.sweep, s.elapsed_s)
+        tail = f" {sweep_text(s.sweep)}  {100 * frac:3.0f}%"
+        tail += f"  {ending}" if ending else ""
+    elif s.stage is not None:  # [[stages]]: the time through them, and which one
         frac = min(1.0, s.elapsed_s / max(float(s.stage["total_s"]), 1e-9))
         where = f"{s.stage['count']} stages" if ending else stage_text(s.stage, s.elapsed_s)
         tail = f" {where}  {100 * frac:3.0f}%  {fmt_count(done)} finished"
