@@ -25,7 +25,7 @@ from oxconsole.journal import journal as journal_mod
 from oxconsole.workload import Workload, check_prompts
 
 from .conftest import WorkloadFactory
-from .support import engine_for, journal, run
+from .support import engine_for, journal, oxconsole_here, run
 
 
 def fault_workload(fault: str, *, stream: bool = True, max_attempts: int = 2, count: int = 2) -> str:
@@ -369,22 +369,7 @@ def test_stop_records_in_flight_as_cancelled_exits_130_and_resume_sends_them(
     assert {r["error"] for r in recs} == {"cancelled"}
     assert all(r["error_detail"] for r in recs)
     cancelled = {r["id"] for r in recs}
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "oxconsole",
-            str(wl),
-            "--headless",
-            "--resume",
-            "--set",
-            'sim.models.m.ttft="10ms"',
-        ],
-        cwd=tmp,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    r = oxconsole_here(str(wl), "--headless", "--resume", "--set", 'sim.models.m.ttft="10ms"', cwd=tmp)
     assert r.returncode == 0, r.stderr
     after = [json.loads(x) for x in results.read_text().splitlines() if x.strip()]
     assert after[:8] == recs  # appended, never truncated
