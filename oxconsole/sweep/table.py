@@ -56,10 +56,15 @@ def _offered(summary: Mapping[str, Any], point: Point) -> str:
 
 
 def _pair(summary: Mapping[str, Any], key: str) -> str:
+    """`p50/p99` in milliseconds, the unit said once above the table (`101/104`, `5.0/5.4`)."""
     d = summary.get(key) or {}
     if not d or d.get("p50") is None:
         return "-"
-    return f"{fmt_ms(float(d.get('p50') or 0))}/{fmt_ms(float(d.get('p99') or 0))}"
+    return f"{_ms(float(d.get('p50') or 0))}/{_ms(float(d.get('p99') or 0))}"
+
+
+def _ms(ms: float) -> str:
+    return f"{ms:.0f}" if ms >= 100 else f"{ms:.1f}"
 
 
 def _goodput(summary: Mapping[str, Any]) -> str:
@@ -125,39 +130,55 @@ def _columns(rows: list[tuple[str, ...]], left: int) -> list[str]:
     ]
 
 
-HEAD = (
-    "",
-    "#",
-    "value",
-    "offered",
-    "req/s",
-    "tok/s",
-    "goodput",
-    "TTFT p50/p99",
-    "ITL p50/p99",
-    "latency p50/p99",
-    "errors",
-    "cost/task",
+COLUMNS = (
+    ("", "mark"),
+    ("#", "index"),
+    ("value", "value"),
+    ("offered", "offered"),
+    ("req/s", "req/s"),
+    ("tok/s", "tok/s"),
+    ("goodput", "goodput"),
+    ("TTFT", "ttft"),
+    ("ITL", "itl"),
+    ("latency", "latency"),
+    ("err", "errors"),
+    ("cost/task", "cost/task"),
 )
+"""The table's columns: (header, name). A column is left out when it would say nothing (see
+`_shown`), so that the table fits 80 columns in the usual cases."""
 
 
-def _row(i: int, point: Point, knee: int | None) -> tuple[str, ...]:
+def _cells(i: int, point: Point, knee: int | None) -> dict[str, str]:
     s = point["summary"]
     tp = s.get("throughput") or {}
-    return (
-        "*" if i == knee else "",
-        str(i),
-        str(point.get("text", point["value"])),
-        _offered(s, point),
-        f"{float(tp.get('requests_per_s') or 0):.2f}",
-        f"{float(tp.get('output_tokens_per_s') or 0):.0f}",
-        _goodput(s),
-        _pair(s, "ttft_ms"),
-        _pair(s, "itl_ms"),
-        _pair(s, "latency_ms"),
-        str(int((s.get("requests") or {}).get("error") or 0)),
-        _cost_per_task(s),
-    )
+    return {
+        "mark": "*" if i == knee else "",
+        "index": str(i),
+        "value": str(point.get("text", point["value"])),
+        "offered": _offered(s, point),
+        "req/s": f"{float(tp.get('requests_per_s') or 0):.2f}",
+        "tok/s": f"{float(tp.get('output_tokens_per_s') or 0):.0f}",
+        "goodput": _goodput(s),
+        "ttft": _pair(s, "ttft_ms"),
+        "itl": _pair(s, "itl_ms"),
+        "latency": _pair(s, "latency_ms"),
+        "errors": str(int((s.get("requests") or {}).get("error") or 0)),
+        "cost/task": _cost_per_task(s),
+    }
+
+
+def _shown(cells: list[dict[str, str]]) -> list[tuple[str, str]]:
+    """The columns worth a place: `offered` unless each point offered its own value (a sweep over
+    concurrency, or over rate), goodput only with `[slo]`, ITL only when a point streamed tokens."""
+    offers_value = all(c["offered"] in (f"c={c['value']}", f"{c['value']}/s") for c in cells)
+    out = []
+    for head, name in COLUMNS:
+        if name == "offered" and offers_value:
+            continue
+        if name in ("goodput", "itl") and all(c[name] == "-" for c in cells):
+            continue
+        out.append((head, name))
+    return out
 
 
 def render_table(over: str, points: list[Point]) -> str:
@@ -165,8 +186,13 @@ def render_table(over: str, points: list[Point]) -> str:
     if not points:
         return f"sweep over {over}: no point ended"
     k = _knee(over, [p["value"] for p in points], [p["summary"] for p in points])
-    rows = [HEAD, *(_row(i, p, k) for i, p in enumerate(points))]
-    lines = [f"sweep over {over}: {len(points)} point(s)", *_columns(rows, left=3)]
+    cells = [_cells(i, p, k) for i, p in enumerate(points)]
+    cols = _shown(cells)
+    rows = [tuple(h for h, _ in cols), *(tuple(c[n] for _, n in cols) for c in cells)]
+    lines = [
+        f"sweep over {over}: {len(points)} point(s); TTFT, ITL and latency in ms, p50/p99",
+        *_columns(rows, left=3),
+    ]
     has_slo = any(isinstance(p["summary"].get("goodput"), Mapping) for p in points)
     if k is None:
         why = "no point met the SLO" if has_slo else "no point finished a request"
