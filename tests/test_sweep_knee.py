@@ -174,3 +174,37 @@ def test_the_table_prices_each_point_under_every_plan() -> None:
     assert block[1].split()[-3:] == ["0.002", "0.002", "3.4e-05"]
     assert block[2].split()[-3:] == ["0.00025", "0.00025", "-"]
     assert "cost per task by plan" not in render_table("packing.size", [point(1, 10.0, 0.002, {})])
+
+
+def test_the_table_fits_80_columns_leaving_out_columns_that_say_nothing() -> None:
+    """A concurrency sweep offers its value (no `offered`), without [slo] (no goodput) or streaming
+    (no ITL); a sweep over another key shows the load each point offered, and goodput when set."""
+    from oxconsole.sweep.table import render_table
+
+    def point(v: int, goodput: dict[str, Any] | None = None, itl: bool = True, c: int = 0) -> dict[str, Any]:
+        s = summary(1234.5, 2345.0, goodput=goodput)
+        s["ttft_ms"] = {"p50": 101.0, "p99": 1999.0}
+        if itl:
+            s["itl_ms"] = {"p50": 5.0, "p99": 5.4}
+        return {"value": v, "text": str(v), "load": {"concurrency": c or v, "rate": None}, "summary": s}
+
+    plain = render_table("concurrency", [point(1), point(64)]).splitlines()
+    assert plain[1].split() == ["#", "value", "req/s", "tok/s", "TTFT", "ITL", "latency", "err", "cost/task"]
+    assert plain[2].split()[5:8] == ["101/1999", "5.0/5.4", "1172/2345"]
+    assert max(len(line) for line in plain[:-1]) <= 80, plain  # the knee's sentence may wrap
+    good = {"requests_per_s": 12.5, "fraction": 0.97, "target": 0.95, "met": True}
+    other = render_table("packing.size", [point(2, good, itl=False, c=8), point(8, good, itl=False, c=8)])
+    head = other.splitlines()[1].split()
+    assert head == [
+        "#",
+        "value",
+        "offered",
+        "req/s",
+        "tok/s",
+        "goodput",
+        "TTFT",
+        "latency",
+        "err",
+        "cost/task",
+    ]
+    assert "c=8" in other and "12.5 97%" in other  # packing.size=8 at c=8 is no reason to hide it

@@ -167,10 +167,12 @@ def _cells(i: int, point: Point, knee: int | None) -> dict[str, str]:
     }
 
 
-def _shown(cells: list[dict[str, str]]) -> list[tuple[str, str]]:
+def _shown(over: str, cells: list[dict[str, str]]) -> list[tuple[str, str]]:
     """The columns worth a place: `offered` unless each point offered its own value (a sweep over
     concurrency, or over rate), goodput only with `[slo]`, ITL only when a point streamed tokens."""
-    offers_value = all(c["offered"] in (f"c={c['value']}", f"{c['value']}/s") for c in cells)
+    key = {v: k for k, v in SHORT_KEYS.items()}.get(over, over)  # run.concurrency -> concurrency
+    offered = {"concurrency": "c={}", "rate": "{}/s"}.get(key)
+    offers_value = offered is not None and all(c["offered"] == offered.format(c["value"]) for c in cells)
     out = []
     for head, name in COLUMNS:
         if name == "offered" and offers_value:
@@ -187,7 +189,7 @@ def render_table(over: str, points: list[Point]) -> str:
         return f"sweep over {over}: no point ended"
     k = _knee(over, [p["value"] for p in points], [p["summary"] for p in points])
     cells = [_cells(i, p, k) for i, p in enumerate(points)]
-    cols = _shown(cells)
+    cols = _shown(over, cells)
     rows = [tuple(h for h, _ in cols), *(tuple(c[n] for _, n in cols) for c in cells)]
     lines = [
         f"sweep over {over}: {len(points)} point(s); TTFT, ITL and latency in ms, p50/p99",
