@@ -97,12 +97,15 @@ class EngineActor:
         self._thread: threading.Thread | None = None
         self._failure: str | None = None
 
-    def start(self, w: Workload, shard: tuple[int, int], sims: Sequence[str], skip: list[str] | None) -> str:
-        """Start the worker's loop in a thread; the node's address, for messages."""
+    def start(
+        self, w: Workload, shard: tuple[int, int], sims: Sequence[str], skip: list[str] | None
+    ) -> tuple[str, str]:
+        """Start the worker's loop in a thread; the node's address and Ray node id, for messages."""
         ids = IdSet(skip or ())
         self._thread = threading.Thread(target=self._main, args=(w, shard, sims, ids), daemon=True)
         self._thread.start()
-        return str(import_ray().util.get_node_ip_address())
+        ray = import_ray()
+        return str(ray.util.get_node_ip_address()), str(ray.get_runtime_context().get_node_id())
 
     def _main(self, w: Workload, shard: tuple[int, int], sims: Sequence[str], skip: IdSet) -> None:
         try:
