@@ -15,7 +15,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import queue
+import os
 import threading
+import time
 from collections import deque
 from collections.abc import Sequence
 from types import ModuleType
@@ -30,6 +32,10 @@ from oxconsole.workload.cluster import INSTALL_HINT
 
 POLL_S = 0.25
 """The longest one `poll` waits in the actor for something to send."""
+GATHER_S = float(os.environ.get("OXCONSOLE_RAY_GATHER_S", "0.1"))
+"""The least time between two polls' answers: what the worker sends meanwhile (every 20 ms) goes
+in one answer, so that Ray's cost (a task on the actor, a reply to the driver) is paid a few times
+a second, not 50."""
 SILENT_S = 60.0
 """An actor that answers no poll for this long is taken as lost."""
 START_S = 120.0
@@ -57,6 +63,7 @@ class ActorChannel:
         self._in_lock = threading.Lock()
         self._next = 0
         self._early: dict[int, bytes] = {}
+        self._last = 0.0  # when the last take returned
 
     def send_bytes(self, data: bytes) -> None:
         with self._cv:
@@ -81,11 +88,15 @@ class ActorChannel:
 
     def take(self, wait: float) -> tuple[list[bytes], bool]:
         """Everything sent since the last take (waiting up to `wait` for something), and whether
-        the worker has ended (nothing will follow)."""
+        the worker has ended (nothing will follow). At least GATHER_S after the last take."""
+        gather = self._last + GATHER_S - time.monotonic()
+        if gather > 0 and not self._closed:
+            time.sleep(gather)
         with self._cv:
             if not self._out and not self._closed:
                 self._cv.wait(wait)
             out, self._out = self._out, []
+            self._last = time.monotonic()
             return out, self._closed
 
 
