@@ -122,7 +122,8 @@ def main() -> None:
                     rows.setdefault(label, []).append(r)
                     print(
                         f"rep {rep + 1} {label}: {r['req_s']:.0f} req/s, {r['cpu_ms']:.3f} ms CPU/req "
-                        f"(this process, incl. imports), ok {r['ok']:.0f}",
+                        f"(this process, incl. imports), ok {r['ok']:.0f}; the run's processes had "
+                        f"{sum(v for k, v in r.items() if k.startswith('cores:')):.2f} cores (steady state)",
                         file=sys.stderr,
                     )
                 ratio = rows["ray 2"][-1]["req_s"] / rows["ray 1"][-1]["req_s"]
@@ -149,9 +150,8 @@ def report(
     )
     for k, (rs, cpu) in med.items():
         print(f"{k:8}: {rs:7.0f} req/s, {cpu:.3f} ms CPU/req in the process started")
-        print(
-            f"          CPU by process, ms a request, start-up included: {roles(rows[k], 'cpu:', 1000 / args.requests)}"
-        )
+        per_req = roles(rows[k], "cpu:", 1000 / args.requests)
+        print(f"          CPU by process, ms a request, start-up included: {per_req}")
         print(f"          cores by process, steady state (20-80% of the run): {roles(rows[k], 'cores:', 1)}")
     ratios = [b["req_s"] / a["req_s"] for a, b in zip(rows["ray 1"], rows["ray 2"], strict=True)]
     print(f"ray 2 actors / 1 actor = {statistics.median(ratios):.2f}x req/s (each rep: "

@@ -18,7 +18,7 @@ from pathlib import Path
 TICK = os.sysconf("SC_CLK_TCK")
 
 ROLES = (  # (substring of the command line, role), first match wins
-    ("ray::EngineActor", "actors"),
+    ("EngineActor", "actors"),
     ("ray::IDLE", "idle ray workers"),
     ("ray::DashboardAgent", "ray dashboard agent"),
     ("ray::RuntimeEnvAgent", "ray runtime-env agent"),

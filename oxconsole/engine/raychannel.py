@@ -4,10 +4,11 @@ Why this module exists: `worker.Worker` talks to its parent through something wi
 and `recv_bytes` (a `multiprocessing` pipe in a local pool). Here that something is an actor's
 mailboxes: the actor runs the worker's loop in a thread of its own; what the worker sends waits in
 an outbox the driver takes with `poll` (a long poll: one call returns everything sent since the
-last, or waits up to POLL_S for something); what the driver sends arrives through `send`, numbered,
-so that commands are applied in the order given even though a threaded actor may run two calls at
-once. Every wait on Ray here has a timeout: an actor or node that is lost, or stops answering for
-SILENT_S, reads as the pipe closing (EOFError), which the pool reports; the run never hangs on it.
+last, no sooner than GATHER_S after it, or waits up to POLL_S for something); what the driver
+sends arrives through `send`, numbered, so that commands are applied in the order given even though
+a threaded actor may run two calls at once. Every wait on Ray here has a timeout: an actor or node
+that is lost, or stops answering for SILENT_S, reads as the pipe closing (EOFError), which the pool
+reports; the run never hangs on it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import queue
-import os
 import threading
 import time
 from collections import deque
@@ -32,7 +32,7 @@ from oxconsole.workload.cluster import INSTALL_HINT
 
 POLL_S = 0.25
 """The longest one `poll` waits in the actor for something to send."""
-GATHER_S = float(os.environ.get("OXCONSOLE_RAY_GATHER_S", "0.1"))
+GATHER_S = 0.1
 """The least time between two polls' answers: what the worker sends meanwhile (every 20 ms) goes
 in one answer, so that Ray's cost (a task on the actor, a reply to the driver) is paid a few times
 a second, not 50."""
