@@ -9,6 +9,11 @@ process's own (`RUSAGE_SELF`: journal, collector, snapshots, Ray's client side),
 
     python bench/bench_ray.py [--requests 20000] [--concurrency 128] [--reps 3] [--server sim] [--ratio-only]
 
+Each run also reports the CPU of every process it started, by role (`proccpu.py`: the driver,
+the actors, Ray's GCS, raylet and agents, nginx), with start-up and in the steady state, and the
+cores the run's processes had (this machine's cores are shared). `--ratio-only`: only the two Ray
+configurations (no local engine, no start-up runs).
+
 `--server sim`: the zero-latency simulator instead (bench_client.start_server), where nginx is
 missing; it needs a core of its own, so the actors' ratio is then bounded by it.
 """
