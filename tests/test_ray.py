@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import pytest
 from oxconsole.cli import main
 from oxconsole.engine.commands import SetConcurrency, Stop
 from oxconsole.engine.pool import make_engine
+from oxconsole.engine.raychannel import GATHER_S, ActorChannel
 
 from .conftest import WorkloadFactory
 from .ray_support import WL, assert_loopback, descendants
@@ -66,6 +68,21 @@ def test_empty_ray_address_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFi
     wl.write_text('[[models]]\nname = "a"\n[endpoints.default]\nbase_url = "sim"\n')
     assert main([str(wl), "--headless", "--ray-address", " "]) == 2
     assert "--ray-address" in capsys.readouterr().err
+
+
+def test_a_poll_answers_what_the_worker_sent_at_most_every_gather_s() -> None:
+    """The actor's end of the channel (no Ray needed): a take returns everything sent since the
+    last, no sooner than GATHER_S after it; once closed, at once and saying so."""
+    ch = ActorChannel()
+    ch.send_bytes(b"a")
+    t0 = time.monotonic()
+    assert ch.take(1.0) == ([b"a"], False)
+    ch.send_bytes(b"b")
+    ch.send_bytes(b"c")
+    assert ch.take(1.0) == ([b"b", b"c"], False)
+    assert time.monotonic() - t0 >= GATHER_S
+    ch.close()
+    assert ch.take(1.0) == ([], True)
 
 
 @pytest.mark.usefixtures("ray_local")
