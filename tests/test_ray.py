@@ -9,8 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
-import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,25 +19,11 @@ import pytest
 from oxconsole.cli import main
 from oxconsole.engine.commands import SetConcurrency, Stop
 from oxconsole.engine.pool import make_engine
+from oxconsole.engine.raychannel import GATHER_S, ActorChannel
 
 from .conftest import WorkloadFactory
+from .ray_support import WL, assert_loopback, descendants
 from .support import journal, until
-
-WL = """
-[run]
-cluster = "ray"
-concurrency = 8
-workers = 2
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "a"
-[prompts]
-synthetic = {{ count = {count}, input_tokens = 5, output_tokens = 4 }}
-[sim.models.a]
-ttft = "{ttft}"
-tokens_per_s = 0
-"""
 
 
 @pytest.fixture(scope="module")
@@ -59,39 +44,6 @@ def ray_local() -> Iterator[Any]:
         yield ray
     finally:
         ray.shutdown()
-
-
-def descendants(pid: int) -> set[int]:
-    """This process's children, theirs, and so on (from /proc)."""
-    parents: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        parents.setdefault(ppid, []).append(int(entry.name))
-    found: set[int] = set()
-    todo = [pid]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
-
-
-def listening(pids: set[int]) -> list[tuple[str, str]]:
-    """(local address, process) of every TCP socket listening in `pids`, as `ss -ltnp` shows them."""
-    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
-    found = []
-    for line in out.splitlines():
-        owners = {int(p) for p in re.findall(r"pid=(\d+)", line)}
-        if owners & pids:
-            found.append((line.split()[3], line.split()[-1]))
-    return found
 
 
 def test_without_ray_the_workload_says_how_to_install(
@@ -118,6 +70,21 @@ def test_empty_ray_address_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFi
     assert "--ray-address" in capsys.readouterr().err
 
 
+def test_a_poll_answers_what_the_worker_sent_at_most_every_gather_s() -> None:
+    """The actor's end of the channel (no Ray needed): a take returns everything sent since the
+    last, no sooner than GATHER_S after it; once closed, at once and saying so."""
+    ch = ActorChannel()
+    ch.send_bytes(b"a")
+    t0 = time.monotonic()
+    assert ch.take(1.0) == ([b"a"], False)
+    ch.send_bytes(b"b")
+    ch.send_bytes(b"c")
+    assert ch.take(1.0) == ([b"b", b"c"], False)
+    assert time.monotonic() - t0 >= GATHER_S
+    ch.close()
+    assert ch.take(1.0) == ([], True)
+
+
 @pytest.mark.usefixtures("ray_local")
 @pytest.mark.slow
 @pytest.mark.subprocess
@@ -131,7 +98,8 @@ async def test_two_actors_one_journal_commands_in_shares_loopback_only(
 
     async def midway() -> None:
         await until(lambda: e.latest is not None and e.latest.counts.total >= 20, timeout=90)
-        seen["ports"] = listening(descendants(os.getpid()) | {os.getpid()})
+        seen["pids"] = descendants(os.getpid()) | {os.getpid()}
+        assert_loopback(seen["pids"])
         e.apply(SetConcurrency(6))
         await until(lambda: all(wk.gauges and wk.gauges["concurrency"] == 3 for wk in e._workers), timeout=30)
         seen["shares"] = True
@@ -142,11 +110,7 @@ async def test_two_actors_one_journal_commands_in_shares_loopback_only(
     assert out.exit_code == 0 and out.summary["workers"] == 2
     ids = [r["id"] for r in journal(w)]
     assert len(ids) == 400 == len(set(ids))
-    assert seen["shares"]
-    ports = seen["ports"]
-    assert len(ports) >= 3, ports  # Ray's own (GCS, raylet, object manager...) and the two simulators
-    wide = [p for p in ports if not p[0].startswith(("127.0.0.1:", "[::ffff:127.0.0.1]:"))]
-    assert not wide, f"listening beyond loopback: {wide}"
+    assert seen["shares"] and seen["pids"]
 
 
 @pytest.mark.slow

@@ -4,10 +4,11 @@ Why this module exists: `worker.Worker` talks to its parent through something wi
 and `recv_bytes` (a `multiprocessing` pipe in a local pool). Here that something is an actor's
 mailboxes: the actor runs the worker's loop in a thread of its own; what the worker sends waits in
 an outbox the driver takes with `poll` (a long poll: one call returns everything sent since the
-last, or waits up to POLL_S for something); what the driver sends arrives through `send`, numbered,
-so that commands are applied in the order given even though a threaded actor may run two calls at
-once. Every wait on Ray here has a timeout: an actor or node that is lost, or stops answering for
-SILENT_S, reads as the pipe closing (EOFError), which the pool reports; the run never hangs on it.
+last, no sooner than GATHER_S after it, or waits up to POLL_S for something); what the driver
+sends arrives through `send`, numbered, so that commands are applied in the order given even though
+a threaded actor may run two calls at once. Every wait on Ray here has a timeout: an actor or node
+that is lost, or stops answering for SILENT_S, reads as the pipe closing (EOFError), which the pool
+reports; the run never hangs on it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import asyncio
 import itertools
 import queue
 import threading
+import time
 from collections import deque
 from collections.abc import Sequence
 from types import ModuleType
@@ -30,6 +32,10 @@ from oxconsole.workload.cluster import INSTALL_HINT
 
 POLL_S = 0.25
 """The longest one `poll` waits in the actor for something to send."""
+GATHER_S = 0.1
+"""The least time between two polls' answers: what the worker sends meanwhile (every 20 ms) goes
+in one answer, so that Ray's cost (a task on the actor, a reply to the driver) is paid a few times
+a second, not 50."""
 SILENT_S = 60.0
 """An actor that answers no poll for this long is taken as lost."""
 START_S = 120.0
@@ -57,6 +63,7 @@ class ActorChannel:
         self._in_lock = threading.Lock()
         self._next = 0
         self._early: dict[int, bytes] = {}
+        self._last = 0.0  # when the last take returned
 
     def send_bytes(self, data: bytes) -> None:
         with self._cv:
@@ -81,11 +88,15 @@ class ActorChannel:
 
     def take(self, wait: float) -> tuple[list[bytes], bool]:
         """Everything sent since the last take (waiting up to `wait` for something), and whether
-        the worker has ended (nothing will follow)."""
+        the worker has ended (nothing will follow). At least GATHER_S after the last take."""
+        gather = self._last + GATHER_S - time.monotonic()
+        if gather > 0 and not self._closed:
+            time.sleep(gather)
         with self._cv:
             if not self._out and not self._closed:
                 self._cv.wait(wait)
             out, self._out = self._out, []
+            self._last = time.monotonic()
             return out, self._closed
 
 
@@ -97,12 +108,15 @@ class EngineActor:
         self._thread: threading.Thread | None = None
         self._failure: str | None = None
 
-    def start(self, w: Workload, shard: tuple[int, int], sims: Sequence[str], skip: list[str] | None) -> str:
-        """Start the worker's loop in a thread; the node's address, for messages."""
+    def start(
+        self, w: Workload, shard: tuple[int, int], sims: Sequence[str], skip: list[str] | None
+    ) -> tuple[str, str]:
+        """Start the worker's loop in a thread; the node's address and Ray node id, for messages."""
         ids = IdSet(skip or ())
         self._thread = threading.Thread(target=self._main, args=(w, shard, sims, ids), daemon=True)
         self._thread.start()
-        return str(import_ray().util.get_node_ip_address())
+        ray = import_ray()
+        return str(ray.util.get_node_ip_address()), str(ray.get_runtime_context().get_node_id())
 
     def _main(self, w: Workload, shard: tuple[int, int], sims: Sequence[str], skip: IdSet) -> None:
         try:

@@ -66,7 +66,8 @@ class RayPool(WorkerPool):
         super().__init__(*args, **kwargs)
         self._started_ray = False
         self._pg: Any = None
-        self._nodes: list[str] = []
+        self.nodes: list[tuple[str, str]] = []
+        """(address, Ray node id) of each actor's node, once they have started."""
 
     async def run(self) -> Any:
         self._started_ray = await asyncio.to_thread(connect, self.n)
@@ -115,7 +116,7 @@ class RayPool(WorkerPool):
             a.start.remote(share(self.w, i, self.n), (i, self.n), sims, skip) for i, a in enumerate(actors)
         ]
         try:
-            self._nodes = [str(x) for x in ray.get(starts, timeout=START_S)]
+            self.nodes = [(str(ip), str(node)) for ip, node in ray.get(starts, timeout=START_S)]
         except Exception as e:  # GetTimeoutError, or an actor that could not be created
             for a in actors:
                 ray.kill(a)
@@ -127,7 +128,7 @@ class RayPool(WorkerPool):
             threading.Thread(target=self._reader, args=(i,), daemon=True, name=f"oxconsole-ray-{i}").start()
 
     def _lost(self, i: int) -> str:
-        node = self._nodes[i] if i < len(self._nodes) else "?"
+        ip, node = self.nodes[i] if i < len(self.nodes) else ("?", "?")
         conn = self._workers[i].conn
         why = conn.why if isinstance(conn, DriverChannel) else "?"
-        return f"ray actor {i} (node {node}) was lost: {why}"
+        return f"ray actor {i} (node {ip}, id {node[:8]}) was lost: {why}"

@@ -1,0 +1,65 @@
+"""What the Ray test files share: their workload, and the loopback check of what Ray listens on."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+WL = """
+[run]
+cluster = "ray"
+concurrency = 8
+workers = 2
+[endpoints.default]
+base_url = "sim"
+[[models]]
+name = "a"
+[prompts]
+synthetic = {{ count = {count}, input_tokens = 5, output_tokens = 4 }}
+[sim.models.a]
+ttft = "{ttft}"
+tokens_per_s = 0
+"""
+
+
+def descendants(pid: int) -> set[int]:
+    """This process's children, theirs, and so on (from /proc)."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        parents.setdefault(ppid, []).append(int(entry.name))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def listening(pids: set[int]) -> list[tuple[str, str]]:
+    """(local address, process) of every TCP socket listening in `pids`, as `ss -ltnp` shows them."""
+    out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
+    found = []
+    for line in out.splitlines():
+        owners = {int(p) for p in re.findall(r"pid=(\d+)", line)}
+        if owners & pids:
+            found.append((line.split()[3], line.split()[-1]))
+    return found
+
+
+def assert_loopback(pids: set[int]) -> None:
+    """Every port the processes `pids` listen on is on 127.0.0.1 (and there are Ray's and the
+    simulators' at least)."""
+    ports = listening(pids)
+    assert len(ports) >= 3, ports  # Ray's own (GCS, raylet, object manager...) and the simulators
+    wide = [p for p in ports if not p[0].startswith(("127.0.0.1:", "[::ffff:127.0.0.1]:"))]
+    assert not wide, f"listening beyond loopback: {wide}"
