@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -46,13 +49,42 @@ def descendants(pid: int) -> set[int]:
 
 
 def listening(pids: set[int]) -> list[tuple[str, str]]:
-    """(local address, process) of every TCP socket listening in `pids`, as `ss -ltnp` shows them."""
+    """(local address, process) of every TCP socket listening in `pids`, as `ss -ltnp` shows them
+    (read from /proc where `ss` is not installed)."""
+    if shutil.which("ss") is None:
+        return _listening_from_proc(pids)
     out = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout
     found = []
     for line in out.splitlines():
         owners = {int(p) for p in re.findall(r"pid=(\d+)", line)}
         if owners & pids:
             found.append((line.split()[3], line.split()[-1]))
+    return found
+
+
+def _listening_from_proc(pids: set[int]) -> list[tuple[str, str]]:
+    """`listening` from /proc/net/tcp{,6} (state 0A: LISTEN) and each process's socket inodes."""
+    owner: dict[str, int] = {}
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(OSError):
+                    link = os.readlink(fd)
+                    if link.startswith("socket:["):
+                        owner[link[8:-1]] = pid
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as f:
+            for line in list(f)[1:]:
+                cols = line.split()
+                if cols[3] != "0A" or cols[9] not in owner:
+                    continue
+                hexip, hexport = cols[1].split(":")
+                if len(hexip) == 8:
+                    ip = ".".join(str(b) for b in reversed(bytes.fromhex(hexip)))
+                else:
+                    ip = "[::1]" if hexip == "0" * 24 + "01000000" else f"[{hexip}]"
+                found.append((f"{ip}:{int(hexport, 16)}", f"pid={owner[cols[9]]}"))
     return found
 
 
