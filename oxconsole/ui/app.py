@@ -31,31 +31,25 @@ from oxconsole.engine.commands import (
     EnableModel,
     Pause,
     Resume,
-    SetAuto,
-    SetConcurrency,
-    SetRate,
-    SetTpm,
     SetWeight,
     Stop,
 )
 from oxconsole.engine.live import check
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.dashboard import PALETTE, MainScreen
-from oxconsole.ui.numbers import fmt_count, fmt_rate, fmt_weight, round_sig
+from oxconsole.ui.knobs import KnobActions
+from oxconsole.ui.numbers import fmt_weight
 from oxconsole.ui.panels.latency import LATENCY_METRICS
 from oxconsole.ui.screens import HelpScreen, ModelRoute, RoutingEditor
 from oxconsole.ui.steps import (
     Pending,
-    concurrency_step,
     console_status,
     failed_mostly,
     paused_by_user,
-    rate_step,
     run_duration,
     saved_words,
     short_path,
     sweep_refusal,
-    tpm_step,
 )
 from oxconsole.ui.theming import use_themes
 from oxconsole.ui.typeahead import plan as typeahead_plan
@@ -67,7 +61,7 @@ FLASH_S = 2.0
 """How long a confirmation (``concurrency 48 → 53``) stays in the header's status line."""
 
 
-class ConsoleApp(App[str]):
+class ConsoleApp(KnobActions, App[str]):
     """The live console over one `RunSource`. `App.run()` returns "quit" or "detach"."""
 
     TITLE = "oxconsole"
@@ -329,92 +323,6 @@ class ConsoleApp(App[str]):
         self.tell(words, level or "info")
 
     # -- actions (keys, command palette) -----------------------------------------------------------
-
-    def action_concurrency(self, direction: int) -> None:
-        """Concurrency up or down by 10%, at least by 1, never below 1."""
-        snap = self._need_live("concurrency")
-        if snap is None:
-            return
-        cur = int(self._pending.base("concurrency", snap.gauges.concurrency))
-        new = concurrency_step(cur, direction)
-        if new == cur:
-            self.tell(f"concurrency is already {cur}", "warn")
-            return
-        if self.send(SetConcurrency(new)):
-            self._pending.remember("concurrency", new)
-            auto = self._pending.get("auto")
-            if bool(auto) if auto is not None else snap.gauges.auto:  # a hand on it takes it over
-                self._pending.remember("auto", 0.0)
-                self.tell(f"concurrency {cur} → {new} (auto off)")
-            else:
-                self.tell(f"concurrency {cur} → {new}")
-
-    def action_auto(self) -> None:
-        """Auto concurrency on or off (on: the run holds the highest concurrency meeting [slo]; a
-        `+` or `-` meanwhile turns it off and sets the limit by hand)."""
-        snap = self._need_live("auto")
-        if snap is None:
-            return
-        pend = self._pending.get("auto")
-        on = not (bool(pend) if pend is not None else snap.gauges.auto)
-        if self.send(SetAuto(on)):
-            self._pending.remember("auto", 1.0 if on else 0.0)
-            if on:
-                self.tell("auto concurrency on: the highest concurrency meeting [slo] (+/- takes over)")
-            else:
-                self.tell(f"auto concurrency off: concurrency stays {snap.gauges.concurrency}")
-
-    def action_rate(self, direction: int) -> None:
-        """Rate up or down by 10%; from unlimited, 10% around the achieved rate."""
-        snap = self._need_live("rate")
-        if snap is None:
-            return
-        cur = self._pending.base("rate", snap.gauges.rate)
-        new = rate_step(cur, snap.gauges.achieved_rate or snap.req_per_s_10s, direction)
-        was = "unlimited" if cur <= 0 else fmt_rate(cur)
-        if new == cur:
-            self.tell(f"rate is already {fmt_rate(cur)}", "warn")
-            return
-        if self.send(SetRate(new)):
-            self._pending.remember("rate", new)
-            self.tell(f"rate {was} → {fmt_rate(new)}")
-
-    def action_tpm(self, direction: int) -> None:
-        """Token budget up or down by 10%; from off, 10% around the tokens sent a minute."""
-        snap = self._need_snapshot()
-        if snap is None or self._refused(snap, "tpm"):
-            return
-        cur = self._pending.base("tpm", snap.gauges.tpm)
-        new = tpm_step(cur, snap, direction)
-        if new == cur:
-            self.tell(f"tpm is already {fmt_count(cur)}", "warn")
-            return
-        if self.send(SetTpm(new)):
-            self._pending.remember("tpm", new)
-            self.tell(f"tpm {'off' if cur <= 0 else fmt_count(cur)} → {fmt_count(new)}")
-
-    def action_unlimited(self) -> None:
-        """Toggle an unlimited rate, remembering the rate it replaced."""
-        snap = self._need_live("rate")
-        if snap is None:
-            return
-        cur = self._pending.base("rate", snap.gauges.rate)
-        if cur > 0:
-            self._prev_rate = cur
-            self._pending.remember("rate", 0.0)
-            self.send(SetRate(0.0))
-            self.tell(f"rate {fmt_rate(cur)} → unlimited (0 restores it)")
-            return
-        prev = self._prev_rate
-        if prev <= 0:
-            achieved = snap.gauges.achieved_rate or snap.req_per_s_10s
-            if achieved <= 0:
-                self.tell("no previous rate to restore, and nothing sent yet to start from", "warn")
-                return
-            prev = max(0.1, round_sig(achieved))
-        self._pending.remember("rate", prev)
-        self.send(SetRate(prev))
-        self.tell(f"rate unlimited → {fmt_rate(prev)}")
 
     def action_pause(self) -> None:
         """Pause dispatch, or resume it."""
