@@ -154,3 +154,68 @@ def test_command_line_ray_address_runs_on_ray(
     assert os.environ["RAY_ADDRESS"] == "local"
     s = json.loads(summary.read_text())
     assert s["workers"] == 2 and s["requests"]["ok"] == 60
+
+
+def test_the_workloads_files_are_shipped_and_run_from_copies(
+    make_workload: WorkloadFactory, tmp_path: Path
+) -> None:
+    """`rayfiles`: the prompts file goes into the object store once (here a list), an actor writes
+    it to its own folder and reads the same prompts from there; a file above SHIP_MAX stays, said."""
+    from oxconsole.engine import rayfiles
+    from oxconsole.workload import iter_prompts
+
+    (tmp_path / "p.jsonl").write_text('{"id": "q1", "prompt": "hello"}\n{"id": "q2", "prompt": "again"}\n')
+    local_run = WL.format(count=1, ttft="5ms").replace('cluster = "ray"\n', "").split("[prompts]")[0]
+    w = make_workload(local_run + '[prompts]\nfile = "p.jsonl"\n')
+    put: list[bytes] = []
+    warned: list[str] = []
+
+    def store(data: bytes) -> int:
+        put.append(data)
+        return len(put) - 1
+
+    files = rayfiles.to_ship(w, store, warned.append)
+    assert files == {"file": 0} and put == [(tmp_path / "p.jsonl").read_bytes()] and not warned
+    node = tmp_path / "node"
+    node.mkdir()
+    local = rayfiles.localized(w, {k: put[i] for k, i in files.items()}, node)
+    assert local.prompts.file is not None and local.prompts.file.parent == node
+    (tmp_path / "p.jsonl").unlink()  # the driver's path is no more: the copy is what is read
+    assert [p.id for p in iter_prompts(local)] == ["q1", "q2"]
+    (tmp_path / "p.jsonl").write_text("{}\n" * 10)
+    small = rayfiles.SHIP_MAX
+    try:
+        rayfiles.SHIP_MAX = 5
+        assert rayfiles.to_ship(w, lambda b: 0, warned.append) == {}
+    finally:
+        rayfiles.SHIP_MAX = small
+    assert "must be readable at that path on every node" in warned[0]
+
+
+@pytest.mark.usefixtures("ray_local")
+@pytest.mark.slow
+@pytest.mark.subprocess
+@pytest.mark.xdist_group("ray")
+async def test_actors_run_a_prompts_file_the_driver_shipped(
+    make_workload: WorkloadFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The prompts file is moved away as soon as the driver has shipped it: the actors can only
+    have read their own copies (as on a node that never had the file)."""
+    from oxconsole.engine import rayfiles, raypool
+
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("".join(f'{{"id": "q{i}", "prompt": "p {i}"}}\n' for i in range(60)))
+    w = make_workload(WL.format(count=1, ttft="5ms").split("[prompts]")[0] + '[prompts]\nfile = "p.jsonl"\n')
+    shipped = rayfiles.to_ship
+
+    def ship_then_hide(*args: Any) -> dict[str, Any]:
+        out = shipped(*args)
+        prompts.rename(tmp_path / "hidden.jsonl")
+        return out
+
+    monkeypatch.setattr(raypool, "to_ship", ship_then_hide)
+    e = make_engine(w, results_path=w.results_path(), total_expected=60)
+    out = await asyncio.wait_for(e.run(), timeout=120)
+    assert not prompts.exists()
+    assert out.exit_code == 0, out.warnings
+    assert sorted(r["id"] for r in journal(w)) == sorted(f"q{i}" for i in range(60))

@@ -16,15 +16,19 @@ from __future__ import annotations
 import asyncio
 import itertools
 import queue
+import shutil
+import tempfile
 import threading
 import time
 from collections import deque
 from collections.abc import Sequence
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from oxconsole.aio import run_loop
 from oxconsole.engine.endpoints import start_sim
+from oxconsole.engine.rayfiles import localized
 from oxconsole.engine.worker import Worker
 from oxconsole.idset import IdSet
 from oxconsole.workload import Workload, WorkloadError
@@ -107,15 +111,28 @@ class EngineActor:
         self._channel = ActorChannel()
         self._thread: threading.Thread | None = None
         self._failure: str | None = None
+        self._folder: Path | None = None
+        """Where the workload's shipped files were written (removed when the run ends)."""
 
     def start(
-        self, w: Workload, shard: tuple[int, int], sims: Sequence[str], skip: list[str] | None
+        self,
+        w: Workload,
+        shard: tuple[int, int],
+        sims: Sequence[str],
+        skip: list[str] | None,
+        files: dict[str, Any] | None = None,
     ) -> tuple[str, str]:
-        """Start the worker's loop in a thread; the node's address and Ray node id, for messages."""
+        """Start the worker's loop in a thread; the node's address and Ray node id, for messages.
+        `files`: the workload's files in Ray's object store (`rayfiles.to_ship`), run from copies
+        written here (the driver's paths need not exist on this node)."""
         ids = IdSet(skip or ())
+        ray = import_ray()
+        if files:
+            self._folder = Path(tempfile.mkdtemp(prefix="oxconsole-ray-"))
+            data = dict(zip(files, ray.get(list(files.values())), strict=True))
+            w = localized(w, data, self._folder)
         self._thread = threading.Thread(target=self._main, args=(w, shard, sims, ids), daemon=True)
         self._thread.start()
-        ray = import_ray()
         return str(ray.util.get_node_ip_address()), str(ray.get_runtime_context().get_node_id())
 
     def _main(self, w: Workload, shard: tuple[int, int], sims: Sequence[str], skip: IdSet) -> None:
@@ -125,6 +142,8 @@ class EngineActor:
             self._failure = f"{type(e).__name__}: {e}"
         finally:
             self._channel.close()
+            if self._folder is not None:
+                shutil.rmtree(self._folder, ignore_errors=True)
 
     async def _run(self, w: Workload, shard: tuple[int, int], sims: Sequence[str], skip: IdSet) -> None:
         """A simulator beside this actor for `base_url = "sim"` endpoints, then the worker's run."""

@@ -19,6 +19,7 @@ from typing import Any
 
 from oxconsole.engine.pool import WorkerPool, _Worker, share
 from oxconsole.engine.raychannel import START_S, ActorProc, DriverChannel, EngineActor, import_ray
+from oxconsole.engine.rayfiles import to_ship
 from oxconsole.workload import WorkloadError
 
 PLACE_S = 60.0
@@ -112,8 +113,10 @@ class RayPool(WorkerPool):
         for i in range(self.n):
             strategy = PlacementGroupSchedulingStrategy(self._pg, placement_group_bundle_index=i)
             actors.append(remote.options(scheduling_strategy=strategy, name=None).remote())
+        files = to_ship(self.w, ray.put, self.warnings.append)
         starts = [
-            a.start.remote(share(self.w, i, self.n), (i, self.n), sims, skip) for i, a in enumerate(actors)
+            a.start.remote(share(self.w, i, self.n), (i, self.n), sims, skip, files)
+            for i, a in enumerate(actors)
         ]
         try:
             self.nodes = [(str(ip), str(node)) for ip, node in ray.get(starts, timeout=START_S)]
