@@ -106,7 +106,10 @@ def make_engine(workload: Workload, **kwargs: Any) -> Engine | WorkerPool:
 
 
 @dataclasses.dataclass
-class _Worker:
+class WorkerHandle:
+    """One worker as the pool sees it: its process (or Ray actor: `raypool.ActorProc`), the
+    channel to it, its last gauges and its end message."""
+
     proc: Any
     conn: Channel
     gauges: dict[str, Any] | None = None
@@ -146,7 +149,7 @@ class WorkerPool:
         self.collector = self._new_collector()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._t0 = 0.0
-        self._workers: list[_Worker] = []
+        self._workers: list[WorkerHandle] = []
         self._journal: Journal | None = None
         self._interrupted = False
         self.journal_failure: str | None = None
@@ -344,7 +347,7 @@ class WorkerPool:
             )
             proc.start()
             child.close()
-            self._workers.append(_Worker(proc, parent))
+            self._workers.append(WorkerHandle(proc, parent))
             threading.Thread(target=self._reader, args=(i,), daemon=True).start()
 
     def _summary(self, duration: float) -> dict[str, Any]:

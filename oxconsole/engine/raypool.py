@@ -17,7 +17,7 @@ import os
 import threading
 from typing import Any
 
-from oxconsole.engine.pool import WorkerPool, _Worker, share
+from oxconsole.engine.pool import WorkerHandle, WorkerPool, share
 from oxconsole.engine.raychannel import START_S, ActorProc, DriverChannel, EngineActor, import_ray
 from oxconsole.engine.rayfiles import to_ship
 from oxconsole.workload import WorkloadError
@@ -127,7 +127,7 @@ class RayPool(WorkerPool):
                 f"run.cluster: the Ray actors did not start within {START_S:.0f} s: {e}"
             ) from e
         for i, actor in enumerate(actors):
-            self._workers.append(_Worker(ActorProc(actor), DriverChannel(actor)))
+            self._workers.append(WorkerHandle(ActorProc(actor), DriverChannel(actor)))
             threading.Thread(target=self._reader, args=(i,), daemon=True, name=f"oxconsole-ray-{i}").start()
 
     def _lost(self, i: int) -> str:
