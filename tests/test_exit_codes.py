@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 import os
 import shlex
 import shutil
@@ -33,7 +32,7 @@ from oxconsole.engine.runner import Engine
 from oxconsole.workload import check_prompts
 
 from .conftest import WorkloadFactory
-from .support import oxconsole_here
+from .support import oxconsole_here, q_in_a_terminal
 
 WL = """
 name = "exits"
@@ -318,53 +317,9 @@ def test_q_in_the_console_exits_130(
 
 def test_q_in_a_real_terminal_exits_130(run_dirs: Path, tmp_path: Path) -> None:
     """The same as a user does it: `oxconsole w.toml` in a terminal (a pty), `q` once it shows."""
-    import fcntl
-    import os
-    import pty
-    import select
-    import struct
-    import termios
-
     write(tmp_path, count=2000, ttft="100ms")  # 25 s if left alone
     journal = tmp_path / "out" / "results.jsonl"
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
-    p = subprocess.Popen(
-        [sys.executable, "-m", "oxconsole", "w.toml"],
-        cwd=tmp_path,
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env={**os.environ, "TERM": "xterm-256color"},
-        start_new_session=True,
-    )
-    os.close(slave)
-    screen = b""
-    pressed = None
-    deadline = time.monotonic() + 90
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 0.1)
-            if ready:
-                try:
-                    data = os.read(master, 65536)
-                except OSError:  # the other end closed: the console has exited
-                    break
-                if not data:
-                    break
-                screen += data
-            if pressed is None and b"\x1b[?1049h" in screen and journal.exists() and journal.stat().st_size:
-                pressed = time.monotonic() + 0.5  # the console is up and the run going: q soon
-            if pressed is not None and pressed <= time.monotonic():
-                os.write(master, b"q")
-                pressed = math.inf
-        rc = p.wait(30)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        os.close(master)
-    after = screen[screen.rfind(b"\x1b[?1049l") :].decode(errors="replace")  # after the console
+    rc, after = q_in_a_terminal(["w.toml"], cwd=tmp_path, journal=journal, size=(30, 100))
     assert rc == 130, after
     not_sent = 2000 - len(lines(journal))
     assert not_sent > 0 and f"{not_sent:,} not sent" in after

@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-import math
-import os
 import subprocess
 import sys
 import time
@@ -29,6 +27,7 @@ from oxconsole.ui.app import ConsoleApp
 from oxconsole.ui.lines import Palette
 from oxconsole.ui.panels.points import points_lines
 from oxconsole.ui.widgets import HeaderPanel
+from tests.support import q_in_a_terminal
 from tests.test_sweep import records, write
 from tests.ui_support import StaticSource, fixed_snapshot
 
@@ -251,52 +250,10 @@ def test_sweep_on_a_terminal_opens_the_console_and_prints_the_table_at_its_end(
 def test_q_on_a_sweep_in_a_real_terminal_stops_it_with_130_and_the_resume_hint(
     run_dirs: Path, tmp_path: Path
 ) -> None:
-    import fcntl
-    import pty
-    import select
-    import struct
-    import termios
-
     write(tmp_path, capacity=8)
     journal = tmp_path / "out" / "results.jsonl"
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
-    p = subprocess.Popen(
-        [sys.executable, "-m", "oxconsole", "sweep", "w.toml", "--over", "concurrency=1,2,4"],
-        cwd=tmp_path,
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env={**os.environ, "TERM": "xterm-256color"},
-        start_new_session=True,
-    )
-    os.close(slave)
-    screen = b""
-    pressed: float | None = None
-    deadline = time.monotonic() + 60
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 0.1)
-            if ready:
-                try:
-                    data = os.read(master, 65536)
-                except OSError:  # the console has exited
-                    break
-                if not data:
-                    break
-                screen += data
-            if pressed is None and b"\x1b[?1049h" in screen and journal.exists() and journal.stat().st_size:
-                pressed = time.monotonic() + 0.5  # the console is up and the sweep going: q soon
-            if pressed is not None and pressed <= time.monotonic():
-                os.write(master, b"q")
-                pressed = math.inf
-        rc = p.wait(30)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        os.close(master)
-    after = screen[screen.rfind(b"\x1b[?1049l") :].decode(errors="replace")
+    args = ["sweep", "w.toml", "--over", "concurrency=1,2,4"]
+    rc, after = q_in_a_terminal(args, cwd=tmp_path, journal=journal, timeout=60)
     assert rc == 130, after
     assert "sweep over concurrency: no point ended" in after
     assert "sweep stopped; continue with: oxconsole sweep w.toml --over concurrency=1,2,4" in after

@@ -129,3 +129,56 @@ def oxconsole_here(
         os.environ.clear()
         os.environ.update(saved)
     return subprocess.CompletedProcess(["oxconsole", *args], code, out.getvalue(), err.getvalue())
+
+
+def q_in_a_terminal(
+    args: list[str], *, cwd: Path, journal: Path, size: tuple[int, int] = (24, 80), timeout: float = 90
+) -> tuple[int, str]:
+    """`python -m oxconsole ARGS` in a real terminal (a pty of `size` rows x columns), `q` pressed
+    half a second after the console is up and `journal` has a record; its exit code and what the
+    terminal showed after the console closed."""
+    import fcntl
+    import math
+    import pty
+    import select
+    import struct
+    import termios
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", size[0], size[1], 0, 0))
+    p = subprocess.Popen(
+        [sys.executable, "-m", "oxconsole", *args],
+        cwd=cwd,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env={**os.environ, "TERM": "xterm-256color"},
+        start_new_session=True,
+    )
+    os.close(slave)
+    screen = b""
+    pressed: float | None = None
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.1)
+            if ready:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:  # the other end closed: the console has exited
+                    break
+                if not data:
+                    break
+                screen += data
+            if pressed is None and b"\x1b[?1049h" in screen and journal.exists() and journal.stat().st_size:
+                pressed = time.monotonic() + 0.5  # the console is up and the run going: q soon
+            if pressed is not None and pressed <= time.monotonic():
+                os.write(master, b"q")
+                pressed = math.inf
+        rc = p.wait(30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        os.close(master)
+    return rc, screen[screen.rfind(b"\x1b[?1049l") :].decode(errors="replace")  # after the console
