@@ -528,6 +528,8 @@ def test_bottleneck_warns_when_the_client_is_the_limit() -> None:
     assert bottleneck(slow)[0] == "warn"
     ok = with_gauges(SNAP, rate=0.0, waiting_slot=5)
     assert bottleneck(ok) == ("info", "concurrency (+ raises it)")
+    swept = dataclasses.replace(ok, sweep={"key": "concurrency", "locked": ["concurrency", "auto"]})
+    assert bottleneck(swept) == ("info", "concurrency (the sweep's)")  # + is refused: no hint to press it
 
 
 def test_panels_fit_their_width() -> None:

@@ -50,10 +50,11 @@ def bottleneck(s: Snapshot) -> tuple[str, str]:
         return "warn", f"⚠ the client: {fmt_rate(g.achieved_rate)} of {fmt_rate(g.rate)} with free slots"
     if g.state == "draining":
         return "info", "draining: no new requests"
+    locked = (s.sweep or {}).get("locked") or ()  # a sweep sets these at each point: no key hint
     if g.waiting_slot > 0 or g.in_flight >= g.concurrency:
-        return "info", "concurrency (+ raises it)"
+        return "info", "concurrency (the sweep's)" if "concurrency" in locked else "concurrency (+ raises it)"
     if g.waiting_bucket > g.waiting_tpm or (g.rate > 0 and g.achieved_rate >= 0.9 * g.rate):
-        return "info", "rate (] raises it)"
+        return "info", "rate (the sweep's)" if "rate" in locked else "rate (] raises it)"
     if g.backing_off > 0 and g.backing_off >= 0.2 * max(1, g.in_flight):
         return "info", "server pushback (retries backing off)"
     return "info", "not limited by the client"
