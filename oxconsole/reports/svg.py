@@ -15,7 +15,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
 
-__all__ = ["PALETTE", "Line", "Marker", "distribution", "fmt_num", "line_chart", "nice_ticks", "stacked_bars"]
+__all__ = [
+    "PALETTE",
+    "Frame",
+    "Line",
+    "Marker",
+    "distribution",
+    "draw_axes",
+    "draw_legend",
+    "fmt_num",
+    "line_chart",
+    "marker_label",
+    "nice_ticks",
+    "open_svg",
+    "stacked_bars",
+]
 
 PALETTE = ("#2563eb", "#16a34a", "#dc2626", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777")
 """Colours that stay apart for most colour-blind readers, on a white page."""
@@ -77,7 +91,7 @@ def nice_ticks(hi: float, n: int = 5) -> list[float]:
     return [i * step for i in range(k + 1)]
 
 
-class _Frame:
+class Frame:
     """The plot area's arithmetic: x from 0..x_max, y from 0..y_max, into pixels."""
 
     def __init__(self, x_max: float, y_max: float) -> None:
@@ -93,7 +107,7 @@ class _Frame:
         return TOP + self.ph * (1.0 - v / self.y_max)
 
 
-def _open(title: str) -> list[str]:
+def open_svg(title: str) -> list[str]:
     return [
         f'<svg class="chart" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img">'
         f"<title>{escape(title)}</title>",
@@ -101,7 +115,7 @@ def _open(title: str) -> list[str]:
     ]
 
 
-def _axes(f: _Frame, y_ticks: list[float], x_ticks: list[float], y_unit: str, x_fmt: str) -> list[str]:
+def draw_axes(f: Frame, y_ticks: list[float], x_ticks: list[float], y_unit: str, x_fmt: str) -> list[str]:
     out = []
     for v in y_ticks:
         y = f.y(v)
@@ -117,7 +131,7 @@ def _axes(f: _Frame, y_ticks: list[float], x_ticks: list[float], y_unit: str, x_
     return out
 
 
-def _legend(lines: Sequence[Line]) -> list[str]:
+def draw_legend(lines: Sequence[Line]) -> list[str]:
     out = []
     x = W - RIGHT
     for ln in reversed(lines):
@@ -128,25 +142,25 @@ def _legend(lines: Sequence[Line]) -> list[str]:
     return out
 
 
-def _markers(f: _Frame, markers: Sequence[Marker]) -> list[str]:
+def _markers(f: Frame, markers: Sequence[Marker]) -> list[str]:
     out = []
     for i, m in enumerate(markers):
         if not 0 <= m.t <= f.x_max:
             continue
         x = f.x(m.t)
         out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{TOP}" y2="{H - BOTTOM}" class="marker"/>')
-        out.append(_label(x, TOP + 12 + 12 * (i % 3), m.label))
+        out.append(marker_label(x, TOP + 12 + 12 * (i % 3), m.label))
     return out
 
 
-def _label(x: float, y: float, text: str) -> str:
+def marker_label(x: float, y: float, text: str) -> str:
     """A marker's label right of its rule, or left of it near the right edge."""
     if x > W - RIGHT - 6.5 * len(text) - 6:
         return f'<text x="{x - 3:.1f}" y="{y}" text-anchor="end" class="marker-label">{escape(text)}</text>'
     return f'<text x="{x + 3:.1f}" y="{y}" class="marker-label">{escape(text)}</text>'
 
 
-def _path(f: _Frame, xs: Sequence[float], ys: Sequence[float | None]) -> str:
+def _path(f: Frame, xs: Sequence[float], ys: Sequence[float | None]) -> str:
     parts: list[str] = []
     pen_up = True
     for x, y in zip(xs, ys, strict=False):
@@ -171,8 +185,8 @@ def line_chart(
     top = max((y for ln in lines for y in ln.ys if y is not None), default=0.0)
     y_ticks = nice_ticks(top)
     x_ticks = [t for t in nice_ticks(x_max, 8) if t <= x_max]
-    f = _Frame(x_max, y_ticks[-1])
-    out = _open(title) + _axes(f, y_ticks, x_ticks, y_unit, "s")
+    f = Frame(x_max, y_ticks[-1])
+    out = open_svg(title) + draw_axes(f, y_ticks, x_ticks, y_unit, "s")
     for ln in lines:
         dash = ' stroke-dasharray="5 3"' if ln.dashed else ""
         d = _path(f, xs, ln.ys)
@@ -181,7 +195,7 @@ def line_chart(
         if sum(y is not None for y in ln.ys) == 1:  # one point: a dot, since a path would not show
             x, y = next((x, y) for x, y in zip(xs, ln.ys, strict=False) if y is not None)
             out.append(f'<circle cx="{f.x(x):.1f}" cy="{f.y(y):.1f}" r="3" fill="{ln.color}"/>')
-    out += _markers(f, markers) + _legend(lines)
+    out += _markers(f, markers) + draw_legend(lines)
     out.append("</svg>")
     return "\n".join(out)
 
@@ -199,8 +213,10 @@ def stacked_bars(
     """One bar per slot (``step`` wide, centred on x), its parts stacked in order."""
     totals = [sum((s.ys[i] or 0.0) for s in stacks) for i in range(len(xs))]
     y_ticks = nice_ticks(max(totals, default=0.0))
-    f = _Frame(x_max, y_ticks[-1])
-    out = _open(title) + _axes(f, y_ticks, [t for t in nice_ticks(x_max, 8) if t <= x_max], y_unit, "s")
+    f = Frame(x_max, y_ticks[-1])
+    out = open_svg(title) + draw_axes(
+        f, y_ticks, [t for t in nice_ticks(x_max, 8) if t <= x_max], y_unit, "s"
+    )
     bw = max(1.0, f.x(step) - f.x(0) - 1.0)
     for i, x in enumerate(xs):
         base = 0.0
@@ -215,7 +231,7 @@ def stacked_bars(
                 f'fill="{s.color}"/>'
             )
             base += v
-    out += _markers(f, markers) + _legend(stacks)
+    out += _markers(f, markers) + draw_legend(stacks)
     out.append("</svg>")
     return "\n".join(out)
 
@@ -227,13 +243,13 @@ def distribution(
     marks: Sequence[tuple[str, float]] = (),
 ) -> str:
     """A histogram over log-spaced bins (ms), with the percentiles in ``marks`` as rules."""
-    out = _open(title)
+    out = open_svg(title)
     if not bins:
         out.append(f'<text x="{W / 2}" y="{H / 2}" text-anchor="middle">no ok requests</text></svg>')
         return "\n".join(out)
     y_ticks = nice_ticks(max(c for _, _, c in bins))
-    f = _Frame(len(bins), y_ticks[-1])
-    out += _axes(f, y_ticks, [], "requests", "ms")
+    f = Frame(len(bins), y_ticks[-1])
+    out += draw_axes(f, y_ticks, [], "requests", "ms")
     lo, hi = max(bins[0][0], 1e-9), bins[-1][1]
     for i, (b_lo, _b_hi, c) in enumerate(bins):
         x0, x1 = f.x(i), f.x(i + 1)
@@ -251,6 +267,6 @@ def distribution(
             continue
         x = f.x(len(bins) * math.log(v / lo) / span)
         out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{TOP}" y2="{H - BOTTOM}" class="marker"/>')
-        out.append(_label(x, TOP + 12 + 12 * i, f"{label} {fmt_ms(v)}"))
+        out.append(marker_label(x, TOP + 12 + 12 * i, f"{label} {fmt_ms(v)}"))
     out.append("</svg>")
     return "\n".join(out)

@@ -24,16 +24,16 @@ from oxconsole.reports.svg import (
     PALETTE,
     RIGHT,
     TOP,
+    Frame,
     H,
     Line,
     W,
-    _axes,
-    _Frame,
-    _label,
-    _legend,
-    _open,
+    draw_axes,
+    draw_legend,
     fmt_num,
+    marker_label,
     nice_ticks,
+    open_svg,
 )
 
 __all__ = ["SweepPoint", "sweep_points", "sweep_section"]
@@ -182,8 +182,8 @@ def _dots_chart(
     y_ticks = nice_ticks(max((y for s in series for _, y, _ in s.dots), default=0.0))
     ticks = list(x_ticks) if x_ticks is not None else [(t, fmt_num(t)) for t in nice_ticks(x_hi, 8)]
     x_max = max(ticks[-1][0] + (0.5 if x_ticks is not None else 0.0), x_hi) if ticks else x_hi
-    f = _Frame(x_max, y_ticks[-1])
-    out = _open(title) + _axes(f, y_ticks, [], y_unit, "s")
+    f = Frame(x_max, y_ticks[-1])
+    out = open_svg(title) + draw_axes(f, y_ticks, [], y_unit, "s")
     for t, label in ticks:
         x = f.x(t)
         out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{H - BOTTOM}" y2="{H - BOTTOM + 4}" class="axis"/>')
@@ -192,19 +192,19 @@ def _dots_chart(
     if knee is not None:
         kx = f.x(knee[0])
         out.append(f'<line x1="{kx:.1f}" x2="{kx:.1f}" y1="{TOP}" y2="{H - BOTTOM}" class="marker"/>')
-        out.append(_label(kx, TOP + 12, knee[2]))
+        out.append(marker_label(kx, TOP + 12, knee[2]))
         out.append(
             f'<circle cx="{kx:.1f}" cy="{f.y(knee[1]):.1f}" r="7" fill="none" stroke="#f59e0b" '
             'stroke-width="2" class="knee"/>'
         )
     for s in series:
         out += _series(f, s)
-    out += _legend([Line(s.name, [], s.color) for s in series])
+    out += draw_legend([Line(s.name, [], s.color) for s in series])
     out.append("</svg>")
     return "\n".join(out)
 
 
-def _series(f: _Frame, s: _Dots) -> list[str]:
+def _series(f: Frame, s: _Dots) -> list[str]:
     dots = s.dots
     dash = ' stroke-dasharray="5 3"' if s.dashed else ""
     out = []
