@@ -61,7 +61,7 @@ from oxconsole.workload.schema import (
     Workload,
     WorkloadError,
 )
-from oxconsole.workload.sections import parse_sim_profiles
+from oxconsole.workload.simsection import parse_sim_profiles
 from oxconsole.workload.slo import SloConfig
 from oxconsole.workload.stages import Stage, stages_duration
 from oxconsole.workload.values import parse_duration

@@ -18,7 +18,8 @@ from oxconsole.workload.errors import Problems, did_you_mean, error, join_key, p
 from oxconsole.workload.overrides import apply_override
 from oxconsole.workload.plans import PricePlan, parse_plans
 from oxconsole.workload.schema import SimModelProfile, Workload, WorkloadError
-from oxconsole.workload.sections import build_workload, parse_sim_profiles
+from oxconsole.workload.sections import build_workload
+from oxconsole.workload.simsection import parse_sim_profiles
 
 _TOML_POS = re.compile(r"\s*\((?:at line (\d+), column (\d+)|at end of document)\)\s*$")
 

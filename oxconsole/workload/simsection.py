@@ -1,0 +1,88 @@
+"""The `[sim]` table: the embedded simulator's model profiles, validated like every other section.
+
+Why this module exists: the simulator's profile has more keys than any other table (timings, load
+curve, fault rates), and two readers: a workload's `[sim]` (`sections.build_workload`) and
+`oxconsole sim --config FILE` (`load.load_sim_section`). Its rules live here, apart from the
+sections that describe the run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from oxconsole.workload import bounds as b
+from oxconsole.workload.errors import Problems, join_key
+from oxconsole.workload.schema import SimModelProfile
+from oxconsole.workload.values import Table, is_num
+
+__all__ = ["parse_sim", "parse_sim_profiles"]
+
+_SIM = ("models",)
+_PROFILE = (
+    "ttft", "tokens_per_s", "output_tokens", "capacity", "jitter", "error_rate", "rate_limit",
+    "retry_after", "throttle_rate", "reset_rate", "abort_rate", "malformed_rate", "stall_rate", "stall",
+    "usage", "pack_error_rate", "knee", "knee_power",
+)  # fmt: skip
+
+
+def parse_sim_profiles(table: Any, file_label: str) -> dict[str, SimModelProfile]:
+    """Validate a `[sim]` table (the value of the document's "sim" key) into profiles by model name.
+
+    Shared by `load_workload` and `load_sim_section`; error paths read `sim.models."NAME".key`.
+    Raises WorkloadError listing every error.
+    """
+    errs = Problems(file_label)
+    out = parse_sim(errs, table)
+    errs.raise_if_any({"sim": table})
+    return out
+
+
+def parse_sim(errs: Problems, table: Any) -> dict[str, SimModelProfile]:
+    t = Table(errs, table, "sim", _SIM, "[sim]")
+    if not t.has("models"):
+        return {}
+    models = t.data["models"]
+    if not isinstance(models, dict):
+        errs.bad("sim.models", 'tables [sim.models."NAME"]', models)
+        return {}
+    out: dict[str, SimModelProfile] = {}
+    for name, value in models.items():
+        p = Table(errs, value, join_key("sim.models", name), _PROFILE, 'a [sim.models."NAME"] table')
+        if not p.broken:
+            out[name] = _sim_profile(p)
+    return out
+
+
+def _sim_profile(p: Table) -> SimModelProfile:
+    d = SimModelProfile()
+    return SimModelProfile(
+        ttft=p.duration("ttft", d.ttft),
+        tokens_per_s=p.num("tokens_per_s", d.tokens_per_s, b.MAX_TOKENS_PER_S, " (tokens per second)"),
+        output_tokens=p.int_("output_tokens", d.output_tokens, 1, b.MAX_TOKENS, " (tokens)"),
+        capacity=p.int_("capacity", d.capacity, 1, b.MAX_CONCURRENCY, " (requests served at once)"),
+        jitter=p.num("jitter", d.jitter, 1.0),
+        error_rate=p.num("error_rate", d.error_rate, 1.0),
+        rate_limit=p.num("rate_limit", d.rate_limit, b.MAX_RATE, " (requests per second; 0 = no limit)"),
+        retry_after=p.duration("retry_after", d.retry_after),
+        throttle_rate=p.num("throttle_rate", d.throttle_rate, 1.0),
+        reset_rate=p.num("reset_rate", d.reset_rate, 1.0),
+        abort_rate=p.num("abort_rate", d.abort_rate, 1.0),
+        malformed_rate=p.num("malformed_rate", d.malformed_rate, 1.0),
+        stall_rate=p.num("stall_rate", d.stall_rate, 1.0),
+        stall=p.duration("stall", d.stall),
+        usage=p.bool_("usage", d.usage),
+        pack_error_rate=p.num("pack_error_rate", d.pack_error_rate, 1.0),
+        knee=p.num("knee", d.knee, b.MAX_CONCURRENCY, " (requests in service; 0 = no load curve)"),
+        knee_power=_knee_power(p, d.knee_power),
+    )
+
+
+def _knee_power(p: Table, default: float) -> float:
+    """`knee_power`: a number between 0.5 and 8 (the load curve's steepness)."""
+    if not p.has("knee_power"):
+        return default
+    v = p.data["knee_power"]
+    if not is_num(v) or not 0.5 <= v <= 8.0:
+        p.fail("knee_power", "a number between 0.5 and 8 (the load curve's steepness)")
+        return default
+    return float(v)
