@@ -1,0 +1,268 @@
+"""The run summary as the 80-column text table a headless run prints and `report` shows.
+
+Why this module exists: the table is read by a person at the end of every headless run and of
+`oxconsole report`, from the summary dict alone (a live run's or one rebuilt from a journal); what
+it shows and how it fits 80 columns is a concern of its own, apart from reading journals
+(`report.py`).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Mapping
+from typing import Any
+
+from oxconsole.metrics.format import change_text
+from oxconsole.metrics.goodput import goodput_lines
+from oxconsole.metrics.packing import packing_lines
+from oxconsole.metrics.plantable import plan_lines
+from oxconsole.metrics.stages import stage_table
+
+__all__ = ["WIDTH", "render_summary"]
+
+WIDTH = 80
+
+
+NONE = "–"
+"""Shown for a figure nothing measured (every request failed, no stream): never a made-up 0.0."""
+
+
+def _num(v: Any, decimals: int = 1) -> str:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return NONE
+    if abs(x) >= 100_000:
+        return f"{x:,.0f}"
+    return f"{x:,.{decimals}f}"
+
+
+def _money(v: Any) -> str:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return NONE
+    if x == 0:
+        return "0"
+    if abs(x) >= 100:
+        return f"{x:,.2f}"
+    if abs(x) >= 1:
+        return f"{x:.4f}"
+    return f"{x:.6f}"
+
+
+def _fit(s: str, width: int = WIDTH) -> str:
+    s = s.rstrip()
+    return s if len(s) <= width else s[: width - 1] + "…"
+
+
+def _cut(s: str, width: int) -> str:
+    return s if len(s) <= width else s[: width - 1] + "…"
+
+
+def _duration(s: float) -> str:
+    if s < 60:
+        return f"{s:.1f}s"
+    m, sec = divmod(round(s), 60)
+    if m < 60:
+        return f"{m}m{sec:02d}s"
+    h, m = divmod(m, 60)
+    return f"{h}h{m:02d}m{sec:02d}s"
+
+
+def _g(d: Mapping[str, Any], *keys: str) -> Any:
+    cur: Any = d
+    for k in keys:
+        if not isinstance(cur, Mapping):
+            return None
+        cur = cur.get(k)
+    return cur
+
+
+def render_summary(summary: Mapping[str, Any]) -> str:
+    """The summary as a plain-text table, no line longer than 80 columns."""
+    s = summary
+    lines = _totals_lines(s)
+    lines += [_fit(x) for x in packing_lines(dict(s))]
+    lines += _timing_lines(s)
+    lines += _model_lines(s.get("models") or {})
+    lines += _fallback_lines(s.get("models") or {})
+    lines += _error_lines(s.get("errors") or {}, s.get("attempt_errors") or {})
+    lines += _error_detail_lines(s.get("error_details") or {})
+    lines += plan_lines(s)
+    lines += _phase_lines(s.get("phases") or [], s.get("changes") or [])
+    lines += stage_table(s.get("stages") or [])
+    return "\n".join(lines) + "\n"
+
+
+def _totals_lines(s: Mapping[str, Any]) -> list[str]:
+    """Name, duration and start; requests, rates, tokens (how many estimated) and cost."""
+    req = s.get("requests") or {}
+    thr = s.get("throughput") or {}
+    tok = s.get("tokens") or {}
+    src = s.get("tokens_source") or {}
+    estimated = " (estimated)" if src.get("estimate") else ""
+    if src.get("estimate") and src.get("usage"):
+        estimated = f" ({src['estimate']} of {src['estimate'] + src['usage']} estimated)"
+    title = f"{s.get('name', '')}  ·  {_duration(float(s.get('duration_s') or 0.0))}"
+    if (req.get("sessions") or 1) > 1:
+        title += f" over {req['sessions']} sessions"
+    if s.get("started_at"):
+        title += f"  ·  started {s['started_at']}"
+    not_sent = req.get("not_sent", 0)
+    unsent = f"  {not_sent:,} not sent" if not_sent else "  stopped early" if not_sent is None else ""
+    return [
+        _fit(title),
+        *_not_saved_lines(s),
+        _fit(
+            f"requests  {req.get('total', 0):,} total  {req.get('ok', 0):,} ok  "
+            f"{req.get('error', 0):,} error  {req.get('retried', 0):,} retried{unsent}"
+            + (f"  {req['fallbacks']:,} fell back" if req.get("fallbacks") else "")
+        ),
+        _fit(
+            f"rate      {_num(thr.get('requests_per_s'), 2)} {'tasks/s' if s.get('packing') else 'req/s'}  "
+            f"{_num(thr.get('output_tokens_per_s'), 1)} output tok/s"
+        ),
+        *(_fit(g) for g in goodput_lines(s)),
+        _fit(f"tokens    in {tok.get('input', 0):,}  out {tok.get('output', 0):,}{estimated}"),
+        _fit(f"cost      {_money(_g(s, 'cost', 'total'))}"),
+    ]
+
+
+def _not_saved_lines(s: Mapping[str, Any]) -> list[str]:
+    """A run whose journal failed says so before any figure (`saved: false`)."""
+    if s.get("saved") is not False:
+        return []
+    return [
+        "NOT SAVED: the results journal could not be written; the run stopped at once.",
+        _fit(f"  {s.get('save_error')}"),
+        "  The figures below count only the requests written to the journal.",
+    ]
+
+
+def _timing_lines(s: Mapping[str, Any]) -> list[str]:
+    """The latency table (10 + 6 * 11 = 76 columns), then the client's own loop lag and GC."""
+    lines = [""]
+    cols = ("mean", "p50", "p90", "p95", "p99", "max")
+    lines.append(f"{'ms':<10}" + "".join(f"{c:>11}" for c in cols))
+    for label, key in (
+        ("TTFT", "ttft_ms"),
+        ("ITL", "itl_ms"),
+        ("latency", "latency_ms"),
+        ("queue", "queue_ms"),
+    ):
+        row = s.get(key) or {}
+        lines.append(_fit(f"{label:<10}" + "".join(f"{_num(row.get(c), 1):>11}" for c in cols)))
+    lag = s.get("loop_lag_ms")
+    if lag:
+        # the client's own event-loop lag: every timing above may include up to this much
+        lines.append(
+            _fit(
+                f"client loop lag  p50 {_num(lag.get('p50'), 1)}  p99 {_num(lag.get('p99'), 1)}  "
+                f"max {_num(lag.get('max'), 1)} ms (timings above may include it)"
+            )
+        )
+    gcs = s.get("gc")
+    if gcs and gcs.get("collections"):
+        lines.append(
+            _fit(
+                f"client GC        {gcs['collections']} collections, {_num(gcs.get('pause_ms'), 1)} ms "
+                "of pauses (cycles from failures)"
+            )
+        )
+    return lines
+
+
+def _model_lines(models: Mapping[str, Any]) -> list[str]:
+    """One row per model: 16 + 7 + 7 + 6 + 8 + 9 + 9 + 9 + 9 = 80 columns."""
+    if not models:
+        return []
+    lines = [
+        "",
+        f"{'model':<16}{'reqs':>7}{'ok':>7}{'err':>6}{'req/s':>8}"
+        f"{'p50 lat':>9}{'p99 lat':>9}{'p50 ttft':>9}{'cost':>9}",
+    ]
+    for name, m in models.items():
+        r = m.get("requests") or {}
+        lines.append(
+            _fit(
+                f"{_cut(str(name), 15):<16}{_count(r.get('total')):>7}{_count(r.get('ok')):>7}"
+                f"{_count(r.get('error')):>6}{_num(_g(m, 'throughput', 'requests_per_s'), 2):>8}"
+                f"{_num(_g(m, 'latency_ms', 'p50'), 0):>9}{_num(_g(m, 'latency_ms', 'p99'), 0):>9}"
+                f"{_num(_g(m, 'ttft_ms', 'p50'), 0):>9}{_money(_g(m, 'cost', 'total')):>9}"
+            )
+        )
+    return lines
+
+
+def _fallback_lines(models: Mapping[str, Any]) -> list[str]:
+    """Which models requests fell back from, and how many (they are counted where they ended)."""
+    left = [(str(name), _g(m, "requests", "fallbacks")) for name, m in models.items()]
+    left = [(name, n) for name, n in left if isinstance(n, int) and n]
+    if not left:
+        return []
+    return [_fit("fell back from  " + "  ".join(f"{name} {n:,}" for name, n in left))]
+
+
+def _error_lines(errors: Mapping[str, Any], attempts: Mapping[str, Any]) -> list[str]:
+    """Final errors by class, then attempts retried by class."""
+    lines: list[str] = []
+    if errors or attempts:
+        lines.append("")
+    if errors:
+        lines.append(_fit("errors    " + "  ".join(f"{k} {v:,}" for k, v in errors.items())))
+    if attempts:
+        lines.append(
+            _fit("retried   " + "  ".join(f"{k} {v:,}" for k, v in attempts.items()) + " (attempts)")
+        )
+    return lines
+
+
+def _error_detail_lines(details: Mapping[str, Any]) -> list[str]:
+    """The first detail of each error class, wrapped (not cut) to 80 columns: the hint that says
+    why (``is base_url ... missing /v1?``) is often at the end."""
+    lines: list[str] = []
+    for cls, detail in details.items():
+        lead = "detail    " if not lines else " " * 10
+        lines += textwrap.wrap(
+            f"{cls}: {detail}",
+            WIDTH,
+            initial_indent=lead,
+            subsequent_indent=" " * 12,
+            break_on_hyphens=False,
+        )
+    return lines
+
+
+def _phase_lines(phases: list[Any], changes: list[Any]) -> list[str]:
+    """One row per phase with what started it (15 + 7 + 8 + 9 + 9 + 9 = 57 columns, the rest for
+    what changed, wrapped in its column); with changes but one phase, the list of changes."""
+    if changes and len(phases) > 1:
+        lines = [
+            "",
+            f"{'phase':<15}{'ok':>7}{'req/s':>8}{'p50 lat':>9}{'p99 lat':>9}{'p50 ttft':>9}  changed",
+        ]
+        for ph in phases:
+            span = f"{_num(ph.get('t_start'), 1)}-{_num(ph.get('t_end'), 1)}s"
+            what = ", ".join(change_text(c) for c in ph.get("settings") or []) or "start"
+            row = (
+                f"{_cut(span, 14):<15}{_count(_g(ph, 'requests', 'ok')):>7}"
+                f"{_num(_g(ph, 'throughput', 'requests_per_s'), 2):>8}"
+                f"{_num(_g(ph, 'latency_ms', 'p50'), 0):>9}{_num(_g(ph, 'latency_ms', 'p99'), 0):>9}"
+                f"{_num(_g(ph, 'ttft_ms', 'p50'), 0):>9}  "
+            )
+            wrapped = textwrap.wrap(what, WIDTH - len(row), break_on_hyphens=False) or [""]
+            lines.append(row + wrapped[0])
+            lines += [" " * len(row) + more for more in wrapped[1:]]
+        return lines
+    if changes:
+        return ["", "changes", *(_fit(f"  {_num(c.get('t'), 1):>8}s  {change_text(c)}") for c in changes)]
+    return []
+
+
+def _count(v: Any) -> str:
+    try:
+        n = int(v)
+    except (TypeError, ValueError):
+        return NONE
+    return f"{n:,}" if n < 1_000_000 else f"{n / 1e6:.1f}M"
