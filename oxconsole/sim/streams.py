@@ -61,6 +61,20 @@ class Answer:
         return self.abort or self.malformed
 
 
+_WALL_OFFSET: list[float] = []
+
+
+def wall_time(mono: float) -> float:
+    """The wall-clock time (`time.time`) of a `time.monotonic` reading, by one offset between the
+    two clocks taken once per process (the least of a few back-to-back readings: a reading
+    interrupted between the two clocks only adds). A trace whose times all come from the
+    monotonic readings its lateness uses agrees with that lateness exactly, on any machine; reading
+    `time.time()` afresh could be milliseconds later on a busy one."""
+    if not _WALL_OFFSET:
+        _WALL_OFFSET.append(min(-time.monotonic() + time.time() for _ in range(5)))
+    return mono + _WALL_OFFSET[0]
+
+
 class Lateness:
     """How late the simulator's timed writes leave, against their schedule (``t_admit + ttft + i/tps``).
 
@@ -79,7 +93,9 @@ class Lateness:
         self.gc = LogHistogram()
         self._gc_t = 0.0
 
-    def wrote(self, due: float, first: bool, last: bool, last_due: float = 0.0) -> None:
+    def wrote(self, due: float, first: bool, last: bool, last_due: float = 0.0) -> float:
+        """Record a write due at `due` leaving now; returns now (`time.monotonic`), so that a trace
+        can say when the write left by the very reading its lateness was measured with."""
         now = time.monotonic()
         ms = (now - due) * 1000.0
         self.write.record(ms if ms > 0.0 else 0.0)
@@ -88,6 +104,7 @@ class Lateness:
         if last:
             ms = (now - last_due) * 1000.0
             self.last.record(ms if ms > 0.0 else 0.0)
+        return now
 
     def watch_gc(self) -> None:
         """Time every garbage collection of this process (for a simulator in its own process)."""
@@ -162,9 +179,9 @@ class _TimedStream:
         k = len(tokens)
         bad = self.bad_at
         data = b"".join(MALFORMED_CHUNK if c == bad else head + tokens[c % k] for c in range(i, j))
-        self.late.wrote(self.times[i], i == 0, False)
+        now = self.late.wrote(self.times[i], i == 0, False)
         if i == 0:
-            self.first_wall = time.time()
+            self.first_wall = wall_time(now)
         assert self.transport is not None
         self.transport.write(b"%x\r\n%b\r\n" % (len(data), data))
         self.i = j
@@ -348,10 +365,9 @@ class Writer:
             pending.append(HEAD + slot + b',"model":' + ms.model_json + b',"choices":[')
             pending.append(usage_tail(ans.prompt_tokens, n))
         pending.append(DONE)
-        if n:
-            self.lateness.wrote(times[i], i == 0, True, times[-1])
+        now = self.lateness.wrote(times[i], i == 0, True, times[-1]) if n else time.monotonic()
         if traced and self.trace is not None:
-            end = time.time()
+            end = wall_time(now)
             self.trace.append((traced[2], traced[0], traced[1], ts.first_wall or end, end))
         await resp.write_eof(b"".join(pending))
         return resp
