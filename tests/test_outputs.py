@@ -353,6 +353,7 @@ def test_sim_has_a_fixed_default_port(tmp_path: Path) -> None:
     helped = oxc("sim", "--help", cwd=tmp_path)
     assert f"default {DEFAULT_PORT}" in helped.stdout and "0 = any free port" in helped.stdout
     probe = socket.socket()
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the simulator binds: TIME_WAIT is free
     try:
         probe.bind(("127.0.0.1", DEFAULT_PORT))
     except OSError:  # taken by another tool: a free port instead (test_sim_port checks the message)

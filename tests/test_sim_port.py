@@ -15,6 +15,9 @@ from oxconsole.sim.cli import DEFAULT_PORT
 @pytest.mark.xdist_group("sim-default-port")  # never beside the other test that takes the port
 def test_a_taken_default_port_falls_back_to_a_free_one_and_says_so() -> None:
     holder = socket.socket()
+    # as the simulator binds (aiohttp sets SO_REUSEADDR): a connection of an earlier test still in
+    # TIME_WAIT on the port does not hold it, only a listener does
+    holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         holder.bind(("127.0.0.1", DEFAULT_PORT))
         holder.listen()
