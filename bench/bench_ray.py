@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_client import start_server
-from bench_workers import start_nginx
+from bench_workers import bench_workload, start_nginx
 from proccpu import ProcCPU
 
 WRAP = (
@@ -48,27 +48,7 @@ def run(
     url: str, cluster: str, workers: int, n: int, conc: int, tmp: Path, server: int | None = None
 ) -> dict[str, float]:
     """One oxconsole run; with `server` (its pid), the CPU of every process by role as `cpu:ROLE`."""
-    wl = tmp / "w.toml"
-    wl.write_text(
-        f"""
-name = "bench-ray"
-[run]
-cluster = "{cluster}"
-concurrency = {conc}
-requests = {n}
-workers = {workers}
-[output]
-results = "{tmp / "results.jsonl"}"
-save_text = false
-[endpoints.default]
-base_url = "{url}"
-[[models]]
-name = "bench"
-max_tokens = 16
-[prompts]
-items = ["Say sixteen words."]
-"""
-    )
+    wl = bench_workload("bench-ray", url, n, conc, workers, tmp, cluster)
     summary = tmp / "s.json"
     extra = ["--ray-address", "local"] if cluster == "ray" else []
     cmd = [sys.executable, "-c", WRAP, str(wl), "--headless", "--summary-json", str(summary),

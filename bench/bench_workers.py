@@ -42,12 +42,16 @@ WRAP = (
 )
 
 
-def run(url: str, workers: int, n: int, conc: int, tmp: Path, core: int | None) -> dict[str, float]:
+def bench_workload(
+    name: str, url: str, n: int, conc: int, workers: int, tmp: Path, cluster: str = "local"
+) -> Path:
+    """The benchmarks' workload (one 16-token prompt, `n` requests at `conc`), written in `tmp`."""
     wl = tmp / "w.toml"
     wl.write_text(
         f"""
-name = "bench-workers"
+name = "{name}"
 [run]
+cluster = "{cluster}"
 concurrency = {conc}
 requests = {n}
 workers = {workers}
@@ -63,6 +67,11 @@ max_tokens = 16
 items = ["Say sixteen words."]
 """
     )
+    return wl
+
+
+def run(url: str, workers: int, n: int, conc: int, tmp: Path, core: int | None) -> dict[str, float]:
+    wl = bench_workload("bench-workers", url, n, conc, workers, tmp)
     summary = tmp / "s.json"
     prefix = pin(core) if core is not None else []
     cmd = [*prefix, sys.executable, "-c", WRAP, str(wl), "--headless", "--summary-json", str(summary),
