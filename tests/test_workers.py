@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 import time
+from pathlib import Path
 
 import orjson
 import pytest
@@ -16,6 +17,7 @@ from oxconsole.engine.pool import WorkerPool, make_engine, split
 
 from .conftest import WorkloadFactory
 from .http_support import chat_server
+from .ray_support import descendants
 from .support import journal, until
 
 pytestmark = pytest.mark.subprocess  # worker processes
@@ -101,6 +103,12 @@ async def test_two_workers_one_journal_each_id_once(make_workload: WorkloadFacto
     assert lag["max"] > 0.0
     assert out.summary["gc"]["collections"] == sum(end["gc"]["collections"] for end in ends)  # type: ignore[index]
     assert [c["what"] for c in out.summary["changes"]] == ["concurrency", "paused", "paused"]
+    # the fork server the workers came from was stopped and waited for: their CPU counts in this
+    # process's children (as `time` and the benchmarks read it), and nothing outlives the run
+    left = [
+        pid for pid in descendants(os.getpid()) if "forkserver" in Path(f"/proc/{pid}/cmdline").read_text()
+    ]
+    assert left == []
     assert set(seen_limits) == {2}
     assert peak_after <= 2
     assert {r["model"] for r in recs} == {"a", "b"}

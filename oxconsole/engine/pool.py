@@ -62,6 +62,21 @@ def worker_context() -> ForkServerContext | SpawnContext:
     return ctx
 
 
+def stop_fork_server() -> None:
+    """Stop multiprocessing's fork server once a run's workers have ended, and wait for it.
+
+    The fork server reaped the workers, so their CPU is in its own children's usage; waited for,
+    it counts in this process's (`resource.RUSAGE_CHILDREN`, what `time` and the benchmarks read),
+    as a spawned worker's did. Left running, it would outlive the figures and be reaped by init.
+    The next run starts it again: one import per run, not one per worker. Nothing to do where it
+    never started (spawn, Ray)."""
+    from multiprocessing import forkserver
+
+    stop = getattr(forkserver._forkserver, "_stop", None)  # CPython's own, private: guarded
+    if callable(stop):
+        stop()
+
+
 def worker_count(w: Workload) -> int:
     n = w.run.workers
     if n == "auto":
@@ -276,6 +291,7 @@ class WorkerPool:
                 await asyncio.to_thread(wk.proc.join, 30)
                 if wk.proc.is_alive():
                     wk.proc.kill()
+            await asyncio.to_thread(stop_fork_server)
             if self._sim is not None:
                 await asyncio.to_thread(self._sim.stop)
             self._journal.close()
