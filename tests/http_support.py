@@ -25,3 +25,9 @@ async def chat_server(handler: Handler) -> AsyncIterator[str]:
         yield f"http://127.0.0.1:{port}"
     finally:
         await runner.cleanup()
+
+
+def ok_answer() -> web.Response:
+    """A non-streamed chat completion that says "ok" (5 prompt tokens, 1 completion token)."""
+    usage = {"prompt_tokens": 5, "completion_tokens": 1}
+    return web.json_response({"choices": [{"message": {"content": "ok"}}], "usage": usage})

@@ -27,7 +27,7 @@ from oxconsole.workload import (
 )
 
 from .conftest import WorkloadFactory
-from .http_support import chat_server
+from .http_support import chat_server, ok_answer
 from .support import oxconsole_here
 
 SIM = """
@@ -484,8 +484,7 @@ async def test_extra_body_ignore_eos_and_headers_reach_the_server(
         seen.append(({k.lower(): v for k, v in request.headers.items()}, await request.json()))
         if len(seen) == 1:  # an error whose detail echoes the header value
             return web.json_response({"error": {"message": f"bad org {SECRET}"}}, status=400)
-        usage = {"prompt_tokens": 5, "completion_tokens": 1}
-        return web.json_response({"choices": [{"message": {"content": "ok"}}], "usage": usage})
+        return ok_answer()
 
     async with chat_server(handler) as url:
         w = make_workload(

@@ -16,7 +16,7 @@ from oxconsole.engine.commands import EnableModel, Pause, Resume, SetConcurrency
 from oxconsole.engine.pool import WorkerPool, make_engine, split
 
 from .conftest import WorkloadFactory
-from .http_support import chat_server
+from .http_support import chat_server, ok_answer
 from .ray_support import descendants
 from .support import journal, until
 
@@ -243,8 +243,7 @@ async def test_each_runs_workers_take_the_environment_it_starts_with(
 
     async def handler(request: web.Request) -> web.Response:
         seen.append(request.headers.get("x-org"))
-        usage = {"prompt_tokens": 5, "completion_tokens": 1}
-        return web.json_response({"choices": [{"message": {"content": "ok"}}], "usage": usage})
+        return ok_answer()
 
     async with chat_server(handler) as url:
         for value in ("first", "second"):
