@@ -61,18 +61,16 @@ class Answer:
         return self.abort or self.malformed
 
 
-_WALL_OFFSET: list[float] = []
+WALL_OFFSET = min(-time.monotonic() + time.time() for _ in range(5))  # monotonic first, then wall
+"""`time.time()` less `time.monotonic()` in this process: the least of a few readings (a reading
+interrupted between the two clocks only adds)."""
 
 
 def wall_time(mono: float) -> float:
-    """The wall-clock time (`time.time`) of a `time.monotonic` reading, by one offset between the
-    two clocks taken once per process (the least of a few back-to-back readings: a reading
-    interrupted between the two clocks only adds). A trace whose times all come from the
-    monotonic readings its lateness uses agrees with that lateness exactly, on any machine; reading
-    `time.time()` afresh could be milliseconds later on a busy one."""
-    if not _WALL_OFFSET:
-        _WALL_OFFSET.append(min(-time.monotonic() + time.time() for _ in range(5)))
-    return mono + _WALL_OFFSET[0]
+    """The wall-clock time (`time.time`) of a `time.monotonic` reading. A trace whose times all
+    come from the monotonic readings its lateness uses agrees with that lateness exactly, on any
+    machine; reading `time.time()` afresh could be milliseconds later on a busy one."""
+    return mono + WALL_OFFSET
 
 
 class Lateness:
