@@ -9,7 +9,10 @@ xdist group with tests/test_ray.py, so two Ray sessions never run in one process
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import re
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -24,11 +27,22 @@ from oxconsole.engine.raypool import RayPool
 
 from .conftest import WorkloadFactory
 from .ray_support import WL, assert_loopback, descendants
-from .support import journal, until
+from .support import journal, oxconsole, until
 
 pytestmark = [pytest.mark.slow, pytest.mark.subprocess, pytest.mark.xdist_group("ray")]
 
 NODE = {"num_cpus": 1, "node_ip_address": "127.0.0.1"}
+
+
+def free_port() -> int:
+    """An ephemeral port, outside the 10002-19999 Ray keeps for its workers."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+CLIENT_PORT = free_port()
+"""The head's Ray Client server (ray://), for the run started from outside the cluster."""
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +52,8 @@ def two_nodes() -> Iterator[tuple[Any, Any]]:
     ray = pytest.importorskip("ray")
     from ray.cluster_utils import Cluster
 
-    cluster = Cluster(initialize_head=True, head_node_args={**NODE, "include_dashboard": False})
+    head = {**NODE, "include_dashboard": False, "ray_client_server_port": CLIENT_PORT}
+    cluster = Cluster(initialize_head=True, head_node_args=head)
     try:
         cluster.add_node(**NODE)
         ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
@@ -74,6 +89,35 @@ async def test_two_actors_spread_one_per_node(
     assert len(nodes) == 2 and set(nodes) == alive_nodes(ray), nodes  # one actor on each node
     ids = [r["id"] for r in journal(w)]
     assert len(ids) == 300 == len(set(ids))
+
+
+@pytest.mark.parametrize("client", [False, True], ids=["gcs-address", "ray-client"])
+def test_a_process_outside_joins_the_cluster_at_its_address(
+    make_workload: WorkloadFactory, two_nodes: tuple[Any, Any], client: bool
+) -> None:
+    """`--ray-address HEAD:PORT` (the GCS, as on a node) and `ray://HEAD:PORT` (Ray Client, as
+    from a laptop): a process of its own, not yet in the cluster, joins it and runs the two actors
+    there; Ray's own log lines stay off its stderr."""
+    _, cluster = two_nodes
+    w = make_workload(WL.format(count=200, ttft="20ms"))
+    # the environment this process joined with (RAY_AUTH_MODE=token when Ray turned token auth on)
+    address = f"ray://127.0.0.1:{CLIENT_PORT}" if client else cluster.address
+    p = oxconsole(
+        str(w.path),
+        "--headless",
+        "--ray-address",
+        address,
+        "--summary-json",
+        "-",
+        cwd=w.path.parent,
+        timeout=150,
+    )
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["workers"] == 2
+    ids = [r["id"] for r in journal(w)]
+    assert len(ids) == 200 == len(set(ids))
+    noise = [line for line in p.stderr.splitlines() if re.search(r"\s(INFO|WARNING)\s|Warning:", line)]
+    assert not noise, noise
 
 
 def test_a_node_lost_mid_run_is_reported_and_resume_sends_the_rest(

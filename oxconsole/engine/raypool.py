@@ -54,10 +54,26 @@ def connect(n: int) -> bool:
                 configure_logging=False,
             )
         else:
-            ray.init(address=address, log_to_driver=False)
+            # logging_level: Ray Client sets its logger up again from this (INFO otherwise)
+            ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
     except Exception as e:  # Ray raises ConnectionError, ValueError, RuntimeError... by situation
-        raise WorkloadError(f"run.cluster: could not join the Ray cluster at {address!r}: {e}") from e
+        raise WorkloadError(
+            f"run.cluster: could not join the Ray cluster at {address!r}: {e}{_join_hint(address, e)}"
+        ) from e
     return True
+
+
+def _join_hint(address: str, e: Exception) -> str:
+    """What to try when Ray could not be joined, for the causes seen in practice."""
+    if address.startswith("ray://") and "timeout" in str(e).lower():
+        if not os.environ.get("RAY_AUTH_MODE"):
+            return (
+                "\n  if the cluster uses token authentication (recent Ray turns it on wherever a token "
+                "exists), set RAY_AUTH_MODE=token and the token (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or "
+                "~/.ray/auth_token); else check that the head's client port is reachable from here"
+            )
+        return "\n  check that the head's client port (10001 by default) is reachable from here"
+    return ""
 
 
 class RayPool(WorkerPool):
