@@ -535,6 +535,8 @@ def test_bottleneck_warns_when_the_client_is_the_limit() -> None:
     assert bottleneck(ok) == ("info", "concurrency (+ raises it)")
     swept = dataclasses.replace(ok, sweep={"key": "concurrency", "locked": ["concurrency", "auto"]})
     assert bottleneck(swept) == ("info", "concurrency (the sweep's)")  # + is refused: no hint to press it
+    auto = with_gauges(SNAP, rate=0.0, waiting_slot=5, auto=True)
+    assert bottleneck(auto) == ("info", "concurrency (auto's limit)")  # + would turn auto off
 
 
 def test_panels_fit_their_width() -> None:

@@ -52,7 +52,9 @@ def bottleneck(s: Snapshot) -> tuple[str, str]:
         return "info", "draining: no new requests"
     locked = (s.sweep or {}).get("locked") or ()  # a sweep sets these at each point: no key hint
     if g.waiting_slot > 0 or g.in_flight >= g.concurrency:
-        return "info", "concurrency (the sweep's)" if "concurrency" in locked else "concurrency (+ raises it)"
+        if "concurrency" in locked:
+            return "info", "concurrency (the sweep's)"
+        return "info", "concurrency (auto's limit)" if g.auto else "concurrency (+ raises it)"
     if g.waiting_bucket > g.waiting_tpm or (g.rate > 0 and g.achieved_rate >= 0.9 * g.rate):
         return "info", "rate (the sweep's)" if "rate" in locked else "rate (] raises it)"
     if g.backing_off > 0 and g.backing_off >= 0.2 * max(1, g.in_flight):
