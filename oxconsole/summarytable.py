@@ -234,22 +234,40 @@ def _error_detail_lines(details: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+AUTO_ROWS = 6
+"""Phases started by the auto controller shown one per row, in a run of them, before the rest of
+that run is folded into one row (holding, auto probes a step up every few seconds: an hour would
+be hundreds of rows). The summary JSON keeps every phase."""
+
+
 def _phase_lines(phases: list[Any], changes: list[Any]) -> list[str]:
     """One row per phase with what started it (15 + 7 + 8 + 9 + 9 + 9 = 57 columns, the rest for
-    what changed, wrapped in its column); with changes but one phase, the list of changes."""
+    what changed, wrapped in its column); a long run of auto's phases folded after `AUTO_ROWS`;
+    with changes but one phase, the list of changes."""
     if changes and len(phases) > 1:
         lines = [
             "",
             f"{'phase':<15}{'ok':>7}{'req/s':>8}{'p50 lat':>9}{'p99 lat':>9}{'p50 ttft':>9}  changed",
         ]
-        for ph in phases:
-            span = f"{_num(ph.get('t_start'), 1)}-{_num(ph.get('t_end'), 1)}s"
-            what = ", ".join(change_text(c) for c in ph.get("settings") or []) or "start"
+        for group in _fold_auto(phases):
+            first, last = group[0], group[-1]
+            span = f"{_num(first.get('t_start'), 1)}-{_num(last.get('t_end'), 1)}s"
+            if len(group) == 1:
+                what = ", ".join(change_text(c) for c in first.get("settings") or []) or "start"
+                ok, per_s = _g(first, "requests", "ok"), _g(first, "throughput", "requests_per_s")
+                p50, p99, ttft = (
+                    _g(first, "latency_ms", "p50"),
+                    _g(first, "latency_ms", "p99"),
+                    _g(first, "ttft_ms", "p50"),
+                )
+            else:  # percentiles of several phases do not add up: none shown, the JSON has each
+                what = _folded_text(group)
+                ok = sum(int(_g(ph, "requests", "ok") or 0) for ph in group)
+                wall = float(last.get("t_end") or 0) - float(first.get("t_start") or 0)
+                per_s, p50, p99, ttft = (ok / wall if wall > 0 else None), None, None, None
             row = (
-                f"{_cut(span, 14):<15}{_count(_g(ph, 'requests', 'ok')):>7}"
-                f"{_num(_g(ph, 'throughput', 'requests_per_s'), 2):>8}"
-                f"{_num(_g(ph, 'latency_ms', 'p50'), 0):>9}{_num(_g(ph, 'latency_ms', 'p99'), 0):>9}"
-                f"{_num(_g(ph, 'ttft_ms', 'p50'), 0):>9}  "
+                f"{_cut(span, 14):<15}{_count(ok):>7}{_num(per_s, 2):>8}"
+                f"{_num(p50, 0):>9}{_num(p99, 0):>9}{_num(ttft, 0):>9}  "
             )
             wrapped = textwrap.wrap(what, WIDTH - len(row), break_on_hyphens=False) or [""]
             lines.append(row + wrapped[0])
@@ -258,6 +276,57 @@ def _phase_lines(phases: list[Any], changes: list[Any]) -> list[str]:
     if changes:
         return ["", "changes", *(_fit(f"  {_num(c.get('t'), 1):>8}s  {change_text(c)}") for c in changes)]
     return []
+
+
+def _by_auto(ph: Mapping[str, Any]) -> bool:
+    settings = ph.get("settings") or []
+    return bool(settings) and all(isinstance(c, Mapping) and c.get("by") == "auto" for c in settings)
+
+
+def _fold_auto(phases: list[Any]) -> list[list[Mapping[str, Any]]]:
+    """The phases as rows: one phase each, except that a run of more than `AUTO_ROWS` + 1 phases
+    started by auto shows its first `AUTO_ROWS` and then the rest as one row."""
+    rows: list[list[Mapping[str, Any]]] = []
+    run: list[Mapping[str, Any]] = []
+
+    def flush() -> None:
+        head, rest = run[:AUTO_ROWS], run[AUTO_ROWS:]
+        rows.extend([ph] for ph in (run if len(rest) < 2 else head))
+        if len(rest) >= 2:
+            rows.append(list(rest))
+        run.clear()
+
+    for ph in phases:
+        if not isinstance(ph, Mapping):
+            continue
+        if _by_auto(ph):
+            run.append(ph)
+            continue
+        flush()
+        rows.append([ph])
+    flush()
+    return rows
+
+
+def _folded_text(group: list[Mapping[str, Any]]) -> str:
+    """What a folded run of auto's phases did: how many changes, the range each setting took,
+    and where it ended, e.g. "auto, 27 changes: concurrency 10-11, 10 at the end"."""
+    seen: dict[str, list[Any]] = {}
+    for ph in group:
+        for c in ph.get("settings") or []:
+            seen.setdefault(str(c.get("what")), []).append(c.get("to"))
+    parts = []
+    for what, values in seen.items():
+        nums = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        if nums and min(nums) != max(nums):
+            parts.append(f"{what} {_plain(min(nums))}-{_plain(max(nums))}, {_plain(values[-1])} at the end")
+        else:
+            parts.append(f"{what} {_plain(values[-1])}")
+    return f"auto, {len(group)} changes: " + "; ".join(parts)
+
+
+def _plain(v: Any) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
 
 
 def _count(v: Any) -> str:

@@ -10,6 +10,7 @@ import pytest
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics import Collector
 from oxconsole.report import JournalIssues, read_journal, render_summary, report_main, summary_from_journal
+from oxconsole.summarytable import AUTO_ROWS
 from tests.test_metrics import FakeClock, assert_summary_close, exact_summary, make_records
 
 
@@ -189,3 +190,48 @@ def test_empty_journal(tmp_path: Path) -> None:
     assert s["requests"]["total"] == 0 and s["duration_s"] == 0.0
     assert s["latency_ms"]["p99"] is None  # nothing measured: null, shown as –
     assert max(len(line) for line in render_summary(s).splitlines()) <= 80
+
+
+def test_a_long_run_of_autos_phases_is_folded_into_one_row() -> None:
+    """Holding, auto probes a step up every few seconds: after AUTO_ROWS of its phases the rest of
+    that run is one row (its ok and req/s summed, no percentiles), and the JSON keeps every phase."""
+    recs = iter(make_records(400))
+    c = Collector(["alpha", "beta"], started_at=1_700_000_000.0, clock=FakeClock())
+    t, limit = 0.0, 4
+    auto = [8, 16, 12, 10, 11, 10] + [11, 10] * 10 + [11, 9]  # search, then 22 probes and steps back
+    for to in auto:
+        for _ in range(5):
+            c.record(next(recs))
+        t += 1.0
+        c.change(t, "concurrency", limit, to, by="auto")
+        limit = to
+    for _ in range(5):
+        c.record(next(recs))
+    t += 1.0
+    c.change(t, "concurrency", limit, 32, by="key")  # a key press: a row of its own
+    limit = 32
+    for to in (16, 24):  # a short run of auto's: not folded
+        c.record(next(recs))
+        t += 1.0
+        c.change(t, "concurrency", limit, to, by="auto")
+        limit = to
+    c.record(next(recs))
+    s = c.summary("auto", t + 1)
+    phases = s["phases"]
+    assert len(phases) == 1 + len(auto) + 1 + 2
+    lines = render_summary(s).splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("phase "))
+    rows = [line for line in lines[start + 1 :] if line[:1].isdigit()]
+    assert len(rows) == 1 + AUTO_ROWS + 1 + 1 + 2, "\n".join(lines[start:])
+    folded = rows[1 + AUTO_ROWS]
+    block = " ".join(line.strip() for line in lines[lines.index(folded) : lines.index(rows[2 + AUTO_ROWS])])
+    rest = phases[1 + AUTO_ROWS : 1 + len(auto)]
+    assert f"auto, {len(rest)} changes: concurrency 9-11, 9 at the end" in " ".join(block.split())
+    ok = sum(p["requests"]["ok"] for p in rest)
+    assert folded.split()[1] == f"{ok:,}"
+    wall = rest[-1]["t_end"] - rest[0]["t_start"]
+    assert float(folded.split()[2]) == pytest.approx(ok / wall, abs=0.006)
+    assert folded.split()[3:6] == ["–", "–", "–"]
+    assert "concurrency 9 → 32" in rows[2 + AUTO_ROWS]
+    assert "concurrency 32 → 16" in rows[3 + AUTO_ROWS] and "concurrency 16 → 24" in rows[4 + AUTO_ROWS]
+    assert max(len(line) for line in lines) <= 80
