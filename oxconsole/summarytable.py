@@ -18,7 +18,7 @@ from oxconsole.metrics.packing import packing_lines
 from oxconsole.metrics.plantable import plan_lines
 from oxconsole.metrics.stages import stage_table
 
-__all__ = ["WIDTH", "render_summary"]
+__all__ = ["AUTO_ROWS", "WIDTH", "render_summary"]
 
 WIDTH = 80
 

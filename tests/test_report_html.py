@@ -3,6 +3,7 @@ own `report.html` with `[output] html = true`, and the page as a real browser re
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -13,6 +14,7 @@ import pytest
 from oxconsole.report import summary_from_journal
 from oxconsole.reports.html import write_html_report
 from oxconsole.reports.timeline import build_timeline, slot_width
+from oxconsole.summarytable import AUTO_ROWS
 from tests.report_support import SECRET_DETAIL, SECRET_TEXT, secret_records, sim_run, write_journal
 
 SECTIONS = {"summary", "throughput", "latency-over-time", "distributions", "models", "errors"}
@@ -120,3 +122,24 @@ def test_chromium_renders_the_report(tmp_path: Path) -> None:
         check=True,
     )
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+
+
+def test_auto_concurrency_draws_its_search_not_every_probe(tmp_path: Path) -> None:
+    """Holding, auto probes every few seconds: the charts draw its first AUTO_ROWS changes (and
+    every other change), the phases table lists each."""
+    journal = write_journal(tmp_path / "run" / "results.jsonl", secret_records(500))
+    s = summary_from_journal(journal)
+    limits = [4, 8, 16, 12, 9, 11, 10, 13, 10, 14, 10, 15, 10]  # each step's label unique
+    steps = list(itertools.pairwise(limits))
+    s["changes"] = [
+        {"t": 0.4 * i, "what": "concurrency", "from": a, "to": b, "by": "auto"}
+        for i, (a, b) in enumerate(steps, start=1)
+    ]
+    s["changes"].append({"t": 5.5, "what": "rate", "from": 0, "to": 5.0, "by": "key"})
+    s["phases"] = [{**s["phases"][0], "t_start": c["t"], "settings": [c]} for c in s["changes"]]
+    text = write_html_report(journal, tmp_path / "r.html", s).read_text()
+    everywhere = text.count("rate 0→5.0")  # a rule on each chart over time, and its phase row
+    assert everywhere >= 3
+    counts = [text.count(f"concurrency {a}→{b}") for a, b in steps]
+    assert counts == [everywhere] * AUTO_ROWS + [1] * (len(steps) - AUTO_ROWS), counts
+    assert f"Of auto concurrency's {len(steps)} changes, the first {AUTO_ROWS} are drawn" in text

@@ -21,6 +21,7 @@ from oxconsole.reports.plans import cost_by_plan, money_cell
 from oxconsole.reports.svg import PALETTE, Line, Marker, distribution, fmt_num, line_chart, stacked_bars
 from oxconsole.reports.sweep import sweep_section
 from oxconsole.reports.timeline import TIMED, Timeline, build_timeline
+from oxconsole.summarytable import AUTO_ROWS
 
 if TYPE_CHECKING:
     from oxconsole.workload.plans import PricePlan
@@ -99,7 +100,7 @@ def render_html(summary: Mapping[str, Any], tl: Timeline, *, journal_only: bool,
         _section(
             "throughput",
             "Throughput over time",
-            _note_changes(markers, journal_only),
+            _note_changes(markers, journal_only, summary),
             _throughput(tl, markers),
         ),
         _section("latency-over-time", "Latency over time (p50 / p90 / p99)", "", _over_time(tl, markers)),
@@ -158,10 +159,17 @@ def _header(s: Mapping[str, Any]) -> str:
 
 
 def _markers(s: Mapping[str, Any]) -> list[Marker]:
+    """A dashed rule per live change and stage; of the auto controller's changes only the first
+    `AUTO_ROWS` (its search: holding, it probes every few seconds, which would fill the charts)."""
     out = []
+    autos = 0
     for c in s.get("changes") or []:
         if c.get("what") == "stage":
             continue  # drawn below, with the stage's name
+        if c.get("by") == "auto":
+            autos += 1
+            if autos > AUTO_ROWS:
+                continue
         model = f" {c['model']}" if c.get("model") is not None else ""
         out.append(Marker(float(c.get("t") or 0.0), f"{c.get('what')}{model} {c.get('from')}→{c.get('to')}"))
     for st in s.get("stages") or []:
@@ -170,9 +178,16 @@ def _markers(s: Mapping[str, Any]) -> list[Marker]:
     return out
 
 
-def _note_changes(markers: list[Marker], journal_only: bool) -> str:
+def _note_changes(markers: list[Marker], journal_only: bool, summary: Mapping[str, Any]) -> str:
     if markers:
-        return "Dashed rules mark live changes (settings, stages); each starts a new phase."
+        note = "Dashed rules mark live changes (settings, stages); each starts a new phase."
+        autos = sum(1 for c in summary.get("changes") or [] if c.get("by") == "auto")
+        if autos > AUTO_ROWS:
+            note += (
+                f" Of auto concurrency's {autos} changes, the first {AUTO_ROWS} are drawn"
+                " (holding, it probes every few seconds); the phases table has each."
+            )
+        return note
     if journal_only:
         return (
             "Made from the journal alone: live changes are not journaled, so no change markers "
