@@ -20,6 +20,7 @@ from oxconsole.runprep import (
     EXIT_BAD_INPUT,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    RAY_OVERRIDE,
     BadInput,
     Parser,
     PreparedRun,
@@ -173,7 +174,7 @@ def _run(ns: argparse.Namespace) -> int:
         ns.overrides.append(f"output.prometheus={json.dumps(ns.prometheus)}")
     if ns.ray_address is not None:  # RAY_ADDRESS is what Ray reads; the engine process inherits it
         os.environ["RAY_ADDRESS"] = ns.ray_address
-        ns.overrides.append('run.cluster="ray"')
+        ns.overrides.append(RAY_OVERRIDE)
     prep = prepare_run(ns.workload, ns.overrides, ns.output, ns.resume, ns.summary_json)
     headless = ns.headless or not sys.stdout.isatty()
     if not headless:

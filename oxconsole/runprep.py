@@ -27,6 +27,7 @@ __all__ = [
     "EXIT_NOT_SAVED",
     "EXIT_OK",
     "LOG_NAME",
+    "RAY_OVERRIDE",
     "SUMMARY_NAME",
     "BadInput",
     "Parser",
@@ -197,6 +198,10 @@ def _shown(path: str | os.PathLike[str]) -> str:
         return str(p)
 
 
+RAY_OVERRIDE = 'run.cluster="ray"'
+"""The `--set` that `--ray-address ADDR` adds (with RAY_ADDRESS=ADDR); a resume hint gives the flag."""
+
+
 def resume_command(workload: str, overrides: Sequence[str], results: str | os.PathLike[str] | None) -> str:
     """The command that continues a run: `oxconsole WORKLOAD --resume` with the run's `--set` flags,
     and `--output` when its journal is not where the workload (so overridden) puts it from here."""
@@ -204,7 +209,10 @@ def resume_command(workload: str, overrides: Sequence[str], results: str | os.Pa
 
     args = ["oxconsole", _shown(workload), "--resume"]
     for o in overrides:
-        args += ["--set", o]
+        if o == RAY_OVERRIDE and os.environ.get("RAY_ADDRESS"):  # what --ray-address ADDR added
+            args += ["--ray-address", os.environ["RAY_ADDRESS"]]
+        else:
+            args += ["--set", o]
     if results is not None:
         from oxconsole.workload import WorkloadError, load_workload
 

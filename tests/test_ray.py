@@ -9,6 +9,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
+import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +27,7 @@ from oxconsole.engine.raychannel import GATHER_S, ActorChannel
 
 from .conftest import WorkloadFactory
 from .ray_support import WL, assert_loopback, descendants
-from .support import journal, until
+from .support import journal, until, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -219,3 +223,47 @@ async def test_actors_run_a_prompts_file_the_driver_shipped(
     assert not prompts.exists()
     assert out.exit_code == 0, out.warnings
     assert sorted(r["id"] for r in journal(w)) == sorted(f"q{i}" for i in range(60))
+
+
+def _caught_sigterm(pid: int) -> bool:
+    """The process has its own SIGTERM handler (the run's): a SIGTERM now stops the run."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    caught = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
+    return bool(caught & (1 << (signal.SIGTERM - 1)))
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+@pytest.mark.xdist_group("ray")
+def test_a_stop_while_joining_ends_the_run_at_once_with_the_resume_hint(tmp_path: Path) -> None:
+    """Ray tries to join an address for 20 to 60 s before it says it cannot; a SIGTERM meanwhile
+    ends the run then (exit 130, nothing sent), and the hint continues on the same address."""
+    pytest.importorskip("ray")
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (tmp_path / "w.toml").write_text(WL.format(count=40, ttft="1ms"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "oxconsole", "w.toml", "--headless", "--ray-address", f"127.0.0.1:{port}"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"},
+    )
+    try:
+        wait_until(lambda: _caught_sigterm(proc.pid), timeout=60, what="the run's SIGTERM handler")
+        time.sleep(0.5)  # into the join
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert took < 10, f"{took:.1f} s: the stop waited for Ray's join"  # Ray gives up after 20-60 s
+    assert f"continue with: oxconsole w.toml --resume --ray-address 127.0.0.1:{port}" in err, err
+    assert "40 requests not sent" in err

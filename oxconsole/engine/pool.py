@@ -258,6 +258,8 @@ class WorkerPool:
         self.metrics = metrics_endpoint(self.w, self.warnings)
         try:
             await self._start_workers()
+            if not self._workers:  # stopped while they were starting (a Ray cluster's join)
+                self._all_ended.set()
             ready = asyncio.create_task(self._all_ready.wait())
             ended = asyncio.create_task(self._all_ended.wait())
             await asyncio.wait({ready, ended}, return_when=asyncio.FIRST_COMPLETED)
@@ -269,7 +271,7 @@ class WorkerPool:
             self.session.begin(self.started_at)
             if self.w.stages:  # before GO: the first requests are the first stage's
                 self.stage_mark = (0, self.w.stages[0].warmup)
-            for i in range(self.n):
+            for i in range(len(self._workers)):
                 self._send(i, {"cmd": GO})
             if self.journal_failure is not None:  # failed as it opened: nothing may run
                 self.request_stop(cancel=True)

@@ -15,6 +15,7 @@ import asyncio
 import logging
 import os
 import threading
+import time
 from typing import Any
 
 from oxconsole.engine.pool import WorkerHandle, WorkerPool, share
@@ -64,16 +65,23 @@ def connect(n: int) -> bool:
 
 
 def _join_hint(address: str, e: Exception) -> str:
-    """What to try when Ray could not be joined, for the causes seen in practice."""
-    if address.startswith("ray://") and "timeout" in str(e).lower():
-        if not os.environ.get("RAY_AUTH_MODE"):
-            return (
-                "\n  if the cluster uses token authentication (recent Ray turns it on wherever a token "
-                "exists), set RAY_AUTH_MODE=token and the token (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or "
-                "~/.ray/auth_token); else check that the head's client port is reachable from here"
-            )
-        return "\n  check that the head's client port (10001 by default) is reachable from here"
+    """What to try when Ray could not be joined, for the causes seen in practice (Ray 2.60: a
+    cluster started where a token exists, e.g. after a local run, uses token authentication, and
+    a driver joins it only with RAY_AUTH_MODE=token; Ray says only "failed to connect")."""
+    where = (
+        "the head's client port (10001 by default)" if address.startswith("ray://") else "the head's GCS port"
+    )
+    if "timeout" in str(e).lower() or "failed to connect" in str(e).lower():
+        return (
+            f"\n  check that {where} is reachable from here; if the cluster uses token "
+            "authentication, set RAY_AUTH_MODE=token (the token in RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH "
+            "or ~/.ray/auth_token)"
+        )
     return ""
+
+
+class _Halted(Exception):
+    """A stop came while the actors were starting."""
 
 
 class RayPool(WorkerPool):
@@ -85,15 +93,70 @@ class RayPool(WorkerPool):
         self._pg: Any = None
         self.nodes: list[tuple[str, str]] = []
         """(address, Ray node id) of each actor's node, once they have started."""
+        self._halt = threading.Event()
+        """A stop came: joining, placing and starting give up (each can take Ray tens of seconds)."""
+        self._halted: asyncio.Event | None = None
+        self._joining = False
+        """`ray.init` is still running in its thread, left there by a stop: nothing of Ray is touched."""
+
+    def request_stop(self, *, cancel: bool = False, interrupted: bool = False) -> None:
+        self._halt.set()
+        loop, halted = self._loop, self._halted
+        if loop is not None and halted is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(halted.set)
+        super().request_stop(cancel=cancel, interrupted=interrupted)
 
     async def run(self) -> Any:
-        self._started_ray = await asyncio.to_thread(connect, self.n)
+        self._loop = asyncio.get_running_loop()
+        self._halted = asyncio.Event()
+        if self._halt.is_set():
+            self._halted.set()
+        self._started_ray = await self._join()
         try:
             return await super().run()
         finally:
             await asyncio.to_thread(self._release)
 
+    async def _join(self) -> bool:
+        """`connect` in a thread of its own, given up when a stop comes first (Ray tries to join for
+        20 to 60 s before it says it cannot): the run then ends at once, with nothing sent."""
+        loop = asyncio.get_running_loop()
+        joined: asyncio.Future[bool] = loop.create_future()
+
+        def settle(result: bool | None, error: BaseException | None) -> None:
+            if joined.done():
+                return
+            if error is not None:
+                joined.set_exception(error)
+            else:
+                joined.set_result(bool(result))
+
+        def work() -> None:
+            try:
+                result = connect(self.n)
+            except BaseException as e:  # handed to the loop, raised there
+                if not loop.is_closed():
+                    loop.call_soon_threadsafe(settle, None, e)
+            else:
+                if not loop.is_closed():
+                    loop.call_soon_threadsafe(settle, result, None)
+
+        self._joining = True
+        threading.Thread(target=work, daemon=True, name="oxconsole-ray-join").start()
+        assert self._halted is not None
+        halted = asyncio.create_task(self._halted.wait())
+        either: set[asyncio.Future[Any]] = {joined, halted}
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        halted.cancel()
+        if not joined.done():
+            joined.cancel()
+            return False  # still joining: left to its thread (self._joining stays True)
+        self._joining = False
+        return joined.result()
+
     def _release(self) -> None:
+        if self._joining:
+            return
         ray = import_ray()
         for wk in self._workers:
             wk.proc.kill()
@@ -105,8 +168,23 @@ class RayPool(WorkerPool):
             ray.shutdown()
 
     async def _start_workers(self) -> None:
-        """The actors, each with its share and its own simulator for `base_url = "sim"`."""
-        await asyncio.to_thread(self._spawn_actors)
+        """The actors, each with its share and its own simulator for `base_url = "sim"`; none when
+        a stop came before they all started."""
+        if not self._halt.is_set():
+            await asyncio.to_thread(self._spawn_actors)
+
+    def _wait(self, refs: list[Any], limit: float) -> bool:
+        """Until every ref is ready (True), `limit` seconds pass or a stop comes (False)."""
+        ray = import_ray()
+        deadline = time.monotonic() + limit
+        while not self._halt.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            ready, _ = ray.wait(refs, num_returns=len(refs), timeout=min(0.25, left))
+            if len(ready) == len(refs):
+                return True
+        return False
 
     def _spawn_actors(self) -> None:
         ray = import_ray()
@@ -116,8 +194,10 @@ class RayPool(WorkerPool):
         if self.w.run.workers == "auto":  # one actor per CPU of the cluster
             self.n = max(1, int(ray.cluster_resources().get("CPU", 1)))
         self._pg = placement_group([{"CPU": 1}] * self.n, strategy="SPREAD")
-        ready, _ = ray.wait([self._pg.ready()], timeout=PLACE_S)
-        if not ready:
+        placed = self._wait([self._pg.ready()], PLACE_S)
+        if self._halt.is_set():
+            return
+        if not placed:
             raise WorkloadError(
                 f"run.workers: the Ray cluster found no CPU for each of {self.n} actors in {PLACE_S:.0f} s "
                 f"(it has {ray.cluster_resources().get('CPU', 0):g} CPUs)"
@@ -135,13 +215,27 @@ class RayPool(WorkerPool):
             for i, a in enumerate(actors)
         ]
         try:
-            self.nodes = [(str(ip), str(node)) for ip, node in ray.get(starts, timeout=START_S)]
-        except Exception as e:  # GetTimeoutError, or an actor that could not be created
+            started = self._wait(starts, START_S)
+            if self._halt.is_set():
+                raise _Halted
+            if not started:
+                raise ray.exceptions.GetTimeoutError(f"not all actors started in {START_S:.0f} s")
+            self.nodes = [(str(ip), str(node)) for ip, node in ray.get(starts)]
+        except Exception as e:  # GetTimeoutError, a stop, or an actor that could not be created
             for a in actors:
                 ray.kill(a)
-            raise WorkloadError(
-                f"run.cluster: the Ray actors did not start within {START_S:.0f} s: {e}"
-            ) from e
+            if isinstance(e, _Halted):
+                return
+            if isinstance(e, ray.exceptions.GetTimeoutError):
+                why = f"the Ray actors did not start within {START_S:.0f} s"
+            else:
+                why = f"a Ray actor could not start: {e}"
+                if os.environ.get("RAY_AUTH_MODE", "").lower() == "token":
+                    why += (
+                        "\n  RAY_AUTH_MODE=token is set here: a cluster without token authentication "
+                        "cancels the actors of a driver that sends one (Ray 2.60)"
+                    )
+            raise WorkloadError(f"run.cluster: {why}") from e
         for i, actor in enumerate(actors):
             self._workers.append(WorkerHandle(ActorProc(actor), DriverChannel(actor)))
             threading.Thread(target=self._reader, args=(i,), daemon=True, name=f"oxconsole-ray-{i}").start()
