@@ -6,8 +6,14 @@ import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
+
+from .support import wait_until
 
 WL = """
 [run]
@@ -95,3 +101,26 @@ def assert_loopback(pids: set[int]) -> None:
     assert len(ports) >= 3, ports  # Ray's own (GCS, raylet, object manager...) and the simulators
     wide = [p for p in ports if not p[0].startswith(("127.0.0.1:", "[::ffff:127.0.0.1]:"))]
     assert not wide, f"listening beyond loopback: {wide}"
+
+
+def stopped_once(
+    args: list[str], cwd: Path, ready: Callable[[subprocess.Popen[str]], object]
+) -> tuple[int, str, float]:
+    """`python -m oxconsole ARGS`, sent SIGTERM once `ready(proc)`: (exit code, stderr, seconds
+    from the signal to the end)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "oxconsole", *args],
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"},
+    )
+    try:
+        wait_until(lambda: ready(proc), timeout=90, what="the moment to stop the run")
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        return proc.returncode, err, time.monotonic() - sent
+    finally:
+        proc.kill()

@@ -12,7 +12,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,8 +25,8 @@ from oxconsole.engine.pool import make_engine
 from oxconsole.engine.raychannel import GATHER_S, ActorChannel
 
 from .conftest import WorkloadFactory
-from .ray_support import WL, assert_loopback, descendants
-from .support import journal, until, wait_until
+from .ray_support import WL, assert_loopback, descendants, stopped_once
+from .support import journal, until
 
 
 @pytest.fixture(scope="module")
@@ -246,24 +245,16 @@ def test_a_stop_while_joining_ends_the_run_at_once_with_the_resume_hint(tmp_path
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     (tmp_path / "w.toml").write_text(WL.format(count=40, ttft="1ms"))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "oxconsole", "w.toml", "--headless", "--ray-address", f"127.0.0.1:{port}"],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"},
-    )
-    try:
-        wait_until(lambda: _caught_sigterm(proc.pid), timeout=60, what="the run's SIGTERM handler")
+
+    def joining(proc: subprocess.Popen[str]) -> bool:
+        if not _caught_sigterm(proc.pid):
+            return False
         time.sleep(0.5)  # into the join
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-        took = time.monotonic() - sent
-    finally:
-        proc.kill()
-    assert proc.returncode == 130, err
+        return True
+
+    args = ["w.toml", "--headless", "--ray-address", f"127.0.0.1:{port}"]
+    code, err, took = stopped_once(args, tmp_path, joining)
+    assert code == 130, err
     assert took < 10, f"{took:.1f} s: the stop waited for Ray's join"  # Ray gives up after 20-60 s
     assert f"continue with: oxconsole w.toml --resume --ray-address 127.0.0.1:{port}" in err, err
     assert "40 requests not sent" in err

@@ -12,10 +12,7 @@ import asyncio
 import json
 import os
 import re
-import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -29,7 +26,7 @@ from oxconsole.engine.pool import make_engine
 from oxconsole.engine.raypool import RayPool
 
 from .conftest import WorkloadFactory
-from .ray_support import WL, assert_loopback, descendants
+from .ray_support import WL, assert_loopback, descendants, stopped_once
 from .support import journal, oxconsole, until, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.subprocess, pytest.mark.xdist_group("ray")]
@@ -176,25 +173,12 @@ def test_a_stop_while_the_cluster_finds_no_cpus_ends_the_run_and_frees_the_group
 
     w = make_workload(WL.format(count=40, ttft="1ms").replace("workers = 2", "workers = 3"))
     before = set(placement_group_table())
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "oxconsole", str(w.path), "--headless", "--ray-address", cluster.address],
-        cwd=w.path.parent,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
 
-        def groups(state: str) -> list[str]:
-            return [k for k, v in placement_group_table().items() if k not in before and v["state"] == state]
+    def groups(state: str) -> list[str]:
+        return [k for k, v in placement_group_table().items() if k not in before and v["state"] == state]
 
-        wait_until(lambda: groups("PENDING"), timeout=90, what="the run's placement group, pending")
-        sent = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-        took = time.monotonic() - sent
-    finally:
-        proc.kill()
-    assert proc.returncode == 130, err
+    args = [str(w.path), "--headless", "--ray-address", cluster.address]
+    code, err, took = stopped_once(args, w.path.parent, lambda _: groups("PENDING"))
+    assert code == 130, err
     assert took < 10, f"{took:.1f} s: the stop waited for the placement"  # it waits up to 60 s
     wait_until(lambda: not groups("PENDING") and groups("REMOVED"), timeout=30, what="the group removed")

@@ -55,13 +55,32 @@ def connect(n: int) -> bool:
                 configure_logging=False,
             )
         else:
-            # logging_level: Ray Client sets its logger up again from this (INFO otherwise)
-            ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
+            _join(ray, address)
     except Exception as e:  # Ray raises ConnectionError, ValueError, RuntimeError... by situation
         raise WorkloadError(
             f"run.cluster: could not join the Ray cluster at {address!r}: {e}{_join_hint(address, e)}"
         ) from e
     return True
+
+
+CLIENT_TRIES = 3
+"""Ray Client joins tried: its head forks a server for each client, and that fork fails now and
+then ("Starting Ray client server failed": gRPC's poller in the child, Ray 2.60, about 1 in 5
+joins here); the next one starts."""
+
+
+def _join(ray: Any, address: str) -> None:
+    """`ray.init` at a cluster's address, again after a Ray Client server that failed to start."""
+    for attempt in range(1, CLIENT_TRIES + 1):
+        try:
+            # logging_level: Ray Client sets its logger up again from this (INFO otherwise)
+            ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
+            return
+        except Exception as e:
+            if attempt == CLIENT_TRIES or "client server failed" not in str(e).lower():
+                raise
+            if ray.is_initialized():
+                ray.shutdown()
 
 
 def _join_hint(address: str, e: Exception) -> str:
