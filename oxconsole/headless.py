@@ -85,7 +85,9 @@ def run_headless(
         def on_signal() -> None:
             nonlocal hits
             hits += 1
-            if hits == 1:
+            if hits == 1 and engine.state == "starting":  # e.g. joining a Ray cluster: nothing sent
+                print("\noxconsole: stopping before the run started", file=sys.stderr)
+            elif hits == 1:
                 print(
                     f"\noxconsole: stopping: waiting up to {w.run.grace:g}s for requests in flight "
                     "(Ctrl-C again to cancel them now)",

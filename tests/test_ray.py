@@ -257,4 +257,4 @@ def test_a_stop_while_joining_ends_the_run_at_once_with_the_resume_hint(tmp_path
     assert code == 130, err
     assert took < 10, f"{took:.1f} s: the stop waited for Ray's join"  # Ray gives up after 20-60 s
     assert f"continue with: oxconsole w.toml --resume --ray-address 127.0.0.1:{port}" in err, err
-    assert "40 requests not sent" in err
+    assert "40 requests not sent" in err and "stopping before the run started" in err
