@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +27,7 @@ from oxconsole.engine.raychannel import GATHER_S, ActorChannel
 
 from .conftest import WorkloadFactory
 from .ray_support import WL, assert_loopback, descendants, stopped_once
-from .support import journal, until
+from .support import journal, until, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -258,3 +259,50 @@ def test_a_stop_while_joining_ends_the_run_at_once_with_the_resume_hint(tmp_path
     assert took < 10, f"{took:.1f} s: the stop waited for Ray's join"  # Ray gives up after 20-60 s
     assert f"continue with: oxconsole w.toml --resume --ray-address 127.0.0.1:{port}" in err, err
     assert "40 requests not sent" in err and "stopping before the run started" in err
+
+
+def _ray_servers() -> set[int]:
+    """PIDs of every GCS server and raylet on the machine (from /proc)."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                name = (entry / "comm").read_text().strip()
+            except OSError:
+                continue
+            if name in ("gcs_server", "raylet"):
+                found.add(int(entry.name))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+@pytest.mark.xdist_group("ray")
+def test_ray_address_local_starts_a_ray_of_its_own_and_stops_it(tmp_path: Path) -> None:
+    """`--ray-address local` from a process of its own (not already in a Ray, as the tests above
+    are): it starts Ray, runs its two actors there, and leaves no Ray process behind. Ray's
+    processes end with the thread that started them, so that thread must outlive the run."""
+    pytest.importorskip("ray")
+    (tmp_path / "w.toml").write_text(WL.format(count=40, ttft="1ms"))
+    before = _ray_servers()
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "oxconsole",
+            "w.toml",
+            "--headless",
+            "--ray-address",
+            "local",
+            "--summary-json",
+            "-",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert p.returncode == 0, p.stderr
+    s = json.loads(p.stdout)
+    assert s["workers"] == 2 and s["requests"]["ok"] == 40
+    wait_until(lambda: _ray_servers() <= before, timeout=30, what="the run's own Ray to stop")

@@ -117,6 +117,8 @@ class RayPool(WorkerPool):
         self._halted: asyncio.Event | None = None
         self._joining = False
         """`ray.init` is still running in its thread, left there by a stop: nothing of Ray is touched."""
+        self._let_go = threading.Event()
+        """Set once the run has let go of Ray: the thread that joined it may end."""
 
     def request_stop(self, *, cancel: bool = False, interrupted: bool = False) -> None:
         self._halt.set()
@@ -138,7 +140,11 @@ class RayPool(WorkerPool):
 
     async def _join(self) -> bool:
         """`connect` in a thread of its own, given up when a stop comes first (Ray tries to join for
-        20 to 60 s before it says it cannot): the run then ends at once, with nothing sent."""
+        20 to 60 s before it says it cannot): the run then ends at once, with nothing sent.
+
+        The thread lives until the run has let go of Ray (`_release`): a local Ray's processes are
+        started with PR_SET_PDEATHSIG, which the kernel sends when the *thread* that started them
+        ends, so a thread that ended after `ray.init` would take the local cluster with it."""
         loop = asyncio.get_running_loop()
         joined: asyncio.Future[bool] = loop.create_future()
 
@@ -159,6 +165,7 @@ class RayPool(WorkerPool):
             else:
                 if not loop.is_closed():
                     loop.call_soon_threadsafe(settle, result, None)
+            self._let_go.wait()  # see above: Ray's processes end with this thread
 
         self._joining = True
         threading.Thread(target=work, daemon=True, name="oxconsole-ray-join").start()
@@ -174,17 +181,20 @@ class RayPool(WorkerPool):
         return joined.result()
 
     def _release(self) -> None:
-        if self._joining:
-            return
-        ray = import_ray()
-        for wk in self._workers:
-            wk.proc.kill()
-        if self._pg is not None:
-            from ray.util.placement_group import remove_placement_group
+        try:
+            if self._joining:
+                return
+            ray = import_ray()
+            for wk in self._workers:
+                wk.proc.kill()
+            if self._pg is not None:
+                from ray.util.placement_group import remove_placement_group
 
-            remove_placement_group(self._pg)
-        if self._started_ray:
-            ray.shutdown()
+                remove_placement_group(self._pg)
+            if self._started_ray:
+                ray.shutdown()
+        finally:
+            self._let_go.set()
 
     async def _start_workers(self) -> None:
         """The actors, each with its share and its own simulator for `base_url = "sim"`; none when
