@@ -85,7 +85,9 @@ def test_real_difference_and_noise_on_the_simulator(
     c = json.loads(r.stdout)
     ttft = row(c, "ttft_ms.p50")
     assert ttft["within_noise"] == [None, True, False]
-    assert abs(ttft["delta_pct"][1]) < 10
+    # the same settings: a few % apart on a quiet machine; beside a CPU hog and three other tests,
+    # 14.8% once (and still within noise, which is the verdict under test)
+    assert abs(ttft["delta_pct"][1]) < 25
     # 100 ms -> 300 ms at the server: +200 ms whatever the client's lag (the same in both runs);
     # the percentage is over a base that lag can raise, and test_delta_arithmetic checks it exactly
     assert 150 < ttft["values"][2] - ttft["values"][0] < 250 and ttft["delta_pct"][2] > 0
