@@ -88,9 +88,10 @@ def test_real_difference_and_noise_on_the_simulator(
     # the same settings: a few % apart on a quiet machine; beside a CPU hog and three other tests,
     # 14.8% once (and still within noise, which is the verdict under test)
     assert abs(ttft["delta_pct"][1]) < 25
-    # 100 ms -> 300 ms at the server: +200 ms whatever the client's lag (the same in both runs);
-    # the percentage is over a base that lag can raise, and test_delta_arithmetic checks it exactly
-    assert 150 < ttft["values"][2] - ttft["values"][0] < 250 and ttft["delta_pct"][2] > 0
+    # 100 ms -> 300 ms at the server: about +200 ms, less what the client's lag adds to one run and
+    # not the other (beside a CPU hog and three other tests: 245 and 388 ms, +142 once); the
+    # percentage is over a base that lag can raise, and test_delta_arithmetic checks it exactly
+    assert 100 < ttft["values"][2] - ttft["values"][0] < 300 and ttft["delta_pct"][2] > 0
     assert row(c, "latency_ms.p50")["within_noise"][2] is False
     # the table and the page, from the same command in this process
     assert cli.main(["report", str(fast), str(slow)]) == 0

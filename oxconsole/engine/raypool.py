@@ -12,6 +12,7 @@ the placement group and the actors.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import threading
@@ -156,15 +157,17 @@ class RayPool(WorkerPool):
             else:
                 joined.set_result(bool(result))
 
+        def hand_over(result: bool | None, error: BaseException | None) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop has closed: the run is over
+                loop.call_soon_threadsafe(settle, result, error)
+
         def work() -> None:
             try:
                 result = connect(self.n)
-            except BaseException as e:  # handed to the loop, raised there
-                if not loop.is_closed():
-                    loop.call_soon_threadsafe(settle, None, e)
-            else:
-                if not loop.is_closed():
-                    loop.call_soon_threadsafe(settle, result, None)
+            except BaseException as e:  # handed to the loop, raised there; nothing of Ray to keep
+                hand_over(None, e)
+                return
+            hand_over(result, None)
             self._let_go.wait()  # see above: Ray's processes end with this thread
 
         self._joining = True
