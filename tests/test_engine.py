@@ -329,7 +329,7 @@ async def test_constant_arrival_rate_and_live_rate_change(make_workload: Workloa
     # once where 240 * (1 - t_change) allowed 119.8).
     assert len(slow) + 1 == pytest.approx(80 * change["t"], abs=2)
     start, switch = due[0], due[len(slow)]
-    assert due[-1] < start + 1.0
+    assert due[-1] < start + 1.0 + 1e-5  # a due at the very end, by float sums, may fall just before it
     assert len(fast) <= 240 * (start + 1.0 - switch) + 1e-3
 
 
