@@ -16,6 +16,7 @@ import pytest
 from oxconsole.metrics import LogHistogram
 from oxconsole.workload import load_workload
 from tests.report_support import SIM_WORKLOAD
+from tests.support import free_port
 
 pytest.importorskip("prometheus_client")
 
@@ -32,12 +33,6 @@ NAMES = (
     'oxconsole_itl_seconds_count{model="m"}',
     'oxconsole_latency_seconds_sum{model="m"}',
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def scrape(port: int) -> str | None:

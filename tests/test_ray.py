@@ -10,7 +10,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,7 +26,7 @@ from oxconsole.engine.raychannel import GATHER_S, ActorChannel
 
 from .conftest import WorkloadFactory
 from .ray_support import WL, assert_loopback, descendants, stopped_once
-from .support import journal, until, wait_until
+from .support import free_port, journal, until, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -242,9 +241,7 @@ def test_a_stop_while_joining_ends_the_run_at_once_with_the_resume_hint(tmp_path
     """Ray tries to join an address for 20 to 60 s before it says it cannot; a SIGTERM meanwhile
     ends the run then (exit 130, nothing sent), and the hint continues on the same address."""
     pytest.importorskip("ray")
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()  # nobody listens on it
     (tmp_path / "w.toml").write_text(WL.format(count=40, ttft="1ms"))
 
     def joining(proc: subprocess.Popen[str]) -> bool:

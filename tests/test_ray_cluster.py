@@ -12,7 +12,6 @@ import asyncio
 import json
 import os
 import re
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -27,18 +26,11 @@ from oxconsole.engine.raypool import RayPool
 
 from .conftest import WorkloadFactory
 from .ray_support import WL, assert_loopback, descendants, stopped_once
-from .support import journal, oxconsole, until, wait_until
+from .support import free_port, journal, oxconsole, until, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.subprocess, pytest.mark.xdist_group("ray")]
 
 NODE = {"num_cpus": 1, "node_ip_address": "127.0.0.1"}
-
-
-def free_port() -> int:
-    """An ephemeral port, outside the 10002-19999 Ray keeps for its workers."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 CLIENT_PORT = free_port()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -24,6 +25,14 @@ from oxconsole.workload import Workload, check_prompts
 
 REPO = Path(__file__).resolve().parents[2]
 """The repository's root folder."""
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on now (an ephemeral one: above 32767, outside
+    the 10002-19999 Ray keeps for its workers)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
