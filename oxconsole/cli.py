@@ -126,7 +126,7 @@ def _subcommand(name: str, rest: list[str]) -> int:
         req = ReportRequest(tuple(ns.results), ns.json, ns.html, ns.csv, ns.markdown, ns.with_text, ns.plans)
         if wants_more(req):
             return report_command(req)
-        from oxconsole.report import report_main
+        from oxconsole.summary import report_main
 
         return int(report_main(ns.results[0], ns.json))
     if name == "validate":

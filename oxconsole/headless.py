@@ -141,7 +141,7 @@ def _whole_journal_first(
     def end(outcome: RunOutcome) -> None:
         if prep.resume:
             from oxconsole.journal.identify import NotAJournal
-            from oxconsole.report import whole_journal_summary
+            from oxconsole.summary import whole_journal_summary
 
             try:
                 outcome.summary = whole_journal_summary(outcome.summary, prep.results_path)
@@ -160,7 +160,7 @@ def print_summary(summary: dict[str, Any], summary_json: str | None) -> bool:
     False when the file could not be written (having said why)."""
     import orjson
 
-    from oxconsole.report import render_summary
+    from oxconsole.summary import render_summary
 
     stream = summary_stream(summary_json) if summary_json else None
     print(render_summary(summary), file=sys.stderr if stream == "stdout" else sys.stdout, flush=True)

@@ -113,7 +113,7 @@ def _results_path(
 
 def _manifest_aside(path: Path, aside: Path) -> None:
     """The journal's manifest goes with it (`report` on the old journal still knows its sessions)."""
-    from oxconsole.journal.meta import manifest_path
+    from oxconsole.journal.manifest import manifest_path
 
     manifest = manifest_path(path)
     if manifest.exists():

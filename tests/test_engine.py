@@ -19,8 +19,8 @@ import orjson
 import pytest
 
 from oxconsole.engine.commands import EnableModel, Pause, Resume, SetConcurrency, SetRate, Stop
-from oxconsole.report import summary_from_journal
 from oxconsole.sim import start_sim
+from oxconsole.summary import summary_from_journal
 from oxconsole.workload import Workload
 
 from .conftest import WorkloadFactory

@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from oxconsole.engine.pool import make_engine
-from oxconsole.report import render_summary, summary_from_journal
+from oxconsole.summary import render_summary, summary_from_journal
 from oxconsole.workload import Workload, check_prompts
 
 from .conftest import WorkloadFactory

@@ -27,7 +27,7 @@ from oxconsole.engine.runner import Engine
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics import Collector, Snapshot
 from oxconsole.metrics.format import progress_line
-from oxconsole.report import render_summary, summary_from_journal
+from oxconsole.summary import render_summary, summary_from_journal
 from oxconsole.tuned import write_tuned
 from oxconsole.ui.lines import Palette
 from oxconsole.ui.panels.header import header_lines

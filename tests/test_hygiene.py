@@ -24,13 +24,13 @@ HELP = (
 CASES = [
     # (what is imported, packages it must not load, packages it must load: proof the probe sees)
     pytest.param(
-        "import oxconsole.engine.runner, oxconsole.metrics.collector, oxconsole.sim.app, oxconsole.report",
+        "import oxconsole.engine.runner, oxconsole.metrics.collector, oxconsole.sim.app, oxconsole.summary",
         {"textual", "rich"},
         {"openai"},
         id="engine",
     ),
     pytest.param(
-        "import oxconsole.cli, oxconsole.runprep, oxconsole.workload, oxconsole.report",
+        "import oxconsole.cli, oxconsole.runprep, oxconsole.workload, oxconsole.summary",
         {"textual", "openai", "aiohttp", "httpx2"},
         set(),
         id="validate-and-report",

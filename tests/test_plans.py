@@ -14,7 +14,7 @@ import pytest
 
 from oxconsole.cli import main
 from oxconsole.metrics.plans import Usage, plan_costs, price, project
-from oxconsole.report import summary_from_journal
+from oxconsole.summary import summary_from_journal
 from oxconsole.workload import PricePlan, Prices, load_plans, load_workload
 
 from .support import engine_for, journal, run, until

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from oxconsole.journal.manifest import check_resume, write_manifest
+from oxconsole.journal.fingerprint import check_resume, write_manifest
 from oxconsole.workload import WorkloadError, load_workload
 
 BASE = """

@@ -21,7 +21,7 @@ import orjson
 import pytest
 
 from oxconsole.journal.records import RequestRecord
-from oxconsole.report import summary_from_journal
+from oxconsole.summary import summary_from_journal
 
 from .support import oxconsole_here
 

@@ -13,8 +13,8 @@ import pytest
 
 from oxconsole.idset import IdSet, repeated
 from oxconsole.journal.journal import ok_ids
-from oxconsole.report import render_summary
 from oxconsole.sim import start_sim
+from oxconsole.summary import render_summary
 from oxconsole.workload import SimModelProfile
 
 

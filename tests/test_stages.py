@@ -12,7 +12,7 @@ import pytest
 from oxconsole.engine.commands import SetConcurrency, SetRate
 from oxconsole.engine.pool import WorkerPool
 from oxconsole.engine.stages import ramp_steps, ramp_value
-from oxconsole.report import summary_from_journal
+from oxconsole.summary import summary_from_journal
 from oxconsole.workload import WorkloadError, check_prompts, load_workload
 
 from .conftest import WorkloadFactory

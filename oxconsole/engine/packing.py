@@ -29,7 +29,7 @@ from oxconsole.engine.request import Sender, Story
 from oxconsole.engine.router import NoModelAvailable, Router
 from oxconsole.journal.records import RequestRecord
 from oxconsole.workload import Pack, Prompt, Workload, format_pack, split_answer
-from oxconsole.workload.packs import pack_head
+from oxconsole.workload.packing import pack_head
 
 __all__ = ["LINGER", "MAX_OPEN", "Packer", "packer_for"]
 

@@ -26,19 +26,30 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from oxconsole.engine.commands import By, Command, SetConcurrency, SetRate, SetTpm, Stop, command_to_dict
+from oxconsole.engine.conversations import merge_counts
 from oxconsole.engine.endpoints import start_sim
 from oxconsole.engine.live import Change, LiveSettings
+from oxconsole.engine.messages import (
+    ATTEMPTS,
+    END,
+    GAUGES,
+    GO,
+    JOURNAL_TAG,
+    READY,
+    RECORDS,
+    STAGE,
+    STOP,
+    Channel,
+)
 from oxconsole.engine.outcome import RunOutcome
 from oxconsole.engine.outcome import ended as outcome_of
 from oxconsole.engine.prometheus import MetricsEndpoint, metrics_endpoint
 from oxconsole.engine.runner import Engine, new_collector
 from oxconsole.engine.saved import run_summary
-from oxconsole.engine.sessions import merge_counts
 from oxconsole.engine.stages import StageDriver
-from oxconsole.engine.wire import ATTEMPTS, END, GAUGES, GO, JOURNAL_TAG, READY, RECORDS, STAGE, STOP, Channel
 from oxconsole.engine.worker import worker_main
+from oxconsole.journal.fingerprint import open_journal
 from oxconsole.journal.journal import Journal
-from oxconsole.journal.manifest import open_journal
 from oxconsole.journal.records import RequestRecord
 from oxconsole.journal.sessions import SessionLog
 from oxconsole.metrics.collector import Collector

@@ -24,6 +24,7 @@ from oxconsole.engine.adapt import rejected_field as rejected_field
 from oxconsole.engine.autorun import AutoRun
 from oxconsole.engine.client import AttemptResult
 from oxconsole.engine.commands import By, Command, Stop
+from oxconsole.engine.conversations import Sessions
 from oxconsole.engine.dispatch import Dispatcher
 from oxconsole.engine.endpoints import Endpoints, open_files_warning
 from oxconsole.engine.health import ModelHealth
@@ -38,11 +39,10 @@ from oxconsole.engine.request import Sender, Story
 from oxconsole.engine.request import backoff_delay as backoff_delay
 from oxconsole.engine.router import Router
 from oxconsole.engine.saved import run_summary
-from oxconsole.engine.sessions import Sessions
 from oxconsole.engine.stages import StageDriver
 from oxconsole.gcpace import PacedGC
+from oxconsole.journal.fingerprint import open_journal
 from oxconsole.journal.journal import Journal
-from oxconsole.journal.manifest import open_journal
 from oxconsole.journal.records import RequestRecord
 from oxconsole.journal.sessions import SessionLog
 from oxconsole.metrics.collector import Collector

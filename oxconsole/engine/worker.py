@@ -22,9 +22,7 @@ import orjson
 
 from oxconsole.aio import run_loop
 from oxconsole.engine.commands import command_from_dict
-from oxconsole.engine.outcome import RunOutcome
-from oxconsole.engine.runner import Engine
-from oxconsole.engine.wire import (
+from oxconsole.engine.messages import (
     ATTEMPTS,
     END,
     FLUSH_S,
@@ -39,6 +37,8 @@ from oxconsole.engine.wire import (
     gauges_to_dict,
     record_tuple,
 )
+from oxconsole.engine.outcome import RunOutcome
+from oxconsole.engine.runner import Engine
 from oxconsole.journal.journal import ok_ids
 from oxconsole.journal.records import RequestRecord
 from oxconsole.workload import Workload

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from oxconsole.journal.meta import manifest_path, read_manifest, write_manifest_data
+from oxconsole.journal.manifest import manifest_path, read_manifest, write_manifest_data
 
 __all__ = ["Session", "SessionLog", "SessionSpans", "sessions_of"]
 

@@ -69,7 +69,7 @@ def report_command(req: ReportRequest) -> int:
         return compare_main(req, plans)
     path = req.results[0]
     if req.as_json or not (req.html or req.csv or req.markdown):
-        from oxconsole.report import report_main
+        from oxconsole.summary import report_main
 
         code = report_main(path, req.as_json, plans)
         if code:
@@ -86,8 +86,8 @@ def report_command(req: ReportRequest) -> int:
             n = write_csv(path, req.csv, with_text=req.with_text)
             print(f"oxconsole report: wrote {n:,} records to {req.csv}", file=sys.stderr)
         if req.markdown:
-            from oxconsole.report import summary_from_journal
             from oxconsole.reports.exports import render_markdown
+            from oxconsole.summary import summary_from_journal
 
             sys.stdout.write(render_markdown(summary_from_journal(path, plans=plans)))
     except OSError as e:

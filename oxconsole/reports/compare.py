@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from oxconsole.report import read_journal, summary_from_journal
 from oxconsole.reports.plans import cost_figures, cost_rows, money_cell
 from oxconsole.reports.timeline import build_timeline
+from oxconsole.summary import read_journal, summary_from_journal
 
 if TYPE_CHECKING:
     from oxconsole.reports.command import ReportRequest

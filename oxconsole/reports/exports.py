@@ -18,8 +18,8 @@ from typing import Any
 import orjson
 
 from oxconsole.journal.records import RequestRecord
-from oxconsole.report import read_journal
 from oxconsole.reports.plans import money_cell, plan_table
+from oxconsole.summary import read_journal
 
 __all__ = [
     "CSV_COLUMNS",

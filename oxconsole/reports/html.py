@@ -16,11 +16,11 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from oxconsole.report import summary_from_journal
 from oxconsole.reports.plans import cost_by_plan, money_cell
 from oxconsole.reports.svg import PALETTE, Line, Marker, distribution, fmt_num, line_chart, stacked_bars
 from oxconsole.reports.sweep import sweep_section
 from oxconsole.reports.timeline import TIMED, Timeline, build_timeline
+from oxconsole.summary import summary_from_journal
 from oxconsole.summarytable import AUTO_ROWS
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from oxconsole.journal.meta import read_manifest
+from oxconsole.journal.manifest import read_manifest
 from oxconsole.metrics.knee import LOAD_KEYS, has_slo, knee_index, load_order, score
 from oxconsole.reports.svg import (
     BOTTOM,

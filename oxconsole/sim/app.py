@@ -40,11 +40,7 @@ from aiohttp import web
 
 from oxconsole.gcpace import PacedGC
 from oxconsole.sim.embeddings import BAD_INPUT, dimensions, embedding_inputs, embeddings_body
-from oxconsole.sim.faults import arrival_faults, stream_faults
-from oxconsole.sim.packs import pack_pieces
-from oxconsole.sim.state import ModelState
-from oxconsole.sim.streams import Answer, Lateness, Trace, Writer, whole_stream
-from oxconsole.sim.wire import (
+from oxconsole.sim.encoded import (
     BAD_PROMPT,
     CHAT,
     TEXT,
@@ -55,6 +51,10 @@ from oxconsole.sim.wire import (
     json_response,
     last_text,
 )
+from oxconsole.sim.faults import arrival_faults, stream_faults
+from oxconsole.sim.packing import pack_pieces
+from oxconsole.sim.state import ModelState
+from oxconsole.sim.streams import Answer, Lateness, Trace, Writer, whole_stream
 from oxconsole.workload import SimModelProfile
 
 __all__ = [

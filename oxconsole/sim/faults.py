@@ -13,8 +13,8 @@ import math
 
 from aiohttp import web
 
+from oxconsole.sim.encoded import error_body, json_response
 from oxconsole.sim.state import ModelState
-from oxconsole.sim.wire import error_body, json_response
 
 
 async def arrival_faults(

@@ -17,7 +17,7 @@ from typing import Final
 import orjson
 
 from oxconsole.sim.curve import Batch
-from oxconsole.sim.wire import HEAD, Kind
+from oxconsole.sim.encoded import HEAD, Kind
 from oxconsole.workload import SimModelProfile
 
 _TEMPLATE_CACHE_SIZE: Final = 256

@@ -23,9 +23,7 @@ from aiohttp import web
 
 from oxconsole.metrics.histogram import LogHistogram
 from oxconsole.sim.curve import slowdown
-from oxconsole.sim.packs import pack_choices
-from oxconsole.sim.state import ModelState
-from oxconsole.sim.wire import (
+from oxconsole.sim.encoded import (
     DONE,
     HEAD,
     MALFORMED_CHUNK,
@@ -35,6 +33,8 @@ from oxconsole.sim.wire import (
     json_response,
     usage_tail,
 )
+from oxconsole.sim.packing import pack_choices
+from oxconsole.sim.state import ModelState
 
 
 @dataclass(slots=True)

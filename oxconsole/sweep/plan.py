@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from oxconsole.journal.meta import read_manifest, write_manifest_data
+from oxconsole.journal.manifest import read_manifest, write_manifest_data
 from oxconsole.runprep import BadInput
 
 if TYPE_CHECKING:

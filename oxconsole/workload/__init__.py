@@ -38,7 +38,7 @@ from oxconsole.workload.load import (
     resolve_headers,
 )
 from oxconsole.workload.overrides import apply_override
-from oxconsole.workload.packs import Pack, format_pack, parse_pack, split_answer
+from oxconsole.workload.packing import Pack, format_pack, parse_pack, split_answer
 from oxconsole.workload.plans import PricePlan, Prices, parse_plans, plans_to_toml
 from oxconsole.workload.prompts import check_prompts, iter_prompts, request_ids, turn_id
 from oxconsole.workload.schema import (

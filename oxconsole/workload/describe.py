@@ -12,7 +12,7 @@ import os
 
 from oxconsole.workload.errors import did_you_mean
 from oxconsole.workload.lengths import describe_length, fmt_stats
-from oxconsole.workload.packs import describe_packing
+from oxconsole.workload.packing import describe_packing
 from oxconsole.workload.plans import describe_plans
 from oxconsole.workload.schema import RETRY_WORDS, PromptStats, Workload, fill_results
 from oxconsole.workload.slo import slo_lines, slo_warnings

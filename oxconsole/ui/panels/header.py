@@ -15,7 +15,7 @@ from oxconsole.ui.charts import hbar
 from oxconsole.ui.lines import Line, Palette, fit
 from oxconsole.ui.numbers import fmt_change, fmt_clock, fmt_cost, fmt_count, fmt_rate, pct
 from oxconsole.ui.panels.goodput import goodput_rate, goodput_share
-from oxconsole.ui.panels.packs import rate_label
+from oxconsole.ui.panels.packing import rate_label
 
 __all__ = ["header_lines"]
 

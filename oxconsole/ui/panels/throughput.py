@@ -13,7 +13,7 @@ from oxconsole.ui.charts import axis, bar_chart, sparkline
 from oxconsole.ui.lines import Line, Palette, fit
 from oxconsole.ui.numbers import fmt_rate
 from oxconsole.ui.panels.goodput import goodput_part
-from oxconsole.ui.panels.packs import append_packing, rate_label
+from oxconsole.ui.panels.packing import append_packing, rate_label
 
 __all__ = ["throughput_lines"]
 

@@ -14,8 +14,8 @@ from typing import Any, Final
 
 import orjson
 
+from oxconsole.sim.encoded import TOKEN_WORDS
 from oxconsole.sim.state import ModelState
-from oxconsole.sim.wire import TOKEN_WORDS
 from oxconsole.workload import parse_pack
 
 __all__ = ["ECHO_WORDS", "pack_choices", "pack_pieces"]

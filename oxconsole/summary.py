@@ -21,7 +21,7 @@ import orjson
 
 from oxconsole.idset import repeated
 from oxconsole.journal.identify import NotAJournal, not_a_journal, not_a_record, sniff
-from oxconsole.journal.meta import read_manifest
+from oxconsole.journal.manifest import read_manifest
 from oxconsole.journal.records import RUN_TIMES, RequestRecord, has_run_times
 from oxconsole.journal.sessions import SessionSpans, sessions_of
 from oxconsole.metrics.aggregate import RunStats, Tally, build_summary, phase_summary
