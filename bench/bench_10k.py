@@ -62,7 +62,7 @@ def child(wl: str, out: str) -> None:
         ticks = 0
         while True:
             await asyncio.sleep(0.05)
-            n = engine.in_flight
+            n = engine.shard.in_flight
             if n > peak["in_flight"]:
                 peak["in_flight"] = n
                 peak["t"] = round(time.perf_counter() - t0, 1)

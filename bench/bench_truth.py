@@ -231,7 +231,7 @@ def decompose(wl: Path, journal: Path, trace: list[list[Any]], skip_s: float) ->
 def child(wl: str, out: str, config: str) -> None:
     """Run the engine as `oxconsole --headless` does, with a lag probe and GC timing beside it."""
     from oxconsole.aio import run_loop
-    from oxconsole.engine import runner
+    from oxconsole.engine import shard
     from oxconsole.headless import engine_with_progress
     from oxconsole.metrics.histogram import LogHistogram
     from oxconsole.runprep import prepare_run
@@ -249,7 +249,7 @@ def child(wl: str, out: str, config: str) -> None:
             pass
 
     if config in ("nofreeze", "nogc", "freeze700", "freeze10k"):
-        runner.quiet_gc = Unpaced  # type: ignore[assignment]
+        shard.quiet_gc = Unpaced  # type: ignore[assignment]
     if config == "nogc":
         gc.disable()
     if config in ("freeze700", "freeze10k"):

@@ -27,7 +27,7 @@ __all__ = ["engine_with_progress", "print_summary", "report_outcome", "run_headl
 def engine_with_progress(prep: PreparedRun, progress_interval: float) -> RunEngine:
     """The engine for a prepared run (several processes when run.workers > 1), printing a
     progress line to stderr every interval."""
-    from oxconsole.engine.pool import make_engine
+    from oxconsole.engine.runner import make_engine
     from oxconsole.metrics.format import progress_line
 
     shown = 0

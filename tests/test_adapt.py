@@ -182,7 +182,8 @@ async def test_with_workers_the_warning_shows_while_the_run_goes(make_workload: 
     at its end."""
     import asyncio
 
-    from oxconsole.engine.pool import WorkerPool, make_engine
+    from oxconsole.engine.pool import ProcessShards
+    from oxconsole.engine.runner import make_engine
 
     picky = Picky({"max_tokens": OPENAI_MAX_TOKENS})
 
@@ -208,7 +209,7 @@ async def test_with_workers_the_warning_shows_while_the_run_goes(make_workload: 
             """
         )
         e = make_engine(w, results_path=w.results_path(), total_expected=120, publish_interval=0.05)
-        assert isinstance(e, WorkerPool)
+        assert isinstance(e.shards, ProcessShards)
 
         async def watch() -> None:
             while e.state != "done":

@@ -94,7 +94,7 @@ async def test_the_key_turns_auto_off_and_on_and_a_hand_on_the_limit_takes_over(
     task = asyncio.ensure_future(run(w, e))
     await until(lambda: e.state == "running" and e.ok >= 4)
     e.apply(SetConcurrency(5), by="key")  # `+`/`-`: auto off, the limit by hand
-    assert not e.live.auto and e.slots.limit == 5
+    assert not e.live.auto and e.shard.slots.limit == 5
     e.apply(SetAuto(True), by="key")  # `a`: on again, from where the limit is
     assert e.live.auto and e.auto is not None and e.auto.ctl.limit == 5
     e.apply(SetAuto(False))

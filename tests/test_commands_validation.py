@@ -39,7 +39,7 @@ from oxconsole.engine.commands import (
 )
 from oxconsole.engine.live import LiveSettings, check
 from oxconsole.engine.outcome import RunEngine
-from oxconsole.engine.pool import make_engine
+from oxconsole.engine.runner import make_engine
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.workload import load_workload
 

@@ -258,16 +258,16 @@ async def test_concurrency_lowered_live_is_never_exceeded(make_workload: Workloa
 
     async def drive() -> None:
         nonlocal peak_after
-        while e.dispatched < 40:
+        while e.shard.dispatched < 40:
             await asyncio.sleep(0.01)
-        assert e.in_flight > 5
+        assert e.shard.in_flight > 5
         e.apply(SetConcurrency(5))
         while e.state != "done" and e.state != "draining":
             await asyncio.sleep(0.005)
-            if e.in_flight <= 5:
+            if e.shard.in_flight <= 5:
                 break
         while e.state == "running":
-            peak_after = max(peak_after, e.in_flight)
+            peak_after = max(peak_after, e.shard.in_flight)
             await asyncio.sleep(0.002)
 
     d = asyncio.create_task(drive())
@@ -359,7 +359,7 @@ async def test_closed_loop_rate_limit_changes_live(make_workload: WorkloadFactor
     await d
     [change] = out.summary["changes"]
     assert (change["what"], change["to"]) == ("rate", 80)
-    assert e.dispatch.limiter is not None and e.dispatch.limiter.rate == 80
+    assert e.shard.dispatch.limiter is not None and e.shard.dispatch.limiter.rate == 80
     recs = journal(w)
     t_change = e.started_at + change["t"]  # the engine's clock starts at started_at
     before = sum(1 for r in recs if r["t_sent"] < t_change)
@@ -383,18 +383,18 @@ async def test_pause_resume_and_disable_model(make_workload: WorkloadFactory) ->
     e = engine_for(w)
 
     async def drive() -> None:
-        await until(lambda: e.dispatched >= 20, interval=0.005)
+        await until(lambda: e.shard.dispatched >= 20, interval=0.005)
         e.apply(Pause())
         # no rate limit here: the dispatcher waits only for a slot, and gives it back when paused,
         # so nothing at all goes out once Pause is applied
-        frozen = e.dispatched
+        frozen = e.shard.dispatched
         await asyncio.sleep(0.3)
-        assert e.dispatched == frozen, "dispatch went on while paused"
+        assert e.shard.dispatched == frozen, "dispatch went on while paused"
         assert e.state == "paused"
         e.apply(EnableModel("large", False))
-        marker = e.dispatched
+        marker = e.shard.dispatched
         e.apply(Resume())
-        await until(lambda: e.dispatched > marker + 20)
+        await until(lambda: e.shard.dispatched > marker + 20)
         e.apply(Stop())
         e.marker = marker  # type: ignore[attr-defined]
 
@@ -521,7 +521,7 @@ async def test_stop_with_grace_then_resume_completes_each_id_once(
     e = engine_for(w)
 
     async def drive() -> None:
-        while e.dispatched < 30:
+        while e.shard.dispatched < 30:
             await asyncio.sleep(0.005)
         e.request_stop(interrupted=True)
 
@@ -561,7 +561,7 @@ async def test_stop_cancel_records_cancelled(make_workload: WorkloadFactory) -> 
     e = engine_for(w)
 
     async def drive() -> None:
-        while e.in_flight < 6:
+        while e.shard.in_flight < 6:
             await asyncio.sleep(0.005)
         e.apply(Stop(cancel=True))
 

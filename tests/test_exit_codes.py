@@ -186,7 +186,7 @@ async def test_a_stop_after_everything_was_sent_is_not_130(make_workload: Worklo
     e = Engine(w, results_path=w.results_path(), total_expected=check_prompts(w).total_requests)
 
     async def stop_when_all_sent() -> None:
-        while e.in_flight < 6 or not e.dispatch_complete:
+        while e.shard.in_flight < 6 or not e.dispatch_complete:
             await asyncio.sleep(0.005)
         e.apply(Stop(cancel=True))
 

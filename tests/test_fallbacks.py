@@ -12,7 +12,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from oxconsole.engine.pool import make_engine
+from oxconsole.engine.runner import make_engine
 from oxconsole.summary import render_summary, summary_from_journal
 from oxconsole.workload import Workload, check_prompts
 

@@ -1,4 +1,4 @@
-"""The engine's pacing of the cyclic garbage collector during a run (`runner.PacedGC`).
+"""The engine's pacing of the cyclic garbage collector during a run (`shard.PacedGC`).
 
 A run freezes what exists at its start, turns automatic collection off and, from its ticker,
 collects the young generation only when cycles may be there (failures raised inside the HTTP stack,
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from oxconsole.engine import runner
+from oxconsole.engine import shard
 from oxconsole.gcpace import PacedGC
 
 from .conftest import WorkloadFactory
@@ -123,7 +123,7 @@ async def test_a_run_collects_only_when_failures_may_leave_cycles(
         made.append(g)
         return g
 
-    monkeypatch.setattr(runner, "quiet_gc", paced)
+    monkeypatch.setattr(shard, "quiet_gc", paced)
     enabled = gc.isenabled()
     # Failures at 6% of attempts: plenty for the collector to be called for, and five in a row (the
     # engine's cool-down, a 5 s wait this test has no use for) about once in a thousand runs.

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from oxconsole.cli import main
-from oxconsole.engine.pool import make_engine
-from oxconsole.engine.raypool import RayPool
+from oxconsole.engine.raypool import RayShards
+from oxconsole.engine.runner import make_engine
 
 from .conftest import WorkloadFactory
 from .ray_support import WL, assert_loopback, descendants, stopped_once
@@ -65,7 +65,7 @@ async def test_two_actors_spread_one_per_node(
     ray, _ = two_nodes
     w = make_workload(WL.format(count=300, ttft="20ms"))
     e = make_engine(w, results_path=w.results_path(), total_expected=300)
-    assert isinstance(e, RayPool)
+    assert isinstance(e.shards, RayShards)
     pids: set[int] = set()
 
     async def midway() -> None:
@@ -77,7 +77,7 @@ async def test_two_actors_spread_one_per_node(
     out = await e.run()
     await m
     assert out.exit_code == 0 and out.summary["workers"] == 2
-    nodes = [node for _, node in e.nodes]
+    nodes = [node for _, node in e.shards.nodes]
     assert len(nodes) == 2 and set(nodes) == alive_nodes(ray), nodes  # one actor on each node
     ids = [r["id"] for r in journal(w)]
     assert len(ids) == 300 == len(set(ids))

@@ -210,7 +210,7 @@ def test_validate_counts_sessions_and_turns(make_workload: WorkloadFactory) -> N
 
 
 async def test_sessions_with_worker_processes(make_workload: WorkloadFactory) -> None:
-    from oxconsole.engine.pool import make_engine
+    from oxconsole.engine.runner import make_engine
 
     w = make_workload(
         """

@@ -315,7 +315,7 @@ def test_phases_each_have_goodput() -> None:
 
 @pytest.mark.asyncio
 async def test_workers_mark_every_record(make_workload: WorkloadFactory) -> None:
-    from oxconsole.engine.pool import make_engine
+    from oxconsole.engine.runner import make_engine
 
     w = make_workload(
         FAST_SLOW.format(target=0.4, slow_errors=0).replace(

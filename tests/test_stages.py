@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from oxconsole.engine.commands import SetConcurrency, SetRate
-from oxconsole.engine.pool import WorkerPool
+from oxconsole.engine.runner import make_engine
 from oxconsole.engine.stages import ramp_steps, ramp_value
 from oxconsole.summary import summary_from_journal
 from oxconsole.workload import WorkloadError, check_prompts, load_workload
@@ -192,7 +192,7 @@ async def test_stages_with_two_workers(make_workload: WorkloadFactory) -> None:
         + '[[stages]]\nduration = "1.5s"\nconcurrency = 2\nwarmup = true\n'  # workers take a while to start
         + '[[stages]]\nduration = "0.7s"\nconcurrency = 8\n'
     )
-    pool = WorkerPool(w, results_path=w.results_path(), total_expected=check_prompts(w).total_requests)
+    pool = make_engine(w, results_path=w.results_path(), total_expected=check_prompts(w).total_requests)
     out = await pool.run()
     s = out.summary
     assert out.exit_code == 0 and not out.interrupted
@@ -281,7 +281,7 @@ async def test_a_stop_during_the_stages_is_a_stop(make_workload: WorkloadFactory
     e = engine_for(w)
 
     async def drive() -> None:
-        await until(lambda: e.state == "running" and e.dispatched > 20)
+        await until(lambda: e.state == "running" and e.shard.dispatched > 20)
         e.apply(Stop(), "key")
 
     d = asyncio.create_task(drive())

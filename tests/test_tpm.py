@@ -26,8 +26,8 @@ import pytest
 from oxconsole.engine import dispatch
 from oxconsole.engine.commands import SetTpm
 from oxconsole.engine.limits import Hold, TokenBudget, TokenWindow
-from oxconsole.engine.pool import WorkerPool, share
-from oxconsole.engine.runner import Engine
+from oxconsole.engine.runner import Engine, make_engine
+from oxconsole.engine.shares import share
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.lines import Palette
 from oxconsole.ui.numbers import fmt_change, round_sig
@@ -367,7 +367,7 @@ async def test_engine_keeps_every_window_within_tpm_and_uses_it(
     steady = [used for t, used in sends if t0 + 1 <= t < t0 + 4]
     assert sum(steady) / 3 >= 0.9 * 1500  # per 1 s window, after the first
     assert out.summary["tokens"]["input"] + out.summary["tokens"]["output"] == sum(u for _, u in sends)
-    assert engine.dispatch.budget is not None and engine.dispatch.budget.oversized == 0
+    assert engine.shard.dispatch.budget is not None and engine.shard.dispatch.budget.oversized == 0
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -380,7 +380,7 @@ async def test_the_first_minute_of_a_run_sends_the_budget_not_twice_it(
     engine = (
         Engine(w, results_path=w.results_path())
         if workers == 1
-        else WorkerPool(w, results_path=w.results_path())
+        else make_engine(w, results_path=w.results_path())
     )
     await engine.run()
     sent = sum(tokens for _, tokens in sends_of(w))
@@ -417,7 +417,7 @@ async def test_set_tpm_live_is_logged_shown_and_applied(make_workload: WorkloadF
 def test_no_budget_no_token_window(make_workload: WorkloadFactory) -> None:
     """Without tpm the dispatcher has no budget to ask (its fast path stays as it was)."""
     w = tpm_run(make_workload, 0, "1s", 1)
-    assert Engine(w, results_path=w.results_path()).dispatch.budget is None
+    assert Engine(w, results_path=w.results_path()).shard.dispatch.budget is None
 
 
 # --- the console ------------------------------------------------------------------------------

@@ -66,14 +66,14 @@ async def test_concurrency_down_and_rate_keys(engine_source: EngineSource) -> No
             await pilot.press("minus")
         sets = [c.value for c in src.sent if isinstance(c, SetConcurrency)]
         assert sets == [18, 16, 14, 13, 12], sets  # -10% each, based on the value just sent
-        await until(lambda: eng.slots.limit == 12, what="the engine to apply the limit")
+        await until(lambda: eng.shard.slots.limit == 12, what="the engine to apply the limit")
         # requests in flight above the new limit finish; none start until below it
         await until(lambda: snap(src).gauges.in_flight <= 12, what="in flight to drop to the limit")
         peak = 0
         for _ in range(40):
             s = snap(src)
             assert s.gauges.concurrency == 12
-            peak = max(peak, s.gauges.in_flight, eng.in_flight)
+            peak = max(peak, s.gauges.in_flight, eng.shard.in_flight)
             await asyncio.sleep(0.025)
         assert peak <= 12
         assert any(c.get("what") == "concurrency" and c.get("to") == 12 for c in snap(src).changes)
@@ -114,13 +114,13 @@ async def test_pause_routing_save_and_quit(engine_source: EngineSource, tmp_path
         assert isinstance(src.sent[-1], Pause)
         await until(lambda: eng.state == "paused", what="paused")
         # no rate limit: the dispatcher holds from the moment Pause is applied, no settling time
-        held = eng.dispatched
+        held = eng.shard.dispatched
         await asyncio.sleep(0.5)
-        assert eng.dispatched == held
+        assert eng.shard.dispatched == held
         await until(lambda: "paused" in app._status[1], what="the paused note")
         await pilot.press("space")
         assert isinstance(src.sent[-1], Resume)
-        await until(lambda: eng.dispatched > held + 20, what="dispatch to resume")
+        await until(lambda: eng.shard.dispatched > held + 20, what="dispatch to resume")
 
         # routing editor: fast -> weight 5, slow -> disabled
         await pilot.press("w")
@@ -132,8 +132,8 @@ async def test_pause_routing_save_and_quit(engine_source: EngineSource, tmp_path
         await pilot.pause()
         assert SetWeight("fast", 5.0) in src.sent
         assert EnableModel("slow", False) in src.sent
-        await until(lambda: eng.router.weights["fast"] == 5.0, what="the weight")
-        await until(lambda: not eng.router.enabled["slow"], what="slow disabled")
+        await until(lambda: eng.shard.router.weights["fast"] == 5.0, what="the weight")
+        await until(lambda: not eng.shard.router.enabled["slow"], what="slow disabled")
         await until(lambda: snap(src).gauges.models["slow"].in_flight == 0, what="slow to drain")
         s = snap(src)  # in flight and finished from the same snapshot: nothing of slow's is left
         before = next(m.counts.total for m in s.models if m.name == "slow")
@@ -143,7 +143,7 @@ async def test_pause_routing_save_and_quit(engine_source: EngineSource, tmp_path
 
         # s saves NAME.tuned.toml with the live values
         await pilot.press("minus")
-        await until(lambda: eng.slots.limit == 18, what="concurrency 18")
+        await until(lambda: eng.shard.slots.limit == 18, what="concurrency 18")
         await until(lambda: snap(src).gauges.concurrency == 18, what="a snapshot with 18")
         await pilot.press("s")
         tuned = tmp_path / "ui-test.tuned.toml"
@@ -186,7 +186,7 @@ async def test_the_console_over_the_control_socket(run_dirs: Path, tmp_path: Pat
             assert app.sent == [SetConcurrency(18)]
             engine = local.engine
             assert isinstance(engine, Engine)
-            await until(lambda: engine.slots.limit == 18, what="the command over the socket")
+            await until(lambda: engine.shard.slots.limit == 18, what="the command over the socket")
             await until(
                 lambda: (s := src.latest()) is not None and s.gauges.concurrency == 18, what="a frame"
             )

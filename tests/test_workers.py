@@ -13,7 +13,9 @@ import pytest
 from aiohttp import web
 
 from oxconsole.engine.commands import EnableModel, Pause, Resume, SetConcurrency, SetRate, SetWeight, Stop
-from oxconsole.engine.pool import WorkerPool, make_engine, split
+from oxconsole.engine.pool import ProcessShards
+from oxconsole.engine.runner import Engine, make_engine
+from oxconsole.engine.shares import split
 
 from .conftest import WorkloadFactory
 from .http_support import chat_server, ok_answer
@@ -43,14 +45,14 @@ tokens_per_s = 0
 """
 
 
-def worker_gauges(e: WorkerPool) -> list[dict]:
+def worker_gauges(e: Engine) -> list[dict]:
     """What each worker last reported of itself (its own engine's gauges)."""
-    return [wk.gauges for wk in e._workers if wk.gauges is not None]
+    return [wk.gauges for wk in e.shards.workers if wk.gauges is not None]
 
 
-def every_worker(e: WorkerPool, cond) -> bool:  # type: ignore[no-untyped-def]
+def every_worker(e: Engine, cond) -> bool:  # type: ignore[no-untyped-def]
     gs = worker_gauges(e)
-    return len(gs) == e.n and all(cond(g) for g in gs)
+    return len(gs) == e.shards.n and all(cond(g) for g in gs)
 
 
 def test_split_shares() -> None:
@@ -64,7 +66,7 @@ def test_split_shares() -> None:
 async def test_two_workers_one_journal_each_id_once(make_workload: WorkloadFactory) -> None:
     w = make_workload(WL.format(count=200, ttft="20ms"))
     e = make_engine(w, results_path=w.results_path(), total_expected=200, publish_interval=0.05)
-    assert isinstance(e, WorkerPool) and e.n == 2
+    assert isinstance(e.shards, ProcessShards) and e.shards.n == 2
     seen_limits: list[int] = []
     peak_after = 0
 
@@ -96,7 +98,7 @@ async def test_two_workers_one_journal_each_id_once(make_workload: WorkloadFacto
     assert out.summary["workers"] == 2
     # the workers' own event-loop lag and GC pacing reach the summary: the worst worker's lag
     # (every timing may include that much), the collections of all of them
-    ends = [wk.end for wk in e._workers]
+    ends = [wk.end for wk in e.shards.workers]
     assert all(end is not None for end in ends)
     lag = out.summary["loop_lag_ms"]
     assert lag == {k: max(end["loop_lag_ms"][k] for end in ends) for k in ("p50", "p99", "max")}  # type: ignore[index]
@@ -116,11 +118,11 @@ async def test_two_workers_one_journal_each_id_once(make_workload: WorkloadFacto
 
 @pytest.mark.slow
 async def test_rate_weight_enable_and_stop_reach_every_worker(make_workload: WorkloadFactory) -> None:
-    """`WorkerPool.apply` for what test_two_workers does not send: each worker applies its share
-    (a rate split in two), the same weight and switch, and a stop ends the run early."""
+    """`Engine.apply` over worker processes for what test_two_workers does not send: each worker
+    applies its share (a rate split in two), the same weight and switch, and a stop ends the run early."""
     w = make_workload(WL.format(count=4000, ttft="20ms"))
     e = make_engine(w, results_path=w.results_path(), total_expected=4000, publish_interval=0.05)
-    assert isinstance(e, WorkerPool)
+    assert isinstance(e.shards, ProcessShards)
     switched = 0.0
 
     async def drive() -> None:
@@ -161,11 +163,11 @@ async def test_rate_weight_enable_and_stop_reach_every_worker(make_workload: Wor
 async def test_worker_crash_is_reported_not_silent(make_workload: WorkloadFactory) -> None:
     w = make_workload(WL.format(count=2000, ttft="50ms"))
     e = make_engine(w, results_path=w.results_path(), total_expected=2000)
-    assert isinstance(e, WorkerPool)
+    assert isinstance(e.shards, ProcessShards)
 
     async def kill_one() -> None:
         await until(lambda: e.latest is not None and e.latest.counts.total >= 20, timeout=60)
-        pid = e._workers[0].proc.pid
+        pid = e.shards.workers[0].proc.pid
         assert pid is not None
         os.kill(pid, signal.SIGKILL)
         # once the pool has seen it, the survivor's 1,000 requests are not this test's business
@@ -208,7 +210,7 @@ async def test_attempt_errors_reach_the_parent_while_requests_retry(make_workloa
         """
     )
     e = make_engine(w, results_path=w.results_path(), total_expected=8, publish_interval=0.02)
-    assert isinstance(e, WorkerPool)
+    assert isinstance(e.shards, ProcessShards)
     live_before_any_record: list[int] = []
 
     async def watch() -> None:

@@ -1,11 +1,11 @@
 """The settings a live command changes, whether a command may change them, and what each changes.
 
-Why this module exists: a run in one process (`Engine`) and a run on worker processes
-(`WorkerPool`) take the same commands and must log the same changes; both ask `LiveSettings.apply`
-what changed, then act on the answer in their own way (the engine resizes its slots and retunes its
-limiter; the pool forwards each worker its share). Every command passes `LiveSettings.admit` first
-(`check` for its values, then its model names): a command that fails it raises `CommandError` and
-changes nothing. The console asks `check` too before it sends. Pure logic: no loop, no clock, no I/O.
+Why this module exists: a run's coordinator (`runner.Engine`) applies each command once, here:
+`LiveSettings.apply` says what changed, and the coordinator logs it and tells each shard its part
+(`shares.shard_commands`; a shard never holds live settings of its own). Every command passes
+`LiveSettings.admit` first (`check` for its values, then its model names): a command that fails
+it raises `CommandError` and changes nothing. The console asks `check` too before it sends. Pure
+logic: no loop, no clock, no I/O.
 """
 
 from __future__ import annotations

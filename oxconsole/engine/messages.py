@@ -1,4 +1,4 @@
-"""The wire between a worker pool (`pool.py`, the parent) and its worker processes (`worker.py`).
+"""The wire between a run's coordinator (`pool.py` for it, the parent) and its workers (`worker.py`).
 
 Why this module exists: the two ends are written in different modules and run in different
 processes; what one sends and the other expects is stated once, here, with a name for each key.
@@ -12,10 +12,12 @@ Parent -> worker, JSON objects with a "cmd" key:
                                      the run's clock does not count process start-up
     {"cmd": STOP, "cancel": bool}    stop (cancel: end requests in flight at once, no grace)
     {"cmd": STAGE, "mark": [k, warmup]}  [[stages]]: requests sent from now on are in stage k
-    command_to_dict(cmd)             a live command, already this worker's share: SetConcurrency
-                                     with its part of `split(concurrency, n)`, SetRate with rate / n,
-                                     weights, switches and pause as they are. Commands that arrive
-                                     before the worker's engine runs are held and applied then.
+    command_to_dict(cmd)             a live command, already this worker's share
+                                     (`shares.shard_commands`): SetConcurrency with its part of
+                                     `split(concurrency, n)`, SetRate with rate / n, SetTpm with
+                                     tpm / n, weights, switches and pause as they are; applied as it
+                                     is (`LocalShard.act`). Commands that arrive before the worker's
+                                     shard runs are held and applied then.
     The pipe closing (EOF) means the parent is gone: the worker cancels its run.
 
 Worker -> parent:

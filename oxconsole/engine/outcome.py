@@ -1,8 +1,8 @@
 """What a run looks like from outside: the `RunEngine` surface and the `RunOutcome` it ends with.
 
 Why this module exists: the command line, the host, the control socket and the console drive a
-run in one process (`Engine`) and a run on worker processes (`WorkerPool`) alike; this is the
-surface they rely on, apart from either implementation.
+run (`runner.Engine`, whatever its shards) and a sweep served as one run (`sweep/served.py`)
+alike; this is the surface they rely on, apart from either implementation.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def ended(
     journal_failure: str | None,
     crashed: bool = False,
 ) -> RunOutcome:
-    """The outcome of a run (an `Engine` or a `WorkerPool`) once its summary is made. When the
+    """The outcome of a run (`runner.Engine`) once its summary is made. When the
     journal failed, the counts are the summary's (only the lines in the file count), not the live
     ones; a stop that came after dispatch reached its end did not interrupt anything."""
     req = summary["requests"]
@@ -100,15 +100,16 @@ def count_not_sent(total: int | None, finished: int, complete: bool) -> int | No
 
 
 class RunEngine(Protocol):
-    """What the CLI, the control socket and the console need of a run: `Engine` or `WorkerPool`."""
+    """What the CLI, the control socket and the console need of a run: `Engine` or a served sweep."""
 
     w: Workload
-    state: str
     latest: Snapshot | None
     warnings: list[str]
     publish_interval: float
     total_expected: int | None
 
+    @property
+    def state(self) -> str: ...
     def admit(self, cmd: Command) -> Command:
         """The command as it will be applied, or `CommandError`; changes nothing; any thread."""
         ...

@@ -1,12 +1,12 @@
-"""`run.cluster = "ray"`: the worker pool's engines as Ray actors, on one machine or many.
+"""`run.cluster = "ray"`: a run's shards as Ray actors, on one machine or many.
 
-Why this module exists: `run.workers` scales to the cores of one machine; past that the engines must
-run elsewhere while the process the user started stays the run (journal, summary, console, control
-socket, live commands). `RayPool` is a `WorkerPool` whose workers are actors: each runs the same
-`worker.Worker` on its shard, and the same messages (`wire.py`) cross Ray instead of a pipe, so all
-the parent-side logic (records into the journal and collector, gauges, commands in shares, a worker
-lost) is the pool's, unchanged. `raychannel.py` carries the bytes; this module starts and ends Ray,
-the placement group and the actors.
+Why this module exists: `run.workers` scales to the cores of one machine; past that the shards must
+run elsewhere while the process the user started stays the run's coordinator (journal, summary,
+console, control socket, live commands). `RayShards` are `pool.ProcessShards` whose workers are
+actors: each runs the same `worker.Worker` on its share, and the same messages (`messages.py`)
+cross Ray instead of a pipe, so everything on the coordinator's side (records into the journal and
+collector, gauges, commands in shares, a worker lost) is the same code. `raychannel.py` carries
+the bytes; this module starts and ends Ray, the placement group and the actors.
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ import threading
 import time
 from typing import Any
 
-from oxconsole.engine.pool import WorkerHandle, WorkerPool, share
+from oxconsole.engine.pool import ProcessShards, WorkerHandle
 from oxconsole.engine.raychannel import START_S, ActorProc, DriverChannel, EngineActor, import_ray
 from oxconsole.engine.rayfiles import to_ship
-from oxconsole.workload import WorkloadError
+from oxconsole.engine.shares import share, worker_count
+from oxconsole.workload import Workload, WorkloadError
 
 PLACE_S = 60.0
 """How long the cluster may take to find a CPU for every actor before the run gives up (exit 2)."""
@@ -104,11 +105,11 @@ class _Halted(Exception):
     """A stop came while the actors were starting."""
 
 
-class RayPool(WorkerPool):
-    """A `WorkerPool` whose N workers are Ray actors (`num_cpus = 1` each, spread over the nodes)."""
+class RayShards(ProcessShards):
+    """`ProcessShards` whose N workers are Ray actors (`num_cpus = 1` each, spread over the nodes)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, workload: Workload, workers: int | None = None) -> None:
+        super().__init__(workload, workers or worker_count(workload))
         self._started_ray = False
         self._pg: Any = None
         self.nodes: list[tuple[str, str]] = []
@@ -121,23 +122,23 @@ class RayPool(WorkerPool):
         self._let_go = threading.Event()
         """Set once the run has let go of Ray: the thread that joined it may end."""
 
-    def request_stop(self, *, cancel: bool = False, interrupted: bool = False) -> None:
+    def stop(self, cancel: bool) -> None:
         self._halt.set()
         loop, halted = self._loop, self._halted
         if loop is not None and halted is not None and not loop.is_closed():
             loop.call_soon_threadsafe(halted.set)
-        super().request_stop(cancel=cancel, interrupted=interrupted)
+        super().stop(cancel)
 
-    async def run(self) -> Any:
+    async def connect(self) -> None:
+        """Join the cluster (before the journal opens: a cluster that cannot be joined is bad input)."""
         self._loop = asyncio.get_running_loop()
         self._halted = asyncio.Event()
         if self._halt.is_set():
             self._halted.set()
         self._started_ray = await self._join()
-        try:
-            return await super().run()
-        finally:
-            await asyncio.to_thread(self._release)
+
+    async def release(self) -> None:
+        await asyncio.to_thread(self._release)
 
     async def _join(self) -> bool:
         """`connect` in a thread of its own, given up when a stop comes first (Ray tries to join for
@@ -188,7 +189,7 @@ class RayPool(WorkerPool):
             if self._joining:
                 return
             ray = import_ray()
-            for wk in self._workers:
+            for wk in self.workers:
                 wk.proc.kill()
             if self._pg is not None:
                 from ray.util.placement_group import remove_placement_group
@@ -235,13 +236,13 @@ class RayPool(WorkerPool):
                 f"(it has {ray.cluster_resources().get('CPU', 0):g} CPUs)"
             )
         sims = [e.name for e in self.w.endpoints.values() if e.base_url == "sim"]
-        skip = ray.put(list(self.skip_ids)) if self.skip_ids else None
+        skip = ray.put(list(self.host.skip_ids)) if self.host.skip_ids else None
         remote = ray.remote(num_cpus=1, max_concurrency=4)(EngineActor)
         actors = []
         for i in range(self.n):
             strategy = PlacementGroupSchedulingStrategy(self._pg, placement_group_bundle_index=i)
             actors.append(remote.options(scheduling_strategy=strategy, name=None).remote())
-        files = to_ship(self.w, ray.put, self.warnings.append)
+        files = to_ship(self.w, ray.put, self.host.warnings.append)
         starts = [
             a.start.remote(share(self.w, i, self.n), (i, self.n), sims, skip, files)
             for i, a in enumerate(actors)
@@ -269,11 +270,11 @@ class RayPool(WorkerPool):
                     )
             raise WorkloadError(f"run.cluster: {why}") from e
         for i, actor in enumerate(actors):
-            self._workers.append(WorkerHandle(ActorProc(actor), DriverChannel(actor)))
+            self.workers.append(WorkerHandle(ActorProc(actor), DriverChannel(actor)))
             threading.Thread(target=self._reader, args=(i,), daemon=True, name=f"oxconsole-ray-{i}").start()
 
     def _lost(self, i: int) -> str:
         ip, node = self.nodes[i] if i < len(self.nodes) else ("?", "?")
-        conn = self._workers[i].conn
+        conn = self.workers[i].conn
         why = conn.why if isinstance(conn, DriverChannel) else "?"
         return f"ray actor {i} (node {ip}, id {node[:8]}) was lost: {why}"

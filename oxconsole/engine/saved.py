@@ -34,7 +34,7 @@ def run_summary(
     skipped: int,
     cooldowns: list[dict[str, Any]],
 ) -> dict[str, Any]:
-    """The run's summary (an `Engine`'s or a `WorkerPool`'s): the collector's, or the saved
+    """The run's summary (`runner.Engine`'s): the collector's, or the saved
     lines' when the journal failed; with what was not sent, ids skipped on --resume, cool-downs."""
     summary = _figures(name, duration_s, collector, journal)
     warm = (summary.get("warmup") or {}).get("requests", 0)  # [[stages]] warm-up: sent, not counted

@@ -2,7 +2,8 @@
 
 Why this module exists: a load shape is a sequence of live changes at known times, so it is driven
 through the very path a console key takes (`apply(cmd, by="stage")` on the run's loop, which
-`LiveSettings` admits and logs), and works for an `Engine` and a `WorkerPool` alike. What it adds:
+`LiveSettings` admits and logs), whatever the run's shards. It is a driver of the run's settings
+over time, not a run of its own (as auto concurrency, `autorun.py`, is). What it adds:
 each boundary is logged as a change (`what` = "stage", from the stage before to this one, so that
 a phase starts there even when no setting changes), the requests sent in a stage are marked with
 it (`stage_mark`: the record's `stage` and `warmup`), ramps move in steps, and after the last stage
@@ -37,7 +38,7 @@ MIN_RAMP_STEPS = 4
 
 
 class StageRun(Protocol):
-    """What the driver needs of a run (`Engine` or `WorkerPool`), on the run's loop."""
+    """What the driver needs of the run's coordinator (`runner.Engine`), on the run's loop."""
 
     w: Workload
     live: LiveSettings

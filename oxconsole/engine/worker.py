@@ -1,10 +1,11 @@
-"""One worker process of a pool: an `Engine` on its share of the run, reporting to the parent.
+"""One worker process of a run: a `LocalShard` on its share, reporting to the coordinator.
 
 Why this module exists: this is the code that runs in the child process (`worker_main` is the
-process target). It does the expensive part of its share (HTTP, stream parsing) and sends the
-parent everything the parent needs to be the run's one source of truth: journal lines, records for
-the collector, live attempt errors, gauges, and the end of its run (`wire.py` says what goes over
-the pipe).
+process target) or in a Ray actor's thread. It does the expensive part of its share (HTTP, stream
+parsing) and sends the coordinator everything it needs to be the run's one source of truth:
+journal lines, records for the collector, live attempt errors, gauges, and the end of its run
+(`messages.py` says what goes over the pipe). It applies the commands it is sent as they are:
+they are its share already (`shares.shard_commands`), admitted and logged by the coordinator.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import asyncio
 import os
 import signal
 import threading
+import time
 from collections.abc import Set as AbstractSet
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -37,8 +39,7 @@ from oxconsole.engine.messages import (
     gauges_to_dict,
     record_tuple,
 )
-from oxconsole.engine.outcome import RunOutcome
-from oxconsole.engine.runner import Engine
+from oxconsole.engine.shard import LocalShard
 from oxconsole.journal.journal import ok_ids
 from oxconsole.journal.records import RequestRecord
 from oxconsole.workload import Workload
@@ -72,7 +73,7 @@ def worker_main(
 
 
 class Worker:
-    """A worker's engine, the pipe to its parent, and what waits to be sent on it."""
+    """A worker's shard, the pipe to its coordinator, and what waits to be sent on it."""
 
     def __init__(
         self,
@@ -85,22 +86,28 @@ class Worker:
         self.conn = conn
         self._lock = threading.Lock()  # conn.send_bytes from the loop and the final send
         self._lines: list[bytes] = []  # journal lines, encoded once here
-        self._batch: list[tuple[Any, ...]] = []  # the same records for the parent's collector
+        self._batch: list[tuple[Any, ...]] = []  # the same records for the coordinator's collector
         self._attempts: dict[tuple[str, str], list[Any]] = {}  # (model, class) -> [count, detail]
-        self._held: list[dict[str, Any]] | None = []  # commands that arrive before the engine runs
+        self._held: list[dict[str, Any]] | None = []  # commands that arrive before the shard runs
         self._go = asyncio.Event()
-        self.engine = Engine(
+        self.ok = 0
+        self.errors = 0
+        self.shard = LocalShard(
             w,
-            results_path=Path(os.devnull),
+            record_sink=self._on_record,
+            attempt_sink=self._on_attempt,
+            warnings=[],
             skip_ids=skip,
             endpoint_urls=urls,
             shard=shard,
-            record_sink=self._on_record,
-            attempt_sink=self._on_attempt,
         )
 
-    # --- what the engine hands over -------------------------------------------------------------
+    # --- what the shard hands over --------------------------------------------------------------
     def _on_record(self, rec: RequestRecord) -> None:
+        if rec.status == "ok":
+            self.ok += 1
+        else:
+            self.errors += 1
         self._lines.append(orjson.dumps(rec.to_json_dict(), option=orjson.OPT_APPEND_NEWLINE))
         rec.text = None
         self._batch.append(record_tuple(rec))
@@ -120,8 +127,8 @@ class Worker:
 
     def flush(self) -> None:
         """Send the journal lines, records, attempt errors and gauges gathered since the last flush."""
-        engine = self.engine
-        g = engine.gauges() if engine.state != "starting" else None
+        shard = self.shard
+        g = shard.gauges() if shard.state != "starting" else None
         if self._lines:
             with self._lock:
                 self.conn.send_bytes(JOURNAL_TAG + b"".join(self._lines))
@@ -135,12 +142,12 @@ class Worker:
             self.send(msg)
 
     def _reader(self, loop: asyncio.AbstractEventLoop) -> None:
-        """The thread that takes the parent's messages and hands them to the loop."""
+        """The thread that takes the coordinator's messages and hands them to the loop."""
         while True:
             try:
                 data = self.conn.recv_bytes()
             except (EOFError, OSError):
-                # The parent is gone: stop at once rather than run unobserved.
+                # The coordinator is gone: stop at once rather than run unobserved.
                 loop.call_soon_threadsafe(self._parent_gone)
                 return
             loop.call_soon_threadsafe(self._on_command, orjson.loads(data))
@@ -150,52 +157,44 @@ class Worker:
         if cmd == GO:
             self._go.set()
         elif cmd == STOP:
-            self.engine.request_stop(cancel=bool(d.get("cancel")))
+            self.shard.stop(cancel=bool(d.get("cancel")))
         elif cmd == STAGE:
-            self.engine.stage_mark = (int(d["mark"][0]), bool(d["mark"][1]))
+            self.shard.stage_mark = (int(d["mark"][0]), bool(d["mark"][1]))
         elif self._held is not None:
             self._held.append(d)
         else:
-            self.engine.apply(command_from_dict(d))
+            self.shard.act(command_from_dict(d))
 
     def _parent_gone(self) -> None:
         self._go.set()
-        self.engine.request_stop(cancel=True)
+        self.shard.stop(cancel=True)
 
     # --- the run --------------------------------------------------------------------------------
     async def run(self) -> None:
-        threading.Thread(target=self._reader, args=(asyncio.get_running_loop(),), daemon=True).start()
-        # Imports and start-up done: tell the parent, and start when every worker is ready, so that
-        # the run's clock does not count process start-up.
+        loop = asyncio.get_running_loop()
+        threading.Thread(target=self._reader, args=(loop,), daemon=True).start()
+        # Imports and start-up done: tell the coordinator, and start when every worker is ready,
+        # so that the run's clock does not count process start-up.
         self.send({READY: True})
         await self._go.wait()
         flusher = asyncio.create_task(self._flusher())
         try:
-            running = asyncio.create_task(self.engine.run())
-            while self.engine.state == "starting" and not running.done():
-                await asyncio.sleep(0.005)
+            try:
+                await self.shard.prepare()
+            except BaseException:
+                await self.shard.shut_down()
+                raise
+            self.shard.begin(loop.time(), time.time())
             early, self._held = self._held, None
             for d in early or ():
                 self._on_command(d)
-            out = await running
+            await self.shard.run()
         finally:
             flusher.cancel()
         self.flush()
-        self.send({END: self._end(out)})
+        self.send({END: {"ok": self.ok, "error": self.errors, **self.shard.end()}})
 
     async def _flusher(self) -> None:
         while True:
             await asyncio.sleep(FLUSH_S)
             self.flush()
-
-    def _end(self, out: RunOutcome) -> dict[str, Any]:
-        return {
-            "ok": out.ok,
-            "error": out.error,
-            "warnings": out.warnings,
-            "cooldowns": self.engine.cooldowns,
-            "loop_lag_ms": out.summary.get("loop_lag_ms"),
-            "gc": out.summary.get("gc"),
-            "conversations": out.summary.get("conversations"),
-            "complete": self.engine.dispatch_complete,
-        }

@@ -62,11 +62,12 @@ async def run(w: Workload, engine: Engine | None = None, *, sim: str = "in-proce
     e = engine or engine_for(w)
     runners = []
     if sim == "in-process":
+        urls = e.shards.endpoint_urls  # LocalShards: a run in this process
         for ep in w.endpoints.values():
-            if ep.base_url == "sim" and ep.name not in e.endpoint_urls:
+            if ep.base_url == "sim" and ep.name not in urls:
                 runner, url = await start_sim(profiles=w.sim, seed=w.run.seed)
                 runners.append(runner)
-                e.endpoint_urls[ep.name] = url
+                urls[ep.name] = url
     try:
         return await e.run()
     finally:
