@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -20,7 +22,7 @@ from oxconsole.engine.shares import split
 from .conftest import WorkloadFactory
 from .http_support import chat_server, ok_answer
 from .ray_support import descendants
-from .support import journal, until
+from .support import journal, read_jsonl, until
 
 pytestmark = pytest.mark.subprocess  # worker processes
 
@@ -267,3 +269,78 @@ async def test_each_runs_workers_take_the_environment_it_starts_with(
             out = await make_engine(w, results_path=w.results_path(), total_expected=4).run()
             assert out.exit_code == 0, out.warnings
     assert seen == ["first"] * 4 + ["second"] * 4
+
+
+KILLED = """
+name = "k"
+[run]
+concurrency = 8
+workers = 2
+[output]
+results = "out/results.jsonl"
+[endpoints.default]
+base_url = "sim"
+[[models]]
+name = "a"
+[prompts]
+synthetic = { count = 1500, input_tokens = 5, output_tokens = 4 }
+[sim.models.a]
+ttft = "50ms"
+tokens_per_s = 0
+"""
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _workers_of(pid: int) -> list[int]:
+    """The worker processes of the run `pid`: the fork server's children."""
+    found = []
+    for q in descendants(pid):
+        try:
+            parent = int(Path(f"/proc/{q}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if b"forkserver" in _cmdline(q) and b"forkserver" in _cmdline(parent):
+            found.append(q)
+    return sorted(found)
+
+
+@pytest.mark.slow
+def test_kill_9_of_one_worker_says_what_was_lost_and_how_to_send_it(tmp_path: Path) -> None:
+    """A worker killed outright: the run goes on with the other, and its end says which worker,
+    how it ended, how many of its requests were lost, and the command that sends them (exit 1:
+    the run finished, not every request made it); that command then sends exactly those."""
+    (tmp_path / "w.toml").write_text(KILLED)
+    results = tmp_path / "out" / "results.jsonl"
+    cmd = [sys.executable, "-m", "oxconsole", "w.toml", "--headless", "--summary-json", "s.json"]
+    p = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (results.exists() and results.read_bytes().count(b"\n") >= 40):
+        time.sleep(0.05)
+    workers = _workers_of(p.pid)
+    assert len(workers) == 2, workers
+    os.kill(workers[0], signal.SIGKILL)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 1, err
+    summary = orjson.loads((tmp_path / "s.json").read_bytes())
+    lost = summary["requests"]["not_sent"]
+    assert 0 < lost < 750, summary["requests"]
+    line = next((x for x in err.splitlines() if "worker" in x and "ended unexpectedly" in x), "")
+    assert "killed by SIGKILL" in line, err
+    assert f"{lost:,} of its 750 requests were lost" in line and "--resume" in line, (lost, line)
+    assert f"{lost:,} requests not sent; continue with: oxconsole w.toml --resume" in err, err
+    again = subprocess.run(
+        [sys.executable, "-m", "oxconsole", "w.toml", "--headless", "--resume"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert again.returncode == 0, again.stderr
+    ids = [r["id"] for r in read_jsonl(results)]
+    assert len(ids) == 1500 == len(set(ids)), (len(ids), len(set(ids)))

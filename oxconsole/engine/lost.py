@@ -2,7 +2,8 @@
 
 Why this module exists: a shard that dies takes with it the requests it had in flight and the
 rest of its share of the prompts; the run goes on with the others. The coordinator must say what
-was lost, in numbers, where the user reads the end of the run, and that `--resume` sends it.
+was lost, in numbers, where the user reads the end of the run, and that `--resume` sends it (the
+end of the run gives the command: `runprep.end_notes`).
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ def lost_share(who: str, share: int | None, finished: int, gauges: dict[str, Any
     of requests came back (`finished`), how many were in flight at its last word (`gauges`)."""
     in_flight = int((gauges or {}).get("in_flight", 0))
     if share is None:
-        lost = f"{finished:,} of its requests came back, {in_flight:,} in flight were lost"
+        what = f"{finished:,} of its requests came back, the {in_flight:,} in flight at its last report"
+        what += " and the rest of its share were not"
     else:
-        left = max(0, share - finished)
-        lost = (
-            f"{left:,} of its {share:,} requests were not sent or not saved "
-            f"({finished:,} came back, {in_flight:,} were in flight)"
+        what = (
+            f"{max(0, share - finished):,} of its {share:,} requests were lost ({finished:,} came back; "
+            f"{in_flight:,} were in flight at its last report, the rest never sent)"
         )
-    return f"{who}: {lost}; its requests in flight are not in the journal: --resume sends them"
+    return f"{who}: {what}; they are not in the journal and --resume sends them"

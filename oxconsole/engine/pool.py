@@ -17,6 +17,7 @@ import asyncio
 import dataclasses
 import multiprocessing
 import os
+import signal
 import threading
 from multiprocessing.context import ForkServerContext, SpawnContext
 from typing import TYPE_CHECKING, Any
@@ -49,7 +50,22 @@ from oxconsole.workload import Workload
 if TYPE_CHECKING:
     from oxconsole.sim.process import SimProcess
 
-__all__ = ["ProcessShards", "WorkerHandle", "stop_fork_server", "worker_context"]
+__all__ = ["ProcessShards", "WorkerHandle", "exit_text", "stop_fork_server", "worker_context"]
+
+GONE_S = 5.0
+"""How long a worker whose pipe closed may take to be seen gone (its exit code known)."""
+
+
+def exit_text(code: int | None) -> str:
+    """A process's end as a person reads it: `killed by SIGKILL`, `exit code 3`."""
+    if code is None:
+        return "still running, not answering"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
 
 
 def worker_context() -> ForkServerContext | SpawnContext:
@@ -202,6 +218,7 @@ class ProcessShards:
             try:
                 data = conn.recv_bytes()
             except (EOFError, OSError):
+                self._gone(i)
                 loop.call_soon_threadsafe(self._on_end, i, None)
                 return
             if data[:1] == JOURNAL_TAG:
@@ -251,16 +268,22 @@ class ProcessShards:
         if all(x.end is not None for x in self.workers):
             self._all_ended.set()
 
+    def _gone(self, i: int) -> None:
+        """Worker i's pipe closed (in its reader thread): wait a moment for the process, so that
+        how it ended (its exit code, the signal that killed it) can be said."""
+        self.workers[i].proc.join(GONE_S)
+
     def _share_of(self, i: int) -> int | None:
-        """How many requests worker i was to send (its prompts), when the run's total is known."""
+        """How many requests worker i was to send, when that is known: the run's total cut as its
+        prompts are (every n-th from i), in a run that skips none (not a --resume)."""
         total = self.host.total_expected
-        if total is None:
+        if total is None or self.host.skip_ids:
             return None
         return total // self.n + (1 if i < total % self.n else 0)
 
     def _lost(self, i: int) -> str:
         """What to say of worker i, which ended without its END message."""
-        return f"worker {i} ended unexpectedly (exit code {self.workers[i].proc.exitcode})"
+        return f"worker {i} ended unexpectedly ({exit_text(self.workers[i].proc.exitcode)})"
 
     # --- what the run shows -----------------------------------------------------------------------
     def state(self, state: str) -> str:

@@ -273,6 +273,9 @@ class RayShards(ProcessShards):
             self.workers.append(WorkerHandle(ActorProc(actor), DriverChannel(actor)))
             threading.Thread(target=self._reader, args=(i,), daemon=True, name=f"oxconsole-ray-{i}").start()
 
+    def _gone(self, i: int) -> None:
+        """An actor has no exit code to wait for: what was lost is said by `_lost`."""
+
     def _lost(self, i: int) -> str:
         ip, node = self.nodes[i] if i < len(self.nodes) else ("?", "?")
         conn = self.workers[i].conn
