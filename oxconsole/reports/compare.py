@@ -26,6 +26,7 @@ import orjson
 from oxconsole.reports.plans import cost_figures, cost_rows, money_cell
 from oxconsole.reports.timeline import build_timeline
 from oxconsole.summary import read_journal, summary_from_journal
+from oxconsole.units import FIGURES as SUMMARY_FIGURES
 
 if TYPE_CHECKING:
     from oxconsole.workload.plans import PricePlan
@@ -38,19 +39,8 @@ BOOTSTRAP = 200
 EXACT_LIMIT = 20_000
 CONFIDENCE = 0.95
 
-FIGURES: tuple[tuple[str, str], ...] = (
-    ("requests_per_s", "requests/s"),
-    ("output_tokens_per_s", "output tok/s"),
-    ("ttft_ms.p50", "TTFT p50 ms"),
-    ("ttft_ms.p90", "TTFT p90 ms"),
-    ("ttft_ms.p99", "TTFT p99 ms"),
-    ("itl_ms.p50", "ITL p50 ms"),
-    ("itl_ms.p99", "ITL p99 ms"),
-    ("latency_ms.p50", "latency p50 ms"),
-    ("latency_ms.p90", "latency p90 ms"),
-    ("latency_ms.p99", "latency p99 ms"),
-    ("error_rate", "error %"),
-)
+FIGURES: tuple[tuple[str, str], ...] = tuple((f.key, f.header) for f in SUMMARY_FIGURES)
+"""(dotted key, label with its unit) of each figure compared, as `oxconsole.units` declares them."""
 
 
 @dataclass(frozen=True, slots=True)
