@@ -153,12 +153,9 @@ def prepare_run(
     if resume:
         from oxconsole.journal.journal import ok_ids
 
-        skip, bad = ok_ids(path)
-        if bad:
-            print(
-                f"oxconsole: {path}: skipped {bad} unreadable line(s) (a torn last line from a crash)",
-                file=sys.stderr,
-            )
+        skip, issues = ok_ids(path)
+        for msg in issues.messages(path):  # the same lines, counted the same way, as `report`
+            print(f"oxconsole: warning: {msg}", file=sys.stderr)
         print(f"oxconsole: resuming: {len(skip)} request(s) already ok in {path}", file=sys.stderr)
     total = stats.total_requests
     if total is not None and skip:
@@ -207,12 +204,16 @@ def resume_command(workload: str, overrides: Sequence[str], results: str | os.Pa
     and `--output` when its journal is not where the workload (so overridden) puts it from here."""
     import shlex
 
+    from oxconsole.redaction import shown_override
+
     args = ["oxconsole", _shown(workload), "--resume"]
+    if results is not None and not os.path.lexists(results):
+        args.pop()  # the journal is gone (its folder deleted): nothing to resume, run it again
     for o in overrides:
         if o == RAY_OVERRIDE and os.environ.get("RAY_ADDRESS"):  # what --ray-address ADDR added
             args += ["--ray-address", os.environ["RAY_ADDRESS"]]
         else:
-            args += ["--set", o]
+            args += ["--set", shown_override(o)]  # a header's value may be a key: not repeated
     if results is not None:
         from oxconsole.workload import WorkloadError, load_workload
 
