@@ -20,11 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import json
-import re
 import ssl
 import time
-import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,10 +35,10 @@ from openai._models import FinalRequestOptions
 
 from oxconsole.engine.apis import PATHS
 from oxconsole.engine.stream import _BadResponse, _read_embeddings, _read_json, _read_stream
-
-DETAIL_MAX = 200
-"""Longest `error_detail` kept (characters)."""
-_SECRET_RE = re.compile(r"(Bearer\s+|sk-|api[_-]?key[\"'=:\s]+)[A-Za-z0-9._\-]{4,}", re.IGNORECASE)
+from oxconsole.redaction import DETAIL_MAX as DETAIL_MAX
+from oxconsole.redaction import redact as redact
+from oxconsole.redaction import scrub as scrub
+from oxconsole.redaction import secret_forms as secret_forms
 
 
 @dataclass(slots=True)
@@ -64,36 +61,6 @@ class AttemptResult:
     param: str | None = None
     """The request field a 4xx error names (OpenAI's `error.param`), when it names one."""
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-def redact(text: str) -> str:
-    """Remove anything that looks like a credential from an error detail."""
-    return _SECRET_RE.sub(lambda m: m.group(1) + "***", text)
-
-
-def secret_forms(secret: str) -> list[str]:
-    """A secret as a server may echo it: as is, URL-encoded (both ways), JSON-escaped; longest first."""
-    forms = {
-        secret,
-        urllib.parse.quote(secret, safe=""),
-        urllib.parse.quote_plus(secret),
-        json.dumps(secret, ensure_ascii=False)[1:-1],
-        json.dumps(secret)[1:-1],
-        json.dumps(secret)[1:-1].replace("/", "\\/"),  # JSON that escapes "/" (PHP, some proxies)
-    }
-    return sorted((f for f in forms if f), key=len, reverse=True)
-
-
-def scrub(text: str, secrets: Sequence[str] = (), limit: int = DETAIL_MAX) -> str:
-    """An error detail safe to journal: on one line, every form of each exact secret replaced,
-    then anything shaped like a credential, and only then cut to `limit` characters (cutting
-    first could leave a piece of a key that no longer matches anything)."""
-    text = " ".join(text.split())
-    for secret in secrets:
-        for form in secret_forms(secret):
-            text = text.replace(form, "***")
-    text = redact(text)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def parse_retry_after(headers: Any) -> float | None:

@@ -20,8 +20,8 @@ INTERFACE (fixed; other modules rely on these names, imported from this package)
 
 Where each question is answered: `schema` (the dataclasses, one per table; a table's keys are
 its fields), `promptdata` (what the prompts are read into), `errors` and `values` (error texts,
-`WorkloadError`, collecting them, typed reading of TOML values), `bounds` (the largest values a run can use, the
-name rule), `sections` (one parser per table), `overrides` (--set), `load`
+`WorkloadError`, collecting them, typed reading of TOML values), `bounds` (the largest values a
+run can use, the name rule), `sections` (one parser per table), `overrides` (--set), `load`
 (file -> Workload, API keys), `prompts` (streaming and checking prompts), `describe` (validate's text),
 `stages` ([[stages]], the load shape).
 
