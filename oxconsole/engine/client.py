@@ -93,9 +93,11 @@ def parse_retry_after(headers: Any) -> float | None:
     ms = headers.get("retry-after-ms")
     if ms:
         try:
-            return _wait(float(ms) / 1000.0)
+            wait = _wait(float(ms) / 1000.0)
         except ValueError:
-            pass
+            wait = None
+        if wait is not None:
+            return wait
     ra = headers.get("retry-after")
     if not ra:
         return None
