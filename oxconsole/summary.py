@@ -26,8 +26,7 @@ from oxconsole.journal.records import RUN_TIMES, RequestRecord, has_run_times
 from oxconsole.journal.sessions import SessionSpans, sessions_of
 from oxconsole.metrics.aggregate import RunStats, Tally, build_summary, phase_summary
 from oxconsole.metrics.goodput import slo_target_of
-from oxconsole.metrics.plans import project_costs
-from oxconsole.metrics.plantable import stored_plans, unused_overrides
+from oxconsole.metrics.plans import project_costs, stored_plans, unused_overrides
 from oxconsole.metrics.stages import StageLog, journal_stages
 from oxconsole.summarytable import render_summary
 
