@@ -14,6 +14,7 @@ INTERFACE (fixed; other modules rely on these names, imported from this package)
   resolve_headers(workload, endpoint_name) -> (headers, values from the environment)
   describe(workload, stats) -> str                    # the text `oxconsole validate` prints
   load_sim_section(path) -> dict[str, SimModelProfile]
+  load_sim_limits(path) -> SimLimits                  # the [sim] table's rpm_limit / tpm_limit
   load_plans(path) -> dict[str, PricePlan]           # the [plans.*] tables of any TOML file
   parse_sim_profiles(sim_table, file_label) -> dict[str, SimModelProfile]
   WorkloadError(Exception)
@@ -32,6 +33,7 @@ from __future__ import annotations
 from oxconsole.workload.describe import describe
 from oxconsole.workload.load import (
     load_plans,
+    load_sim_limits,
     load_sim_section,
     load_workload,
     resolve_api_key,
@@ -55,6 +57,7 @@ from oxconsole.workload.schema import (
     RoutingConfig,
     RoutingRule,
     RunConfig,
+    SimLimits,
     SimModelProfile,
     Strategy,
     SyntheticConfig,
@@ -83,6 +86,7 @@ __all__ = [
     "RoutingConfig",
     "RoutingRule",
     "RunConfig",
+    "SimLimits",
     "SimModelProfile",
     "SloConfig",
     "Stage",
@@ -96,6 +100,7 @@ __all__ = [
     "format_pack",
     "iter_prompts",
     "load_plans",
+    "load_sim_limits",
     "load_sim_section",
     "load_workload",
     "parse_duration",
