@@ -75,7 +75,10 @@ _OTHER_MODELS: Final = "<other>"
 
 _Read = tuple[dict[str, Any], tuple[int, str]]
 """A request's JSON body and its (prompt tokens, trace text)."""
-_LIMIT_HEADERS: Final = "oxconsole_sim_ratelimit"
+# aiohttp >= 3.12 wants typed request keys; older ones (>= 3.9 is supported) take the string.
+_LIMIT_HEADERS: Final[Any] = getattr(web, "RequestKey", lambda name, _t: name)(
+    "oxconsole_sim_ratelimit", dict
+)
 """Where a request keeps the rate-limit headers its answer carries (`_limit_headers`)."""
 
 
