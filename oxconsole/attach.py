@@ -24,7 +24,7 @@ from oxconsole.control.registry import answers
 from oxconsole.engine.commands import Command, Stop
 from oxconsole.headless import print_summary, tell_where
 from oxconsole.metrics import Snapshot
-from oxconsole.outputs import summary_stream
+from oxconsole.outputs import beside_journal, summary_stream
 from oxconsole.runprep import (
     EXIT_BAD_INPUT,
     EXIT_NOT_SAVED,
@@ -261,10 +261,10 @@ def show_end(summary: dict[str, Any], results: Path, ended: RunEnd, *, since: fl
     print_summary(summary, stream)
     written = [
         str(p)
-        for p in (results.parent / SUMMARY_NAME, Path(target) if target and not stream else None)
+        for p in (beside_journal(results, SUMMARY_NAME), Path(target) if target and not stream else None)
         if p is not None and _written_since(p, since)
     ]
-    log = ended.log or results.parent / LOG_NAME
+    log = ended.log or beside_journal(results, LOG_NAME)
     summaries = written + ([stream] if stream else [])
     tell_where(results, summaries, log if ended.log or _written_since(log, since) else None, ended.kept_aside)
 
@@ -315,7 +315,9 @@ async def _stop_and_wait(source: SocketSource, cancel: bool) -> None:
 
 
 def _summary_path(source: SocketSource) -> Path:
-    return Path(source.results_path or ".").parent / SUMMARY_NAME
+    if not source.results_path:
+        return Path(SUMMARY_NAME)
+    return beside_journal(Path(source.results_path), SUMMARY_NAME)
 
 
 def _summary_file(source: SocketSource) -> dict[str, Any] | None:
@@ -330,7 +332,7 @@ def _summary_file(source: SocketSource) -> dict[str, Any] | None:
 
 
 def _log_path(source: SocketSource) -> str | None:
-    return str(Path(source.results_path).parent / LOG_NAME) if source.results_path else None
+    return str(beside_journal(Path(source.results_path), LOG_NAME)) if source.results_path else None
 
 
 # --- ps -----------------------------------------------------------------------------------------
