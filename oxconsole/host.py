@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from oxconsole.headless import print_summary, run_headless, tell_where
+from oxconsole.headless import print_summary, run_headless, served_lines, tell_where
 from oxconsole.outputs import summary_stream
 from oxconsole.runprep import (
     EXIT_BAD_INPUT,
@@ -139,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"oxconsole: warning: {warning}", file=sys.stderr)
     print_summary(outcome.summary, stream)
     tell_where(prep.results_path, saved + ([stream] if stream else []), log, prep.kept_aside)
+    for line in served_lines(outcome):
+        print(f"oxconsole: {line}", file=sys.stderr, flush=True)
     for note in end_notes(
         outcome.summary, lambda: resume_command(str(prep.workload.path), prep.overrides, prep.results_path)
     ):
