@@ -272,9 +272,16 @@ def whole_journal_summary(session: Mapping[str, Any], path: str | os.PathLike[st
     return out
 
 
-def report_main(path: str, as_json: bool, plans: Mapping[str, PricePlan] | None = None) -> int:
+def report_main(
+    path: str,
+    as_json: bool,
+    plans: Mapping[str, PricePlan] | None = None,
+    sweep: tuple[str, dict[str, Any]] | None = None,
+) -> int:
     """`oxconsole report RESULTS.jsonl [--json] [--plans FILE]`: print the summary (priced under
-    `plans`, else under the run's own); 0, or 2 if unreadable."""
+    `plans`, else under the run's own); for a sweep's journal (`sweep`: its points table as text
+    and its sweep object, `reports/sweep.py`), the table after it, or the object as its `sweep`
+    key. 0, or 2 if unreadable."""
     issues = JournalIssues()
     try:
         summary = summary_from_journal(path, issues=issues, plans=plans)
@@ -288,8 +295,10 @@ def report_main(path: str, as_json: bool, plans: Mapping[str, PricePlan] | None 
     for msg in [*issues.messages(path), *unused_overrides(plans, summary)]:
         print(f"oxconsole report: warning: {msg}", file=sys.stderr)
     if as_json:
+        if sweep is not None:
+            summary["sweep"] = sweep[1]
         sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
-        sys.stdout.write(render_summary(summary))
+        sys.stdout.write(render_summary(summary) + (sweep[0] if sweep is not None else ""))
     sys.stdout.flush()
     return 0

@@ -91,3 +91,54 @@ def test_a_later_session_never_takes_an_earlier_sessions_sections(tmp_path: Path
     meta.write_bytes(orjson.dumps(data))
     again = oxconsole_here("report", str(folder / "results.jsonl"), "--json", cwd=folder)
     assert orjson.loads(again.stdout)["changes"] == [], again.stdout
+
+
+def test_report_of_a_sweep_has_the_point_table_and_the_knee(tmp_path: Path) -> None:
+    """A sweep run out of order (4, 1, 2): the report's table lists the points by value, marks the
+    knee the sweep's own JSON named, and `--json` holds the same sweep object."""
+    from tests.test_sweep import write
+
+    wl = write(tmp_path, capacity=2, ttft="30ms")
+    args = ["--over", "concurrency=4,1,2", "--point-duration", "0.5s", "--summary-json", "s.json"]
+    r = oxconsole_here("sweep", str(wl), *args, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    swept = orjson.loads((tmp_path / "s.json").read_bytes())
+    journal = tmp_path / "out" / "results.jsonl"
+    text = oxconsole_here("report", str(journal), cwd=tmp_path)
+    assert text.returncode == 0, text.stderr
+    table = text.stdout[text.stdout.index("sweep over concurrency") :].splitlines()
+    rows = [ln.split() for ln in table[2:5]]
+    assert [row[1] if row[1] != "*" else row[2] for row in rows] == ["1", "2", "4"], table
+    knee = swept["knee"]
+    assert knee is not None and f"knee: concurrency={knee['value']}" in text.stdout, (knee, table)
+    marked = [row for row in rows if row[1] == "*"]
+    assert len(marked) == 1 and marked[0][2] == str(knee["value"]), table
+    js = orjson.loads(oxconsole_here("report", str(journal), "--json", cwd=tmp_path).stdout)
+    assert js["sweep"]["knee"] == knee, (js["sweep"]["knee"], knee)
+    assert [p["value"] for p in js["sweep"]["points"]] == [p["value"] for p in swept["points"]], js["sweep"]
+
+
+def test_compare_heads_columns_by_the_journals_and_adds_goodput(tmp_path: Path) -> None:
+    """`report runs/a.jsonl runs/b.jsonl`: columns `a.jsonl` and `b.jsonl` (not `runs runs`);
+    `slo/results.jsonl` twice in two folders: the folders that tell them apart; goodput rows
+    when the runs had `[slo]`."""
+    from oxconsole.reports.compare import short_names
+
+    assert short_names(["runs/a.jsonl", "runs/b.jsonl"]) == ["a.jsonl", "b.jsonl"]
+    assert short_names(["x/slo/results.jsonl", "y/slo/results.jsonl"]) == [
+        "x/slo/results.jsonl",
+        "y/slo/results.jsonl",
+    ]
+    for name in ("a", "b"):
+        folder = tmp_path / "runs" / name
+        wl = sim_workload(folder, count=40, extra='[slo]\nttft = "1s"\n')
+        r = oxconsole_here(
+            str(wl), "--headless", "--output", str(tmp_path / "runs" / f"{name}.jsonl"), cwd=folder
+        )
+        assert r.returncode == 0, r.stderr
+    r = oxconsole_here("report", "runs/a.jsonl", "runs/b.jsonl", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    head = next(ln for ln in r.stdout.splitlines() if ln.startswith("figure"))
+    assert head.split()[:3] == ["figure", "a.jsonl", "b.jsonl"], head
+    rows = {ln.split("  ")[0].strip() for ln in r.stdout.splitlines()}
+    assert {"goodput/s", "good %"} <= rows, r.stdout
