@@ -16,18 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from oxconsole import __version__
-from oxconsole.runprep import (
-    EXIT_BAD_INPUT,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    RAY_OVERRIDE,
-    BadInput,
-    Parser,
-    PreparedRun,
-    check_progress_interval,
-    load_checked,
-    prepare_run,
-)
+from oxconsole.exits import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, BadInput, Parser
+from oxconsole.hints import RAY_OVERRIDE
+from oxconsole.prepare import PreparedRun, check_progress_interval, load_checked, prepare_run
 
 SUBCOMMANDS = ("validate", "sim", "report", "attach", "ps", "sweep")
 
@@ -142,7 +133,7 @@ def _subcommand(name: str, rest: list[str]) -> int:
 
         return sweep_main(rest, console=_sweep_console)
     if name == "ps":
-        from oxconsole.attach import ps_main
+        from oxconsole.ps import ps_main
 
         return ps_main(rest)
     from oxconsole.attach import attach_main
@@ -189,9 +180,10 @@ def _run(ns: argparse.Namespace) -> int:
 
 def _run_console(ns: argparse.Namespace, prep: PreparedRun) -> int | None:
     """Start the engine process and open the console on it; None: no console, run headless."""
-    from oxconsole.attach import RunEnd, console_session, load_console, show_end
+    from oxconsole.console import console_session, load_console
     from oxconsole.control import SocketSource
     from oxconsole.host import spawn_host, wait_listening
+    from oxconsole.runend import RunEnd, show_end
 
     run_console, why = load_console()
     if run_console is None:
@@ -224,9 +216,10 @@ def _sweep_console(argv: list[str], ns: argparse.Namespace, prep: PreparedRun) -
     """A sweep under the console: the sweep headless in a process of its own (one control socket
     for every point), the console attached to it, the sweep's end printed as headless prints it;
     None: no console, run headless."""
-    from oxconsole.attach import RunEnd, console_session, load_console
+    from oxconsole.console import console_session, load_console
     from oxconsole.control import SocketSource
     from oxconsole.host import spawn_sweep_host, wait_listening
+    from oxconsole.runend import RunEnd
 
     run_console, why = load_console()
     if run_console is None:

@@ -14,8 +14,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from oxconsole.exits import EXIT_NOT_SAVED
+from oxconsole.hints import end_notes, resume_command
+from oxconsole.jsonfile import write_json
 from oxconsole.outputs import summary_stream, where_lines
-from oxconsole.runprep import EXIT_NOT_SAVED, PreparedRun, end_notes, resume_command, write_json
+from oxconsole.prepare import PreparedRun
 
 if TYPE_CHECKING:
     from oxconsole.engine.runner import RunEngine, RunOutcome

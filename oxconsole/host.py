@@ -25,23 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from oxconsole.exits import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_NOT_SAVED, BadInput, Parser
 from oxconsole.headless import print_summary, run_headless, served_lines, tell_where
+from oxconsole.hints import end_notes, resume_command
+from oxconsole.jsonfile import write_json
 from oxconsole.outputs import summary_stream
-from oxconsole.runprep import (
-    EXIT_BAD_INPUT,
-    EXIT_INTERRUPTED,
-    EXIT_NOT_SAVED,
-    LOG_NAME,
-    SUMMARY_NAME,
-    BadInput,
-    Parser,
-    PreparedRun,
-    check_progress_interval,
-    end_notes,
-    prepare_run,
-    resume_command,
-    write_json,
-)
+from oxconsole.prepare import LOG_NAME, SUMMARY_NAME, PreparedRun, check_progress_interval, prepare_run
 
 if TYPE_CHECKING:
     from oxconsole.control import RunEntry

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from oxconsole.exits import BadInput
 from oxconsole.metrics.knee import knee_index, next_auto_value, slo_met
-from oxconsole.runprep import BadInput
 from oxconsole.sweep.plan import parse_over
 
 
