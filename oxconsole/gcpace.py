@@ -3,7 +3,7 @@
 Why this module exists: the engine measures when bytes arrive and the simulator promises when they
 leave; a collection stops the event loop for as long as it scans. Both processes allocate in bursts
 that trip CPython's young-generation threshold in the middle of a callback, and in both nearly
-everything is freed by reference counting. Used by the engine for each run (`runner.quiet_gc`) and
+everything is freed by reference counting. Used by the engine for each run (`shard.quiet_gc`) and
 by the simulator's server process (`oxconsole.sim.cli`). No imports beyond the standard library.
 """
 

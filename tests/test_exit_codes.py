@@ -124,6 +124,9 @@ def test_ctrl_c_midway_exits_130_and_says_how_to_send_the_rest(tmp_path: Path, w
     assert p.returncode == 130, err
     assert "Traceback" not in err and "ended unexpectedly" not in err, err
     recs = lines(journal)
+    assert len(recs) >= 40, len(recs)  # all flushed by the exit
+    if workers == 1:  # in flight finished within the grace time
+        assert [r for r in recs if r["status"] != "ok"] == []
     s = json.loads((tmp_path / "s.json").read_text())
     not_sent = s["requests"]["not_sent"]
     assert not_sent > 0 and not_sent == 400 - len(recs) and s["requests"]["total"] == len(recs)
@@ -298,12 +301,12 @@ def pilot_console(source: Any, *, theme: str | None = None, refresh: float = 4.0
 def test_q_in_the_console_exits_130(
     run_dirs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from oxconsole import attach, cli
+    from oxconsole import cli, console
 
     write(tmp_path, count=600)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
-    monkeypatch.setattr(attach, "load_console", lambda: (pilot_console, ""))
+    monkeypatch.setattr(console, "load_console", lambda: (pilot_console, ""))
     # before: `210 total 210 ok`, exit 0, as if the run were complete
     assert cli.main(["w.toml", "--set", "run.grace=2s"]) == 130
     cap = capsys.readouterr()
