@@ -362,8 +362,16 @@ class LocalShard:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
     # --- gauges and the end -----------------------------------------------------------------------
-    def gauges(self, *, total_expected: int | None = None, auto: bool = False) -> Gauges:
-        """What this shard is doing now (the coordinator adds the run's own settings)."""
+    def gauges(
+        self,
+        *,
+        total_expected: int | None = None,
+        auto: bool = False,
+        state: str | None = None,
+        rate: float | None = None,
+        tpm: float | None = None,
+    ) -> Gauges:
+        """What this shard is doing now; the coordinator gives the run's own state and settings."""
         budget = self.dispatch.budget
         hist = self._dispatch_hist
         achieved = 0.0
@@ -374,7 +382,7 @@ class LocalShard:
                 achieved = (n_b - n_a) / (t_b - t_a)
         router = self.router
         return Gauges(
-            state=self.state,
+            state=self.state if state is None else state,
             elapsed_s=self.elapsed(),
             total_expected=total_expected,
             dispatched=self.dispatched,
@@ -383,11 +391,11 @@ class LocalShard:
             waiting_bucket=self.dispatch.waiting_bucket,
             backing_off=self.sender.backing_off,
             concurrency=self.slots.limit,
-            rate=self.rate,
+            rate=self.rate if rate is None else rate,
             achieved_rate=achieved,
             loop_lag_ms=self.loop_lag_ms,
             warnings=tuple(self.warnings),
-            tpm=self.tpm,
+            tpm=self.tpm if tpm is None else tpm,
             tpm_used=0.0 if budget is None else budget.used,
             waiting_tpm=self.dispatch.waiting_tpm,
             auto=auto,

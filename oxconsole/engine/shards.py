@@ -10,7 +10,6 @@ process nothing crosses a queue: a command is one call into the shard, a record 
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any, Protocol
@@ -177,8 +176,9 @@ class LocalShards:
 
     def gauges(self, host: Host) -> Gauges:
         live = host.live
-        g = self.one.gauges(total_expected=host.total_expected, auto=live.auto)
-        return dataclasses.replace(g, state=host.state, rate=live.rate, tpm=live.tpm)
+        return self.one.gauges(
+            total_expected=host.total_expected, auto=live.auto, state=host.state, rate=live.rate, tpm=live.tpm
+        )
 
     def ends(self) -> list[dict[str, Any]]:
         return [self.one.end()]
