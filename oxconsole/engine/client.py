@@ -155,7 +155,12 @@ class EndpointClient:
         self.limits = limits or BodyLimits()
         """How much of an answer is read (`stream.BodyLimits`)."""
         self._max_connections = max_connections
-        self._insecure = insecure
+        # Made here, not in the first attempt (loading the CA bundle is ~0.1 s of CPU, which would
+        # count against that attempt's timeout); an http endpoint never needs one (a redirect
+        # never leaves its origin).
+        self._ssl: ssl.SSLContext | bool = (
+            internals.ssl_context(verify=not insecure) if base_url.lower().startswith("https:") else True
+        )
         # The SDK's client is what builds requests (and what tests/test_sdk_contract.py compares
         # our requests with); it sends none of the run's requests.
         limits_ = internals.pool_limits(max_connections)
@@ -185,7 +190,7 @@ class EndpointClient:
             connector = aiohttp.TCPConnector(
                 limit=self._max_connections,
                 keepalive_timeout=internals.KEEPALIVE_S,
-                ssl=internals.ssl_context(verify=not self._insecure),
+                ssl=self._ssl,
             )
             self._session = aiohttp.ClientSession(
                 connector=connector, timeout=aiohttp.ClientTimeout(), auto_decompress=True
