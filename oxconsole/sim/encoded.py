@@ -163,13 +163,6 @@ def usage_tail(prompt_tokens: int, completion_tokens: int) -> bytes:
     )
 
 
-def _fmt_seconds(seconds: float) -> str:
-    """Retry-After value: whole seconds when whole, else up to millisecond precision."""
-    if seconds == int(seconds):
-        return str(int(seconds))
-    return f"{seconds:.3f}".rstrip("0").rstrip(".")
-
-
 def error_body(message: str, type_: str, code: str | None) -> bytes:
     return orjson.dumps({"error": {"message": message, "type": type_, "param": None, "code": code}})
 

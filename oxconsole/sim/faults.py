@@ -15,6 +15,7 @@ from aiohttp import web
 
 from oxconsole.sim.encoded import error_body, json_response
 from oxconsole.sim.state import ModelState
+from oxconsole.units import fmt_seconds_header
 
 
 async def arrival_faults(
@@ -56,7 +57,7 @@ def too_many(ms: ModelState, retry_after: float, message: str, type_: str = "req
     ms.stats.http_429 += 1
     ms.stats.faults += 1
     headers = {
-        "Retry-After": _fmt_seconds(retry_after),
+        "Retry-After": fmt_seconds_header(retry_after),
         "retry-after-ms": str(max(0, math.ceil(retry_after * 1000))),
     }
     return json_response(429, error_body(message, type_, "rate_limit_exceeded"), headers)
@@ -76,10 +77,3 @@ def stream_faults(ms: ModelState) -> tuple[bool, bool]:
         stats.malformed += 1
         stats.faults += 1
     return abort, malformed
-
-
-def _fmt_seconds(seconds: float) -> str:
-    """Retry-After value: whole seconds when whole, else up to millisecond precision."""
-    if seconds == int(seconds):
-        return str(int(seconds))
-    return f"{seconds:.3f}".rstrip("0").rstrip(".")

@@ -19,9 +19,10 @@ INTERFACE (fixed; other modules rely on these names, imported from this package)
   parse_sim_profiles(sim_table, file_label) -> dict[str, SimModelProfile]
   WorkloadError(Exception)
 
-Where each question is answered: `schema` (the dataclasses), `errors` and `values` (error texts,
-collecting them, typed reading of TOML values), `bounds` (the largest values a run can use, the
-name rule), `sections` (one parser per table), `overrides` (--set), `load`
+Where each question is answered: `schema` (the dataclasses, one per table; a table's keys are
+its fields), `promptdata` (what the prompts are read into), `errors` and `values` (error texts,
+`WorkloadError`, collecting them, typed reading of TOML values), `bounds` (the largest values a
+run can use, the name rule), `sections` (one parser per table), `overrides` (--set), `load`
 (file -> Workload, API keys), `prompts` (streaming and checking prompts), `describe` (validate's text),
 `stages` ([[stages]], the load shape).
 
@@ -31,6 +32,7 @@ Stdlib only (plus orjson for the prompts file): importing this package never loa
 from __future__ import annotations
 
 from oxconsole.workload.describe import describe
+from oxconsole.workload.errors import WorkloadError
 from oxconsole.workload.load import (
     load_plans,
     load_sim_limits,
@@ -41,7 +43,8 @@ from oxconsole.workload.load import (
 )
 from oxconsole.workload.overrides import apply_override
 from oxconsole.workload.packing import Pack, format_pack, parse_pack, split_answer
-from oxconsole.workload.plans import PricePlan, Prices, parse_plans, plans_to_toml
+from oxconsole.workload.plans import parse_plans, plans_to_toml
+from oxconsole.workload.promptdata import Prompt, PromptStats
 from oxconsole.workload.prompts import check_prompts, iter_prompts, request_ids, turn_id
 from oxconsole.workload.schema import (
     DEFAULT_RETRY_ON,
@@ -50,23 +53,23 @@ from oxconsole.workload.schema import (
     ModelConfig,
     OutputConfig,
     PackingConfig,
-    Prompt,
+    PricePlan,
+    Prices,
     PromptsConfig,
-    PromptStats,
     RetryConfig,
     RoutingConfig,
     RoutingRule,
     RunConfig,
     SimLimits,
     SimModelProfile,
+    SloConfig,
+    Stage,
     Strategy,
     SyntheticConfig,
     Workload,
-    WorkloadError,
 )
 from oxconsole.workload.simsection import parse_sim_profiles
-from oxconsole.workload.slo import SloConfig
-from oxconsole.workload.stages import Stage, stages_duration
+from oxconsole.workload.stages import stages_duration
 from oxconsole.workload.values import parse_duration
 
 __all__ = [

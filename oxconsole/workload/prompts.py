@@ -18,16 +18,10 @@ import orjson
 
 from oxconsole.idset import repeated
 from oxconsole.workload.bounds import MAX_TOKENS, fmt_limit
-from oxconsole.workload.errors import did_you_mean, error, fail, printable, show
+from oxconsole.workload.errors import WorkloadError, did_you_mean, error, fail, printable, show
 from oxconsole.workload.lengths import SAMPLE_MAX, draws, length_stats
-from oxconsole.workload.schema import (
-    LengthStats,
-    Prompt,
-    PromptStats,
-    SyntheticConfig,
-    Workload,
-    WorkloadError,
-)
+from oxconsole.workload.promptdata import LengthStats, Prompt, PromptStats
+from oxconsole.workload.schema import SyntheticConfig, Workload
 from oxconsole.workload.sources import check_records, records
 from oxconsole.workload.synthtext import synthetic_text as _synthetic_text
 from oxconsole.workload.synthtext import warm_text as _warm_text

@@ -12,18 +12,13 @@ from typing import Any
 
 from oxconsole.workload import bounds as b
 from oxconsole.workload.errors import Problems, join_key
-from oxconsole.workload.schema import REASONING_FIELDS, SimLimits, SimModelProfile
+from oxconsole.workload.schema import REASONING_FIELDS, SimLimits, SimModelProfile, toml_keys
 from oxconsole.workload.values import Table, is_num
 
 __all__ = ["parse_sim", "parse_sim_limits", "parse_sim_profiles", "parse_sim_section"]
 
 _SIM = ("models", "rpm_limit", "tpm_limit")
-_PROFILE = (
-    "ttft", "tokens_per_s", "output_tokens", "capacity", "jitter", "error_rate", "rate_limit",
-    "retry_after", "throttle_rate", "reset_rate", "abort_rate", "malformed_rate", "stall_rate", "stall",
-    "usage", "pack_error_rate", "knee", "knee_power",
-    "reasoning_tokens", "reasoning_field", "prefix_cache", "cache_block", "prefill_tokens_per_s",
-)  # fmt: skip
+_PROFILE = toml_keys(SimModelProfile)
 
 
 def parse_sim_profiles(table: Any, file_label: str) -> dict[str, SimModelProfile]:
