@@ -242,7 +242,9 @@ class SimState:
             return read
         body, prompt = read
         ms = self._model(body)
-        charge = prompt[0] + ms.profile.reasoning_tokens + answer_length(body, ms.profile, kind)[0]
+        charge = 0
+        if self.limiter.on:
+            charge = prompt[0] + ms.profile.reasoning_tokens + answer_length(body, ms.profile, kind)[0]
         refused = await self._arrive(request, ms, charge)
         if refused is not None:
             return refused
