@@ -215,7 +215,9 @@ def _parse_models(errs: Problems, data: Any, endpoints: Collection[str] | None) 
             t.fail("name", f"a unique model name (models.{seen[name]}.name is the same)")
         elif name:
             seen[name] = i
-        endpoint = t.str_("endpoint", "default", "the name of an [endpoints.NAME] table")
+        # one endpoint, whatever its name, is every model's without an `endpoint =` on each
+        only = next(iter(endpoints)) if endpoints is not None and len(endpoints) == 1 else "default"
+        endpoint = t.str_("endpoint", only, "the name of an [endpoints.NAME] table")
         if endpoints is not None and endpoint not in endpoints:
             _unknown_endpoint(t, endpoint, endpoints)
         model = ModelConfig(
