@@ -18,12 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
-import json
 import math
-import re
 import ssl
 import time
-import urllib.parse
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,43 +34,12 @@ from oxconsole.engine import internals
 from oxconsole.engine.apis import PATHS
 from oxconsole.engine.attempt import AttemptResult, BadResponse
 from oxconsole.engine.stream import BodyLimits, collect, read_embeddings, read_json, read_stream, size_words
+from oxconsole.redaction import DETAIL_MAX as DETAIL_MAX
+from oxconsole.redaction import redact as redact
+from oxconsole.redaction import scrub as scrub
+from oxconsole.redaction import secret_forms as secret_forms
 
 __all__ = ["DETAIL_MAX", "RETRY_AFTER_MAX", "AttemptResult", "BodyLimits", "EndpointClient"]
-
-DETAIL_MAX = 200
-"""Longest `error_detail` kept (characters)."""
-_SECRET_RE = re.compile(r"(Bearer\s+|sk-|api[_-]?key[\"'=:\s]+)[A-Za-z0-9._\-]{4,}", re.IGNORECASE)
-
-
-def redact(text: str) -> str:
-    """Remove anything that looks like a credential from an error detail."""
-    return _SECRET_RE.sub(lambda m: m.group(1) + "***", text)
-
-
-def secret_forms(secret: str) -> list[str]:
-    """A secret as a server may echo it: as is, URL-encoded (both ways), JSON-escaped; longest first."""
-    forms = {
-        secret,
-        urllib.parse.quote(secret, safe=""),
-        urllib.parse.quote_plus(secret),
-        json.dumps(secret, ensure_ascii=False)[1:-1],
-        json.dumps(secret)[1:-1],
-        json.dumps(secret)[1:-1].replace("/", "\\/"),  # JSON that escapes "/" (PHP, some proxies)
-    }
-    return sorted((f for f in forms if f), key=len, reverse=True)
-
-
-def scrub(text: str, secrets: Sequence[str] = (), limit: int = DETAIL_MAX) -> str:
-    """An error detail safe to journal: on one line, every form of each exact secret replaced,
-    then anything shaped like a credential, and only then cut to `limit` characters (cutting
-    first could leave a piece of a key that no longer matches anything)."""
-    text = " ".join(text.split())
-    for secret in secrets:
-        for form in secret_forms(secret):
-            text = text.replace(form, "***")
-    text = redact(text)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
 
 RETRY_AFTER_MAX = 60.0
 """The longest wait a server's Retry-After (or retry-after-ms) is honoured for, in seconds. A server
