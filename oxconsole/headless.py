@@ -38,7 +38,7 @@ def engine_with_progress(prep: PreparedRun, progress_interval: float) -> RunEngi
     """The engine for a prepared run (several processes when run.workers > 1), printing a
     progress line to stderr every interval."""
     from oxconsole.engine.pool import make_engine
-    from oxconsole.metrics.format import progress_line
+    from oxconsole.progress import progress_line
 
     shown = 0
 

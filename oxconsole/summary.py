@@ -12,22 +12,21 @@ from __future__ import annotations
 import os
 import sys
 from array import array
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from oxconsole.idset import repeated
-from oxconsole.journal.identify import NotAJournal, not_a_journal, not_a_record, sniff
+from oxconsole.journal.identify import NotAJournal, not_a_journal, sniff
 from oxconsole.journal.manifest import RUN_REQUESTS, RUN_SECTIONS, read_manifest, run_sections
-from oxconsole.journal.records import RUN_TIMES, RequestRecord, has_run_times
+from oxconsole.journal.reading import JournalIssues, read_journal
+from oxconsole.journal.records import RequestRecord
 from oxconsole.journal.sessions import SessionSpans, sessions_of
 from oxconsole.metrics.aggregate import RunStats, Tally, build_summary, phase_summary
 from oxconsole.metrics.goodput import slo_target_of
-from oxconsole.metrics.plans import project_costs
-from oxconsole.metrics.plantable import stored_plans, unused_overrides
+from oxconsole.metrics.plans import project_costs, stored_plans, unused_overrides
 from oxconsole.metrics.stages import StageLog, journal_stages
 from oxconsole.summarytable import render_summary
 
@@ -43,107 +42,6 @@ __all__ = [
     "summary_from_journal",
     "whole_journal_summary",
 ]
-
-
-@dataclass(slots=True)
-class JournalIssues:
-    """What `read_journal` skipped: filled in as the journal is read."""
-
-    torn_last: bool = False
-    """The last line was incomplete or invalid (a crash while writing it): skipped."""
-    torn_line: int = 0
-    invalid: int = 0
-    """Invalid lines before the last one (skipped too; should not happen)."""
-    invalid_lines: list[int] = field(default_factory=list)
-    """Line numbers of the first few invalid lines."""
-    records: int = 0
-    no_times: int = 0
-    """Records without the times a run writes (`RUN_TIMES`): typed or injected by hand, ignored."""
-    first_problem: tuple[int, str] | None = None
-    """The first line that is not a record, and why (to tell a file that is not a journal)."""
-
-    def messages(self, path: str | os.PathLike[str]) -> list[str]:
-        out: list[str] = []
-        if self.torn_last:
-            out.append(f"{os.fspath(path)}: line {self.torn_line}: skipped an incomplete last line")
-        if self.invalid:
-            where = ", ".join(map(str, self.invalid_lines))
-            more = ", ..." if self.invalid > len(self.invalid_lines) else ""
-            out.append(f"{os.fspath(path)}: skipped {self.invalid} invalid line(s) (line {where}{more})")
-        if self.no_times:
-            times = " and ".join(RUN_TIMES)
-            out.append(
-                f"{os.fspath(path)}: ignored {self.no_times} record(s) without run times ({times}): "
-                "not written by a run"
-            )
-        return out
-
-
-NO_TIMES = "a record without run times"
-
-
-def _parse(line: bytes) -> RequestRecord | str:
-    """The record on a journal line, or why the line holds none (`NO_TIMES`: a record, ignored)."""
-    try:
-        d = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return "binary data" if b"\0" in line else "not JSON"
-    problem = not_a_record(d)
-    if problem is not None:
-        return problem
-    if not has_run_times(d):
-        return NO_TIMES
-    try:
-        return RequestRecord.from_json_dict(d)
-    except (ValueError, TypeError, KeyError):
-        return "a JSON object with values of the wrong type"
-
-
-def read_journal(
-    path: str | os.PathLike[str],
-    issues: JournalIssues | None = None,
-    on_skip: Callable[[int, bool], None] | None = None,
-) -> Iterator[RequestRecord]:
-    """Stream the records of a results journal, in file order, in constant memory.
-
-    Invalid lines are skipped: a bad *last* line (torn by a crash) sets ``issues.torn_last``,
-    any other bad line counts in ``issues.invalid``; ``on_skip(line_no, is_last)`` is called for
-    each. Records without the times a run writes are ignored (``issues.no_times``). Blank lines
-    are ignored. Raises OSError when the file cannot be opened or read.
-    """
-    iss = issues if issues is not None else JournalIssues()
-    pending = 0  # line number of an invalid line not yet known to be the last one
-
-    def middle(line_no: int) -> None:
-        iss.invalid += 1
-        if len(iss.invalid_lines) < 5:
-            iss.invalid_lines.append(line_no)
-        if on_skip is not None:
-            on_skip(line_no, False)
-
-    with open(path, "rb") as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            if pending:
-                middle(pending)
-                pending = 0
-            rec = _parse(line)
-            if rec is NO_TIMES:
-                iss.no_times += 1
-                continue
-            if isinstance(rec, str):
-                if iss.first_problem is None:
-                    iss.first_problem = (line_no, rec)
-                pending = line_no
-                continue
-            iss.records += 1
-            yield rec
-    if pending:
-        iss.torn_last = True
-        iss.torn_line = pending
-        if on_skip is not None:
-            on_skip(pending, True)
 
 
 def summary_from_journal(

@@ -20,6 +20,7 @@ from typing import Any
 
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.aggregate import RunStats, timing
+from oxconsole.units import fmt_duration
 
 __all__ = ["StageLog", "StageSpan"]
 
@@ -181,14 +182,7 @@ def stage_text(stage: Mapping[str, Any], elapsed_s: float) -> str:
     ``stage 2/4 ramp 12s left`` (1-based, as people count; the summary's `index` is 0-based)."""
     kind = " warm-up" if stage.get("warmup") else " ramp" if stage.get("ramp") else ""
     left = max(0.0, float(stage["t_start"]) + float(stage["duration_s"]) - elapsed_s)
-    return f"stage {int(stage['index']) + 1}/{stage['count']}{kind} {_secs(left)} left"
-
-
-def _secs(s: float) -> str:
-    if s < 60:
-        return f"{s:.0f}s"
-    m, sec = divmod(round(s), 60)
-    return f"{m}m{sec:02d}s" if m < 60 else f"{m // 60}h{m % 60:02d}m"
+    return f"stage {int(stage['index']) + 1}/{stage['count']}{kind} {fmt_duration(left)} left"
 
 
 STAGE_END_SLACK_S = 0.1

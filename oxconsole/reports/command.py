@@ -75,7 +75,9 @@ def report_command(req: ReportRequest) -> int:
     if len(req.results) > 1:
         from oxconsole.reports.compare import compare_main
 
-        return compare_main(req, plans)
+        return compare_main(
+            req.results, as_json=req.as_json, markdown=req.markdown, html=req.html, plans=plans
+        )
     path = req.results[0]
     if req.as_json or not (req.html or req.csv or req.markdown):
         from oxconsole.reports.sweep import sweep_report

@@ -26,9 +26,9 @@ import orjson
 from oxconsole.reports.plans import cost_figures, cost_rows, money_cell
 from oxconsole.reports.timeline import build_timeline
 from oxconsole.summary import read_journal, summary_from_journal
+from oxconsole.units import FIGURES as SUMMARY_FIGURES
 
 if TYPE_CHECKING:
-    from oxconsole.reports.command import ReportRequest
     from oxconsole.workload.plans import PricePlan
 
 __all__ = [
@@ -48,19 +48,9 @@ BOOTSTRAP = 200
 EXACT_LIMIT = 20_000
 CONFIDENCE = 0.95
 
-FIGURES: tuple[tuple[str, str], ...] = (
-    ("requests_per_s", "requests/s"),
-    ("output_tokens_per_s", "output tok/s"),
-    ("ttft_ms.p50", "TTFT p50 ms"),
-    ("ttft_ms.p90", "TTFT p90 ms"),
-    ("ttft_ms.p99", "TTFT p99 ms"),
-    ("itl_ms.p50", "ITL p50 ms"),
-    ("itl_ms.p99", "ITL p99 ms"),
-    ("latency_ms.p50", "latency p50 ms"),
-    ("latency_ms.p90", "latency p90 ms"),
-    ("latency_ms.p99", "latency p99 ms"),
-    ("error_rate", "error %"),
-)
+FIGURES: tuple[tuple[str, str], ...] = tuple((f.key, f.header) for f in SUMMARY_FIGURES)
+"""(dotted key, label with its unit) of each figure compared, as `oxconsole.units` declares them."""
+
 GOODPUT: tuple[tuple[str, str], ...] = (
     ("goodput.requests_per_s", "goodput/s"),
     ("goodput.fraction", "good %"),
@@ -260,11 +250,20 @@ def render_compare(c: Mapping[str, Any], cell: Callable[[float | None], str] = _
     return "\n".join(lines) + "\n"
 
 
-def compare_main(req: ReportRequest, plans: Mapping[str, PricePlan] | None = None) -> int:
-    """Compare the journals of ``req`` (priced under ``plans``, else each under its run's): the
-    table (or JSON) on stdout; 0, or 2 if unreadable."""
+def compare_main(
+    results: Sequence[str],
+    *,
+    as_json: bool = False,
+    markdown: bool = False,
+    html: str | None = None,
+    plans: Mapping[str, PricePlan] | None = None,
+) -> int:
+    """Compare the journals ``results`` (priced under ``plans``, else each under its run's): the
+    table (JSON with ``as_json``, Markdown with ``markdown``) on stdout, and an HTML page at
+    ``html``; 0, or 2 if unreadable. Told what to show, not handed the command's request: the
+    command imports this module, never the other way round."""
     runs = []
-    for path in req.results:
+    for path in results:
         try:
             runs.append(load_run(path, plans))
         except OSError as e:
@@ -274,17 +273,17 @@ def compare_main(req: ReportRequest, plans: Mapping[str, PricePlan] | None = Non
             )
             return 2
     c = compare(runs)
-    if req.as_json:
+    if as_json:
         sys.stdout.write(orjson.dumps(c, option=orjson.OPT_INDENT_2).decode() + "\n")
-    elif req.markdown:
+    elif markdown:
         from oxconsole.reports.exports import compare_markdown
 
         sys.stdout.write(compare_markdown(c))
     else:
         sys.stdout.write(render_compare(c))
-    if req.html:
+    if html:
         from oxconsole.reports.html import write_compare_html
 
-        write_compare_html(c, req.html)
-        print(f"oxconsole report: wrote {req.html}", file=sys.stderr)
+        write_compare_html(c, html)
+        print(f"oxconsole report: wrote {html}", file=sys.stderr)
     return 0

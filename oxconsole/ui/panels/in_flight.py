@@ -12,7 +12,8 @@ from oxconsole.metrics.bound import LOOP_LAG_WARN_MS, TPM_FULL, bound_by
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.charts import hbar
 from oxconsole.ui.lines import Line, Palette, fit
-from oxconsole.ui.numbers import fmt_count, fmt_rate, ms
+from oxconsole.ui.numbers import ms
+from oxconsole.units import fmt_count, fmt_rate
 
 __all__ = ["LOOP_LAG_WARN_MS", "TPM_FULL", "bottleneck", "in_flight_lines"]
 

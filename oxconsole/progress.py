@@ -1,83 +1,20 @@
-"""Plain-text formatting of live figures: the headless progress line, and the words for a change.
+"""The headless progress line: one line per interval from a snapshot, and the ETA it (and the
+console's header) shows.
 
-Why this module exists: headless runs (and `ps`) show one line per interval from a snapshot, and
-the console and the summary table both name logged changes (``rate unlimited → 27.5/s``); neither
-must pull in the console to do so.
+Why this module exists: a headless run (over SSH, in CI) and each point of a sweep print the same
+line; it reads one snapshot and needs neither the engine nor the console.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from oxconsole.metrics.goodput import progress_part
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.metrics.stages import stage_text
+from oxconsole.units import fmt_duration, fmt_ms
 
-
-def fmt_duration(s: float) -> str:
-    s = max(0.0, s)
-    if s < 60:
-        return f"{s:.0f}s"
-    if s < 3600:
-        return f"{int(s // 60)}m{int(s % 60):02d}s"
-    return f"{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
-
-
-def fmt_ms(ms: float) -> str:
-    if ms >= 10_000:
-        return f"{ms / 1000:.1f}s"
-    if ms >= 100:
-        return f"{ms:.0f}ms"
-    return f"{ms:.1f}ms"
-
-
-def fmt_rate(r: float, unit: str = "/s") -> str:
-    """Requests (or tokens) per second with sensible digits; 0 shows as 0."""
-    if r >= 1000:
-        return f"{r:,.0f}{unit}"
-    if r >= 100:
-        return f"{r:.0f}{unit}"
-    if r >= 10:
-        return f"{r:.1f}{unit}"
-    return f"{r:.2f}{unit}"
-
-
-def fmt_weight(w: float) -> str:
-    return f"{w:g}" if w < 1000 else f"{w:.0f}"
-
-
-def change_text(c: Mapping[str, Any], arrow: str = " → ", unlimited: str = "unlimited") -> str:
-    """One logged change in words: ``concurrency 32 → 28``, ``rate unlimited → 27.5/s``,
-    ``qwen weight 1 → 2``, ``qwen off``, ``paused``, ``resumed``. The console passes a tighter
-    ``arrow`` and ``unlimited`` ("→", "∞")."""
-    what = str(c.get("what", "?"))
-    frm, to = c.get("from"), c.get("to")
-    if what == "rate":
-
-        def r(x: Any) -> str:
-            return unlimited if not x else fmt_rate(float(x))
-
-        return f"rate {r(frm)}{arrow}{r(to)}"
-    if what == "tpm":
-
-        def t(x: Any) -> str:
-            return "off" if not x else f"{float(x):,.0f}"
-
-        return f"tpm {t(frm)}{arrow}{t(to)}"
-    if what == "weight":
-        w0, w1 = fmt_weight(float(frm or 0)), fmt_weight(float(to or 0))
-        return f"{c.get('model', '?')} weight {w0}{arrow}{w1}"
-    if what == "enabled":
-        return f"{c.get('model', '?')} {'on' if to else 'off'}"
-    if what == "paused":
-        return "paused" if to else "resumed"
-    if what == "auto":
-        return "auto concurrency on" if to else "auto concurrency off"
-    if what == "stage" and isinstance(to, int):  # [[stages]] boundary: shown 1-based, as the console
-        return f"stage {to + 1}"
-    model = f" {c['model']}" if c.get("model") is not None else ""
-    return f"{what}{model} {frm}{arrow}{to}"
+__all__ = ["BOUND_WORDS", "eta_seconds", "progress_line"]
 
 
 def eta_seconds(s: Snapshot) -> float | None:
