@@ -28,7 +28,7 @@ from oxconsole.metrics.aggregate import RunStats, Tally, build_summary, phase_su
 from oxconsole.metrics.goodput import slo_target_of
 from oxconsole.metrics.plans import project_costs, stored_plans, unused_overrides
 from oxconsole.metrics.stages import StageLog, journal_stages
-from oxconsole.summarytable import render_summary
+from oxconsole.summarytable import render_summary, table_width
 
 if TYPE_CHECKING:
     from oxconsole.workload.plans import PricePlan
@@ -272,6 +272,6 @@ def report_main(path: str, as_json: bool, plans: Mapping[str, PricePlan] | None 
     if as_json:
         sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
-        sys.stdout.write(render_summary(summary))
+        sys.stdout.write(render_summary(summary, table_width(sys.stdout)))
     sys.stdout.flush()
     return 0
