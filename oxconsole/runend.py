@@ -23,7 +23,7 @@ from oxconsole.engine.commands import Stop
 from oxconsole.exits import EXIT_NOT_SAVED
 from oxconsole.headless import print_summary, tell_where
 from oxconsole.hints import end_notes, resume_command
-from oxconsole.outputs import summary_stream
+from oxconsole.outputs import beside_journal, summary_stream
 from oxconsole.prepare import LOG_NAME, SUMMARY_NAME
 from oxconsole.sweep.command import show_sweep_end
 
@@ -105,10 +105,10 @@ def show_end(summary: dict[str, Any], results: Path, ended: RunEnd, *, since: fl
     print_summary(summary, stream)
     written = [
         str(p)
-        for p in (results.parent / SUMMARY_NAME, Path(target) if target and not stream else None)
+        for p in (beside_journal(results, SUMMARY_NAME), Path(target) if target and not stream else None)
         if p is not None and _written_since(p, since)
     ]
-    log = ended.log or results.parent / LOG_NAME
+    log = ended.log or beside_journal(results, LOG_NAME)
     summaries = written + ([stream] if stream else [])
     tell_where(results, summaries, log if ended.log or _written_since(log, since) else None, ended.kept_aside)
 
@@ -159,7 +159,9 @@ async def _stop_and_wait(source: SocketSource, cancel: bool) -> None:
 
 
 def _summary_path(source: SocketSource) -> Path:
-    return Path(source.results_path or ".").parent / SUMMARY_NAME
+    if not source.results_path:
+        return Path(SUMMARY_NAME)
+    return beside_journal(Path(source.results_path), SUMMARY_NAME)
 
 
 def _summary_file(source: SocketSource) -> dict[str, Any] | None:
@@ -174,7 +176,7 @@ def _summary_file(source: SocketSource) -> dict[str, Any] | None:
 
 
 def _log_path(source: SocketSource) -> str | None:
-    return str(Path(source.results_path).parent / LOG_NAME) if source.results_path else None
+    return str(beside_journal(Path(source.results_path), LOG_NAME)) if source.results_path else None
 
 
 async def ended_summary(source: SocketSource, wait: float = 5.0) -> dict[str, Any] | None:

@@ -49,7 +49,7 @@ def render_summary(summary: Mapping[str, Any], width: int = WIDTH) -> str:
     lines += _error_detail_lines(s.get("error_details") or {})
     lines += _plan_lines(s)
     lines += _phase_lines(s.get("phases") or [], s.get("changes") or [])
-    lines += stage_table(s.get("stages") or [])
+    lines += stage_table(s.get("stages") or [], s.get("stages_end"))
     return "\n".join(out for line in lines for out in _wrap(line.rstrip(), width)) + "\n"
 
 

@@ -49,6 +49,7 @@ def same_servers(a: Workload, b: Workload) -> bool:
     return (
         a.endpoints == b.endpoints
         and a.sim == b.sim
+        and a.sim_limits == b.sim_limits
         and a.run.timeout == b.run.timeout
         and a.run.seed == b.run.seed
         and {m.endpoint for m in a.models} <= {m.endpoint for m in b.models}
