@@ -241,7 +241,7 @@ def test_sweep_on_a_terminal_opens_the_console_and_prints_the_table_at_its_end(
     code = cli.main(["sweep", "w.toml", "--over", "concurrency=1,2", "--point-duration", "0.7s"])
     cap = capsys.readouterr()
     assert code == 0, cap.err
-    assert "sweep over concurrency: 2 point(s)" in cap.out and "knee: point 1, concurrency=2" in cap.out
+    assert "sweep over concurrency: 2 point(s)" in cap.out and "knee: point 2, concurrency=2" in cap.out
     assert "oxconsole: journal: " in cap.err
     assert {r["point"] for r in records(tmp_path)} == {0, 1}
     assert "sweep: point 2 of 2" in (tmp_path / "out" / "engine.log").read_text()  # the sweep's own process
@@ -314,4 +314,4 @@ def test_d_detaches_the_sweep_goes_on_and_attach_brings_it_back_to_its_end(
     monkeypatch.setattr(console, "load_console", lambda: (wait_for_end, ""))
     assert attach.attach_main(["sw"]) == 0
     cap = capsys.readouterr()
-    assert "sweep over concurrency: 2 point(s)" in cap.out and "knee: point 1, concurrency=2" in cap.out
+    assert "sweep over concurrency: 2 point(s)" in cap.out and "knee: point 2, concurrency=2" in cap.out
