@@ -328,6 +328,8 @@ def test_console_detaches_and_attach_brings_it_back(
     assert (path.parent / "detached" / "summary.json").exists()
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_console_falls_back_to_headless_without_a_ui(
     run_dirs: Path,
     write_workload: Callable[..., Path],

@@ -160,6 +160,8 @@ async def test_client_timings_contain_the_servers(
 
 
 @pytest.mark.timing
+@pytest.mark.slow
+@pytest.mark.subprocess
 async def test_timings_agree_with_the_simulator(make_workload: WorkloadFactory) -> None:
     """The client's figures on the clock: TTFT = 100 ms and latency = 100 + (11 - 1) x 20 = 300 ms
     at the server, jitter 0. The client adds loopback transfer, the SDK's request building and
@@ -608,6 +610,7 @@ async def test_failing_model_is_cooled_down(make_workload: WorkloadFactory) -> N
     assert 5 <= bad <= 12, bad
 
 
+@pytest.mark.slow
 async def test_tpm_budget_paces_tokens(make_workload: WorkloadFactory) -> None:
     # 6,000 tokens/minute; each request asks ~2 input + 48 output tokens = 50: the first minute's
     # window holds 120 requests and no more (the budget is a sliding 60 s window over send times).

@@ -73,7 +73,8 @@ def journal(w: Workload) -> dict[str, dict]:
     return {d["id"]: d for d in map(orjson.loads, filter(bytes.strip, lines))}
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("workers", [1, pytest.param(2, marks=pytest.mark.slow)])
+@pytest.mark.subprocess
 async def test_fallbacks_recorded_counted_and_never_retries_on_a_healthy_model(
     make_workload: WorkloadFactory, workers: int
 ) -> None:
@@ -120,6 +121,7 @@ async def test_fallbacks_recorded_counted_and_never_retries_on_a_healthy_model(
     assert max(len(line) for line in text.splitlines()) <= 80
 
 
+@pytest.mark.subprocess
 async def test_live_counts_agree_with_the_summary(make_workload: WorkloadFactory) -> None:
     """The console's per-model counts (the snapshot) show no retries on the fallback model either."""
     w = make_workload(WORKLOAD.format(workers=1), prompts=PROMPTS)
