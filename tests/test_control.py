@@ -22,7 +22,7 @@ import orjson
 import pytest
 
 from oxconsole import cli
-from oxconsole.attach import NO_RUN, attach_main, ps_main
+from oxconsole.attach import attach_main
 from oxconsole.control import (
     ControlServer,
     LocalSource,
@@ -35,6 +35,7 @@ from oxconsole.control import (
 from oxconsole.engine.commands import Pause, Resume, SetConcurrency, Stop
 from oxconsole.engine.runner import Engine
 from oxconsole.host import HostProcess, wait_listening
+from oxconsole.ps import NO_RUN, ps_main
 from oxconsole.workload import load_workload
 
 from .support import until, wait_until

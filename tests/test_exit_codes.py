@@ -311,12 +311,12 @@ def pilot_console(source: Any, *, theme: str | None = None, refresh: float = 4.0
 def test_q_in_the_console_exits_130(
     run_dirs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from oxconsole import attach, cli
+    from oxconsole import cli, console
 
     write(tmp_path, count=600)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
-    monkeypatch.setattr(attach, "load_console", lambda: (pilot_console, ""))
+    monkeypatch.setattr(console, "load_console", lambda: (pilot_console, ""))
     # before: `210 total 210 ok`, exit 0, as if the run were complete
     assert cli.main(["w.toml", "--set", "run.grace=2s"]) == 130
     cap = capsys.readouterr()

@@ -237,12 +237,12 @@ def wait_for_end(source: Any, *, theme: str | None = None, refresh: float = 4.0)
 def test_sweep_on_a_terminal_opens_the_console_and_prints_the_table_at_its_end(
     run_dirs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from oxconsole import attach, cli
+    from oxconsole import cli, console
 
     write(tmp_path, capacity=8)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
-    monkeypatch.setattr(attach, "load_console", lambda: (wait_for_end, ""))
+    monkeypatch.setattr(console, "load_console", lambda: (wait_for_end, ""))
     code = cli.main(["sweep", "w.toml", "--over", "concurrency=1,2", "--point-duration", "0.7s"])
     cap = capsys.readouterr()
     assert code == 0, cap.err
@@ -310,17 +310,17 @@ def detach_at_once(source: Any, *, theme: str | None = None, refresh: float = 4.
 def test_d_detaches_the_sweep_goes_on_and_attach_brings_it_back_to_its_end(
     run_dirs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from oxconsole import attach, cli
+    from oxconsole import attach, cli, console
 
     write(tmp_path, capacity=8)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
-    monkeypatch.setattr(attach, "load_console", lambda: (detach_at_once, ""))
+    monkeypatch.setattr(console, "load_console", lambda: (detach_at_once, ""))
     assert cli.main(["sweep", "w.toml", "--over", "concurrency=1,2", "--point-duration", "1.5s"]) == 0
     cap = capsys.readouterr()
     assert "goes on" in cap.out and "re-attach with: oxconsole attach sw" in cap.out
     assert "sweep over concurrency" not in cap.out  # no table: the sweep has not ended
-    monkeypatch.setattr(attach, "load_console", lambda: (wait_for_end, ""))
+    monkeypatch.setattr(console, "load_console", lambda: (wait_for_end, ""))
     assert attach.attach_main(["sw"]) == 0
     cap = capsys.readouterr()
     assert "sweep over concurrency: 2 point(s)" in cap.out and "knee: point 1, concurrency=2" in cap.out

@@ -20,21 +20,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from oxconsole.exits import EXIT_ERRORS, EXIT_INTERRUPTED, EXIT_NOT_SAVED, EXIT_OK, BadInput, Parser
+from oxconsole.jsonfile import write_json
 from oxconsole.metrics.knee import has_slo
 from oxconsole.outputs import summary_stream
-from oxconsole.runprep import (
-    EXIT_ERRORS,
-    EXIT_INTERRUPTED,
-    EXIT_NOT_SAVED,
-    EXIT_OK,
-    BadInput,
-    Parser,
-    PreparedRun,
-    check_progress_interval,
-    load_checked,
-    prepare_run,
-    write_json,
-)
+from oxconsole.prepare import PreparedRun, check_progress_interval, load_checked, prepare_run
 from oxconsole.sweep.plan import Over, PointPlan, SweepState, check_points, parse_over, resumed_state
 from oxconsole.sweep.table import render_table, sweep_json
 
@@ -231,9 +221,11 @@ def _write_summary(path: str | None, data: dict[str, Any], said: list[tuple[str,
 def _resume_command(ns: Any) -> str:
     import shlex
 
+    from oxconsole.redaction import shown_override
+
     args = ["oxconsole", "sweep", ns.workload, "--over", ns.over, "--point-duration", ns.point_duration]
     for o in ns.overrides:
-        args += ["--set", o]
+        args += ["--set", shown_override(o)]  # a header's value may be a key: not repeated
     if ns.output:
         args += ["--output", ns.output]
     return shlex.join([*args, "--resume"])

@@ -14,14 +14,15 @@ INTERFACE (fixed; other modules rely on these names, imported from this package)
   resolve_headers(workload, endpoint_name) -> (headers, values from the environment)
   describe(workload, stats) -> str                    # the text `oxconsole validate` prints
   load_sim_section(path) -> dict[str, SimModelProfile]
+  load_sim_limits(path) -> SimLimits                  # the [sim] table's rpm_limit / tpm_limit
   load_plans(path) -> dict[str, PricePlan]           # the [plans.*] tables of any TOML file
   parse_sim_profiles(sim_table, file_label) -> dict[str, SimModelProfile]
   WorkloadError(Exception)
 
 Where each question is answered: `schema` (the dataclasses, one per table; a table's keys are
 its fields), `promptdata` (what the prompts are read into), `errors` and `values` (error texts,
-`WorkloadError`, collecting them, typed reading of TOML values), `bounds` (the largest values a run can use, the
-name rule), `sections` (one parser per table), `overrides` (--set), `load`
+`WorkloadError`, collecting them, typed reading of TOML values), `bounds` (the largest values a
+run can use, the name rule), `sections` (one parser per table), `overrides` (--set), `load`
 (file -> Workload, API keys), `prompts` (streaming and checking prompts), `describe` (validate's text),
 `stages` ([[stages]], the load shape).
 
@@ -34,6 +35,7 @@ from oxconsole.workload.describe import describe
 from oxconsole.workload.errors import WorkloadError
 from oxconsole.workload.load import (
     load_plans,
+    load_sim_limits,
     load_sim_section,
     load_workload,
     resolve_api_key,
@@ -58,6 +60,7 @@ from oxconsole.workload.schema import (
     RoutingConfig,
     RoutingRule,
     RunConfig,
+    SimLimits,
     SimModelProfile,
     SloConfig,
     Stage,
@@ -86,6 +89,7 @@ __all__ = [
     "RoutingConfig",
     "RoutingRule",
     "RunConfig",
+    "SimLimits",
     "SimModelProfile",
     "SloConfig",
     "Stage",
@@ -99,6 +103,7 @@ __all__ = [
     "format_pack",
     "iter_prompts",
     "load_plans",
+    "load_sim_limits",
     "load_sim_section",
     "load_workload",
     "parse_duration",

@@ -290,6 +290,34 @@ class SimModelProfile:
     gap are twice the profile's; 0 = no curve, flat until `capacity` (see oxconsole/sim/curve.py)."""
     knee_power: float = 2.0
     """Load curve's steepness p: a request admitted into a batch of b is slowed 1 + (b/knee)**p times."""
+    # Reasoning, prefix caching and prefill (docs/simulator.md).
+    reasoning_tokens: int = 0
+    """Reasoning tokens streamed before the answer at `tokens_per_s`, counted in completion tokens."""
+    reasoning_field: str = "reasoning_content"
+    """Where reasoning goes: "reasoning_content" or "reasoning" (a chat delta field), or
+    "think_tags" (inside `content`, between <think> and </think>)."""
+    prefix_cache: bool = False
+    """Remember the prompts served and report the longest prefix already seen as cached tokens."""
+    cache_block: int = 16
+    """Tokens per prefix-cache block: cached tokens are whole blocks."""
+    prefill_tokens_per_s: float = 0.0
+    """Uncached prompt tokens prefilled per second, added to `ttft`; 0 = instant."""
+
+
+REASONING_FIELDS = ("reasoning_content", "reasoning", "think_tags")
+"""The values of `SimModelProfile.reasoning_field`."""
+
+
+@dataclass(frozen=True)
+class SimLimits:
+    """`[sim] rpm_limit` / `tpm_limit`: the simulator's provider-style rate limits, server-wide."""
+
+    rpm_limit: int = 0
+    """Requests per window (a minute); 0 = no limit."""
+    tpm_limit: int = 0
+    """Tokens (prompt + completion) per window; 0 = no limit."""
+    window: float = 60.0
+    """Seconds per fixed window, from the first request (not a TOML key: tests shorten it)."""
 
 
 @dataclass(frozen=True)
@@ -448,6 +476,8 @@ class Workload:
     """[plans.NAME] what-if price tables (`workload/plans.py`), in file order."""
     packing: PackingConfig = field(default_factory=PackingConfig)
     """[packing]: several tasks per request (`workload/packing.py`)."""
+    sim_limits: SimLimits = field(default_factory=SimLimits)
+    """[sim] rpm_limit / tpm_limit for the embedded simulator."""
 
     def model(self, name: str) -> ModelConfig:
         for m in self.models:

@@ -43,7 +43,7 @@ from oxconsole.workload.schema import (
     split_host_port,
     toml_keys,
 )
-from oxconsole.workload.simsection import parse_sim
+from oxconsole.workload.simsection import parse_sim_section
 from oxconsole.workload.slo import parse_slo
 from oxconsole.workload.stages import parse_stages
 from oxconsole.workload.tokens import tokenizer_path
@@ -215,7 +215,9 @@ def _parse_models(errs: Problems, data: Any, endpoints: Collection[str] | None) 
             t.fail("name", f"a unique model name (models.{seen[name]}.name is the same)")
         elif name:
             seen[name] = i
-        endpoint = t.str_("endpoint", "default", "the name of an [endpoints.NAME] table")
+        # one endpoint, whatever its name, is every model's without an `endpoint =` on each
+        only = next(iter(endpoints)) if endpoints is not None and len(endpoints) == 1 else "default"
+        endpoint = t.str_("endpoint", only, "the name of an [endpoints.NAME] table")
         if endpoints is not None and endpoint not in endpoints:
             _unknown_endpoint(t, endpoint, endpoints)
         model = ModelConfig(
@@ -442,7 +444,7 @@ def build_workload(raw: dict[str, Any], path: Path, errs: Problems) -> Workload:
     prompts = _parse_prompts(errs, raw.get("prompts"), path.parent)
     routing = _parse_routing(errs, raw.get("routing", {}), _model_names_in(raw.get("models")))
     retry = _parse_retry(errs, raw.get("retry", {}))
-    sim = parse_sim(errs, raw["sim"]) if "sim" in raw else {}
+    sim, sim_limits = parse_sim_section(errs, raw.get("sim", {}))
     slo = parse_slo(errs, raw.get("slo"))
     stages = parse_stages(errs, raw.get("stages"), run.concurrency, run.rate, run.arrival != "closed")
     plans = parse_plans(errs, raw.get("plans"), _model_names_in(raw.get("models")))
@@ -466,6 +468,7 @@ def build_workload(raw: dict[str, Any], path: Path, errs: Problems) -> Workload:
         routing=routing,
         retry=retry,
         sim=sim,
+        sim_limits=sim_limits,
         raw=raw,
         slo=slo,
         stages=stages,

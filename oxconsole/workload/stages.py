@@ -93,7 +93,7 @@ def describe_stages(w: Workload, total_requests: int | None) -> tuple[list[str],
         shape = "ramp to" if s.ramp else "hold"
         rate = f"{r1:g}/s" if r1 else "unlimited"
         lines.append(
-            f"  {i}: {fmt_duration(s.duration)} {shape} concurrency {c1}, rate {rate}"
+            f"  {i + 1}: {fmt_duration(s.duration)} {shape} concurrency {c1}, rate {rate}"
             + (", warm-up (left out of the summary)" if s.warmup else "")
         )
         c_avg, r_avg = ((c + c1) / 2, (r + r1) / 2) if s.ramp else (c1, r1)
