@@ -12,7 +12,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import textwrap
 import threading
 import time
 from collections.abc import Iterator
@@ -22,27 +21,7 @@ from typing import Any
 import pytest
 
 from oxconsole.control.protocol import SERVER_MAX_LINE
-
-WL = """
-name = "{name}"
-[run]
-concurrency = 4
-requests = {requests}
-grace = "1s"
-[output]
-results = "{results}"
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "m"
-[prompts]
-synthetic = {{ count = {requests}, input_tokens = 10, output_tokens = 4 }}
-[sim.models."m"]
-ttft = "200ms"
-tokens_per_s = 0
-output_tokens = 4
-jitter = 0
-"""
+from tests.support.workloads import write_workload
 
 
 @pytest.fixture
@@ -62,9 +41,14 @@ def env_for(base: Path, **extra: str) -> dict[str, str]:
 
 
 def workload(base: Path, name: str, requests: int = 200) -> Path:
-    p = base / f"{name}.toml"
-    p.write_text(textwrap.dedent(WL.format(name=name, requests=requests, results=base / name / "r.jsonl")))
-    return p
+    sets = {
+        "name": name,
+        "run.requests": requests,
+        "run.grace": "1s",
+        "prompts.synthetic.count": requests,
+        "output.results": str(base / name / "r.jsonl"),
+    }
+    return write_workload("sim_exact", base, sets, file=f"{name}.toml")
 
 
 def ps(env: dict[str, str]) -> tuple[list[dict[str, Any]], str]:
