@@ -2,7 +2,7 @@
 
 Why this module exists: most tests need a workload that differs from a few shared shapes in a
 key or two. Each shape is a file (`tests/workloads/NAME.toml`, its comment saying what it is for);
-a test names it and the keys it changes, `load_workload("sim", tmp_path, {"run.concurrency": 8})`,
+a test names it and the keys it changes, `load_workload("sim_exact", tmp_path, {"run.concurrency": 8})`,
 and those are applied by the product's own `--set` code (`workload/overrides.py`), so a test's
 workload is read exactly as a user's file with `--set` would be. The file is written to the test's
 folder (prompt files and the journal are found beside it), and `output.results` goes there too
