@@ -34,12 +34,16 @@ def resume_command(workload: str, overrides: Sequence[str], results: str | os.Pa
     and `--output` when its journal is not where the workload (so overridden) puts it from here."""
     import shlex
 
+    from oxconsole.redaction import shown_override
+
     args = ["oxconsole", _shown(workload), "--resume"]
+    if results is not None and not os.path.lexists(results):
+        args.pop()  # the journal is gone (its folder deleted): nothing to resume, run it again
     for o in overrides:
         if o == RAY_OVERRIDE and os.environ.get("RAY_ADDRESS"):  # what --ray-address ADDR added
             args += ["--ray-address", os.environ["RAY_ADDRESS"]]
         else:
-            args += ["--set", o]
+            args += ["--set", shown_override(o)]  # a header's value may be a key: not repeated
     if results is not None:
         from oxconsole.workload import WorkloadError, load_workload
 

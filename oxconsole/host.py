@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from oxconsole.exits import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_NOT_SAVED, BadInput, Parser
-from oxconsole.headless import print_summary, run_headless, tell_where
+from oxconsole.headless import print_summary, run_headless, served_lines, tell_where
 from oxconsole.hints import end_notes, resume_command
 from oxconsole.jsonfile import write_json
 from oxconsole.outputs import beside_journal, summary_stream
@@ -130,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"oxconsole: warning: {warning}", file=sys.stderr)
     print_summary(outcome.summary, stream)
     tell_where(prep.results_path, saved + ([stream] if stream else []), log, prep.kept_aside)
+    for line in served_lines(outcome):
+        print(f"oxconsole: {line}", file=sys.stderr, flush=True)
     for note in end_notes(
         outcome.summary, lambda: resume_command(str(prep.workload.path), prep.overrides, prep.results_path)
     ):

@@ -164,12 +164,9 @@ def prepare_run(
     if resume:
         from oxconsole.journal.journal import ok_ids
 
-        skip, bad = ok_ids(path)
-        if bad:
-            print(
-                f"oxconsole: {path}: skipped {bad} unreadable line(s) (a torn last line from a crash)",
-                file=sys.stderr,
-            )
+        skip, issues = ok_ids(path)
+        for msg in issues.messages(path):  # the same lines, counted the same way, as `report`
+            print(f"oxconsole: warning: {msg}", file=sys.stderr)
         print(f"oxconsole: resuming: {len(skip)} request(s) already ok in {path}", file=sys.stderr)
     total = stats.total_requests
     if total is not None and skip:

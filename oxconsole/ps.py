@@ -13,16 +13,11 @@ import orjson
 
 from oxconsole.control import RunEntry, list_runs, run_dirs
 from oxconsole.exits import Parser
+from oxconsole.units import fmt_duration
 
 __all__ = ["NO_RUN", "ps_main", "render_ps", "say_run_dirs"]
 
 NO_RUN = "no run is going; start one with oxconsole WORKLOAD.toml"
-
-
-def _fmt_elapsed(s: float) -> str:
-    from oxconsole.metrics.format import fmt_duration
-
-    return fmt_duration(s)
 
 
 def _progress(e: RunEntry) -> str:
@@ -42,7 +37,7 @@ def render_ps(entries: list[RunEntry], now: float | None = None) -> str:
             _progress(e),
             f"{e.req_per_s:.1f}",
             str(e.errors),
-            _fmt_elapsed(now - e.started_at),
+            fmt_duration(now - e.started_at),
         )
         for e in entries
     ]

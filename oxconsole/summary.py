@@ -12,22 +12,21 @@ from __future__ import annotations
 import os
 import sys
 from array import array
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from oxconsole.idset import repeated
-from oxconsole.journal.identify import NotAJournal, not_a_journal, not_a_record, sniff
-from oxconsole.journal.manifest import read_manifest
-from oxconsole.journal.records import RUN_TIMES, RequestRecord, has_run_times
+from oxconsole.journal.identify import NotAJournal, not_a_journal, sniff
+from oxconsole.journal.manifest import RUN_REQUESTS, RUN_SECTIONS, read_manifest, run_sections
+from oxconsole.journal.reading import JournalIssues, read_journal
+from oxconsole.journal.records import RequestRecord
 from oxconsole.journal.sessions import SessionSpans, sessions_of
 from oxconsole.metrics.aggregate import RunStats, Tally, build_summary, phase_summary
 from oxconsole.metrics.goodput import slo_target_of
-from oxconsole.metrics.plans import project_costs
-from oxconsole.metrics.plantable import stored_plans, unused_overrides
+from oxconsole.metrics.plans import project_costs, stored_plans, unused_overrides
 from oxconsole.metrics.stages import StageLog, journal_stages
 from oxconsole.summarytable import render_summary
 
@@ -45,107 +44,6 @@ __all__ = [
 ]
 
 
-@dataclass(slots=True)
-class JournalIssues:
-    """What `read_journal` skipped: filled in as the journal is read."""
-
-    torn_last: bool = False
-    """The last line was incomplete or invalid (a crash while writing it): skipped."""
-    torn_line: int = 0
-    invalid: int = 0
-    """Invalid lines before the last one (skipped too; should not happen)."""
-    invalid_lines: list[int] = field(default_factory=list)
-    """Line numbers of the first few invalid lines."""
-    records: int = 0
-    no_times: int = 0
-    """Records without the times a run writes (`RUN_TIMES`): typed or injected by hand, ignored."""
-    first_problem: tuple[int, str] | None = None
-    """The first line that is not a record, and why (to tell a file that is not a journal)."""
-
-    def messages(self, path: str | os.PathLike[str]) -> list[str]:
-        out: list[str] = []
-        if self.torn_last:
-            out.append(f"{os.fspath(path)}: line {self.torn_line}: skipped an incomplete last line")
-        if self.invalid:
-            where = ", ".join(map(str, self.invalid_lines))
-            more = ", ..." if self.invalid > len(self.invalid_lines) else ""
-            out.append(f"{os.fspath(path)}: skipped {self.invalid} invalid line(s) (line {where}{more})")
-        if self.no_times:
-            times = " and ".join(RUN_TIMES)
-            out.append(
-                f"{os.fspath(path)}: ignored {self.no_times} record(s) without run times ({times}): "
-                "not written by a run"
-            )
-        return out
-
-
-NO_TIMES = "a record without run times"
-
-
-def _parse(line: bytes) -> RequestRecord | str:
-    """The record on a journal line, or why the line holds none (`NO_TIMES`: a record, ignored)."""
-    try:
-        d = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        return "binary data" if b"\0" in line else "not JSON"
-    problem = not_a_record(d)
-    if problem is not None:
-        return problem
-    if not has_run_times(d):
-        return NO_TIMES
-    try:
-        return RequestRecord.from_json_dict(d)
-    except (ValueError, TypeError, KeyError):
-        return "a JSON object with values of the wrong type"
-
-
-def read_journal(
-    path: str | os.PathLike[str],
-    issues: JournalIssues | None = None,
-    on_skip: Callable[[int, bool], None] | None = None,
-) -> Iterator[RequestRecord]:
-    """Stream the records of a results journal, in file order, in constant memory.
-
-    Invalid lines are skipped: a bad *last* line (torn by a crash) sets ``issues.torn_last``,
-    any other bad line counts in ``issues.invalid``; ``on_skip(line_no, is_last)`` is called for
-    each. Records without the times a run writes are ignored (``issues.no_times``). Blank lines
-    are ignored. Raises OSError when the file cannot be opened or read.
-    """
-    iss = issues if issues is not None else JournalIssues()
-    pending = 0  # line number of an invalid line not yet known to be the last one
-
-    def middle(line_no: int) -> None:
-        iss.invalid += 1
-        if len(iss.invalid_lines) < 5:
-            iss.invalid_lines.append(line_no)
-        if on_skip is not None:
-            on_skip(line_no, False)
-
-    with open(path, "rb") as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            if pending:
-                middle(pending)
-                pending = 0
-            rec = _parse(line)
-            if rec is NO_TIMES:
-                iss.no_times += 1
-                continue
-            if isinstance(rec, str):
-                if iss.first_problem is None:
-                    iss.first_problem = (line_no, rec)
-                pending = line_no
-                continue
-            iss.records += 1
-            yield rec
-    if pending:
-        iss.torn_last = True
-        iss.torn_line = pending
-        if on_skip is not None:
-            on_skip(pending, True)
-
-
 def summary_from_journal(
     path: str | os.PathLike[str],
     name: str | None = None,
@@ -158,14 +56,17 @@ def summary_from_journal(
     When an id appears more than once (a resumed run appends), its last record counts. The
     duration is the running time of the sessions that wrote the journal, from its manifest
     (`journal/sessions.py`); without one, from the earliest ``t_scheduled`` to the latest
-    ``t_sent + latency``. ``changes`` are not journaled, so they are empty and there is one phase.
+    ``t_sent + latency``. What no record holds (changes and their phases, stage times, failed
+    attempts, requests not sent) is taken from the manifest, where the run's end kept it
+    (`store_run_sections`); without it, ``changes`` are empty and there is one phase.
     Raises NotAJournal when the file holds lines but no record a run writes.
     """
     p = Path(path)
     iss = issues if issues is not None else JournalIssues()
     sniff(p)
     manifest = read_manifest(p)
-    spans = SessionSpans(sessions_of(manifest))
+    sessions = sessions_of(manifest)
+    spans = SessionSpans(sessions)
     twice = _scan(p, iss, spans)
     if not iss.records and iss.first_problem is not None:
         raise NotAJournal(not_a_journal(p, *iss.first_problem))
@@ -191,7 +92,21 @@ def summary_from_journal(
         slo_target=target,
         plans=stored_plans(p, manifest) if plans is None else plans,
     )
-    return journal_stages(summary, stages, spans.running_s())
+    summary = journal_stages(summary, stages, spans.running_s())
+    return with_run_sections(summary, run_sections(manifest, sessions[-1].started_at if sessions else None))
+
+
+def with_run_sections(summary: dict[str, Any], kept: Mapping[str, Any]) -> dict[str, Any]:
+    """`summary` (from the journal) with what its run's end kept beside it (`store_run_sections`):
+    the run's own changes, phases, stage times, attempt errors and requests not sent."""
+    for key in RUN_SECTIONS:
+        if key in kept:
+            summary[key] = kept[key]
+    requests = kept.get("requests")
+    if isinstance(requests, Mapping):
+        summary["requests"].update((k, requests[k]) for k in RUN_REQUESTS if k in requests)
+        project_costs(summary, summary["requests"].get("not_sent", 0))
+    return summary
 
 
 def _scan(p: Path, issues: JournalIssues, spans: SessionSpans) -> set[int]:
@@ -255,9 +170,16 @@ def whole_journal_summary(session: Mapping[str, Any], path: str | os.PathLike[st
     return out
 
 
-def report_main(path: str, as_json: bool, plans: Mapping[str, PricePlan] | None = None) -> int:
+def report_main(
+    path: str,
+    as_json: bool,
+    plans: Mapping[str, PricePlan] | None = None,
+    sweep: tuple[str, dict[str, Any]] | None = None,
+) -> int:
     """`oxconsole report RESULTS.jsonl [--json] [--plans FILE]`: print the summary (priced under
-    `plans`, else under the run's own); 0, or 2 if unreadable."""
+    `plans`, else under the run's own); for a sweep's journal (`sweep`: its points table as text
+    and its sweep object, `reports/sweep.py`), the table after it, or the object as its `sweep`
+    key. 0, or 2 if unreadable."""
     issues = JournalIssues()
     try:
         summary = summary_from_journal(path, issues=issues, plans=plans)
@@ -271,8 +193,10 @@ def report_main(path: str, as_json: bool, plans: Mapping[str, PricePlan] | None 
     for msg in [*issues.messages(path), *unused_overrides(plans, summary)]:
         print(f"oxconsole report: warning: {msg}", file=sys.stderr)
     if as_json:
+        if sweep is not None:
+            summary["sweep"] = sweep[1]
         sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
-        sys.stdout.write(render_summary(summary))
+        sys.stdout.write(render_summary(summary) + (sweep[0] if sweep is not None else ""))
     sys.stdout.flush()
     return 0

@@ -38,7 +38,7 @@ from oxconsole.host import HostProcess, wait_listening
 from oxconsole.ps import NO_RUN, ps_main
 from oxconsole.workload import load_workload
 
-from .support import REPO, until, wait_until
+from .support import until, wait_until
 
 
 def workload_text(
@@ -380,14 +380,6 @@ def test_host_reports_bad_input_like_the_cli(tmp_path: Path) -> None:
     )
     assert r.returncode == 2
     assert "run.concurrency" in r.stderr and "Traceback" not in r.stderr
-
-
-def test_control_modules_do_not_import_textual() -> None:
-    code = (
-        "import sys, oxconsole.control, oxconsole.host, oxconsole.attach, oxconsole.headless, oxconsole.cli\n"
-        "assert 'textual' not in sys.modules, 'textual imported'\n"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, timeout=30)
 
 
 # --- several runs: ps lists them, attach picks one or says why not ------------------------------

@@ -124,6 +124,9 @@ def test_ctrl_c_midway_exits_130_and_says_how_to_send_the_rest(tmp_path: Path, w
     assert p.returncode == 130, err
     assert "Traceback" not in err and "ended unexpectedly" not in err, err
     recs = lines(journal)
+    assert len(recs) >= 40, len(recs)  # all flushed by the exit
+    if workers == 1:  # in flight finished within the grace time
+        assert [r for r in recs if r["status"] != "ok"] == []
     s = json.loads((tmp_path / "s.json").read_text())
     not_sent = s["requests"]["not_sent"]
     assert not_sent > 0 and not_sent == 400 - len(recs) and s["requests"]["total"] == len(recs)

@@ -26,7 +26,7 @@ from oxconsole.engine.commands import EnableModel
 from oxconsole.engine.runner import Engine
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics import Collector, Snapshot
-from oxconsole.metrics.format import progress_line
+from oxconsole.progress import progress_line
 from oxconsole.summary import render_summary, summary_from_journal
 from oxconsole.tuned import write_tuned
 from oxconsole.ui.lines import Palette

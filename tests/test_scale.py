@@ -37,14 +37,15 @@ def test_repeated_keys() -> None:
 
 def test_ok_ids_iterates_from_the_journal(tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
+    times = {"t_scheduled": 1.7e9, "t_sent": 1.7e9}
     lines = [
-        {"id": "a", "status": "ok"},
-        {"id": "b", "status": "error"},
-        {"id": "c", "status": "ok"},
+        {"id": "a", "status": "ok", **times},
+        {"id": "b", "status": "error", **times},
+        {"id": "c", "status": "ok", **times},
     ]
     path.write_bytes(b"".join(orjson.dumps(d) + b"\n" for d in lines) + b'{"id": "torn')
     done, bad = ok_ids(path)
-    assert bad == 1
+    assert bad.skipped() == 1 and bad.torn_last, bad
     assert len(done) == 2 and "a" in done and "c" in done and "b" not in done
     assert sorted(done) == ["a", "c"]
 

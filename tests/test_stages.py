@@ -210,9 +210,9 @@ async def test_stages_with_two_workers(make_workload: WorkloadFactory) -> None:
 
 def test_the_console_and_the_progress_line_show_the_stage() -> None:
     from oxconsole.metrics.collector import Collector
-    from oxconsole.metrics.format import progress_line
     from oxconsole.metrics.snapshot import Snapshot
     from oxconsole.metrics.stages import StageSpan
+    from oxconsole.progress import progress_line
     from oxconsole.ui.lines import Palette
     from oxconsole.ui.panels.header import header_lines
 

@@ -171,8 +171,8 @@ def test_the_table_prices_each_point_under_every_plan() -> None:
     text = render_table("packing.size", pts)
     block = text.split("cost per task by plan:\n", 1)[1].splitlines()
     assert block[0].split() == ["#", "value", "tasks/s", "latency", "p50", "actual", "flat", "tokens"]
-    assert block[1].split()[-3:] == ["0.002", "0.002", "3.4e-05"]
-    assert block[2].split()[-3:] == ["0.00025", "0.00025", "-"]
+    assert block[1].split()[-3:] == ["0.00200", "0.00200", "0.0000340"]  # 3 digits, never an exponent
+    assert block[2].split()[-3:] == ["0.000250", "0.000250", "-"]
     assert "cost per task by plan" not in render_table("packing.size", [point(1, 10.0, 0.002, {})])
 
 

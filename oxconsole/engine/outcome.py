@@ -41,6 +41,10 @@ class RunOutcome:
     run cycling its prompts until `run.duration`, stopped before it)."""
     journal_failure: str | None = None
     """Why the journal could not be written ("PATH: reason"); the summary counts only its lines."""
+    metrics_url: str | None = None
+    """Where `/metrics` was served while the run lasted (`[output] prometheus`), for its end lines."""
+    html_report: str | None = None
+    """The HTML report the run's end wrote (`[output] html`), for its end lines."""
 
     @property
     def stopped_early(self) -> bool:

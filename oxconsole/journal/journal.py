@@ -10,9 +10,11 @@ journal whose last line was torn by an earlier crash is continued on a fresh lin
 line stays the only bad one.
 
 A write or fsync that fails (disk full, quota, I/O error) is never an exception in a callback and
-never silent: the journal stops taking lines, keeps the first error (`failure`, naming the file and
-the reason), counts what really reached the file (`written`) and calls `on_failure` once, so the
-engine can stop at once and the run can end with exit 4. `saved_records` reads back the lines this
+never silent, and neither is a record that cannot be encoded or a journal file deleted (or its
+folder) under the run, found at the next fsync: the journal stops taking lines, keeps the first
+error (`failure`, naming the file and the reason), counts what really reached the file
+(`written`) and calls `on_failure` once, so the engine can stop at once and the run can end with
+exit 4. `saved_records` reads back the lines this
 journal wrote (from `start`), so a failed run's summary can count exactly what was saved. The file
 is created owner-only (0600): it holds response text.
 """
@@ -29,7 +31,10 @@ from typing import Any
 import orjson
 
 from oxconsole.idset import IdSet
+from oxconsole.journal.reading import JournalIssues, journal_items
 from oxconsole.journal.records import RequestRecord
+
+GONE = "the journal was deleted or moved while the run wrote it (its folder removed?): its lines are lost"
 
 
 class Journal:
@@ -61,7 +66,13 @@ class Journal:
         self.write_dict(rec.to_json_dict())
 
     def write_dict(self, d: dict[str, Any]) -> None:
-        self.write_lines(orjson.dumps(d, option=orjson.OPT_APPEND_NEWLINE), 1)
+        try:
+            line = orjson.dumps(d, option=orjson.OPT_APPEND_NEWLINE)
+        except TypeError as e:  # orjson.JSONEncodeError: a value no record should hold
+            self.records += 1
+            self._fail(f"a record could not be written as JSON ({e})")
+            return
+        self.write_lines(line, 1)
 
     def write_lines(self, data: bytes, count: int) -> None:
         """Append `count` whole JSON lines, already encoded (each ending in a newline)."""
@@ -89,10 +100,11 @@ class Journal:
             self._fail(e)
         return n
 
-    def _fail(self, e: OSError) -> None:
+    def _fail(self, e: OSError | str) -> None:
         if self.failure is not None:
             return
-        self.failure = f"{self.path}: {e.strerror or e}"
+        reason = e if isinstance(e, str) else e.strerror or str(e)
+        self.failure = f"{self.path}: {reason}"
         self._pending.clear()
         self._pending_count = 0
         if self.on_failure is not None:
@@ -118,6 +130,23 @@ class Journal:
                 os.fsync(self._fd)
             except OSError as e:
                 self._fail(e)
+            else:
+                self._check_still_there()
+
+    def _check_still_there(self) -> None:
+        """Lines written into a file that was deleted (or its folder) or replaced are lost as
+        surely as lines a full disk refused: after each fsync, the path must still name this file."""
+        try:
+            ours = os.fstat(self._fd)
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            self._fail(GONE)
+            return
+        except OSError as e:
+            self._fail(e)
+            return
+        if ours.st_nlink == 0 or (st.st_dev, st.st_ino) != (ours.st_dev, ours.st_ino):
+            self._fail(GONE)
 
     def sync(self) -> None:
         self.flush()
@@ -130,6 +159,8 @@ class Journal:
             await asyncio.get_running_loop().run_in_executor(None, self._fsync_into, err)
             if err:
                 self._fail(err[0])  # back on the loop's thread
+            else:
+                self._check_still_there()
 
     def _fsync_into(self, err: list[OSError]) -> None:
         """fsync off the loop; an error is handed back to the loop's thread, not raised there."""
@@ -186,30 +217,26 @@ def _record(line: bytes) -> RequestRecord | None:
         return None
 
 
-def _ok_lines(path: Path, bad: list[int] | None = None) -> Iterator[str]:
-    """The ids of the `ok` records of a journal, streamed; unreadable lines are counted in bad[0]."""
+def _ok_id(d: dict[str, Any]) -> str | None:
+    return str(d["id"]) if d.get("status") == "ok" else None
+
+
+def _ok_lines(path: Path, issues: JournalIssues | None = None) -> Iterator[str]:
+    """The ids of the `ok` records of a journal, streamed, read as `report` reads them."""
     if not path.exists():
         return
-    with open(path, "rb") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            try:
-                d = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                if bad is not None:
-                    bad[0] += 1
-                continue
-            if isinstance(d, dict) and d.get("status") == "ok" and "id" in d:
-                yield str(d["id"])
+    for rid in journal_items(path, _ok_id, issues):
+        if rid is not None:
+            yield rid
 
 
-def ok_ids(path: Path) -> tuple[IdSet, int]:
-    """Ids recorded `ok` in a journal, and how many unreadable lines were skipped (a torn last one).
+def ok_ids(path: Path) -> tuple[IdSet, JournalIssues]:
+    """Ids recorded `ok` in a journal, and what was skipped reading it (`JournalIssues`: a torn
+    last line, records no run wrote), counted exactly as `oxconsole report` counts them.
 
     The set holds 8 bytes an id (`IdSet`), not the id strings: a resume of a million-line journal
     stays small; iterating it reads the ids from the journal again.
     """
-    bad = [0]
-    done = IdSet(_ok_lines(path, bad), reread=lambda: _ok_lines(path))
-    return done, bad[0]
+    issues = JournalIssues()
+    done = IdSet(_ok_lines(path, issues), reread=lambda: _ok_lines(path))
+    return done, issues

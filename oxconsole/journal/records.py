@@ -12,9 +12,35 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from oxconsole.safetext import valid_text
+from oxconsole.workload.bounds import MAX_DURATION
+
 RUN_TIMES = ("t_scheduled", "t_sent")
 """The times every record a run writes carries (unix seconds). A line without them (typed or
 injected by hand) was not written by a run: readers ignore it rather than date a run to 1970."""
+
+RECORD_TOKENS_MAX = 10**9
+"""The most tokens one request's `usage` may count: a hundred times the longest context any model
+has, and small enough that a billion records' sum stays a 64-bit integer (10^18 < 2^63). A server
+claiming more is not believed: the count is clamped to it when the record is made, and a journal
+line beyond it is refused when read."""
+
+RECORD_MS_MAX = MAX_DURATION * 1000.0
+"""The longest time (ms) a record may hold: no timeout, wait or run is longer than a year."""
+
+_TEXT_FIELDS = (
+    "id",
+    "model",
+    "endpoint",
+    "status",
+    "tokens_source",
+    "error",
+    "error_detail",
+    "text",
+    "tag",
+    "pack",
+)
+"""The str fields of a record; a server's text (an error body, an answer) reaches several."""
 
 
 @dataclass(slots=True)
@@ -57,6 +83,24 @@ class RequestRecord:
     """With `pack`: the tasks that pack carried."""
     repacked: bool = False
     """With `pack`: the pack's answer did not split, and this task was sent again alone."""
+
+    def __post_init__(self) -> None:
+        """The record boundary: what a server sent becomes text any encoder takes (a lone
+        surrogate in an error body would fail every journal write) and token counts a sum can
+        hold (a `usage` of 2^62 would overflow the summary). A few `isascii` flag reads and two
+        comparisons per record."""
+        for name in _TEXT_FIELDS:
+            v = getattr(self, name)
+            if v is not None and not v.isascii():
+                setattr(self, name, valid_text(v))
+        if not 0 <= self.input_tokens <= RECORD_TOKENS_MAX:
+            self.input_tokens = min(max(0, self.input_tokens), RECORD_TOKENS_MAX)
+        if not 0 <= self.output_tokens <= RECORD_TOKENS_MAX:
+            self.output_tokens = min(max(0, self.output_tokens), RECORD_TOKENS_MAX)
+        if self.models_tried:
+            self.models_tried = [valid_text(m) for m in self.models_tried]
+        if self.attempt_errors:
+            self.attempt_errors = {valid_text(k): v for k, v in self.attempt_errors.items()}
 
     def attempts_on_model(self) -> int:
         """Attempts on the final model (`attempts` less those on models it fell back from)."""

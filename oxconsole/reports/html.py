@@ -366,7 +366,7 @@ def _phases(s: Mapping[str, Any]) -> str:
 
 def write_compare_html(c: Mapping[str, Any], out: str | os.PathLike[str]) -> Path:
     """`oxconsole report A.jsonl B.jsonl --html PATH`: the comparison as one self-contained page."""
-    names = [str(r["name"] or r["path"]) for r in c["runs"]]
+    names = [str(r.get("label") or r["name"] or r["path"]) for r in c["runs"]]
     head = ["figure", names[0]]
     for n in names[1:]:
         head += [n, "Δ%"]

@@ -221,9 +221,11 @@ def _write_summary(path: str | None, data: dict[str, Any], said: list[tuple[str,
 def _resume_command(ns: Any) -> str:
     import shlex
 
+    from oxconsole.redaction import shown_override
+
     args = ["oxconsole", "sweep", ns.workload, "--over", ns.over, "--point-duration", ns.point_duration]
     for o in ns.overrides:
-        args += ["--set", o]
+        args += ["--set", shown_override(o)]  # a header's value may be a key: not repeated
     if ns.output:
         args += ["--output", ns.output]
     return shlex.join([*args, "--resume"])

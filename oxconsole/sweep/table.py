@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from oxconsole.metrics.format import fmt_ms
 from oxconsole.metrics.knee import knee_index, slo_met
 from oxconsole.sweep.plan import SHORT_KEYS
+from oxconsole.units import fmt_money, fmt_ms
 
 __all__ = ["knee_of", "render_table", "sweep_json"]
 
@@ -60,11 +60,7 @@ def _pair(summary: Mapping[str, Any], key: str) -> str:
     d = summary.get(key) or {}
     if not d or d.get("p50") is None:
         return "-"
-    return f"{_ms(float(d.get('p50') or 0))}/{_ms(float(d.get('p99') or 0))}"
-
-
-def _ms(ms: float) -> str:
-    return f"{ms:.0f}" if ms >= 100 else f"{ms:.1f}"
+    return f"{fmt_ms(float(d.get('p50') or 0), unit=False)}/{fmt_ms(float(d.get('p99') or 0), unit=False)}"
 
 
 def _goodput(summary: Mapping[str, Any]) -> str:
@@ -81,7 +77,7 @@ def _cost_per_task(summary: Mapping[str, Any]) -> str:
     if per_task is None:  # a summary from before plans: over the tasks that ended
         n = int((summary.get("requests") or {}).get("total") or 0)
         per_task = float(cost.get("total") or 0.0) / n if n else None
-    return "-" if not per_task else f"{float(per_task):.3g}"
+    return "-" if not per_task else fmt_money(per_task)
 
 
 def _plans_table(points: list[Point], knee: int | None) -> list[str]:
@@ -115,7 +111,7 @@ def _plans_table(points: list[Point], knee: int | None) -> list[str]:
 
 
 def _money(v: Any) -> str:
-    return "-" if v is None else f"{float(v):.3g}"
+    return "-" if v is None else fmt_money(v)
 
 
 def _columns(rows: list[tuple[str, ...]], left: int) -> list[str]:

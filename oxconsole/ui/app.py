@@ -38,7 +38,6 @@ from oxconsole.engine.live import check
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.dashboard import PALETTE, MainScreen
 from oxconsole.ui.knobs import KnobActions
-from oxconsole.ui.numbers import fmt_weight
 from oxconsole.ui.panels.latency import LATENCY_METRICS
 from oxconsole.ui.screens import HelpScreen, ModelRoute, RoutingEditor
 from oxconsole.ui.steps import (
@@ -54,6 +53,7 @@ from oxconsole.ui.steps import (
 from oxconsole.ui.theming import use_themes
 from oxconsole.ui.typeahead import plan as typeahead_plan
 from oxconsole.ui.widgets import HeaderPanel, LatencyPanel, Panel
+from oxconsole.units import fmt_weight
 
 __all__ = ["ConsoleApp", "MainScreen", "run_console"]
 

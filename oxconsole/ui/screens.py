@@ -22,7 +22,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Static
 
 from oxconsole.engine.commands import Command, EnableModel, SetWeight
-from oxconsole.ui.numbers import fmt_weight
+from oxconsole.units import fmt_weight
 
 __all__ = ["KEYS", "EnabledBox", "HelpScreen", "ModelRoute", "RoutingEditor"]
 
