@@ -66,3 +66,18 @@ def test_sweep_over_misspelt_with_a_bad_point_duration(tmp_path: Path) -> None:
     assert r.returncode == 2, r.stderr
     assert 'got concurency (did you mean "concurrency"?)' in r.stderr, r.stderr
     assert "--point-duration: expected a duration > 0" in r.stderr, r.stderr
+
+
+def test_a_prompts_file_tells_every_bad_line(tmp_path: Path) -> None:
+    (tmp_path / "p.jsonl").write_text(
+        '{"id": "a", "prompt": "x"}\nnot json\n{"id": "a", "prompt": "y"}\n{"id": "c", "prompt": 5}\n'
+    )
+    (tmp_path / "w.toml").write_text(GOOD.replace('items = ["a"]', 'file = "p.jsonl"'))
+    r = oxconsole_here("validate", "w.toml", cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    for said in (
+        "p.jsonl: line 2: expected a JSON object, got invalid JSON",
+        'p.jsonl: line 3: id: expected a unique id (line 1 has the same id), got "a"',
+        "p.jsonl: line 4: prompt: expected a non-empty string, got 5",
+    ):
+        assert said in r.stderr, (said, r.stderr)
