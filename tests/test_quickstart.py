@@ -214,3 +214,18 @@ def test_request_errors_say_what_was_asked(tmp_path: Path, models_server: Any) -
     assert r.returncode == 1, r.stderr
     [rec] = read_jsonl(tmp_path / "b.jsonl")
     assert rec["error_detail"] == f"connection refused at 127.0.0.1:{port}: is the server running?", rec
+
+
+def test_an_embeddings_run_shows_input_tokens_per_second(tmp_path: Path) -> None:
+    (tmp_path / "w.toml").write_text(
+        '[endpoints.default]\nbase_url = "sim"\n[[models]]\nname = "e"\napi = "embeddings"\n'
+        '[prompts]\nitems = ["one two three four five six seven eight", "nine ten"]\nrepeat = 3\n'
+    )
+    r = oxconsole_here("w.toml", "--headless", "--summary-json", "s.json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    summary = orjson.loads((tmp_path / "s.json").read_bytes())
+    want = summary["tokens"]["input"] / summary["duration_s"]
+    assert summary["tokens"]["output"] == 0 and want > 0, summary["tokens"]
+    [rate] = [ln for ln in r.stdout.splitlines() if ln.startswith("rate")]
+    assert "output tok/s" not in rate and rate.endswith(" input tok/s"), rate
+    assert float(rate.split()[-3].replace(",", "")) == pytest.approx(want, rel=0.01, abs=0.1), rate
