@@ -205,7 +205,7 @@ def test_a_burst_of_200_connects_is_queued_and_each_gets_its_hello(host: Host) -
 
 # --- the engine log -----------------------------------------------------------------------------
 def test_engine_log_is_owner_only(host: Host, base: Path) -> None:
-    log = base / "hard" / "engine.log"
+    log = base / "hard" / "r.engine.log"
     assert oct(log.stat().st_mode & 0o777) == oct(0o600)
 
 
@@ -252,5 +252,5 @@ def test_runtime_folder_of_another_user_is_passed_over_with_a_message(
     finally:
         h.stop()
     assert os.listdir(rt) == []  # nothing was put in the other user's folder
-    log = (base / "elsewhere" / "engine.log").read_text()
+    log = (base / "elsewhere" / "r.engine.log").read_text()
     assert f"XDG_RUNTIME_DIR is not used: {rt}" in log and "the run's control socket is in" in log
