@@ -78,8 +78,7 @@ def _totals_lines(s: Mapping[str, Any]) -> list[str]:
         ),
         _fit(
             f"rate      {fmt_num(thr.get('requests_per_s'), 2)} "
-            f"{'tasks/s' if s.get('packing') else 'req/s'}  "
-            + _token_rate(s, thr, tok)
+            f"{'tasks/s' if s.get('packing') else 'req/s'}  " + _token_rate(s, thr, tok)
         ),
         *(_fit(g) for g in goodput_lines(s)),
         _fit(f"tokens    in {tok.get('input', 0):,}  out {tok.get('output', 0):,}{estimated}"),
