@@ -205,7 +205,7 @@ def test_request_errors_say_what_was_asked(tmp_path: Path, models_server: Any) -
     assert r.returncode == 1, r.stderr
     [rec] = read_jsonl(tmp_path / "a.jsonl")
     assert rec["error"] == "http_404", rec
-    assert "HTTP 404 from POST /chat/completions" in rec["error_detail"], rec
+    assert "HTTP 404: no reason given for POST /chat/completions" in rec["error_detail"], rec
     assert "missing /v1?" in rec["error_detail"], rec
     port = free_port()
     r = oxconsole_here(

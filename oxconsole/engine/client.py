@@ -255,7 +255,7 @@ class EndpointClient:
         err = internals.status_error(self.sdk, str(resp.url), status, list(resp.raw_headers), body)
         detail = _status_detail(err)
         if detail.endswith(f"Error code: {status}"):  # the SDK's words when the body says nothing
-            detail = f"HTTP {status} from {resp.method} {resp.url.path} (the answer gave no reason)"
+            detail = f"HTTP {status}: no reason given for {resp.method} {resp.url.path}"
         res.detail = detail + cut
         res.param = err.param if isinstance(err.param, str) else None
         res.retry_after = wait = parse_retry_after(resp.headers)
