@@ -50,13 +50,54 @@ def load_checked(path: str, overrides: list[str]) -> tuple[Workload, PromptStats
 
     try:
         w = load_workload(path, overrides)
-        stats = check_prompts(w)
-        for m in w.models:
-            resolve_api_key(w, m.endpoint)
-            resolve_headers(w, m.endpoint)
     except WorkloadError as e:
-        raise BadInput(str(e)) from None
+        raise BadInput("\n".join([str(e), *_unset_keys(path, overrides, str(e))])) from None
+    problems: list[str] = []
+    stats = None
+    try:
+        stats = check_prompts(w)
+    except WorkloadError as e:
+        problems.append(str(e))
+    for ep in dict.fromkeys(m.endpoint for m in w.models):  # every endpoint once, all of them
+        try:
+            resolve_api_key(w, ep)
+            resolve_headers(w, ep)
+        except WorkloadError as e:
+            problems.append(str(e))
+    if problems or stats is None:
+        raise BadInput("\n".join(problems))
     return w, stats
+
+
+def _unset_keys(path: str, overrides: list[str], said: str) -> list[str]:
+    """The `api_key_env` variables that are not set, for a workload with other errors too (every
+    error found is said at once): read from the raw document with the `--set`s that apply."""
+    import os
+    import tomllib
+
+    from oxconsole.workload import WorkloadError, apply_override
+
+    try:
+        with open(path, "rb") as f:
+            raw = tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return []
+    for o in overrides:
+        try:
+            apply_override(raw, o, path)
+        except WorkloadError:
+            continue
+    endpoints = raw.get("endpoints")
+    out: list[str] = []
+    for name, ep in endpoints.items() if isinstance(endpoints, dict) else ():
+        var = ep.get("api_key_env") if isinstance(ep, dict) else None
+        key = f"endpoints.{name}.api_key_env"
+        if isinstance(var, str) and var and not os.environ.get(var, "").strip() and key not in said:
+            out.append(
+                f"{path}: {key}: environment variable {var} is not set; expected it to hold the API key "
+                f"(export {var}=..., or remove api_key_env for a server that needs no key)"
+            )
+    return out
 
 
 def _results_path(

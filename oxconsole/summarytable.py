@@ -105,13 +105,20 @@ def _totals_lines(s: Mapping[str, Any]) -> list[str]:
         ),
         (
             f"rate      {fmt_num(thr.get('requests_per_s'), 2)} "
-            f"{'tasks/s' if s.get('packing') else 'req/s'}  "
-            f"{fmt_num(thr.get('output_tokens_per_s'), 1)} output tok/s"
+            f"{'tasks/s' if s.get('packing') else 'req/s'}  " + _token_rate(s, thr, tok)
         ),
         *goodput_lines(s),
         (f"tokens    in {tok.get('input', 0):,}  out {tok.get('output', 0):,}{estimated}"),
         f"cost      {fmt_money(_g(s, 'cost', 'total'))}",
     ]
+
+
+def _token_rate(s: Mapping[str, Any], thr: Mapping[str, Any], tok: Mapping[str, Any]) -> str:
+    """Output tokens/s; for a run that answers none (embeddings), the input tokens/s it read."""
+    inputs, seconds = tok.get("input") or 0, s.get("duration_s") or 0
+    if not tok.get("output") and inputs and seconds > 0 and _g(s, "requests", "ok"):
+        return f"{fmt_num(inputs / seconds, 1)} input tok/s"
+    return f"{fmt_num(thr.get('output_tokens_per_s'), 1)} output tok/s"
 
 
 def _not_saved_lines(s: Mapping[str, Any]) -> list[str]:

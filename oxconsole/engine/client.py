@@ -258,7 +258,10 @@ class EndpointClient:
             body = b""
             cut = f" (error body over {size_words(self.limits.error_body)}, not read)"
         err = internals.status_error(self.sdk, str(resp.url), status, list(resp.raw_headers), body)
-        res.detail = _status_detail(err) + cut
+        detail = _status_detail(err)
+        if detail.endswith(f"Error code: {status}"):  # the SDK's words when the body says nothing
+            detail = f"HTTP {status}: no reason given for {resp.method} {resp.url.path}"
+        res.detail = detail + cut
         res.param = err.param if isinstance(err.param, str) else None
         res.retry_after = wait = parse_retry_after(resp.headers)
         if wait is not None and wait > RETRY_AFTER_MAX:
@@ -332,4 +335,6 @@ def _cause_detail(err: BaseException) -> str:
             reason = getattr(e, "verify_message", None) or "certificate verify failed"
             return f"TLS: {reason}{TLS_HINT}"
         e = e.__cause__ or e.__context__
+    if isinstance(err, aiohttp.ClientConnectorError) and isinstance(err.os_error, ConnectionRefusedError):
+        return f"connection refused at {err.host}:{err.port}: is the server running?"
     return f"{type(err).__name__}: {err}"
