@@ -234,7 +234,7 @@ def child(wl: str, out: str, config: str) -> None:
     from oxconsole.engine import runner
     from oxconsole.headless import engine_with_progress
     from oxconsole.metrics.histogram import LogHistogram
-    from oxconsole.runprep import prepare_run
+    from oxconsole.prepare import prepare_run
 
     class Unpaced:
         """CPython's collector as the config sets it, instead of the engine's PacedGC."""

@@ -16,33 +16,29 @@ from pathlib import Path
 from typing import Any
 
 from oxconsole import __version__
-from oxconsole.runprep import (
-    EXIT_BAD_INPUT,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    RAY_OVERRIDE,
-    BadInput,
-    Parser,
-    PreparedRun,
-    check_progress_interval,
-    load_checked,
-    prepare_run,
-)
+from oxconsole.exits import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, BadInput, Parser
+from oxconsole.hints import RAY_OVERRIDE
+from oxconsole.prepare import PreparedRun, check_progress_interval, load_checked, prepare_run
+from oxconsole.quickstart import add_flags, workload_for, workload_to_validate
 
-SUBCOMMANDS = ("validate", "sim", "report", "attach", "ps", "sweep")
+SUBCOMMANDS = ("run", "init", "validate", "sim", "report", "attach", "ps", "sweep")
 
 
-def _run_parser() -> argparse.ArgumentParser:
+def _run_parser(prog: str = "oxconsole") -> argparse.ArgumentParser:
     p = Parser(
-        prog="oxconsole",
+        prog=prog,
         description="Run an LLM inference workload against any OpenAI-compatible endpoint and watch it live.",
         epilog=(
-            "other commands: oxconsole validate WORKLOAD.toml | oxconsole sim [--port N] | "
+            'without a file: oxconsole run --url URL [--model M] (docs/workload.md, "Without a file"); '
+            "other commands: oxconsole init [PATH] | oxconsole validate WORKLOAD.toml | "
+            "oxconsole sim [--port N] | "
             "oxconsole report RESULTS.jsonl [--json] | oxconsole attach [NAME] | oxconsole ps | "
             "oxconsole sweep WORKLOAD.toml --over KEY=V1,V2,..."
         ),
     )
-    p.add_argument("workload", metavar="WORKLOAD.toml", help="the workload file")
+    p.add_argument(
+        "workload", metavar="WORKLOAD.toml", nargs="?", help="the workload file (none: built from --url ...)"
+    )
     p.add_argument(
         "--headless", action="store_true", help="no console: progress on stderr, summary on stdout"
     )
@@ -81,6 +77,7 @@ def _run_parser() -> argparse.ArgumentParser:
         "--refresh", type=float, default=4.0, metavar="HZ", help="console refresh rate (default 4)"
     )
     p.add_argument("--version", action="version", version=f"oxconsole {__version__}")
+    add_flags(p)
     return p
 
 
@@ -88,9 +85,10 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         if args and args[0] in SUBCOMMANDS and not (args[0].endswith(".toml") or os.path.isfile(args[0])):
+            if args[0] == "run":
+                return _run_command(args[1:], "oxconsole run")
             return _subcommand(args[0], args[1:])
-        ns = _run_parser().parse_args(args)
-        return _run(ns)
+        return _run_command(args, "oxconsole")
     except BadInput as e:
         print("\n".join(f"oxconsole: {line}" for line in str(e).split("\n")), file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -106,7 +104,19 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERRUPTED
 
 
+def _run_command(args: list[str], prog: str) -> int:
+    """`oxconsole [run] [WORKLOAD.toml] [flags]`: a file, or a workload built from the flags."""
+    ns = _run_parser(prog).parse_args(args)
+    _check_flags(ns)
+    ns.workload = workload_for(ns, ["run", *args])
+    return _run(ns)
+
+
 def _subcommand(name: str, rest: list[str]) -> int:
+    if name == "init":
+        from oxconsole.starter import init_main
+
+        return init_main(rest)
     if name == "sim":
         from oxconsole.sim.cli import main as sim_main
 
@@ -133,16 +143,19 @@ def _subcommand(name: str, rest: list[str]) -> int:
         p = Parser(
             prog="oxconsole validate", description="Check a workload, its prompts and its key variables."
         )
-        p.add_argument("workload", metavar="WORKLOAD.toml")
+        p.add_argument("workload", metavar="WORKLOAD.toml", nargs="?")
         p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+        p.add_argument("--output", metavar="PATH", help=argparse.SUPPRESS)
+        add_flags(p)
         ns = p.parse_args(rest)
-        return _validate(ns.workload, ns.overrides)
+        with workload_to_validate(ns, ["validate", *rest]) as path:
+            return _validate(path, ns.overrides)
     if name == "sweep":
         from oxconsole.sweep.command import sweep_main
 
         return sweep_main(rest, console=_sweep_console)
     if name == "ps":
-        from oxconsole.attach import ps_main
+        from oxconsole.ps import ps_main
 
         return ps_main(rest)
     from oxconsole.attach import attach_main
@@ -161,6 +174,10 @@ def _validate(path: str, overrides: list[str]) -> int:
 def _check_flags(ns: argparse.Namespace) -> None:
     if ns.refresh <= 0:
         raise BadInput(f"--refresh: expected a number of updates per second > 0, got {ns.refresh}")
+    if ns.theme is not None:
+        known = theme_names()
+        if ns.theme not in known:
+            raise BadInput(f"--theme: expected one of {', '.join(sorted(known))}, got {json.dumps(ns.theme)}")
     check_progress_interval(ns.progress_interval)
     if ns.ray_address is not None and not ns.ray_address.strip():
         raise BadInput(
@@ -168,8 +185,31 @@ def _check_flags(ns: argparse.Namespace) -> None:
         )
 
 
+def theme_names() -> set[str]:
+    """What `--theme` takes: the shipped themes, the user's own and Textual's built-in ones, read
+    without starting the console (so a headless run refuses a typo as the console would not)."""
+    import tomllib
+
+    from platformdirs import user_config_dir
+
+    names: set[str] = set()
+    # the folders oxconsole.ui.theming loads from (that module imports Textual's app: too slow here)
+    for folder in (Path(__file__).parent / "ui" / "themes", Path(user_config_dir("oxconsole")) / "themes"):
+        for path in sorted(folder.glob("*.toml")) if folder.is_dir() else ():
+            try:
+                name = tomllib.loads(path.read_text(encoding="utf-8")).get("name")
+            except (OSError, ValueError):
+                continue  # the console names a theme file that does not load
+            if isinstance(name, str) and name.strip():
+                names.add(name.strip())
+    try:
+        from textual.theme import BUILTIN_THEMES
+    except ImportError:
+        return names
+    return names | set(BUILTIN_THEMES)
+
+
 def _run(ns: argparse.Namespace) -> int:
-    _check_flags(ns)
     if ns.prometheus:  # the same as [output] prometheus, checked with the workload
         ns.overrides.append(f"output.prometheus={json.dumps(ns.prometheus)}")
     if ns.ray_address is not None:  # RAY_ADDRESS is what Ray reads; the engine process inherits it
@@ -189,9 +229,10 @@ def _run(ns: argparse.Namespace) -> int:
 
 def _run_console(ns: argparse.Namespace, prep: PreparedRun) -> int | None:
     """Start the engine process and open the console on it; None: no console, run headless."""
-    from oxconsole.attach import RunEnd, console_session, load_console, show_end
+    from oxconsole.console import console_session, load_console
     from oxconsole.control import SocketSource
     from oxconsole.host import spawn_host, wait_listening
+    from oxconsole.runend import RunEnd, show_end
 
     run_console, why = load_console()
     if run_console is None:
@@ -224,9 +265,10 @@ def _sweep_console(argv: list[str], ns: argparse.Namespace, prep: PreparedRun) -
     """A sweep under the console: the sweep headless in a process of its own (one control socket
     for every point), the console attached to it, the sweep's end printed as headless prints it;
     None: no console, run headless."""
-    from oxconsole.attach import RunEnd, console_session, load_console
+    from oxconsole.console import console_session, load_console
     from oxconsole.control import SocketSource
     from oxconsole.host import spawn_sweep_host, wait_listening
+    from oxconsole.runend import RunEnd
 
     run_console, why = load_console()
     if run_console is None:

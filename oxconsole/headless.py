@@ -14,21 +14,31 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from oxconsole.exits import EXIT_NOT_SAVED
+from oxconsole.hints import end_notes, resume_command
+from oxconsole.jsonfile import write_json
 from oxconsole.outputs import summary_stream, where_lines
-from oxconsole.runprep import EXIT_NOT_SAVED, PreparedRun, end_notes, resume_command, write_json
+from oxconsole.prepare import PreparedRun
 
 if TYPE_CHECKING:
     from oxconsole.engine.runner import RunEngine, RunOutcome
     from oxconsole.metrics import Snapshot
 
-__all__ = ["engine_with_progress", "print_summary", "report_outcome", "run_headless", "tell_where"]
+__all__ = [
+    "engine_with_progress",
+    "print_summary",
+    "report_outcome",
+    "run_headless",
+    "served_lines",
+    "tell_where",
+]
 
 
 def engine_with_progress(prep: PreparedRun, progress_interval: float) -> RunEngine:
     """The engine for a prepared run (several processes when run.workers > 1), printing a
     progress line to stderr every interval."""
     from oxconsole.engine.pool import make_engine
-    from oxconsole.metrics.format import progress_line
+    from oxconsole.progress import progress_line
 
     shown = 0
 
@@ -39,7 +49,7 @@ def engine_with_progress(prep: PreparedRun, progress_interval: float) -> RunEngi
         for warning in engine.warnings[shown:]:
             print(f"oxconsole: warning: {warning}", file=sys.stderr)
         shown = len(engine.warnings)
-        print(progress_line(s), file=sys.stderr, flush=True)
+        print(progress_line(s, _terminal_width()), file=sys.stderr, flush=True)
 
     engine = make_engine(
         prep.workload,
@@ -50,6 +60,14 @@ def engine_with_progress(prep: PreparedRun, progress_interval: float) -> RunEngi
         tick_interval=progress_interval,
     )
     return engine
+
+
+def _terminal_width() -> int | None:
+    """The terminal's width when stderr is one (the line must fit it); None for a log or a pipe,
+    which get the whole line."""
+    import shutil
+
+    return shutil.get_terminal_size().columns if sys.stderr.isatty() else None
 
 
 def run_headless(
@@ -104,10 +122,16 @@ def run_headless(
                 loop.remove_signal_handler(sig)
 
     outcome: RunOutcome = run_loop(go())
+    served = getattr(engine, "metrics", None)
+    if served is not None:
+        addr = w.output.prometheus_address()
+        host = (addr[0] if addr else "") or "127.0.0.1"
+        outcome.metrics_url = f"http://{f'[{host}]' if ':' in host else host}:{served.port}/metrics"
     if w.output.html:
         from oxconsole.reports.html import write_run_report
 
-        write_run_report(prep.results_path, outcome.summary)
+        html = write_run_report(prep.results_path, outcome.summary)
+        outcome.html_report = None if html is None else str(html)
     write_batch_files(prep, outcome)
     return outcome
 
@@ -136,9 +160,12 @@ def _whole_journal_first(
     prep: PreparedRun, then: Callable[[RunOutcome], None] | None
 ) -> Callable[[RunOutcome], None]:
     """The end of a run: after --resume its summary becomes the whole journal's (every session, as
-    `oxconsole report` computes it) before anything shows or writes it; then `then`."""
+    `oxconsole report` computes it) before anything shows or writes it; what the summary shows that
+    the journal's records do not is kept in its manifest, for `oxconsole report`; then `then`."""
 
     def end(outcome: RunOutcome) -> None:
+        from oxconsole.journal.manifest import manifest_path, store_run_sections
+
         if prep.resume:
             from oxconsole.journal.identify import NotAJournal
             from oxconsole.summary import whole_journal_summary
@@ -147,6 +174,17 @@ def _whole_journal_first(
                 outcome.summary = whole_journal_summary(outcome.summary, prep.results_path)
             except (OSError, NotAJournal) as e:
                 outcome.warnings.append(f"the summary covers this session only: {e}")
+        if prep.workload.stages:
+            from oxconsole.metrics.stages import judge_stages
+
+            judge_stages(outcome.summary, [st.duration for st in prep.workload.stages])
+            outcome.not_sent = outcome.summary["requests"].get("not_sent", outcome.not_sent)
+        try:
+            store_run_sections(prep.results_path, outcome.summary)
+        except OSError as e:
+            where = manifest_path(prep.results_path)
+            why = e.strerror or e
+            outcome.warnings.append(f"{where}: could not keep the run's changes for reports: {why}")
         if then is not None:
             then(outcome)
 
@@ -161,9 +199,11 @@ def print_summary(summary: dict[str, Any], summary_json: str | None) -> bool:
     import orjson
 
     from oxconsole.summary import render_summary
+    from oxconsole.summarytable import table_width
 
     stream = summary_stream(summary_json) if summary_json else None
-    print(render_summary(summary), file=sys.stderr if stream == "stdout" else sys.stdout, flush=True)
+    table = sys.stderr if stream == "stdout" else sys.stdout
+    print(render_summary(summary, table_width(table)), file=table, flush=True)
     if stream is not None:
         out = sys.stdout if stream == "stdout" else sys.stderr
         out.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
@@ -199,9 +239,21 @@ def report_outcome(outcome: RunOutcome, prep: PreparedRun, summary_json: str | N
         print(f"oxconsole: warning: {warning}", file=sys.stderr)
     saved = print_summary(outcome.summary, summary_json)
     tell_where(prep.results_path, [summary_json] if summary_json and saved else [], None, prep.kept_aside)
+    for line in served_lines(outcome):
+        print(f"oxconsole: {line}", file=sys.stderr, flush=True)
     for note in end_notes(outcome.summary, lambda: _resume(prep)):
         print(f"oxconsole: {note}", file=sys.stderr, flush=True)
     return outcome.exit_code if saved else EXIT_NOT_SAVED  # a summary not written is results not saved
+
+
+def served_lines(outcome: RunOutcome) -> list[str]:
+    """Where the run served `/metrics` and wrote its HTML report, when it did."""
+    lines = []
+    if outcome.metrics_url:
+        lines.append(f"/metrics was served at {outcome.metrics_url} while the run lasted")
+    if outcome.html_report:
+        lines.append(f"HTML report: {outcome.html_report}")
+    return lines
 
 
 def _resume(prep: PreparedRun) -> str:

@@ -25,23 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from oxconsole.headless import print_summary, run_headless, tell_where
-from oxconsole.outputs import summary_stream
-from oxconsole.runprep import (
-    EXIT_BAD_INPUT,
-    EXIT_INTERRUPTED,
-    EXIT_NOT_SAVED,
-    LOG_NAME,
-    SUMMARY_NAME,
-    BadInput,
-    Parser,
-    PreparedRun,
-    check_progress_interval,
-    end_notes,
-    prepare_run,
-    resume_command,
-    write_json,
-)
+from oxconsole.exits import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_NOT_SAVED, BadInput, Parser
+from oxconsole.headless import print_summary, run_headless, served_lines, tell_where
+from oxconsole.hints import end_notes, resume_command
+from oxconsole.jsonfile import write_json
+from oxconsole.outputs import beside_journal, summary_stream
+from oxconsole.prepare import LOG_NAME, SUMMARY_NAME, PreparedRun, check_progress_interval, prepare_run
 
 if TYPE_CHECKING:
     from oxconsole.control import RunEntry
@@ -65,7 +54,8 @@ def _parser() -> Parser:
     p.add_argument(
         "--log",
         metavar="PATH",
-        help=f"where progress and messages go (default: {LOG_NAME} beside the results; - = stderr)",
+        help=f"where progress and messages go (default: {LOG_NAME} beside the results, or "
+        f"NAME.{LOG_NAME} beside NAME.jsonl; - = stderr)",
     )
     return p
 
@@ -102,10 +92,9 @@ def main(argv: list[str] | None = None) -> int:
     except BadInput as e:
         print(f"oxconsole: {e}", file=sys.stderr, flush=True)
         return EXIT_BAD_INPUT
-    folder = prep.results_path.resolve().parent
     log: Path | None = None
     if ns.log != "-":
-        log = Path(ns.log) if ns.log else folder / LOG_NAME
+        log = Path(ns.log) if ns.log else beside_journal(prep.results_path.resolve(), LOG_NAME)
         if log.resolve() != _fd_path(2):
             _redirect_output(log)
     print(
@@ -115,7 +104,9 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     stream = ns.summary_json if ns.summary_json and summary_stream(ns.summary_json) else None
-    files = [folder / SUMMARY_NAME] + ([Path(ns.summary_json)] if ns.summary_json and not stream else [])
+    files = [beside_journal(prep.results_path.resolve(), SUMMARY_NAME)] + (
+        [Path(ns.summary_json)] if ns.summary_json and not stream else []
+    )
     saved: list[str] = []
 
     def before_end(outcome: RunOutcome) -> None:
@@ -139,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"oxconsole: warning: {warning}", file=sys.stderr)
     print_summary(outcome.summary, stream)
     tell_where(prep.results_path, saved + ([stream] if stream else []), log, prep.kept_aside)
+    for line in served_lines(outcome):
+        print(f"oxconsole: {line}", file=sys.stderr, flush=True)
     for note in end_notes(
         outcome.summary, lambda: resume_command(str(prep.workload.path), prep.overrides, prep.results_path)
     ):
@@ -177,7 +170,7 @@ def spawn_host(
     /dev/stdout is not passed on: the console writes it (the engine's stdout is its log)."""
     folder = prep.results_path.resolve().parent
     folder.mkdir(parents=True, exist_ok=True)
-    log = folder / LOG_NAME
+    log = beside_journal(prep.results_path.resolve(), LOG_NAME)
     offset = log.stat().st_size if log.exists() else 0
     args = [
         sys.executable,
@@ -205,7 +198,7 @@ def spawn_sweep_host(argv: list[str], prep: PreparedRun) -> HostProcess:
     socket, for a console to attach to."""
     folder = prep.results_path.resolve().parent
     folder.mkdir(parents=True, exist_ok=True)
-    log = folder / LOG_NAME
+    log = beside_journal(prep.results_path.resolve(), LOG_NAME)
     offset = log.stat().st_size if log.exists() else 0
     return _detached([sys.executable, "-m", "oxconsole", "sweep", *argv, "--headless"], prep, log, offset)
 
@@ -264,7 +257,7 @@ def wait_listening(
                 return e
         rc = proc.poll()
         if rc is not None:
-            summary = log.parent / SUMMARY_NAME
+            summary = beside_journal(host.results.resolve(), SUMMARY_NAME)
             if rc in (0, 1, EXIT_NOT_SAVED) and summary.exists() and summary.stat().st_mtime >= started - 1:
                 # over before the console could open: show what it did
                 data = orjson.loads(summary.read_bytes())

@@ -26,7 +26,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 __all__ = [
+    "DEFAULT_JOURNAL",
     "SUMMARY_STREAMS",
+    "beside_journal",
     "check_outputs",
     "earlier_journals",
     "journal_lines",
@@ -57,6 +59,21 @@ _KINDS = (
     (stat.S_ISFIFO, "a FIFO (named pipe)"),
     (stat.S_ISSOCK, "a socket"),
 )
+
+
+DEFAULT_JOURNAL = "results.jsonl"
+"""The journal's file name under the default `[output] results` (`runs/{name}/results.jsonl`)."""
+
+
+def beside_journal(results: Path, name: str) -> Path:
+    """A file a run writes beside its journal (`summary.json`, `engine.log`): `NAME` itself when
+    the journal has the default name, one folder a run (`runs/x/results.jsonl` ->
+    `runs/x/summary.json`); else after the journal (`runs/a.jsonl` -> `runs/a.summary.json`), so
+    that journals sharing a folder never share, nor overwrite, each other's summary and log."""
+    if results.name == DEFAULT_JOURNAL:
+        return results.with_name(name)
+    stem = results.name[: -len(results.suffix)] if results.suffix else results.name
+    return results.with_name(f"{stem}.{name}")
 
 
 def summary_stream(arg: str) -> str | None:
@@ -123,6 +140,12 @@ def check_outputs(results: Path, summary_json: str | None, *, resume: bool) -> l
         summary = Path(summary_json)
         if _same_file(summary, results) or _same_file(summary, manifest_path(results)):
             problems.append(f"{summary}: --summary-json: expected a file other than the results journal")
+        elif not summary.parent.is_dir():
+            # a typo in a folder name is likelier than a wish for new folders: refused, not made
+            problems.append(
+                f"{summary}: --summary-json: expected a file in a folder that exists, "
+                f"but {summary.parent} is not one"
+            )
         else:
             problems.append(
                 _file_problem(

@@ -20,16 +20,15 @@ import orjson
 
 from oxconsole.idset import repeated
 from oxconsole.journal.identify import NotAJournal, not_a_journal, sniff
-from oxconsole.journal.manifest import read_manifest
+from oxconsole.journal.manifest import RUN_REQUESTS, RUN_SECTIONS, read_manifest, run_sections
 from oxconsole.journal.reading import JournalIssues, read_journal
 from oxconsole.journal.records import RequestRecord
 from oxconsole.journal.sessions import SessionSpans, sessions_of
 from oxconsole.metrics.aggregate import RunStats, Tally, build_summary, phase_summary
 from oxconsole.metrics.goodput import slo_target_of
-from oxconsole.metrics.plans import project_costs
-from oxconsole.metrics.plantable import stored_plans, unused_overrides
+from oxconsole.metrics.plans import project_costs, stored_plans, unused_overrides
 from oxconsole.metrics.stages import StageLog, journal_stages
-from oxconsole.summarytable import render_summary
+from oxconsole.summarytable import render_summary, table_width
 
 if TYPE_CHECKING:
     from oxconsole.workload.plans import PricePlan
@@ -57,14 +56,17 @@ def summary_from_journal(
     When an id appears more than once (a resumed run appends), its last record counts. The
     duration is the running time of the sessions that wrote the journal, from its manifest
     (`journal/sessions.py`); without one, from the earliest ``t_scheduled`` to the latest
-    ``t_sent + latency``. ``changes`` are not journaled, so they are empty and there is one phase.
+    ``t_sent + latency``. What no record holds (changes and their phases, stage times, failed
+    attempts, requests not sent) is taken from the manifest, where the run's end kept it
+    (`store_run_sections`); without it, ``changes`` are empty and there is one phase.
     Raises NotAJournal when the file holds lines but no record a run writes.
     """
     p = Path(path)
     iss = issues if issues is not None else JournalIssues()
     sniff(p)
     manifest = read_manifest(p)
-    spans = SessionSpans(sessions_of(manifest))
+    sessions = sessions_of(manifest)
+    spans = SessionSpans(sessions)
     twice = _scan(p, iss, spans)
     if not iss.records and iss.first_problem is not None:
         raise NotAJournal(not_a_journal(p, *iss.first_problem))
@@ -90,7 +92,21 @@ def summary_from_journal(
         slo_target=target,
         plans=stored_plans(p, manifest) if plans is None else plans,
     )
-    return journal_stages(summary, stages, spans.running_s())
+    summary = journal_stages(summary, stages, spans.running_s())
+    return with_run_sections(summary, run_sections(manifest, sessions[-1].started_at if sessions else None))
+
+
+def with_run_sections(summary: dict[str, Any], kept: Mapping[str, Any]) -> dict[str, Any]:
+    """`summary` (from the journal) with what its run's end kept beside it (`store_run_sections`):
+    the run's own changes, phases, stage times, attempt errors and requests not sent."""
+    for key in RUN_SECTIONS:
+        if key in kept:
+            summary[key] = kept[key]
+    requests = kept.get("requests")
+    if isinstance(requests, Mapping):
+        summary["requests"].update((k, requests[k]) for k in RUN_REQUESTS if k in requests)
+        project_costs(summary, summary["requests"].get("not_sent", 0))
+    return summary
 
 
 def _scan(p: Path, issues: JournalIssues, spans: SessionSpans) -> set[int]:
@@ -154,9 +170,16 @@ def whole_journal_summary(session: Mapping[str, Any], path: str | os.PathLike[st
     return out
 
 
-def report_main(path: str, as_json: bool, plans: Mapping[str, PricePlan] | None = None) -> int:
+def report_main(
+    path: str,
+    as_json: bool,
+    plans: Mapping[str, PricePlan] | None = None,
+    sweep: tuple[str, dict[str, Any]] | None = None,
+) -> int:
     """`oxconsole report RESULTS.jsonl [--json] [--plans FILE]`: print the summary (priced under
-    `plans`, else under the run's own); 0, or 2 if unreadable."""
+    `plans`, else under the run's own); for a sweep's journal (`sweep`: its points table as text
+    and its sweep object, `reports/sweep.py`), the table after it, or the object as its `sweep`
+    key. 0, or 2 if unreadable."""
     issues = JournalIssues()
     try:
         summary = summary_from_journal(path, issues=issues, plans=plans)
@@ -170,8 +193,11 @@ def report_main(path: str, as_json: bool, plans: Mapping[str, PricePlan] | None 
     for msg in [*issues.messages(path), *unused_overrides(plans, summary)]:
         print(f"oxconsole report: warning: {msg}", file=sys.stderr)
     if as_json:
+        if sweep is not None:
+            summary["sweep"] = sweep[1]
         sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
-        sys.stdout.write(render_summary(summary))
+        table = render_summary(summary, table_width(sys.stdout))
+        sys.stdout.write(table + (sweep[0] if sweep is not None else ""))
     sys.stdout.flush()
     return 0

@@ -17,11 +17,12 @@ import pytest
 from textual.binding import Binding
 
 from oxconsole.engine.commands import CommandError, SetAuto, SetConcurrency
-from oxconsole.metrics.format import change_text, progress_line
+from oxconsole.progress import progress_line
 from oxconsole.ui.dashboard import PALETTE, MainScreen
 from oxconsole.ui.lines import Palette
 from oxconsole.ui.panels.header import header_lines
 from oxconsole.ui.screens import KEYS
+from oxconsole.units import change_text
 from oxconsole.workload import WorkloadError, check_prompts, describe, load_workload
 
 from .conftest import WorkloadFactory

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -77,8 +76,8 @@ def test_headless_run_summary_json_and_report(tmp_path: Path) -> None:
     assert len(records(tmp_path)) == 20
     rep = here("report", str(tmp_path / "out" / "results.jsonl"), "--json", cwd=tmp_path)
     assert rep.returncode == 0, rep.stderr
-    sent = {k: v for k, v in s["requests"].items() if k != "not_sent"}  # a journal knows no total
-    assert json.loads(rep.stdout)["requests"] == sent
+    # the journal's records, and what the run's end kept beside them (requests not sent)
+    assert json.loads(rep.stdout)["requests"] == s["requests"]
     # a second run keeps the first journal aside instead of overwriting it
     r2 = here(str(w), "--headless", cwd=tmp_path)
     assert r2.returncode == 0
@@ -137,32 +136,6 @@ def test_key_never_written(tmp_path: Path) -> None:
     for f in [*tmp_path.rglob("*.json*"), *tmp_path.rglob("*.log")]:
         assert secret not in f.read_text(), f
     assert secret not in r.stdout + r.stderr
-
-
-@pytest.mark.slow
-def test_sigint_flushes_journal_and_exits_130_then_resume_completes(tmp_path: Path) -> None:
-    w = write(tmp_path, count=400, ttft="50ms")
-    p = subprocess.Popen(
-        [sys.executable, "-m", "oxconsole", str(w), "--headless", "--progress-interval", "0.2"],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    j = tmp_path / "out" / "results.jsonl"
-    wait_until(lambda: j.exists() and len(j.read_text().splitlines()) >= 40, timeout=60, what="40 records")
-    p.send_signal(signal.SIGINT)
-    _out, err = p.communicate(timeout=30)
-    assert p.returncode == 130, err
-    assert "Traceback" not in err
-    first = records(tmp_path)
-    assert 40 <= len(first) < 400
-    assert all(r["status"] == "ok" for r in first)  # in flight finished within the grace time
-    # the rest at 5 ms (the simulator's settings are not part of what --resume checks)
-    r = here(str(w), "--headless", "--resume", "--set", 'sim.models.m.ttft="5ms"', cwd=tmp_path)
-    assert r.returncode == 0, r.stderr
-    ok = [x["id"] for x in records(tmp_path) if x["status"] == "ok"]
-    assert len(ok) == 400 and len(set(ok)) == 400
 
 
 @pytest.mark.slow

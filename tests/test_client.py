@@ -1,23 +1,26 @@
 """The client's own request path and stream reader, against small loopback servers.
 
-Requests are built once per endpoint by the SDK and copied; these tests check the copies carry
-what the SDK's own `post()` sends, that status errors still come back as the SDK's, and that the
-stream reader (with its shortcut for chunks that share the first chunk's prefix) gives the same
-counts, timings and text as a full parse of every chunk, whatever the read boundaries.
+Requests are built once per endpoint by the SDK and sent by aiohttp (tests/test_sdk_contract.py
+checks they carry what the SDK's own `post()` sends); these tests check that status errors still
+come back as the SDK's, and that the stream reader (with its shortcut for chunks that share the
+first chunk's prefix) gives the same counts, timings and text as a full parse of every chunk,
+whatever the read boundaries.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
 import pytest
 from aiohttp import web
 
-from oxconsole.engine.client import AttemptResult, EndpointClient
-from oxconsole.engine.stream import _BadResponse, _Events
+from oxconsole.engine import internals
+from oxconsole.engine.attempt import AttemptResult
+from oxconsole.engine.attempt import BadResponse as _BadResponse
+from oxconsole.engine.client import EndpointClient
+from oxconsole.engine.stream import _Events
 
 from .http_support import chat_server
 
@@ -114,18 +117,9 @@ def test_malformed_after_the_prefix_is_learned(bad: bytes) -> None:
     assert e.value.cls == "bad_response"
 
 
-def test_wrong_shapes_are_bad_response_not_a_crash() -> None:
-    from oxconsole.engine.stream import _read_stream
-
-    class Resp:
-        stream = None
-
-        async def aiter_bytes(self) -> AsyncIterator[bytes]:
-            yield b'data: {"choices":[1]}\n\n'
-
-    with pytest.raises(_BadResponse) as e:
-        asyncio.run(_read_stream(Resp(), AttemptResult(ok=False), 0.0, False))  # type: ignore[arg-type]
-    assert e.value.cls == "bad_response"
+async def test_wrong_shapes_are_bad_response_not_a_crash() -> None:
+    (r,), _ = await run_paced(Paced([b'data: {"choices":[1]}\n\n']))
+    assert r.error == "bad_response", r
 
 
 def test_error_event_and_abort() -> None:
@@ -173,26 +167,6 @@ class Server:
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
 
 
-async def test_prebuilt_requests_carry_what_the_sdk_sends() -> None:
-    server = Server()
-    async with chat_server(server.handle) as base:
-        url = base + "/v1"
-        fast = EndpointClient("e", url, "sk-test-123456", max_connections=4, timeout=5.0)
-        slow = EndpointClient("e", url, "sk-test-123456", max_connections=4, timeout=5.0)
-        assert fast.prebuilt
-        slow.prebuilt = False  # the SDK's post() for every request
-        for c in (fast, slow, fast):
-            res = await c.attempt(BODY, stream=True, timeout=5.0, save_text=True)
-            assert res.ok and res.text == "hi" and res.output_tokens == 3, res
-        await fast.close()
-        await slow.close()
-    (h1, b1), (h2, b2), (h3, b3) = server.seen
-    assert orjson.loads(b1) == orjson.loads(b2) == orjson.loads(b3) == BODY
-    assert h1 == h3
-    assert h1["Authorization"] == "Bearer sk-test-123456"
-    assert {k.lower(): v for k, v in h1.items()} == {k.lower(): v for k, v in h2.items()}
-
-
 async def test_status_errors_still_come_from_the_sdk() -> None:
     server = Server(status=429, headers={"retry-after-ms": "1500"})
     async with chat_server(server.handle) as base:
@@ -233,8 +207,6 @@ class Paced:
 
 async def run_paced(server: Paced, attempts: int = 1) -> tuple[list[AttemptResult], list[int]]:
     """Attempts against `server`, and how many streams were tapped while each was being read."""
-    from oxconsole.engine import stream as stream_mod
-
     results, tapped = [], []
     async with chat_server(server.handle) as base:
         c = EndpointClient("e", base + "/v1", None, max_connections=4, timeout=5.0)
@@ -243,11 +215,11 @@ async def run_paced(server: Paced, attempts: int = 1) -> tuple[list[AttemptResul
                 task = asyncio.create_task(c.attempt(BODY, stream=True, timeout=5.0, save_text=True))
                 seen = 0
                 while not task.done():
-                    seen = max(seen, len(stream_mod._TAPS))
+                    seen = max(seen, len(internals._TAPS))
                     await asyncio.sleep(0.01)
                 results.append(task.result())
                 tapped.append(seen)
-                assert stream_mod._TAPS == {}, "a finished attempt left its reader registered"
+                assert internals._TAPS == {}, "a finished attempt left its reader registered"
         finally:
             await c.close()
     return results, tapped
@@ -291,12 +263,11 @@ async def test_tapped_bad_chunk_midway_fails_the_attempt(bad: bytes, cls: str) -
 
 async def test_a_reader_that_cannot_be_switched_is_read_with_readany(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where aiohttp's reader does not allow the switch (another layout), the stream is still read."""
-    from oxconsole.engine import stream as stream_mod
 
-    class Other(stream_mod.aiohttp.StreamReader):
+    class Other(internals.aiohttp.StreamReader):
         __slots__ = ("extra",)  # another layout: __class__ assignment raises TypeError
 
-    monkeypatch.setattr(stream_mod, "_TapReader", Other)
+    monkeypatch.setattr(internals, "_TapReader", Other)
     server = Paced([ROLE, content("a"), content("b"), FINISH + USAGE + DONE], gap=0.03)
     (r,), tapped = await run_paced(server)
     assert tapped == [0]  # not tapped

@@ -100,6 +100,8 @@ def wait_lines(path: Path, n: int, p: subprocess.Popen[str], timeout: float = 90
 
 # --- headless -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_ctrl_c_midway_exits_130_and_says_how_to_send_the_rest(tmp_path: Path, workers: int) -> None:
     write(tmp_path, count=400, workers=workers)
     journal = tmp_path / "out" / "run.jsonl"
@@ -124,6 +126,9 @@ def test_ctrl_c_midway_exits_130_and_says_how_to_send_the_rest(tmp_path: Path, w
     assert p.returncode == 130, err
     assert "Traceback" not in err and "ended unexpectedly" not in err, err
     recs = lines(journal)
+    assert len(recs) >= 40, len(recs)  # all flushed by the exit
+    if workers == 1:  # in flight finished within the grace time
+        assert [r for r in recs if r["status"] != "ok"] == []
     s = json.loads((tmp_path / "s.json").read_text())
     not_sent = s["requests"]["not_sent"]
     assert not_sent > 0 and not_sent == 400 - len(recs) and s["requests"]["total"] == len(recs)
@@ -141,7 +146,8 @@ def test_ctrl_c_midway_exits_130_and_says_how_to_send_the_rest(tmp_path: Path, w
     assert len(ok) == len(set(ok)) == 400
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("workers", [1, pytest.param(2, marks=pytest.mark.slow)])
+@pytest.mark.subprocess
 def test_a_complete_run_exits_0_with_nothing_not_sent(tmp_path: Path, workers: int) -> None:
     write(tmp_path, count=30, ttft="10ms", workers=workers)
     r = oxc("w.toml", "--headless", "--summary-json", "s.json", cwd=tmp_path)
@@ -150,6 +156,8 @@ def test_a_complete_run_exits_0_with_nothing_not_sent(tmp_path: Path, workers: i
     assert "not sent" not in r.stdout + r.stderr and "--resume" not in r.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_a_run_that_reaches_its_duration_has_ended_not_stopped(tmp_path: Path) -> None:
     # prompts cycled until run.duration: its end is the duration
     write(tmp_path, count=5, duration="1s", ttft="20ms")
@@ -168,6 +176,7 @@ def test_a_run_that_reaches_its_duration_has_ended_not_stopped(tmp_path: Path) -
 
 
 # --- in process: a stop that only cuts the drain ------------------------------------------------
+@pytest.mark.subprocess
 async def test_a_stop_after_everything_was_sent_is_not_130(make_workload: WorkloadFactory) -> None:
     w = make_workload(
         """
@@ -242,6 +251,8 @@ async def until(cond: Callable[[], bool], timeout: float = 20.0) -> None:
 
 
 @pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.slow
+@pytest.mark.subprocess
 async def test_stop_over_the_socket_exits_130(run_dirs: Path, tmp_path: Path, workers: int) -> None:
     from oxconsole.control import SocketSource, list_runs
 
@@ -295,15 +306,17 @@ def pilot_console(source: Any, *, theme: str | None = None, refresh: float = 4.0
     return asyncio.run(go())
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_q_in_the_console_exits_130(
     run_dirs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from oxconsole import attach, cli
+    from oxconsole import cli, console
 
     write(tmp_path, count=600)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
-    monkeypatch.setattr(attach, "load_console", lambda: (pilot_console, ""))
+    monkeypatch.setattr(console, "load_console", lambda: (pilot_console, ""))
     # before: `210 total 210 ok`, exit 0, as if the run were complete
     assert cli.main(["w.toml", "--set", "run.grace=2s"]) == 130
     cap = capsys.readouterr()
@@ -315,6 +328,8 @@ def test_q_in_the_console_exits_130(
     assert summary["requests"]["not_sent"] == not_sent
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_q_in_a_real_terminal_exits_130(run_dirs: Path, tmp_path: Path) -> None:
     """The same as a user does it: `oxconsole w.toml` in a terminal (a pty), `q` once it shows."""
     write(tmp_path, count=2000, ttft="100ms")  # 25 s if left alone

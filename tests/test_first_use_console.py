@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 import pytest
 
-from oxconsole.attach import EndedEarly, console_session
+from oxconsole.console import EndedEarly, console_session
 from oxconsole.control import SocketSource
 from oxconsole.engine.commands import SetConcurrency
 from oxconsole.metrics import Collector, Snapshot
@@ -54,6 +54,7 @@ def shown(app: ConsoleApp, panel_id: str) -> str:
 # -- point 2: a run that fails fast shows why -------------------------------------------------------
 
 
+@pytest.mark.subprocess
 async def test_console_stays_on_a_run_that_failed_fast_with_the_errors_showing_why(
     tmp_path: Path, sim_url: str
 ) -> None:

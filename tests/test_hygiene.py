@@ -30,7 +30,8 @@ CASES = [
         id="engine",
     ),
     pytest.param(
-        "import oxconsole.cli, oxconsole.runprep, oxconsole.workload, oxconsole.summary",
+        "import oxconsole.cli, oxconsole.exits, oxconsole.prepare, oxconsole.hints, oxconsole.workload,"
+        " oxconsole.summary",
         {"textual", "openai", "aiohttp", "httpx2"},
         set(),
         id="validate-and-report",
@@ -38,7 +39,8 @@ CASES = [
     pytest.param(HELP, {"textual", "openai"}, set(), id="help"),
     pytest.param("import oxconsole.workload", {"textual", "openai", "aiohttp"}, set(), id="workload"),
     pytest.param(
-        "import oxconsole.control, oxconsole.host, oxconsole.headless, oxconsole.attach, oxconsole.cli",
+        "import oxconsole.control, oxconsole.host, oxconsole.headless, oxconsole.attach, oxconsole.ps,"
+        " oxconsole.console, oxconsole.runend, oxconsole.cli",
         {"textual"},
         set(),
         id="control-host-headless-attach",

@@ -493,9 +493,10 @@ def test_attempt_errors_live_then_final_not_double_counted() -> None:
 
 
 def test_progress_line() -> None:
-    """The headless progress line: done of total, the 10 s rates, the window's p50/p99, errors, in
-    flight of the limit, the ETA at the 10 s rate; PAUSED while paused; no total, no ETA."""
-    from oxconsole.metrics.format import progress_line
+    """The headless progress line: done of total, the 10 s rates, the window's TTFT and ITL p50 and
+    latency p50/p99, errors, in flight of the limit, what bounds the run, the ETA at the 10 s rate;
+    PAUSED while paused; no total, no ETA."""
+    from oxconsole.progress import progress_line
     from tests.ui_support import fixed_snapshot
 
     s = fixed_snapshot()  # 95.5 s in, 2,040 of 4,000 done, 34 errors, 45 of 48 in flight
@@ -505,9 +506,12 @@ def test_progress_line() -> None:
         "[ 1m35s] 2040/4000  51.0%",
         f"{s.req_per_s_10s:.1f} req/s",
         f"{s.output_tokens_per_s_10s:.0f} tok/s",
+        f"TTFT {s.window['ttft_ms']['p50']:.0f}ms",
+        f"ITL {s.window['itl_ms']['p50']:.1f}ms",
         "p50 1704ms p99 3718ms",  # the last 10 s window's latency
         "err 34",
         "in flight 45/48",
+        "bound: concurrency",  # 12 wait for a slot
         f"ETA {int(eta // 60)}m{int(eta % 60):02d}s",
     ]
     g = dataclasses.replace(s.gauges, state="paused", total_expected=None)

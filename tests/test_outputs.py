@@ -166,6 +166,15 @@ def test_several_unusable_outputs_are_all_named(tmp_path: Path) -> None:
     assert "/dev/null" in r.stderr and f"{tmp_path}: expected a regular file for the summary" in r.stderr
 
 
+def test_summary_json_folder_must_exist(tmp_path: Path) -> None:
+    journal = tmp_path / "out" / "results.jsonl"
+    w = workload(tmp_path, journal)
+    r = oxc(str(w), "--headless", "--summary-json", "nosuch/dir/s.json", cwd=tmp_path)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "nosuch/dir/s.json: --summary-json: expected a file in a folder that exists" in r.stderr, r.stderr
+    assert not (tmp_path / "nosuch").exists() and not journal.exists(), "folders made or requests sent"
+
+
 def test_resume_checks_the_journal_too(tmp_path: Path) -> None:
     w = workload(tmp_path, tmp_path / "out" / "results.jsonl")
     r = oxc(str(w), "--headless", "--resume", "--output", "/dev/null", cwd=tmp_path)
@@ -173,7 +182,8 @@ def test_resume_checks_the_journal_too(tmp_path: Path) -> None:
 
 
 # --- the summary on a stream ----------------------------------------------------------------------
-@pytest.mark.parametrize("target", ["-", "/dev/stdout"])
+@pytest.mark.parametrize("target", ["-", pytest.param("/dev/stdout", marks=pytest.mark.slow)])
+@pytest.mark.subprocess
 def test_summary_json_on_stdout_leaves_stdout_parseable(tmp_path: Path, target: str) -> None:
     w = workload(tmp_path, tmp_path / "out" / "results.jsonl")
     run = oxc if target == "-" else oxc_process
@@ -185,6 +195,8 @@ def test_summary_json_on_stdout_leaves_stdout_parseable(tmp_path: Path, target: 
     assert not (tmp_path / "-").exists()
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_summary_json_on_stderr(tmp_path: Path) -> None:
     w = workload(tmp_path, tmp_path / "out" / "results.jsonl")
     r = oxc_process(str(w), "--headless", "--summary-json", "/dev/stderr", cwd=tmp_path)
@@ -193,6 +205,8 @@ def test_summary_json_on_stderr(tmp_path: Path) -> None:
 
 
 # --- where are my results -----------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_headless_run_ends_saying_where_its_files_are_and_counts_kept_journals(tmp_path: Path) -> None:
     journal = tmp_path / "out" / "results.jsonl"
     w = workload(tmp_path, journal)
@@ -273,6 +287,8 @@ def quitting_console(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "oxconsole.ui.app", mod)
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_console_run_ends_saying_where_its_files_are(
     run_dirs: Path,
     tmp_path: Path,
@@ -310,6 +326,8 @@ def test_console_run_ends_saying_where_its_files_are(
     assert f"oxconsole: results: {journal.resolve()} ({n} records)" in text
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_console_run_with_summary_on_stdout(
     run_dirs: Path,
     tmp_path: Path,
@@ -326,6 +344,8 @@ def test_console_run_with_summary_on_stdout(
     assert '"requests"' not in (tmp_path / "out" / "engine.log").read_text()
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_host_process_log_is_owner_only(tmp_path: Path, run_dirs: Path) -> None:
     journal = tmp_path / "hosted" / "results.jsonl"
     w = workload(tmp_path, journal)
@@ -342,8 +362,39 @@ def test_host_process_log_is_owner_only(tmp_path: Path, run_dirs: Path) -> None:
     assert f"results: {journal} (20 records); summary: {journal.parent / 'summary.json'}" in log.read_text()
 
 
+def test_journals_sharing_a_folder_keep_their_own_summary_and_log(tmp_path: Path, run_dirs: Path) -> None:
+    """`--output runs/a.jsonl` then `--output runs/b.jsonl`: `runs/a.summary.json` and
+    `runs/a.engine.log` for the first, `b.`'s for the second; neither overwrites the other."""
+    w = workload(tmp_path, tmp_path / "unused" / "results.jsonl", count=5)
+    for name, count in (("a", 5), ("b", 3)):
+        args = ["--workload", str(w), "--output", f"runs/{name}.jsonl", "--set", f"run.requests={count}"]
+        r = subprocess.run(
+            [sys.executable, "-m", "oxconsole.host", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert r.returncode == 0, r.stderr
+    runs = tmp_path / "runs"
+    assert sorted(p.name for p in runs.iterdir() if not p.name.endswith(".meta.json")) == [
+        "a.engine.log",
+        "a.jsonl",
+        "a.summary.json",
+        "b.engine.log",
+        "b.jsonl",
+        "b.summary.json",
+    ]
+    for name, count in (("a", 5), ("b", 3)):
+        total = json.loads((runs / f"{name}.summary.json").read_text())["requests"]["total"]
+        assert total == count, (name, total)
+        log = (runs / f"{name}.engine.log").read_text()
+        assert f"summary: {(runs / f'{name}.summary.json').resolve()}" in log, log
+
+
 # --- oxconsole sim's port ----------------------------------------------------------------------------
 @pytest.mark.xdist_group("sim-default-port")  # never beside the other test that takes the port
+@pytest.mark.subprocess
 def test_sim_has_a_fixed_default_port(tmp_path: Path) -> None:
     import socket
 

@@ -125,7 +125,7 @@ async def test_a_server_echoing_the_key_leaks_none_of_it(echo: str, tmp_path: Pa
 
 
 def test_the_resume_hint_does_not_repeat_a_header_value() -> None:
-    from oxconsole.runprep import resume_command
+    from oxconsole.hints import resume_command
 
     sets = ['endpoints.default.headers.X-Api-Key="k-secret-123"', "run.rate=2"]
     hint = resume_command("w.toml", sets, None)

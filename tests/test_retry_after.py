@@ -9,6 +9,7 @@ measure the waits between attempts from the server's side.
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import math
 import random
@@ -25,7 +26,9 @@ import orjson
 import pytest
 from aiohttp import web
 
-from oxconsole.engine.client import parse_retry_after, redact
+from oxconsole.engine.attempt import AttemptResult
+from oxconsole.engine.client import RETRY_AFTER_MAX, parse_retry_after, redact
+from oxconsole.engine.request import retryable
 from oxconsole.engine.runner import backoff_delay
 from oxconsole.workload import Workload
 
@@ -35,6 +38,15 @@ from .support import journal, run
 KEY_ENV = "OXC_TEST_FAKE_KEY"
 SK_KEY = "sk-test-9f8e7d6c5b4a3210"
 PLAIN_KEY = "oxk_live_7f3a9c2b1d0e5a"  # a key that does not look like "sk-..."
+
+
+ASKS = {
+    "ra-inf": "inf",
+    "ra-1e308": "1e308",
+    "ra-2100": "Fri, 01 Jan 2100 00:00:00 GMT",
+    "ra-61": "61",
+}
+"""Models whose every answer is a 429 asking for a wait over the cap."""
 
 
 class Upstream:
@@ -54,6 +66,8 @@ class Upstream:
         auth = request.headers.get("Authorization", "")
         self.auth.append(auth)
         n = len(self.hits[model])
+        if model in ASKS:  # a wait no run can honour
+            return error(429, "slow down", {"Retry-After": ASKS[model]})
         if model.startswith("always-"):
             status = int(model.split("-")[1])
             return error(status, f"request rejected (status {status})")
@@ -269,6 +283,38 @@ async def test_retry_after_seconds_is_honoured(
     assert r["status"] == "ok" and r["attempts"] == 2 and r["attempt_errors"] == {"http_429": 1}
     first, second = upstream.hits["first-429-seconds"]
     assert 1.0 <= second - first < 1.8  # one second, not two (nor the 1-2 ms backoff)
+
+
+@pytest.mark.asyncio
+@pytest.mark.timing
+@pytest.mark.parametrize("model", sorted(ASKS))
+async def test_a_wait_over_the_cap_ends_the_request_at_once(
+    make_workload: WorkloadFactory, upstream: Upstream, monkeypatch: pytest.MonkeyPatch, model: str
+) -> None:
+    monkeypatch.setenv(KEY_ENV, SK_KEY)
+    w = workload_for(make_workload, upstream, {model: 1})
+    t0 = time.perf_counter()
+    try:
+        await asyncio.wait_for(run(w), 20)
+    except TimeoutError:
+        pytest.fail(f"Retry-After {ASKS[model]!r}: the request was still waiting after 20 s")
+    took = time.perf_counter() - t0
+    (r,) = journal(w)
+    assert r["status"] == "error" and r["error"] == "http_429" and r["attempts"] == 1, r
+    assert "over the 60s cap" in r["error_detail"], r["error_detail"]
+    assert len(upstream.hits[model]) == 1 and took < 15, (upstream.hits[model], took)
+
+
+def test_retry_after_cap_forms() -> None:
+    h = httpx2.Headers
+    assert parse_retry_after(h({"Retry-After": "inf"})) == math.inf
+    assert parse_retry_after(h({"Retry-After": "nan"})) is None
+    assert parse_retry_after(h({"retry-after-ms": "nan", "Retry-After": "3"})) == 3.0
+    far = parse_retry_after(h({"Retry-After": "Fri, 01 Jan 2100 00:00:00 GMT"}))
+    assert far is not None and far > RETRY_AFTER_MAX
+    on = frozenset({429})
+    assert not retryable(AttemptResult(ok=False, error="http_429", status=429, retry_after=61.0), on)
+    assert retryable(AttemptResult(ok=False, error="http_429", status=429, retry_after=59.0), on)
 
 
 def test_parse_retry_after_forms() -> None:

@@ -3,7 +3,7 @@ state uses at least 90% of it, waiters are served first come first served, and i
 changed live (engine, worker pool, console).
 
 The window's arithmetic (`TokenWindow`) is checked over hours of simulated time in milliseconds;
-`TokenBudget`'s waiting on an event loop whose clock jumps to the next timer (`VirtualLoop`), so a
+`TokenBudget`'s waiting on an event loop whose clock jumps to the next timer (`run_virtual`), so a
 minute's wait takes no time and is exact; the engine end to end against the simulator, with the
 window shortened to 2 s through `dispatch.TPM_WINDOW_S` (the contract's 60 s everywhere else).
 """
@@ -16,9 +16,8 @@ import heapq
 import itertools
 import math
 import random
-from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import orjson
 import pytest
@@ -36,9 +35,8 @@ from oxconsole.ui.steps import tpm_step
 from oxconsole.workload import Prompt, Workload
 from tests.conftest import WorkloadFactory
 from tests.support import run
+from tests.support.clock import run_virtual
 from tests.ui_support import fixed_snapshot
-
-T = TypeVar("T")
 
 
 # --- the window's arithmetic, over simulated hours ---------------------------------------------
@@ -170,32 +168,6 @@ def test_a_settled_request_frees_what_it_did_not_use_and_a_sent_one_counts_from_
 
 
 # --- TokenBudget on an event loop whose clock jumps ----------------------------------------------
-class VirtualLoop(asyncio.SelectorEventLoop):
-    """`time()` stands still while callbacks are ready and jumps to the next timer when idle
-    (tests/support/clock.py on the test-suite branch does the same, for the other limiters)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._now = 0.0
-
-    def time(self) -> float:
-        return self._now
-
-    def _run_once(self) -> None:
-        ready: Any = getattr(self, "_ready")  # noqa: B009 - asyncio internals
-        scheduled: Any = getattr(self, "_scheduled")  # noqa: B009
-        if not ready:
-            due = [h.when() for h in scheduled if not h.cancelled()]
-            if due:
-                self._now = max(min(due), self._now + 1e-9)
-        super()._run_once()  # type: ignore[misc]
-
-
-def virtual(coro: Coroutine[Any, Any, T]) -> T:
-    with asyncio.Runner(loop_factory=VirtualLoop) as runner:
-        return runner.run(coro)
-
-
 def budget(tpm: float) -> TokenBudget:
     return TokenBudget(tpm, clock=asyncio.get_running_loop().time, margin=0.0)
 
@@ -218,7 +190,7 @@ def test_waiters_are_served_first_come_first_served() -> None:
         await asyncio.gather(big, small)
         return order
 
-    order = virtual(go())
+    order = run_virtual(go())
     # both leave when the 900 leave the window, in order (aiolimiter serves the small one first)
     assert [n for n, _ in order] == ["big", "small"]
     assert all(t == pytest.approx(60.0) for _, t in order)
@@ -235,7 +207,7 @@ def test_a_settled_reservation_wakes_the_waiter_at_once() -> None:
         await waiter
         return asyncio.get_running_loop().time()
 
-    assert virtual(go()) == pytest.approx(5.0)
+    assert run_virtual(go()) == pytest.approx(5.0)
 
 
 def test_set_tpm_takes_effect_at_once_and_zero_lets_everything_through() -> None:
@@ -258,7 +230,7 @@ def test_set_tpm_takes_effect_at_once_and_zero_lets_everything_through() -> None
         assert b.used >= 10**9  # still counted while off
         return marks
 
-    raised, lowered, off = virtual(go())
+    raised, lowered, off = run_virtual(go())
     assert raised == pytest.approx(10.0)
     assert lowered == pytest.approx(70.0)  # once the 1,000 sent at 0 s and the 500 at 10 s are out
     assert off == pytest.approx(lowered)
@@ -274,7 +246,7 @@ def test_an_oversized_request_waits_for_an_empty_window_then_goes_alone() -> Non
         await b.acquire(1)  # nothing else while the big one is in the window
         return t_big, loop.time(), b.oversized
 
-    t_big, t_next, oversized = virtual(go())
+    t_big, t_next, oversized = run_virtual(go())
     assert t_big == pytest.approx(60.0) and t_next == pytest.approx(120.0) and oversized == 1
 
 
@@ -290,7 +262,7 @@ def test_a_cancelled_waiter_takes_nothing_and_the_next_goes() -> None:
         assert second.done() and b.used == 100
         return b.waiting
 
-    assert virtual(go()) == 0
+    assert run_virtual(go()) == 0
 
 
 # --- what a request reserves -------------------------------------------------------------------
@@ -349,6 +321,7 @@ def sends_of(w: Workload) -> list[tuple[float, float]]:
     return sorted((r["t_sent"], r["input_tokens"] + r["output_tokens"]) for r in recs)
 
 
+@pytest.mark.slow
 async def test_engine_keeps_every_window_within_tpm_and_uses_it(
     make_workload: WorkloadFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -371,6 +344,8 @@ async def test_engine_keeps_every_window_within_tpm_and_uses_it(
 
 
 @pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.slow
+@pytest.mark.subprocess
 async def test_the_first_minute_of_a_run_sends_the_budget_not_twice_it(
     make_workload: WorkloadFactory, workers: int
 ) -> None:
@@ -392,6 +367,8 @@ def test_worker_shares_never_add_up_to_more_than_the_budget(make_workload: Workl
     assert [share(w, i, 3).run.tpm for i in range(3)] == [3333, 3333, 3333]
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 async def test_set_tpm_live_is_logged_shown_and_applied(make_workload: WorkloadFactory) -> None:
     """1,000 tokens a minute, 100 a request: 10 requests, then the budget holds the rest back;
     each live raise lets exactly what it adds through, and is logged as `what = "tpm"`."""

@@ -35,8 +35,8 @@ from oxconsole.control.registry import (
     unlink,
 )
 from oxconsole.engine.commands import CommandError, command_from_dict, origin
+from oxconsole.jsonfile import write_json
 from oxconsole.metrics.snapshot import Snapshot
-from oxconsole.runprep import write_json
 
 if TYPE_CHECKING:
     from oxconsole.engine.runner import RunEngine, RunOutcome

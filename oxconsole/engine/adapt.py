@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from oxconsole.engine.apis import text_body
-from oxconsole.engine.client import AttemptResult
+from oxconsole.engine.attempt import AttemptResult
 from oxconsole.workload import ModelConfig, Prompt
 
 _ADAPTABLE = ("max_tokens", "max_completion_tokens", "temperature", "stream_options")

@@ -1,90 +1,87 @@
-"""One attempt of one request (chat, text completion or embeddings): sent through the openai SDK,
-its failures classified.
+"""One attempt of one request (chat, text completion or embeddings): built by the openai SDK, sent
+by aiohttp, its answer read within bounds and its failures classified.
 
-Why this module exists: the SDK builds, authenticates and sends the request and its error types
-are ours, but its per-chunk parsing builds a pydantic model per chunk (~0.3 ms CPU each). So we ask
-its low-level `post(..., stream=True)` for the raw response and read it ourselves (`stream.py`).
-
-The SDK's per-request path costs about twice what the request itself costs on the wire (options
-model copies, header merging, URL parsing, ~0.7 ms CPU per request), and none of it changes
-between requests to one endpoint. So the request is built once per endpoint and timeout by the
-SDK's own `_build_request` (its URL, auth and platform headers), and each attempt sends a copy
-carrying its body through the SDK's HTTP client (`sdk._client.send`); a status error still becomes
-the SDK's `APIStatusError` via `_make_status_error_from_response`. Clients whose auth changes per
-request (key providers, workload identity, provider runtimes) keep the SDK's full `post()` path.
-Every failure comes back as an `AttemptResult` with a short class (`http_429`, `timeout`,
-`connection`, `stream_aborted`, `bad_response`) and a detail that never carries a credential.
+Why this module exists: the SDK builds, authenticates and classifies requests, but its per-request
+path costs about twice what the request itself costs on the wire (options model copies, header
+merging, URL parsing, httpx's send machinery: ~0.7 ms CPU per request) and its per-chunk parsing
+builds a pydantic model per chunk. None of the building changes between requests to one endpoint,
+so the SDK builds each endpoint's request once (`internals.template`: its URL, auth and platform
+headers) and every attempt sends that request with its own body on the endpoint's aiohttp session;
+the answer is read by `stream.py`, and a status error is still the SDK's own `APIStatusError`
+(`internals.status_error`). Redirects: only a 307 or 308 to the endpoint's own origin is followed
+(the body and every configured header go to no other origin). Every failure comes back as an
+`AttemptResult` with a short class (`http_429`, `timeout`, `connection`, `stream_aborted`,
+`bad_response`) and a detail that never carries a credential.
 """
 
 from __future__ import annotations
 
 import asyncio
 import email.utils
+import math
 import ssl
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
-import httpx2
+import multidict
 import openai
 import orjson
-from openai._base_client import get_platform
-from openai._models import FinalRequestOptions
+import yarl
 
+from oxconsole.engine import internals
 from oxconsole.engine.apis import PATHS
-from oxconsole.engine.stream import _BadResponse, _read_embeddings, _read_json, _read_stream
+from oxconsole.engine.attempt import AttemptResult, BadResponse
+from oxconsole.engine.stream import BodyLimits, collect, read_embeddings, read_json, read_stream, size_words
 from oxconsole.redaction import DETAIL_MAX as DETAIL_MAX
 from oxconsole.redaction import redact as redact
 from oxconsole.redaction import scrub as scrub
 from oxconsole.redaction import secret_forms as secret_forms
 
+__all__ = ["DETAIL_MAX", "RETRY_AFTER_MAX", "AttemptResult", "BodyLimits", "EndpointClient"]
 
-@dataclass(slots=True)
-class AttemptResult:
-    ok: bool
-    error: str | None = None
-    detail: str | None = None
-    retry_after: float | None = None
-    t_sent: float = 0.0  # unix time
-    latency_ms: float | None = None
-    ttft_ms: float | None = None
-    itl_ms: float | None = None
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    content_chunks: int = 0
-    text: str | None = None
-    status: int | None = None
-    unstreamed: bool = False
-    """Asked to stream, the server answered with one JSON body (no TTFT or inter-token figures)."""
-    param: str | None = None
-    """The request field a 4xx error names (OpenAI's `error.param`), when it names one."""
-    extra: dict[str, Any] = field(default_factory=dict)
+RETRY_AFTER_MAX = 60.0
+"""The longest wait a server's Retry-After (or retry-after-ms) is honoured for, in seconds. A server
+asking for more (`inf`, `1e308`, a date years ahead) makes that attempt's error the request's: it is
+not retried, rather than waiting with the request shown in flight (docs/reliability.md)."""
+
+MAX_REDIRECTS = 5
+"""Same-origin 307/308 redirects followed per attempt; more is the last redirect's `http_3xx`."""
 
 
 def parse_retry_after(headers: Any) -> float | None:
-    """Seconds to wait from `retry-after-ms`, or `Retry-After` in seconds or HTTP-date form."""
+    """Seconds to wait from `retry-after-ms`, or `Retry-After` in seconds or HTTP-date form;
+    infinite for `inf` (over `RETRY_AFTER_MAX`, as any wait a run cannot honour is); None for
+    anything unreadable, NaN included."""
     if headers is None:
         return None
     ms = headers.get("retry-after-ms")
     if ms:
         try:
-            return max(0.0, float(ms) / 1000.0)
+            wait = _wait(float(ms) / 1000.0)
         except ValueError:
-            pass
+            wait = None
+        if wait is not None:
+            return wait
     ra = headers.get("retry-after")
     if not ra:
         return None
     try:
-        return max(0.0, float(ra))
+        return _wait(float(ra))
     except ValueError:
         pass
     try:
         dt = email.utils.parsedate_to_datetime(ra)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
-    return max(0.0, dt.timestamp() - time.time())
+    return _wait(dt.timestamp() - time.time())
+
+
+def _wait(seconds: float) -> float | None:
+    if math.isnan(seconds):
+        return None
+    return max(0.0, seconds)
 
 
 def _status_detail(err: openai.APIStatusError) -> str:
@@ -101,20 +98,9 @@ def _status_detail(err: openai.APIStatusError) -> str:
     return f"HTTP {err.status_code}: {msg}"
 
 
-@dataclass(slots=True, frozen=True)
-class _Template:
-    """What the SDK builds for every request to one endpoint with one timeout."""
-
-    url: httpx2.URL
-    headers: httpx2.Headers
-    """The SDK's headers without Content-Length (aiohttp sets it from the body)."""
-    encoding: str
-    extensions: dict[str, Any]
-    idempotency_header: str | None
-
-
 class EndpointClient:
-    """One `AsyncOpenAI` per endpoint, created on the engine's loop, SDK retries off."""
+    """One endpoint: an `AsyncOpenAI` that builds its requests (SDK retries off) and the aiohttp
+    session that sends them, both created on the engine's loop."""
 
     def __init__(
         self,
@@ -127,12 +113,24 @@ class EndpointClient:
         insecure: bool = False,
         headers: dict[str, str] | None = None,
         secrets: Sequence[str] = (),
+        limits: BodyLimits | None = None,
     ) -> None:
         self.name = name
         self._secrets: tuple[str, ...] = ((api_key,) if api_key else ()) + tuple(secrets)
         """Only to take them out of error details (the key; header values from the environment)."""
-        limits = httpx2.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
-        http_client = openai.DefaultAioHttpClient(limits=limits, timeout=timeout, verify=not insecure)
+        self.limits = limits or BodyLimits()
+        """How much of an answer is read (`stream.BodyLimits`)."""
+        self._max_connections = max_connections
+        # Made here, not in the first attempt (loading the CA bundle is ~0.1 s of CPU, which would
+        # count against that attempt's timeout); an http endpoint never needs one (a redirect
+        # never leaves its origin).
+        self._ssl: ssl.SSLContext | bool = (
+            internals.ssl_context(verify=not insecure) if base_url.lower().startswith("https:") else True
+        )
+        # The SDK's client is what builds requests (and what tests/test_sdk_contract.py compares
+        # our requests with); it sends none of the run's requests.
+        limits_ = internals.pool_limits(max_connections)
+        http_client = openai.DefaultAioHttpClient(limits=limits_, timeout=timeout, verify=not insecure)
         self.sdk = openai.AsyncOpenAI(
             base_url=base_url,
             # Local servers (vLLM, llama.cpp, the simulator) need no key; the SDK insists on one.
@@ -142,128 +140,81 @@ class EndpointClient:
             http_client=http_client,
             default_headers=headers or None,
         )
-        self._templates: dict[tuple[float, str], _Template] = {}
-        self.prebuilt = self._can_prebuild()
-        """Requests are built once and copied (True), or each one by the SDK's `post()`."""
-
-    def _can_prebuild(self) -> bool:
-        """Whether every request to this endpoint gets the same URL and headers from the SDK."""
-        sdk = self.sdk
-        for per_request in ("_provider_runtime", "_api_key_provider", "_workload_identity_auth"):
-            if getattr(sdk, per_request, None) is not None:
-                return False
-        return sdk.custom_auth is None and isinstance(sdk._client, httpx2.AsyncClient)
+        self._templates: dict[tuple[float, str], _Prepared] = {}
+        self._session: aiohttp.ClientSession | None = None
 
     async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
         await self.sdk.close()
 
-    async def _template(self, timeout: float, path: str) -> _Template:
-        """Let the SDK build a request to `path` once; later requests copy it."""
-        sdk = self.sdk
-        if sdk._platform is None:
-            # what the SDK's request() does before its first request: this may block on IO
-            sdk._platform = await asyncio.to_thread(get_platform)
-        options = FinalRequestOptions.construct(method="post", url=path, json_data={}, timeout=timeout)
-        options = await sdk._prepare_options(options)
-        req = sdk._build_request(options)
-        await sdk._prepare_request(req)
-        headers = httpx2.Headers([(k, v) for k, v in req.headers.raw if k.lower() != b"content-length"])
-        extensions = dict(req.extensions)
-        limits = extensions.get("timeout")
-        if isinstance(limits, dict):
-            # No per-read timeout: aiohttp would cancel and re-arm a timer on every network read
-            # (~9k a second at 1,000 streams). `attempt` bounds the whole attempt by the same
-            # timeout, so no gap between reads can outlast it anyway.
-            extensions["timeout"] = {**limits, "read": None}
-        tmpl = _Template(req.url, headers, headers.encoding, extensions, sdk._idempotency_header)
-        self._templates[timeout, path] = tmpl
-        return tmpl
-
-    def _request(self, tmpl: _Template, body: dict[str, Any]) -> httpx2.Request:
-        req = httpx2.Request(
-            "POST", tmpl.url, stream=httpx2.ByteStream(orjson.dumps(body)), extensions=tmpl.extensions
-        )
-        req.read()  # the body is in memory: the transport sends it as bytes, with its length
-        # a copy of the list of headers, with their encoding known (not re-detected per request)
-        req.headers = httpx2.Headers(tmpl.headers, encoding=tmpl.encoding)
-        if tmpl.idempotency_header is not None:
-            req.headers[tmpl.idempotency_header] = self.sdk._idempotency_key()
-        return req
-
-    async def _send(self, body: dict[str, Any], timeout: float, path: str) -> httpx2.Response:
-        """The response once its headers are in; a non-2xx status raises the SDK's status error."""
-        if not self.prebuilt:
-            resp: httpx2.Response = await self.sdk.post(
-                path,
-                cast_to=httpx2.Response,
-                body=body,
-                stream=True,
-                options={"timeout": timeout},
+    def session(self) -> aiohttp.ClientSession:
+        """The endpoint's connection pool (made on first use, on the running loop): TLS verified
+        as the SDK verifies it, no aiohttp timers (each attempt is bounded as a whole), bodies
+        decompressed by aiohttp a bounded piece at a time."""
+        if self._session is None:
+            connector = aiohttp.TCPConnector(
+                limit=self._max_connections,
+                keepalive_timeout=internals.KEEPALIVE_S,
+                ssl=self._ssl,
             )
-            return resp
-        tmpl = self._templates.get((timeout, path)) or await self._template(timeout, path)
-        resp = await self.sdk._client.send(self._request(tmpl, body), stream=True)
-        if not 200 <= resp.status_code < 300:
-            try:
-                await resp.aread()
-            finally:
-                await resp.aclose()
-            raise self.sdk._make_status_error_from_response(resp)
+            self._session = aiohttp.ClientSession(
+                connector=connector, timeout=aiohttp.ClientTimeout(), auto_decompress=True
+            )
+        return self._session
+
+    async def _prepared(self, timeout: float, path: str) -> _Prepared:
+        tmpl = await internals.template(self.sdk, timeout, path)
+        prepared = _Prepared(yarl.URL(tmpl.url), multidict.CIMultiDict(tmpl.headers), tmpl.idempotency_header)
+        self._templates[timeout, path] = prepared
+        return prepared
+
+    async def _send(self, body: bytes, timeout: float, path: str) -> aiohttp.ClientResponse:
+        """The response once its headers are in, after any same-origin 307/308 redirects."""
+        p = self._templates.get((timeout, path)) or await self._prepared(timeout, path)
+        headers = p.headers
+        if p.idempotency_header is not None:
+            headers = headers.copy()
+            headers[p.idempotency_header] = internals.idempotency_key(self.sdk)
+        session = self.session()
+        url = p.url
+        for _ in range(MAX_REDIRECTS + 1):
+            resp = await session.post(url, data=body, headers=headers, allow_redirects=False)
+            if resp.status not in (307, 308):
+                return resp
+            target = _same_origin_target(resp, p.url)
+            if target is None:
+                return resp
+            resp.release()
+            url = target
         return resp
 
     async def attempt(
         self, body: dict[str, Any], *, stream: bool, timeout: float, save_text: bool, api: str = "chat"
     ) -> AttemptResult:
-        """Send one request on `api` (`[[models]] api`) and read it to the end. Never raises except
-        on cancellation."""
+        """Send one request on `api` (`[[models]] api`) and read it to the end, all within
+        `timeout`. Never raises except on cancellation."""
         res = AttemptResult(ok=False)
         res.t_sent = time.time()
         t0 = time.perf_counter()
         headers_seen = False
         try:
             async with asyncio.timeout(timeout):
-                resp = await self._send(body, timeout, PATHS[api])
+                resp = await self._send(orjson.dumps(body), timeout, PATHS[api])
                 headers_seen = True
                 try:
-                    if api == "embeddings":
-                        await _read_embeddings(resp, res, t0, save_text)
-                    elif stream and not resp.headers.get("content-type", "").startswith("application/json"):
-                        await _read_stream(resp, res, t0, save_text)
-                    else:  # asked to stream, some servers answer with one JSON body anyway
-                        res.unstreamed = stream
-                        await _read_json(resp, res, t0, save_text)
+                    await self._read(resp, res, t0, stream, save_text, api)
                 finally:
-                    await resp.aclose()
-        except openai.APIStatusError as err:
-            res.error = f"http_{err.status_code}"
-            res.status = err.status_code
-            res.detail = _status_detail(err)
-            res.retry_after = parse_retry_after(err.response.headers)
-            res.param = err.param if isinstance(err.param, str) else None
-            if err.status_code == 404 and not self.sdk.base_url.path.rstrip("/").endswith("/v1"):
-                hint = f" (is base_url {str(self.sdk.base_url).rstrip('/')!r} missing /v1?)"
-                res.detail = scrub(res.detail, self._secrets, DETAIL_MAX - len(hint)) + hint
-        except (TimeoutError, openai.APITimeoutError, httpx2.TimeoutException) as err:
-            # The SDK's aiohttp transport maps every aiohttp connection error (reset, refused,
-            # TLS failure) to ConnectTimeout: the cause chain tells a real timeout from those.
-            cause = _connection_cause(err)
-            if cause is None:
-                res.error = "timeout"
-                res.detail = f"no complete answer within {timeout:g}s"
-            else:
-                res.error = "stream_aborted" if headers_seen else "connection"
-                res.detail = _cause_detail(cause)
-        except openai.APIConnectionError as err:
-            res.error = "connection"
-            cause = err.__cause__
-            res.detail = _cause_detail(cause) if cause else str(err)
-        except (httpx2.RequestError, httpx2.StreamError, OSError) as err:
-            # before the headers: what the SDK's post() reports as APIConnectionError
-            res.error = "stream_aborted" if headers_seen else "connection"
-            res.detail = _cause_detail(err)
-        except _BadResponse as err:
+                    resp.release()
+        except TimeoutError:
+            res.error = "timeout"
+            res.detail = f"no complete answer within {timeout:g}s"
+        except BadResponse as err:
             res.error = err.cls
             res.detail = str(err)
+        except (aiohttp.ClientError, OSError) as err:
+            res.error = "stream_aborted" if headers_seen else "connection"
+            res.detail = _cause_detail(err)
         if res.error is None:
             res.ok = True
         elif res.detail:
@@ -271,6 +222,100 @@ class EndpointClient:
         if res.latency_ms is None and res.ok:
             res.latency_ms = (time.perf_counter() - t0) * 1000.0
         return res
+
+    async def _read(
+        self,
+        resp: aiohttp.ClientResponse,
+        res: AttemptResult,
+        t0: float,
+        stream: bool,
+        save_text: bool,
+        api: str,
+    ) -> None:
+        if not 200 <= resp.status < 300:
+            await self._failed(resp, res)
+        elif api == "embeddings":
+            await read_embeddings(resp, res, t0, save_text, self.limits)
+        elif stream and not resp.headers.get("content-type", "").startswith("application/json"):
+            await read_stream(resp, res, t0, save_text, self.limits)
+        else:  # asked to stream, some servers answer with one JSON body anyway
+            res.unstreamed = stream
+            await read_json(resp, res, t0, save_text, self.limits)
+
+    async def _failed(self, resp: aiohttp.ClientResponse, res: AttemptResult) -> None:
+        """A status that is not 2xx: its class, detail (the SDK's reading of the error body, read
+        within `limits.error_body`), Retry-After and the field a 4xx names."""
+        status = res.status = resp.status
+        res.error = f"http_{status}"
+        if 300 <= status < 400:
+            res.detail = f"HTTP {status}: {_redirect_detail(resp, yarl.URL(str(self.sdk.base_url)))}"
+            return
+        cut = ""
+        try:
+            raw, _ = await collect(resp, self.limits.error_body, "error body")
+            body = bytes(raw)
+        except BadResponse:
+            body = b""
+            cut = f" (error body over {size_words(self.limits.error_body)}, not read)"
+        err = internals.status_error(self.sdk, str(resp.url), status, list(resp.raw_headers), body)
+        res.detail = _status_detail(err) + cut
+        res.param = err.param if isinstance(err.param, str) else None
+        res.retry_after = wait = parse_retry_after(resp.headers)
+        if wait is not None and wait > RETRY_AFTER_MAX:
+            cap = f"Retry-After {wait:g}s is over the {RETRY_AFTER_MAX:g}s cap, not retried; "
+            res.detail = cap + res.detail
+        if status == 404 and not self.sdk.base_url.path.rstrip("/").endswith("/v1"):
+            hint = f" (is base_url {str(self.sdk.base_url).rstrip('/')!r} missing /v1?)"
+            res.detail = scrub(res.detail, self._secrets, DETAIL_MAX - len(hint)) + hint
+
+
+class _Prepared:
+    """An endpoint's request as the SDK built it, in aiohttp's types (parsed once)."""
+
+    __slots__ = ("headers", "idempotency_header", "url")
+
+    def __init__(self, url: yarl.URL, headers: multidict.CIMultiDict[str], idempotency_header: str | None):
+        self.url = url
+        self.headers = headers
+        self.idempotency_header = idempotency_header
+
+
+def _origin(url: yarl.URL) -> tuple[str, str | None, int | None]:
+    return url.scheme, url.host, url.port
+
+
+def _same_origin_target(resp: aiohttp.ClientResponse, base: yarl.URL) -> yarl.URL | None:
+    """Where a 307/308 points, when that is the endpoint's own origin; None otherwise."""
+    location = resp.headers.get("location")
+    if not location:
+        return None
+    try:
+        target = resp.url.join(yarl.URL(location))
+    except ValueError:
+        return None
+    return target if _origin(target) == _origin(base) else None
+
+
+def _redirect_detail(resp: aiohttp.ClientResponse, base: yarl.URL) -> str:
+    """Why a redirect was not followed, naming the origin it pointed at (never its path or query,
+    which may carry anything)."""
+    location = resp.headers.get("location")
+    if not location:
+        return "redirect without a Location, not followed"
+    try:
+        target = resp.url.join(yarl.URL(location))
+        other = _origin(target) != _origin(base)
+        where = str(target.origin())
+    except ValueError:
+        return "redirect to an unreadable Location, not followed"
+    if other:
+        return (
+            f"redirect to another origin ({where}) not followed: the body and the endpoint's "
+            f"headers go only to {base.origin()}"
+        )
+    if resp.status in (307, 308):
+        return f"more than {MAX_REDIRECTS} redirects"
+    return "redirect not followed: an API POST follows only 307 and 308, which keep it a POST"
 
 
 TLS_HINT = (
@@ -288,19 +333,3 @@ def _cause_detail(err: BaseException) -> str:
             return f"TLS: {reason}{TLS_HINT}"
         e = e.__cause__ or e.__context__
     return f"{type(err).__name__}: {err}"
-
-
-def _connection_cause(err: BaseException) -> BaseException | None:
-    """The connection error behind a transport's "timeout", or None when it really timed out."""
-    seen: set[int] = set()
-    e: BaseException | None = err
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
-        if isinstance(e, TimeoutError) and e is not err:
-            return None  # aiohttp's socket/connect timeouts are TimeoutErrors too
-        if isinstance(e, aiohttp.ClientError | ConnectionError) or (
-            isinstance(e, OSError) and not isinstance(e, TimeoutError)
-        ):
-            return e
-        e = e.__cause__ or e.__context__
-    return None

@@ -52,7 +52,7 @@ async def start_sim(w: Workload, names: Iterable[str]) -> tuple[SimProcess | Non
         return None, {}
     from oxconsole.sim.process import SimProcess  # only runs against the simulator load it
 
-    sim = SimProcess(profiles=w.sim, seed=w.run.seed)
+    sim = SimProcess(profiles=w.sim, seed=w.run.seed, limits=w.sim_limits)
     await asyncio.to_thread(sim.start)
     return sim, dict.fromkeys(names, sim.url)
 

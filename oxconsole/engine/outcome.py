@@ -17,7 +17,7 @@ from oxconsole.workload import Workload
 
 EXIT_OK, EXIT_ERRORS, EXIT_NOT_SAVED, EXIT_STOPPED = 0, 1, 4, 130
 """Every request ok; some ended in error; the journal could not be written; stopped before every
-request was sent. (2, bad input, is decided before a run starts: `runprep`.)"""
+request was sent. (2, bad input, is decided before a run starts: `oxconsole.exits`.)"""
 EXIT_SLO = 3
 """The run finished but its goodput fell below the `[slo]` target (the summary's `goodput.met`)."""
 
@@ -41,6 +41,10 @@ class RunOutcome:
     run cycling its prompts until `run.duration`, stopped before it)."""
     journal_failure: str | None = None
     """Why the journal could not be written ("PATH: reason"); the summary counts only its lines."""
+    metrics_url: str | None = None
+    """Where `/metrics` was served while the run lasted (`[output] prometheus`), for its end lines."""
+    html_report: str | None = None
+    """The HTML report the run's end wrote (`[output] html`), for its end lines."""
 
     @property
     def stopped_early(self) -> bool:

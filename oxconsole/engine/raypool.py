@@ -22,6 +22,7 @@ from typing import Any
 from oxconsole.engine.pool import WorkerHandle, WorkerPool, share
 from oxconsole.engine.raychannel import START_S, ActorProc, DriverChannel, EngineActor, import_ray
 from oxconsole.engine.rayfiles import to_ship
+from oxconsole.engine.raytoken import local_start_token, retry_in_token_mode
 from oxconsole.workload import WorkloadError
 
 PLACE_S = 60.0
@@ -46,6 +47,7 @@ def connect(n: int) -> bool:
     logging.getLogger("ray").setLevel(logging.ERROR)
     try:
         if address == "local":
+            local_start_token()  # no ~/.ray/auth_token left behind (raytoken.py)
             cpus = max(n, os.cpu_count() or 1)
             ray.init(
                 address="local",
@@ -56,7 +58,7 @@ def connect(n: int) -> bool:
                 configure_logging=False,
             )
         else:
-            _join(ray, address)
+            _join_or_retry_with_token(ray, address)
     except Exception as e:  # Ray raises ConnectionError, ValueError, RuntimeError... by situation
         raise WorkloadError(
             f"run.cluster: could not join the Ray cluster at {address!r}: {e}{_join_hint(address, e)}"
@@ -82,6 +84,18 @@ def _join(ray: Any, address: str) -> None:
                 raise
             if ray.is_initialized():
                 ray.shutdown()
+
+
+def _join_or_retry_with_token(ray: Any, address: str) -> None:
+    """`_join`, and once more in token mode when it failed and a token is at hand (raytoken.py)."""
+    try:
+        _join(ray, address)
+    except Exception as e:
+        if not retry_in_token_mode(e):
+            raise
+        if ray.is_initialized():
+            ray.shutdown()
+        _join(ray, address)
 
 
 def _join_hint(address: str, e: Exception) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 
 from oxconsole.engine.adapt import Bodies
 from oxconsole.engine.apis import streams
-from oxconsole.engine.client import AttemptResult, EndpointClient
+from oxconsole.engine.client import RETRY_AFTER_MAX, AttemptResult, EndpointClient
 from oxconsole.engine.health import FAIL, NEUTRAL, OK, ModelHealth, counts_against_model
 from oxconsole.engine.limits import Hold
 from oxconsole.engine.router import Router
@@ -41,7 +41,10 @@ def backoff_delay(
 
 def retryable(res: AttemptResult, on: frozenset[int | str]) -> bool:
     """Whether `[retry] on` covers this failure. 4xx other than 408 and 429 are never retried
-    (the request itself is wrong); 408 is the server's timeout and follows "timeout"."""
+    (the request itself is wrong); 408 is the server's timeout and follows "timeout". A server that
+    asks for a longer wait than `RETRY_AFTER_MAX` is not retried."""
+    if res.retry_after is not None and res.retry_after > RETRY_AFTER_MAX:
+        return False
     if res.status is not None:
         if res.status == 408:
             return 408 in on or "timeout" in on

@@ -1,40 +1,49 @@
-"""Reading one chat completion's answer: its server-sent events parsed and timed as they arrive.
+"""Reading one answer: a stream's server-sent events parsed and timed as they arrive, a JSON body
+collected, each within its bound.
 
 Why this module exists: the SDK's per-chunk parsing builds a pydantic model per chunk (~0.3 ms CPU
-each), so `client.py` asks the SDK for the raw response and the body is read here, parsed with
-orjson, timing the first content token and the gaps between content chunks. The stream is read
-from the aiohttp response underneath when the SDK's aiohttp transport is in use, with the
-transport's own exception mapping: each network read is parsed and timed inside aiohttp's
-`data_received` (`_TapReader`), and the attempt's task wakes once, at the end; `readany` where the
-reader cannot be switched, httpx2's iterator for other transports or compressed bodies. A body
-that is not a well-formed answer raises `_BadResponse`, which the attempt turns into its class.
+each), so `client.py` reads the raw aiohttp response and the body is read here, parsed with orjson,
+timing the first content token and the gaps between content chunks. Every body takes one path:
+`internals.read_body` hands each network read (already decompressed by aiohttp) to a sink, inside
+aiohttp's `data_received`; `_Events` is a stream's sink, `_Collected` a JSON body's. Anything a
+server sends is read within `BodyLimits`; a body that is not a well-formed answer, or is over a
+bound, raises `BadResponse`, which the attempt turns into its class.
 """
 
 from __future__ import annotations
 
-import time
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
-import httpx2
 import orjson
 
-try:  # the SDK's vendored aiohttp transport: read its stream directly, map errors as it does
-    from openai._vendor.httpx_aiohttp.transport import AiohttpResponseStream, map_aiohttp_exceptions
-except ImportError:  # pragma: no cover - an SDK without it reads through httpx2
-    AiohttpResponseStream = None  # type: ignore[assignment,misc]
-    map_aiohttp_exceptions = None  # type: ignore[assignment]
-
-if TYPE_CHECKING:
-    from oxconsole.engine.client import AttemptResult
+from oxconsole.engine.attempt import AttemptResult, BadResponse
+from oxconsole.engine.internals import Sink, read_body
 
 _DONE = b"[DONE]"
+MIB = 1 << 20
 
 
-class _BadResponse(Exception):
-    def __init__(self, cls: str, detail: str) -> None:
-        super().__init__(detail)
-        self.cls = cls
+@dataclass(slots=True, frozen=True)
+class BodyLimits:
+    """How much of a server's answer is read (docs/reliability.md, "Hostile servers: limits").
+    Bytes are counted after any gzip, deflate or br is undone, so a small compressed body cannot
+    inflate past them."""
+
+    body: int = 64 * MIB
+    """An answer, streamed or not: about 300k stream chunks, or a JSON answer 1,000 times the
+    longest chat completion; more is a `bad_response`."""
+    line: int = 8 * MIB
+    """One line of a stream (one event's data): the longest single chunk a server may send."""
+    error_body: int = 1 * MIB
+    """What is read of an error answer (its detail keeps 200 characters); the rest is not read
+    and the attempt keeps its `http_NNN` class."""
+
+
+def size_words(n: int) -> str:
+    """A bound in words: "64 MiB", or bytes below one MiB."""
+    return f"{n / MIB:g} MiB" if n >= MIB else f"{n} bytes"
 
 
 def _usage(obj: dict[str, Any], res: AttemptResult) -> None:
@@ -51,8 +60,12 @@ def _usage(obj: dict[str, Any], res: AttemptResult) -> None:
 _CHOICES = (b'"choices":[', b'"choices": [')
 
 
-class _Events:
+class _Events(Sink):
     """The server-sent events of one chat completion stream, fed one network read at a time.
+
+    Lines end with LF, CRLF or CR (the SSE grammar allows all three). A line still coming is kept
+    in a growing buffer and joined once, when it ends, so a long line costs time linear in its
+    length; it may not pass `limits.line`, nor the stream `limits.body`.
 
     Every data line is checked as JSON. The chunks of one stream usually differ only after
     `"choices":[` (same id, model, created): once a full parse has shown that the first chunk's
@@ -70,16 +83,19 @@ class _Events:
         "finished",
         "first",
         "last",
+        "limits",
         "n",
         "parts",
         "prefix",
         "res",
-        "t_end",
+        "size",
     )
 
-    def __init__(self, res: AttemptResult, save_text: bool) -> None:
+    def __init__(self, res: AttemptResult, save_text: bool, limits: BodyLimits | None = None) -> None:
         self.res = res
-        self.buf = b""
+        self.limits = limits or BodyLimits()
+        self.buf = bytearray()
+        self.size = 0
         self.n = 0
         self.first = self.last = 0.0
         self.finished = False
@@ -87,14 +103,36 @@ class _Events:
         self.parts: list[str] | None = [] if save_text else None
         self.prefix: bytes | None = None
         self.cut = 0  # len(prefix); -1 once learning it failed
-        self.t_end = 0.0  # when the end of the body arrived (set by a tapped reader)
-        self.error: Exception | None = None  # what feeding raised (in a tapped reader)
 
-    def feed(self, data: bytes, now: float) -> None:
-        if self.buf:
-            data = self.buf + data
+    def feed(self, data: bytes, now: float) -> bool:
+        """Parse what `data` completes; True once `[DONE]` came (the answer is complete)."""
+        self.size += len(data)
+        if self.size > self.limits.body:
+            raise BadResponse("bad_response", f"stream over {size_words(self.limits.body)}")
+        if b"\r" in data:  # a CRLF split between reads gives a blank line: blank lines separate
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        buf = self.buf
+        if buf:
+            if b"\n" not in data:
+                return self._pending(data)
+            buf += data
+            data = bytes(buf)
+            buf.clear()
         lines = data.split(b"\n")
-        self.buf = lines.pop()
+        tail = lines.pop()
+        if tail:
+            self._pending(tail)
+        self._lines(lines, now)
+        return self.done
+
+    def _pending(self, part: bytes) -> bool:
+        """Keep the start of a line still coming; over `limits.line` it is a `bad_response`."""
+        self.buf += part
+        if len(self.buf) > self.limits.line:
+            raise BadResponse("bad_response", f"SSE line over {size_words(self.limits.line)}")
+        return False
+
+    def _lines(self, lines: list[bytes], now: float) -> None:
         loads = orjson.loads
         prefix = self.prefix
         cut = self.cut
@@ -141,9 +179,9 @@ class _Events:
         try:
             obj = orjson.loads(payload)
         except orjson.JSONDecodeError:
-            raise _BadResponse("bad_response", f"malformed SSE chunk: {payload[:80]!r}") from None
+            raise BadResponse("bad_response", f"malformed SSE chunk: {payload[:80]!r}") from None
         if not isinstance(obj, dict):
-            raise _BadResponse("bad_response", f"SSE chunk is not an object: {payload[:80]!r}")
+            raise BadResponse("bad_response", f"SSE chunk is not an object: {payload[:80]!r}")
         choices = obj.get("choices")
         if choices:
             self.choice(choices[0], now)
@@ -152,7 +190,7 @@ class _Events:
         elif "error" in obj:
             err = obj["error"]
             msg = err.get("message") if isinstance(err, dict) else err
-            raise _BadResponse("stream_error", f"error event in stream: {msg}")
+            raise BadResponse("stream_error", f"error event in stream: {msg}")
         if obj.get("usage"):
             _usage(obj, self.res)
 
@@ -177,7 +215,7 @@ class _Events:
         res = self.res
         n = self.n
         if not (self.done or self.finished):
-            raise _BadResponse(
+            raise BadResponse(
                 "stream_aborted", f"stream ended without finish_reason or [DONE] after {n} chunks"
             )
         res.latency_ms = (end - t0) * 1000.0
@@ -190,126 +228,66 @@ class _Events:
             res.text = "".join(self.parts)
 
 
-def _aiohttp_content(resp: httpx2.Response) -> Any:
-    """The aiohttp stream under a response of the SDK's aiohttp transport, when bytes are raw."""
-    inner = getattr(resp.stream, "_stream", None)
-    if AiohttpResponseStream is None or not isinstance(inner, AiohttpResponseStream):
-        return None
-    if resp.headers.get("content-encoding", "identity") != "identity":
-        return None  # compressed: httpx2 decodes it
-    return inner._aiohttp_response.content
+class _Collected(Sink):
+    """A whole body, kept as it arrives, up to `limit` bytes (`what` names it in the error)."""
 
+    __slots__ = ("buf", "limit", "what")
 
-_TAPS: dict[int, _Events] = {}
-"""The streams being read by a `_TapReader`, by id of the reader."""
+    def __init__(self, limit: int, what: str) -> None:
+        self.buf = bytearray()
+        self.limit = limit
+        self.what = what
 
-
-class _TapReader(aiohttp.StreamReader):
-    """An aiohttp body stream that hands each network read to its `_Events` as it arrives.
-
-    Why: read through `readany`, every network read wakes the reading task (a future, a scheduled
-    callback, a task step and three async frames); the read is timed only when that task runs, after
-    whatever else the event loop had queued. A response's reader is switched to this class once its
-    headers are in (same slots, so `__class__` assignment is allowed), and from then on aiohttp's
-    HTTP parser feeds the events parser directly, inside the protocol's `data_received`: the time
-    stamped is when the bytes came off the socket, and the task wakes once, at the end. Nothing is
-    buffered, so flow control never pauses the connection. `feed_eof` and `set_exception` are the
-    base class's (the connection goes back to the pool at the end, errors reach the waiting task).
-    """
-
-    __slots__ = ()
-
-    def feed_data(self, data: bytes, size: int = 0) -> bool:
-        if data:
-            self.total_bytes += len(data)
-            ev = _TAPS.get(id(self))
-            if ev is not None and ev.error is None:
-                try:
-                    ev.feed(data, time.perf_counter())
-                except Exception as err:  # a bad stream: stop here, the attempt raises it
-                    ev.error = err
-                    self.set_exception(err)
+    def feed(self, data: bytes, now: float) -> bool:
+        buf = self.buf
+        buf += data
+        if len(buf) > self.limit:
+            raise BadResponse("bad_response", f"{self.what} over {size_words(self.limit)}")
         return False
 
-    def begin_http_chunk_receiving(self) -> None:
-        pass
 
-    def end_http_chunk_receiving(self) -> None:
-        pass
+async def collect(resp: aiohttp.ClientResponse, limit: int, what: str) -> tuple[bytearray, float]:
+    """A whole body within `limit` bytes, and when its last byte came; over it: `bad_response`
+    (at once when the server's Content-Length says so, nothing read)."""
+    length = resp.content_length
+    if length is not None and length > limit:
+        raise BadResponse("bad_response", f"{what} over {size_words(limit)} (Content-Length {length})")
+    sink = _Collected(limit, what)
+    end = await read_body(resp.content, sink)
+    return sink.buf, end
 
-    def feed_eof(self) -> None:
-        ev = _TAPS.get(id(self))
-        if ev is not None:
-            ev.t_end = time.perf_counter()
-        super().feed_eof()
 
-
-def _switch(content: aiohttp.StreamReader) -> bool:
-    """Make `content` a `_TapReader`; False where this aiohttp's reader does not allow it."""
+async def read_stream(
+    resp: aiohttp.ClientResponse, res: AttemptResult, t0: float, save_text: bool, limits: BodyLimits
+) -> None:
+    """A streamed answer, read to its `[DONE]` or its end."""
+    ev = _Events(res, save_text, limits)
     try:
-        content.__class__ = _TapReader
-    except TypeError:  # a reader with another layout (a compiled one): read it with readany
-        return False
-    return True
-
-
-async def _read_tapped(content: aiohttp.StreamReader, ev: _Events) -> float:
-    """Read a body through a reader `_switch`ed to `_TapReader`; when its end arrived."""
-    perf = time.perf_counter
-    key = id(content)
-    _TAPS[key] = ev
-    try:
-        if content._buffer:  # what came with the headers, before the switch
-            ev.feed(content.read_nowait(), perf())
-        with map_aiohttp_exceptions():
-            if content.exception() is not None:
-                raise content.exception()  # type: ignore[misc]
-            if not content.is_eof():
-                await content.wait_eof()
-    finally:
-        del _TAPS[key]
-    if ev.error is not None:
-        raise ev.error
-    return ev.t_end or perf()
-
-
-async def _read_stream(resp: httpx2.Response, res: AttemptResult, t0: float, save_text: bool) -> None:
-    perf = time.perf_counter
-    ev = _Events(res, save_text)
-    feed = ev.feed
-    content = _aiohttp_content(resp)
-    try:
-        if content is not None and type(content) is aiohttp.StreamReader and _switch(content):
-            end = await _read_tapped(content, ev)
-        elif content is not None:
-            readany = content.readany
-            with map_aiohttp_exceptions():
-                while data := await readany():
-                    feed(data, perf())
-            end = perf()
-        else:
-            async for data in resp.aiter_bytes():
-                feed(data, perf())
-            end = perf()
+        end = await read_body(resp.content, ev)
     except (AttributeError, TypeError, IndexError, KeyError) as err:
-        raise _BadResponse("bad_response", f"unexpected SSE chunk shape: {err}") from None
+        raise BadResponse("bad_response", f"unexpected SSE chunk shape: {err}") from None
     ev.end(t0, end)
 
 
-async def _json_body(resp: httpx2.Response, res: AttemptResult, t0: float) -> tuple[bytes, Any]:
+async def _json_body(
+    resp: aiohttp.ClientResponse, res: AttemptResult, t0: float, limits: BodyLimits
+) -> tuple[bytearray, Any]:
     """A whole JSON answer, its latency taken when its last byte came; malformed: `bad_response`."""
-    raw = await resp.aread()
-    res.latency_ms = (time.perf_counter() - t0) * 1000.0
+    raw, end = await collect(resp, limits.body, "answer body")
+    res.latency_ms = (end - t0) * 1000.0
     try:
         return raw, orjson.loads(raw)
     except orjson.JSONDecodeError:
-        raise _BadResponse("bad_response", f"malformed JSON body: {raw[:80]!r}") from None
+        raise BadResponse("bad_response", f"malformed JSON body: {bytes(raw[:80])!r}") from None
 
 
-async def _read_json(resp: httpx2.Response, res: AttemptResult, t0: float, save_text: bool) -> None:
-    raw, obj = await _json_body(resp, res, t0)
+async def read_json(
+    resp: aiohttp.ClientResponse, res: AttemptResult, t0: float, save_text: bool, limits: BodyLimits
+) -> None:
+    """A chat or text completion answered with one JSON body."""
+    raw, obj = await _json_body(resp, res, t0, limits)
     if not isinstance(obj, dict) or not isinstance(obj.get("choices"), list):
-        raise _BadResponse("bad_response", f"unexpected response body: {raw[:80]!r}")
+        raise BadResponse("bad_response", f"unexpected response body: {bytes(raw[:80])!r}")
     _usage(obj, res)
     text = ""
     if obj["choices"]:
@@ -323,13 +301,15 @@ async def _read_json(resp: httpx2.Response, res: AttemptResult, t0: float, save_
         res.extra["estimated_output"] = max(1, round(len(text) / 4)) if text else 0
 
 
-async def _read_embeddings(resp: httpx2.Response, res: AttemptResult, t0: float, save_text: bool) -> None:
+async def read_embeddings(
+    resp: aiohttp.ClientResponse, res: AttemptResult, t0: float, save_text: bool, limits: BodyLimits
+) -> None:
     """An embeddings answer: latency and input tokens (`usage.prompt_tokens`), no output tokens;
     with `save_text` its vectors as a JSON array (one per input) for `batch_output`."""
-    raw, obj = await _json_body(resp, res, t0)
+    raw, obj = await _json_body(resp, res, t0, limits)
     data = obj.get("data") if isinstance(obj, dict) else None
     if not isinstance(data, list) or not all(isinstance(d, dict) for d in data):
-        raise _BadResponse("bad_response", f"unexpected embeddings body: {raw[:80]!r}")
+        raise BadResponse("bad_response", f"unexpected embeddings body: {bytes(raw[:80])!r}")
     _usage(obj, res)
     res.output_tokens = 0
     if save_text:

@@ -28,7 +28,25 @@ VERSION = 1
 
 
 def fingerprint(w: Workload) -> dict[str, Any]:
-    """The inputs that decide which prompt each id names (no prompt text is stored)."""
+    """The inputs that decide which prompt each id names (no prompt text is stored), in the form
+    they have once written as JSON and read back: lists, not tuples; dicts, not dataclasses. A
+    fresh fingerprint is compared with the stored one, so both must have the same form or a resume
+    with nothing changed would be refused."""
+    fp = orjson.loads(orjson.dumps(_fingerprint(w), default=_plain))
+    assert isinstance(fp, dict)
+    return fp
+
+
+def _plain(value: object) -> object:
+    """What orjson does not write itself: paths, frozen sets (sorted, so the order is stable)."""
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, (set, frozenset)):
+        return sorted(value, key=str)
+    raise TypeError(f"not in a fingerprint: {type(value).__name__}")
+
+
+def _fingerprint(w: Workload) -> dict[str, Any]:
     pc, run = w.prompts, w.run
     fp: dict[str, Any] = {
         "version": VERSION,
@@ -45,6 +63,7 @@ def fingerprint(w: Workload) -> dict[str, Any]:
                 if explicit and line.strip() and b'"id"' not in line:
                     explicit = False
         fp["source"] = "file"
+        fp["format"] = pc.format
         fp["file_sha256"] = h.hexdigest()
         fp["explicit_ids"] = explicit
     elif pc.items is not None:
@@ -54,9 +73,23 @@ def fingerprint(w: Workload) -> dict[str, Any]:
         assert pc.synthetic is not None
         s = pc.synthetic
         fp["source"] = "synthetic"
-        fp["synthetic"] = {"count": s.count, "input_tokens": s.input_tokens, "output_tokens": s.output_tokens}
+        fp["synthetic"] = {
+            "count": s.count,
+            "input_tokens": s.input_tokens,
+            "output_tokens": s.output_tokens,
+            "prefix_tokens": s.prefix_tokens,
+        }
         fp["seed"] = run.seed
+        if pc.tokenizer is not None:  # the text is cut to lengths by it
+            fp["tokenizer_sha256"] = _sha256(pc.tokenizer)
     return fp
+
+
+def _sha256(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 KEPT = ("sessions",)
@@ -150,10 +183,15 @@ def _compare_fingerprints(then: dict[str, Any], now: dict[str, Any], label: str)
         if then.get(key) != now[key]:
             where = "prompts.repeat" if key == "repeat" else f"run.{'duration' if key == 'cycling' else key}"
             refuse(f"{where} changed ({then.get(key)} -> {now[key]})")
-    if now["source"] == "synthetic" and (
-        then.get("synthetic") != now["synthetic"] or then.get("seed") != now["seed"]
-    ):
-        refuse("prompts.synthetic or run.seed changed (synthetic prompts would differ)")
+    if now["source"] == "synthetic":
+        # a manifest written before prefix_tokens was recorded had none
+        then_syn = {"prefix_tokens": 0, **(then.get("synthetic") or {})}
+        if then_syn != now["synthetic"] or then.get("seed") != now["seed"]:
+            refuse("prompts.synthetic or run.seed changed (synthetic prompts would differ)")
+        if then.get("tokenizer_sha256") != now.get("tokenizer_sha256"):
+            refuse("prompts.tokenizer changed (synthetic prompts are cut to lengths by it)")
+    if now["source"] == "file" and then.get("format", now["format"]) != now["format"]:
+        refuse(f"prompts.format changed ({then.get('format')} -> {now['format']})")
     if now["source"] == "items" and then.get("items_sha256") != now["items_sha256"]:
         refuse("prompts.items changed")
     if now["source"] == "file" and then.get("file_sha256") != now["file_sha256"]:

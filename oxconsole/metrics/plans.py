@@ -10,17 +10,21 @@ priced only when a snapshot or a summary is made (exact: integers times prices).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from oxconsole.metrics.snapshot import PlanCost
-from oxconsole.workload.plans import PricePlan, Prices
+from oxconsole.workload.errors import Problems, join_key
+from oxconsole.workload.plans import PricePlan, Prices, parse_plans
 
 __all__ = [
     "PlanCost",
     "Usage",
     "at_pace",
+    "cheapest",
     "cost_block",
     "model_cost_block",
     "per_task",
@@ -29,7 +33,9 @@ __all__ = [
     "price",
     "project",
     "project_costs",
+    "stored_plans",
     "unit_cost",
+    "unused_overrides",
 ]
 
 
@@ -200,3 +206,38 @@ def plan_costs(
         projected = None if remaining is None else project(total, finished, remaining, unit_of, weights)
         out.append(PlanCost(plan.name, total, per_task(total, tasks), projected))
     return tuple(out)
+
+
+def cheapest(totals: Mapping[str, float | None]) -> str | None:
+    """The name with the lowest figure (the first of equals); None when none has one."""
+    best: tuple[float, str] | None = None
+    for name, v in totals.items():
+        if v is not None and (best is None or v < best[0]):
+            best = (v, name)
+    return None if best is None else best[1]
+
+
+def stored_plans(results: Path, manifest: Mapping[str, Any]) -> dict[str, PricePlan]:
+    """The plans a journal's run was started with (its manifest's `plans`); none when it has none
+    or they no longer read as plans (a manifest edited by hand)."""
+    raw = manifest.get("plans")
+    if not isinstance(raw, dict) or not raw:
+        return {}
+    errs = Problems(os.fspath(results))
+    plans = parse_plans(errs, raw, None)
+    return {} if errs else plans
+
+
+def unused_overrides(plans: Mapping[str, PricePlan] | None, summary: Mapping[str, Any]) -> list[str]:
+    """Warnings for plans' model prices that name no model of the journal (a misspelt name would
+    silently leave that model at the plan's default)."""
+    if not plans:
+        return []
+    models = set(summary.get("models") or {})
+    out = []
+    for name, plan in plans.items():
+        for m in plan.models:
+            if m not in models:
+                where = join_key(join_key(join_key("plans", name), "models"), m)
+                out.append(f"{where}: no model of that name in the journal (its prices are unused)")
+    return out

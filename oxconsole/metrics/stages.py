@@ -20,6 +20,7 @@ from typing import Any
 
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.aggregate import RunStats, timing
+from oxconsole.units import fmt_duration
 
 __all__ = ["StageLog", "StageSpan"]
 
@@ -81,11 +82,12 @@ class StageLog:
         return [stage_block(s, now, known_times) for _, s in sorted(self.spans.items())]
 
     def now(self, now: float) -> dict[str, Any] | None:
-        """The stage now, for the console: which of how many, since when, for how long."""
+        """The stage now, for the console: which of how many, since when, for how long; in a
+        warm-up stage, its requests done and their latency (`done`, `latency_ms`)."""
         s = self.current
         if s is None:
             return None
-        return {
+        out: dict[str, Any] = {
             "index": s.index,
             "count": self.count_of,
             "t_start": round(s.t_start, 3),
@@ -94,6 +96,10 @@ class StageLog:
             "ramp": s.ramp,
             "total_s": self.total_s,
         }
+        if s.warmup:  # the run's figures leave warm-up out: progress shows the stage's own
+            out["done"] = s.stats.total
+            out["latency_ms"] = timing(s.stats.latency)
+        return out
 
     def into(
         self,
@@ -176,18 +182,57 @@ def stage_text(stage: Mapping[str, Any], elapsed_s: float) -> str:
     ``stage 2/4 ramp 12s left`` (1-based, as people count; the summary's `index` is 0-based)."""
     kind = " warm-up" if stage.get("warmup") else " ramp" if stage.get("ramp") else ""
     left = max(0.0, float(stage["t_start"]) + float(stage["duration_s"]) - elapsed_s)
-    return f"stage {int(stage['index']) + 1}/{stage['count']}{kind} {_secs(left)} left"
+    return f"stage {int(stage['index']) + 1}/{stage['count']}{kind} {fmt_duration(left)} left"
 
 
-def _secs(s: float) -> str:
-    if s < 60:
-        return f"{s:.0f}s"
-    m, sec = divmod(round(s), 60)
-    return f"{m}m{sec:02d}s" if m < 60 else f"{m // 60}h{m % 60:02d}m"
+STAGE_END_SLACK_S = 0.1
+"""A last stage that ran this close to its planned length ran to its end (the stage clock and
+the run's end are a loop iteration or two apart)."""
 
 
-def stage_table(stages: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The summary's `stages` as text rows (at most 80 columns): each stage's figures and settings."""
+def judge_stages(summary: dict[str, Any], planned_s: Sequence[float]) -> None:
+    """After a run with `[[stages]]` (`planned_s`: each stage's length): stages that ran to their
+    end are a complete run, so prompts they never needed are not "not sent" (no `--resume` to
+    offer); prompts that ran out before the last stage's end are said in `stages_end`
+    (``{"complete": false, "stage", "t", "planned_s", "reason": "prompts ran out"}``)."""
+    stages = summary.get("stages") or []
+    if not planned_s or not stages:
+        return
+    last = stages[-1]
+    t0, t1 = last.get("t_start"), last.get("t_end")
+    if t0 is None or t1 is None:
+        return
+    requests = summary.setdefault("requests", {})
+    complete = int(last.get("index") or 0) >= len(planned_s) - 1 and (
+        float(t1) - float(t0) >= planned_s[-1] - STAGE_END_SLACK_S
+    )
+    if complete:
+        summary["stages_end"] = {"complete": True}
+        if requests.get("not_sent"):
+            requests["not_sent"] = 0
+    elif requests.get("not_sent") == 0:  # nothing left to send, and the stages had not ended
+        summary["stages_end"] = {
+            "complete": False,
+            "stage": int(last.get("index") or 0) + 1,
+            "t": round(float(t1), 3),
+            "planned_s": round(sum(planned_s), 3),
+            "reason": "prompts ran out",
+        }
+
+
+def stage_end_line(end: Mapping[str, Any] | None) -> list[str]:
+    """The words under the stage table for stages that did not all run (`judge_stages`)."""
+    if not end or end.get("complete") is not False:
+        return []
+    t, planned = float(end.get("t") or 0), float(end.get("planned_s") or 0)
+    why = end.get("reason", "run ended")
+    stage = end.get("stage")
+    return [f"the {why} in stage {stage} at {t:.1f}s: the run ended before its stages' {planned:g}s"]
+
+
+def stage_table(stages: Sequence[Mapping[str, Any]], end: Mapping[str, Any] | None = None) -> list[str]:
+    """The summary's `stages` as text rows (at most 80 columns, the settings wrapped in their
+    column): each stage's figures and settings; then why the stages did not all run, if so."""
     if not stages:
         return []
     lines = ["", f"{'stage':<14}{'ok':>7}{'req/s':>8}{'p50 lat':>9}{'p99 lat':>9}{'p50 ttft':>9}  settings"]
@@ -206,11 +251,18 @@ def stage_table(stages: Sequence[Mapping[str, Any]]) -> list[str]:
             _n(st, "latency_ms", "p99", 0, 9),
             _n(st, "ttft_ms", "p50", 0, 9),
         ]
-        row = (
-            f"{(str(int(st.get('index') or 0) + 1) + span)[:13]:<14}{''.join(figures)}  {', '.join(settings)}"
-        )
-        lines.append(row[:80])
-    return lines
+        row = f"{(str(int(st.get('index') or 0) + 1) + span)[:13]:<14}{''.join(figures)}"
+        wrapped = _wrap(", ".join(settings), 80 - len(row) - 2)
+        lines.append(f"{row}  {wrapped[0]}".rstrip())
+        lines += [" " * (len(row) + 2) + more for more in wrapped[1:]]
+    return lines + stage_end_line(end)
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """`text` in lines of at most `width` (words longer than that stand alone)."""
+    import textwrap
+
+    return textwrap.wrap(text, max(8, width), break_on_hyphens=False) or [""]
 
 
 def _n(st: Mapping[str, Any], block: str, key: str, decimals: int, width: int) -> str:

@@ -33,8 +33,17 @@ class ReportRequest:
 
 
 def wants_more(req: ReportRequest) -> bool:
-    """True when the request needs this package (not only the one summary of `report.py`)."""
-    return len(req.results) > 1 or bool(req.html or req.csv or req.markdown or req.plans)
+    """True when the request needs this package (not only the one summary of `summary.py`): a
+    sweep's journal has its points table too."""
+    return len(req.results) > 1 or bool(req.html or req.csv or req.markdown or req.plans) or _is_sweep(req)
+
+
+def _is_sweep(req: ReportRequest) -> bool:
+    from pathlib import Path
+
+    from oxconsole.journal.manifest import read_manifest
+
+    return len(req.results) == 1 and isinstance(read_manifest(Path(req.results[0])).get("sweep"), Mapping)
 
 
 def _read_plans(path: str) -> Mapping[str, PricePlan] | None:
@@ -78,12 +87,15 @@ def report_command(req: ReportRequest) -> int:
     if len(req.results) > 1:
         from oxconsole.reports.compare import compare_main
 
-        return compare_main(req, plans)
+        return compare_main(
+            req.results, as_json=req.as_json, markdown=req.markdown, html=req.html, plans=plans
+        )
     path = req.results[0]
     if req.as_json or not (req.html or req.csv or req.markdown):
+        from oxconsole.reports.sweep import sweep_report
         from oxconsole.summary import report_main
 
-        code = report_main(path, req.as_json, plans)
+        code = report_main(path, req.as_json, plans, sweep_report(path))
         if code:
             return code
     try:

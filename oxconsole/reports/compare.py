@@ -26,12 +26,21 @@ import orjson
 from oxconsole.reports.plans import cost_figures, cost_rows, money_cell
 from oxconsole.reports.timeline import build_timeline
 from oxconsole.summary import read_journal, summary_from_journal
+from oxconsole.units import FIGURES as SUMMARY_FIGURES
 
 if TYPE_CHECKING:
-    from oxconsole.reports.command import ReportRequest
     from oxconsole.workload.plans import PricePlan
 
-__all__ = ["FIGURES", "Figure", "RunFigures", "compare", "compare_main", "load_run", "render_compare"]
+__all__ = [
+    "FIGURES",
+    "Figure",
+    "RunFigures",
+    "compare",
+    "compare_main",
+    "load_run",
+    "render_compare",
+    "short_names",
+]
 
 SEED = 13
 BOOTSTRAP = 200
@@ -39,19 +48,28 @@ BOOTSTRAP = 200
 EXACT_LIMIT = 20_000
 CONFIDENCE = 0.95
 
-FIGURES: tuple[tuple[str, str], ...] = (
-    ("requests_per_s", "requests/s"),
-    ("output_tokens_per_s", "output tok/s"),
-    ("ttft_ms.p50", "TTFT p50 ms"),
-    ("ttft_ms.p90", "TTFT p90 ms"),
-    ("ttft_ms.p99", "TTFT p99 ms"),
-    ("itl_ms.p50", "ITL p50 ms"),
-    ("itl_ms.p99", "ITL p99 ms"),
-    ("latency_ms.p50", "latency p50 ms"),
-    ("latency_ms.p90", "latency p90 ms"),
-    ("latency_ms.p99", "latency p99 ms"),
-    ("error_rate", "error %"),
+FIGURES: tuple[tuple[str, str], ...] = tuple((f.key, f.header) for f in SUMMARY_FIGURES)
+"""(dotted key, label with its unit) of each figure compared, as `oxconsole.units` declares them."""
+
+GOODPUT: tuple[tuple[str, str], ...] = (
+    ("goodput.requests_per_s", "goodput/s"),
+    ("goodput.fraction", "good %"),
 )
+"""Rows shown when some run had `[slo]`."""
+
+
+def short_names(paths: Sequence[str]) -> list[str]:
+    """Each journal's column name: the shortest suffix of its path (whole folders and file) that
+    tells it from the others (`a.jsonl`, `b.jsonl`; `slo/results.jsonl`, `v2/slo/results.jsonl`);
+    the same journal twice is numbered (`#2 a.jsonl`)."""
+    parts = [os.path.abspath(p).split(os.sep) for p in paths]
+    longest = max((len(x) for x in parts), default=1)
+    for k in range(1, longest + 1):
+        names = [os.sep.join(x[-k:]).lstrip(os.sep) for x in parts]
+        if len(set(names)) == len(names):
+            return names
+    names = [os.path.basename(p) or p for p in paths]
+    return [n if i == 0 else f"#{i + 1} {n}" for i, n in enumerate(names)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +161,11 @@ def load_run(path: str | os.PathLike[str], plans: Mapping[str, PricePlan] | None
             key = f"{metric}.p{q:.0f}"
             figs[key] = Figure(float(s[metric][f"p{q:.0f}"]), iv if vals else None)
     req = s["requests"]
+    good = s.get("goodput")
+    if isinstance(good, Mapping):
+        figs["goodput.requests_per_s"] = Figure(good.get("requests_per_s"), None)
+        fraction = good.get("fraction")
+        figs["goodput.fraction"] = Figure(None if fraction is None else 100.0 * float(fraction), None)
     figs["error_rate"] = Figure(100.0 * req["error"] / req["total"] if req["total"] else None, None)
     figs.update((k, Figure(v, None)) for k, v in cost_figures(s).items())
     return RunFigures(os.fspath(path), str(s.get("name", "")), figs)
@@ -163,7 +186,8 @@ def compare(runs: Sequence[RunFigures]) -> dict[str, Any]:
     """The comparison as plain JSON types: each figure's values, intervals, Δ% and noise verdict
     (against the first run)."""
     rows = []
-    for key, label in (*FIGURES, *cost_rows(r.figures for r in runs)):
+    slo = GOODPUT if any("goodput.requests_per_s" in r.figures for r in runs) else ()
+    for key, label in (*FIGURES[:2], *slo, *FIGURES[2:], *cost_rows(r.figures for r in runs)):
         figs = [r.figures.get(key, Figure(None, None)) for r in runs]
         deltas = [_delta(figs[0], f) for f in figs[1:]]
         rnd = _round_cost if key.startswith("cost") else _round
@@ -176,7 +200,10 @@ def compare(runs: Sequence[RunFigures]) -> dict[str, Any]:
             "within_noise": [None, *(n for _, n in deltas)],
         })  # fmt: skip
     return {
-        "runs": [{"path": r.path, "name": r.name} for r in runs],
+        "runs": [
+            {"path": r.path, "name": r.name, "label": label}
+            for r, label in zip(runs, short_names([r.path for r in runs]), strict=True)
+        ],
         "baseline": runs[0].path,
         "confidence": CONFIDENCE,
         "bootstrap": {"resamples": BOOTSTRAP, "seed": SEED},
@@ -208,25 +235,35 @@ def _dcell(delta: float | None, noise: bool | None) -> str:
 def render_compare(c: Mapping[str, Any], cell: Callable[[float | None], str] = _cell) -> str:
     """A text table: a column per run (the first is the baseline), Δ% beside each later run;
     `~` = within noise, `*` = a real difference (intervals apart)."""
-    names = [os.path.basename(os.path.dirname(r["path"])) or r["path"] for r in c["runs"]]
-    head = f"{'figure':<16}{names[0][:13]:>13}" + "".join(f"{n[:13]:>13}{'Δ%':>10}" for n in names[1:])
+    names = [str(r.get("label") or r["path"]) for r in c["runs"]]
+    w = max(13, *(len(n) + 2 for n in names))  # every column headed by its whole name
+    head = f"{'figure':<16}{names[0]:>{w}}" + "".join(f"{n:>{w}}{'Δ%':>10}" for n in names[1:])
     lines = [f"{i}: {r['path']}" for i, r in zip(names, c["runs"], strict=True)]
     lines += ["", head]
     for row in c["figures"]:
         fmt = money_cell if str(row["figure"]).startswith("cost") else cell
-        line = f"{row['label']:<16}{fmt(row['values'][0]):>13}"
+        line = f"{row['label']:<16}{fmt(row['values'][0]):>{w}}"
         for v, d, n in zip(row["values"][1:], row["delta_pct"][1:], row["within_noise"][1:], strict=True):
-            line += f"{fmt(v):>13}{_dcell(d, n):>10}"
+            line += f"{fmt(v):>{w}}{_dcell(d, n):>10}"
         lines.append(line)
     lines += ["", f"~ within noise, * beyond it ({c['confidence']:.0%} bootstrap intervals, seed {SEED})"]
     return "\n".join(lines) + "\n"
 
 
-def compare_main(req: ReportRequest, plans: Mapping[str, PricePlan] | None = None) -> int:
-    """Compare the journals of ``req`` (priced under ``plans``, else each under its run's): the
-    table (or JSON) on stdout; 0, or 2 if unreadable."""
+def compare_main(
+    results: Sequence[str],
+    *,
+    as_json: bool = False,
+    markdown: bool = False,
+    html: str | None = None,
+    plans: Mapping[str, PricePlan] | None = None,
+) -> int:
+    """Compare the journals ``results`` (priced under ``plans``, else each under its run's): the
+    table (JSON with ``as_json``, Markdown with ``markdown``) on stdout, and an HTML page at
+    ``html``; 0, or 2 if unreadable. Told what to show, not handed the command's request: the
+    command imports this module, never the other way round."""
     runs = []
-    for path in req.results:
+    for path in results:
         try:
             runs.append(load_run(path, plans))
         except OSError as e:
@@ -236,17 +273,17 @@ def compare_main(req: ReportRequest, plans: Mapping[str, PricePlan] | None = Non
             )
             return 2
     c = compare(runs)
-    if req.as_json:
+    if as_json:
         sys.stdout.write(orjson.dumps(c, option=orjson.OPT_INDENT_2).decode() + "\n")
-    elif req.markdown:
+    elif markdown:
         from oxconsole.reports.exports import compare_markdown
 
         sys.stdout.write(compare_markdown(c))
     else:
         sys.stdout.write(render_compare(c))
-    if req.html:
+    if html:
         from oxconsole.reports.html import write_compare_html
 
-        write_compare_html(c, req.html)
-        print(f"oxconsole report: wrote {req.html}", file=sys.stderr)
+        write_compare_html(c, html)
+        print(f"oxconsole report: wrote {html}", file=sys.stderr)
     return 0

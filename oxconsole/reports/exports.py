@@ -143,7 +143,7 @@ def render_markdown(s: Mapping[str, Any]) -> str:
 
 def compare_markdown(c: Mapping[str, Any]) -> str:
     """A comparison (see `compare.compare`) as one Markdown table."""
-    names = [r["name"] or r["path"] for r in c["runs"]]
+    names = [r.get("label") or r["name"] or r["path"] for r in c["runs"]]
     head = ["figure", names[0]]
     for n in names[1:]:
         head += [n, "Δ%"]

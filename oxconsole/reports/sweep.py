@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from oxconsole.journal.manifest import read_manifest
-from oxconsole.metrics.knee import LOAD_KEYS, has_slo, knee_index, load_order, score
+from oxconsole.metrics.knee import LOAD_KEYS, has_slo, knee_index, load_order, score, slo_met
 from oxconsole.reports.svg import (
     BOTTOM,
     PALETTE,
@@ -36,7 +36,7 @@ from oxconsole.reports.svg import (
     open_svg,
 )
 
-__all__ = ["SweepPoint", "sweep_points", "sweep_section"]
+__all__ = ["SweepPoint", "point_rows", "sweep_points", "sweep_report", "sweep_section"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +125,7 @@ def _f(d: Mapping[str, Any], key: str, sub: str) -> float:
 
 def _tput_latency(points: list[SweepPoint]) -> str:
     """x: requests/s, y: latency p50 and p99 (ms), one dot per point and percentile, joined in
-    load order (past the knee throughput may fall back while latency climbs)."""
+    x order."""
     order = [points[i] for i in load_order([p.value for p in points])]
     series = [
         _Dots(
@@ -205,7 +205,7 @@ def _dots_chart(
 
 
 def _series(f: Frame, s: _Dots) -> list[str]:
-    dots = s.dots
+    dots = sorted(s.dots, key=lambda d: d[0])  # joined left to right: a curve, not the run's zig-zag
     dash = ' stroke-dasharray="5 3"' if s.dashed else ""
     out = []
     if len(dots) > 1:
@@ -222,11 +222,29 @@ def _series(f: Frame, s: _Dots) -> list[str]:
     return out
 
 
-def _points_table(points: list[SweepPoint], knee: int | None) -> str:
-    head = ["#", "value", "offered", "req/s", "goodput", "latency p50", "latency p99", "cost per task"]
+POINT_HEAD = (
+    ("#", "#"),
+    ("value", "value"),
+    ("offered", "offered"),
+    ("req/s", "req/s"),
+    ("tok/s", "tok/s"),
+    ("goodput", "goodput"),
+    ("TTFT p50/p99", "TTFT"),
+    ("ITL p50/p99", "ITL"),
+    ("latency p50", "lat p50"),
+    ("latency p99", "lat p99"),
+    ("errors", "err"),
+    ("cost per task", "cost/task"),
+)
+"""The points table's columns, (on the page, in text): the sweep's own table's figures."""
+
+
+def point_rows(points: list[SweepPoint], knee: int | None) -> list[list[str]]:
+    """The points table's rows (`POINT_HEAD`), from the lowest load up (`load_order`); `#` is the
+    point's index (the order it ran in), `*` marks the knee. Times in ms."""
     rows = []
-    for i, p in enumerate(points):
-        s = p.summary
+    for i in load_order([p.value for p in points]):
+        p, s = points[i], points[i].summary
         g = s.get("goodput")
         good = (
             f"{float(g.get('requests_per_s') or 0):.2f} ({100 * float(g.get('fraction') or 0):.0f}%)"
@@ -239,17 +257,70 @@ def _points_table(points: list[SweepPoint], knee: int | None) -> str:
                 p.text,
                 _offered(p.load),
                 f"{_f(s, 'throughput', 'requests_per_s'):.2f}",
+                fmt_num(_f(s, "throughput", "output_tokens_per_s")),
                 good,
+                _pair(s, "ttft_ms"),
+                _pair(s, "itl_ms"),
                 fmt_num(_f(s, "latency_ms", "p50")),
                 fmt_num(_f(s, "latency_ms", "p99")),
+                str(int(_f(s, "requests", "error"))),
                 _cost_per_task(s),
             ]
         )
-    th = "".join(f"<th>{escape(h)}</th>" for h in head)
+    return rows
+
+
+def _pair(s: Mapping[str, Any], key: str) -> str:
+    d = s.get(key)
+    if not isinstance(d, Mapping) or d.get("p50") is None:
+        return "-"
+    return f"{fmt_num(float(d['p50']))}/{fmt_num(float(d.get('p99') or 0.0))}"
+
+
+def _points_table(points: list[SweepPoint], knee: int | None) -> str:
+    th = "".join(f"<th>{escape(h)}</th>" for h, _ in POINT_HEAD)
+    rows = point_rows(points, knee)
     body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in r) + "</tr>" for r in rows)
     note = '<p class="note">* the knee. Latency in ms.</p>' if knee is not None else ""
     table = f'<table style="margin-top:12px"><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>'
     return table + note
+
+
+def sweep_report(results: str | os.PathLike[str]) -> tuple[str, dict[str, Any]] | None:
+    """`oxconsole report` of a sweep's journal: the points table as text with the knee said, and
+    the sweep object of the contract (`{"over", "points", "knee"}`); None for a journal that is
+    not a sweep's."""
+    key, points = sweep_points(results)
+    if not points:
+        return None
+    summaries = [p.summary for p in points]
+    knee = knee_index([p.value for p in points], summaries, load=key in LOAD_KEYS)
+    rows = [[text for _, text in POINT_HEAD], *point_rows(points, knee)]
+    keep = [  # in text: no column of dashes, no offered load that is the value itself
+        c for c in range(len(POINT_HEAD))
+        if any(r[c] != "-" for r in rows[1:]) and not (POINT_HEAD[c][0] == "offered" and key in LOAD_KEYS)
+    ]  # fmt: skip
+    rows = [[r[c] for c in keep] for r in rows]
+    widths = [max(len(r[c]) for r in rows) for c in range(len(keep))]
+    lines = ["", f"sweep over {key}: {len(points)} point(s), times in ms"]
+    for r in rows:
+        cells = [c.ljust(w) if k < 2 else c.rjust(w) for k, (c, w) in enumerate(zip(r, widths, strict=True))]
+        lines.append("  ".join(cells).rstrip())
+    slo = has_slo(summaries)
+    if knee is None:
+        lines.append("no knee: no point qualifies")
+    else:
+        rule = "highest goodput with the SLO met" if slo else "highest throughput before p99 latency doubles"
+        lines.append(f"knee: {key}={points[knee].text} (point {points[knee].index}, *): the {rule}")
+    data = {
+        "over": key,
+        "points": [
+            {"index": p.index, "value": p.value, "slo_met": slo_met(p.summary), "summary": p.summary}
+            for p in points
+        ],
+        "knee": None if knee is None else {"index": knee, "value": points[knee].value},
+    }
+    return "\n".join(lines) + "\n", data
 
 
 def _offered(load: Mapping[str, Any]) -> str:

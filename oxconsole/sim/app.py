@@ -39,10 +39,13 @@ import orjson
 from aiohttp import web
 
 from oxconsole.gcpace import PacedGC
+from oxconsole.metrics.histogram import LogHistogram
+from oxconsole.sim.bodies import chat_body, stream_wire, whole_stream
 from oxconsole.sim.embeddings import BAD_INPUT, dimensions, embedding_inputs, embeddings_body
 from oxconsole.sim.encoded import (
     BAD_PROMPT,
     CHAT,
+    RESPONSES,
     TEXT,
     Kind,
     completion_prompt,
@@ -51,11 +54,14 @@ from oxconsole.sim.encoded import (
     json_response,
     last_text,
 )
-from oxconsole.sim.faults import arrival_faults, stream_faults
-from oxconsole.sim.packing import pack_pieces
+from oxconsole.sim.faults import arrival_faults, too_many
+from oxconsole.sim.plan import answer_length, plan
+from oxconsole.sim.ratelimit import Limiter
+from oxconsole.sim.responses import BAD_INPUT as BAD_RESPONSES_INPUT
+from oxconsole.sim.responses import input_text, response_body, response_wire
 from oxconsole.sim.state import ModelState
-from oxconsole.sim.streams import Answer, Lateness, Trace, Writer, whole_stream
-from oxconsole.workload import SimModelProfile
+from oxconsole.sim.streams import Answer, Lateness, Trace, Writer
+from oxconsole.workload import SimLimits, SimModelProfile
 
 __all__ = [
     "SIM_STATE",
@@ -68,17 +74,28 @@ __all__ = [
 _MAX_MODEL_STATES: Final = 4096
 _OTHER_MODELS: Final = "<other>"
 
-_Read = tuple[dict[str, Any], tuple[int, str] | None]
-"""A request's JSON body, and for a text completion its (prompt tokens, trace text)."""
+_Read = tuple[dict[str, Any], tuple[int, str]]
+"""A request's JSON body and its (prompt tokens, trace text)."""
+# aiohttp >= 3.12 wants typed request keys; older ones (>= 3.9 is supported) take the string.
+_LIMIT_HEADERS: Final[Any] = getattr(web, "RequestKey", lambda name, _t: name)(
+    "oxconsole_sim_ratelimit", dict
+)
+"""Where a request keeps the rate-limit headers its answer carries (`_limit_headers`)."""
 
 
 class SimState:
     """The simulator behind one app: profiles, per-model state and the request handlers."""
 
     def __init__(
-        self, profiles: dict[str, SimModelProfile], default: SimModelProfile | None, seed: int
+        self,
+        profiles: dict[str, SimModelProfile],
+        default: SimModelProfile | None,
+        seed: int,
+        limits: SimLimits | None = None,
     ) -> None:
         self.profiles = dict(profiles)
+        self.limiter = Limiter(limits or SimLimits())
+        """`[sim] rpm_limit` / `tpm_limit`, server-wide (`ratelimit`)."""
         self.default = default if default is not None else SimModelProfile()
         self.seed = seed
         self.models: dict[str, ModelState] = {
@@ -96,6 +113,9 @@ class SimState:
         text and the wall times the handler started, admitted it, wrote the first token and the
         end, served at `/sim/trace`, so a client's timings can be split into its own part and ours."""
         self._writer = Writer(self.lateness, self.trace)
+        self.reading = LogHistogram()
+        """Milliseconds from a handler's start (headers read) to its body read and parsed: what a
+        long prompt's upload costs before the request can be admitted (and its `ttft` start)."""
 
     def state_for(self, name: str) -> ModelState:
         st = self.models.get(name)
@@ -114,12 +134,17 @@ class SimState:
             "models": {name: st.stats.to_dict() for name, st in self.models.items()},
             "bad_requests": self.bad_requests,
             "lateness_ms": self.lateness.to_dict(),
+            "read_ms": self._reading(),
             **(
                 {"gc_pacing": {"collections": self.gc.collections, "pause_ms": round(self.gc.pause_ms, 3)}}
                 if self.gc is not None
                 else {}
             ),
         }
+
+    def _reading(self) -> dict[str, float]:
+        s = self.reading.summary()
+        return {"n": self.reading.count, "p50": s["p50"], "p99": s["p99"], "max": s["max"]}
 
     # -- handlers --------------------------------------------------------------------------------
 
@@ -156,6 +181,10 @@ class SimState:
         openai``, guidellm's text_completions and the SDK's ``completions.create`` send them)."""
         return await self._handle(request, TEXT)
 
+    async def handle_responses(self, request: web.Request) -> web.StreamResponse:
+        """``POST /v1/responses`` (the Responses API, `responses`)."""
+        return await self._handle(request, RESPONSES)
+
     async def handle_embeddings(self, request: web.Request) -> web.StreamResponse:
         """``POST /v1/embeddings``: one vector per input, sent `ttft` after admission."""
         read = await self._read(request, CHAT)
@@ -166,9 +195,10 @@ class SimState:
         dims = dimensions(body)
         if inputs is None or dims is None:
             return self._bad_request(BAD_INPUT if inputs is None else "dimensions must be an integer >= 1")
-        ms = await self._arrive(request, body)
-        if not isinstance(ms, ModelState):
-            return ms
+        ms = self._model(body)
+        refused = await self._arrive(request, ms, read[1][0])
+        if refused is not None:
+            return refused
         loop = asyncio.get_running_loop()
         t_admit = loop.time() if ms.try_acquire() else await ms.acquire(loop)
         try:
@@ -180,17 +210,28 @@ class SimState:
         finally:
             ms.release(loop)
 
-    async def _arrive(self, request: web.Request, body: dict[str, Any]) -> ModelState | web.StreamResponse:
-        """The model a request names, counted as received, or the arrival fault it drew (a 429, a
-        503, a reset, ...)."""
+    def _model(self, body: dict[str, Any]) -> ModelState:
+        """The model a request names, counted as received."""
         model = body.get("model")
         ms = self.state_for(model if isinstance(model, str) else "")
         ms.stats.received += 1
+        return ms
+
+    async def _arrive(self, request: web.Request, ms: ModelState, tokens: int) -> web.StreamResponse | None:
+        """None when the request goes on to be served, else the 429 of the server's rate limits
+        (`tokens`: what the request is charged) or the arrival fault it drew (a 429, a 500, a
+        reset, ...)."""
+        if self.limiter.on:
+            headers, wait, over = self.limiter.take(asyncio.get_running_loop().time(), tokens)
+            request[_LIMIT_HEADERS] = headers
+            if wait > 0.0:
+                per = "RPM" if over == "requests" else "TPM"
+                return too_many(ms, wait, f"rate limit reached on {over} per min ({per}) (simulated)", over)
         if ms.arrival_faults:
             refused = await arrival_faults(request, ms, asyncio.get_running_loop())
             if refused is not None:
                 return refused
-        return ms
+        return None
 
     async def _handle(self, request: web.Request, kind: Kind) -> web.StreamResponse:
         """One request of either kind: read it, find its model, draw the arrival faults, plan the
@@ -200,18 +241,19 @@ class SimState:
         if isinstance(read, web.Response):
             return read
         body, prompt = read
-        ms = await self._arrive(request, body)
-        if not isinstance(ms, ModelState):
-            return ms
+        ms = self._model(body)
+        charge = 0
+        if self.limiter.on:
+            charge = prompt[0] + ms.profile.reasoning_tokens + answer_length(body, ms.profile, kind)[0]
+        refused = await self._arrive(request, ms, charge)
+        if refused is not None:
+            return refused
         loop = asyncio.get_running_loop()
-        ans = _plan(body, prompt, ms)
+        ans = plan(body, kind, prompt[0], ms)
         t_admit = loop.time() if ms.try_acquire() else await ms.acquire(loop)
-        traced = None
-        if t_in:
-            text = last_text(body.get("messages")) if prompt is None else prompt[1]
-            traced = (t_in, time.time(), text)
+        traced = (t_in, time.time(), prompt[1]) if t_in else None
         try:
-            return await self._answer(request, ms, kind, ans, t_admit, traced)
+            return await self._answer(request, ms, kind, ans, t_admit, traced, body)
         except ConnectionError:
             # The client went away mid-response (a write hit the closing transport). Nothing can be
             # sent; returning quietly keeps aiohttp from logging it as a server error.
@@ -227,18 +269,27 @@ class SimState:
             ms.release(loop)
 
     async def _read(self, request: web.Request, kind: Kind) -> _Read | web.Response:
-        """The request's JSON object (and a text completion's prompt), or the 400 that refuses it."""
+        """The request's JSON object and its prompt's (tokens, trace text), or the 400 that refuses
+        it. Chat and the Responses API count (characters + 3) // 4 tokens."""
+        t0 = time.monotonic()
         try:
             body = orjson.loads(await request.read())
         except orjson.JSONDecodeError:
             return self._bad_request("request body is not valid JSON")
+        self.reading.record((time.monotonic() - t0) * 1000.0)
         if not isinstance(body, dict):
             return self._bad_request("request body must be a JSON object")
-        prompt: tuple[int, str] | None = None
-        if not kind.chat:
-            prompt = completion_prompt(body.get("prompt"))
-            if prompt is None:
-                return self._bad_request(BAD_PROMPT)
+        if kind is CHAT:
+            messages = body.get("messages")
+            return body, ((content_chars(messages) + 3) // 4, last_text(messages))
+        if kind is RESPONSES:
+            text = input_text(body)
+            if text is None:
+                return self._bad_request(BAD_RESPONSES_INPUT)
+            return body, ((len(text[0]) + 3) // 4, text[1])
+        prompt = completion_prompt(body.get("prompt"))
+        if prompt is None:
+            return self._bad_request(BAD_PROMPT)
         return body, prompt
 
     def _bad_request(self, message: str) -> web.Response:
@@ -253,48 +304,33 @@ class SimState:
         ans: Answer,
         t_admit: float,
         traced: tuple[float, float, str] | None,
+        body: dict[str, Any],
     ) -> web.StreamResponse:
         """The admitted request's response, streamed or whole; counted completed unless a fault
         spoils it."""
         rid = kind.id_prefix + b"%x" % next(self._ids)
         created = int(time.time())
-        if ans.stream:
+        w = self._writer
+        if kind is RESPONSES:
+            if ans.stream:
+                wire = response_wire(rid.decode(), ms.name, created, ans, body)
+                resp = await w.stream(request, ms, t_admit, ans, wire, traced)
+            else:
+                whole = response_body(rid.decode(), ms.name, created, ans, body)
+                resp = await w.complete(request, ms, t_admit, ans, whole)
+        elif ans.stream:
             slot = rid + kind.slot_mid + b"%d" % created
             if ms.zero_latency and not ans.faulty and ans.pieces is None:
                 ms.stats.completed += 1
                 return whole_stream(ms, kind, slot, ans)
-            resp = await self._writer.stream(request, ms, kind, t_admit, slot, ans, traced)
+            wire = stream_wire(kind, ms.model_json, slot, ans)
+            resp = await w.stream(request, ms, t_admit, ans, wire, traced)
         else:
-            resp = await self._writer.complete(request, ms, kind, t_admit, rid, created, ans)
+            whole = chat_body(kind, ms.name, rid, created, ans)
+            resp = await w.complete(request, ms, t_admit, ans, whole)
         if not ans.faulty:
             ms.stats.completed += 1
         return resp
-
-
-def _plan(body: dict[str, Any], prompt: tuple[int, str] | None, ms: ModelState) -> Answer:
-    """What the request will be answered with: tokens (capped by max_completion_tokens or
-    max_tokens), prompt tokens, streaming and usage, and the stream faults drawn for it."""
-    prof = ms.profile
-    max_tokens = body.get("max_completion_tokens")
-    if max_tokens is None:
-        max_tokens = body.get("max_tokens")
-    n = prof.output_tokens
-    finish = "stop"
-    if type(max_tokens) is int and max_tokens < n:
-        n = max(1, max_tokens)
-        finish = "length"
-    if prompt is None:
-        prompt_tokens = (content_chars(body.get("messages")) + 3) // 4
-    else:
-        prompt_tokens = prompt[0]
-    stream = body.get("stream") is True
-    opts = body.get("stream_options")
-    include_usage = prof.usage and stream and isinstance(opts, dict) and opts.get("include_usage") is True
-    abort, malformed = stream_faults(ms) if ms.stream_faults else (False, False)
-    pieces = pack_pieces(body.get("messages"), ms, max_tokens) if prompt is None else None
-    if pieces is not None:  # a pack: its sections, with the pack's total output
-        n, finish = len(pieces), "stop"
-    return Answer(n, finish, prompt_tokens, stream, include_usage, abort, malformed, pieces)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -303,14 +339,28 @@ def _plan(body: dict[str, Any], prompt: tuple[int, str] | None, ms: ModelState) 
 SIM_STATE: Final = web.AppKey("oxconsole_sim_state", SimState)
 
 
+async def _limit_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """Every answer carries the rate-limit headers its request was given on arrival."""
+    headers = request.get(_LIMIT_HEADERS)
+    if headers:
+        response.headers.update(headers)
+
+
 def build_app(
-    profiles: dict[str, SimModelProfile], default: SimModelProfile | None = None, seed: int = 0
+    profiles: dict[str, SimModelProfile],
+    default: SimModelProfile | None = None,
+    seed: int = 0,
+    limits: SimLimits | None = None,
 ) -> web.Application:
-    """The simulator as an aiohttp app. Unknown models use `default` (contract defaults if None)."""
-    state = SimState(profiles, default, seed)
+    """The simulator as an aiohttp app. Unknown models use `default` (contract defaults if None);
+    `limits` are the server's rate limits (none if None)."""
+    state = SimState(profiles, default, seed, limits)
     app = web.Application(client_max_size=64 * 1024 * 1024)
     app[SIM_STATE] = state
+    if state.limiter.on:
+        app.on_response_prepare.append(_limit_headers)
     app.router.add_post("/v1/chat/completions", state.handle_chat)
+    app.router.add_post("/v1/responses", state.handle_responses)
     app.router.add_post("/v1/completions", state.handle_completions)
     app.router.add_post("/v1/embeddings", state.handle_embeddings)
     app.router.add_get("/v1/models", state.handle_models)
@@ -348,6 +398,7 @@ async def start_sim(
     seed: int = 0,
     *,
     allow_remote: bool = False,
+    limits: SimLimits | None = None,
 ) -> tuple[web.AppRunner, str]:
     """Start the simulator on the running loop; returns the runner (call ``cleanup()``) and base URL.
 
@@ -358,7 +409,7 @@ async def start_sim(
             f"refusing to listen on non-loopback host {host!r} (the simulator has no authentication); "
             "pass --allow-remote to do it anyway"
         )
-    app = build_app(profiles or {}, default, seed)
+    app = build_app(profiles or {}, default, seed, limits)
     # handler_cancellation: a client that disconnects frees its capacity slot at once, as vLLM does.
     runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=1.0)
     await runner.setup()

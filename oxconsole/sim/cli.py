@@ -24,15 +24,17 @@ import orjson
 from oxconsole.aio import run_loop
 from oxconsole.gcpace import PacedGC
 from oxconsole.sim.app import SIM_STATE, SimState, is_loopback, start_sim
-from oxconsole.workload import SimModelProfile
+from oxconsole.workload import SimLimits, SimModelProfile
+from oxconsole.workload.schema import REASONING_FIELDS
 
 DEFAULT_PORT = 8765
 """`oxconsole sim`'s port unless told otherwise: fixed, so that a base URL written in a workload
 keeps working, and clear of the usual servers' defaults (vLLM 8000, llama.cpp 8080, SGLang 30000,
 Ollama 11434). Runs with `base_url = "sim"` start their own simulator on any free port."""
 _FIELDS = {f.name: f for f in dataclasses.fields(SimModelProfile)}
-_INT_FIELDS = frozenset({"output_tokens", "capacity"})
-_BOOL_FIELDS = frozenset({"usage"})
+_INT_FIELDS = frozenset({"output_tokens", "capacity", "reasoning_tokens", "cache_block"})
+_BOOL_FIELDS = frozenset({"usage", "prefix_cache"})
+_CHOICE_FIELDS = {"reasoning_field": REASONING_FIELDS}
 
 
 def profiles_to_json(profiles: dict[str, SimModelProfile]) -> str:
@@ -58,6 +60,14 @@ def profiles_from_json(text: str) -> dict[str, SimModelProfile]:
                 raise ValueError(
                     f"--profiles-json: {name}.{key}: unknown key (expected one of {', '.join(_FIELDS)})"
                 )
+            if key in _CHOICE_FIELDS:
+                if value not in _CHOICE_FIELDS[key]:
+                    raise ValueError(
+                        f"--profiles-json: {name}.{key}: expected one of {', '.join(_CHOICE_FIELDS[key])}, "
+                        f"got {value!r}"
+                    )
+                kwargs[key] = value
+                continue
             if key in _BOOL_FIELDS:
                 if not isinstance(value, bool):
                     raise ValueError(f"--profiles-json: {name}.{key}: expected true or false, got {value!r}")
@@ -74,6 +84,34 @@ def profiles_from_json(text: str) -> dict[str, SimModelProfile]:
             kwargs[key] = value
         out[name] = SimModelProfile(**kwargs)
     return out
+
+
+def limits_to_json(limits: SimLimits) -> str:
+    """The ``--limits-json`` argument for these rate limits."""
+    return orjson.dumps(dataclasses.asdict(limits)).decode()
+
+
+def limits_from_json(text: str) -> SimLimits:
+    """Parse ``--limits-json``: ``{"rpm_limit": 60, "tpm_limit": 0, "window": 60.0}``; raises
+    ValueError when bad."""
+    try:
+        data = orjson.loads(text)
+    except orjson.JSONDecodeError as e:
+        raise ValueError(f"--limits-json: not valid JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise ValueError("--limits-json: expected an object of rpm_limit, tpm_limit, window")
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in ("rpm_limit", "tpm_limit", "window"):
+            raise ValueError(f"--limits-json: {key}: unknown key (expected rpm_limit, tpm_limit or window)")
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+            raise ValueError(f"--limits-json: {key}: expected a number >= 0, got {value!r}")
+        if key != "window" and value != int(value):
+            raise ValueError(f"--limits-json: {key}: expected an integer, got {value!r}")
+        kwargs[key] = float(value) if key == "window" else int(value)
+    if kwargs.get("window", 1.0) <= 0:
+        raise ValueError("--limits-json: window: expected a number > 0")
+    return SimLimits(**kwargs)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -99,6 +137,7 @@ def _parser() -> argparse.ArgumentParser:
         help="allow a non-loopback --host (the simulator has no authentication)",
     )
     p.add_argument("--profiles-json", help=argparse.SUPPRESS)
+    p.add_argument("--limits-json", help=argparse.SUPPRESS)
     return p
 
 
@@ -145,7 +184,7 @@ def _quiet_gc(state: SimState, loop: asyncio.AbstractEventLoop) -> PacedGC:
     return pacer
 
 
-async def _serve(args: argparse.Namespace, profiles: dict[str, SimModelProfile]) -> int:
+async def _serve(args: argparse.Namespace, profiles: dict[str, SimModelProfile], limits: SimLimits) -> int:
     note = raise_open_files()
     if note:
         print(f"oxconsole sim: warning: {note}", file=sys.stderr)
@@ -153,7 +192,7 @@ async def _serve(args: argparse.Namespace, profiles: dict[str, SimModelProfile])
     try:
         try:
             runner, url = await start_sim(
-                args.host, port, profiles, seed=args.seed, allow_remote=args.allow_remote
+                args.host, port, profiles, seed=args.seed, allow_remote=args.allow_remote, limits=limits
             )
         except OSError as e:
             if args.port is not None or e.errno != errno.EADDRINUSE:
@@ -163,7 +202,7 @@ async def _serve(args: argparse.Namespace, profiles: dict[str, SimModelProfile])
             print(f"oxconsole sim: port {port} is in use; listening on a free port", file=sys.stderr)
             port = args.port = 0
             runner, url = await start_sim(
-                args.host, 0, profiles, seed=args.seed, allow_remote=args.allow_remote
+                args.host, 0, profiles, seed=args.seed, allow_remote=args.allow_remote, limits=limits
             )
     except (ValueError, OSError) as e:
         hint = ""
@@ -189,20 +228,25 @@ async def _serve(args: argparse.Namespace, profiles: dict[str, SimModelProfile])
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     profiles: dict[str, SimModelProfile] = {}
+    limits = SimLimits()
     if args.config is not None:
-        from oxconsole.workload import WorkloadError, load_sim_section
+        from oxconsole.workload import WorkloadError, load_sim_limits, load_sim_section
 
         try:
             profiles.update(load_sim_section(args.config))
+            limits = load_sim_limits(args.config)
         except WorkloadError as e:
             print("\n".join(f"oxconsole sim: {line}" for line in e.errors), file=sys.stderr)
             return 2
         except OSError as e:
             print(f"oxconsole sim: {args.config}: {e.strerror or e}", file=sys.stderr)
             return 2
-    if args.profiles_json is not None:
+    if args.profiles_json is not None or args.limits_json is not None:
         try:
-            profiles.update(profiles_from_json(args.profiles_json))
+            if args.profiles_json is not None:
+                profiles.update(profiles_from_json(args.profiles_json))
+            if args.limits_json is not None:
+                limits = limits_from_json(args.limits_json)
         except ValueError as e:
             print(f"oxconsole sim: {e}", file=sys.stderr)
             return 2
@@ -219,6 +263,6 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
     try:
-        return run_loop(_serve(args, profiles))
+        return run_loop(_serve(args, profiles, limits))
     except KeyboardInterrupt:  # a signal before the handlers were installed
         return 0

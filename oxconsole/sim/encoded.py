@@ -130,6 +130,16 @@ TEXT: Final = Kind(
         "length": b'{"index":0,"text":"","logprobs":null,"finish_reason":"length"}]}\n\n',
     },
 )
+# The Responses API: its events are built per answer (`responses.py`); the kind names the route.
+RESPONSES: Final = Kind(
+    chat=False,
+    id_prefix=b"resp_sim",
+    object_="response",
+    chunk_object="response",
+    token_choice=(),
+    role_choice=b"",
+    finish_choice={},
+)
 DONE: Final = b"data: [DONE]\n\n"
 MALFORMED_CHUNK: Final = b'data: {"choices": [\n\n'
 SSE_HEADERS: Final = {
@@ -151,13 +161,6 @@ def usage_tail(prompt_tokens: int, completion_tokens: int) -> bytes:
         completion_tokens,
         prompt_tokens + completion_tokens,
     )
-
-
-def _fmt_seconds(seconds: float) -> str:
-    """Retry-After value: whole seconds when whole, else up to millisecond precision."""
-    if seconds == int(seconds):
-        return str(int(seconds))
-    return f"{seconds:.3f}".rstrip("0").rstrip(".")
 
 
 def error_body(message: str, type_: str, code: str | None) -> bytes:

@@ -15,6 +15,7 @@ from aiohttp import web
 
 from oxconsole.sim.encoded import error_body, json_response
 from oxconsole.sim.state import ModelState
+from oxconsole.units import fmt_seconds_header
 
 
 async def arrival_faults(
@@ -26,7 +27,7 @@ async def arrival_faults(
     if prof.rate_limit > 0.0:
         wait = ms.take_rate_token(loop.time())
         if wait > 0.0:
-            return _too_many(ms, max(wait, 0.001), "rate limit reached (simulated)")
+            return too_many(ms, max(wait, 0.001), "rate limit reached (simulated)")
     stall = ms.chance(prof.stall_rate)
     throttle = ms.chance(prof.throttle_rate)
     error = not throttle and ms.chance(prof.error_rate)
@@ -36,7 +37,7 @@ async def arrival_faults(
         stats.faults += 1
         await asyncio.sleep(prof.stall)  # before any header, and without holding a capacity slot
     if throttle:
-        return _too_many(ms, prof.retry_after, "too many requests (simulated throttle)")
+        return too_many(ms, prof.retry_after, "too many requests (simulated throttle)")
     if error:
         stats.http_500 += 1
         stats.faults += 1
@@ -51,14 +52,15 @@ async def arrival_faults(
     return None
 
 
-def _too_many(ms: ModelState, retry_after: float, message: str) -> web.Response:
+def too_many(ms: ModelState, retry_after: float, message: str, type_: str = "requests") -> web.Response:
+    """A 429 with Retry-After (and retry-after-ms), counted as a fault."""
     ms.stats.http_429 += 1
     ms.stats.faults += 1
     headers = {
-        "Retry-After": _fmt_seconds(retry_after),
+        "Retry-After": fmt_seconds_header(retry_after),
         "retry-after-ms": str(max(0, math.ceil(retry_after * 1000))),
     }
-    return json_response(429, error_body(message, "requests", "rate_limit_exceeded"), headers)
+    return json_response(429, error_body(message, type_, "rate_limit_exceeded"), headers)
 
 
 def stream_faults(ms: ModelState) -> tuple[bool, bool]:
@@ -75,10 +77,3 @@ def stream_faults(ms: ModelState) -> tuple[bool, bool]:
         stats.malformed += 1
         stats.faults += 1
     return abort, malformed
-
-
-def _fmt_seconds(seconds: float) -> str:
-    """Retry-After value: whole seconds when whole, else up to millisecond precision."""
-    if seconds == int(seconds):
-        return str(int(seconds))
-    return f"{seconds:.3f}".rstrip("0").rstrip(".")

@@ -26,8 +26,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
-from oxconsole.sim.cli import profiles_to_json
-from oxconsole.workload import SimModelProfile
+from oxconsole.sim.cli import limits_to_json, profiles_to_json
+from oxconsole.workload import SimLimits, SimModelProfile
 
 __all__ = ["SimProcess", "SimProcessError"]
 
@@ -81,8 +81,10 @@ class SimProcess:
         cpus: set[int] | None = None,
         startup_timeout: float = 15.0,
         python: str = sys.executable,
+        limits: SimLimits | None = None,
     ) -> None:
         self.profiles = dict(profiles or {})
+        self.limits = limits or SimLimits()
         self.seed = seed
         self.host = host
         self.cpus = set(cpus) if cpus else None
@@ -124,6 +126,8 @@ class SimProcess:
             "--profiles-json",
             profiles_to_json(self.profiles),
         ]
+        if self.limits != SimLimits():
+            cmd += ["--limits-json", limits_to_json(self.limits)]
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
         # stderr goes to a file, not a pipe: nobody reads it during a long run, and a full pipe

@@ -18,6 +18,7 @@ import orjson
 
 from oxconsole.sim.curve import Batch
 from oxconsole.sim.encoded import HEAD, Kind
+from oxconsole.sim.prefix import PrefixCache
 from oxconsole.workload import SimModelProfile
 
 _TEMPLATE_CACHE_SIZE: Final = 256
@@ -64,6 +65,7 @@ class ModelState:
         "_waiters",
         "arrival_faults",
         "batch",
+        "cache",
         "capacity",
         "model_json",
         "name",
@@ -87,7 +89,11 @@ class ModelState:
             or profile.reset_rate > 0
         )
         self.stream_faults = profile.abort_rate > 0 or profile.malformed_rate > 0
-        self.zero_latency = profile.ttft <= 0 and profile.tokens_per_s <= 0
+        self.zero_latency = (
+            profile.ttft <= 0 and profile.tokens_per_s <= 0 and profile.prefill_tokens_per_s <= 0
+        )
+        self.cache = PrefixCache(profile.cache_block) if profile.prefix_cache else None
+        """The prompt prefixes served (`prefix_cache = true`), else None."""
         self.model_json = orjson.dumps(name)
         # A string seed is hashed deterministically (sha512), unlike hash(str).
         self.rng = random.Random(f"{seed}:{name}")

@@ -16,24 +16,12 @@ import itertools
 import math
 import time
 from dataclasses import dataclass
-from typing import Any
 
-import orjson
 from aiohttp import web
 
 from oxconsole.metrics.histogram import LogHistogram
 from oxconsole.sim.curve import slowdown
-from oxconsole.sim.encoded import (
-    DONE,
-    HEAD,
-    MALFORMED_CHUNK,
-    SSE_HEADERS,
-    Kind,
-    answer_text,
-    json_response,
-    usage_tail,
-)
-from oxconsole.sim.packing import pack_choices
+from oxconsole.sim.encoded import MALFORMED_CHUNK, SSE_HEADERS, json_response
 from oxconsole.sim.state import ModelState
 
 
@@ -55,10 +43,37 @@ class Answer:
     """One chunk (or the body) is not valid JSON."""
     pieces: tuple[str, ...] | None = None
     """A pack's answer, one token a piece (sim/packs.py); None = the usual filler words."""
+    reasoning: int = 0
+    """Reasoning tokens streamed before the `n` answer tokens (counted in completion tokens)."""
+    field: str = "reasoning_content"
+    """Where the reasoning goes (`SimModelProfile.reasoning_field`)."""
+    cached: int | None = None
+    """Prompt tokens found in the prefix cache; None = the model has no prefix cache."""
+    written: int = 0
+    """Prompt tokens the prefix cache remembered afresh for this request."""
+    prefill: float = 0.0
+    """Seconds of prefill (uncached prompt tokens / prefill_tokens_per_s) added to ttft."""
 
     @property
     def faulty(self) -> bool:
         return self.abort or self.malformed
+
+    @property
+    def total(self) -> int:
+        """Streamed tokens: the reasoning and the answer."""
+        return self.reasoning + self.n
+
+
+@dataclass(slots=True)
+class Wire:
+    """The bytes of one streamed answer, whatever its API: each chunk is `head` + its token's entry
+    in `tokens` (indexed modulo its length), `first` leaves with the headers (b"" = nothing) and
+    `tail` follows the last token."""
+
+    head: bytes
+    tokens: tuple[bytes, ...]
+    first: bytes
+    tail: bytes
 
 
 WALL_OFFSET = min(-time.monotonic() + time.time() for _ in range(5))  # monotonic first, then wall
@@ -155,7 +170,7 @@ class _TimedStream:
         self.times = times
         self.head = head
         self.tokens = tokens
-        """The kind's token choices (`Kind.token_choice`)."""
+        """Each token chunk's entry after the head (`Wire.tokens`)."""
         self.end = end
         """Chunks [0, end) are content; the handler writes the last due ones with the tail."""
         self.bad_at = bad_at
@@ -254,20 +269,22 @@ class Ticker:
             self.handle = self.loop.call_at(self.armed, self._fire)
 
 
-def schedule(ms: ModelState, t_admit: float, n: int) -> list[float]:
-    """Absolute loop times of the n content tokens (jitter applied per ttft and per gap), slowed by
-    the model's load curve for the batch it joins at admission (`curve`; none without a knee)."""
+def schedule(ms: ModelState, t_admit: float, n: int, prefill: float = 0.0) -> list[float]:
+    """Absolute loop times of the n streamed tokens (jitter applied per ttft and per gap), the first
+    `prefill` seconds later than ttft, slowed by the model's load curve for the batch it joins at
+    admission (`curve`; none without a knee)."""
     prof = ms.profile
     if prof.knee > 0.0:
-        times = _schedule(ms, t_admit, n, slowdown(ms.batch.join(t_admit), prof.knee, prof.knee_power))
+        slow = slowdown(ms.batch.join(t_admit), prof.knee, prof.knee_power)
+        times = _schedule(ms, t_admit, n, slow, prefill)
         ms.batch.until(times[-1] if times else t_admit)
         return times
-    return _schedule(ms, t_admit, n, 1.0)
+    return _schedule(ms, t_admit, n, 1.0, prefill)
 
 
-def _schedule(ms: ModelState, t_admit: float, n: int, slow: float) -> list[float]:
+def _schedule(ms: ModelState, t_admit: float, n: int, slow: float, prefill: float) -> list[float]:
     prof = ms.profile
-    t_first = t_admit + prof.ttft * slow * ms.factor()
+    t_first = t_admit + (prof.ttft + prefill) * slow * ms.factor()
     if prof.tokens_per_s <= 0.0:
         return [t_first] * n
     gap = slow / prof.tokens_per_s
@@ -284,17 +301,6 @@ def _schedule(ms: ModelState, t_admit: float, n: int, slow: float) -> list[float
 Trace = list[tuple[str, float, float, float, float]]
 """Per streamed request: the last message's text and the wall times the handler started, admitted
 it, wrote the first token and the end."""
-
-
-def whole_stream(ms: ModelState, kind: Kind, slot: bytes, ans: Answer) -> web.Response:
-    """A zero-latency stream (ttft 0, tokens_per_s 0, no fault): the whole body, pre-encoded, in one
-    write."""
-    parts = [slot.join(ms.template(ans.n, ans.finish, kind))]
-    if ans.include_usage:
-        parts += (HEAD, slot, b',"model":', ms.model_json, b',"choices":[')
-        parts.append(usage_tail(ans.prompt_tokens, ans.n))
-    parts.append(DONE)
-    return web.Response(body=b"".join(parts), headers=SSE_HEADERS)
 
 
 class Writer:
@@ -319,23 +325,22 @@ class Writer:
         self,
         request: web.Request,
         ms: ModelState,
-        kind: Kind,
         t_admit: float,
-        slot: bytes,
         ans: Answer,
+        wire: Wire,
         traced: tuple[float, float, str] | None = None,
     ) -> web.StreamResponse:
-        """A streamed answer: headers (and chat's role chunk) at once, content chunks as they fall
-        due, the last ones with the finish, usage and [DONE] in one final write."""
+        """A streamed answer: headers (and `wire.first`: chat's role chunk) at once, token chunks as
+        they fall due, the last ones with the tail (finish, usage, [DONE]) in one final write."""
         loop = asyncio.get_running_loop()
-        n = ans.n
-        times = schedule(ms, t_admit, n)
-        head = HEAD + slot + b',"model":' + ms.model_json + b',"choices":['
+        n = ans.total
+        times = schedule(ms, t_admit, n, ans.prefill)
+        head = wire.head
         resp = web.StreamResponse(headers=SSE_HEADERS)
         await resp.prepare(request)  # a StreamResponse sends its headers at once
-        if kind.role_choice:
-            await resp.write(head + kind.role_choice)  # with the headers: chat's role chunk
-        tokens = kind.token_choice if ans.pieces is None else pack_choices(ans.pieces)
+        if wire.first:
+            await resp.write(wire.first)  # with the headers: chat's role chunk, Responses' created
+        tokens = wire.tokens
         stop_at = n // 2 if ans.abort else n  # abort: about half the tokens, then the connection drops
         bad_at = n // 2 if ans.malformed else -1
         # The content chunks that leave before the last one are written by the loop's ticker, as
@@ -358,11 +363,7 @@ class Writer:
         i = ts.i
         k = len(tokens)
         pending = [MALFORMED_CHUNK if j == bad_at else head + tokens[j % k] for j in range(i, n)]
-        pending.append(head + kind.finish_choice[ans.finish])
-        if ans.include_usage:
-            pending.append(HEAD + slot + b',"model":' + ms.model_json + b',"choices":[')
-            pending.append(usage_tail(ans.prompt_tokens, n))
-        pending.append(DONE)
+        pending.append(wire.tail)
         now = self.lateness.wrote(times[i], i == 0, True, times[-1]) if n else time.monotonic()
         if traced and self.trace is not None:
             end = wall_time(now)
@@ -371,44 +372,11 @@ class Writer:
         return resp
 
     async def complete(
-        self,
-        request: web.Request,
-        ms: ModelState,
-        kind: Kind,
-        t_admit: float,
-        rid: bytes,
-        created: int,
-        ans: Answer,
+        self, request: web.Request, ms: ModelState, t_admit: float, ans: Answer, body: bytes
     ) -> web.StreamResponse:
-        """A whole (non-streamed) answer, sent when its last token is due."""
+        """A whole (non-streamed) answer, `body`, sent when its last token is due."""
         loop = asyncio.get_running_loop()
-        n, finish = ans.n, ans.finish
-        times = schedule(ms, t_admit, n)
-        choice: dict[str, Any]
-        if kind.chat:
-            choice = {
-                "index": 0,
-                "message": {"role": "assistant", "content": _text(n, ans.pieces), "refusal": None},
-                "logprobs": None,
-                "finish_reason": finish,
-            }
-        else:
-            choice = {"index": 0, "text": answer_text(n), "logprobs": None, "finish_reason": finish}
-        usage = {
-            "prompt_tokens": ans.prompt_tokens,
-            "completion_tokens": n,
-            "total_tokens": ans.prompt_tokens + n,
-        }
-        body = orjson.dumps(
-            {
-                "id": rid.decode(),
-                "object": kind.object,
-                "created": created,
-                "model": ms.name,
-                "choices": [choice],
-                "usage": usage,
-            }
-        )
+        times = schedule(ms, t_admit, ans.total, ans.prefill)
         await _sleep_until(loop, times[-1])
         if ans.malformed:
             return json_response(200, body[: len(body) // 2])
@@ -421,10 +389,6 @@ class Writer:
                 request.transport.close()
             return resp
         return json_response(200, body)
-
-
-def _text(n: int, pieces: tuple[str, ...] | None) -> str:
-    return answer_text(n) if pieces is None else "".join(pieces)
 
 
 def _wake(fut: asyncio.Future[None]) -> None:

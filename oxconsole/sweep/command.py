@@ -20,21 +20,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from oxconsole.exits import EXIT_ERRORS, EXIT_INTERRUPTED, EXIT_NOT_SAVED, EXIT_OK, BadInput, Parser
+from oxconsole.jsonfile import write_json
 from oxconsole.metrics.knee import has_slo
 from oxconsole.outputs import summary_stream
-from oxconsole.runprep import (
-    EXIT_ERRORS,
-    EXIT_INTERRUPTED,
-    EXIT_NOT_SAVED,
-    EXIT_OK,
-    BadInput,
-    Parser,
-    PreparedRun,
-    check_progress_interval,
-    load_checked,
-    prepare_run,
-    write_json,
-)
+from oxconsole.prepare import PreparedRun, check_progress_interval, load_checked, prepare_run
 from oxconsole.sweep.plan import Over, PointPlan, SweepState, check_points, parse_over, resumed_state
 from oxconsole.sweep.table import render_table, sweep_json
 

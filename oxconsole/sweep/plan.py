@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from oxconsole.exits import BadInput
 from oxconsole.journal.manifest import read_manifest, write_manifest_data
-from oxconsole.runprep import BadInput
 
 if TYPE_CHECKING:
     from oxconsole.workload import Workload

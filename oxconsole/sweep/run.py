@@ -23,9 +23,10 @@ from oxconsole.engine.endpoints import Endpoints
 from oxconsole.engine.runner import Engine
 from oxconsole.journal.journal import Journal
 from oxconsole.journal.records import RequestRecord
-from oxconsole.metrics.format import fmt_duration, progress_line
 from oxconsole.metrics.knee import next_auto_value
+from oxconsole.progress import progress_line
 from oxconsole.sweep.plan import AUTO_CAP, AUTO_START, Over, PointPlan, SweepState, check_points
+from oxconsole.units import fmt_duration
 
 if TYPE_CHECKING:
     from oxconsole.workload import Workload
@@ -48,6 +49,7 @@ def same_servers(a: Workload, b: Workload) -> bool:
     return (
         a.endpoints == b.endpoints
         and a.sim == b.sim
+        and a.sim_limits == b.sim_limits
         and a.run.timeout == b.run.timeout
         and a.run.seed == b.run.seed
         and {m.endpoint for m in a.models} <= {m.endpoint for m in b.models}

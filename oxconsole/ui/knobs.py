@@ -12,8 +12,9 @@ from typing import Protocol
 
 from oxconsole.engine.commands import Command, SetAuto, SetConcurrency, SetRate, SetTpm
 from oxconsole.metrics.snapshot import Snapshot
-from oxconsole.ui.numbers import fmt_count, fmt_rate, round_sig
+from oxconsole.ui.numbers import round_sig
 from oxconsole.ui.steps import Pending, concurrency_step, rate_step, tpm_step
+from oxconsole.units import fmt_count, fmt_rate
 
 __all__ = ["KnobActions"]
 

@@ -1,8 +1,10 @@
-"""How figures read on the console: counts, rates, costs, weights, clocks and logged changes.
+"""How figures read on the console beyond the shared units: clocks, a dash for no figure,
+percentages, tight change words, and the rounding the key steps use.
 
-Why this module exists: every panel, the key actions and the routing editor show the same kinds of
-numbers, and they must read the same everywhere (``1.23M``, ``22.0/s``, ``concurrency 32→28``).
-Plain functions of a number (or of one logged change) to a short string; no Rich, no Textual.
+Why this module exists: the panels, the key actions and the routing editor are narrower than a
+summary table; what only the console writes lives here, and every other kind (money, rates,
+counts, milliseconds) comes from `oxconsole.units`, so a cost reads the same in the console as
+in the summary. Plain functions; no Rich, no Textual.
 """
 
 from __future__ import annotations
@@ -11,44 +13,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from oxconsole.metrics.format import change_text, fmt_ms, fmt_rate, fmt_weight
+from oxconsole.units import NONE, change_text, fmt_ms
 
-__all__ = [
-    "fmt_change",
-    "fmt_clock",
-    "fmt_cost",
-    "fmt_count",
-    "fmt_rate",
-    "fmt_weight",
-    "ms",
-    "pct",
-    "round_sig",
-]
-
-
-def fmt_count(n: float) -> str:
-    """1234 -> "1,234"; 1234567 -> "1.23M"."""
-    n = int(n)
-    if abs(n) >= 10_000_000:
-        return f"{n / 1e6:.1f}M"
-    if abs(n) >= 1_000_000:
-        return f"{n / 1e6:.2f}M"
-    if abs(n) >= 100_000:
-        return f"{n / 1e3:.0f}k"
-    return f"{n:,}"
-
-
-def fmt_cost(c: float) -> str:
-    """Costs carry no currency sign: they are in the currency of the workload's prices."""
-    if c == 0:
-        return "0"
-    if c < 0.01:
-        return f"{c:.5f}"
-    if c < 1:
-        return f"{c:.4f}"
-    if c < 100:
-        return f"{c:.2f}"
-    return f"{c:,.0f}"
+__all__ = ["fmt_change", "fmt_clock", "ms", "pct", "round_sig"]
 
 
 def fmt_clock(s: float) -> str:
@@ -61,7 +28,7 @@ def fmt_clock(s: float) -> str:
 
 def ms(v: float) -> str:
     """Milliseconds, or a dash when there is no figure (0)."""
-    return fmt_ms(v) if v > 0 else "–"
+    return fmt_ms(v) if v > 0 else NONE
 
 
 def pct(x: float) -> str:

@@ -14,13 +14,15 @@ INTERFACE (fixed; other modules rely on these names, imported from this package)
   resolve_headers(workload, endpoint_name) -> (headers, values from the environment)
   describe(workload, stats) -> str                    # the text `oxconsole validate` prints
   load_sim_section(path) -> dict[str, SimModelProfile]
+  load_sim_limits(path) -> SimLimits                  # the [sim] table's rpm_limit / tpm_limit
   load_plans(path) -> dict[str, PricePlan]           # the [plans.*] tables of any TOML file
   parse_sim_profiles(sim_table, file_label) -> dict[str, SimModelProfile]
   WorkloadError(Exception)
 
-Where each question is answered: `schema` (the dataclasses), `errors` and `values` (error texts,
-collecting them, typed reading of TOML values), `bounds` (the largest values a run can use, the
-name rule), `sections` (one parser per table), `overrides` (--set), `load`
+Where each question is answered: `schema` (the dataclasses, one per table; a table's keys are
+its fields), `promptdata` (what the prompts are read into), `errors` and `values` (error texts,
+`WorkloadError`, collecting them, typed reading of TOML values), `bounds` (the largest values a
+run can use, the name rule), `sections` (one parser per table), `overrides` (--set), `load`
 (file -> Workload, API keys), `prompts` (streaming and checking prompts), `describe` (validate's text),
 `stages` ([[stages]], the load shape).
 
@@ -30,8 +32,10 @@ Stdlib only (plus orjson for the prompts file): importing this package never loa
 from __future__ import annotations
 
 from oxconsole.workload.describe import describe
+from oxconsole.workload.errors import WorkloadError
 from oxconsole.workload.load import (
     load_plans,
+    load_sim_limits,
     load_sim_section,
     load_workload,
     resolve_api_key,
@@ -39,7 +43,8 @@ from oxconsole.workload.load import (
 )
 from oxconsole.workload.overrides import apply_override
 from oxconsole.workload.packing import Pack, format_pack, parse_pack, split_answer
-from oxconsole.workload.plans import PricePlan, Prices, parse_plans, plans_to_toml
+from oxconsole.workload.plans import parse_plans, plans_to_toml
+from oxconsole.workload.promptdata import Prompt, PromptStats
 from oxconsole.workload.prompts import check_prompts, iter_prompts, request_ids, turn_id
 from oxconsole.workload.schema import (
     DEFAULT_RETRY_ON,
@@ -48,22 +53,23 @@ from oxconsole.workload.schema import (
     ModelConfig,
     OutputConfig,
     PackingConfig,
-    Prompt,
+    PricePlan,
+    Prices,
     PromptsConfig,
-    PromptStats,
     RetryConfig,
     RoutingConfig,
     RoutingRule,
     RunConfig,
+    SimLimits,
     SimModelProfile,
+    SloConfig,
+    Stage,
     Strategy,
     SyntheticConfig,
     Workload,
-    WorkloadError,
 )
 from oxconsole.workload.simsection import parse_sim_profiles
-from oxconsole.workload.slo import SloConfig
-from oxconsole.workload.stages import Stage, stages_duration
+from oxconsole.workload.stages import stages_duration
 from oxconsole.workload.values import parse_duration
 
 __all__ = [
@@ -83,6 +89,7 @@ __all__ = [
     "RoutingConfig",
     "RoutingRule",
     "RunConfig",
+    "SimLimits",
     "SimModelProfile",
     "SloConfig",
     "Stage",
@@ -96,6 +103,7 @@ __all__ = [
     "format_pack",
     "iter_prompts",
     "load_plans",
+    "load_sim_limits",
     "load_sim_section",
     "load_workload",
     "parse_duration",

@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from oxconsole.workload.errors import did_you_mean, error, fail
-from oxconsole.workload.schema import Prompt
+from oxconsole.workload.promptdata import Prompt
 
 URLS = {"/v1/chat/completions": "chat", "/v1/completions": "completions", "/v1/embeddings": "embeddings"}
 """The Batch API urls a line may name, and the `[[models]] api` each is called on."""

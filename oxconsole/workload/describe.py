@@ -14,7 +14,8 @@ from oxconsole.workload.errors import did_you_mean
 from oxconsole.workload.lengths import describe_length, fmt_stats
 from oxconsole.workload.packing import describe_packing
 from oxconsole.workload.plans import describe_plans
-from oxconsole.workload.schema import RETRY_WORDS, PromptStats, Workload, fill_results
+from oxconsole.workload.promptdata import PromptStats
+from oxconsole.workload.schema import RETRY_WORDS, Workload, fill_results
 from oxconsole.workload.slo import slo_lines, slo_warnings
 from oxconsole.workload.stages import describe_stages
 from oxconsole.workload.values import fmt_duration

@@ -14,12 +14,25 @@ import re
 from collections.abc import Iterable
 from typing import Any, NoReturn
 
-from oxconsole.workload.schema import WorkloadError
-
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _KEY_PART = re.compile(r'"(?:[^"\\]|\\.)*"|[^.]+')
 _SHOW_MAX = 60
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+class WorkloadError(Exception):
+    """Bad input (exit 2): one line per error, each naming the file, the key path and what was expected.
+
+    `errors` holds the lines in file order; `str()` is them joined by newlines, so a single error
+    reads exactly as one line.
+    """
+
+    def __init__(self, *errors: str) -> None:
+        super().__init__(*errors)
+        self.errors: list[str] = list(errors)
+
+    def __str__(self) -> str:
+        return "\n".join(self.errors)
 
 
 def printable(text: str) -> str:

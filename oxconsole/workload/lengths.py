@@ -15,10 +15,11 @@ from collections.abc import Iterable, Iterator
 from typing import cast
 
 from oxconsole.workload import bounds as b
-from oxconsole.workload.schema import Dist, LengthDist, LengthStats
+from oxconsole.workload.promptdata import LengthStats
+from oxconsole.workload.schema import Dist, LengthDist, toml_keys
 from oxconsole.workload.values import Table, is_int, is_num
 
-_DIST_KEYS = ("dist", "mean", "stddev", "min", "max")
+_DIST_KEYS = toml_keys(LengthDist)
 _DISTS = ("normal", "lognormal", "uniform")
 SAMPLE_MAX = 1_000_000
 """Lengths kept for percentiles (4-8 bytes each): beyond that, the first ones stand for the rest."""

@@ -14,12 +14,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from oxconsole.workload.errors import Problems, did_you_mean, error, join_key, printable
+from oxconsole.workload.errors import Problems, WorkloadError, did_you_mean, error, join_key, printable
 from oxconsole.workload.overrides import apply_override
 from oxconsole.workload.plans import PricePlan, parse_plans
-from oxconsole.workload.schema import SimModelProfile, Workload, WorkloadError
+from oxconsole.workload.schema import SimLimits, SimModelProfile, Workload
 from oxconsole.workload.sections import build_workload
-from oxconsole.workload.simsection import parse_sim_profiles
+from oxconsole.workload.simsection import parse_sim_limits, parse_sim_profiles
 
 _TOML_POS = re.compile(r"\s*\((?:at line (\d+), column (\d+)|at end of document)\)\s*$")
 
@@ -68,6 +68,13 @@ def load_sim_section(path: str | Path) -> dict[str, SimModelProfile]:
     if "sim" not in raw:
         raise error(label, "sim.models", 'one or more [sim.models."NAME"] tables', "no [sim] table")
     return parse_sim_profiles(raw["sim"], label)
+
+
+def load_sim_limits(path: str | Path) -> SimLimits:
+    """Read only the `[sim]` table's `rpm_limit` / `tpm_limit` (defaults when there is none)."""
+    label = printable(str(path))
+    raw = _read_toml(Path(path), label)
+    return parse_sim_limits(raw.get("sim", {}), label)
 
 
 def load_plans(path: str | Path) -> dict[str, PricePlan]:

@@ -9,8 +9,7 @@ from __future__ import annotations
 import tomllib
 from typing import Any
 
-from oxconsole.workload.errors import join_key, show
-from oxconsole.workload.schema import WorkloadError
+from oxconsole.workload.errors import WorkloadError, join_key, show
 from oxconsole.workload.values import is_int
 
 

@@ -14,7 +14,8 @@ from typing import Any
 
 from oxconsole.workload.bounds import MAX_COUNT
 from oxconsole.workload.errors import Problems
-from oxconsole.workload.schema import PackingConfig, Prompt
+from oxconsole.workload.promptdata import Prompt
+from oxconsole.workload.schema import PackingConfig, toml_keys
 from oxconsole.workload.values import Table
 
 __all__ = [
@@ -103,7 +104,7 @@ class Pack(Prompt):
     """The tasks, in the order of their sections."""
 
 
-_PACKING = ("size", "max_input_tokens", "tags")
+_PACKING = toml_keys(PackingConfig)
 
 
 def parse_packing(errs: Problems, data: Any) -> PackingConfig:

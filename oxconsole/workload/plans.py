@@ -1,4 +1,4 @@
-"""What-if price plans (`[plans.NAME]`): the tables validated into `PricePlan`s, and back.
+"""What-if price plans (`[plans.NAME]`): the tables validated into `PricePlan`s (schema.py), and back.
 
 Why this module exists: a run is billed at its models' own prices; a plan says what the very same
 traffic would cost elsewhere (a flat price per request, or per million tokens, per model or by
@@ -10,46 +10,18 @@ every other workload error (all at once, key named, exit 2).
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from oxconsole.workload import bounds as b
 from oxconsole.workload.errors import Problems, did_you_mean, join_key, show
+from oxconsole.workload.schema import PricePlan, Prices, toml_keys
 from oxconsole.workload.values import Table
 
-__all__ = ["PLAN_KEYS", "PRICE_KEYS", "PricePlan", "Prices", "describe_plans", "parse_plans", "plans_to_toml"]
+__all__ = ["PricePlan", "Prices", "describe_plans", "parse_plans", "plans_to_toml"]
 
-PLAN_KEYS = ("default", "models")
-PRICE_KEYS = ("per_request", "per_1m_input", "per_1m_output")
+_PLAN = toml_keys(PricePlan, "name")
+_PRICES = toml_keys(Prices)
 _WHY = " (a price per request or per million tokens)"
-
-
-@dataclass(frozen=True, slots=True)
-class Prices:
-    """One model's prices under a plan, in the currency of the models' own prices."""
-
-    per_request: float = 0.0
-    """Flat price per request that ends ok."""
-    per_1m_input: float = 0.0
-    """Price per million input tokens."""
-    per_1m_output: float = 0.0
-    """Price per million output tokens."""
-
-
-@dataclass(frozen=True)
-class PricePlan:
-    """A what-if price table: `default` for every model, `models` overriding it key by key."""
-
-    name: str
-    """The table's name under [plans] (the summary's `cost.plans` key)."""
-    default: Prices = Prices()
-    """Prices of a model the plan does not name."""
-    models: Mapping[str, Prices] = field(default_factory=dict)
-    """A model's own prices: each key it gives replaces the default's, the others are the default's."""
-
-    def prices(self, model: str) -> Prices:
-        """The prices `model` pays under this plan."""
-        return self.models.get(model, self.default)
 
 
 def parse_plans(errs: Problems, data: Any, models: Collection[str] | None) -> dict[str, PricePlan]:
@@ -78,7 +50,7 @@ def parse_plans(errs: Problems, data: Any, models: Collection[str] | None) -> di
 def _plan(
     errs: Problems, value: Any, path: str, name: str, models: Collection[str] | None
 ) -> PricePlan | None:
-    t = Table(errs, value, path, PLAN_KEYS, "a [plans.NAME] table")
+    t = Table(errs, value, path, _PLAN, "a [plans.NAME] table")
     if t.broken:
         return None
     if not t.has("default") and not t.has("models"):
@@ -106,7 +78,7 @@ def _plan(
 
 def _prices(errs: Problems, value: Any, path: str, base: Prices) -> Prices:
     """A price table; each key left out takes `base`'s value."""
-    t = Table(errs, value, path, PRICE_KEYS, "a price table")
+    t = Table(errs, value, path, _PRICES, "a price table")
     return Prices(
         per_request=t.num("per_request", base.per_request, b.MAX_PRICE, _WHY),
         per_1m_input=t.num("per_1m_input", base.per_1m_input, b.MAX_PRICE, _WHY),

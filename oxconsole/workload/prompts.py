@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import random
 from array import array
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,44 +18,14 @@ import orjson
 
 from oxconsole.idset import repeated
 from oxconsole.workload.bounds import MAX_TOKENS, fmt_limit
-from oxconsole.workload.errors import did_you_mean, error, fail, printable, show
+from oxconsole.workload.errors import WorkloadError, did_you_mean, error, fail, printable, show
 from oxconsole.workload.lengths import SAMPLE_MAX, draws, length_stats
-from oxconsole.workload.schema import (
-    LengthStats,
-    Prompt,
-    PromptStats,
-    SyntheticConfig,
-    Workload,
-    WorkloadError,
-)
+from oxconsole.workload.promptdata import LengthStats, Prompt, PromptStats
+from oxconsole.workload.schema import SyntheticConfig, Workload
 from oxconsole.workload.sources import check_records, records
+from oxconsole.workload.synthtext import synthetic_text as _synthetic_text
+from oxconsole.workload.synthtext import warm_text as _warm_text
 from oxconsole.workload.tokens import Counter, counter, exact_text
-
-_WORD_TEXT = (
-    "time year people way day man thing woman life child world school state family student group "
-    "country problem hand part place case week company system program question work government number "
-    "night point home water room mother area money story fact month lot right study book eye job word "
-    "business issue side kind head house service friend father power hour game line end member law car "
-    "city community name president team minute idea kid body information back parent face others level "
-    "office door health person art war history party result change morning reason research girl guy "
-    "moment air teacher force education river garden window market light table paper music energy "
-    "model token engine signal memory cloud server request answer latency stream batch vector graph "
-    "simple quick bright quiet gentle rapid careful early final green heavy local modern recent strong "
-    "build write read learn measure compare explain describe summarize classify extract translate"
-)
-_WORDS = tuple(_WORD_TEXT.split())
-
-
-def _synthetic_text(seed: int, index: int | str, input_tokens: int) -> str:
-    rng = random.Random(f"oxconsole-synthetic:{seed}:{index}")
-    target = max(1, input_tokens * 4)
-    words: list[str] = []
-    length = -1
-    while length < target:
-        w = rng.choice(_WORDS)
-        words.append(w)
-        length += len(w) + 1
-    return " ".join(words)
 
 
 def _prompts_label(w: Workload) -> str:
@@ -362,6 +331,7 @@ def check_prompts(w: Workload) -> PromptStats:
         count = _count_one_pass(w)
         if pc.synthetic is not None:
             lengths = _synthetic_stats(pc.synthetic, run.seed)
+            _warm_text(pc.synthetic)
     if run.requests > 0:
         total: int | None = run.requests
     elif run.duration > 0:

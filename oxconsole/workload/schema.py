@@ -1,20 +1,21 @@
-"""The workload's schema: frozen dataclasses with a docstring per field, and the error type.
+"""The workload's schema: frozen dataclasses with a docstring per field, one per table of the file.
 
 Why this module exists: every other part (engine, simulator, console, report) reads the workload
-through these types only; their defaults are the contract's defaults.
+through these types only; their defaults are the contract's defaults, and the keys a table accepts
+are its dataclass's fields (`toml_keys`), so a key is declared once, here, and read by its section's
+parser (`sections.py`, `simsection.py`, `stages.py`, `plans.py`, `slo.py`, `packing.py`).
 """
 
 from __future__ import annotations
 
+import math
 import string
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
-if TYPE_CHECKING:
-    from oxconsole.workload.plans import PricePlan
-    from oxconsole.workload.slo import SloConfig
-    from oxconsole.workload.stages import Stage
+from oxconsole.workload.values import fmt_duration
 
 Arrival = Literal["closed", "constant", "poisson"]
 PromptsFormat = Literal["jsonl", "sharegpt", "openai-batch"]
@@ -28,19 +29,15 @@ RETRY_WORDS = ("timeout", "connection", "stream")
 """The words `retry.on` accepts besides HTTP statuses."""
 
 
-class WorkloadError(Exception):
-    """Bad input (exit 2): one line per error, each naming the file, the key path and what was expected.
-
-    `errors` holds the lines in file order; `str()` is them joined by newlines, so a single error
-    reads exactly as one line.
-    """
-
-    def __init__(self, *errors: str) -> None:
-        super().__init__(*errors)
-        self.errors: list[str] = list(errors)
-
-    def __str__(self) -> str:
-        return "\n".join(self.errors)
+def toml_keys(cls: type[Any], *not_keys: str) -> tuple[str, ...]:
+    """The keys a table read into `cls` accepts, in the order errors list them: the fields as
+    declared, less `not_keys` (the table's own name, a value derived from another key) and fields
+    the class computes itself (`init=False`)."""
+    names = [f.name for f in fields(cls) if f.init]
+    unknown = [k for k in not_keys if k not in names]
+    if unknown:
+        raise ValueError(f"{cls.__name__} has no field {', '.join(unknown)}")
+    return tuple(n for n in names if n not in not_keys)
 
 
 def fill_results(template: str, name: str) -> str:
@@ -293,33 +290,34 @@ class SimModelProfile:
     gap are twice the profile's; 0 = no curve, flat until `capacity` (see oxconsole/sim/curve.py)."""
     knee_power: float = 2.0
     """Load curve's steepness p: a request admitted into a batch of b is slowed 1 + (b/knee)**p times."""
+    # Reasoning, prefix caching and prefill (docs/simulator.md).
+    reasoning_tokens: int = 0
+    """Reasoning tokens streamed before the answer at `tokens_per_s`, counted in completion tokens."""
+    reasoning_field: str = "reasoning_content"
+    """Where reasoning goes: "reasoning_content" or "reasoning" (a chat delta field), or
+    "think_tags" (inside `content`, between <think> and </think>)."""
+    prefix_cache: bool = False
+    """Remember the prompts served and report the longest prefix already seen as cached tokens."""
+    cache_block: int = 16
+    """Tokens per prefix-cache block: cached tokens are whole blocks."""
+    prefill_tokens_per_s: float = 0.0
+    """Uncached prompt tokens prefilled per second, added to `ttft`; 0 = instant."""
+
+
+REASONING_FIELDS = ("reasoning_content", "reasoning", "think_tags")
+"""The values of `SimModelProfile.reasoning_field`."""
 
 
 @dataclass(frozen=True)
-class Prompt:
-    id: str
-    """Unique per run (repeats carry "#n")."""
-    messages: list[dict[str, Any]]
-    """Chat messages sent as-is."""
-    tag: str | None = None
-    """Routing tag (matched by [[routing.rules]])."""
-    model: str | None = None
-    """Pin this prompt to one model (bypasses routing)."""
-    max_tokens: int | None = None
-    """Per-prompt cap (synthetic prompts set it from output_tokens); None = the model's max_tokens."""
-    input_chars: int = 0
-    """Characters of message content, for input-token estimates (~4 chars a token)."""
-    body: dict[str, Any] | None = None
-    """A request body to send as given (an OpenAI Batch input line's), its model set to the model's
-    name; None = the body is built from `messages` and the model's settings."""
-    turns: tuple[str, ...] | None = None
-    """A multi-turn session's user turns (a prompts line's `"turns"`): the engine sends them one
-    by one, each with the whole history (`engine/sessions.py`); None = a single request."""
-    input_tokens: int | None = None
-    """Its input tokens counted by `[prompts] tokenizer`; None = estimated from `input_chars`."""
-    keep_text: bool = False
-    """Read the answer's text even when `save_text` is off (a session's turn: the next turn's
-    history needs it)."""
+class SimLimits:
+    """`[sim] rpm_limit` / `tpm_limit`: the simulator's provider-style rate limits, server-wide."""
+
+    rpm_limit: int = 0
+    """Requests per window (a minute); 0 = no limit."""
+    tpm_limit: int = 0
+    """Tokens (prompt + completion) per window; 0 = no limit."""
+    window: float = 60.0
+    """Seconds per fixed window, from the first request (not a TOML key: tests shorten it)."""
 
 
 @dataclass(frozen=True)
@@ -333,30 +331,153 @@ class PackingConfig:
 
 
 @dataclass(frozen=True)
+class Stage:
+    """One `[[stages]]` table: a step of the load shape (`workload/stages.py` reads them)."""
+
+    duration: float
+    """Seconds the stage lasts (required, > 0)."""
+    concurrency: int | None = None
+    """Requests in flight during the stage (reached at its end when ramping); None = unchanged."""
+    rate: float | None = None
+    """Requests per second (0 = unlimited); None = unchanged."""
+    ramp: bool = False
+    """Move linearly from the values before the stage to these over its duration."""
+    warmup: bool = False
+    """Requests sent during the stage are journaled (`"warmup": true`) but left out of the summary."""
+
+
+@dataclass(frozen=True, slots=True)
+class Prices:
+    """One model's prices under a plan, in the currency of the models' own prices."""
+
+    per_request: float = 0.0
+    """Flat price per request that ends ok."""
+    per_1m_input: float = 0.0
+    """Price per million input tokens."""
+    per_1m_output: float = 0.0
+    """Price per million output tokens."""
+
+
+@dataclass(frozen=True)
+class PricePlan:
+    """A what-if price table: `default` for every model, `models` overriding it key by key."""
+
+    name: str
+    """The table's name under [plans] (the summary's `cost.plans` key)."""
+    default: Prices = Prices()
+    """Prices of a model the plan does not name."""
+    models: Mapping[str, Prices] = field(default_factory=dict)
+    """A model's own prices: each key it gives replaces the default's, the others are the default's."""
+
+    def prices(self, model: str) -> Prices:
+        """The prices `model` pays under this plan."""
+        return self.models.get(model, self.default)
+
+
+DEFAULT_TARGET = 0.95
+"""The share of finished requests that must be good when `target` is not given: the contract's
+example, and the usual "95% of requests" of a latency SLO (one straggler never fails a run)."""
+
+_INF = math.inf
+
+
+class Judged(Protocol):
+    """What `SloConfig.good` reads of a finished request (a `RequestRecord` has it)."""
+
+    @property
+    def status(self) -> str: ...
+    @property
+    def ttft_ms(self) -> float | None: ...
+    @property
+    def itl_ms(self) -> float | None: ...
+    @property
+    def latency_ms(self) -> float | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SloConfig:
+    """The `[slo]` table: when a request is good (`good`, the rule in `workload/slo.py`'s docstring)."""
+
+    ttft: float | None = None
+    """Seconds to the first content token at most (a request without one: its latency)."""
+    itl: float | None = None
+    """Seconds of mean gap between content chunks at most (a request without gaps meets it)."""
+    latency: float | None = None
+    """Seconds from send to the last byte at most."""
+    target: float = DEFAULT_TARGET
+    """Share of finished requests that must be good, in (0, 1]; below it the run exits 3."""
+    _ms: tuple[float, float, float] = field(init=False, repr=False, compare=False)
+    """(ttft, itl, latency) in milliseconds, as records keep them; inf where not given."""
+
+    def __post_init__(self) -> None:
+        ms = tuple(_INF if v is None else v * 1000.0 for v in (self.ttft, self.itl, self.latency))
+        object.__setattr__(self, "_ms", ms)
+
+    def good(self, rec: Judged) -> bool:
+        """Whether a finished request is good: `ok` and within every threshold given. O(1): a
+        few comparisons, no allocation (thresholds not given are infinite)."""
+        if rec.status != "ok":
+            return False
+        ttft_ms, itl_ms, latency_ms = self._ms
+        lat = rec.latency_ms
+        if lat is None:
+            lat = _INF  # no latency measured: only a request without a latency threshold is good
+        if lat > latency_ms:
+            return False
+        ttft = rec.ttft_ms
+        if (lat if ttft is None else ttft) > ttft_ms:
+            return False
+        itl = rec.itl_ms
+        return itl is None or itl <= itl_ms
+
+    def thresholds(self) -> dict[str, float]:
+        """The thresholds given, in seconds, by key (`ttft`, `itl`, `latency`)."""
+        return {k: v for k, v in (("ttft", self.ttft), ("itl", self.itl), ("latency", self.latency)) if v}
+
+    def describe(self) -> str:
+        """One line for people: `ttft <= 500ms, latency <= 20s for 95% of requests`."""
+        parts = [f"{k} <= {fmt_duration(v)}" for k, v in self.thresholds().items()] or ["ok"]
+        return f"{', '.join(parts)} for {self.target * 100:g}% of requests"
+
+    def to_dict(self) -> dict[str, Any]:
+        """As the journal's manifest keeps it (seconds; absent thresholds null)."""
+        return {"ttft": self.ttft, "itl": self.itl, "latency": self.latency, "target": self.target}
+
+
+@dataclass(frozen=True)
 class Workload:
     path: Path
     """The workload file as the user gave it."""
     name: str
     """`name` key, or the file's stem."""
     run: RunConfig
+    """[run]: how much load, how fast, for how long."""
     output: OutputConfig
+    """[output]: where the journal and the reports go."""
     endpoints: dict[str, EndpointConfig]
+    """[endpoints.NAME] by name, in file order."""
     models: tuple[ModelConfig, ...]
+    """[[models]] in file order (at least one)."""
     prompts: PromptsConfig
+    """[prompts]: where the prompts come from."""
     routing: RoutingConfig
+    """[routing]: which model a prompt goes to."""
     retry: RetryConfig
+    """[retry]: which failures are retried, how often, after what wait."""
     sim: dict[str, SimModelProfile] = field(default_factory=dict)
     """[sim.models."NAME"] profiles for the embedded simulator."""
     raw: dict[str, Any] = field(default_factory=dict)
     """The TOML document after --set overrides (used to write tuned workloads back)."""
     slo: SloConfig | None = None
-    """[slo]: when a request is good and the share that must be (workload/slo.py); None = no SLO."""
+    """[slo]: when a request is good and the share that must be (`workload/slo.py`); None = no SLO."""
     stages: tuple[Stage, ...] = ()
     """[[stages]]: the load shape, run in order (`workload/stages.py`); () = none."""
     plans: dict[str, PricePlan] = field(default_factory=dict)
     """[plans.NAME] what-if price tables (`workload/plans.py`), in file order."""
     packing: PackingConfig = field(default_factory=PackingConfig)
-    """[packing]: several tasks per request (workload/packs.py)."""
+    """[packing]: several tasks per request (`workload/packing.py`)."""
+    sim_limits: SimLimits = field(default_factory=SimLimits)
+    """[sim] rpm_limit / tpm_limit for the embedded simulator."""
 
     def model(self, name: str) -> ModelConfig:
         for m in self.models:
@@ -367,42 +488,3 @@ class Workload:
     def results_path(self) -> Path:
         """`output.results` with {name} filled in, relative to the current directory."""
         return Path(fill_results(self.output.results, self.name))
-
-
-@dataclass(frozen=True)
-class PromptStats:
-    """What `check_prompts` learned from one full pass over the prompt source."""
-
-    count: int
-    """Prompts in one pass."""
-    total_requests: int | None
-    """Requests the run will send; None = unbounded (cycling until run.duration)."""
-    tags: frozenset[str] = frozenset()
-    """Tags seen on prompts."""
-    models_referenced: frozenset[str] = frozenset()
-    """Models named by prompts' own `model` key."""
-    input_lengths: LengthStats | None = None
-    """Prompt lengths in tokens (estimated) over the pass, where the source has varying lengths."""
-    output_lengths: LengthStats | None = None
-    """max_tokens over the pass, where the source sets them per prompt."""
-    skipped: int = 0
-    """Entries of the file that give no prompt (ShareGPT conversations without a human turn and
-    an answer)."""
-    sessions: int = 0
-    """Multi-turn sessions (prompts with `"turns"`) in one pass."""
-    turns: int = 0
-    """Their turns, all together (one request each)."""
-
-
-@dataclass(frozen=True)
-class LengthStats:
-    """Lengths in tokens seen in one pass: how many, their mean, median, 99th percentile, extremes."""
-
-    count: int
-    mean: float
-    p50: int
-    p99: int
-    min: int
-    max: int
-    sampled: int
-    """How many of them the percentiles are taken over (the first ones, when there are very many)."""

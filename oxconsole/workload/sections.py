@@ -41,33 +41,24 @@ from oxconsole.workload.schema import (
     Workload,
     fill_results,
     split_host_port,
+    toml_keys,
 )
-from oxconsole.workload.simsection import parse_sim
+from oxconsole.workload.simsection import parse_sim_section
 from oxconsole.workload.slo import parse_slo
 from oxconsole.workload.stages import parse_stages
 from oxconsole.workload.tokens import tokenizer_path
 from oxconsole.workload.values import Table, fmt_duration, is_int
 
-_TOP = (
-    "name", "run", "output", "endpoints", "models", "prompts", "routing", "retry", "sim", "slo",
-    "stages", "plans", "packing",
-)  # fmt: skip
-_RUN = (
-    "concurrency", "rate", "burst", "tpm", "arrival", "requests", "duration",
-    "timeout", "stream", "seed", "workers", "grace", "concurrency_max", "cluster",
-)  # fmt: skip
-_OUTPUT = ("results", "save_text", "html", "prometheus", "batch_output")
-_ENDPOINT = ("base_url", "api_key_env", "max_connections", "insecure", "headers", "headers_env")
-_MODEL = (
-    "name", "endpoint", "weight", "max_tokens", "max_tokens_param", "temperature",
-    "price_per_request", "price_per_1m_input", "price_per_1m_output", "extra_body", "ignore_eos",
-    "api",
-)  # fmt: skip
-_PROMPTS = ("file", "format", "items", "synthetic", "repeat", "tokenizer")
-_SYNTHETIC = ("count", "input_tokens", "output_tokens", "prefix_tokens")
-_ROUTING = ("strategy", "rules")
-_RULE = ("tag", "models", "fallback")
-_RETRY = ("max_attempts", "backoff", "backoff_max", "on")
+_TOP = toml_keys(Workload, "path", "raw", "sim_limits")  # sim_limits: keys of [sim]
+_RUN = toml_keys(RunConfig, "concurrency_auto")  # set by concurrency = "auto"
+_OUTPUT = toml_keys(OutputConfig)
+_ENDPOINT = toml_keys(EndpointConfig, "name")  # the table's name
+_MODEL = toml_keys(ModelConfig)
+_PROMPTS = toml_keys(PromptsConfig)
+_SYNTHETIC = toml_keys(SyntheticConfig)
+_ROUTING = toml_keys(RoutingConfig)
+_RULE = toml_keys(RoutingRule)
+_RETRY = toml_keys(RetryConfig)
 
 _ELSEWHERE: dict[str, str] = {}
 for _section, _keys in (
@@ -224,7 +215,9 @@ def _parse_models(errs: Problems, data: Any, endpoints: Collection[str] | None) 
             t.fail("name", f"a unique model name (models.{seen[name]}.name is the same)")
         elif name:
             seen[name] = i
-        endpoint = t.str_("endpoint", "default", "the name of an [endpoints.NAME] table")
+        # one endpoint, whatever its name, is every model's without an `endpoint =` on each
+        only = next(iter(endpoints)) if endpoints is not None and len(endpoints) == 1 else "default"
+        endpoint = t.str_("endpoint", only, "the name of an [endpoints.NAME] table")
         if endpoints is not None and endpoint not in endpoints:
             _unknown_endpoint(t, endpoint, endpoints)
         model = ModelConfig(
@@ -451,7 +444,7 @@ def build_workload(raw: dict[str, Any], path: Path, errs: Problems) -> Workload:
     prompts = _parse_prompts(errs, raw.get("prompts"), path.parent)
     routing = _parse_routing(errs, raw.get("routing", {}), _model_names_in(raw.get("models")))
     retry = _parse_retry(errs, raw.get("retry", {}))
-    sim = parse_sim(errs, raw["sim"]) if "sim" in raw else {}
+    sim, sim_limits = parse_sim_section(errs, raw.get("sim", {}))
     slo = parse_slo(errs, raw.get("slo"))
     stages = parse_stages(errs, raw.get("stages"), run.concurrency, run.rate, run.arrival != "closed")
     plans = parse_plans(errs, raw.get("plans"), _model_names_in(raw.get("models")))
@@ -475,6 +468,7 @@ def build_workload(raw: dict[str, Any], path: Path, errs: Problems) -> Workload:
         routing=routing,
         retry=retry,
         sim=sim,
+        sim_limits=sim_limits,
         raw=raw,
         slo=slo,
         stages=stages,

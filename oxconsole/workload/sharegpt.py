@@ -18,7 +18,7 @@ import orjson
 from oxconsole.workload.bounds import MAX_TOKENS
 from oxconsole.workload.errors import error, fail
 from oxconsole.workload.jsonarray import array_objects
-from oxconsole.workload.schema import Prompt
+from oxconsole.workload.promptdata import Prompt
 
 HUMAN = frozenset({"human", "user"})
 ANSWER = frozenset({"gpt", "assistant", "chatgpt", "bard", "bing", "model"})

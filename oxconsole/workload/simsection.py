@@ -12,17 +12,13 @@ from typing import Any
 
 from oxconsole.workload import bounds as b
 from oxconsole.workload.errors import Problems, join_key
-from oxconsole.workload.schema import SimModelProfile
+from oxconsole.workload.schema import REASONING_FIELDS, SimLimits, SimModelProfile, toml_keys
 from oxconsole.workload.values import Table, is_num
 
-__all__ = ["parse_sim", "parse_sim_profiles"]
+__all__ = ["parse_sim", "parse_sim_limits", "parse_sim_profiles", "parse_sim_section"]
 
-_SIM = ("models",)
-_PROFILE = (
-    "ttft", "tokens_per_s", "output_tokens", "capacity", "jitter", "error_rate", "rate_limit",
-    "retry_after", "throttle_rate", "reset_rate", "abort_rate", "malformed_rate", "stall_rate", "stall",
-    "usage", "pack_error_rate", "knee", "knee_power",
-)  # fmt: skip
+_SIM = ("models", *toml_keys(SimLimits, "window"))  # the window is set from Python only (tests)
+_PROFILE = toml_keys(SimModelProfile)
 
 
 def parse_sim_profiles(table: Any, file_label: str) -> dict[str, SimModelProfile]:
@@ -38,7 +34,28 @@ def parse_sim_profiles(table: Any, file_label: str) -> dict[str, SimModelProfile
 
 
 def parse_sim(errs: Problems, table: Any) -> dict[str, SimModelProfile]:
+    return parse_sim_section(errs, table)[0]
+
+
+def parse_sim_limits(table: Any, file_label: str) -> SimLimits:
+    """The `[sim]` table's rate limits alone (`oxconsole sim --config`); raises WorkloadError."""
+    errs = Problems(file_label)
+    out = parse_sim_section(errs, table)[1]
+    errs.raise_if_any({"sim": table})
+    return out
+
+
+def parse_sim_section(errs: Problems, table: Any) -> tuple[dict[str, SimModelProfile], SimLimits]:
+    """The `[sim]` table: its model profiles and its server-wide rate limits."""
     t = Table(errs, table, "sim", _SIM, "[sim]")
+    limits = SimLimits(
+        rpm_limit=t.int_("rpm_limit", 0, 0, b.MAX_COUNT, " (requests per minute; 0 = no limit)"),
+        tpm_limit=t.int_("tpm_limit", 0, 0, b.MAX_COUNT, " (tokens per minute; 0 = no limit)"),
+    )
+    return _parse_models(errs, t), limits
+
+
+def _parse_models(errs: Problems, t: Table) -> dict[str, SimModelProfile]:
     if not t.has("models"):
         return {}
     models = t.data["models"]
@@ -74,7 +91,28 @@ def _sim_profile(p: Table) -> SimModelProfile:
         pack_error_rate=p.num("pack_error_rate", d.pack_error_rate, 1.0),
         knee=p.num("knee", d.knee, b.MAX_CONCURRENCY, " (requests in service; 0 = no load curve)"),
         knee_power=_knee_power(p, d.knee_power),
+        reasoning_tokens=p.int_("reasoning_tokens", d.reasoning_tokens, 0, b.MAX_TOKENS, " (tokens)"),
+        reasoning_field=_reasoning_field(p, d.reasoning_field),
+        prefix_cache=p.bool_("prefix_cache", d.prefix_cache),
+        cache_block=p.int_("cache_block", d.cache_block, 1, b.MAX_TOKENS, " (tokens per block)"),
+        prefill_tokens_per_s=p.num(
+            "prefill_tokens_per_s",
+            d.prefill_tokens_per_s,
+            b.MAX_TOKENS_PER_S,
+            " (tokens per second; 0 = instant)",
+        ),
     )
+
+
+def _reasoning_field(p: Table, default: str) -> str:
+    """`reasoning_field`: one of `REASONING_FIELDS`."""
+    if not p.has("reasoning_field"):
+        return default
+    v = p.data["reasoning_field"]
+    if v not in REASONING_FIELDS:
+        p.fail("reasoning_field", " or ".join(f'"{f}"' for f in REASONING_FIELDS))
+        return default
+    return str(v)
 
 
 def _knee_power(p: Table, default: float) -> float:

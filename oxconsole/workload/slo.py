@@ -2,7 +2,7 @@
 
 Why this module exists: goodput is one decision taken in several places (the engine marks each
 record, the adaptive-concurrency controller and sweeps judge what they see, `validate` describes
-it); `SloConfig.good` is that decision, written once, pure and O(1), and `parse_slo` reads the
+it); `SloConfig.good` (schema.py) is that decision, written once, pure and O(1), and `parse_slo` reads the
 table with the same error texts as every other section.
 
 What "good" means: the request ended `ok` and met every threshold given (a value equal to its
@@ -15,83 +15,15 @@ none (not streamed, or fewer than two content chunks) had no gap to be slow and 
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from oxconsole.workload.errors import Problems
+from oxconsole.workload.schema import DEFAULT_TARGET, SloConfig, toml_keys
 from oxconsole.workload.values import Table, fmt_duration, is_num
 
-__all__ = ["DEFAULT_TARGET", "SLO_KEYS", "Judged", "SloConfig", "parse_slo", "slo_lines", "slo_warnings"]
+__all__ = ["SloConfig", "parse_slo", "slo_lines", "slo_warnings"]
 
-SLO_KEYS = ("ttft", "itl", "latency", "target")
-
-DEFAULT_TARGET = 0.95
-"""The share of finished requests that must be good when `target` is not given: the contract's
-example, and the usual "95% of requests" of a latency SLO (one straggler never fails a run)."""
-
-_INF = math.inf
-
-
-class Judged(Protocol):
-    """What `good` reads of a finished request (a `RequestRecord` has it)."""
-
-    @property
-    def status(self) -> str: ...
-    @property
-    def ttft_ms(self) -> float | None: ...
-    @property
-    def itl_ms(self) -> float | None: ...
-    @property
-    def latency_ms(self) -> float | None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class SloConfig:
-    ttft: float | None = None
-    """Seconds to the first content token at most (a request without one: its latency)."""
-    itl: float | None = None
-    """Seconds of mean gap between content chunks at most (a request without gaps meets it)."""
-    latency: float | None = None
-    """Seconds from send to the last byte at most."""
-    target: float = DEFAULT_TARGET
-    """Share of finished requests that must be good, in (0, 1]; below it the run exits 3."""
-    _ms: tuple[float, float, float] = field(init=False, repr=False, compare=False)
-    """(ttft, itl, latency) in milliseconds, as records keep them; inf where not given."""
-
-    def __post_init__(self) -> None:
-        ms = tuple(_INF if v is None else v * 1000.0 for v in (self.ttft, self.itl, self.latency))
-        object.__setattr__(self, "_ms", ms)
-
-    def good(self, rec: Judged) -> bool:
-        """Whether a finished request is good: `ok` and within every threshold given. O(1): a
-        few comparisons, no allocation (thresholds not given are infinite)."""
-        if rec.status != "ok":
-            return False
-        ttft_ms, itl_ms, latency_ms = self._ms
-        lat = rec.latency_ms
-        if lat is None:
-            lat = _INF  # no latency measured: only a request without a latency threshold is good
-        if lat > latency_ms:
-            return False
-        ttft = rec.ttft_ms
-        if (lat if ttft is None else ttft) > ttft_ms:
-            return False
-        itl = rec.itl_ms
-        return itl is None or itl <= itl_ms
-
-    def thresholds(self) -> dict[str, float]:
-        """The thresholds given, in seconds, by key (`ttft`, `itl`, `latency`)."""
-        return {k: v for k, v in (("ttft", self.ttft), ("itl", self.itl), ("latency", self.latency)) if v}
-
-    def describe(self) -> str:
-        """One line for people: `ttft <= 500ms, latency <= 20s for 95% of requests`."""
-        parts = [f"{k} <= {fmt_duration(v)}" for k, v in self.thresholds().items()] or ["ok"]
-        return f"{', '.join(parts)} for {self.target * 100:g}% of requests"
-
-    def to_dict(self) -> dict[str, Any]:
-        """As the journal's manifest keeps it (seconds; absent thresholds null)."""
-        return {"ttft": self.ttft, "itl": self.itl, "latency": self.latency, "target": self.target}
+_SLO = toml_keys(SloConfig)
 
 
 def slo_lines(slo: SloConfig | None) -> list[str]:
@@ -124,7 +56,7 @@ def parse_slo(errs: Problems, data: Any) -> SloConfig | None:
     """The `[slo]` table (None when absent), its errors recorded in `errs`."""
     if data is None:
         return None
-    t = Table(errs, data, "slo", SLO_KEYS, "[slo]")
+    t = Table(errs, data, "slo", _SLO, "[slo]")
     if t.broken:
         return None
     return SloConfig(

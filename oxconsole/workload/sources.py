@@ -16,7 +16,8 @@ from oxconsole.idset import repeated
 from oxconsole.workload.batch import batch_prompts
 from oxconsole.workload.errors import error, printable, show
 from oxconsole.workload.lengths import SAMPLE_MAX, length_stats
-from oxconsole.workload.schema import LengthStats, Prompt, Workload
+from oxconsole.workload.promptdata import LengthStats, Prompt
+from oxconsole.workload.schema import Workload
 from oxconsole.workload.sharegpt import sharegpt_prompts
 
 

@@ -11,33 +11,16 @@ the stage's own; `warmup` stages are journaled but left out of the summary's sta
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from oxconsole.workload import bounds as b
 from oxconsole.workload.errors import Problems, join_key
+from oxconsole.workload.schema import SimModelProfile, Stage, Workload, toml_keys
 from oxconsole.workload.values import Table, fmt_duration
-
-if TYPE_CHECKING:
-    from oxconsole.workload.schema import Workload
 
 __all__ = ["Stage", "describe_stages", "parse_stages", "stage_settings", "stages_duration"]
 
-_STAGE = ("duration", "concurrency", "rate", "ramp", "warmup")
-
-
-@dataclass(frozen=True)
-class Stage:
-    duration: float
-    """Seconds the stage lasts (required, > 0)."""
-    concurrency: int | None = None
-    """Requests in flight during the stage (reached at its end when ramping); None = unchanged."""
-    rate: float | None = None
-    """Requests per second (0 = unlimited); None = unchanged."""
-    ramp: bool = False
-    """Move linearly from the values before the stage to these over its duration."""
-    warmup: bool = False
-    """Requests sent during the stage are journaled (`"warmup": true`) but left out of the summary."""
+_STAGE = toml_keys(Stage)
 
 
 def stages_duration(stages: Sequence[Stage]) -> float:
@@ -110,7 +93,7 @@ def describe_stages(w: Workload, total_requests: int | None) -> tuple[list[str],
         shape = "ramp to" if s.ramp else "hold"
         rate = f"{r1:g}/s" if r1 else "unlimited"
         lines.append(
-            f"  {i}: {fmt_duration(s.duration)} {shape} concurrency {c1}, rate {rate}"
+            f"  {i + 1}: {fmt_duration(s.duration)} {shape} concurrency {c1}, rate {rate}"
             + (", warm-up (left out of the summary)" if s.warmup else "")
         )
         c_avg, r_avg = ((c + c1) / 2, (r + r1) / 2) if s.ramp else (c1, r1)
@@ -147,8 +130,6 @@ def _sim_request_s(w: Workload) -> float | None:
     endpoint, whose latency validate cannot know)."""
     if any(w.endpoints[m.endpoint].base_url != "sim" for m in w.models if m.endpoint in w.endpoints):
         return None
-    from oxconsole.workload.schema import SimModelProfile  # not at the top: schema imports this module
-
     slowest = 0.0
     for m in w.models:
         p = w.sim.get(m.name) or SimModelProfile()

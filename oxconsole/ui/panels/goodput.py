@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.lines import Cell, Line, Palette
-from oxconsole.ui.numbers import fmt_rate
+from oxconsole.units import fmt_rate
 
 __all__ = ["goodput_part", "goodput_rate", "goodput_rows", "goodput_share"]
 

@@ -7,15 +7,16 @@ by its own function here.
 
 from __future__ import annotations
 
-from oxconsole.metrics.format import eta_seconds, fmt_duration
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.metrics.stages import stage_text
+from oxconsole.progress import eta_seconds
 from oxconsole.sweep.gauge import sweep_fraction, sweep_text
 from oxconsole.ui.charts import hbar
 from oxconsole.ui.lines import Line, Palette, fit
-from oxconsole.ui.numbers import fmt_change, fmt_clock, fmt_cost, fmt_count, fmt_rate, pct
+from oxconsole.ui.numbers import fmt_change, fmt_clock, pct
 from oxconsole.ui.panels.goodput import goodput_rate, goodput_share
 from oxconsole.ui.panels.packing import rate_label
+from oxconsole.units import fmt_count, fmt_duration, fmt_money, fmt_rate
 
 __all__ = ["header_lines"]
 
@@ -80,10 +81,10 @@ def _title_line(s: Snapshot, p: Palette, width: int, name: str, state: str) -> L
         t.append("  retried ", style=p.muted)
         t.append(fmt_count(s.counts.retried))
     t.append("   cost ", style=p.muted)
-    t.append(fmt_cost(s.cost))
+    t.append(fmt_money(s.cost))
     if s.projected_cost is not None and s.projected_cost > s.cost:
         t.append(" → ", style=p.muted)
-        t.append(f"~{fmt_cost(s.projected_cost)}", style=p.accent)
+        t.append(f"~{fmt_money(s.projected_cost)}", style=p.accent)
         if width >= 100:
             t.append(" projected", style=p.muted)
     return t

@@ -2,73 +2,53 @@
 
 Why this module exists: a load generator must say when it is itself the limit (event-loop lag, a
 rate it cannot reach with free slots, the token budget): otherwise its figures are read as the
-server's. `bottleneck` decides that from a snapshot; `in_flight_lines` shows it with the gauges it
-was decided from.
+server's. `bottleneck` says it (decided in `metrics/bound.py`, which the headless line shares);
+`in_flight_lines` shows it with the gauges it was decided from.
 """
 
 from __future__ import annotations
 
+from oxconsole.metrics.bound import LOOP_LAG_WARN_MS, TPM_FULL, bound_by
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.charts import hbar
 from oxconsole.ui.lines import Line, Palette, fit
-from oxconsole.ui.numbers import fmt_count, fmt_rate, ms
+from oxconsole.ui.numbers import ms
+from oxconsole.units import fmt_count, fmt_rate
 
 __all__ = ["LOOP_LAG_WARN_MS", "TPM_FULL", "bottleneck", "in_flight_lines"]
-
-LOOP_LAG_WARN_MS = 50.0
-"""Event-loop lag above this means the client itself is late sending and reading."""
-
-TPM_FULL = 0.95
-"""The share of the token budget used in its window above which the budget is what binds, even at
-an instant when no request is waiting for it (one is admitted each time tokens leave the window)."""
 
 _SHORT = {"in flight": "in fl", "loop lag": "lag", "bound by": "bound", "per model": "models"}
 """Row labels in a narrow panel."""
 
 
 def bottleneck(s: Snapshot) -> tuple[str, str]:
-    """(level, message): what limits throughput right now. level is "warn" when the client itself
-    is the bottleneck (its numbers are then not the server's), "info" otherwise."""
+    """(level, message): what limits throughput right now (`metrics.bound.bound_by`), with the key
+    that changes it. level is "warn" when the client itself is the bottleneck (its numbers are
+    then not the server's), "info" otherwise."""
     g = s.gauges
-    if g.state == "paused":
-        return "info", "paused (space resumes)"
-    if g.state in ("done", "starting"):
-        return "info", g.state
-    if g.loop_lag_ms >= LOOP_LAG_WARN_MS:
-        return "warn", f"⚠ the client: event loop lag {g.loop_lag_ms:.0f} ms"
-    if g.state == "running" and _tpm_bound(s):
-        return "info", "tpm ({/} change it)"
-    free = g.in_flight < 0.9 * g.concurrency and g.waiting_slot == 0
-    if (
-        g.state == "running"
-        and g.rate > 0
-        and s.elapsed_s >= 5
-        and g.achieved_rate < 0.8 * g.rate
-        and free
-        and g.waiting_bucket == 0
-    ):
-        return "warn", f"⚠ the client: {fmt_rate(g.achieved_rate)} of {fmt_rate(g.rate)} with free slots"
-    if g.state == "draining":
-        return "info", "draining: no new requests"
+    what = bound_by(s)
     locked = (s.sweep or {}).get("locked") or ()  # a sweep sets these at each point: no key hint
-    if g.waiting_slot > 0 or g.in_flight >= g.concurrency:
+    if what == "paused":
+        return "info", "paused (space resumes)"
+    if what in ("done", "starting"):
+        return "info", what
+    if what == "loop lag":
+        return "warn", f"⚠ the client: event loop lag {g.loop_lag_ms:.0f} ms"
+    if what == "tpm":
+        return "info", "tpm ({/} change it)"
+    if what == "slow rate":
+        return "warn", f"⚠ the client: {fmt_rate(g.achieved_rate)} of {fmt_rate(g.rate)} with free slots"
+    if what == "draining":
+        return "info", "draining: no new requests"
+    if what == "concurrency":
         if "concurrency" in locked:
             return "info", "concurrency (the sweep's)"
         return "info", "concurrency (auto's limit)" if g.auto else "concurrency (+ raises it)"
-    if g.waiting_bucket > g.waiting_tpm or (g.rate > 0 and g.achieved_rate >= 0.9 * g.rate):
+    if what == "rate":
         return "info", "rate (the sweep's)" if "rate" in locked else "rate (] raises it)"
-    if g.backing_off > 0 and g.backing_off >= 0.2 * max(1, g.in_flight):
+    if what == "pushback":
         return "info", "server pushback (retries backing off)"
     return "info", "not limited by the client"
-
-
-def _tpm_bound(s: Snapshot) -> bool:
-    """The token budget holds requests back: one waits for it, or it is (nearly) all used while
-    nobody waits for a slot."""
-    g = s.gauges
-    if g.tpm <= 0:
-        return False
-    return g.waiting_tpm > 0 or (g.tpm_used >= TPM_FULL * g.tpm and g.waiting_slot == 0)
 
 
 class _Labels:

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import math
 
-from oxconsole.metrics.format import fmt_ms
 from oxconsole.metrics.snapshot import Bins, Snapshot
 from oxconsole.ui.charts import hbar
 from oxconsole.ui.lines import Line, Palette, fit
-from oxconsole.ui.numbers import fmt_count, ms
+from oxconsole.ui.numbers import ms
+from oxconsole.units import fmt_count, fmt_ms
 
 __all__ = ["LATENCY_METRICS", "latency_lines"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.lines import Line, Palette
-from oxconsole.ui.numbers import fmt_cost, fmt_rate
+from oxconsole.units import fmt_money, fmt_rate
 
 __all__ = ["append_packing", "rate_label"]
 
@@ -30,4 +30,4 @@ def append_packing(t: Line, s: Snapshot, p: Palette) -> None:
     tasks = pk.get("tasks", 0.0)
     if tasks:
         t.append(" · cost/task ", style=p.muted)
-        t.append(fmt_cost(s.cost / tasks))
+        t.append(fmt_money(s.cost / tasks))

@@ -10,11 +10,11 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from oxconsole.metrics.format import fmt_duration
 from oxconsole.metrics.snapshot import ModelStats, Snapshot
 from oxconsole.ui.lines import Cell, Col, Line, Palette, fit, grid
-from oxconsole.ui.numbers import fmt_change, fmt_clock, fmt_cost, fmt_count, fmt_rate, fmt_weight, ms, pct
+from oxconsole.ui.numbers import fmt_change, fmt_clock, ms, pct
 from oxconsole.ui.panels.goodput import goodput_rows
+from oxconsole.units import fmt_count, fmt_duration, fmt_money, fmt_rate, fmt_weight
 
 __all__ = ["errors_lines", "models_lines", "phase_lines"]
 
@@ -121,7 +121,7 @@ def _model_cells(m: ModelStats, p: Palette, wsum: float) -> dict[str, Line]:
         "ok": Line(fmt_count(m.counts.ok), style=dim),
         "err": Line(fmt_count(m.counts.error), style=p.error if m.counts.error else dim),
         "tok": Line(f"{fmt_count(m.input_tokens)}/{fmt_count(m.output_tokens)}", style=dim),
-        "cost": Line(fmt_cost(m.cost), style=dim),
+        "cost": Line(fmt_money(m.cost), style=dim),
     }
 
 

@@ -1,0 +1,40 @@
+"""What one attempt of one request gave: the result both the sender and the body readers fill.
+
+Why this module exists: `client.py` sends an attempt and `stream.py` reads its body into the same
+result; each needs the type, neither should import the other's module for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class AttemptResult:
+    ok: bool
+    error: str | None = None
+    detail: str | None = None
+    retry_after: float | None = None
+    t_sent: float = 0.0  # unix time
+    latency_ms: float | None = None
+    ttft_ms: float | None = None
+    itl_ms: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    content_chunks: int = 0
+    text: str | None = None
+    status: int | None = None
+    unstreamed: bool = False
+    """Asked to stream, the server answered with one JSON body (no TTFT or inter-token figures)."""
+    param: str | None = None
+    """The request field a 4xx error names (OpenAI's `error.param`), when it names one."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class BadResponse(Exception):
+    """A body that is not a well-formed answer (or is over a bound): `cls` is the error class."""
+
+    def __init__(self, cls: str, detail: str) -> None:
+        super().__init__(detail)
+        self.cls = cls

@@ -1,0 +1,79 @@
+"""What the end of a run tells its user beyond the table: the command that continues it
+(`--resume` with the run's own flags) and the notes on results not saved, requests not sent and
+a goodput below its target.
+
+Why this module exists: the headless run, the engine process and the console that started a run
+end with the same words and the same resume command.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["RAY_OVERRIDE", "end_notes", "resume_command"]
+
+
+def _shown(path: str | os.PathLike[str]) -> str:
+    """A path as a user would type it here: relative when under the current folder."""
+    p = Path(path)
+    try:
+        return str(p.resolve().relative_to(Path.cwd()))
+    except (ValueError, OSError):
+        return str(p)
+
+
+RAY_OVERRIDE = 'run.cluster="ray"'
+"""The `--set` that `--ray-address ADDR` adds (with RAY_ADDRESS=ADDR); a resume hint gives the flag."""
+
+
+def resume_command(workload: str, overrides: Sequence[str], results: str | os.PathLike[str] | None) -> str:
+    """The command that continues a run: `oxconsole WORKLOAD --resume` with the run's `--set` flags,
+    and `--output` when its journal is not where the workload (so overridden) puts it from here."""
+    import shlex
+
+    from oxconsole.redaction import shown_override
+
+    args = ["oxconsole", _shown(workload), "--resume"]
+    if results is not None and not os.path.lexists(results):
+        args.pop()  # the journal is gone (its folder deleted): nothing to resume, run it again
+    for o in overrides:
+        if o == RAY_OVERRIDE and os.environ.get("RAY_ADDRESS"):  # what --ray-address ADDR added
+            args += ["--ray-address", os.environ["RAY_ADDRESS"]]
+        else:
+            args += ["--set", shown_override(o)]  # a header's value may be a key: not repeated
+    if results is not None:
+        from oxconsole.workload import WorkloadError, load_workload
+
+        try:
+            default = load_workload(workload, overrides).results_path().resolve()
+        except (WorkloadError, OSError):
+            default = None
+        if default != Path(results).resolve():
+            args += ["--output", _shown(results)]
+    return shlex.join(args)
+
+
+def end_notes(summary: Mapping[str, Any], resume: Callable[[], str]) -> list[str]:
+    """What the end of a run says beyond its table: results that could not be saved (which file,
+    why), how many requests were not sent with the command that sends them (`resume()`), and a
+    goodput below the `[slo]` target."""
+    from oxconsole.metrics.goodput import slo_note
+
+    notes: list[str] = []
+    req = summary.get("requests") or {}
+    if summary.get("saved") is False:
+        notes.append(
+            f"error: results could not be saved: {summary.get('save_error')}; the run stopped at once "
+            f"and its summary counts only the {req.get('total', 0):,} requests in the journal"
+        )
+    not_sent = req.get("not_sent", 0)
+    if not_sent is None:
+        notes.append(f"stopped before the end of the run; continue with: {resume()}")
+    elif not_sent:
+        what = "request" if not_sent == 1 else "requests"
+        notes.append(f"{not_sent:,} {what} not sent; continue with: {resume()}")
+    notes += filter(None, [slo_note(summary)])
+    return notes
