@@ -199,9 +199,11 @@ def print_summary(summary: dict[str, Any], summary_json: str | None) -> bool:
     import orjson
 
     from oxconsole.summary import render_summary
+    from oxconsole.summarytable import table_width
 
     stream = summary_stream(summary_json) if summary_json else None
-    print(render_summary(summary), file=sys.stderr if stream == "stdout" else sys.stdout, flush=True)
+    table = sys.stderr if stream == "stdout" else sys.stdout
+    print(render_summary(summary, table_width(table)), file=table, flush=True)
     if stream is not None:
         out = sys.stdout if stream == "stdout" else sys.stderr
         out.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")

@@ -204,6 +204,8 @@ def spawn_sweep_host(argv: list[str], prep: PreparedRun) -> HostProcess:
 
 
 def _detached(args: list[str], prep: PreparedRun, log: Path, offset: int) -> HostProcess:
+    # The journal's lock goes with the run: the engine process adopts the descriptor it inherits.
+    fds, env = ((), None) if prep.lock is None else _handover(prep)
     with open(open_log(log), "ab") as f:
         proc = subprocess.Popen(
             args,
@@ -212,8 +214,16 @@ def _detached(args: list[str], prep: PreparedRun, log: Path, offset: int) -> Hos
             stderr=f,
             start_new_session=True,  # no SIGHUP/SIGINT from this terminal
             close_fds=True,
+            pass_fds=fds,
+            env=env,
         )
     return HostProcess(proc, prep.results_path, log, offset, prep.workload.name)
+
+
+def _handover(prep: PreparedRun) -> tuple[tuple[int, ...], dict[str, str]]:
+    assert prep.lock is not None
+    fd, env = prep.lock.handover()
+    return (fd,), {**os.environ, **env}
 
 
 def _tail(log: Path, offset: int = 0, lines: int = 20) -> str:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from oxconsole.exits import BadInput
 
 if TYPE_CHECKING:
+    from oxconsole.journal.lock import JournalLock
     from oxconsole.workload import PromptStats, Workload
 
 __all__ = [
@@ -50,20 +51,62 @@ def load_checked(path: str, overrides: list[str]) -> tuple[Workload, PromptStats
 
     try:
         w = load_workload(path, overrides)
-        stats = check_prompts(w)
-        for m in w.models:
-            resolve_api_key(w, m.endpoint)
-            resolve_headers(w, m.endpoint)
     except WorkloadError as e:
-        raise BadInput(str(e)) from None
+        raise BadInput("\n".join([str(e), *_unset_keys(path, overrides, str(e))])) from None
+    problems: list[str] = []
+    stats = None
+    try:
+        stats = check_prompts(w)
+    except WorkloadError as e:
+        problems.append(str(e))
+    for ep in dict.fromkeys(m.endpoint for m in w.models):  # every endpoint once, all of them
+        try:
+            resolve_api_key(w, ep)
+            resolve_headers(w, ep)
+        except WorkloadError as e:
+            problems.append(str(e))
+    if problems or stats is None:
+        raise BadInput("\n".join(problems))
     return w, stats
+
+
+def _unset_keys(path: str, overrides: list[str], said: str) -> list[str]:
+    """The `api_key_env` variables that are not set, for a workload with other errors too (every
+    error found is said at once): read from the raw document with the `--set`s that apply."""
+    import os
+    import tomllib
+
+    from oxconsole.workload import WorkloadError, apply_override
+
+    try:
+        with open(path, "rb") as f:
+            raw = tomllib.load(f)
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return []
+    for o in overrides:
+        try:
+            apply_override(raw, o, path)
+        except WorkloadError:
+            continue
+    endpoints = raw.get("endpoints")
+    out: list[str] = []
+    for name, ep in endpoints.items() if isinstance(endpoints, dict) else ():
+        var = ep.get("api_key_env") if isinstance(ep, dict) else None
+        key = f"endpoints.{name}.api_key_env"
+        if isinstance(var, str) and var and not os.environ.get(var, "").strip() and key not in said:
+            out.append(
+                f"{path}: {key}: environment variable {var} is not set; expected it to hold the API key "
+                f"(export {var}=..., or remove api_key_env for a server that needs no key)"
+            )
+    return out
 
 
 def _results_path(
     w: Workload, output: str | None, resume: bool, summary_json: str | None
-) -> tuple[Path, Path | None]:
+) -> tuple[Path, Path | None, JournalLock | None]:
     """The journal path, with every output checked first (BadInput naming each path that cannot be
-    written); an existing journal is then kept aside (never overwritten) unless resuming: where."""
+    written); its lock taken; an existing journal is then kept aside (never overwritten) unless
+    resuming: where."""
     from oxconsole.outputs import check_outputs, keep_aside
 
     path = Path(output) if output else w.results_path()
@@ -74,11 +117,25 @@ def _results_path(
         raise BadInput(f"{problems[0]} (nothing was sent)")
     if problems:
         raise BadInput("outputs that cannot be written (nothing was sent):\n  " + "\n  ".join(problems))
+    lock = _lock(path)
     if not resume and path.is_file() and path.stat().st_size > 0:
         aside = keep_aside(path)
         _manifest_aside(path, aside)
-        return path, aside
-    return path, None
+        return path, aside, lock
+    return path, None, lock
+
+
+def _lock(path: Path) -> JournalLock | None:
+    """The journal's lock, before it is read or moved (one writer at a time); BadInput when
+    another run holds it. None for a results path that is not a file (/dev/null)."""
+    from oxconsole.journal.lock import JournalBusy, JournalLock
+
+    if path.exists() and not path.is_file():
+        return None
+    try:
+        return JournalLock.acquire(path)
+    except JournalBusy as e:
+        raise BadInput(f"{e} (nothing was sent)") from None
 
 
 def _manifest_aside(path: Path, aside: Path) -> None:
@@ -105,6 +162,8 @@ class PreparedRun:
     """Where the journal of an earlier run at `results_path` was moved, if one was."""
     resume: bool = False
     """Appending to an existing journal (--resume): the run ends with the whole journal's summary."""
+    lock: JournalLock | None = None
+    """The journal's lock (`journal/lock.py`), held until this process ends or hands it over."""
 
 
 def prepare_run(
@@ -118,7 +177,7 @@ def prepare_run(
     journal path (an old one is kept aside), read ids already done on --resume. Notes go to
     stderr; bad input raises BadInput, before anything is sent or moved."""
     w, stats = load_checked(workload, overrides)
-    path, aside = _results_path(w, output, resume, summary_json)
+    path, aside, lock = _results_path(w, output, resume, summary_json)
     skip: AbstractSet[str] = set()
     if resume:
         from oxconsole.journal.journal import ok_ids
@@ -130,4 +189,4 @@ def prepare_run(
     total = stats.total_requests
     if total is not None and skip:
         total = max(0, total - len(skip))
-    return PreparedRun(w, path, skip, total, tuple(overrides), aside, resume)
+    return PreparedRun(w, path, skip, total, tuple(overrides), aside, resume, lock)

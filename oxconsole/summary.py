@@ -28,7 +28,7 @@ from oxconsole.metrics.aggregate import RunStats, Tally, build_summary, phase_su
 from oxconsole.metrics.goodput import slo_target_of
 from oxconsole.metrics.plans import project_costs, stored_plans, unused_overrides
 from oxconsole.metrics.stages import StageLog, journal_stages
-from oxconsole.summarytable import render_summary
+from oxconsole.summarytable import render_summary, table_width
 
 if TYPE_CHECKING:
     from oxconsole.workload.plans import PricePlan
@@ -197,6 +197,7 @@ def report_main(
             summary["sweep"] = sweep[1]
         sys.stdout.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
-        sys.stdout.write(render_summary(summary) + (sweep[0] if sweep is not None else ""))
+        table = render_summary(summary, table_width(sys.stdout))
+        sys.stdout.write(table + (sweep[0] if sweep is not None else ""))
     sys.stdout.flush()
     return 0

@@ -2,15 +2,17 @@
 
 Why this module exists: the table is read by a person at the end of every headless run and of
 `oxconsole report`, from the summary dict alone (a live run's or one rebuilt from a journal); what
-it shows and how it fits 80 columns is a concern of its own, apart from reading journals
+it shows and how it fits 80 columns (or a wider terminal) without cutting a name or a figure is a
+concern of its own, apart from reading journals
 (`summary.py`).
 """
 
 from __future__ import annotations
 
+import shutil
 import textwrap
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TextIO
 
 from oxconsole.metrics.goodput import goodput_lines
 from oxconsole.metrics.packing import packing_lines
@@ -18,13 +20,9 @@ from oxconsole.metrics.plans import at_pace, cheapest
 from oxconsole.metrics.stages import stage_table
 from oxconsole.units import NONE, TIMINGS, change_text, cut, fmt_count, fmt_duration, fmt_money, fmt_num
 
-__all__ = ["AUTO_ROWS", "WIDTH", "render_summary"]
+__all__ = ["AUTO_ROWS", "WIDTH", "render_summary", "table_width"]
 
 WIDTH = 80
-
-
-def _fit(s: str, width: int = WIDTH) -> str:
-    return cut(s.rstrip(), width)
 
 
 def _g(d: Mapping[str, Any], *keys: str) -> Any:
@@ -36,20 +34,49 @@ def _g(d: Mapping[str, Any], *keys: str) -> Any:
     return cur
 
 
-def render_summary(summary: Mapping[str, Any]) -> str:
-    """The summary as a plain-text table, no line longer than 80 columns."""
+def render_summary(summary: Mapping[str, Any], width: int = WIDTH) -> str:
+    """The summary as a plain-text table, no line longer than ``width`` columns and no figure or
+    name cut: a longer line wraps (a list of error classes, a model's name on a row of its own);
+    only the heading is cut (its run name and start are whole in the JSON)."""
     s = summary
+    models = _in_order(s.get("models") or {})
     lines = _totals_lines(s)
-    lines += [_fit(x) for x in packing_lines(dict(s))]
+    lines += packing_lines(dict(s))
     lines += _timing_lines(s)
-    lines += _model_lines(s.get("models") or {})
-    lines += _fallback_lines(s.get("models") or {})
+    lines += _model_lines(models, width)
+    lines += _fallback_lines(models)
     lines += _error_lines(s.get("errors") or {}, s.get("attempt_errors") or {})
     lines += _error_detail_lines(s.get("error_details") or {})
     lines += _plan_lines(s)
     lines += _phase_lines(s.get("phases") or [], s.get("changes") or [])
     lines += stage_table(s.get("stages") or [], s.get("stages_end"))
-    return "\n".join(lines) + "\n"
+    return "\n".join(out for line in lines for out in _wrap(line.rstrip(), width)) + "\n"
+
+
+def table_width(stream: TextIO) -> int:
+    """The columns a table may take on ``stream``: a terminal's width (80 at least, `COLUMNS`
+    honoured), else 80; a longer line wraps, it is never cut."""
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    return max(WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns) if tty else WIDTH
+
+
+def _wrap(line: str, width: int) -> list[str]:
+    """``line`` in lines of at most ``width`` columns, the rest under the figures' column (10);
+    a word longer than the width stays whole."""
+    if len(line) <= width:
+        return [line]
+    return textwrap.wrap(
+        line, width, subsequent_indent=" " * 10, break_on_hyphens=False, break_long_words=False
+    ) or [line]
+
+
+def _in_order(models: Mapping[str, Any]) -> dict[str, Any]:
+    """The models by name: the run's own summary and one rebuilt from its journal (which meet
+    the models in a different order) list them alike."""
+    return {str(name): models[name] for name in sorted(models, key=str)}
 
 
 def _totals_lines(s: Mapping[str, Any]) -> list[str]:
@@ -69,22 +96,29 @@ def _totals_lines(s: Mapping[str, Any]) -> list[str]:
     not_sent = req.get("not_sent", 0)
     unsent = f"  {not_sent:,} not sent" if not_sent else "  stopped early" if not_sent is None else ""
     return [
-        _fit(title),
+        cut(title, WIDTH),  # the heading: its name and start are whole in the JSON
         *_not_saved_lines(s),
-        _fit(
+        (
             f"requests  {req.get('total', 0):,} total  {req.get('ok', 0):,} ok  "
             f"{req.get('error', 0):,} error  {req.get('retried', 0):,} retried{unsent}"
             + (f"  {req['fallbacks']:,} fell back" if req.get("fallbacks") else "")
         ),
-        _fit(
+        (
             f"rate      {fmt_num(thr.get('requests_per_s'), 2)} "
-            f"{'tasks/s' if s.get('packing') else 'req/s'}  "
-            f"{fmt_num(thr.get('output_tokens_per_s'), 1)} output tok/s"
+            f"{'tasks/s' if s.get('packing') else 'req/s'}  " + _token_rate(s, thr, tok)
         ),
-        *(_fit(g) for g in goodput_lines(s)),
-        _fit(f"tokens    in {tok.get('input', 0):,}  out {tok.get('output', 0):,}{estimated}"),
-        _fit(f"cost      {fmt_money(_g(s, 'cost', 'total'))}"),
+        *goodput_lines(s),
+        (f"tokens    in {tok.get('input', 0):,}  out {tok.get('output', 0):,}{estimated}"),
+        f"cost      {fmt_money(_g(s, 'cost', 'total'))}",
     ]
+
+
+def _token_rate(s: Mapping[str, Any], thr: Mapping[str, Any], tok: Mapping[str, Any]) -> str:
+    """Output tokens/s; for a run that answers none (embeddings), the input tokens/s it read."""
+    inputs, seconds = tok.get("input") or 0, s.get("duration_s") or 0
+    if not tok.get("output") and inputs and seconds > 0 and _g(s, "requests", "ok"):
+        return f"{fmt_num(inputs / seconds, 1)} input tok/s"
+    return f"{fmt_num(thr.get('output_tokens_per_s'), 1)} output tok/s"
 
 
 def _not_saved_lines(s: Mapping[str, Any]) -> list[str]:
@@ -93,7 +127,7 @@ def _not_saved_lines(s: Mapping[str, Any]) -> list[str]:
         return []
     return [
         "NOT SAVED: the results journal could not be written; the run stopped at once.",
-        _fit(f"  {s.get('save_error')}"),
+        f"  {s.get('save_error')}",
         "  The figures below count only the requests written to the journal.",
     ]
 
@@ -105,46 +139,53 @@ def _timing_lines(s: Mapping[str, Any]) -> list[str]:
     lines.append(f"{'ms':<10}" + "".join(f"{c:>11}" for c in cols))
     for fig in TIMINGS:
         row = s.get(fig.key) or {}
-        lines.append(_fit(f"{fig.label:<10}" + "".join(f"{fmt_num(row.get(c), 1):>11}" for c in cols)))
+        lines.append(f"{fig.label:<10}" + "".join(f"{fmt_num(row.get(c), 1):>11}" for c in cols))
     lag = s.get("loop_lag_ms")
     if lag:
         # the client's own event-loop lag: every timing above may include up to this much
         lines.append(
-            _fit(
-                f"client loop lag  p50 {fmt_num(lag.get('p50'), 1)}  p99 {fmt_num(lag.get('p99'), 1)}  "
-                f"max {fmt_num(lag.get('max'), 1)} ms (timings above may include it)"
-            )
+            f"client loop lag  p50 {fmt_num(lag.get('p50'), 1)}  p99 {fmt_num(lag.get('p99'), 1)}  "
+            f"max {fmt_num(lag.get('max'), 1)} ms (timings above may include it)"
         )
     gcs = s.get("gc")
     if gcs and gcs.get("collections"):
         lines.append(
-            _fit(
-                f"client GC        {gcs['collections']} collections, {fmt_num(gcs.get('pause_ms'), 1)} ms "
-                "of pauses (cycles from failures)"
-            )
+            f"client GC        {gcs['collections']} collections, {fmt_num(gcs.get('pause_ms'), 1)} ms "
+            "of pauses (cycles from failures)"
         )
     return lines
 
 
-def _model_lines(models: Mapping[str, Any]) -> list[str]:
-    """One row per model: 16 + 7 + 7 + 6 + 8 + 9 + 9 + 9 + 9 = 80 columns."""
+MODEL_FIGURES = 64
+"""Columns of a model's row after its name: 7 + 7 + 6 + 8 + 9 + 9 + 9 + 9."""
+
+
+def _model_lines(models: Mapping[str, Any], width: int = WIDTH) -> list[str]:
+    """One row per model: the name column as wide as the longest name when the row still fits
+    ``width`` (16 at least: 16 + 64 = 80), else a name that does not fit on a row of its own above
+    its figures. A name is never cut: two models may differ only at its end."""
     if not models:
         return []
+    col = max(16, max(len(name) for name in models) + 1)
+    if col + MODEL_FIGURES > width:
+        col = 16
     lines = [
         "",
-        f"{'model':<16}{'reqs':>7}{'ok':>7}{'err':>6}{'req/s':>8}"
+        f"{'model':<{col}}{'reqs':>7}{'ok':>7}{'err':>6}{'req/s':>8}"
         f"{'p50 lat':>9}{'p99 lat':>9}{'p50 ttft':>9}{'cost':>9}",
     ]
     for name, m in models.items():
         r = m.get("requests") or {}
-        lines.append(
-            _fit(
-                f"{cut(str(name), 15):<16}{_count(r.get('total')):>7}{_count(r.get('ok')):>7}"
-                f"{_count(r.get('error')):>6}{fmt_num(_g(m, 'throughput', 'requests_per_s'), 2):>8}"
-                f"{fmt_num(_g(m, 'latency_ms', 'p50'), 0):>9}{fmt_num(_g(m, 'latency_ms', 'p99'), 0):>9}"
-                f"{fmt_num(_g(m, 'ttft_ms', 'p50'), 0):>9}{fmt_money(_g(m, 'cost', 'total')):>9}"
-            )
+        figures = (
+            f"{_count(r.get('total')):>7}{_count(r.get('ok')):>7}"
+            f"{_count(r.get('error')):>6}{fmt_num(_g(m, 'throughput', 'requests_per_s'), 2):>8}"
+            f"{fmt_num(_g(m, 'latency_ms', 'p50'), 0):>9}{fmt_num(_g(m, 'latency_ms', 'p99'), 0):>9}"
+            f"{fmt_num(_g(m, 'ttft_ms', 'p50'), 0):>9}{fmt_money(_g(m, 'cost', 'total')):>9}"
         )
+        if len(name) < col:
+            lines.append(f"{name:<{col}}{figures}")
+        else:
+            lines += [name, " " * col + figures]
     return lines
 
 
@@ -154,7 +195,7 @@ def _fallback_lines(models: Mapping[str, Any]) -> list[str]:
     left = [(name, n) for name, n in left if isinstance(n, int) and n]
     if not left:
         return []
-    return [_fit("fell back from  " + "  ".join(f"{name} {n:,}" for name, n in left))]
+    return ["fell back from  " + "  ".join(f"{name} {n:,}" for name, n in left)]
 
 
 def _error_lines(errors: Mapping[str, Any], attempts: Mapping[str, Any]) -> list[str]:
@@ -163,11 +204,9 @@ def _error_lines(errors: Mapping[str, Any], attempts: Mapping[str, Any]) -> list
     if errors or attempts:
         lines.append("")
     if errors:
-        lines.append(_fit("errors    " + "  ".join(f"{k} {v:,}" for k, v in errors.items())))
+        lines.append("errors    " + "  ".join(f"{k} {v:,}" for k, v in errors.items()))
     if attempts:
-        lines.append(
-            _fit("retried   " + "  ".join(f"{k} {v:,}" for k, v in attempts.items()) + " (attempts)")
-        )
+        lines.append("retried   " + "  ".join(f"{k} {v:,}" for k, v in attempts.items()) + " (attempts)")
     return lines
 
 
@@ -227,7 +266,7 @@ def _phase_lines(phases: list[Any], changes: list[Any]) -> list[str]:
             lines += [" " * len(row) + more for more in wrapped[1:]]
         return lines
     if changes:
-        return ["", "changes", *(_fit(f"  {fmt_num(c.get('t'), 1):>8}s  {change_text(c)}") for c in changes)]
+        return ["", "changes", *(f"  {fmt_num(c.get('t'), 1):>8}s  {change_text(c)}" for c in changes)]
     return []
 
 

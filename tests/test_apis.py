@@ -59,6 +59,7 @@ async def run(w: Workload, code: int = 0) -> list[dict[str, Any]]:
 TWO = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
 
 
+@pytest.mark.subprocess
 async def test_each_api_against_the_simulator(make_workload: WorkloadFactory) -> None:
     w = make_workload(
         SIM + '[prompts]\nfile = "prompts.jsonl"\n',
@@ -223,6 +224,7 @@ def test_batch_lines_must_match_their_models_api(
         check_prompts(w)
 
 
+@pytest.mark.subprocess
 def test_batch_completions_and_embeddings_write_their_output(tmp_path: Path) -> None:
     _write(
         tmp_path,

@@ -11,7 +11,6 @@ import socket
 import stat
 import subprocess
 import sys
-import textwrap
 import time
 import types
 from collections.abc import AsyncIterator, Callable
@@ -38,43 +37,24 @@ from oxconsole.host import HostProcess, wait_listening
 from oxconsole.ps import NO_RUN, ps_main
 from oxconsole.workload import load_workload
 
-from .support import until, wait_until
-
-
-def workload_text(
-    name: str, requests: int, results: Path, *, concurrency: int = 4, ttft: str = "200ms"
-) -> str:
-    """Closed loop, exact timing: `requests / concurrency * ttft` seconds."""
-    return textwrap.dedent(
-        f"""
-        name = "{name}"
-        [run]
-        concurrency = {concurrency}
-        requests = {requests}
-        grace = "2s"
-        [output]
-        results = "{results}"
-        [endpoints.default]
-        base_url = "sim"
-        [[models]]
-        name = "m"
-        [prompts]
-        synthetic = {{ count = {requests}, input_tokens = 10, output_tokens = 4 }}
-        [sim.models."m"]
-        ttft = "{ttft}"
-        tokens_per_s = 0
-        output_tokens = 4
-        jitter = 0
-        """
-    )
+from .support import until, wait_until, workloads
 
 
 @pytest.fixture
 def write_workload(tmp_path: Path) -> Callable[..., Path]:
-    def write(name: str, requests: int, **kw: Any) -> Path:
-        path = tmp_path / f"{name}.toml"
-        path.write_text(workload_text(name, requests, tmp_path / name / "results.jsonl", **kw))
-        return path
+    """Closed loop, exact timing (tests/workloads/sim_exact.toml): `requests / concurrency * ttft`
+    seconds; `name` names the run, its file and its results folder."""
+
+    def write(name: str, requests: int, *, concurrency: int = 4, ttft: str = "200ms") -> Path:
+        sets = {
+            "name": name,
+            "run.concurrency": concurrency,
+            "run.requests": requests,
+            "prompts.synthetic.count": requests,
+            "sim.models.m.ttft": ttft,
+            "output.results": str(tmp_path / name / "results.jsonl"),
+        }
+        return workloads.write_workload("sim_exact", tmp_path, sets, file=f"{name}.toml")
 
     return write
 
@@ -329,6 +309,8 @@ def test_console_detaches_and_attach_brings_it_back(
     assert (path.parent / "detached" / "summary.json").exists()
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_console_falls_back_to_headless_without_a_ui(
     run_dirs: Path,
     write_workload: Callable[..., Path],

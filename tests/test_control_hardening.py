@@ -12,7 +12,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import textwrap
 import threading
 import time
 from collections.abc import Iterator
@@ -22,27 +21,7 @@ from typing import Any
 import pytest
 
 from oxconsole.control.protocol import SERVER_MAX_LINE
-
-WL = """
-name = "{name}"
-[run]
-concurrency = 4
-requests = {requests}
-grace = "1s"
-[output]
-results = "{results}"
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "m"
-[prompts]
-synthetic = {{ count = {requests}, input_tokens = 10, output_tokens = 4 }}
-[sim.models."m"]
-ttft = "200ms"
-tokens_per_s = 0
-output_tokens = 4
-jitter = 0
-"""
+from tests.support.workloads import write_workload
 
 
 @pytest.fixture
@@ -62,9 +41,14 @@ def env_for(base: Path, **extra: str) -> dict[str, str]:
 
 
 def workload(base: Path, name: str, requests: int = 200) -> Path:
-    p = base / f"{name}.toml"
-    p.write_text(textwrap.dedent(WL.format(name=name, requests=requests, results=base / name / "r.jsonl")))
-    return p
+    sets = {
+        "name": name,
+        "run.requests": requests,
+        "run.grace": "1s",
+        "prompts.synthetic.count": requests,
+        "output.results": str(base / name / "r.jsonl"),
+    }
+    return write_workload("sim_exact", base, sets, file=f"{name}.toml")
 
 
 def ps(env: dict[str, str]) -> tuple[list[dict[str, Any]], str]:
@@ -142,6 +126,8 @@ def hello(sock_path: str) -> dict[str, Any]:
 
 
 # --- an over-long line --------------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_a_10_mb_line_gets_an_error_reply_before_the_connection_closes(host: Host) -> None:
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(30)
@@ -167,6 +153,8 @@ def test_a_10_mb_line_gets_an_error_reply_before_the_connection_closes(host: Hos
 
 
 # --- a burst of connects ------------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_a_burst_of_200_connects_is_queued_and_each_gets_its_hello(host: Host) -> None:
     somaxconn = int(Path("/proc/sys/net/core/somaxconn").read_text())
     if somaxconn < 256:
@@ -204,8 +192,10 @@ def test_a_burst_of_200_connects_is_queued_and_each_gets_its_hello(host: Host) -
 
 
 # --- the engine log -----------------------------------------------------------------------------
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_engine_log_is_owner_only(host: Host, base: Path) -> None:
-    log = base / "hard" / "engine.log"
+    log = base / "hard" / "r.engine.log"
     assert oct(log.stat().st_mode & 0o777) == oct(0o600)
 
 
@@ -213,6 +203,8 @@ def test_engine_log_is_owner_only(host: Host, base: Path) -> None:
 @pytest.mark.parametrize(
     "tmp_runtime_too", [False, True], ids=["xdg-foreign", "xdg-and-tmp-fallback-foreign"]
 )
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_runtime_folder_of_another_user_is_passed_over_with_a_message(
     base: Path, tmp_runtime_too: bool
 ) -> None:
@@ -252,5 +244,5 @@ def test_runtime_folder_of_another_user_is_passed_over_with_a_message(
     finally:
         h.stop()
     assert os.listdir(rt) == []  # nothing was put in the other user's folder
-    log = (base / "elsewhere" / "engine.log").read_text()
+    log = (base / "elsewhere" / "r.engine.log").read_text()
     assert f"XDG_RUNTIME_DIR is not used: {rt}" in log and "the run's control socket is in" in log

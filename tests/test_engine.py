@@ -25,6 +25,7 @@ from oxconsole.workload import Workload
 
 from .conftest import WorkloadFactory
 from .support import engine_for, journal, run, until
+from .support.workloads import load_workload
 from .test_metrics import assert_summary_close, exact_summary
 
 pytestmark = pytest.mark.asyncio
@@ -160,6 +161,8 @@ async def test_client_timings_contain_the_servers(
 
 
 @pytest.mark.timing
+@pytest.mark.slow
+@pytest.mark.subprocess
 async def test_timings_agree_with_the_simulator(make_workload: WorkloadFactory) -> None:
     """The client's figures on the clock: TTFT = 100 ms and latency = 100 + (11 - 1) x 20 = 300 ms
     at the server, jitter 0. The client adds loopback transfer, the SDK's request building and
@@ -410,45 +413,11 @@ async def test_pause_resume_and_disable_model(make_workload: WorkloadFactory) ->
     assert out.exit_code == 130  # in-flight requests finished within the grace time, the rest not sent
 
 
-async def test_retry_after_is_honoured_and_fallback_used(make_workload: WorkloadFactory) -> None:
-    w = make_workload(
-        """
-        [run]
-        concurrency = 8
-        [endpoints.default]
-        base_url = "sim"
-        [[models]]
-        name = "flaky"
-        [[models]]
-        name = "broken"
-        weight = 0
-        [[models]]
-        name = "backup"
-        weight = 0
-        [prompts]
-        file = "prompts.jsonl"
-        [routing]
-        [[routing.rules]]
-        tag = "b"
-        models = ["broken"]
-        fallback = ["backup"]
-        [retry]
-        max_attempts = 3
-        backoff = "1ms"
-        backoff_max = "2ms"
-        [sim.models.flaky]
-        ttft = 0
-        tokens_per_s = 0
-        throttle_rate = 0.5
-        retry_after = "150ms"
-        [sim.models.broken]
-        ttft = 0
-        tokens_per_s = 0
-        error_rate = 1.0
-        [sim.models.backup]
-        ttft = 0
-        tokens_per_s = 0
-        """,
+async def test_retry_after_is_honoured_and_fallback_used(tmp_path: Path) -> None:
+    w = load_workload(
+        "fallbacks",
+        tmp_path,
+        {"sim.models.flaky.throttle_rate": 0.5, "sim.models.flaky.retry_after": "150ms"},
         prompts="\n".join(f'{{"id": "a{i}", "prompt": "hi", "tag": "a"}}' for i in range(30))
         + "\n"
         + "\n".join(f'{{"id": "b{i}", "prompt": "hi", "tag": "b"}}' for i in range(5)),
@@ -608,6 +577,7 @@ async def test_failing_model_is_cooled_down(make_workload: WorkloadFactory) -> N
     assert 5 <= bad <= 12, bad
 
 
+@pytest.mark.slow
 async def test_tpm_budget_paces_tokens(make_workload: WorkloadFactory) -> None:
     # 6,000 tokens/minute; each request asks ~2 input + 48 output tokens = 50: the first minute's
     # window holds 120 requests and no more (the budget is a sliding 60 s window over send times).

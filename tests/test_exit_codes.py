@@ -100,6 +100,8 @@ def wait_lines(path: Path, n: int, p: subprocess.Popen[str], timeout: float = 90
 
 # --- headless -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_ctrl_c_midway_exits_130_and_says_how_to_send_the_rest(tmp_path: Path, workers: int) -> None:
     write(tmp_path, count=400, workers=workers)
     journal = tmp_path / "out" / "run.jsonl"
@@ -144,7 +146,8 @@ def test_ctrl_c_midway_exits_130_and_says_how_to_send_the_rest(tmp_path: Path, w
     assert len(ok) == len(set(ok)) == 400
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("workers", [1, pytest.param(2, marks=pytest.mark.slow)])
+@pytest.mark.subprocess
 def test_a_complete_run_exits_0_with_nothing_not_sent(tmp_path: Path, workers: int) -> None:
     write(tmp_path, count=30, ttft="10ms", workers=workers)
     r = oxc("w.toml", "--headless", "--summary-json", "s.json", cwd=tmp_path)
@@ -153,6 +156,8 @@ def test_a_complete_run_exits_0_with_nothing_not_sent(tmp_path: Path, workers: i
     assert "not sent" not in r.stdout + r.stderr and "--resume" not in r.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_a_run_that_reaches_its_duration_has_ended_not_stopped(tmp_path: Path) -> None:
     # prompts cycled until run.duration: its end is the duration
     write(tmp_path, count=5, duration="1s", ttft="20ms")
@@ -171,6 +176,7 @@ def test_a_run_that_reaches_its_duration_has_ended_not_stopped(tmp_path: Path) -
 
 
 # --- in process: a stop that only cuts the drain ------------------------------------------------
+@pytest.mark.subprocess
 async def test_a_stop_after_everything_was_sent_is_not_130(make_workload: WorkloadFactory) -> None:
     w = make_workload(
         """
@@ -245,6 +251,8 @@ async def until(cond: Callable[[], bool], timeout: float = 20.0) -> None:
 
 
 @pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.slow
+@pytest.mark.subprocess
 async def test_stop_over_the_socket_exits_130(run_dirs: Path, tmp_path: Path, workers: int) -> None:
     from oxconsole.control import SocketSource, list_runs
 
@@ -298,6 +306,8 @@ def pilot_console(source: Any, *, theme: str | None = None, refresh: float = 4.0
     return asyncio.run(go())
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_q_in_the_console_exits_130(
     run_dirs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -318,6 +328,8 @@ def test_q_in_the_console_exits_130(
     assert summary["requests"]["not_sent"] == not_sent
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_q_in_a_real_terminal_exits_130(run_dirs: Path, tmp_path: Path) -> None:
     """The same as a user does it: `oxconsole w.toml` in a terminal (a pty), `q` once it shows."""
     write(tmp_path, count=2000, ttft="100ms")  # 25 s if left alone

@@ -9,6 +9,8 @@ a quarter of its requests (so retries are still counted where they happen; a few
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import orjson
 import pytest
 
@@ -16,49 +18,9 @@ from oxconsole.engine.runner import make_engine
 from oxconsole.summary import render_summary, summary_from_journal
 from oxconsole.workload import Workload, check_prompts
 
-from .conftest import WorkloadFactory
+from .support.workloads import load_workload
 
 pytestmark = pytest.mark.asyncio
-
-WORKLOAD = """
-name = "fallbacks"
-[run]
-concurrency = 8
-workers = {workers}
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "flaky"
-[[models]]
-name = "broken"
-weight = 0
-[[models]]
-name = "backup"
-weight = 0
-[prompts]
-file = "prompts.jsonl"
-[routing]
-[[routing.rules]]
-tag = "b"
-models = ["broken"]
-fallback = ["backup"]
-[retry]
-max_attempts = 3
-backoff = "1ms"
-backoff_max = "2ms"
-[sim.models.flaky]
-ttft = 0
-tokens_per_s = 0
-throttle_rate = 0.25
-retry_after = "5ms"
-[sim.models.broken]
-ttft = 0
-tokens_per_s = 0
-error_rate = 1.0
-[sim.models.backup]
-ttft = 0
-tokens_per_s = 0
-"""
 
 A, B = 30, 6
 PROMPTS = "\n".join(
@@ -73,11 +35,12 @@ def journal(w: Workload) -> dict[str, dict]:
     return {d["id"]: d for d in map(orjson.loads, filter(bytes.strip, lines))}
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("workers", [1, pytest.param(2, marks=pytest.mark.slow)])
+@pytest.mark.subprocess
 async def test_fallbacks_recorded_counted_and_never_retries_on_a_healthy_model(
-    make_workload: WorkloadFactory, workers: int
+    tmp_path: Path, workers: int
 ) -> None:
-    w = make_workload(WORKLOAD.format(workers=workers), prompts=PROMPTS)
+    w = load_workload("fallbacks", tmp_path, {"run.workers": workers}, prompts=PROMPTS)
     engine = make_engine(w, results_path=w.results_path(), total_expected=check_prompts(w).total_requests)
     out = await engine.run()
     recs = journal(w)
@@ -120,9 +83,10 @@ async def test_fallbacks_recorded_counted_and_never_retries_on_a_healthy_model(
     assert max(len(line) for line in text.splitlines()) <= 80
 
 
-async def test_live_counts_agree_with_the_summary(make_workload: WorkloadFactory) -> None:
+@pytest.mark.subprocess
+async def test_live_counts_agree_with_the_summary(tmp_path: Path) -> None:
     """The console's per-model counts (the snapshot) show no retries on the fallback model either."""
-    w = make_workload(WORKLOAD.format(workers=1), prompts=PROMPTS)
+    w = load_workload("fallbacks", tmp_path, prompts=PROMPTS)
     engine = make_engine(w, results_path=w.results_path())
     out = await engine.run()
     snap = engine.latest

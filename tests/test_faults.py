@@ -160,6 +160,7 @@ async def test_errors_not_in_retry_on_are_not_retried(make_workload: WorkloadFac
     await assert_all_fail_with(w, "http_500", 1)
 
 
+@pytest.mark.slow
 async def test_mixed_faults_mostly_ok_each_id_once_backoff_not_latency(
     make_workload: WorkloadFactory,
 ) -> None:

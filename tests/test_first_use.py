@@ -127,6 +127,7 @@ synthetic = {{ count = 12, input_tokens = 8, output_tokens = 4 }}
 """
 
 
+@pytest.mark.subprocess
 def test_headless_run_against_a_base_url_without_v1_prints_the_hint(tmp_path: Path, sim_url: str) -> None:
     assert sim_url.endswith("/v1")
     w = tmp_path / "w.toml"
@@ -245,6 +246,7 @@ def _routes(results: Path) -> dict[str, set[str]]:
     return out
 
 
+@pytest.mark.subprocess
 async def test_saved_tuned_file_routes_as_the_tuned_run_did(tmp_path: Path) -> None:
     (tmp_path / "prompts.jsonl").write_text(_prompts())
     path = tmp_path / "routed.toml"

@@ -222,6 +222,7 @@ async def test_a_huge_answer_is_bad_response_without_reading_it() -> None:
     assert peak < 5, f"a 1 MiB bound peaked at {peak:.1f} MiB"
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("encoding", ["gzip", "deflate"])
 @pytest.mark.parametrize("stream", [False, True])
 async def test_an_inflating_body_stops_at_the_bound(encoding: str, stream: bool) -> None:
@@ -246,6 +247,7 @@ async def test_an_inflating_body_stops_at_the_bound(encoding: str, stream: bool)
     assert took < 3.0, f"stopping the inflation took {took:.2f}s"
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("status", [200, 500])
 async def test_a_slow_endless_body_ends_at_the_timeout(status: int) -> None:
     async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -266,6 +268,7 @@ async def test_a_slow_endless_body_ends_at_the_timeout(status: int) -> None:
 # -- streams: long lines, line endings, [DONE] -----------------------------------------------------
 
 
+@pytest.mark.timing
 async def test_a_line_over_the_bound_is_bad_response_and_the_loop_keeps_going() -> None:
     """A 12 MiB line (the default bound is 8 MiB) in 16 KiB writes: the attempt ends with the
     bound's class and the event loop stays responsive while the line comes (a probe ticks every
@@ -298,6 +301,7 @@ async def test_a_line_over_the_bound_is_bad_response_and_the_loop_keeps_going() 
     assert during and max(during) < 0.25, f"the event loop stalled {max(during) * 1000:.0f} ms in the line"
 
 
+@pytest.mark.timing
 async def test_a_stop_ends_an_attempt_stuck_in_an_endless_line() -> None:
     """A line that never ends, under the bound (4 KiB every 10 ms): cancelling the attempt (what a
     stop does once its grace is over) ends it at once."""
@@ -339,6 +343,7 @@ async def test_every_sse_line_ending_is_read(eol: bytes, step: int) -> None:
     assert res.ok and res.content_chunks == 2 and res.text == "hihi", (eol, step, res)
 
 
+@pytest.mark.timing
 async def test_done_ends_the_answer_while_the_connection_stays_open() -> None:
     async def script(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.write(head(200, "text/event-stream", "Transfer-Encoding: chunked\r\n"))

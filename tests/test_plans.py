@@ -289,6 +289,7 @@ async def test_projected_beyond_the_total_mid_run_and_when_stopped(tmp_path: Pat
 # -- resume, compare, HTML, the command line -----------------------------------------------------
 
 
+@pytest.mark.subprocess
 def test_resume_prices_the_whole_journal_under_the_last_plans(tmp_path: Path) -> None:
     path = write(tmp_path, count=200, ttft="10ms")
     w = load_workload(path, ["run.concurrency=4"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import pytest
 from textual.widgets import TabbedContent
 
 from oxconsole.journal.records import RequestRecord
@@ -98,6 +99,7 @@ def app_for(snap: Snapshot) -> ConsoleApp:
     return ConsoleApp(StaticSource(snap), theme_dirs=[], cursor_blink=False)
 
 
+@pytest.mark.slow
 async def test_cost_tab_at_80x24_with_plans_only() -> None:
     app = app_for(plans_snapshot())
     async with app.run_test(size=(80, 24)) as pilot:
@@ -136,6 +138,7 @@ async def test_cost_panel_under_the_models_when_wide() -> None:
         assert panel.region.y > app.main.query_one("#models").region.y
 
 
+@pytest.mark.slow
 def test_cost_view_80x24(snap_compare: Any) -> None:
     snap = dataclasses.replace(plans_snapshot(), elapsed_s=15.0)
     assert snap_compare(app_for(snap), terminal_size=(80, 24), press=["t", "t", "t", "t"])

@@ -60,6 +60,8 @@ def test_to_buckets_is_cumulative_and_exact() -> None:
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_scraped_during_a_run_then_released(tmp_path: Path) -> None:
     port = free_port()
     wl = tmp_path / "w.toml"
@@ -100,6 +102,7 @@ def test_scraped_during_a_run_then_released(tmp_path: Path) -> None:
     assert scrape(port) is None
 
 
+@pytest.mark.subprocess
 def test_loopback_default_and_bad_address(tmp_path: Path) -> None:
     base = SIM_WORKLOAD.format(name="x", concurrency=1, seed=1, results=tmp_path / "r.jsonl",
                                extra='prometheus = ":9464"', count=1, ttft="1ms", jitter=0)  # fmt: skip
@@ -112,3 +115,39 @@ def test_loopback_default_and_bad_address(tmp_path: Path) -> None:
         text=True,
     )
     assert r.returncode == 2 and "output.prometheus" in r.stderr
+
+
+async def test_every_scrape_is_one_moment(tmp_path: Path) -> None:
+    """From the first scrape the gauges hold the run's settings, and in every scrape each model's
+    histograms count exactly its `ok` requests (one snapshot per scrape, histograms copied with it)."""
+    import asyncio
+
+    from tests.support import engine_for, run
+
+    port = free_port()
+    (tmp_path / "w.toml").write_text(
+        SIM_WORKLOAD.format(name="one", concurrency=8, seed=1, results=tmp_path / "r.jsonl",
+                            extra=f'prometheus = "127.0.0.1:{port}"', count=200, ttft="20ms", jitter=0)
+    )  # fmt: skip
+    w = load_workload(tmp_path / "w.toml")
+    engine = engine_for(w)
+    task = asyncio.create_task(run(w, engine))
+    seen: list[str] = []
+    while not task.done():
+        text = await asyncio.to_thread(scrape, port)
+        if text is not None and "oxconsole_concurrency_limit" in text:
+            seen.append(text)
+        await asyncio.sleep(0.02)
+    assert (await task).exit_code == 0
+    assert len(seen) >= 3, f"{len(seen)} scrapes"
+    assert [value(t, "oxconsole_concurrency_limit") for t in seen] == [8.0] * len(seen)
+    counted = 0
+    for t in seen:
+        if 'oxconsole_requests_total{model="m",status="ok"}' not in t:
+            continue
+        ok = value(t, 'oxconsole_requests_total{model="m",status="ok"}')
+        for h in ("ttft", "latency"):
+            n = value(t, f'oxconsole_{h}_seconds_count{{model="m"}}')
+            assert n == ok, f"{h} histogram counts {n}, requests_total ok {ok} in one scrape"
+        counted += ok > 0
+    assert counted >= 1, "no scrape saw a finished request"

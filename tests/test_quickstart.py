@@ -32,6 +32,11 @@ class _Models(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def do_POST(self) -> None:  # no such route: 404 with an empty body
+        self.send_response(404)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
 
@@ -189,3 +194,38 @@ def test_an_unknown_theme_is_bad_input_even_headless(tmp_path: Path) -> None:
     assert r.returncode == 2, r.stderr
     assert "--theme: expected one of " in r.stderr and "dark" in r.stderr and '"nosuch"' in r.stderr, r.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_request_errors_say_what_was_asked(tmp_path: Path, models_server: Any) -> None:
+    """A 404 says which request drew it and the /v1 hint; a refused connection asks whether the
+    server is running (the journal's error_detail)."""
+    base = models_server.url.removesuffix("/v1")
+    one = ["--model", "x", "--requests", "1", "--headless", "--set", "retry.max_attempts=1"]
+    r = oxconsole_here("run", "--url", base, *one, "--output", "a.jsonl", cwd=tmp_path)
+    assert r.returncode == 1, r.stderr
+    [rec] = read_jsonl(tmp_path / "a.jsonl")
+    assert rec["error"] == "http_404", rec
+    assert "HTTP 404: no reason given for POST /chat/completions" in rec["error_detail"], rec
+    assert "missing /v1?" in rec["error_detail"], rec
+    port = free_port()
+    r = oxconsole_here(
+        "run", "--url", f"http://127.0.0.1:{port}/v1", *one, "--output", "b.jsonl", cwd=tmp_path
+    )
+    assert r.returncode == 1, r.stderr
+    [rec] = read_jsonl(tmp_path / "b.jsonl")
+    assert rec["error_detail"] == f"connection refused at 127.0.0.1:{port}: is the server running?", rec
+
+
+def test_an_embeddings_run_shows_input_tokens_per_second(tmp_path: Path) -> None:
+    (tmp_path / "w.toml").write_text(
+        '[endpoints.default]\nbase_url = "sim"\n[[models]]\nname = "e"\napi = "embeddings"\n'
+        '[prompts]\nitems = ["one two three four five six seven eight", "nine ten"]\nrepeat = 3\n'
+    )
+    r = oxconsole_here("w.toml", "--headless", "--summary-json", "s.json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    summary = orjson.loads((tmp_path / "s.json").read_bytes())
+    want = summary["tokens"]["input"] / summary["duration_s"]
+    assert summary["tokens"]["output"] == 0 and want > 0, summary["tokens"]
+    [rate] = [ln for ln in r.stdout.splitlines() if ln.startswith("rate")]
+    assert "output tok/s" not in rate and rate.endswith(" input tok/s"), rate
+    assert float(rate.split()[-3].replace(",", "")) == pytest.approx(want, rel=0.01, abs=0.1), rate

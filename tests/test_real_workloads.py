@@ -191,6 +191,7 @@ def test_validate_describes_the_drawn_lengths(make_workload: WorkloadFactory) ->
     assert inputs is not None and inputs.min >= 50  # the prefix counts
 
 
+@pytest.mark.subprocess
 async def test_drawn_max_tokens_reach_the_server(make_workload: WorkloadFactory) -> None:
     w = _dists(make_workload, count=60, prefix=20, out="uniform", out_args="min = 3, max = 30")
     recs = await run(w)
@@ -288,6 +289,8 @@ def test_sharegpt_array_streams_in_constant_memory(make_workload: WorkloadFactor
     assert peak < 4_000_000, peak  # a read (1 MiB) and what is left of the one before
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 async def test_sharegpt_example_runs_against_the_simulator(make_workload: WorkloadFactory) -> None:
     text = (
         (EXAMPLES / "sharegpt.toml").read_text().replace('"sharegpt.json"', f'"{EXAMPLES / "sharegpt.json"}"')
@@ -397,6 +400,7 @@ async def test_batch_bodies_are_sent_as_given(make_workload: WorkloadFactory, tm
     assert {r["id"]: r["model"] for r in recs} == {"x1": "m", "x2": "m2"}
 
 
+@pytest.mark.subprocess
 def test_batch_run_writes_output_and_errors_files(tmp_path: Path) -> None:
     _batch_file(tmp_path, [_line("ok-1"), _line("bad-1", model="broken"), _line("ok-2", max_tokens=3)])
     (tmp_path / "w.toml").write_text(

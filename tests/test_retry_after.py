@@ -286,6 +286,7 @@ async def test_retry_after_seconds_is_honoured(
 
 
 @pytest.mark.asyncio
+@pytest.mark.timing
 @pytest.mark.parametrize("model", sorted(ASKS))
 async def test_a_wait_over_the_cap_ends_the_request_at_once(
     make_workload: WorkloadFactory, upstream: Upstream, monkeypatch: pytest.MonkeyPatch, model: str

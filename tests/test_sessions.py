@@ -117,6 +117,7 @@ async def test_each_turn_sends_the_whole_history(
     assert summary["requests"]["total"] == 6
 
 
+@pytest.mark.subprocess
 async def test_sessions_interleave_within_concurrency(make_workload: WorkloadFactory) -> None:
     sessions = [{"id": f"s{i}", "turns": [f"q{i}-{k}" for k in range(4)]} for i in range(12)]
     w = make_workload(
@@ -209,6 +210,8 @@ def test_validate_counts_sessions_and_turns(make_workload: WorkloadFactory) -> N
     assert "2 multi-turn sessions, 4 turns" in describe(w, stats)
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 async def test_sessions_with_worker_processes(make_workload: WorkloadFactory) -> None:
     from oxconsole.engine.runner import make_engine
 

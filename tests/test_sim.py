@@ -227,6 +227,7 @@ async def test_timing_is_exact_without_jitter(client: openai.AsyncOpenAI, traced
 
 @pytest.mark.timing
 @pytest.mark.parametrize("kind", ["chat", "text"])
+@pytest.mark.slow
 async def test_the_sdk_sees_the_schedule(client: openai.AsyncOpenAI, kind: str) -> None:
     """The client's own clock: what the SDK sees of the 200 ms + 5 x 20 ms schedule.
 

@@ -12,7 +12,7 @@ import pytest
 
 from oxconsole.sim.prefix import PrefixCache
 from oxconsole.workload import SimModelProfile
-from tests.sim_support import assert_on_schedule, raw_post, running_sim, sse_chunks, trace_of
+from tests.sim_support import assert_on_schedule, raw_post, running_sim, sse_chunks, stats_of, trace_of
 
 FAST: dict[str, Any] = {"ttft": 0.0, "tokens_per_s": 0.0, "output_tokens": 3, "jitter": 0.0}
 PROFILES = {
@@ -113,3 +113,13 @@ def test_memory_is_bounded_least_recently_used_first() -> None:
     assert len(cache) == 4
     assert cache.serve("a" * 8 * 3) == (0, 6), "a's first block was forgotten, so nothing is a prefix"
     assert len(cache) == 4
+
+
+async def test_the_time_to_read_each_body_is_reported() -> None:
+    """`/sim/stats` `read_ms`: from a request's headers to its body read and parsed (what a long
+    prompt's upload costs before admission), one a request."""
+    async with running_sim(PROFILES) as url:
+        await usage_of(url, "plain", "w" * 1_000_000)
+        await usage_of(url, "plain", "w")
+        read = (await stats_of(url))["read_ms"]
+    assert read["n"] == 2 and read["max"] > 0, read

@@ -195,3 +195,23 @@ def test_workload_keys(tmp_path: Path) -> None:
         'sim.models.r1.reasoning_field: expected "reasoning_content" or "reasoning" or "think_tags"' in text
     ), text
     assert "sim.models.r1.reasoning_tokens" in text and "sim.models.r1.cache_block" in text, text
+
+
+def test_the_child_process_gets_every_new_key() -> None:
+    """The engine's simulator runs as a child (`SimProcess`, `--profiles-json`): the reasoning shape,
+    the cache and prefill reach it."""
+    from oxconsole.sim import SimProcess
+    from oxconsole.sim.cli import profiles_from_json, profiles_to_json
+
+    prof = profile("think_tags", prefix_cache=True, cache_block=4, prefill_tokens_per_s=1e5)
+    assert profiles_from_json(profiles_to_json({"t": prof})) == {"t": prof}
+    with pytest.raises(ValueError, match="reasoning_field: expected one of"):
+        profiles_from_json('{"t": {"reasoning_field": "thoughts"}}')
+    with SimProcess({"t": prof}) as sim:
+        c = openai.OpenAI(base_url=sim.url, api_key="x", max_retries=0)
+        c.chat.completions.create(model="t", messages=MESSAGES)  # type: ignore[arg-type]
+        r = c.chat.completions.create(model="t", messages=MESSAGES)  # type: ignore[arg-type]
+        c.close()
+    assert r.choices[0].message.content == "<think>" + answer_text(5) + "</think>" + answer_text(4)
+    assert r.usage is not None and r.usage.prompt_tokens_details is not None
+    assert r.usage.prompt_tokens_details.cached_tokens == 8  # 10 tokens: two whole blocks of 4

@@ -314,6 +314,8 @@ def test_phases_each_have_goodput() -> None:
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow
+@pytest.mark.subprocess
 async def test_workers_mark_every_record(make_workload: WorkloadFactory) -> None:
     from oxconsole.engine.runner import make_engine
 

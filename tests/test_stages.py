@@ -58,6 +58,7 @@ def stage_changes(s: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow
 async def test_stages_step_ramp_and_warmup_end_the_run(make_workload: WorkloadFactory) -> None:
     w = make_workload(BASE.format(count=100_000) + STEP_RAMP)
     assert len(w.stages) == 4 and w.stages[0].warmup and w.stages[2].ramp
@@ -172,6 +173,7 @@ def test_bad_stages_are_refused_naming_the_key(
     assert key in str(e.value) and expected in str(e.value)
 
 
+@pytest.mark.subprocess
 def test_validate_exits_2_naming_the_key_and_says_what_the_stages_need(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text(BASE.format(count=10) + '[[stages]]\nduration = "-1s"\n[[stages]]\nduraton = "1s"\n')
@@ -186,6 +188,8 @@ def test_validate_exits_2_naming_the_key_and_says_what_the_stages_need(tmp_path:
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow
+@pytest.mark.subprocess
 async def test_stages_with_two_workers(make_workload: WorkloadFactory) -> None:
     w = make_workload(
         BASE.format(count=100_000).replace("seed = 5", "seed = 5\nworkers = 2")
@@ -234,6 +238,8 @@ def test_the_console_and_the_progress_line_show_the_stage() -> None:
 
 
 @pytest.mark.asyncio
+@pytest.mark.slow
+@pytest.mark.subprocess
 async def test_commands_over_the_socket_say_who_sent_them(run_dirs: Path) -> None:
     """A script's raw command is by "command"; the console's client (SocketSource) sends by "key"."""
     import orjson

@@ -76,7 +76,7 @@ def test_points_and_the_knee_on_a_simulator_with_known_capacity(
     assert (
         rps[1] > 1.6 * rps[0] and rps[2] > 1.6 * rps[1] and rps[3] < 1.4 * rps[2]
     )  # past C: queueing, not throughput
-    assert "knee: point 2, concurrency=4" in out
+    assert "knee: point 3, concurrency=4" in out  # numbered from 1, as the progress line
     assert "point 1 of 4 (concurrency=1), ETA" in err and "point 4 of 4" in err
     recs = records(tmp_path)
     assert all("point" in r for r in recs)

@@ -102,6 +102,7 @@ def test_sweep_header_80x24(snap_compare: Any) -> None:
     assert snap_compare(app, terminal_size=(80, 24))
 
 
+@pytest.mark.slow
 def test_sweep_points_tab_80x24(snap_compare: Any) -> None:
     app = ConsoleApp(StaticSource(sweep_snapshot()), theme_dirs=[], cursor_blink=False)
     assert snap_compare(app, terminal_size=(80, 24), press=["t", "t", "t", "t"])
@@ -150,6 +151,8 @@ async def attach(proc: subprocess.Popen[str]) -> Any:
     return src
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 async def test_one_socket_stays_attached_across_points_and_ends_with_the_sweep(
     run_dirs: Path, tmp_path: Path
 ) -> None:
@@ -229,6 +232,8 @@ def wait_for_end(source: Any, *, theme: str | None = None, refresh: float = 4.0)
     return asyncio.run(go())
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_sweep_on_a_terminal_opens_the_console_and_prints_the_table_at_its_end(
     run_dirs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -241,12 +246,14 @@ def test_sweep_on_a_terminal_opens_the_console_and_prints_the_table_at_its_end(
     code = cli.main(["sweep", "w.toml", "--over", "concurrency=1,2", "--point-duration", "0.7s"])
     cap = capsys.readouterr()
     assert code == 0, cap.err
-    assert "sweep over concurrency: 2 point(s)" in cap.out and "knee: point 1, concurrency=2" in cap.out
+    assert "sweep over concurrency: 2 point(s)" in cap.out and "knee: point 2, concurrency=2" in cap.out
     assert "oxconsole: journal: " in cap.err
     assert {r["point"] for r in records(tmp_path)} == {0, 1}
     assert "sweep: point 2 of 2" in (tmp_path / "out" / "engine.log").read_text()  # the sweep's own process
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_q_on_a_sweep_in_a_real_terminal_stops_it_with_130_and_the_resume_hint(
     run_dirs: Path, tmp_path: Path
 ) -> None:
@@ -260,6 +267,8 @@ def test_q_on_a_sweep_in_a_real_terminal_stops_it_with_130_and_the_resume_hint(
     assert "--resume" in after
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 def test_stop_over_the_socket_stops_the_sweep_with_130(run_dirs: Path, tmp_path: Path) -> None:
     write(tmp_path, capacity=8)
     proc = start_headless(tmp_path, "--over", "concurrency=1,2", "--point-duration", "20s")
@@ -314,4 +323,4 @@ def test_d_detaches_the_sweep_goes_on_and_attach_brings_it_back_to_its_end(
     monkeypatch.setattr(console, "load_console", lambda: (wait_for_end, ""))
     assert attach.attach_main(["sw"]) == 0
     cap = capsys.readouterr()
-    assert "sweep over concurrency: 2 point(s)" in cap.out and "knee: point 1, concurrency=2" in cap.out
+    assert "sweep over concurrency: 2 point(s)" in cap.out and "knee: point 2, concurrency=2" in cap.out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -208,3 +209,48 @@ def test_the_table_fits_80_columns_leaving_out_columns_that_say_nothing() -> Non
         "cost/task",
     ]
     assert "c=8" in other and "12.5 97%" in other  # packing.size=8 at c=8 is no reason to hide it
+
+
+def test_the_search_stops_doubling_once_a_point_did_not_become_the_knee() -> None:
+    """Past a capacity of 8 each doubling still gains 20% (more than `RISE`, far less than the
+    knee rule asks): the knee stays at 8, so doubling on to the cap would only probe past it."""
+
+    def curve(c: int) -> dict[str, Any]:
+        rps = 10.0 * c if c <= 8 else 80.0 * 1.2 ** math.log2(c / 8)
+        return summary(rps, 100.0)
+
+    measured: dict[int, dict[str, Any]] = {}
+    while (v := next_auto_value(measured)) is not None:
+        measured[v] = curve(v)
+        assert len(measured) < 30, sorted(measured)
+    values = sorted(measured)
+    k = knee_index(values, [measured[v] for v in values])
+    assert k is not None and values[k] == 8, (values, k)
+    assert max(measured) == 16, f"probed past the knee: {sorted(measured)}"
+
+
+def test_one_point_is_no_knee() -> None:
+    """A sweep stopped after its first point has nothing to compare that point with."""
+    from oxconsole.sweep.table import render_table, sweep_json
+
+    points = [{"value": 1, "summary": summary(10.0, 100.0)}]
+    assert knee_index([1], [points[0]["summary"]]) is None
+    assert sweep_json("concurrency", points)["knee"] is None
+    assert "knee: none (one point has nothing to compare with)" in render_table("concurrency", points)
+
+
+def test_the_table_is_by_value_and_numbers_points_as_the_progress_line_does() -> None:
+    """A search runs 1, 2, 4, 8, then 6: the table reads 1, 2, 4, 6, 8, and the point the
+    progress line called `point 5` (6) is numbered 5 in the table and in the knee's line."""
+    from oxconsole.sweep.table import render_table, sweep_json
+
+    values = [1, 2, 4, 8, 6]
+    points = [{"value": v, "summary": capacity_curve(v, 6)} for v in values]
+    lines = render_table("concurrency", points).splitlines()
+    rows = [line.split() for line in lines[2:7]]
+    numbers = [r[1] if r[0] == "*" else r[0] for r in rows]
+    shown = [r[2] if r[0] == "*" else r[1] for r in rows]
+    assert shown == ["1", "2", "4", "6", "8"] and numbers == ["1", "2", "3", "5", "4"], lines
+    assert "rows by value; # is the order the points ran" in lines
+    assert sweep_json("concurrency", points)["knee"] == {"index": 4, "value": 6}  # the contract's index
+    assert any(line.startswith("knee: point 5, concurrency=6") for line in lines), lines

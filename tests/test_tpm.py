@@ -321,6 +321,7 @@ def sends_of(w: Workload) -> list[tuple[float, float]]:
     return sorted((r["t_sent"], r["input_tokens"] + r["output_tokens"]) for r in recs)
 
 
+@pytest.mark.slow
 async def test_engine_keeps_every_window_within_tpm_and_uses_it(
     make_workload: WorkloadFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -343,6 +344,8 @@ async def test_engine_keeps_every_window_within_tpm_and_uses_it(
 
 
 @pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.slow
+@pytest.mark.subprocess
 async def test_the_first_minute_of_a_run_sends_the_budget_not_twice_it(
     make_workload: WorkloadFactory, workers: int
 ) -> None:
@@ -364,6 +367,8 @@ def test_worker_shares_never_add_up_to_more_than_the_budget(make_workload: Workl
     assert [share(w, i, 3).run.tpm for i in range(3)] == [3333, 3333, 3333]
 
 
+@pytest.mark.slow
+@pytest.mark.subprocess
 async def test_set_tpm_live_is_logged_shown_and_applied(make_workload: WorkloadFactory) -> None:
     """1,000 tokens a minute, 100 a request: 10 requests, then the budget holds the rest back;
     each live raise lets exactly what it adds through, and is logged as `what = "tpm"`."""

@@ -139,6 +139,7 @@ async def test_layout_wide_and_compact() -> None:
         assert main.query_one("#latency-tab", LatencyPanel).scope == "run"
 
 
+@pytest.mark.slow
 async def test_every_contract_key_is_bound_and_in_the_help_and_the_palette() -> None:
     app = app_for(StaticSource(SNAP))
     async with app.run_test(size=(120, 40)) as pilot:
@@ -269,6 +270,7 @@ async def test_save_without_a_workload_path_says_so() -> None:
         assert "not known" in app._toasts["save"].message
 
 
+@pytest.mark.slow
 async def test_confirmations_replace_each_other_in_the_status_line(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("oxconsole.ui.app.FLASH_S", 1.0)
     src = StaticSource(with_gauges(SNAP, concurrency=50))
@@ -350,6 +352,7 @@ async def test_routing_editor_rows_are_one_line_and_scroll() -> None:
         assert app.flash[0] == "routing: model-19 off"
 
 
+@pytest.mark.slow
 async def test_routing_editor_shows_shares_and_keeps_one_live_model() -> None:
     src = StaticSource(SNAP)
     async with app_for(src).run_test(size=(80, 24)) as pilot:

@@ -44,7 +44,8 @@ def test_every_key_of_every_table_reaches_its_field(tmp_path: Path) -> None:
         sets["run.cluster"] = "ray"
     w = load_workload("every_key", tmp_path, sets)
     unread = [
-        *left_at_default(w, "path", "raw"),
+        *left_at_default(w, "path", "raw", "sim_limits"),
+        *left_at_default(w.sim_limits, "window"),
         *left_at_default(w.run, "concurrency_auto", skip=() if ray_installed() else ("cluster",)),
         *left_at_default(w.output),
         *left_at_default(w.endpoints["e"], "name"),
@@ -54,6 +55,7 @@ def test_every_key_of_every_table_reaches_its_field(tmp_path: Path) -> None:
         *left_at_default(w.routing.rules[0]),
         *left_at_default(w.retry),
         *left_at_default(w.sim["m"]),
+        *left_at_default(w.sim_limits, skip=("window",)),
         *left_at_default(w.stages[0]),
         *left_at_default(w.plans["p"], "name"),
         *left_at_default(w.plans["p"].default),
@@ -75,10 +77,14 @@ def test_the_prompt_sources_reach_their_fields(tmp_path: Path) -> None:
     assert w.prompts.items == ("a",), w.prompts
 
 
-def test_a_field_the_parser_derives_is_not_a_key(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("key", "section"),
+    [("run.concurrency_auto", "[run]"), ("sim_limits", "the top level"), ("sim.window", "[sim]")],
+)
+def test_a_field_the_parser_derives_is_not_a_key(tmp_path: Path, key: str, section: str) -> None:
     with pytest.raises(WorkloadError) as e:
-        load_workload("every_key", tmp_path, {"prompts.file": BATCH, "run.concurrency_auto": True})
-    assert "run.concurrency_auto: expected a key of [run]" in str(e.value), str(e.value)
+        load_workload("every_key", tmp_path, {"prompts.file": BATCH, key: 1})
+    assert f"{key}: expected a key of {section}" in str(e.value), str(e.value)
 
 
 def test_toml_keys_names_a_field_that_is_not_there() -> None:

@@ -93,6 +93,11 @@ class SocketSource:
                 self.last_error = f"unreadable snapshot: {e!r}"
         return self._snap
 
+    def take_error(self) -> str | None:
+        """The error the run answered since the last call (a command it refused, and why), once."""
+        err, self.last_error = self.last_error, None
+        return err
+
     def send(self, cmd: Command) -> None:
         data = encode({"op": "cmd", **command_to_dict(cmd), "by": self.by})
         w = self._writer

@@ -121,7 +121,12 @@ class EndpointClient:
         self.limits = limits or BodyLimits()
         """How much of an answer is read (`stream.BodyLimits`)."""
         self._max_connections = max_connections
-        self._insecure = insecure
+        # Made here, not in the first attempt (loading the CA bundle is ~0.1 s of CPU, which would
+        # count against that attempt's timeout); an http endpoint never needs one (a redirect
+        # never leaves its origin).
+        self._ssl: ssl.SSLContext | bool = (
+            internals.ssl_context(verify=not insecure) if base_url.lower().startswith("https:") else True
+        )
         # The SDK's client is what builds requests (and what tests/test_sdk_contract.py compares
         # our requests with); it sends none of the run's requests.
         limits_ = internals.pool_limits(max_connections)
@@ -151,7 +156,7 @@ class EndpointClient:
             connector = aiohttp.TCPConnector(
                 limit=self._max_connections,
                 keepalive_timeout=internals.KEEPALIVE_S,
-                ssl=internals.ssl_context(verify=not self._insecure),
+                ssl=self._ssl,
             )
             self._session = aiohttp.ClientSession(
                 connector=connector, timeout=aiohttp.ClientTimeout(), auto_decompress=True
@@ -253,7 +258,10 @@ class EndpointClient:
             body = b""
             cut = f" (error body over {size_words(self.limits.error_body)}, not read)"
         err = internals.status_error(self.sdk, str(resp.url), status, list(resp.raw_headers), body)
-        res.detail = _status_detail(err) + cut
+        detail = _status_detail(err)
+        if detail.endswith(f"Error code: {status}"):  # the SDK's words when the body says nothing
+            detail = f"HTTP {status}: no reason given for {resp.method} {resp.url.path}"
+        res.detail = detail + cut
         res.param = err.param if isinstance(err.param, str) else None
         res.retry_after = wait = parse_retry_after(resp.headers)
         if wait is not None and wait > RETRY_AFTER_MAX:
@@ -327,4 +335,6 @@ def _cause_detail(err: BaseException) -> str:
             reason = getattr(e, "verify_message", None) or "certificate verify failed"
             return f"TLS: {reason}{TLS_HINT}"
         e = e.__cause__ or e.__context__
+    if isinstance(err, aiohttp.ClientConnectorError) and isinstance(err.os_error, ConnectionRefusedError):
+        return f"connection refused at {err.host}:{err.port}: is the server running?"
     return f"{type(err).__name__}: {err}"

@@ -1,22 +1,24 @@
 """`/metrics` for Prometheus while a run lasts, served from the engine's published snapshots.
 
 Why this module exists: k6 and Locust users watch a load test in Grafana; `[output] prometheus =
-"HOST:PORT"` (or `--prometheus`) serves the contract's metric names with `prometheus_client` (the
-optional extra `oxconsole[prometheus]`). Nothing is done per request: the engine hands over its
-immutable snapshot each time it publishes one (every 250 ms); counters and gauges are read from
-the newest snapshot by the scrape's own thread, and the latency histograms by model are copied
-from the collector on the engine's loop at a publish, only when a scrape asked for them since the
-last one. The server binds to loopback unless an address is given (a warning on 0.0.0.0) and is
-shut down, its port released, when the run ends. Labels are model names and statuses: never a
-key, a header, or any text of a prompt or a response.
+"HOST:PORT"` (or `--prometheus`) serves the contract's metric names with `prometheus_client` (a
+dependency: a run asked for metrics never goes on without them). Nothing is done per request: the
+engine hands over its immutable snapshot each time it publishes one (every 250 ms), and the latency
+histograms by model are copied from the collector on the engine's loop at that same publish
+(a few buckets per model: well under a millisecond). The pair is kept as one value, so a scrape
+reads counters, gauges and histograms of one moment (a histogram's count equals
+`oxconsole_requests_total{status="ok"}` of its model). Before the first publish a scrape sees
+zeros and the workload's own limits. The server binds to loopback unless an address is given (a
+warning on 0.0.0.0) and is shut down, its port released, when the run ends. Labels are model
+names and statuses: never a key, a header, or any text of a prompt or a response.
 """
 
 from __future__ import annotations
 
 import math
-import threading
 from bisect import bisect_left
 from collections.abc import Iterator
+from dataclasses import dataclass
 from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
@@ -52,9 +54,10 @@ def metrics_endpoint(w: Workload, warnings: list[str]) -> MetricsEndpoint | None
             f"/metrics is served on every interface ({host}:{port}): anyone who can reach it sees it"
         )
     try:
-        ep = MetricsEndpoint(host, port)
+        models = tuple(m.name for m in w.models)
+        ep = MetricsEndpoint(host, port, models=models, concurrency=w.run.concurrency, rate=w.run.rate)
     except ImportError:
-        warnings.append("[output] prometheus needs prometheus_client: pip install 'oxconsole[prometheus]'")
+        warnings.append("[output] prometheus needs prometheus_client: pip install prometheus_client")
         return None
     except OSError as e:
         warnings.append(f"cannot serve /metrics on {host}:{port}: {e.strerror or e}")
@@ -65,27 +68,28 @@ def metrics_endpoint(w: Workload, warnings: list[str]) -> MetricsEndpoint | None
 class MetricsEndpoint:
     """A `/metrics` HTTP server on its own thread; `publish` on the engine's loop, `close` at the end."""
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(
+        self, host: str, port: int, *, models: tuple[str, ...] = (), concurrency: int = 0, rate: float = 0.0
+    ) -> None:
         from prometheus_client import CollectorRegistry, start_http_server
 
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)  # a Collector: anything with collect()
-        self._snap: Snapshot | None = None
-        self._hists: dict[str, dict[str, Hist]] = {}
-        self._wanted = threading.Event()
+        self._now = Moment.before_start(models, concurrency, rate)
+        """The newest publish with the histograms of the same moment: replaced whole, read whole."""
         self.server, self.thread = start_http_server(port, addr=host, registry=self.registry)
         self.port = int(self.server.server_address[1])
 
     def publish(self, snap: Snapshot, collector: Collector) -> None:
-        """The engine published a snapshot (on its loop): keep it, and copy the histograms when a
-        scrape asked for them since the last publish."""
-        self._snap = snap
-        if self._wanted.is_set():
-            self._wanted.clear()
-            self._hists = {
-                model: {name: to_buckets(getattr(st, attr)) for attr, name, _ in _HISTS}
-                for model, st in collector.models_stats().items()
-            }
+        """The engine published a snapshot (on its loop): keep it with the histograms copied now,
+        before any other request is recorded, as one value."""
+        hists = {
+            model: {name: to_buckets(getattr(st, attr)) for attr, name, _ in _HISTS}
+            for model, st in collector.models_stats().items()
+        }
+        g = snap.gauges
+        rows = tuple((m.name, m.counts.ok, m.counts.error, m.output_tokens, m.cost) for m in snap.models)
+        self._now = Moment(rows, (g.in_flight, g.concurrency, g.rate), hists)
 
     def close(self) -> None:
         """Stop serving and release the port."""
@@ -94,34 +98,50 @@ class MetricsEndpoint:
         self.thread.join(timeout=5)
 
     def collect(self) -> Iterator[Any]:
-        """What a scrape sees (the server's thread): built from immutable values only."""
+        """What a scrape sees (the server's thread): one moment, read once, immutable."""
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-        self._wanted.set()
-        s = self._snap
-        if s is None:
-            return
+        now = self._now
         reqs = CounterMetricFamily("oxconsole_requests", "finished requests", labels=["model", "status"])
         toks = CounterMetricFamily("oxconsole_output_tokens", "output tokens", labels=["model"])
         cost = CounterMetricFamily("oxconsole_cost", "cost in the prices' currency", labels=["model"])
-        for m in s.models:
-            reqs.add_metric([m.name, "ok"], m.counts.ok)
-            reqs.add_metric([m.name, "error"], m.counts.error)
-            toks.add_metric([m.name], m.output_tokens)
-            cost.add_metric([m.name], m.cost)
+        for name, ok, error, out, spent in now.models:
+            reqs.add_metric([name, "ok"], ok)
+            reqs.add_metric([name, "error"], error)
+            toks.add_metric([name], out)
+            cost.add_metric([name], spent)
         yield from (reqs, toks, cost)
-        g = s.gauges
-        yield GaugeMetricFamily("oxconsole_in_flight", "requests in flight", value=g.in_flight)
-        yield GaugeMetricFamily("oxconsole_concurrency_limit", "the concurrency limit", value=g.concurrency)
-        yield GaugeMetricFamily("oxconsole_rate_limit", "requests/s limit (0 = none)", value=g.rate)
-        hists = self._hists
+        in_flight, concurrency, rate = now.gauges
+        yield GaugeMetricFamily("oxconsole_in_flight", "requests in flight", value=in_flight)
+        yield GaugeMetricFamily("oxconsole_concurrency_limit", "the concurrency limit", value=concurrency)
+        yield GaugeMetricFamily("oxconsole_rate_limit", "requests/s limit (0 = none)", value=rate)
+        bounds = [*(str(b) for b in BUCKETS_S), "+Inf"]
         for _, name, doc in _HISTS:
             h = HistogramMetricFamily(f"oxconsole_{name}", doc, labels=["model"])
-            for model, per in hists.items():
+            for model, per in now.hists.items():
                 cum, total, _n = per[name]
-                bounds = [*(str(b) for b in BUCKETS_S), "+Inf"]
                 h.add_metric([model], list(zip(bounds, cum, strict=True)), sum_value=total)
             yield h
+
+
+@dataclass(frozen=True)
+class Moment:
+    """What one scrape shows: per model (name, ok, error, output tokens, cost), the gauges
+    (in flight, concurrency limit, rate limit) and the histograms, all of one publish."""
+
+    models: tuple[tuple[str, int, int, int, float], ...]
+    gauges: tuple[float, float, float]
+    hists: dict[str, dict[str, Hist]]
+
+    @classmethod
+    def before_start(cls, models: tuple[str, ...], concurrency: float, rate: float) -> Moment:
+        """Nothing sent yet: zeros, and the workload's own limits."""
+        empty: Hist = ([0.0] * (len(BUCKETS_S) + 1), 0.0, 0)
+        return cls(
+            tuple((m, 0, 0, 0, 0.0) for m in models),
+            (0.0, concurrency, rate),
+            {m: {name: empty for _, name, _ in _HISTS} for m in models},
+        )
 
 
 def to_buckets(h: LogHistogram) -> Hist:

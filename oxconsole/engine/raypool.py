@@ -22,6 +22,7 @@ from typing import Any
 from oxconsole.engine.pool import ProcessShards, WorkerHandle
 from oxconsole.engine.raychannel import START_S, ActorProc, DriverChannel, EngineActor, import_ray
 from oxconsole.engine.rayfiles import to_ship
+from oxconsole.engine.raytoken import local_start_token, retry_in_token_mode
 from oxconsole.engine.shares import share, worker_count
 from oxconsole.workload import Workload, WorkloadError
 
@@ -47,6 +48,7 @@ def connect(n: int) -> bool:
     logging.getLogger("ray").setLevel(logging.ERROR)
     try:
         if address == "local":
+            local_start_token()  # no ~/.ray/auth_token left behind (raytoken.py)
             cpus = max(n, os.cpu_count() or 1)
             ray.init(
                 address="local",
@@ -57,7 +59,7 @@ def connect(n: int) -> bool:
                 configure_logging=False,
             )
         else:
-            _join(ray, address)
+            _join_or_retry_with_token(ray, address)
     except Exception as e:  # Ray raises ConnectionError, ValueError, RuntimeError... by situation
         raise WorkloadError(
             f"run.cluster: could not join the Ray cluster at {address!r}: {e}{_join_hint(address, e)}"
@@ -83,6 +85,18 @@ def _join(ray: Any, address: str) -> None:
                 raise
             if ray.is_initialized():
                 ray.shutdown()
+
+
+def _join_or_retry_with_token(ray: Any, address: str) -> None:
+    """`_join`, and once more in token mode when it failed and a token is at hand (raytoken.py)."""
+    try:
+        _join(ray, address)
+    except Exception as e:
+        if not retry_in_token_mode(e):
+            raise
+        if ray.is_initialized():
+            ray.shutdown()
+        _join(ray, address)
 
 
 def _join_hint(address: str, e: Exception) -> str:

@@ -99,7 +99,7 @@ class JournalIssues:
         p = os.fspath(path)
         out: list[str] = []
         if self.torn_last:
-            out.append(f"{p}: line {self.torn_line}: skipped an incomplete last line")
+            out.append(f"{p}: line {self.torn_line}: skipped an incomplete last line (torn)")
         if self.invalid:
             where = ", ".join(map(str, self.invalid_lines))
             more = ", ..." if self.invalid > len(self.invalid_lines) else ""

@@ -100,9 +100,10 @@ def knee_index(values: Sequence[Any], summaries: Sequence[Summary], *, load: boo
     request). Among the eligible points (`_eligible`), from the lowest load up, a point replaces
     the knee so far only when its score rose by at least `GAIN` of its load's rise (`load`: the
     values are the offered load, concurrency or rate); for other keys, when it beats the knee so
-    far by more than `TIE`."""
+    far by more than `TIE`. One point alone is no knee: there is nothing to compare it with (a
+    sweep stopped after its first point has not found one)."""
     eligible = _eligible(load_order(values), summaries)
-    if not eligible:
+    if not eligible or len(summaries) < 2:
         return None
     knee = eligible[0]
     for i in eligible[1:]:
@@ -118,13 +119,17 @@ def knee_index(values: Sequence[Any], summaries: Sequence[Summary], *, load: boo
 
 def _doubling(measured: Mapping[int, Summary], start: int, cap: int) -> int | None:
     """The next value of the doubling phase, or None once it is over: a point past the knee (SLO
-    broken, p99 doubled, nothing finished), a score that rose less than `RISE`, or the cap."""
-    v = start
+    broken, p99 doubled, nothing finished), a score that rose less than `RISE`, a point that did
+    not become the knee (the knee is behind: doubling on would only probe past it), or the cap."""
+    v, chain = start, []
     while v in measured:
         s = measured[v]
+        chain.append(v)
         if v >= cap or not _is_eligible(s, measured[start]):
             return None
         if v > start and score(s) < (1.0 + RISE) * score(measured[v // 2]):
+            return None
+        if v > start and knee_index(chain, [measured[c] for c in chain]) != len(chain) - 1:
             return None
         v = min(v * 2, cap)
     return v

@@ -64,6 +64,18 @@ def _fail(path: str, e: OSError) -> int:
     return 2
 
 
+def _warn_skipped(path: str) -> None:
+    """What the outputs leave out of the journal (torn, invalid, implausible lines), said as the
+    summary says it; the summary's own run says it when it runs."""
+    from oxconsole.journal.reading import JournalIssues, journal_items
+
+    issues = JournalIssues()
+    for _ in journal_items(path, lambda d: None, issues):
+        pass
+    for msg in issues.messages(path):
+        print(f"oxconsole report: warning: {msg}", file=sys.stderr)
+
+
 def report_command(req: ReportRequest) -> int:
     """Run the outputs asked for; 0, or 2 when a journal cannot be read, a file written or the
     plans of `--plans` read."""
@@ -87,6 +99,8 @@ def report_command(req: ReportRequest) -> int:
         if code:
             return code
     try:
+        if not req.as_json and (req.html or req.csv or req.markdown):
+            _warn_skipped(path)
         if req.html:
             from oxconsole.reports.html import write_html_report
 

@@ -311,7 +311,8 @@ def _errors(s: Mapping[str, Any], tl: Timeline, markers: list[Marker]) -> list[s
         for k, c in enumerate(classes)
     ]
     out = []
-    if stacks:
+    if stacks:  # in the grid like every chart, so its text is at their size
+        out.append('<div class="charts">')
         out.append(
             _figure(
                 "Errors/s by class (requests that ended in error)",
@@ -326,6 +327,7 @@ def _errors(s: Mapping[str, Any], tl: Timeline, markers: list[Marker]) -> list[s
                 ),
             )
         )
+        out.append("</div>")
     rows = [
         [k, f"{int(errors.get(k, 0)):,}", f"{int(attempts.get(k, 0)):,}"]
         for k in sorted({*errors, *attempts})
@@ -365,7 +367,10 @@ def _phases(s: Mapping[str, Any]) -> str:
 
 
 def write_compare_html(c: Mapping[str, Any], out: str | os.PathLike[str]) -> Path:
-    """`oxconsole report A.jsonl B.jsonl --html PATH`: the comparison as one self-contained page."""
+    """`oxconsole report A.jsonl B.jsonl --html PATH`: the comparison as one self-contained page:
+    the figures' table, then the runs' distributions and time series overlaid (`overlay.py`)."""
+    from oxconsole.reports.overlay import compare_charts
+
     names = [str(r.get("label") or r["name"] or r["path"]) for r in c["runs"]]
     head = ["figure", names[0]]
     for n in names[1:]:
@@ -386,7 +391,7 @@ def write_compare_html(c: Mapping[str, Any], out: str | os.PathLike[str]) -> Pat
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>oxconsole compare</title><style>{CSS}</style></head><body><main>"
         f'<section id="compare"><h1>Compared runs</h1><p class="note">{note}</p>'
-        f"{_table(head, rows)}</section>"
+        f"{_table(head, rows)}</section>{compare_charts([r['path'] for r in c['runs']], names)}"
         "</main></body></html>\n"
     )
     dest = Path(out)

@@ -13,12 +13,13 @@ from html import escape
 from typing import Any
 
 from oxconsole.metrics.plans import cheapest
-from oxconsole.reports.svg import PALETTE
+from oxconsole.reports.svg import PALETTE, W
 from oxconsole.units import fmt_money
 
 __all__ = ["cost_by_plan", "cost_figures", "cost_rows", "money_cell", "plan_table"]
 
-_BAR_W, _ROW_H, _LABEL_W, _VALUE_W = 420, 24, 150, 110
+_ROW_H, _LABEL_W, _VALUE_W = 24, 150, 110
+_BAR_W = W - _LABEL_W - _VALUE_W  # the width of every other chart: text at one size on the page
 
 _Row = tuple[str, float, float, float | None]
 """(name, total, per task, projected)"""
@@ -108,7 +109,8 @@ def cost_by_plan(s: Mapping[str, Any]) -> str:
     )
     return (
         '<section id="plans"><h2>Cost by plan</h2>'
-        f'<p class="note">{escape(note)}</p><figure>{_bars(rows, best)}</figure>{table}</section>'
+        f'<p class="note">{escape(note)}</p><div class="charts"><figure>{_bars(rows, best)}</figure></div>'
+        f"{table}</section>"
     )
 
 

@@ -20,6 +20,7 @@ __all__ = [
     "Frame",
     "Line",
     "Marker",
+    "bin_position",
     "distribution",
     "draw_axes",
     "draw_legend",
@@ -29,6 +30,7 @@ __all__ = [
     "nice_ticks",
     "open_svg",
     "stacked_bars",
+    "time_ticks",
 ]
 
 PALETTE = ("#2563eb", "#16a34a", "#dc2626", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777")
@@ -46,6 +48,8 @@ class Line:
     ys: Sequence[float | None]
     color: str
     dashed: bool = False
+    xs: Sequence[float] | None = None
+    """The series' own x values (runs compared on one chart have their own slots); None: the chart's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,17 +67,33 @@ def fmt_num(v: float) -> str:
         return f"{v / 1e6:.3g}M"
     if a >= 1e3:
         return f"{v / 1e3:.3g}k"
-    if a >= 10 or v == 0:
+    if v == round(v) and a < 1e3:
         return f"{v:.0f}"
+    if a >= 10:
+        return f"{v:.3g}"  # 12.5 stays 12.5
     return f"{v:.2g}"
 
 
 def fmt_secs(v: float) -> str:
+    """A time tick: `12.5s`, `0.5s`, `2m`, `2.5m`, `1.5h` (as many decimals as it has: ticks of
+    `time_ticks` are round, so no two print alike and none prints wrong)."""
     if v >= 3600:
-        return f"{v / 3600:.3g}h"
+        return f"{round(v / 3600, 3):g}h"
     if v >= 120:
-        return f"{v / 60:.3g}m"
-    return f"{v:.0f}s"
+        return f"{round(v / 60, 3):g}m"
+    return f"{round(v, 3):g}s"
+
+
+TIME_STEPS = (0.1, 0.2, 0.25, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400)
+"""Steps a time axis ticks at (seconds): whole seconds, minutes and hours, halves and quarters below."""
+
+
+def time_ticks(hi: float, n: int = 8) -> list[float]:
+    """Ticks from 0 to ``hi`` seconds (about ``n``), at a step of `TIME_STEPS`, none past ``hi``."""
+    if not hi > 0 or not math.isfinite(hi):
+        return [0.0]
+    step = next((s for s in TIME_STEPS if s >= hi / n), None) or 3600 * math.ceil(hi / n / 3600)
+    return [round(i * step, 6) for i in range(int(hi / step + 1e-9) + 1)]
 
 
 def fmt_ms(v: float) -> str:
@@ -142,20 +162,38 @@ def draw_legend(lines: Sequence[Line]) -> list[str]:
     return out
 
 
+LABEL_ROWS = 4
+"""Rows marker labels are staggered over; a label that fits in none is left out (its rule stays)."""
+CHAR_W = 6.5
+"""The width of a label's character at the charts' font size, in the SVG's units (generous)."""
+
+
+def label_span(x: float, text: str) -> tuple[float, float]:
+    """Where `marker_label` draws ``text`` for a rule at ``x``: (left, right)."""
+    w = CHAR_W * len(text)
+    return (x - 3 - w, x - 3) if x > W - RIGHT - w - 6 else (x + 3, x + 3 + w)
+
+
 def _markers(f: Frame, markers: Sequence[Marker]) -> list[str]:
+    """Each marker's rule, and its label in the first row where it overlaps no other label."""
     out = []
-    for i, m in enumerate(markers):
+    ends = [-math.inf] * LABEL_ROWS  # per row: where its last label ends
+    for m in sorted(markers, key=lambda m: m.t):
         if not 0 <= m.t <= f.x_max:
             continue
         x = f.x(m.t)
         out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{TOP}" y2="{H - BOTTOM}" class="marker"/>')
-        out.append(marker_label(x, TOP + 12 + 12 * (i % 3), m.label))
+        left, right = label_span(x, m.label)
+        row = next((r for r in range(LABEL_ROWS) if left > ends[r] + 4), None)
+        if row is not None:
+            ends[row] = right
+            out.append(marker_label(x, TOP + 12 + 12 * row, m.label))
     return out
 
 
 def marker_label(x: float, y: float, text: str) -> str:
     """A marker's label right of its rule, or left of it near the right edge."""
-    if x > W - RIGHT - 6.5 * len(text) - 6:
+    if x > W - RIGHT - CHAR_W * len(text) - 6:
         return f'<text x="{x - 3:.1f}" y="{y}" text-anchor="end" class="marker-label">{escape(text)}</text>'
     return f'<text x="{x + 3:.1f}" y="{y}" class="marker-label">{escape(text)}</text>'
 
@@ -184,16 +222,17 @@ def line_chart(
     """Lines over time (x in seconds since the start), y from 0, with markers and a legend."""
     top = max((y for ln in lines for y in ln.ys if y is not None), default=0.0)
     y_ticks = nice_ticks(top)
-    x_ticks = [t for t in nice_ticks(x_max, 8) if t <= x_max]
+    x_ticks = time_ticks(x_max)
     f = Frame(x_max, y_ticks[-1])
     out = open_svg(title) + draw_axes(f, y_ticks, x_ticks, y_unit, "s")
     for ln in lines:
         dash = ' stroke-dasharray="5 3"' if ln.dashed else ""
-        d = _path(f, xs, ln.ys)
+        lx = xs if ln.xs is None else ln.xs
+        d = _path(f, lx, ln.ys)
         if d:
             out.append(f'<path d="{d}" fill="none" stroke="{ln.color}" stroke-width="1.8"{dash}/>')
         if sum(y is not None for y in ln.ys) == 1:  # one point: a dot, since a path would not show
-            x, y = next((x, y) for x, y in zip(xs, ln.ys, strict=False) if y is not None)
+            x, y = next((x, y) for x, y in zip(lx, ln.ys, strict=False) if y is not None)
             out.append(f'<circle cx="{f.x(x):.1f}" cy="{f.y(y):.1f}" r="3" fill="{ln.color}"/>')
     out += _markers(f, markers) + draw_legend(lines)
     out.append("</svg>")
@@ -214,9 +253,7 @@ def stacked_bars(
     totals = [sum((s.ys[i] or 0.0) for s in stacks) for i in range(len(xs))]
     y_ticks = nice_ticks(max(totals, default=0.0))
     f = Frame(x_max, y_ticks[-1])
-    out = open_svg(title) + draw_axes(
-        f, y_ticks, [t for t in nice_ticks(x_max, 8) if t <= x_max], y_unit, "s"
-    )
+    out = open_svg(title) + draw_axes(f, y_ticks, time_ticks(x_max), y_unit, "s")
     bw = max(1.0, f.x(step) - f.x(0) - 1.0)
     for i, x in enumerate(xs):
         base = 0.0
@@ -236,6 +273,18 @@ def stacked_bars(
     return "\n".join(out)
 
 
+def bin_position(bins: Sequence[tuple[float, float, int]], v: float) -> float | None:
+    """Where ``v`` falls on a histogram of ``bins`` drawn one bar per bin: inside the bar of the
+    bin that holds it (``i`` to ``i + 1``, log-interpolated between its edges), whatever the bins'
+    widths; None outside them."""
+    for i, (b_lo, b_hi, _) in enumerate(bins):
+        if b_lo <= v <= b_hi:
+            if b_hi <= b_lo or b_lo <= 0:
+                return i + 0.5
+            return i + math.log(v / b_lo) / math.log(b_hi / b_lo)
+    return None
+
+
 def distribution(
     title: str,
     bins: Sequence[tuple[float, float, int]],
@@ -250,7 +299,7 @@ def distribution(
     y_ticks = nice_ticks(max(c for _, _, c in bins))
     f = Frame(len(bins), y_ticks[-1])
     out += draw_axes(f, y_ticks, [], "requests", "ms")
-    lo, hi = max(bins[0][0], 1e-9), bins[-1][1]
+    hi = bins[-1][1]
     for i, (b_lo, _b_hi, c) in enumerate(bins):
         x0, x1 = f.x(i), f.x(i + 1)
         if c:
@@ -261,11 +310,11 @@ def distribution(
         if i % 4 == 0:
             out.append(f'<text x="{x0:.1f}" y="{H - BOTTOM + 17}" text-anchor="middle">{fmt_ms(b_lo)}</text>')
     out.append(f'<text x="{W - RIGHT:.1f}" y="{H - BOTTOM + 17}" text-anchor="end">{fmt_ms(hi)}</text>')
-    span = math.log(hi / lo) if hi > lo else 1.0
     for i, (label, v) in enumerate(marks):
-        if v <= 0 or not lo <= v <= hi:
+        pos = bin_position(bins, v)
+        if pos is None:
             continue
-        x = f.x(len(bins) * math.log(v / lo) / span)
+        x = f.x(pos)
         out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{TOP}" y2="{H - BOTTOM}" class="marker"/>')
         out.append(marker_label(x, TOP + 12 + 12 * i, f"{label} {fmt_ms(v)}"))
     out.append("</svg>")

@@ -125,7 +125,7 @@ def _f(d: Mapping[str, Any], key: str, sub: str) -> float:
 
 def _tput_latency(points: list[SweepPoint]) -> str:
     """x: requests/s, y: latency p50 and p99 (ms), one dot per point and percentile, joined in
-    load order (past the knee throughput may fall back while latency climbs)."""
+    x order."""
     order = [points[i] for i in load_order([p.value for p in points])]
     series = [
         _Dots(
@@ -205,7 +205,7 @@ def _dots_chart(
 
 
 def _series(f: Frame, s: _Dots) -> list[str]:
-    dots = s.dots
+    dots = sorted(s.dots, key=lambda d: d[0])  # joined left to right: a curve, not the run's zig-zag
     dash = ' stroke-dasharray="5 3"' if s.dashed else ""
     out = []
     if len(dots) > 1:

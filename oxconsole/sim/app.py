@@ -39,6 +39,7 @@ import orjson
 from aiohttp import web
 
 from oxconsole.gcpace import PacedGC
+from oxconsole.metrics.histogram import LogHistogram
 from oxconsole.sim.bodies import chat_body, stream_wire, whole_stream
 from oxconsole.sim.embeddings import BAD_INPUT, dimensions, embedding_inputs, embeddings_body
 from oxconsole.sim.encoded import (
@@ -112,6 +113,9 @@ class SimState:
         text and the wall times the handler started, admitted it, wrote the first token and the
         end, served at `/sim/trace`, so a client's timings can be split into its own part and ours."""
         self._writer = Writer(self.lateness, self.trace)
+        self.reading = LogHistogram()
+        """Milliseconds from a handler's start (headers read) to its body read and parsed: what a
+        long prompt's upload costs before the request can be admitted (and its `ttft` start)."""
 
     def state_for(self, name: str) -> ModelState:
         st = self.models.get(name)
@@ -130,12 +134,17 @@ class SimState:
             "models": {name: st.stats.to_dict() for name, st in self.models.items()},
             "bad_requests": self.bad_requests,
             "lateness_ms": self.lateness.to_dict(),
+            "read_ms": self._reading(),
             **(
                 {"gc_pacing": {"collections": self.gc.collections, "pause_ms": round(self.gc.pause_ms, 3)}}
                 if self.gc is not None
                 else {}
             ),
         }
+
+    def _reading(self) -> dict[str, float]:
+        s = self.reading.summary()
+        return {"n": self.reading.count, "p50": s["p50"], "p99": s["p99"], "max": s["max"]}
 
     # -- handlers --------------------------------------------------------------------------------
 
@@ -233,7 +242,9 @@ class SimState:
             return read
         body, prompt = read
         ms = self._model(body)
-        charge = prompt[0] + ms.profile.reasoning_tokens + answer_length(body, ms.profile, kind)[0]
+        charge = 0
+        if self.limiter.on:
+            charge = prompt[0] + ms.profile.reasoning_tokens + answer_length(body, ms.profile, kind)[0]
         refused = await self._arrive(request, ms, charge)
         if refused is not None:
             return refused
@@ -260,10 +271,12 @@ class SimState:
     async def _read(self, request: web.Request, kind: Kind) -> _Read | web.Response:
         """The request's JSON object and its prompt's (tokens, trace text), or the 400 that refuses
         it. Chat and the Responses API count (characters + 3) // 4 tokens."""
+        t0 = time.monotonic()
         try:
             body = orjson.loads(await request.read())
         except orjson.JSONDecodeError:
             return self._bad_request("request body is not valid JSON")
+        self.reading.record((time.monotonic() - t0) * 1000.0)
         if not isinstance(body, dict):
             return self._bad_request("request body must be a JSON object")
         if kind is CHAT:

@@ -75,6 +75,14 @@ def parse_over(text: str) -> Over:
     where = f"--over {text}"
     if not sep or not key:
         raise BadInput(f"{where}: expected KEY=V1,V2,... (such as concurrency=1,2,4,8 or concurrency=auto)")
+    if key not in SHORT_KEYS and "." not in key:  # a plain word is one of the short keys, misspelt
+        from oxconsole.workload.errors import did_you_mean
+
+        hint = did_you_mean(key, SHORT_KEYS)
+        raise BadInput(
+            f"{where}: expected concurrency, rate or a dotted --set path (such as packing.size), "
+            f"got {key}" + (f' (did you mean "{hint}"?)' if hint else "")
+        )
     path = SHORT_KEYS.get(key, key)
     if rest.strip() == "auto":
         if path != "run.concurrency":

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from oxconsole.metrics.knee import knee_index, slo_met
+from oxconsole.metrics.knee import knee_index, load_order, slo_met
 from oxconsole.sweep.plan import SHORT_KEYS
 from oxconsole.units import fmt_money, fmt_ms
 
@@ -92,14 +92,15 @@ def _plans_table(points: list[Point], knee: int | None) -> list[str]:
         return []
     head = ("", "#", "value", "tasks/s", "latency p50", "actual", *names)
     rows = [head]
-    for i, p in enumerate(points):
+    for i in _by_value(points):
+        p = points[i]
         s = p["summary"]
         plans = (s.get("cost") or {}).get("plans") or {}
         lat = (s.get("latency_ms") or {}).get("p50")
         rows.append(
             (
                 "*" if i == knee else "",
-                str(i),
+                str(i + 1),
                 str(p.get("text", p["value"])),
                 f"{float((s.get('throughput') or {}).get('requests_per_s') or 0):.2f}",
                 "-" if lat is None else fmt_ms(float(lat)),
@@ -149,7 +150,7 @@ def _cells(i: int, point: Point, knee: int | None) -> dict[str, str]:
     tp = s.get("throughput") or {}
     return {
         "mark": "*" if i == knee else "",
-        "index": str(i),
+        "index": str(i + 1),
         "value": str(point.get("text", point["value"])),
         "offered": _offered(s, point),
         "req/s": f"{float(tp.get('requests_per_s') or 0):.2f}",
@@ -179,21 +180,37 @@ def _shown(over: str, cells: list[dict[str, str]]) -> list[tuple[str, str]]:
     return out
 
 
+def _by_value(points: list[Point]) -> list[int]:
+    """The points' positions from the lowest value to the highest (the order they ran when the
+    values are not numbers): a search measures 1, 2, 4, 8, 6, 7 and the table reads 1, 2, 4, 6, 7, 8."""
+    return load_order([p["value"] for p in points])
+
+
 def render_table(over: str, points: list[Point]) -> str:
-    """One row per ended point (in the order they ran), the knee marked `*` and named below."""
+    """One row per ended point, by value; `#` numbers the points in the order they ran (as the
+    progress line counts them, from 1), the knee marked `*` and named below."""
     if not points:
         return f"sweep over {over}: no point ended"
     k = _knee(over, [p["value"] for p in points], [p["summary"] for p in points])
-    cells = [_cells(i, p, k) for i, p in enumerate(points)]
+    order = _by_value(points)
+    cells = [_cells(i, points[i], k) for i in order]
     cols = _shown(over, cells)
     rows = [tuple(h for h, _ in cols), *(tuple(c[n] for _, n in cols) for c in cells)]
     lines = [
         f"sweep over {over}: {len(points)} point(s); TTFT, ITL and latency in ms, p50/p99",
         *_columns(rows, left=3),
     ]
+    if order != sorted(order):
+        lines.append("rows by value; # is the order the points ran")
     has_slo = any(isinstance(p["summary"].get("goodput"), Mapping) for p in points)
     if k is None:
-        why = "no point met the SLO" if has_slo else "no point finished a request"
+        why = (
+            "one point has nothing to compare with"
+            if len(points) == 1
+            else "no point met the SLO"
+            if has_slo
+            else "no point finished a request"
+        )
         lines.append(f"knee: none ({why})")
     else:
         rule = (
@@ -201,6 +218,6 @@ def render_table(over: str, points: list[Point]) -> str:
             if has_slo
             else "the highest throughput before p99 latency doubles"
         )
-        lines.append(f"knee: point {k}, {over}={points[k].get('text', points[k]['value'])} ({rule})")
+        lines.append(f"knee: point {k + 1}, {over}={points[k].get('text', points[k]['value'])} ({rule})")
     lines += _plans_table(points, k)
     return "\n".join(lines)

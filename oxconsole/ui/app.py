@@ -19,6 +19,7 @@ from pathlib import Path
 from textual import on
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.markup import escape as escape_markup
 from textual.notifications import Notification, SeverityLevel
 from textual.screen import Screen
 from textual.timer import Timer
@@ -156,7 +157,8 @@ class ConsoleApp(KnobActions, App[str]):
             self.call_later(self.leave, "quit")  # a sweep's end closes the console: its table follows
             return
         main = self.main
-        snap = src.latest()
+        snap = self._frozen_at_end(src.latest())
+        self._show_refusal()
         if snap is None or not main.panels:
             return
         if self.typeahead:
@@ -199,6 +201,26 @@ class ConsoleApp(KnobActions, App[str]):
                         panel.redraw()  # only the status line changed
                 panel.snapshot = snap
 
+    def _frozen_at_end(self, snap: Snapshot | None) -> Snapshot | None:
+        """The run's figures as they were at its end: once a snapshot says "done", later ones
+        (a window still sliding over a finished run) never replace it, so "now" stops there."""
+        last = self.last
+        if last is not None and last.gauges.state == "done" and snap is not last:
+            return last
+        return snap
+
+    def _show_refusal(self) -> None:
+        """A command the run refused over its socket (it answered an error): why, in a toast and
+        the status line (over what the key said it would do); the keys step from the run's
+        figures again. In process the refusal is raised at `send` instead."""
+        take = getattr(self.source, "take_error", None)
+        err = take() if callable(take) else None
+        if not err:
+            return
+        self._pending.forget()
+        self.toast(str(err), kind="command", title="refused", severity="error", timeout=8)
+        self._set_flash(f"refused: {err}", "warn")
+
     def _sweep_over(self) -> bool:
         """The source is a sweep that has ended (its last snapshot carries the sweep gauge)."""
         snap = self.source.latest() or self.last
@@ -220,11 +242,14 @@ class ConsoleApp(KnobActions, App[str]):
     def tell(self, text: str, level: str = "info") -> None:
         """A one-line confirmation in the header's status line for FLASH_S seconds. It covers
         nothing, and the next one replaces it (two presses of - never stack up)."""
+        self._set_flash(text, level)
+        self.tick()
+
+    def _set_flash(self, text: str, level: str) -> None:
         self.flash = (text, level)
         if self._flash_timer is not None:
             self._flash_timer.stop()
         self._flash_timer = self.set_timer(FLASH_S, self._end_flash, name="end flash")
-        self.tick()
 
     def _end_flash(self) -> None:
         self.flash = ("", "")
@@ -471,8 +496,8 @@ class ConsoleApp(KnobActions, App[str]):
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         # Textual's own "Keys" (its key panel) would sit beside ours (the help screen)
         yield from (c for c in super().get_system_commands(screen) if c.title != "Keys")
-        for title, help_text, action in PALETTE:
-            yield SystemCommand(title, help_text, partial(self.run_action, action))
+        for title, help_text, action in PALETTE:  # the palette reads help as markup: `[slo]` escaped
+            yield SystemCommand(title, escape_markup(help_text), partial(self.run_action, action))
 
 
 def run_console(source: RunSource, *, theme: str | None = None, refresh: float = 4.0) -> str:

@@ -17,6 +17,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, TabbedContent, TabPane
+from textual.widgets._footer import FooterKey
 
 from oxconsole.ui.costpanel import CostPanel
 from oxconsole.ui.sweeppanel import PointsPanel
@@ -56,6 +57,31 @@ PALETTE: tuple[tuple[str, str, str], ...] = (
 
 _CONC = Binding.Group("conc", compact=True)
 _RATE = Binding.Group("rate", compact=True)
+
+
+FOOTER_WIDTH = 80
+"""The footer's keys fit this many columns at their usual spacing."""
+FOOTER_NARROW_DROP = frozenset({"0", "s", "d"})
+"""Keys the footer leaves out below FOOTER_WIDTH (they still work; the help screen and the palette
+list them), so that `q stop` and `? help` stay in sight at 60 columns."""
+
+
+class KeysFooter(Footer):
+    """The footer, without `FOOTER_NARROW_DROP` on a narrow terminal."""
+
+    narrow = False
+
+    def fit(self, width: int) -> None:
+        narrow = width < FOOTER_WIDTH
+        if narrow != self.narrow:
+            self.narrow = narrow
+            self.refresh(recompose=True)
+
+    def compose(self) -> ComposeResult:
+        for widget in super().compose():
+            if self.narrow and isinstance(widget, FooterKey) and widget.key in FOOTER_NARROW_DROP:
+                continue
+            yield widget
 
 
 class MainScreen(Screen[None]):
@@ -193,7 +219,7 @@ class MainScreen(Screen[None]):
                 yield CostPanel(id="cost-tab")
             with TabPane("points", id="tab-points"):
                 yield PointsPanel(id="points-tab")
-        yield Footer(show_command_palette=False)
+        yield KeysFooter(show_command_palette=False)
 
     def on_mount(self) -> None:
         self.panels = list(self.query(Panel))
@@ -207,6 +233,7 @@ class MainScreen(Screen[None]):
         # the layout may have switched (wide <-> compact): panels shown again paint in full
         for panel in self.panels:
             panel.restyle()
+        self.query_one(KeysFooter).fit(self.size.width)
 
     def _theme_changed(self, theme: object) -> None:
         forget_palettes()

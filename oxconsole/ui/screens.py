@@ -79,7 +79,7 @@ class HelpScreen(ModalScreen[None]):
         table.add_column(style="bold", no_wrap=True)
         table.add_column()
         for key, what in KEYS:
-            table.add_row(key, what)
+            table.add_row(Text(key), Text(what))  # plain text: `[slo]` is not markup
         with VerticalScroll() as v:
             v.border_title = "oxconsole keys"
             yield Static(table, id="help-keys")

@@ -55,6 +55,10 @@ class Pending:
             return pend[0]
         return None
 
+    def forget(self) -> None:
+        """The run refused a command: what was just sent is not what it runs; the snapshot is."""
+        self._sent.clear()
+
     def base(self, key: str, live: float) -> float:
         """What the next step starts from: the value just sent, else the ``live`` one."""
         pend = self.get(key)

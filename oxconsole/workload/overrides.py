@@ -9,7 +9,7 @@ from __future__ import annotations
 import tomllib
 from typing import Any
 
-from oxconsole.workload.errors import WorkloadError, join_key, show
+from oxconsole.workload.errors import WorkloadError, did_you_mean, join_key, show
 from oxconsole.workload.values import is_int
 
 
@@ -60,6 +60,23 @@ def _parse_value(text: str) -> tuple[bool, Any]:
     return True, doc["v"]
 
 
+def _index(items: list[Any], part: str, where: str, done: str) -> int:
+    """An array entry by its index (`models.0`) or, for tables with a `name`, by that name
+    (`models.qwen.weight`); the index is checked against the length by the caller."""
+    if part.isdigit():
+        return int(part)
+    names = [t.get("name") if isinstance(t, dict) else None for t in items]
+    if part in names:
+        return names.index(part)
+    known = [n for n in names if isinstance(n, str)]
+    hint = did_you_mean(part, known) if known else None
+    also = f" or a name ({', '.join(show(n) for n in known)})" if known else ""
+    raise WorkloadError(
+        f"{where}: expected an array index (0, 1, ...){also} after {done or 'the top level'}, "
+        f"got {show(part)}" + (f' (did you mean "{hint}"?)' if hint else "")
+    )
+
+
 def apply_override(raw: dict[str, Any], arg: str, label: str) -> None:
     """Apply one `--set KEY=VALUE` to the raw TOML dict (in place)."""
     where = f"{label}: --set {show(arg)}"
@@ -83,12 +100,7 @@ def apply_override(raw: dict[str, Any], arg: str, label: str) -> None:
     for i, part in enumerate(parts):
         last = i == len(parts) - 1
         if isinstance(cur, list):
-            if not part.isdigit():
-                raise WorkloadError(
-                    f"{where}: expected an array index (0, 1, ...) after {done or 'the top level'}, "
-                    f"got {show(part)}"
-                )
-            idx = int(part)
+            idx = _index(cur, part, where, done)
             if idx >= len(cur):
                 raise WorkloadError(
                     f"{where}: expected an index below {len(cur)} for {done} "

@@ -27,6 +27,9 @@ from oxconsole.workload.synthtext import synthetic_text as _synthetic_text
 from oxconsole.workload.synthtext import warm_text as _warm_text
 from oxconsole.workload.tokens import Counter, counter, exact_text
 
+MAX_LINE_ERRORS = 20
+"""Bad lines of a prompts file told at most (then how many more): a screenful, not a flood."""
+
 
 def _prompts_label(w: Workload) -> str:
     return printable(str(w.prompts.file) if w.prompts.file is not None else f"{w.path}: prompts")
@@ -363,8 +366,16 @@ def _check_jsonl(w: Workload) -> tuple[int, frozenset[str], frozenset[str], tupl
     keys = array("q")
     key = keys.append
     count = sessions = turns = 0
+    problems: list[str] = []
+    bad = 0
     for lineno, line in _file_lines(w):
-        sid, tag, model, _, body = _parse_line(line, lineno, label, models)
+        try:
+            sid, tag, model, _, body = _parse_line(line, lineno, label, models)
+        except WorkloadError as e:  # every bad line is told (up to a screenful), not only the first
+            bad += 1
+            if len(problems) < MAX_LINE_ERRORS:
+                problems.extend(e.errors)
+            continue
         count += 1
         if isinstance(body, tuple):
             sessions += 1
@@ -374,9 +385,13 @@ def _check_jsonl(w: Workload) -> tuple[int, frozenset[str], frozenset[str], tupl
         if model is not None:
             pinned.add(model)
         key(hash(sid))
-    if count == 0:
+    if count == 0 and not bad:
         raise error(label, "", "at least one prompt (one JSON object a line)", "an empty file")
-    _check_unique(w, keys, label, models)
+    problems += _repeated_ids(w, keys, label, models)
+    if problems:
+        if bad > MAX_LINE_ERRORS:
+            problems.append(f"{label}: ... and {bad - MAX_LINE_ERRORS} more bad lines")
+        raise WorkloadError(*problems)
     return count, frozenset(tags), frozenset(pinned), (sessions, turns)
 
 
@@ -395,19 +410,25 @@ def _synthetic_stats(syn: SyntheticConfig, seed: int) -> tuple[LengthStats | Non
     return stats[0], stats[1]
 
 
-def _check_unique(w: Workload, keys: array[int], label: str, models: frozenset[str]) -> None:
-    """Raise at the first line whose id an earlier line has (only lines whose hash repeats are
-    looked at again, by their ids)."""
+def _repeated_ids(w: Workload, keys: array[int], label: str, models: frozenset[str]) -> list[str]:
+    """Each line whose id an earlier line has (only lines whose hash repeats are looked at again,
+    by their ids; lines that do not parse were told already)."""
     twice = repeated(keys)
     if not twice:
-        return
+        return []
     first: dict[str, int] = {}
+    found: list[str] = []
     for lineno, line in _file_lines(w):
-        sid = _parse_line(line, lineno, label, models)[0]
+        try:
+            sid = _parse_line(line, lineno, label, models)[0]
+        except WorkloadError:
+            continue
         if hash(sid) not in twice:
             continue
         if sid in first:
-            raise error(
-                label, f"line {lineno}: id", f"a unique id (line {first[sid]} has the same id)", show(sid)
-            )
+            if len(found) < MAX_LINE_ERRORS:
+                what = f"a unique id (line {first[sid]} has the same id)"
+                found.append(str(error(label, f"line {lineno}: id", what, show(sid))))
+            continue
         first[sid] = lineno
+    return found

@@ -49,7 +49,7 @@ from oxconsole.workload.stages import parse_stages
 from oxconsole.workload.tokens import tokenizer_path
 from oxconsole.workload.values import Table, fmt_duration, is_int
 
-_TOP = toml_keys(Workload, "path", "raw")
+_TOP = toml_keys(Workload, "path", "raw", "sim_limits")  # sim_limits: keys of [sim]
 _RUN = toml_keys(RunConfig, "concurrency_auto")  # set by concurrency = "auto"
 _OUTPUT = toml_keys(OutputConfig)
 _ENDPOINT = toml_keys(EndpointConfig, "name")  # the table's name

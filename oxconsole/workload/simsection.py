@@ -17,7 +17,7 @@ from oxconsole.workload.values import Table, is_num
 
 __all__ = ["parse_sim", "parse_sim_limits", "parse_sim_profiles", "parse_sim_section"]
 
-_SIM = ("models", "rpm_limit", "tpm_limit")
+_SIM = ("models", *toml_keys(SimLimits, "window"))  # the window is set from Python only (tests)
 _PROFILE = toml_keys(SimModelProfile)
 
 

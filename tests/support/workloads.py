@@ -2,7 +2,7 @@
 
 Why this module exists: most tests need a workload that differs from a few shared shapes in a
 key or two. Each shape is a file (`tests/workloads/NAME.toml`, its comment saying what it is for);
-a test names it and the keys it changes, `load_workload("sim", tmp_path, {"run.concurrency": 8})`,
+a test names it and the keys it changes, `load_workload("sim_exact", tmp_path, {"run.concurrency": 8})`,
 and those are applied by the product's own `--set` code (`workload/overrides.py`), so a test's
 workload is read exactly as a user's file with `--set` would be. The file is written to the test's
 folder (prompt files and the journal are found beside it), and `output.results` goes there too
@@ -62,9 +62,19 @@ def _remove(raw: dict[str, Any], key: str) -> None:
     del table[last]
 
 
-def write_workload(name: str, folder: Path, sets: Sets | None = None, *, file: str = "workload.toml") -> Path:
+def write_workload(
+    name: str,
+    folder: Path,
+    sets: Sets | None = None,
+    *,
+    file: str = "workload.toml",
+    prompts: str | None = None,
+) -> Path:
     """tests/workloads/NAME.toml with `sets` applied, written as folder/FILE (its path). Without an
-    `output.results` of its own, the journal is folder/results.jsonl."""
+    `output.results` of its own, the journal is folder/results.jsonl; `prompts`, when given, is
+    written as folder/prompts.jsonl."""
+    if prompts is not None:
+        (folder / "prompts.jsonl").write_text(prompts)
     raw = workload_doc(name, sets)
     raw.setdefault("output", {}).setdefault("results", str(folder / "results.jsonl"))
     path = folder / file
@@ -73,7 +83,12 @@ def write_workload(name: str, folder: Path, sets: Sets | None = None, *, file: s
 
 
 def load_workload(
-    name: str, folder: Path, sets: Sets | None = None, *, file: str = "workload.toml"
+    name: str,
+    folder: Path,
+    sets: Sets | None = None,
+    *,
+    file: str = "workload.toml",
+    prompts: str | None = None,
 ) -> Workload:
     """`write_workload`, then the file loaded as the command line loads it."""
-    return load_file(write_workload(name, folder, sets, file=file))
+    return load_file(write_workload(name, folder, sets, file=file, prompts=prompts))
