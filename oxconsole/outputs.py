@@ -122,9 +122,13 @@ def _file_problem(path: Path, what: str, *, appended: bool) -> str | None:
     return _folder_problem(path.parent)
 
 
-def check_outputs(results: Path, summary_json: str | None, *, resume: bool) -> list[str]:
+def check_outputs(
+    results: Path, summary_json: str | None, *, resume: bool, results_from: str = ""
+) -> list[str]:
     """Every reason the journal, its `.meta.json` and the `--summary-json` file could not be
-    written, each naming the path and what was expected; empty when all can be.
+    written, each naming the path and what was expected; empty when all can be. `results_from`
+    (`WORKLOAD.toml: output.results`, `--output`) leads the journal's reasons, so that they name
+    where the path was given like every other bad input.
 
     Nothing is created or moved here: this runs before anything is sent or kept aside.
     """
@@ -132,10 +136,12 @@ def check_outputs(results: Path, summary_json: str | None, *, resume: bool) -> l
 
     # An existing non-empty journal is moved aside unless resuming; an empty one is appended to.
     appended = resume or _empty_file(results)
+    lead = f"{results_from}: " if results_from else ""
     problems = [
         _file_problem(results, "a regular file for the results journal", appended=appended),
         _file_problem(manifest_path(results), "a regular file for the journal's manifest", appended=False),
     ]
+    problems = [lead + p if p else None for p in problems]
     if summary_json and summary_stream(summary_json) is None:
         summary = Path(summary_json)
         if _same_file(summary, results) or _same_file(summary, manifest_path(results)):

@@ -112,7 +112,8 @@ def _results_path(
     path = Path(output) if output else w.results_path()
     if resume and not path.exists():
         raise BadInput(f"{path}: --resume: expected an existing results journal, found none")
-    problems = check_outputs(path, summary_json, resume=resume)
+    results_from = "--output" if output else f"{w.path}: output.results"
+    problems = check_outputs(path, summary_json, resume=resume, results_from=results_from)
     if len(problems) == 1:
         raise BadInput(f"{problems[0]} (nothing was sent)")
     if problems:

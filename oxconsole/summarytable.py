@@ -18,6 +18,7 @@ from oxconsole.metrics.goodput import goodput_lines
 from oxconsole.metrics.packing import packing_lines
 from oxconsole.metrics.plans import at_pace, cheapest
 from oxconsole.metrics.stages import stage_table
+from oxconsole.safetext import shown
 from oxconsole.units import NONE, TIMINGS, change_text, cut, fmt_count, fmt_duration, fmt_money, fmt_num
 
 __all__ = ["AUTO_ROWS", "WIDTH", "render_summary", "table_width"]
@@ -217,7 +218,7 @@ def _error_detail_lines(details: Mapping[str, Any]) -> list[str]:
     for cls, detail in details.items():
         lead = "detail    " if not lines else " " * 10
         lines += textwrap.wrap(
-            f"{cls}: {detail}",
+            shown(f"{cls}: {detail}", one_line=True),  # a server's words, never its terminal commands
             WIDTH,
             initial_indent=lead,
             subsequent_indent=" " * 12,

@@ -252,8 +252,23 @@ def test_batch_completions_and_embeddings_write_their_output(tmp_path: Path) -> 
     assert emb["object"] == "list" and [d["index"] for d in emb["data"]] == [0, 1]
     assert all(len(d["embedding"]) == 4 for d in emb["data"])
     assert emb["usage"] == {"prompt_tokens": 3 + 3, "total_tokens": 6}
+    modes = {n: oct((tmp_path / "out" / n).stat().st_mode & 0o777) for n in ("batch.jsonl", "results.jsonl")}
+    assert modes == {"batch.jsonl": "0o600", "results.jsonl": "0o600"}, modes
     summary = orjson.loads((tmp_path / "s.json").read_bytes())
     assert {m: s["requests"]["ok"] for m, s in summary["models"].items()} == {"chat": 1, "text": 1, "emb": 1}
+
+
+def test_every_bad_batch_line_is_told_up_to_a_screenful(
+    make_workload: WorkloadFactory, tmp_path: Path
+) -> None:
+    good = _line("ok", "/v1/completions", "text", prompt="a")
+    _write(tmp_path, [good, *(_line(f"b{i}", "/v1/embeddings", "text", input="a") for i in range(25))])
+    with pytest.raises(WorkloadError) as e:
+        check_prompts(make_workload(SIM + BATCH))
+    told = e.value.errors
+    lines = [n for n in range(2, 27) if any(f"line {n}: url" in m for m in told)]
+    assert lines == list(range(2, 22)), told
+    assert told[-1].endswith("... and 5 more bad lines"), told
 
 
 def test_embeddings_example_validates() -> None:

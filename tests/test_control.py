@@ -500,3 +500,38 @@ def test_wait_listening_gives_up_and_stops_the_engine(
     assert wait_listening(host, timeout=0.3) == 2
     assert host.proc.wait(10) == -signal.SIGTERM
     assert "did not open its control socket within 0.3s; it was stopped" in capsys.readouterr().err
+
+
+async def test_a_client_cannot_claim_a_stage_or_the_controller_made_its_change(
+    run_dirs: Path, write_workload: Callable[..., Path]
+) -> None:
+    path = write_workload("claims", 400)
+    engine = engine_factory(path)()
+    task = asyncio.ensure_future(engine.run())
+    await asyncio.sleep(0)
+    server = ControlServer(engine, info_for(path, "claims"), folder=run_dirs / "srv")
+    await server.start()
+    reader, writer = await asyncio.open_unix_connection(str(server.socket_path))
+
+    async def reply_to(msg: dict[str, Any]) -> dict[str, Any]:
+        writer.write(orjson.dumps(msg) + b"\n")
+        while True:  # snapshots stream in between: the first non-snapshot answers the command
+            got = orjson.loads(await asyncio.wait_for(reader.readline(), 10.0))
+            if got.get("op") not in ("snapshot", "hello"):
+                return dict(got)
+
+    try:
+        writer.write(b'{"op":"hello","hz":1}\n')
+        for by in ("stage", "auto", "nobody"):
+            got = await reply_to({"op": "cmd", "cmd": "set_concurrency", "value": 7, "by": by})
+            assert got["op"] == "error" and "by" in got["message"], (by, got)
+        assert engine.slots.limit == 4, engine.slots.limit
+        writer.write(orjson.dumps({"op": "cmd", "cmd": "set_concurrency", "value": 5, "by": "key"}) + b"\n")
+        await until(lambda: engine.slots.limit == 5)
+    finally:
+        engine.apply(Stop(), "key")
+        outcome = await asyncio.wait_for(task, 20.0)
+        await server.finish(outcome)
+        writer.close()
+    changes = [(c["to"], c["by"]) for c in outcome.summary["changes"] if c["what"] == "concurrency"]
+    assert changes == [(5, "key")], changes

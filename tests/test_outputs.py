@@ -428,3 +428,13 @@ def _serve_and_check(cwd: Path, check: Callable[[str], bool]) -> None:
     finally:
         p.terminate()
         p.wait(10)
+
+
+def test_unwritable_results_folder_names_the_workload_file_and_key(
+    tmp_path: Path, read_only_dir: Path
+) -> None:
+    w = workload(tmp_path, read_only_dir / "sub" / "results.jsonl")
+    r = oxc(str(w), "--headless", cwd=tmp_path)
+    assert_refused(r, f"{w}: output.results: {read_only_dir / 'sub'}: expected a folder", "read-only")
+    r = oxc(str(w), "--headless", "--output", str(read_only_dir / "r.jsonl"), cwd=tmp_path)
+    assert_refused(r, f"--output: {read_only_dir}: expected a folder you can write to", "read-only")

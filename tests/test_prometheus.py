@@ -151,3 +151,26 @@ async def test_every_scrape_is_one_moment(tmp_path: Path) -> None:
             assert n == ok, f"{h} histogram counts {n}, requests_total ok {ok} in one scrape"
         counted += ok > 0
     assert counted >= 1, "no scrape saw a finished request"
+
+
+@pytest.mark.parametrize("spelling", ["0", "0.0.0.0", "::0", "[::0]", "[::]"])
+def test_every_interface_warned_in_any_spelling(tmp_path: Path, spelling: str) -> None:
+    from oxconsole.engine.prometheus import metrics_endpoint
+
+    port = free_port()
+    extra = f'prometheus = "{spelling}:{port}"'
+    text = SIM_WORKLOAD.format(name="x", concurrency=1, seed=1, results=tmp_path / "r.jsonl",
+                               extra=extra, count=1, ttft="1ms", jitter=0)  # fmt: skip
+    (tmp_path / "w.toml").write_text(text)
+    warnings: list[str] = []
+    ep = metrics_endpoint(load_workload(tmp_path / "w.toml"), warnings)
+    if ep is not None:
+        ep.close()
+    assert any("every interface" in m for m in warnings), (spelling, warnings)
+
+
+def test_loopback_and_named_hosts_not_warned(tmp_path: Path) -> None:
+    from oxconsole.workload.schema import every_interface
+
+    seen = {h: every_interface(h) for h in ("127.0.0.1", "::1", "[::1]", "localhost", "10.0.0.1")}
+    assert not any(seen.values()), seen

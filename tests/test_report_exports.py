@@ -35,6 +35,7 @@ def test_csv_with_text_keeps_text_and_details(tmp_path: Path) -> None:
     with open(out, newline="") as f:
         rows = list(csv.DictReader(f))
     assert [record_from_row(x) for x in rows] == list(read_journal(journal))
+    assert out.stat().st_mode & 0o777 == 0o600, oct(out.stat().st_mode)  # owner-only, like the journal
 
 
 def test_markdown_tables(tmp_path: Path) -> None:

@@ -34,7 +34,7 @@ from oxconsole.control.registry import (
     runs_dir,
     unlink,
 )
-from oxconsole.engine.commands import CommandError, command_from_dict, origin
+from oxconsole.engine.commands import CommandError, command_from_dict, command_name, origin
 from oxconsole.jsonfile import write_json
 from oxconsole.metrics.snapshot import Snapshot
 
@@ -55,6 +55,9 @@ LISTEN_BACKLOG = 1024
 """Connections the kernel queues before the loop accepts them (asyncio's default, 100, refused
 part of a burst of 200 connects made while the loop was busy; Linux caps it at
 net.core.somaxconn, 4096 by default since 5.4)."""
+CLIENT_BY = ("key", "command")
+"""The origins a client may give its command: a console key or a script's command. A stage
+boundary and the adaptive controller are the engine's own, never claimed over the socket."""
 DISCARD_MAX = 64 * 1024 * 1024
 """Bytes of an over-long line read and dropped after its error reply, so that the sender sees the
 reply and a clean close rather than a reset; past this (or `DISCARD_S`) the connection is closed."""
@@ -266,7 +269,10 @@ class ControlServer:
             return
         try:
             cmd = command_from_dict({k: v for k, v in msg.items() if k != "op"})
-            self.engine.apply(cmd, origin(msg.get("by", "command")))
+            by = msg.get("by", "command")
+            if by not in CLIENT_BY:  # a stage boundary or the controller is the engine's own word
+                raise CommandError(f"{command_name(cmd)}: by: expected key or command, got {by!r}")
+            self.engine.apply(cmd, origin(by))
         except CommandError as e:  # refused before anything changed: say why, in its own words
             self._reply(client, {"op": "error", "message": str(e)})
         except Exception as e:  # a bad command is the client's problem, never the run's

@@ -9,8 +9,8 @@ histograms by model are copied from the collector on the engine's loop at that s
 reads counters, gauges and histograms of one moment (a histogram's count equals
 `oxconsole_requests_total{status="ok"}` of its model). Before the first publish a scrape sees
 zeros and the workload's own limits. The server binds to loopback unless an address is given (a
-warning on 0.0.0.0) and is shut down, its port released, when the run ends. Labels are model
-names and statuses: never a key, a header, or any text of a prompt or a response.
+warning on 0.0.0.0, in any spelling) and is shut down, its port released, when the run ends. Labels
+are model names and statuses: never a key, a header, or any text of a prompt or a response.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
 from oxconsole.workload import Workload
+from oxconsole.workload.schema import every_interface
 
 if TYPE_CHECKING:
     from oxconsole.metrics import Collector, LogHistogram, Snapshot
@@ -49,7 +50,7 @@ def metrics_endpoint(w: Workload, warnings: list[str]) -> MetricsEndpoint | None
     if addr is None:
         return None
     host, port = addr
-    if host in ("0.0.0.0", "::", ""):
+    if every_interface(host):
         warnings.append(
             f"/metrics is served on every interface ({host}:{port}): anyone who can reach it sees it"
         )

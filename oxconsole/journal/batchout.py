@@ -18,7 +18,7 @@ import os
 from array import array
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -124,7 +124,7 @@ def write_batch_output(
     output.parent.mkdir(parents=True, exist_ok=True)
     failed = errors_path(output)
     n_ok = n_err = 0
-    with open(output.with_name(output.name + ".tmp"), "wb") as good, open(failed, "wb") as bad:
+    with _private(output.with_name(output.name + ".tmp")) as good, _private(failed) as bad:
         for i, rec in enumerate(_records(journal)):
             if last and last.get(rec["id"], i) != i:
                 continue
@@ -134,3 +134,9 @@ def write_batch_output(
             n_err += not ok
     os.replace(output.with_name(output.name + ".tmp"), output)
     return n_ok, n_err
+
+
+def _private(path: Path) -> BinaryIO:
+    """`path` opened to be written whole, owner-only like the journal it is made from (its
+    prompts and answers are no more public there than in the journal)."""
+    return open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb")

@@ -57,7 +57,9 @@ def write_csv(
     n = 0
     dest = Path(out)
     tmp = dest.with_name(dest.name + ".tmp")
-    with open(tmp, "w", newline="", encoding="utf-8") as f:
+    # owner-only like the journal it is made from: `--with-text` rows carry prompts and answers
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with open(fd, "w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(cols)
         for rec in read_journal(results):

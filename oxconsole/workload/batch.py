@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from oxconsole.workload.errors import did_you_mean, error, fail
+from oxconsole.workload.errors import WorkloadError, did_you_mean, error, fail
 from oxconsole.workload.promptdata import Prompt
 
 URLS = {"/v1/chat/completions": "chat", "/v1/completions": "completions", "/v1/embeddings": "embeddings"}
@@ -125,10 +125,21 @@ def _text_line(cid: str, body: dict[str, Any], model: str, api: str, label: str,
     )
 
 
-def batch_prompts(path: Path, label: str, models: Mapping[str, str]) -> Iterator[tuple[str, Prompt]]:
-    """(where, prompt) for every non-blank line of the file, streamed."""
+def batch_prompts(
+    path: Path, label: str, models: Mapping[str, str], bad: list[WorkloadError] | None = None
+) -> Iterator[tuple[str, Prompt]]:
+    """(where, prompt) for every non-blank line of the file, streamed. The first bad line raises;
+    with `bad` given (a check of the whole file), each bad line is added there and passed over,
+    so that every one can be told at once."""
     with open(path, "rb") as f:
         for lineno, line in enumerate(f, 1):
             if line and not line.isspace():
                 where = f"line {lineno}"
-                yield where, parse_batch_line(line, where, label, models)
+                try:
+                    prompt = parse_batch_line(line, where, label, models)
+                except WorkloadError as e:
+                    if bad is None:
+                        raise
+                    bad.append(e)
+                    continue
+                yield where, prompt

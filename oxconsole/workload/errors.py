@@ -20,6 +20,10 @@ _SHOW_MAX = 60
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
+MAX_LINE_ERRORS = 20
+"""Bad lines of a prompts file told at most (then how many more): a screenful, not a flood."""
+
+
 class WorkloadError(Exception):
     """Bad input (exit 2): one line per error, each naming the file, the key path and what was expected.
 

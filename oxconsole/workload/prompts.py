@@ -18,7 +18,15 @@ import orjson
 
 from oxconsole.idset import repeated
 from oxconsole.workload.bounds import MAX_TOKENS, fmt_limit
-from oxconsole.workload.errors import WorkloadError, did_you_mean, error, fail, printable, show
+from oxconsole.workload.errors import (
+    MAX_LINE_ERRORS,
+    WorkloadError,
+    did_you_mean,
+    error,
+    fail,
+    printable,
+    show,
+)
 from oxconsole.workload.lengths import SAMPLE_MAX, draws, length_stats
 from oxconsole.workload.promptdata import LengthStats, Prompt, PromptStats
 from oxconsole.workload.schema import SyntheticConfig, Workload
@@ -26,9 +34,6 @@ from oxconsole.workload.sources import check_records, records
 from oxconsole.workload.synthtext import synthetic_text as _synthetic_text
 from oxconsole.workload.synthtext import warm_text as _warm_text
 from oxconsole.workload.tokens import Counter, counter, exact_text
-
-MAX_LINE_ERRORS = 20
-"""Bad lines of a prompts file told at most (then how many more): a screenful, not a flood."""
 
 
 def _prompts_label(w: Workload) -> str:

@@ -14,15 +14,18 @@ from dataclasses import dataclass
 
 from oxconsole.idset import repeated
 from oxconsole.workload.batch import batch_prompts
-from oxconsole.workload.errors import error, printable, show
+from oxconsole.workload.errors import MAX_LINE_ERRORS, WorkloadError, error, printable, show
 from oxconsole.workload.lengths import SAMPLE_MAX, length_stats
 from oxconsole.workload.promptdata import LengthStats, Prompt
 from oxconsole.workload.schema import Workload
 from oxconsole.workload.sharegpt import sharegpt_prompts
 
 
-def records(w: Workload, label: str) -> Iterator[tuple[str, Prompt | None]]:
-    """(where, prompt) for each entry of the prompts file; prompt None for an entry that is skipped."""
+def records(
+    w: Workload, label: str, bad: list[WorkloadError] | None = None
+) -> Iterator[tuple[str, Prompt | None]]:
+    """(where, prompt) for each entry of the prompts file; prompt None for an entry that is skipped.
+    `bad` collects the bad lines of a Batch file rather than stopping at the first."""
     path = w.prompts.file
     assert path is not None
     try:
@@ -34,7 +37,7 @@ def records(w: Workload, label: str) -> Iterator[tuple[str, Prompt | None]]:
     if w.prompts.format == "sharegpt":
         yield from sharegpt_prompts(path, label)
     else:
-        yield from batch_prompts(path, label, {m.name: m.api for m in w.models})
+        yield from batch_prompts(path, label, {m.name: m.api for m in w.models}, bad)
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,8 @@ def check_records(w: Workload, label: str) -> FileCheck:
     pinned: set[str] = set()
     ins = array("q")
     outs = array("q")
-    for _, p in records(w, label):
+    bad: list[WorkloadError] = []
+    for _, p in records(w, label, bad):
         if p is None:
             skipped += 1
             continue
@@ -65,6 +69,11 @@ def check_records(w: Workload, label: str) -> FileCheck:
             ins.append((p.input_chars + 3) // 4)
             if p.max_tokens is not None:
                 outs.append(p.max_tokens)
+    if bad:  # every bad line told (up to a screenful), not only the first
+        told = [m for e in bad[:MAX_LINE_ERRORS] for m in e.errors]
+        if len(bad) > MAX_LINE_ERRORS:
+            told.append(f"{label}: ... and {len(bad) - MAX_LINE_ERRORS} more bad lines")
+        raise WorkloadError(*told)
     if count == 0:
         what = "an empty file" if not skipped else f"{skipped} entries, none with a human turn and an answer"
         raise error(label, "", "at least one prompt", what)

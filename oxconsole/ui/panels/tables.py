@@ -11,6 +11,7 @@ import textwrap
 from typing import Any
 
 from oxconsole.metrics.snapshot import ModelStats, Snapshot
+from oxconsole.safetext import shown
 from oxconsole.ui.lines import Cell, Col, Line, Palette, fit, grid
 from oxconsole.ui.numbers import fmt_change, fmt_clock, ms, pct
 from oxconsole.ui.panels.goodput import goodput_rows
@@ -161,7 +162,7 @@ def errors_lines(s: Snapshot, p: Palette, width: int, height: int = 100) -> list
     for c, row in zip(classes, table[2:], strict=True):
         lines.append(row)
         e = s.errors.get(c)
-        detail = s.error_details.get(c) or (e.detail if e else "")
+        detail = shown(s.error_details.get(c) or (e.detail if e else ""), one_line=True)
         wrapped = textwrap.wrap(detail, max(8, width - 2), break_on_hyphens=False) if detail else []
         keep = max(0, min(len(wrapped), room))
         for k, text in enumerate(wrapped[:keep]):
