@@ -525,9 +525,9 @@ async def test_a_client_cannot_claim_a_stage_or_the_controller_made_its_change(
         for by in ("stage", "auto", "nobody"):
             got = await reply_to({"op": "cmd", "cmd": "set_concurrency", "value": 7, "by": by})
             assert got["op"] == "error" and "by" in got["message"], (by, got)
-        assert engine.slots.limit == 4, engine.slots.limit
+        assert engine.shard.slots.limit == 4, engine.shard.slots.limit
         writer.write(orjson.dumps({"op": "cmd", "cmd": "set_concurrency", "value": 5, "by": "key"}) + b"\n")
-        await until(lambda: engine.slots.limit == 5)
+        await until(lambda: engine.shard.slots.limit == 5)
     finally:
         engine.apply(Stop(), "key")
         outcome = await asyncio.wait_for(task, 20.0)
