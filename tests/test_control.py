@@ -350,6 +350,19 @@ def test_ps_removes_stale_entries(run_dirs: Path) -> None:
     assert sorted(os.listdir(d)) == []
 
 
+def test_ps_never_removes_the_path_a_stale_entry_names(run_dirs: Path, tmp_path: Path) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    d = runs_dir()
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me")
+    entry = {"name": "odd", "pid": dead.pid, "socket": str(precious), "started_at": 1.0, "updated_at": 1.0}
+    (d / f"odd-{dead.pid}.json").write_bytes(orjson.dumps(entry))
+    assert list_runs() == []
+    assert precious.exists(), "a stale entry's socket path outside its own name was removed"
+    assert sorted(os.listdir(d)) == [], f"the stale entry itself stayed: {sorted(os.listdir(d))}"
+
+
 @pytest.mark.subprocess
 def test_host_reports_bad_input_like_the_cli(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
