@@ -67,3 +67,31 @@ def summary(states: Iterable[State | None]) -> dict[str, dict[str, Any]] | None:
     if not merged:
         return None
     return {name: {k: s.get(k) for k in SUMMARY_KEYS} for name, s in sorted(merged.items())}
+
+
+def ratelimit_lines(summary: Mapping[str, Any]) -> list[str]:
+    """The summary table's lines for `ratelimit` (none without it): per endpoint, each limit with
+    the lowest remaining seen, and the waits for a reset."""
+    rl = summary.get("ratelimit")
+    if not isinstance(rl, Mapping):
+        return []
+    out = ["rate limits (the provider's x-ratelimit-* headers)"]
+    for name, s in rl.items():
+        if not isinstance(s, Mapping):
+            continue
+        parts = []
+        for kind in ("requests", "tokens"):
+            limit, low = s.get(f"limit_{kind}"), s.get(f"remaining_{kind}_min")
+            if limit is not None or low is not None:
+                parts.append(f"{kind} {_n(limit)}, lowest left {_n(low)}")
+        waits = int(s.get("waits") or 0)
+        if waits:
+            parts.append(
+                f"{waits:,} wait{'s' if waits != 1 else ''} for a reset, {float(s.get('wait_s') or 0):.1f} s"
+            )
+        out.append(f"  {name}: " + " · ".join(parts))
+    return out
+
+
+def _n(v: Any) -> str:
+    return "-" if v is None else f"{int(v):,}"
