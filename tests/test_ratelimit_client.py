@@ -5,13 +5,14 @@ by `[sim] ratelimit_window`; the bench runs the contract's minute)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
-from oxconsole.engine.runner import Engine, make_engine
+from oxconsole.engine.runner import make_engine
 from tests.conftest import WorkloadFactory
-from tests.support import journal, run
+from tests.support import engine_for, journal, run, until
 
 RUN = """
 name = "rl"
@@ -51,12 +52,17 @@ def rl_run(make_workload: WorkloadFactory, **kw: Any) -> Any:
 async def test_headers_read_into_the_summary(make_workload: WorkloadFactory) -> None:
     """rpm_limit 20 and tpm_limit 1000 in one window: 5 requests leave 15 requests and 850 tokens."""
     w = rl_run(make_workload, rpm=20, tpm=1000, concurrency=1)
-    out = await run(w)
+    engine = engine_for(w, publish_interval=0.05)
+    out = await run(w, engine)
     assert out.summary["requests"]["ok"] == 5, out.summary["requests"]
     rl = out.summary.get("ratelimit")
     want = {"limit_requests": 20, "limit_tokens": 1000, "remaining_requests_min": 15,
             "remaining_tokens_min": 850, "waits": 0, "wait_s": 0.0}  # fmt: skip
     assert rl == {"default": want}, rl
+    assert engine.latest is not None and engine.latest.gauges.ratelimit is not None
+    live = engine.latest.gauges.ratelimit["default"]  # the snapshot's gauge, as the console reads it
+    assert (live["remaining_requests"], live["remaining_tokens"]) == (15, 850), live
+    assert 55 < live["reset_requests_s"] <= 60, live
 
 
 async def test_no_headers_no_ratelimit_key(make_workload: WorkloadFactory) -> None:
@@ -123,12 +129,32 @@ async def test_workers_headers_reach_the_coordinator_and_pace_together(
         workers=2,
         concurrency=8,
     )
-    engine = make_engine(w, results_path=w.results_path())
-    assert not isinstance(engine, Engine) or engine.shards.remote
-    out = await engine.run()
+    engine = make_engine(w, results_path=w.results_path(), publish_interval=0.05)
+    assert engine.shards.remote
+    task = asyncio.create_task(engine.run())
+    await until(lambda: engine.latest is not None and engine.latest.gauges.ratelimit, 20, "a live headroom")
+    assert engine.latest is not None and engine.latest.gauges.ratelimit is not None
+    live = engine.latest.gauges.ratelimit["default"]
+    assert live["limit_requests"] == 40 and live["remaining_requests"] is not None, live
+    out = await task
     recs = journal(w)
     assert throttled(recs) == 0, windows_of(recs, 2.0)
     counts = windows_of(recs, 2.0)
     assert 36 <= counts[1] <= 40, counts
     rl = out.summary["ratelimit"]["default"]
     assert rl["limit_requests"] == 40 and rl["remaining_requests_min"] is not None and rl["waits"] >= 2, rl
+
+
+@pytest.mark.slow
+async def test_pace_by_headers_keeps_to_the_token_limit(make_workload: WorkloadFactory) -> None:
+    """tpm_limit 900 a 2 s window, 30 tokens a request (20 in, 10 out, reserved exactly): no 429,
+    and each full window after the first holds 27 to 30 requests' tokens."""
+    w = rl_run(make_workload, tpm=900, window="2s", duration="7s", repeat=100000, pace="true")
+    out = await run(w)
+    recs = journal(w)
+    assert throttled(recs) == 0, windows_of(recs, 2.0)
+    assert all(r["input_tokens"] + r["output_tokens"] == 30 for r in recs if r["status"] == "ok")
+    counts = windows_of(recs, 2.0)
+    assert all(27 <= c <= 30 for c in counts[1:3]), counts
+    rl = out.summary["ratelimit"]["default"]
+    assert rl["limit_tokens"] == 900 and rl["limit_requests"] is None and rl["waits"] >= 2, rl
