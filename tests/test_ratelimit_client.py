@@ -158,3 +158,32 @@ async def test_pace_by_headers_keeps_to_the_token_limit(make_workload: WorkloadF
     assert all(27 <= c <= 30 for c in counts[1:3]), counts
     rl = out.summary["ratelimit"]["default"]
     assert rl["limit_tokens"] == 900 and rl["limit_requests"] is None and rl["waits"] >= 2, rl
+
+
+def test_validate_says_which_endpoints_are_paced(make_workload: WorkloadFactory) -> None:
+    from oxconsole.workload.describe import _endpoint_lines
+
+    paced = "\n".join(_endpoint_lines(rl_run(make_workload, pace="true")))
+    assert "paced by its x-ratelimit-* headers" in paced, paced
+    assert "paced" not in "\n".join(_endpoint_lines(rl_run(make_workload)))
+
+
+def test_pace_by_headers_must_be_a_bool(make_workload: WorkloadFactory) -> None:
+    from oxconsole.workload import WorkloadError
+
+    with pytest.raises(WorkloadError) as err:
+        rl_run(make_workload, pace='"yes"')
+    text = str(err.value)
+    assert (
+        "workload.toml" in text and "endpoints.default.pace_by_headers" in text and "true or false" in text
+    ), text
+
+
+def test_the_sim_window_is_a_positive_duration(make_workload: WorkloadFactory) -> None:
+    from oxconsole.workload import WorkloadError
+
+    assert rl_run(make_workload, window="2s").sim_limits.window == 2.0
+    with pytest.raises(WorkloadError) as err:
+        rl_run(make_workload, window="0s")
+    text = str(err.value)
+    assert "sim.ratelimit_window" in text and "a duration > 0" in text, text
