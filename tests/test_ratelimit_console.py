@@ -82,3 +82,19 @@ def test_the_summary_table_says_the_limits() -> None:
     assert "tokens" not in line, line
     assert all(len(ln) <= 80 for ln in text.splitlines())
     assert "rate limits" not in render_summary({}), "no headers, no lines"
+
+
+def test_a_wait_for_the_providers_reset_is_what_bounds_the_run() -> None:
+    from oxconsole.progress import BOUND_WORDS
+    from oxconsole.ui.panels.in_flight import bottleneck
+
+    base = dataclasses.replace(
+        fixed_snapshot(), gauges=dataclasses.replace(fixed_snapshot().gauges, waiting_slot=0, in_flight=3)
+    )
+    waiting = dataclasses.replace(
+        base, gauges=dataclasses.replace(base.gauges, ratelimit={"default": FIGURES | {"waiting": 1}})
+    )
+    assert bottleneck(waiting) == ("info", "provider rate limit (its reset)"), bottleneck(waiting)
+    idle = limited(base)  # figures heard, nothing waiting: not the bound
+    assert bottleneck(idle)[1] != "provider rate limit (its reset)", bottleneck(idle)
+    assert BOUND_WORDS["ratelimit"] == "provider rate limit"

@@ -287,13 +287,13 @@ class Dispatcher:
             return True
         room.waits += 1
         t0 = clock()
-        self.waiting_bucket += 1
+        room.waiting += 1
         try:
             while wait > 0 and not self.stopped:
                 await asyncio.sleep(min(wait, HEADROOM_POLL_S))
                 wait = room.admit(n, clock())
         finally:
-            self.waiting_bucket -= 1
+            room.waiting -= 1
             room.wait_s += clock() - t0
         return not self.stopped
 

@@ -113,7 +113,10 @@ class _Limit:
 class Headroom:
     """One endpoint's rate-limit figures in one shard, and whether a request may go now."""
 
-    __slots__ = ("_est", "limits", "name", "pending", "prepaid", "seen_at", "seq", "share", "wait_s", "waits")
+    __slots__ = (
+        "_est", "limits", "name", "pending", "prepaid", "seen_at", "seq", "share",
+        "wait_s", "waiting", "waits",
+    )  # fmt: skip
 
     def __init__(self, name: str, share: float = 1.0) -> None:
         self.name = name
@@ -132,6 +135,8 @@ class Headroom:
         """Times dispatch waited for a reset (`ratelimit.waits`)."""
         self.wait_s = 0.0
         """Seconds dispatch spent waiting for resets (client queue time)."""
+        self.waiting = 0
+        """Requests waiting for a reset now (what bounds the run, when any)."""
         self.seen_at = 0.0
         """Wall time of the latest answer with rate-limit headers."""
 
@@ -198,7 +203,7 @@ class Headroom:
         """The figures as the summary and the console read them (`metrics/ratelimit.py`); None
         when the endpoint sent no rate-limit headers and nothing waited."""
         req, tok = self.limits["requests"], self.limits["tokens"]
-        if req.last is None and tok.last is None and not self.waits:
+        if req.last is None and tok.last is None and not self.waits and not self.waiting:
             return None
         now = time.time()
         out: dict[str, Any] = {}
@@ -209,5 +214,6 @@ class Headroom:
             out[f"reset_{kind}_s"] = None if lim.reset_at is None else round(max(0.0, lim.reset_at - now), 3)
         out["waits"] = self.waits
         out["wait_s"] = round(self.wait_s, 3)
+        out["waiting"] = self.waiting
         out["seen_at"] = self.seen_at
         return out

@@ -58,6 +58,7 @@ def merge(states: Iterable[State | None]) -> dict[str, dict[str, Any]]:
                 cur[k] = min(vals) if vals else None
             cur["waits"] = int(cur.get("waits") or 0) + int(s.get("waits") or 0)
             cur["wait_s"] = round(float(cur.get("wait_s") or 0.0) + float(s.get("wait_s") or 0.0), 3)
+            cur["waiting"] = int(cur.get("waiting") or 0) + int(s.get("waiting") or 0)
     return out
 
 

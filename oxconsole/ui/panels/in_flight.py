@@ -43,6 +43,8 @@ def bottleneck(s: Snapshot) -> tuple[str, str]:
         return "warn", f"⚠ the client: event loop lag {g.loop_lag_ms:.0f} ms"
     if what == "tpm":
         return "info", "tpm ({/} change it)"
+    if what == "ratelimit":
+        return "info", "provider rate limit (its reset)"
     if what == "slow rate":
         return "warn", f"⚠ the client: {fmt_rate(g.achieved_rate)} of {fmt_rate(g.rate)} with free slots"
     if what == "draining":
