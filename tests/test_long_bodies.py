@@ -1,9 +1,12 @@
 """Long prompts through both ends: a prompts file's lines longer than its read buffer come whole, a
-1 MB prompt is counted exactly by the simulator (its body read with one join)."""
+1 MB prompt is counted exactly by the simulator (its body read with one join), and the client's
+encoding of a body is not counted in the server's time."""
 
 from __future__ import annotations
 
 import json
+
+import pytest
 
 from oxconsole.workload import SimModelProfile, iter_prompts, prompts
 from oxconsole.workload.synthtext import synthetic_text
@@ -33,3 +36,36 @@ async def test_a_1_mb_prompt_is_counted_exactly() -> None:
     assert status == 200, body[:200]
     usage = json.loads(body)["usage"]
     assert usage["prompt_tokens"] == (len(text) + 3) // 4, (usage, len(text))
+
+
+async def test_encoding_the_body_is_not_counted_as_the_servers_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An encoding that takes 300 ms (a stand-in for a huge prompt on a slow machine): the attempt's
+    latency (and TTFT) start once the body is encoded, as the server sees it."""
+    import time as clock
+    import types
+
+    import orjson
+
+    from oxconsole.engine import client as client_mod
+    from oxconsole.engine.client import EndpointClient
+
+    def slow_dumps(obj: object, *a: object, **kw: object) -> bytes:
+        clock.sleep(0.3)
+        return orjson.dumps(obj, *a, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(client_mod, "orjson", types.SimpleNamespace(dumps=slow_dumps, loads=orjson.loads))
+    async with running_sim(PROFILES) as url:
+        c = EndpointClient("e", url, None, max_connections=2, timeout=10.0)
+        try:
+            t = clock.perf_counter()
+            res = await c.attempt(
+                {"model": "m", "messages": [{"role": "user", "content": "hi"}]},
+                stream=True,
+                timeout=10.0,
+                save_text=False,
+            )
+            wall = (clock.perf_counter() - t) * 1000
+        finally:
+            await c.close()
+    assert res.ok, res
+    assert wall >= 300 and res.latency_ms is not None and res.latency_ms < 250, (wall, res.latency_ms)
