@@ -71,6 +71,8 @@ class Gauges:
     """Requests waiting for the token budget (also counted in `waiting_bucket`)."""
     auto: bool = False
     """The concurrency is set by the auto controller (`run.concurrency = "auto"`, key `a`)."""
+    ratelimit: Mapping[str, Mapping[str, Any]] | None = None
+    """Endpoint -> its provider rate-limit figures (`metrics/ratelimit.py`); None = none heard."""
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Gauges:
@@ -94,6 +96,7 @@ class Gauges:
             tpm_used=float(d.get("tpm_used", 0.0)),
             waiting_tpm=int(d.get("waiting_tpm", 0)),
             auto=bool(d.get("auto", False)),
+            ratelimit=d.get("ratelimit"),
         )
 
 

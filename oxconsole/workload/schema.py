@@ -159,6 +159,8 @@ class EndpointConfig:
     headers_env: dict[str, str] = field(default_factory=dict)
     """Header name -> NAME of the environment variable holding its value (never the value itself;
     the values are kept out of logs, journals and error details)."""
+    pace_by_headers: bool = False
+    """Wait for the reset its x-ratelimit-* headers state rather than draw a 429 (engine/headroom.py)."""
 
 
 @dataclass(frozen=True)
@@ -336,7 +338,7 @@ class SimLimits:
     tpm_limit: int = 0
     """Tokens (prompt + completion) per window; 0 = no limit."""
     window: float = 60.0
-    """Seconds per fixed window, from the first request (not a TOML key: tests shorten it)."""
+    """Seconds per fixed window, from the first request (`ratelimit_window`: tests shorten it)."""
 
 
 @dataclass(frozen=True)

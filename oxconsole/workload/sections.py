@@ -178,6 +178,7 @@ def _parse_endpoints(errs: Problems, data: Any) -> dict[str, EndpointConfig]:
             insecure=t.bool_("insecure", False),
             headers=request_headers(t, "headers", "a header value (string)"),
             headers_env=request_headers(t, "headers_env", "the NAME of an environment variable"),
+            pace_by_headers=t.bool_("pace_by_headers", False),
         )
     return out
 
