@@ -20,8 +20,8 @@ from oxconsole.workload.values import fmt_duration
 Arrival = Literal["closed", "constant", "poisson"]
 PromptsFormat = Literal["jsonl", "sharegpt", "openai-batch"]
 Strategy = Literal["weighted", "round_robin", "least_loaded"]
-Api = Literal["chat", "completions", "embeddings"]
-APIS: tuple[Api, ...] = ("chat", "completions", "embeddings")
+Api = Literal["chat", "completions", "embeddings", "responses"]
+APIS: tuple[Api, ...] = ("chat", "completions", "embeddings", "responses")
 """`[[models]] api`: the endpoint a model is called on (/chat/completions, /completions, /embeddings)."""
 
 DEFAULT_RETRY_ON: tuple[int | str, ...] = (429, 500, 502, 503, 504, "timeout", "connection", "stream")
@@ -182,7 +182,9 @@ class ModelConfig:
     price_per_1m_input: float = 0.0
     """Price per million input tokens."""
     price_per_1m_output: float = 0.0
-    """Price per million output tokens."""
+    """Price per million output tokens (reasoning tokens included)."""
+    price_per_1m_cached_input: float | None = None
+    """Price per million cached input tokens; None = the input price."""
     extra_body: dict[str, Any] = field(default_factory=dict)
     """Fields added to every request body built for this model (a server's own parameters)."""
     ignore_eos: bool = False
@@ -374,7 +376,9 @@ class Prices:
     per_1m_input: float = 0.0
     """Price per million input tokens."""
     per_1m_output: float = 0.0
-    """Price per million output tokens."""
+    """Price per million output tokens (reasoning tokens included)."""
+    per_1m_cached_input: float | None = None
+    """Price per million cached input tokens; None = `per_1m_input`."""
 
 
 @dataclass(frozen=True)

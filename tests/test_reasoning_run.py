@@ -1,0 +1,101 @@
+"""Reasoning models and cached prompts end to end: a run on the simulator over real HTTP, its
+journal's `ttfot_ms`, `reasoning_tokens` and `cached_tokens`, and the summary made of them, each
+against what the workload and the simulator's own prefix cache say it must be."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from oxconsole.metrics.histogram import LogHistogram
+from oxconsole.sim.encoded import CHAT
+from oxconsole.sim.plan import cache_key
+from oxconsole.sim.prefix import PrefixCache
+from oxconsole.workload import Workload, iter_prompts
+from tests.support import journal, run
+from tests.support.workloads import load_workload
+
+
+def expected_cached(w: Workload) -> dict[str, int]:
+    """Each prompt's cached tokens as the simulator's cache finds them, prompts sent in order."""
+    block = w.sim["r"].cache_block
+    cache = PrefixCache(block)
+    return {p.id: cache.serve(cache_key({"messages": p.messages}, CHAT))[0] for p in iter_prompts(w)}
+
+
+def median(xs: list[float]) -> float:
+    s = sorted(xs)
+    return s[len(s) // 2]
+
+
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning", "think_tags"])
+async def test_ttfot_reasoning_and_cached_tokens_in_journal_and_summary(tmp_path: Path, field: str) -> None:
+    w = load_workload("reasoning", tmp_path, {"sim.models.r.reasoning_field": field})
+    out = await run(w)
+    recs = journal(w)
+    prof = w.sim["r"]
+    assert [r["status"] for r in recs] == ["ok"] * w.run.requests, recs
+    # TTFOT - TTFT = reasoning tokens / tokens_per_s (the simulator's schedule), at p50 within 2 ms
+    gaps = [r["ttfot_ms"] - r["ttft_ms"] for r in recs]
+    want_gap = prof.reasoning_tokens / prof.tokens_per_s * 1000
+    assert abs(median(gaps) - want_gap) <= 2.0, (gaps, want_gap)
+    assert all(r["reasoning_tokens"] == prof.reasoning_tokens for r in recs), recs
+    assert all(r["output_tokens"] == prof.reasoning_tokens + prof.output_tokens for r in recs), recs
+    assert all(r["tokens_source"] == "usage" for r in recs), recs
+    cached = expected_cached(w)
+    assert {r["id"]: r["cached_tokens"] for r in recs} == cached
+    assert sum(cached.values()) > 0, cached  # the prefix is cached from the second prompt on
+    s = out.summary
+    total_in = sum(r["input_tokens"] for r in recs)
+    assert s["tokens"]["cached"] == sum(cached.values()), s["tokens"]
+    assert s["tokens"]["reasoning"] == sum(r["reasoning_tokens"] for r in recs), s["tokens"]
+    assert s["cache_hit_rate"] == round(sum(cached.values()) / total_in, 4), s
+    assert s["models"]["r"]["cache_hit_rate"] == s["cache_hit_rate"], s["models"]["r"]
+    assert s["models"]["r"]["tokens"]["cached"] == s["tokens"]["cached"]
+    assert s["phases"][-1]["tokens"] == {
+        "reasoning": s["tokens"]["reasoning"],
+        "cached": s["tokens"]["cached"],
+    }
+    # the summary's percentiles are the log histogram's of the journal's values
+    h = LogHistogram()
+    for r in recs:
+        h.record(r["ttfot_ms"])
+    assert s["ttfot_ms"]["p50"] == pytest.approx(h.summary()["p50"], abs=0.01), (s["ttfot_ms"], h.summary())
+    # cost: cached input at the cached price, reasoning as output; the journal's sum is the summary's
+    m = w.models[0]
+    for r in recs:
+        c = r["cached_tokens"]
+        want = ((r["input_tokens"] - c) * m.price_per_1m_input + c * 0.5 + r["output_tokens"] * 8.0) / 1e6
+        assert r["cost"] == pytest.approx(want, rel=1e-12), (r, want)
+    assert s["cost"]["total"] == pytest.approx(sum(r["cost"] for r in recs), abs=1e-9), s["cost"]
+    plan = w.plans["cached"].default
+    want_plan = sum(
+        (
+            (r["input_tokens"] - r["cached_tokens"]) * plan.per_1m_input
+            + r["cached_tokens"] * (plan.per_1m_cached_input or 0.0)
+            + r["output_tokens"] * plan.per_1m_output
+        )
+        / 1e6
+        for r in recs
+    )
+    assert s["cost"]["plans"]["cached"]["total"] == pytest.approx(want_plan, abs=1e-9), s["cost"]
+
+
+async def test_plain_model_ttfot_equals_ttft_and_no_new_keys(tmp_path: Path) -> None:
+    sets: dict[str, Any] = {
+        "sim.models.r.reasoning_tokens": 0,
+        "sim.models.r.prefix_cache": False,
+        "models.0.price_per_1m_cached_input": None,
+    }
+    w = load_workload("reasoning", tmp_path, sets)
+    out = await run(w)
+    recs = journal(w)
+    assert all(r["ttfot_ms"] == r["ttft_ms"] for r in recs), recs
+    for key in ("reasoning_tokens", "cached_tokens", "tool_calls"):
+        assert not any(key in r for r in recs), (key, recs[0])
+    s = out.summary
+    assert set(s["tokens"]) == {"input", "output"}, s["tokens"]
+    assert "cache_hit_rate" not in s, s
+    assert s["ttfot_ms"] == s["ttft_ms"], (s["ttfot_ms"], s["ttft_ms"])
