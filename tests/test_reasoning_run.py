@@ -155,3 +155,40 @@ def expected_cached_responses(w: Workload) -> dict[str, int]:
         p.id: cache.serve(cache_key({"input": response_input(p.messages)}, RESPONSES))[0]
         for p in iter_prompts(w)
     }
+
+
+async def test_slo_ttfot_judges_the_first_answer_token(tmp_path: Path) -> None:
+    """A threshold between TTFT and TTFOT: met as `ttft`, missed as `ttfot`."""
+    long: dict[str, Any] = {"sim.models.r.reasoning_tokens": 40}  # 200 ms of reasoning
+    doc = load_workload("reasoning", tmp_path, long)
+    prof = doc.sim["r"]
+    between = prof.ttft + prof.reasoning_tokens / prof.tokens_per_s / 2
+    verdicts = {}
+    for key in ("ttft", "ttfot"):
+        folder = tmp_path / key
+        folder.mkdir()
+        sets = {**long, f"slo.{key}": f"{between * 1000:g}ms", "slo.target": 0.5}
+        w = load_workload("reasoning", folder, sets)
+        out = await run(w)
+        verdicts[key] = ({r["slo_ok"] for r in journal(w)}, out.summary["goodput"]["fraction"])
+    assert verdicts == {"ttft": ({True}, 1.0), "ttfot": ({False}, 0.0)}, (verdicts, between)
+
+
+async def test_workers_carry_the_new_fields_and_figures(tmp_path: Path) -> None:
+    from tests.support import run as run_anywhere
+
+    w = load_workload(
+        "reasoning",
+        tmp_path,
+        {"run.workers": 2, "run.concurrency": 2, "run.requests": 8, "prompts.synthetic.count": 8},
+    )
+    out = await run_anywhere(w, sim="process")
+    recs = journal(w)
+    assert len(recs) == 8 and all(r["status"] == "ok" for r in recs), recs
+    assert all(r["reasoning_tokens"] == w.sim["r"].reasoning_tokens and "ttfot_ms" in r for r in recs), recs
+    s = out.summary
+    assert s["tokens"]["reasoning"] == sum(r["reasoning_tokens"] for r in recs), s["tokens"]
+    assert s["tokens"]["cached"] == sum(r["cached_tokens"] for r in recs) > 0, (s["tokens"], recs)
+    assert s["cache_hit_rate"] == round(s["tokens"]["cached"] / s["tokens"]["input"], 4), s
+    assert s["ttfot_ms"]["p50"] is not None and s["ttfot_ms"]["p50"] > s["ttft_ms"]["p50"], s
+    assert s["cost"]["total"] == pytest.approx(sum(r["cost"] for r in recs), abs=1e-9), s["cost"]
