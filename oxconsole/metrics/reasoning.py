@@ -130,6 +130,26 @@ class ReasoningLive:
         return cls(t.get("p50"), t.get("p99"), share, rate, st.tool_calls)
 
     @classmethod
+    def from_summary(cls, summary: Mapping[str, Any]) -> ReasoningLive | None:
+        """A finished run's figures as its summary keeps them (None when it has none)."""
+        tokens = summary.get("tokens") or {}
+        if not isinstance(tokens, Mapping) or not (
+            {"reasoning", "cached"} & set(tokens) or summary.get("tool_calls")
+        ):
+            return None
+        t = summary.get("ttfot_ms") or {}
+        out = tokens.get("output") or 0
+        r = tokens.get("reasoning")
+        d = {
+            "ttfot_p50": t.get("p50") if isinstance(t, Mapping) else None,
+            "ttfot_p99": t.get("p99") if isinstance(t, Mapping) else None,
+            "reasoning_share": round(r / out, 4) if isinstance(r, int) and out else None,
+            "cache_hit_rate": summary.get("cache_hit_rate"),
+            "tool_calls": summary.get("tool_calls"),
+        }
+        return cls.from_dict(d)
+
+    @classmethod
     def from_dict(cls, d: Any) -> ReasoningLive | None:
         if not isinstance(d, Mapping):
             return None
