@@ -233,6 +233,9 @@ def _parse_models(errs: Problems, data: Any, endpoints: Collection[str] | None) 
             price_per_request=t.num("price_per_request", 0.0, b.MAX_PRICE, _PRICE),
             price_per_1m_input=t.num("price_per_1m_input", 0.0, b.MAX_PRICE, _PRICE),
             price_per_1m_output=t.num("price_per_1m_output", 0.0, b.MAX_PRICE, _PRICE),
+            price_per_1m_cached_input=t.num("price_per_1m_cached_input", 0.0, b.MAX_PRICE, _PRICE)
+            if t.has("price_per_1m_cached_input")
+            else None,
             extra_body=extra_body(t),
             ignore_eos=t.bool_("ignore_eos", False),
             api=t.enum("api", "chat", APIS),  # type: ignore[arg-type]
