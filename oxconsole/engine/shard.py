@@ -327,8 +327,8 @@ class LocalShard:
                 r.stage, r.warmup = mark
             if self.sessions is not None:
                 self.sessions.finished(r)
-            if slo is not None:
-                r.slo_ok = slo.good(r)
+            if slo is not None:  # with [quality] a good answer is also a valid one
+                r.slo_ok = slo.good(r) and r.valid is not False
             sink(r)
 
     def _pack_prefix(self) -> str:

@@ -83,6 +83,15 @@ class RequestRecord:
     """With `pack`: the tasks that pack carried."""
     repacked: bool = False
     """With `pack`: the pack's answer did not split, and this task was sent again alone."""
+    valid: bool | None = None
+    """With `[quality]`, on an ok record: whether its answer passed every check."""
+    invalid_reason: str | None = None
+    """With `valid` false: the first check it failed (`json`, `schema`, `regex`, `expected`, `judge`)."""
+    escalations: int = 0
+    """Times the cascade sent it on to the next model (`models_tried` then lists them all)."""
+    answers: list[dict[str, Any]] | None = None
+    """The answers that did not stand and the judge requests, each with its model, tokens and
+    cost (already inside `cost`): what each model asked was billed, for the per-model figures."""
 
     def __post_init__(self) -> None:
         """The record boundary: what a server sent becomes text any encoder takes (a lone
@@ -153,6 +162,14 @@ class RequestRecord:
             d["pack_size"] = self.pack_size
             if self.repacked:
                 d["repacked"] = True
+        if self.valid is not None:
+            d["valid"] = self.valid
+            if self.invalid_reason is not None:
+                d["invalid_reason"] = self.invalid_reason
+        if self.escalations:
+            d["escalations"] = self.escalations
+        if self.answers:
+            d["answers"] = self.answers
         if self.text is not None:
             d["text"] = self.text
         return d
@@ -187,7 +204,25 @@ class RequestRecord:
             stage=d["stage"] if type(d.get("stage")) is int else None,
             warmup=d.get("warmup") is True,
             **_pack_fields(d),
+            **_quality_fields(d),
         )
+
+
+def _quality_fields(d: dict[str, Any]) -> dict[str, Any]:
+    """`valid`, `invalid_reason`, `escalations` and `answers`, as far as the line carries them."""
+    out: dict[str, Any] = {}
+    if isinstance(d.get("valid"), bool):
+        out["valid"] = d["valid"]
+        reason = d.get("invalid_reason")
+        if isinstance(reason, str) and not d["valid"]:
+            out["invalid_reason"] = reason
+    esc = d.get("escalations")
+    if type(esc) is int and esc > 0:
+        out["escalations"] = esc
+    answers = d.get("answers")
+    if isinstance(answers, list):
+        out["answers"] = [a for a in answers if isinstance(a, dict) and isinstance(a.get("model"), str)]
+    return out
 
 
 def _pack_fields(d: dict[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from oxconsole.metrics.goodput import goodput_entry
 from oxconsole.metrics.histogram import LogHistogram
 from oxconsole.metrics.packing import PackCounts, packing_block
 from oxconsole.metrics.plans import Usage, cost_block, model_cost_block
+from oxconsole.metrics.quality import QualityCounts, add_per_valid, quality_entry
 
 if TYPE_CHECKING:
     from oxconsole.workload.plans import PricePlan
@@ -70,6 +71,7 @@ class RunStats:
         "output_tokens",
         "packs",
         "per_model",
+        "quality",
         "queue",
         "retried",
         "tokens_source",
@@ -111,6 +113,8 @@ class RunStats:
         self.good = 0
         self.packs = PackCounts()
         """Tasks sent in packs (`[packing]`): the summary's `packing` block."""
+        self.quality: QualityCounts | None = None
+        """With `[quality]`: valid answers and the cascade (`metrics/quality.py`)."""
 
     def hist(self, metric: str) -> LogHistogram:
         if metric == "latency_ms":
@@ -171,10 +175,16 @@ class RunStats:
             self.backoff_requests += 1
         if rec.pack is not None:
             self.packs.count(rec)
+        if rec.valid is not None or rec.answers:
+            (self.quality or self._judged()).count(rec)
         if rec.attempt_errors:
             ae = self.attempt_errors
             for cls, n in rec.attempt_errors.items():
                 ae[cls] = ae.get(cls, 0) + int(n)
+
+    def _judged(self) -> QualityCounts:
+        self.quality = QualityCounts()
+        return self.quality
 
     # -- summary blocks ----------------------------------------------------------------------
 
@@ -268,6 +278,12 @@ class Tally:
             count_fallbacks(rec, self.of)
 
 
+def billed_usage(overall: RunStats, usage: Mapping[str, Usage]) -> Mapping[str, Usage]:
+    """The models' usage as a plan bills it: with `[quality]`, the answers that did not stand and
+    the judge requests too (`metrics/quality.py`)."""
+    return usage if overall.quality is None else overall.quality.billed(usage)
+
+
 def iso_time(unix: float) -> str:
     """ISO-8601 in UTC with milliseconds, e.g. ``2025-01-31T12:00:00.123+00:00``."""
     return datetime.fromtimestamp(unix, tz=UTC).isoformat(timespec="milliseconds")
@@ -289,6 +305,7 @@ def phase_summary(
         "latency_ms": timing(stats.latency),
         "ttft_ms": timing(stats.ttft),
         **goodput_entry(stats.good, stats.judged, t_end - t_start, slo_target),
+        **quality_entry(stats.quality),
     }
 
 
@@ -333,6 +350,9 @@ def build_summary(
         if n:
             attempt_errors[cls] = attempt_errors.get(cls, 0) + n
     src = overall.tokens_source
+    usage = {m: st.usage() for m, st in models}
+    cost = cost_block(overall.cost, overall.total, billed_usage(overall, usage), plans)
+    add_per_valid(cost, overall.quality)
     return {
         "name": name,
         "started_at": iso_time(started_at),
@@ -346,7 +366,7 @@ def build_summary(
         "queue_ms": timing(overall.queue),
         "tokens": {"input": overall.input_tokens, "output": overall.output_tokens},
         "tokens_source": {"usage": src.get("usage", 0), "estimate": src.get("estimate", 0)},
-        "cost": cost_block(overall.cost, overall.total, {m: st.usage() for m, st in models}, plans),
+        "cost": cost,
         "errors": dict(sorted(overall.errors.items())),
         "attempt_errors": dict(sorted(attempt_errors.items())),
         "error_details": error_details(overall.error_detail, attempt_details),
@@ -362,4 +382,5 @@ def build_summary(
         "changes": [dict(c) for c in changes],
         "phases": [dict(p) for p in phases],
         **packing_block(overall.packs, overall.total, packing_size),
+        **quality_entry(overall.quality),
     }

@@ -21,6 +21,7 @@ from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.aggregate import (
     METRICS,
     RunStats,
+    billed_usage,
     build_summary,
     count_fallbacks,
     error_details,
@@ -399,6 +400,7 @@ class Collector:
         if not self._plans:
             return ()
         usage: dict[str, Usage] = {m: acc.stats.usage() for m, acc in self._models.items()}
+        usage = dict(billed_usage(self._all, usage))
         remaining = None if g.total_expected is None else max(0, g.total_expected - self._all.total)
         return plan_costs(self._plans.values(), usage, self._all.total, remaining, self._weights(g))
 

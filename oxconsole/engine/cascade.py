@@ -1,0 +1,141 @@
+"""The cascade: each answer judged under `[quality]`, a failed one sent on to the next model.
+
+Why this module exists: a successful answer is no longer final when it is wrong. `Sender.send`
+gets an answer as before (retries and fallbacks: an error is not an invalid answer), then hands it
+here once (`Cascade.settle`): it is checked (`engine/quality.py`), judged by a judge model when
+`[quality] judge` is given, and, when it fails and the cascade has a step after its model
+(`Router.next_step`), the same prompt goes to that model, until an answer passes or the last
+step's answer stands. Every answer asked for is billed into the record (`Judged.mark`: the
+journal's `cost` is the sum over every model asked and every judge request), so the journal
+sums to the bill.
+
+Off the hot path: nothing here runs without `[quality]`; with it, one check per answer and one
+small list per request that escalated or was judged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from oxconsole.engine.attempt import AttemptResult
+from oxconsole.engine.quality import Checker, fill_judge, prompt_text
+from oxconsole.journal.records import RequestRecord
+from oxconsole.workload import Pack, Prompt, Workload
+from oxconsole.workload.quality import QualityConfig
+
+if TYPE_CHECKING:
+    from oxconsole.engine.request import Sender, Story
+
+__all__ = ["Cascade", "Judged"]
+
+
+@dataclass(slots=True)
+class Judged:
+    """One request's verdicts so far, and what the answers it left behind cost."""
+
+    valid: bool | None = None
+    """The standing answer's verdict (None: the request ended without one, in error)."""
+    reason: str | None = None
+    """Why it is not valid (`workload.quality.REASONS`)."""
+    escalations: int = 0
+    """Times the cascade moved it on."""
+    spent: float = 0.0
+    """The cost of every answer but the standing one, judge requests included."""
+    answers: list[dict[str, Any]] = field(default_factory=list)
+    """Each answer asked for but the standing one, and each judge request: model, tokens, cost,
+    and for an answer its verdict."""
+
+    def mark(self, rec: RequestRecord) -> None:
+        """The record carries the verdict and the whole bill."""
+        rec.cost += self.spent
+        rec.escalations = self.escalations
+        if rec.status == "ok":
+            rec.valid = self.valid
+            rec.invalid_reason = None if self.valid else self.reason
+        if self.answers:
+            rec.answers = self.answers
+
+
+class Cascade:
+    """Judges the answers of one engine's requests and sends the failed ones on."""
+
+    def __init__(self, w: Workload, q: QualityConfig, sender: Sender) -> None:
+        self.checker = Checker(q)
+        self.sender = sender
+        self.judge_model = w.model(q.judge.model) if q.judge is not None else None
+
+    def judges(self, prompt: Prompt) -> bool:
+        """Whether this request's answer is judged here (a pack's is judged task by task)."""
+        return not isinstance(prompt, Pack)
+
+    async def settle(self, story: Story, res: AttemptResult) -> AttemptResult:
+        """The answer that stands: `res` when it passes or the cascade has no step after its model,
+        else the next step's (judged in turn), or that step's error."""
+        sender = self.sender
+        judged = story.judged = story.judged or Judged()
+        while True:
+            reason = await self.verdict(story, res)
+            judged.valid, judged.reason = reason is None, reason
+            if reason is None or sender.stopping():
+                return res
+            nxt = sender.router.next_step(story.model, story.tried)
+            if nxt is None:
+                return res
+            self.bill(story, res, {"valid": False, "invalid_reason": reason})
+            judged.escalations += 1
+            sender.move(story, nxt)
+            res = await sender.answer(story)
+            if not res.ok:
+                judged.valid = judged.reason = None
+                return res
+
+    async def verdict(self, story: Story, res: AttemptResult) -> str | None:
+        """Why this answer is not valid, or None; the judge asked last, when every other check passed."""
+        reason = self.checker.check(story.prompt, res.text)
+        if reason is not None or self.judge_model is None:
+            return reason
+        return None if await self.judge(story, res.text or "") else "judge"
+
+    async def judge(self, story: Story, answer: str) -> bool:
+        """The judge model's verdict on an answer (a judge request that fails is a "judge" failure:
+        nothing says the answer is right); its cost goes on the request's bill."""
+        from oxconsole.engine.request import Story as JudgeStory
+
+        m = self.judge_model
+        q = self.checker.judge
+        assert m is not None and q is not None
+        text = fill_judge(q.prompt, prompt_text(story.prompt), answer)
+        ask = Prompt(
+            id=f"{story.prompt.id}#judge",
+            messages=[{"role": "user", "content": text}],
+            input_chars=len(text),
+            keep_text=True,
+        )
+        js = JudgeStory(ask, m.name, story.t_sched_wall, story.t_sched)
+        sender = self.sender
+        sender.router.in_flight[m.name] += 1
+        try:
+            res = await sender.answer(js)
+        finally:
+            sender.router.in_flight[js.model] -= 1
+        self.bill(js, res, {"judge": True}, into=story)
+        return res.ok and self.checker.judged(res.text)
+
+    def bill(self, story: Story, res: AttemptResult, what: dict[str, Any], into: Story | None = None) -> None:
+        """An answer that will not stand (or a judge's), billed into the request's record."""
+        from oxconsole.engine.request import finished_record
+
+        rec = finished_record(story, res, self.sender.models[story.model], False)
+        target = into or story
+        judged = target.judged = target.judged or Judged()
+        judged.spent += rec.cost
+        judged.answers.append(
+            {
+                "model": rec.model,
+                **what,
+                "input_tokens": rec.input_tokens,
+                "output_tokens": rec.output_tokens,
+                "cost": rec.cost,
+            }
+        )
