@@ -15,6 +15,8 @@ small list per request that escalated or was judged.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -25,9 +27,20 @@ from oxconsole.workload import Pack, Prompt, Workload
 from oxconsole.workload.quality import QualityConfig
 
 if TYPE_CHECKING:
+    from oxconsole.engine.packing import Packer
     from oxconsole.engine.request import Sender, Story
 
-__all__ = ["Cascade", "Judged"]
+__all__ = ["STOPPED", "Cascade", "Judged", "unfinished"]
+
+STOPPED = "the run stopped before the cascade's next model answered"
+
+
+def unfinished(res: AttemptResult) -> AttemptResult:
+    """A request the cascade could not finish (the run stopped): "cancelled", as one cancelled at
+    stop, with the timing of its last answer."""
+    return AttemptResult(
+        ok=False, error="cancelled", detail=STOPPED, t_sent=res.t_sent, latency_ms=res.latency_ms
+    )
 
 
 @dataclass(slots=True)
@@ -75,14 +88,17 @@ class Cascade:
         sender = self.sender
         judged = story.judged = story.judged or Judged()
         while True:
-            reason = await self.verdict(story, res)
+            reason = await self.verdict(story, res.text)
             judged.valid, judged.reason = reason is None, reason
-            if reason is None or sender.stopping():
+            if reason is None:
                 return res
             nxt = sender.router.next_step(story.model, story.tried)
             if nxt is None:
                 return res
             self.bill(story, res, {"valid": False, "invalid_reason": reason})
+            if sender.stopping():  # no final answer: not done, so `--resume` sends it again
+                judged.valid = judged.reason = None
+                return unfinished(res)
             judged.escalations += 1
             sender.move(story, nxt)
             res = await sender.answer(story)
@@ -90,12 +106,62 @@ class Cascade:
                 judged.valid = judged.reason = None
                 return res
 
-    async def verdict(self, story: Story, res: AttemptResult) -> str | None:
+    async def verdict(self, story: Story, text: str | None) -> str | None:
         """Why this answer is not valid, or None; the judge asked last, when every other check passed."""
-        reason = self.checker.check(story.prompt, res.text)
+        reason = self.checker.check(story.prompt, text)
         if reason is not None or self.judge_model is None:
             return reason
-        return None if await self.judge(story, res.text or "") else "judge"
+        return None if await self.judge(story, text or "") else "judge"
+
+    async def tasks(
+        self, packer: Packer, story: Story, recs: list[RequestRecord], sections: list[str]
+    ) -> list[RequestRecord]:
+        """A pack's task records, each judged on its own section; a task that failed goes on down
+        the cascade alone (in the pack's slot, one after another, through the buckets), billed
+        its share of the pack besides."""
+        pack = story.prompt
+        assert isinstance(pack, Pack)
+        out = []
+        for rec, task, text in zip(recs, pack.tasks, sections, strict=True):
+            out.append(await self._task(packer, story, rec, task, text))
+        return out
+
+    async def _task(
+        self, packer: Packer, story: Story, rec: RequestRecord, task: Prompt, text: str
+    ) -> RequestRecord:
+        from oxconsole.engine.request import Story as TaskStory
+
+        judged = Judged()
+        ts = TaskStory(task, story.model, rec.t_scheduled, story.t_sched, judged=judged)
+        reason = await self.verdict(ts, text)
+        judged.valid, judged.reason = reason is None, reason
+        sender = self.sender
+        nxt = None if reason is None else sender.router.next_step(story.model, (story.model,))
+        if nxt is None:
+            judged.mark(rec)
+            return rec
+        if sender.stopping():  # no final answer: not done, so `--resume` sends it again
+            rec.status, rec.error, rec.error_detail = "error", "cancelled", STOPPED
+            return rec
+        judged.spent += rec.cost
+        judged.answers.append(
+            {
+                "model": rec.model,
+                "valid": False,
+                "invalid_reason": reason,
+                "input_tokens": rec.input_tokens,
+                "output_tokens": rec.output_tokens,
+                "cost": rec.cost,
+            }
+        )
+        judged.escalations = 1
+        loop = asyncio.get_running_loop()
+        ts.t_sched_wall, ts.t_sched = time.time(), loop.time()  # its queue time: the buckets' wait
+        ts.hold = await packer.dispatch.wait_buckets(task)
+        ts.model, ts.tried, ts.tried_attempts, ts.attempts = nxt, [story.model], [rec.attempts], rec.attempts
+        alone = await packer.send_alone(ts)
+        alone.pack, alone.pack_size = rec.pack, rec.pack_size
+        return alone
 
     async def judge(self, story: Story, answer: str) -> bool:
         """The judge model's verdict on an answer (a judge request that fails is a "judge" failure:
