@@ -22,15 +22,15 @@ from typing import TYPE_CHECKING, Any
 
 from oxconsole.engine.attempt import AttemptResult
 from oxconsole.engine.quality import Checker, fill_judge, prompt_text
+from oxconsole.engine.request import Sender, Story, finished_record
 from oxconsole.journal.records import RequestRecord
 from oxconsole.workload import Pack, Prompt, Workload
 from oxconsole.workload.quality import QualityConfig
 
 if TYPE_CHECKING:
     from oxconsole.engine.packing import Packer
-    from oxconsole.engine.request import Sender, Story
 
-__all__ = ["STOPPED", "Cascade", "Judged", "unfinished"]
+__all__ = ["STOPPED", "Cascade", "Judged", "cascade_for", "unfinished"]
 
 STOPPED = "the run stopped before the cascade's next model answered"
 
@@ -70,6 +70,19 @@ class Judged:
             rec.answers = self.answers
 
 
+def judged_of(story: Story) -> Judged:
+    """The story's verdicts, begun when it has none yet."""
+    j = story.judged
+    if not isinstance(j, Judged):
+        j = story.judged = Judged()
+    return j
+
+
+def cascade_for(w: Workload, sender: Sender) -> Cascade | None:
+    """The run's judge and cascade; None without `[quality]` (nothing changes at all)."""
+    return None if w.quality is None else Cascade(w, w.quality, sender)
+
+
 class Cascade:
     """Judges the answers of one engine's requests and sends the failed ones on."""
 
@@ -86,7 +99,7 @@ class Cascade:
         """The answer that stands: `res` when it passes or the cascade has no step after its model,
         else the next step's (judged in turn), or that step's error."""
         sender = self.sender
-        judged = story.judged = story.judged or Judged()
+        judged = judged_of(story)
         while True:
             reason = await self.verdict(story, res.text)
             judged.valid, judged.reason = reason is None, reason
@@ -129,10 +142,8 @@ class Cascade:
     async def _task(
         self, packer: Packer, story: Story, rec: RequestRecord, task: Prompt, text: str
     ) -> RequestRecord:
-        from oxconsole.engine.request import Story as TaskStory
-
         judged = Judged()
-        ts = TaskStory(task, story.model, rec.t_scheduled, story.t_sched, judged=judged)
+        ts = Story(task, story.model, rec.t_scheduled, story.t_sched, judged=judged)
         reason = await self.verdict(ts, text)
         judged.valid, judged.reason = reason is None, reason
         sender = self.sender
@@ -166,8 +177,6 @@ class Cascade:
     async def judge(self, story: Story, answer: str) -> bool:
         """The judge model's verdict on an answer (a judge request that fails is a "judge" failure:
         nothing says the answer is right); its cost goes on the request's bill."""
-        from oxconsole.engine.request import Story as JudgeStory
-
         m = self.judge_model
         q = self.checker.judge
         assert m is not None and q is not None
@@ -178,7 +187,7 @@ class Cascade:
             input_chars=len(text),
             keep_text=True,
         )
-        js = JudgeStory(ask, m.name, story.t_sched_wall, story.t_sched)
+        js = Story(ask, m.name, story.t_sched_wall, story.t_sched)
         sender = self.sender
         sender.router.in_flight[m.name] += 1
         try:
@@ -190,11 +199,9 @@ class Cascade:
 
     def bill(self, story: Story, res: AttemptResult, what: dict[str, Any], into: Story | None = None) -> None:
         """An answer that will not stand (or a judge's), billed into the request's record."""
-        from oxconsole.engine.request import finished_record
-
         rec = finished_record(story, res, self.sender.models[story.model], False)
         target = into or story
-        judged = target.judged = target.judged or Judged()
+        judged = judged_of(target)
         judged.spent += rec.cost
         judged.answers.append(
             {

@@ -14,7 +14,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from oxconsole.engine.adapt import Bodies
 from oxconsole.engine.apis import streams
@@ -26,8 +26,28 @@ from oxconsole.gcpace import PacedGC
 from oxconsole.journal.records import RequestRecord
 from oxconsole.workload import ModelConfig, Prompt, Workload
 
-if TYPE_CHECKING:
-    from oxconsole.engine.cascade import Cascade, Judged
+
+class Verdicts(Protocol):
+    """What `[quality]` made of a request's answers (`engine/cascade.py` `Judged`)."""
+
+    def mark(self, rec: RequestRecord) -> None:
+        """Put the verdict and the bill of every answer on the request's record."""
+
+
+class Judge(Protocol):
+    """The answers' judge and the cascade (`engine/cascade.py` `Cascade`), set by the shard."""
+
+    def judges(self, prompt: Prompt) -> bool:
+        """Whether this request's answer is judged when it comes (a pack's: task by task)."""
+
+    async def settle(self, story: Story, res: AttemptResult) -> AttemptResult:
+        """The answer that stands once judged (the cascade's next steps asked as needed)."""
+
+    async def tasks(
+        self, packer: Any, story: Story, recs: list[RequestRecord], sections: list[str]
+    ) -> list[RequestRecord]:
+        """A pack's task records, each judged on its own section (and sent on alone if it failed)."""
+
 
 STREAM_ERRORS = frozenset({"stream_aborted", "bad_response", "stream_error"})
 
@@ -84,7 +104,7 @@ class Story:
     """The last attempt's result."""
     hold: Hold | None = None
     """Its tokens in the run's token budget (when there is one): counted from its first send."""
-    judged: Judged | None = None
+    judged: Verdicts | None = None
     """With `[quality]`: the verdicts and the bill of every answer so far (`engine/cascade.py`)."""
 
     def fallback_trail(self) -> tuple[list[str] | None, list[int] | None]:
@@ -128,13 +148,10 @@ class Sender:
         self.save_text = w.output.save_text
         """Keep answers' text (packing keeps it to split a pack's answer, whatever save_text says)."""
         self._unstreamed: set[str] = set()
-        self.cascade: Cascade | None = None
-        if w.quality is not None:
-            from oxconsole.engine.cascade import Cascade  # request.py is imported by it
-
-            self.cascade = Cascade(w, w.quality, self)
-        """With `[quality]`: each answer judged, a failed one sent on down the cascade."""
-        self.judging = self.cascade is not None
+        self.cascade: Judge | None = None
+        """With `[quality]`: each answer judged, a failed one sent on down the cascade (set by the
+        shard: `engine/cascade.py`)."""
+        self.judging = w.quality is not None
         """Read answers' text for the checks even when save_text is off (it leaves the record)."""
 
     async def send(self, story: Story) -> RequestRecord:

@@ -20,6 +20,7 @@ from collections.abc import Set as AbstractSet
 from typing import Any
 
 from oxconsole.engine.adapt import Bodies
+from oxconsole.engine.cascade import cascade_for
 from oxconsole.engine.client import AttemptResult
 from oxconsole.engine.commands import (
     Command,
@@ -141,6 +142,7 @@ class LocalShard:
             stopping=lambda: self.stopping,
             attempt_failed=self._attempt_failed,
         )
+        self.sender.cascade = cascade_for(workload, self.sender)
         self.packer = packer_for(
             workload, self.sender, self.router, self.dispatch, prefix=self._pack_prefix()
         )

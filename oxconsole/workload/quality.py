@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from oxconsole.workload.errors import Problems, did_you_mean, fail, join_key, show
-from oxconsole.workload.schema import toml_keys
 from oxconsole.workload.values import Table
 
 __all__ = [
@@ -81,7 +80,8 @@ class QualityConfig:
         return [k for k, on in given if on]
 
 
-_QUALITY = toml_keys(QualityConfig, "schema_source")  # schema_source: where json_schema came from
+_QUALITY = tuple(f.name for f in fields(QualityConfig) if f.name != "schema_source")
+"""The keys of [quality]: its fields (schema_source says where json_schema came from)."""
 
 
 def parse_quality(

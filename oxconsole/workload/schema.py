@@ -13,12 +13,10 @@ import string
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
+from oxconsole.workload.quality import QualityConfig
 from oxconsole.workload.values import fmt_duration
-
-if TYPE_CHECKING:
-    from oxconsole.workload.quality import QualityConfig
 
 Arrival = Literal["closed", "constant", "poisson"]
 PromptsFormat = Literal["jsonl", "sharegpt", "openai-batch"]
