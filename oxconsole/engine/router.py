@@ -33,9 +33,7 @@ class Router:
         self.strategy = routing.strategy
         self.rules: tuple[RoutingRule, ...] = routing.rules
         self.cascade: list[str] = list(routing.cascade)
-        """`[routing] cascade` in its order now (changed live); [] = no cascade."""
-        self.cascade_off: set[str] = set()
-        """Steps of the cascade switched off live (the model still serves rules and pins)."""
+        """`[routing] cascade`'s steps in force, in order (changed live); [] = no cascade."""
         self._rng = random.Random(seed)
         self._rr = itertools.count()
         self._cum_cache: dict[tuple[str | bool, ...], tuple[list[str], list[float]]] = {}
@@ -52,6 +50,13 @@ class Router:
             raise KeyError(model)
         self.enabled[model] = enabled
         self._cum_cache.clear()
+
+    def set_cascade(self, steps: Sequence[str]) -> None:
+        """The cascade's steps from now on, in order (a request on a step left out stands there)."""
+        for m in steps:
+            if m not in self.enabled:
+                raise KeyError(m)
+        self.cascade = list(steps)
 
     def set_cooled(self, model: str, cooled: bool) -> None:
         self.cooled[model] = cooled
@@ -92,7 +97,7 @@ class Router:
 
     def steps(self) -> list[str]:
         """The cascade's steps a request may be sent to now, in order."""
-        return [m for m in self.cascade if m not in self.cascade_off and self.enabled[m]]
+        return [m for m in self.cascade if self.enabled[m]]
 
     def next_step(self, model: str, tried: Sequence[str]) -> str | None:
         """The cascade's next step after `model` (not tried yet), or None: `model` is the last one
@@ -101,7 +106,7 @@ class Router:
             return None
         after = self.cascade[self.cascade.index(model) + 1 :]
         for m in after:
-            if m not in self.cascade_off and self.enabled[m] and m not in tried:
+            if self.enabled[m] and m not in tried:
                 return m
         return None
 

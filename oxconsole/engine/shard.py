@@ -27,6 +27,7 @@ from oxconsole.engine.commands import (
     EnableModel,
     Pause,
     Resume,
+    SetCascade,
     SetConcurrency,
     SetRate,
     SetTpm,
@@ -171,6 +172,9 @@ class LocalShard:
             self.dispatch.models_changed()
         elif isinstance(cmd, EnableModel):
             self.router.set_enabled(cmd.model, cmd.enabled)
+            self.dispatch.models_changed()
+        elif isinstance(cmd, SetCascade):
+            self.router.set_cascade(cmd.steps)
             self.dispatch.models_changed()
         elif isinstance(cmd, Pause):
             self.dispatch.pause()
