@@ -31,6 +31,7 @@ from oxconsole.metrics.goodput import Goodput
 from oxconsole.metrics.histogram import LogHistogram, record_into
 from oxconsole.metrics.packing import live_packing
 from oxconsole.metrics.plans import PlanCost, Usage, plan_costs, project
+from oxconsole.metrics.quality import live_quality
 from oxconsole.metrics.snapshot import (
     Bins,
     Counts,
@@ -77,6 +78,8 @@ class Collector:
 
     packing_size = 1
     """The run's `[packing] size` (set by the engine): tasks per request, for the summary."""
+    cascade: tuple[str, ...] | None = None
+    """With `[quality]` (set by the engine): the cascade's steps in force, kept by its changes."""
 
     def __init__(
         self,
@@ -222,6 +225,8 @@ class Collector:
     ) -> None:
         """Log a control change at ``t`` seconds since start, made ``by`` a key, a command, a stage
         or the auto controller, and start a new phase."""
+        if what == "cascade" and isinstance(to, list | tuple):
+            self.cascade = tuple(to)
         c: dict[str, Any] = {"t": round(t, 3), "what": what, "from": frm, "to": to}
         if model is not None:
             c["model"] = model
@@ -291,6 +296,7 @@ class Collector:
             goodput=self._goodput(w_start, sec, span, run_span),
             stage=self.stage_log.now(now),
             packing=live_packing(al.packs, al.total, self.packing_size),
+            quality=live_quality(al.quality, self.cascade),
         )
 
     def _goodput(self, w_start: int, sec: int, span: float, run_span: float) -> Goodput | None:
@@ -366,7 +372,11 @@ class Collector:
         return dict(sorted(out.items()))
 
     def _weights(self, g: Gauges) -> dict[str, float]:
-        """The models' routing weights now (disabled models weigh nothing)."""
+        """The models' routing weights now (disabled models weigh nothing); none with a cascade,
+        which sends each request through its steps whatever the weights: the run's own average
+        cost per request so far is the projection's then."""
+        if self.cascade:
+            return {}
         return {name: mg.weight for name, mg in g.models.items() if mg.enabled}
 
     def _projected_cost(self, g: Gauges) -> float | None:

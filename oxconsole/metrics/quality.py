@@ -18,7 +18,7 @@ from typing import Any
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.plans import Usage
 
-__all__ = ["QualityCounts", "add_per_valid", "quality_entry"]
+__all__ = ["QualityCounts", "add_per_valid", "live_quality", "quality_entry"]
 
 
 class _Model:
@@ -112,6 +112,33 @@ class QualityCounts:
     def cascade_block(self) -> dict[str, Any]:
         """The summary's `cascade` block: requests moved on, and where the judged ones ended."""
         return {"escalated": self.escalated, "final": dict(sorted(self.final.items()))}
+
+
+def live_quality(q: QualityCounts | None, steps: tuple[str, ...] | None) -> dict[str, Any] | None:
+    """The snapshot's `quality`: the summary's figures so far, each model's escalations (answers
+    it gave that did not stand) and the cascade's steps in force; None without `[quality]`."""
+    if steps is None:
+        return None
+    q = q or QualityCounts()
+    models = {}
+    order = {name: i for i, name in enumerate(steps)}  # the cascade's order, then the others
+    for name, m in sorted(q.models.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])):
+        if m.asked:
+            stood = q.final.get(name, 0)
+            models[name] = {
+                "asked": m.asked,
+                "valid": m.valid,
+                "fraction": _share(m.valid, m.asked),
+                "escalated": max(0, m.asked - stood),
+            }
+    return {
+        "judged": q.judged,
+        "valid": q.valid,
+        "fraction": _share(q.valid, q.judged),
+        "escalated": q.escalated,
+        "steps": list(steps),
+        "models": models,
+    }
 
 
 def quality_entry(q: QualityCounts | None) -> dict[str, Any]:

@@ -210,6 +210,9 @@ class Snapshot:
     """In `oxconsole sweep`: where the sweep is, {"key", "index", "count" (None for a search),
     "value", "eta_s", "point_s", "knee", "done": [{"index", "value", "req_per_s", "goodput_per_s",
     "p99_ms", "slo_met"}], "locked", "held"} (`sweep/gauge.py`); None outside a sweep."""
+    quality: Mapping[str, Any] | None = None
+    """With `[quality]`: valid answers so far, per model asked, escalations and the cascade's steps
+    in force (`metrics/quality.live_quality`); None without."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON types (dicts, lists, str, int, float, bool, None); orjson-ready."""
@@ -275,6 +278,7 @@ class Snapshot:
             plans=tuple(_plan_cost(p) for p in d.get("plans") or ()),
             packing=d.get("packing"),
             sweep=d.get("sweep"),
+            quality=d.get("quality"),
         )
 
     @classmethod
