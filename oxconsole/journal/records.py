@@ -116,8 +116,20 @@ class RequestRecord:
         return self.model_attempts[-1] if self.model_attempts else self.attempts
 
     def fell_back_from(self) -> list[str]:
-        """The models this request left for a fallback, in order (empty without a fallback)."""
-        return self.models_tried[:-1] if self.models_tried else []
+        """The models this request left for a fallback, in order (empty without a fallback); a
+        model the cascade moved on from (its answer failed `[quality]`) is not one."""
+        if not self.models_tried:
+            return []
+        if not self.escalations:
+            return self.models_tried[:-1]
+        judged = [a.get("model") for a in self.answers or () if a.get("judge") is not True]
+        out = []
+        for m in self.models_tried[:-1]:
+            if m in judged:
+                judged.remove(m)
+            else:
+                out.append(m)
+        return out
 
     def to_json_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {

@@ -141,7 +141,7 @@ class RunStats:
     def count(self, rec: RequestRecord) -> None:
         """Everything in `record` but the timing histograms (the caller files those)."""
         self.total += 1
-        if rec.models_tried:
+        if rec.models_tried and (not rec.escalations or rec.fell_back_from()):
             self.fell_back += 1
         tried = rec.model_attempts  # with a fallback: retried only where a model took 2+ attempts
         if tried:

@@ -17,8 +17,9 @@ from typing import Any
 
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.plans import Usage
+from oxconsole.units import fmt_money
 
-__all__ = ["QualityCounts", "add_per_valid", "live_quality", "quality_entry"]
+__all__ = ["QualityCounts", "add_per_valid", "live_quality", "quality_entry", "quality_lines"]
 
 
 class _Model:
@@ -156,6 +157,29 @@ def add_per_valid(cost: dict[str, Any], q: QualityCounts | None) -> None:
     cost["per_valid"] = _per(cost.get("total"), q.valid)
     for plan in (cost.get("plans") or {}).values():
         plan["per_valid"] = _per(plan.get("total"), q.valid)
+
+
+def quality_lines(summary: Mapping[str, Any]) -> list[str]:
+    """The summary table's lines on valid answers, the cascade and $ per valid answer (none
+    without `[quality]`)."""
+    q = summary.get("quality")
+    if not isinstance(q, Mapping):
+        return []
+    valid, judged = int(q.get("valid") or 0), int(q.get("judged") or 0)
+    head = f"quality   {valid:,} valid of {judged:,} ({_pct(q.get('fraction'))})"
+    for name, m in (q.get("models") or {}).items():
+        head += f" · {name} {_pct(m.get('fraction'))} of {int(m.get('asked') or 0):,}"
+    c = summary.get("cascade") or {}
+    cascade = f"cascade   {int(c.get('escalated') or 0):,} escalated"
+    final = ", ".join(f"{n} {int(k):,}" for n, k in (c.get("final") or {}).items())
+    cost = summary.get("cost") or {}
+    per = [fmt_money(cost.get("per_valid"))]
+    per += [f"{n} {fmt_money(p.get('per_valid'))}" for n, p in (cost.get("plans") or {}).items()]
+    return [head, cascade + (f" · ended: {final}" if final else ""), "per valid " + " · ".join(per)]
+
+
+def _pct(v: Any) -> str:
+    return f"{100.0 * float(v or 0.0):.1f}%"
 
 
 def _per(total: Any, valid: int) -> float | None:
