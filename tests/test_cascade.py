@@ -80,7 +80,11 @@ async def test_simulated_small_model_escalates_exactly_its_wrong_answers(tmp_pat
     assert s["cost"]["per_valid"] == pytest.approx(bill / N)
 
     rebuilt = summary_from_journal(w.results_path())
+    lat, lat_back = q.pop("latency_ms"), rebuilt["quality"].pop("latency_ms")
     assert rebuilt["quality"] == q and rebuilt["cascade"] == s["cascade"]
+    # what a valid answer took, escalations included; the journal keeps each to 3 decimals
+    assert lat_back == pytest.approx(lat, abs=0.01) and lat["p99"] >= s["latency_ms"]["p50"]
+    assert all(r["cascade_ms"] >= r["latency_ms"] for r in recs.values() if r.get("escalations"))
     assert rebuilt["cost"]["per_valid"] == pytest.approx(s["cost"]["per_valid"])
 
 

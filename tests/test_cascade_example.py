@@ -67,7 +67,7 @@ def test_sweep_over_the_cascade_prints_valid_goodput_and_cost_per_valid_by_plan(
     data = json.loads(out)
     assert [p["value"] for p in data["points"]] == [["small", "large"], ["large"]]
     table = err[err.index("valid answers and $ per valid answer by plan:") :].splitlines()
-    assert table[1].split() == ["#", "value", "valid/s", "valid", "escalated", "latency", "p99", "$/valid",
+    assert table[1].split() == ["#", "value", "valid/s", "valid", "escalated", "answer", "p99", "$/valid",
                                 "request-based", "token-based"], table[1]  # fmt: skip
     rows = {line.split()[1] if not line.startswith("*") else line.split()[2]: line for line in table[2:4]}
     assert set(rows) == {"small+large", "large"}, rows

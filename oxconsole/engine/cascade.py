@@ -59,9 +59,15 @@ class Judged:
     """Each answer asked for but the standing one, and each judge request: model, tokens, cost,
     and for an answer its verdict."""
 
+    t_first: float | None = None
+    """When the first answer was sent (the loop's clock), for the record's `cascade_ms`."""
+
     def mark(self, rec: RequestRecord) -> None:
-        """The record carries the verdict and the whole bill."""
+        """The record carries the verdict, the whole bill and, when more than one request was
+        made for it, the time all of them took."""
         rec.cost += self.spent
+        if self.answers and self.t_first is not None:
+            rec.cascade_ms = max(0.0, (asyncio.get_running_loop().time() - self.t_first) * 1000.0)
         rec.escalations = self.escalations
         if rec.status == "ok":
             rec.valid = self.valid
@@ -100,6 +106,8 @@ class Cascade:
         else the next step's (judged in turn), or that step's error."""
         sender = self.sender
         judged = judged_of(story)
+        if judged.t_first is None:  # a packed task's began with its pack
+            judged.t_first = story.t_first_send
         while True:
             reason = await self.verdict(story, res.text)
             judged.valid, judged.reason = reason is None, reason
@@ -142,7 +150,7 @@ class Cascade:
     async def _task(
         self, packer: Packer, story: Story, rec: RequestRecord, task: Prompt, text: str
     ) -> RequestRecord:
-        judged = Judged()
+        judged = Judged(t_first=story.t_first_send)
         ts = Story(task, story.model, rec.t_scheduled, story.t_sched, judged=judged)
         reason = await self.verdict(ts, text)
         judged.valid, judged.reason = reason is None, reason

@@ -92,6 +92,9 @@ class RequestRecord:
     answers: list[dict[str, Any]] | None = None
     """The answers that did not stand and the judge requests, each with its model, tokens and
     cost (already inside `cost`): what each model asked was billed, for the per-model figures."""
+    cascade_ms: float | None = None
+    """With `answers`: from the first answer's send to the last byte of the one that stands, every
+    model asked and judge request included (`latency_ms` is the final attempt's alone)."""
 
     def __post_init__(self) -> None:
         """The record boundary: what a server sent becomes text any encoder takes (a lone
@@ -182,6 +185,8 @@ class RequestRecord:
             d["escalations"] = self.escalations
         if self.answers:
             d["answers"] = self.answers
+        if self.cascade_ms is not None:
+            d["cascade_ms"] = _r(self.cascade_ms)
         if self.text is not None:
             d["text"] = self.text
         return d
@@ -234,6 +239,9 @@ def _quality_fields(d: dict[str, Any]) -> dict[str, Any]:
     answers = d.get("answers")
     if isinstance(answers, list):
         out["answers"] = [a for a in answers if isinstance(a, dict) and isinstance(a.get("model"), str)]
+    ms = d.get("cascade_ms")
+    if isinstance(ms, int | float) and not isinstance(ms, bool) and 0 <= ms <= RECORD_MS_MAX:
+        out["cascade_ms"] = float(ms)
     return out
 
 

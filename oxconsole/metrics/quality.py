@@ -16,8 +16,9 @@ from dataclasses import replace
 from typing import Any
 
 from oxconsole.journal.records import RequestRecord
+from oxconsole.metrics.histogram import LogHistogram
 from oxconsole.metrics.plans import Usage
-from oxconsole.units import fmt_money
+from oxconsole.units import fmt_money, fmt_ms
 
 __all__ = ["QualityCounts", "add_per_valid", "live_quality", "quality_entry", "quality_lines"]
 
@@ -40,7 +41,7 @@ class _Model:
 class QualityCounts:
     """Valid answers among the judged ones, per model asked, and where the cascade left them."""
 
-    __slots__ = ("escalated", "final", "judged", "models", "valid")
+    __slots__ = ("escalated", "final", "judged", "latency", "models", "valid")
 
     def __init__(self) -> None:
         self.judged = 0
@@ -51,6 +52,9 @@ class QualityCounts:
         self.final: dict[str, int] = {}
         """Judged records by the model whose answer stands."""
         self.models: dict[str, _Model] = {}
+        self.latency = LogHistogram()
+        """Milliseconds from the first answer's send to the last byte of the one that stands
+        (`cascade_ms`, else `latency_ms`): what a valid answer took, escalations included."""
 
     def _of(self, name: str) -> _Model:
         m = self.models.get(name)
@@ -74,6 +78,9 @@ class QualityCounts:
                 m.valid += a.get("valid") is True
         if rec.valid is None:
             return
+        ms = rec.cascade_ms if rec.cascade_ms is not None else rec.latency_ms
+        if ms is not None:
+            self.latency.record(ms)
         self.judged += 1
         self.valid += rec.valid
         self.final[rec.model] = self.final.get(rec.model, 0) + 1
@@ -103,6 +110,9 @@ class QualityCounts:
             "valid": self.valid,
             "fraction": _share(self.valid, self.judged),
             "judged": self.judged,
+            "latency_ms": dict(self.latency.summary())
+            if self.latency.n
+            else dict.fromkeys(self.latency.summary()),
             "models": {
                 name: {"asked": m.asked, "valid": m.valid, "fraction": _share(m.valid, m.asked)}
                 for name, m in sorted(self.models.items())
@@ -167,6 +177,9 @@ def quality_lines(summary: Mapping[str, Any]) -> list[str]:
         return []
     valid, judged = int(q.get("valid") or 0), int(q.get("judged") or 0)
     head = f"quality   {valid:,} valid of {judged:,} ({_pct(q.get('fraction'))})"
+    lat = q.get("latency_ms") or {}
+    if lat.get("p50") is not None:
+        head += f" · answer p50 {fmt_ms(lat['p50'])} p99 {fmt_ms(lat.get('p99'))}"
     for name, m in (q.get("models") or {}).items():
         head += f" · {name} {_pct(m.get('fraction'))} of {int(m.get('asked') or 0):,}"
     c = summary.get("cascade") or {}

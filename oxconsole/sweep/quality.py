@@ -42,14 +42,14 @@ def quality_table(points: Sequence[Mapping[str, Any]], knee: int | None) -> list
             if name not in names:
                 names.append(name)
     rows: list[tuple[str, ...]] = [
-        ("", "#", "value", "valid/s", "valid", "escalated", "latency p99", "$/valid", *names)
+        ("", "#", "value", "valid/s", "valid", "escalated", "answer p99", "$/valid", *names)
     ]
     for i in load_order([p["value"] for p in points]):
         s = points[i]["summary"]
         q = s.get("quality") or {}
         cost = s.get("cost") or {}
         plans = cost.get("plans") or {}
-        p99 = (s.get("latency_ms") or {}).get("p99")
+        p99 = (q.get("latency_ms") or s.get("latency_ms") or {}).get("p99")  # escalations included
         rows.append(
             (
                 "*" if i == knee else "",
