@@ -217,6 +217,9 @@ class Snapshot:
     reasoning: ReasoningLive | None = None
     """TTFOT, reasoning share of output, cache hit rate (`metrics/reasoning.py`); None when no
     record carried reasoning, cached tokens or tool calls."""
+    quality: Mapping[str, Any] | None = None
+    """With `[quality]`: valid answers so far, per model asked, escalations and the cascade's steps
+    in force (`metrics/quality.live_quality`); None without."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON types (dicts, lists, str, int, float, bool, None); orjson-ready."""
@@ -283,6 +286,7 @@ class Snapshot:
             packing=d.get("packing"),
             sweep=d.get("sweep"),
             reasoning=ReasoningLive.from_dict(d.get("reasoning")),
+            quality=d.get("quality"),
         )
 
     @classmethod
