@@ -11,6 +11,7 @@ import orjson
 import pytest
 from textual.widgets import Input, TabbedContent
 
+import oxconsole.ui.app as app_module
 from oxconsole.engine.commands import SetCascade
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.collector import Collector
@@ -21,7 +22,7 @@ from oxconsole.ui.lines import Palette
 from oxconsole.ui.panels.cascade import ACTUAL, cascade_lines, per_valid_rows
 from oxconsole.ui.screens import RoutingEditor
 from oxconsole.workload import PricePlan, Prices
-from tests.ui_support import StaticSource, fixed_snapshot
+from tests.ui_support import StaticSource, fixed_snapshot, open_routing
 
 PLANS = {"request-based": PricePlan("request-based", Prices(per_request=0.0004))}
 
@@ -125,11 +126,13 @@ def test_cascade_view_80x24(snap_compare: Any) -> None:
     assert snap_compare(app_for(snap), terminal_size=(80, 24), press=["t"] * 5)
 
 
-async def test_routing_editor_reorders_and_switches_off_cascade_steps() -> None:
+async def test_routing_editor_reorders_and_switches_off_cascade_steps(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(app_module, "FLASH_S", 60.0)  # the confirmation must outlast a loaded machine
     src = StaticSource(cascade_snapshot())
     async with ConsoleApp(src, theme_dirs=[], cursor_blink=False).run_test(size=(80, 24)) as pilot:
-        await pilot.press("w")
-        editor = pilot.app.screen
+        editor = await open_routing(pilot)
         assert isinstance(editor, RoutingEditor) and editor.cascade
         small, big = (editor.query_one(f"#step-{i}", Input) for i in range(2))
         assert (small.value, big.value) == ("1", "2")  # the steps in force
@@ -144,8 +147,7 @@ async def test_routing_editor_reorders_and_switches_off_cascade_steps() -> None:
 async def test_routing_editor_refuses_a_step_twice_or_none() -> None:
     src = StaticSource(cascade_snapshot())
     async with ConsoleApp(src, theme_dirs=[], cursor_blink=False).run_test(size=(80, 24)) as pilot:
-        await pilot.press("w")
-        editor = pilot.app.screen
+        editor = await open_routing(pilot)
         assert isinstance(editor, RoutingEditor)
         editor.query_one("#step-1", Input).value = "1"
         await pilot.press("ctrl+s")

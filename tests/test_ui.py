@@ -36,7 +36,7 @@ from oxconsole.ui.steps import PENDING_S, Pending, concurrency_step, rate_step
 from oxconsole.ui.theming import PACKAGE_THEMES, load_theme_file, load_themes
 from oxconsole.ui.widgets import ErrorsPanel, HeaderPanel, LatencyPanel
 from oxconsole.workload import WorkloadError, load_workload
-from tests.ui_support import StaticSource, fixed_snapshot
+from tests.ui_support import StaticSource, fixed_snapshot, open_routing
 
 from .support import until
 
@@ -184,9 +184,7 @@ async def test_rate_from_unlimited_uses_achieved_rate() -> None:
 async def test_routing_editor_refuses_no_live_model() -> None:
     src = StaticSource(SNAP)
     async with app_for(src).run_test(size=(100, 30)) as pilot:
-        await pilot.press("w")
-        editor = pilot.app.screen
-        assert isinstance(editor, RoutingEditor)
+        editor = await open_routing(pilot)
         for i in range(3):
             editor.query_one(f"#weight-{i}").value = "0"  # type: ignore[attr-defined]
         await pilot.press("ctrl+s")
@@ -362,9 +360,7 @@ async def test_routing_editor_rows_are_one_line_and_scroll(monkeypatch: pytest.M
 async def test_routing_editor_shows_shares_and_keeps_one_live_model() -> None:
     src = StaticSource(SNAP)
     async with app_for(src).run_test(size=(80, 24)) as pilot:
-        await pilot.press("w")
-        editor = pilot.app.screen
-        assert isinstance(editor, RoutingEditor)
+        editor = await open_routing(pilot)
         share = [str(editor.query_one(f"#share-{i}", Label).render()) for i in range(3)]
         assert share == ["60%", "40%", "0%"]  # deepseek-v3.2 is off in the fixture
         await pilot.press("1")  # weight 3 -> 1 (the input selects its text on focus)
