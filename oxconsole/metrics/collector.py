@@ -40,6 +40,7 @@ from oxconsole.metrics.snapshot import (
     Snapshot,
 )
 from oxconsole.metrics.stages import StageLog, fold_change
+from oxconsole.metrics.steps import StepTracker
 from oxconsole.metrics.window import RollingHistogram, SecondSeries
 
 if TYPE_CHECKING:
@@ -123,6 +124,8 @@ class Collector:
         self._phases: list[dict[str, Any]] = []
         self.stage_log = StageLog()
         """[[stages]]: each stage's figures; warm-up records are counted there only."""
+        self.steps = StepTracker()
+        """Changes that at least double concurrency or rate, and what they did to TTFT."""
 
     def _model(self, name: str) -> _ModelAcc:
         acc = self._models.get(name)
@@ -138,6 +141,8 @@ class Collector:
 
     def record(self, rec: RequestRecord) -> None:
         """A finished request (final attempt). O(1): ~8 µs."""
+        if rec.status == "ok":
+            self.steps.sample(rec.t_sent, rec.ttft_ms, rec.model)
         if rec.stage is not None:
             self.stage_log.record(rec)
             if rec.warmup:
@@ -226,6 +231,7 @@ class Collector:
             c["model"] = model
         c["by"] = by
         self.changes.append(c)
+        self.steps.change(c, self.started_at + t)
         since = t - self._phase_t
         if fold_change(
             c, self._phase.total, since, PHASE_FOLD_S, bool(self._phase_settings), bool(self._phases)
@@ -417,7 +423,9 @@ class Collector:
             ),
         ]
         measured_s = duration_s - self.stage_log.warmup_s(duration_s)  # rates leave warm-up out
-        return self.stage_log.into(self._summary(name, measured_s, phases), duration_s)
+        out = self.stage_log.into(self._summary(name, measured_s, phases), duration_s)
+        out["steps"] = self.steps.steps(self.started_at + duration_s)
+        return out
 
     def _summary(self, name: str, duration_s: float, phases: list[dict[str, Any]]) -> dict[str, Any]:
         return build_summary(

@@ -321,6 +321,12 @@ class SimModelProfile:
     """Tokens per prefix-cache block: cached tokens are whole blocks."""
     prefill_tokens_per_s: float = 0.0
     """Uncached prompt tokens prefilled per second, added to `ttft`; 0 = instant."""
+    replicas: int = 1
+    """Replicas ready at the start; each serves `capacity` requests at once (sim/replicas.py)."""
+    max_replicas: int = 0
+    """Replicas it may scale to while requests queue; 0 = `replicas` (no scaling)."""
+    cold_start: float = 10.0
+    """Seconds from a replica's start to its first request (only when it may scale)."""
 
 
 REASONING_FIELDS = ("reasoning_content", "reasoning", "think_tags")
