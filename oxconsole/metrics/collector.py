@@ -26,6 +26,7 @@ from oxconsole.metrics.aggregate import (
     error_details,
     phase_summary,
 )
+from oxconsole.metrics.due import DueStats
 from oxconsole.metrics.goodput import Goodput
 from oxconsole.metrics.histogram import LogHistogram, record_into
 from oxconsole.metrics.packing import live_packing
@@ -126,6 +127,8 @@ class Collector:
         """[[stages]]: each stage's figures; warm-up records are counted there only."""
         self.steps = StepTracker()
         """Changes that at least double concurrency or rate, and what they did to TTFT."""
+        self.due: DueStats | None = None
+        """Open-loop runs (set by the engine): the figures from each request's due time."""
 
     def _model(self, name: str) -> _ModelAcc:
         acc = self._models.get(name)
@@ -147,6 +150,8 @@ class Collector:
             self.stage_log.record(rec)
             if rec.warmup:
                 return
+        if self.due is not None:
+            self.due.record(rec)
         sec = int(self._clock() - self._t0)
         if sec < 0:
             sec = 0
@@ -425,6 +430,8 @@ class Collector:
         measured_s = duration_s - self.stage_log.warmup_s(duration_s)  # rates leave warm-up out
         out = self.stage_log.into(self._summary(name, measured_s, phases), duration_s)
         out["steps"] = self.steps.steps(self.started_at + duration_s)
+        if self.due is not None:
+            self.due.into(out)
         return out
 
     def _summary(self, name: str, duration_s: float, phases: list[dict[str, Any]]) -> dict[str, Any]:

@@ -98,9 +98,14 @@ def _model_lines(w: Workload) -> list[str]:
 def _prompt_lines(w: Workload, stats: PromptStats) -> list[str]:
     pc, run = w.prompts, w.run
     if pc.file is not None:
-        source = {"jsonl": "file", "sharegpt": "ShareGPT file", "openai-batch": "OpenAI Batch input file"}[
-            pc.format
-        ] + f" {pc.file}"
+        source = {
+            "jsonl": "file",
+            "sharegpt": "ShareGPT file",
+            "openai-batch": "OpenAI Batch input file",
+            "mooncake": "Mooncake trace",
+            "azure-trace": "Azure trace",
+            "burstgpt": "BurstGPT trace",
+        }[pc.format] + f" {pc.file}"
     elif pc.items is not None:
         source = "inline items"
     else:

@@ -18,7 +18,7 @@ from typing import Any, Literal, Protocol
 from oxconsole.workload.values import fmt_duration
 
 Arrival = Literal["closed", "constant", "poisson"]
-PromptsFormat = Literal["jsonl", "sharegpt", "openai-batch"]
+PromptsFormat = Literal["jsonl", "sharegpt", "openai-batch", "mooncake", "azure-trace", "burstgpt"]
 Strategy = Literal["weighted", "round_robin", "least_loaded"]
 Api = Literal["chat", "completions", "embeddings"]
 APIS: tuple[Api, ...] = ("chat", "completions", "embeddings")
@@ -90,6 +90,8 @@ class RunConfig:
     """With auto: the most requests in flight it may set."""
     cluster: Literal["local", "ray"] = "local"
     """Where the engines run: "local" processes, or "ray" actors on a Ray cluster (engine/raypool.py)."""
+    trace_speed: float = 1.0
+    """A trace's replay speed: 2.0 sends its rows twice as fast (at half their offsets)."""
 
 
 @dataclass(frozen=True)
