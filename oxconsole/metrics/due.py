@@ -10,6 +10,7 @@ plus `t_sent - t_scheduled`), `schedule_lag_ms` (`t_sent - t_scheduled`, every r
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final
 
 from oxconsole.journal.records import RequestRecord
@@ -73,11 +74,11 @@ class DueStats:
         return summary
 
 
-def behind(summary: dict[str, Any]) -> str | None:
+def behind(summary: Mapping[str, Any]) -> str | None:
     """The end-of-run sentence when the client fell behind its schedule, else None."""
     sched = summary.get("schedule")
     lag = summary.get("schedule_lag_ms")
-    if not isinstance(sched, dict) or not sched.get("behind") or not isinstance(lag, dict):
+    if not isinstance(sched, Mapping) or not sched.get("behind") or not isinstance(lag, Mapping):
         return None
     share = sched.get("within_10ms") or 0.0
     return (

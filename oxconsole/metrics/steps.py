@@ -10,9 +10,10 @@ neither how large the penalty was nor how long it lasted. Each such change is a 
 * `ttft_after_ms`: the p50 of those sent in the first 10 s after it (not after the next change);
 * `penalty_ms`: after less before;
 * `recovery_s`: from the step until the rolling p50 of 20 requests (in the order they were sent)
-  is within 10% of the p50 of the step's last 10 s, its settled state: the last 10 s before the
-  next change of concurrency or rate, or before the run's end. 0 when the first 20 requests are
-  within already; None when it never is.
+  is within 10% of the p50 of the step's last 10 s, its settled state (the last 10 s before the
+  next change of concurrency or rate, or before the run's end), counted past its worst moment: a
+  queue that has not built up yet in the first instants is not a recovery. 0 when even the worst
+  is within; None when it never is after it.
 
 Requests are placed by the time they were sent, and their TTFT is known only when they end, so a
 step keeps the TTFT of every ok request sent in its span (at most `MAX_SAMPLES`, 16 bytes each)
@@ -27,7 +28,15 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-__all__ = ["MAX_SAMPLES", "StepTracker", "is_step", "step_figures"]
+__all__ = [
+    "MAX_SAMPLES",
+    "StepTracker",
+    "is_step",
+    "no_penalty",
+    "step_figures",
+    "step_notes",
+    "step_sentence",
+]
 
 WINDOW_S: Final = 10.0
 """The before, after and settled windows, in seconds."""
@@ -62,19 +71,25 @@ def _p50(values: Sequence[float]) -> float | None:
 
 
 def _recovery(ts: Sequence[float], vs: Sequence[float], t0: float, target: float | None) -> float | None:
-    """Seconds from `t0` until the rolling p50 of `ROLLING` values is within `WITHIN` of `target`."""
+    """Seconds from `t0` until the rolling p50 of `ROLLING` values, past its worst, is within
+    `WITHIN` of `target`: 0 when even the worst is within, None when it never is after it."""
     if target is None or len(vs) < ROLLING:
         return None
     window = sorted(vs[:ROLLING])
-    tol = WITHIN * target
     mid = ROLLING // 2
+    rolling = array("d")
     for i in range(ROLLING - 1, len(vs)):
         if i >= ROLLING:
             del window[bisect.bisect_left(window, vs[i - ROLLING])]
             bisect.insort(window, vs[i])
-        p50 = (window[mid - 1] + window[mid]) / 2.0
-        if abs(p50 - target) <= tol:
-            return 0.0 if i == ROLLING - 1 else round(ts[i] - t0, 3)
+        rolling.append((window[mid - 1] + window[mid]) / 2.0)
+    tol = WITHIN * target
+    worst = max(range(len(rolling)), key=lambda k: abs(rolling[k] - target))
+    if abs(rolling[worst] - target) <= tol:
+        return 0.0
+    for k in range(worst, len(rolling)):
+        if abs(rolling[k] - target) <= tol:
+            return round(ts[k + ROLLING - 1] - t0, 3)
     return None
 
 
@@ -204,3 +219,51 @@ class StepTracker:
         figs = self._steps[-1].figures(now_wall)
         self._live = (len(self._steps), now_wall, figs)
         return figs
+
+
+def _secs(ms: float) -> str:
+    return f"{ms / 1000.0:.1f} s" if abs(ms) >= 1000.0 else f"{ms:.0f} ms"
+
+
+def no_penalty(st: Mapping[str, Any]) -> bool:
+    """The step cost nothing to tell apart from noise: at most 10 ms, or 10% of the TTFT before."""
+    pen, before = st.get("penalty_ms"), st.get("ttft_before_ms")
+    if not isinstance(pen, int | float):
+        return False
+    return bool(pen <= 10.0 or (isinstance(before, int | float) and pen <= WITHIN * before))
+
+
+def step_sentence(st: Mapping[str, Any]) -> str:
+    """One line a step reads as: "10 → 300 at 30 s: TTFT p50 +1.8 s, recovered in 12 s" (a rate
+    step starts with "rate"), or "...: no penalty"."""
+    frm, to = st.get("from"), st.get("to")
+    what = "" if st.get("what") == "concurrency" else "rate "
+    to_s = "unlimited" if what and to == 0 else f"{to:g}" if isinstance(to, int | float) else str(to)
+    frm_s = f"{frm:g}" if isinstance(frm, int | float) else str(frm)
+    head = f"{what}{frm_s} → {to_s} at {float(st.get('t') or 0.0):.0f} s"
+    pen = st.get("penalty_ms")
+    if not isinstance(pen, int | float):
+        return f"{head}: no TTFT before and after to compare"
+    if no_penalty(st):
+        return f"{head}: no penalty"
+    rec = st.get("recovery_s")
+    if isinstance(rec, int | float):
+        tail = f"recovered in {rec:.0f} s" if rec >= 10 else f"recovered in {rec:.1f} s"
+    else:
+        tail = "not recovered by the end"
+    return f"{head}: TTFT p50 +{_secs(pen)}, {tail}"
+
+
+def step_notes(summary: Mapping[str, Any]) -> list[str]:
+    """The end of a run's sentences, one a step (at most the last 5, and how many before)."""
+    steps = [s for s in summary.get("steps") or () if isinstance(s, Mapping)]
+    notes = [step_sentence(s) for s in steps[-5:]]
+    if len(steps) > 5:
+        notes.insert(0, f"{len(steps)} steps; the last 5:")
+    return notes
+
+
+def step_lines(steps: Sequence[Any]) -> list[str]:
+    """The summary table's block: a line a step, under "steps"."""
+    rows = [s for s in steps if isinstance(s, Mapping)]
+    return ["", "steps", *(f"  {step_sentence(s)}" for s in rows)] if rows else []
