@@ -23,6 +23,7 @@ from oxconsole.prepare import PreparedRun
 if TYPE_CHECKING:
     from oxconsole.engine.runner import RunEngine, RunOutcome
     from oxconsole.metrics import Snapshot
+    from oxconsole.workload import Workload
 
 __all__ = [
     "engine_with_progress",
@@ -122,11 +123,7 @@ def run_headless(
                 loop.remove_signal_handler(sig)
 
     outcome: RunOutcome = run_loop(go())
-    served = getattr(engine, "metrics", None)
-    if served is not None:
-        addr = w.output.prometheus_address()
-        host = (addr[0] if addr else "") or "127.0.0.1"
-        outcome.metrics_url = f"http://{f'[{host}]' if ':' in host else host}:{served.port}/metrics"
+    outcome.metrics_url = _metrics_url(engine, w)
     if w.output.html:
         from oxconsole.reports.html import write_run_report
 
@@ -134,6 +131,16 @@ def run_headless(
         outcome.html_report = None if html is None else str(html)
     write_batch_files(prep, outcome)
     return outcome
+
+
+def _metrics_url(engine: object, w: Workload) -> str | None:
+    """Where the run's `/metrics` was served, when `[output] prometheus` asked for it."""
+    served = getattr(engine, "metrics", None)
+    if served is None:
+        return None
+    addr = w.output.prometheus_address()
+    host = (addr[0] if addr else "") or "127.0.0.1"
+    return f"http://{f'[{host}]' if ':' in host else host}:{served.port}/metrics"
 
 
 def write_batch_files(prep: PreparedRun, outcome: RunOutcome) -> None:

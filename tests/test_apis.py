@@ -250,7 +250,9 @@ def test_batch_completions_and_embeddings_write_their_output(tmp_path: Path) -> 
     assert text["usage"]["completion_tokens"] == 3
     emb = out["emb-1"]["response"]["body"]
     assert emb["object"] == "list" and [d["index"] for d in emb["data"]] == [0, 1]
-    assert all(len(d["embedding"]) == 4 for d in emb["data"])
+    assert all(len(d["embedding"]) == 4 for d in emb["data"]), [
+        d for d in emb["data"] if len(d["embedding"]) != 4
+    ][:5]
     assert emb["usage"] == {"prompt_tokens": 3 + 3, "total_tokens": 6}
     modes = {n: oct((tmp_path / "out" / n).stat().st_mode & 0o777) for n in ("batch.jsonl", "results.jsonl")}
     assert modes == {"batch.jsonl": "0o600", "results.jsonl": "0o600"}, modes

@@ -109,14 +109,16 @@ async def test_snapshots_and_commands_over_the_socket(
     assert engine is not None and engine.shard.slots.limit == 9
     own = local.latest()
     assert own is not None
-    assert any(c["what"] == "concurrency" and c["to"] == 9 for c in own.changes)
+    assert any(c["what"] == "concurrency" and c["to"] == 9 for c in own.changes), [c for c in own.changes][:5]
 
     client.send(Stop())
     assert await client.wait_end(10.0)
     assert client.finished and not client.connected
     assert client.exit_code == 130  # stopped before every request was sent
     assert client.final_summary is not None
-    assert any(c["what"] == "concurrency" and c["to"] == 9 for c in client.final_summary["changes"])
+    assert any(c["what"] == "concurrency" and c["to"] == 9 for c in client.final_summary["changes"]), [
+        c for c in client.final_summary["changes"]
+    ][:5]
     assert client.final_summary["requests"]["total"] < 80
     outcome = await asyncio.to_thread(local.wait_done, 10.0)
     assert outcome is not None and outcome.exit_code == 130
@@ -350,6 +352,19 @@ def test_ps_removes_stale_entries(run_dirs: Path) -> None:
     assert sorted(os.listdir(d)) == []
 
 
+def test_ps_never_removes_the_path_a_stale_entry_names(run_dirs: Path, tmp_path: Path) -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    d = runs_dir()
+    precious = tmp_path / "precious.txt"
+    precious.write_text("keep me")
+    entry = {"name": "odd", "pid": dead.pid, "socket": str(precious), "started_at": 1.0, "updated_at": 1.0}
+    (d / f"odd-{dead.pid}.json").write_bytes(orjson.dumps(entry))
+    assert list_runs() == []
+    assert precious.exists(), "a stale entry's socket path outside its own name was removed"
+    assert sorted(os.listdir(d)) == [], f"the stale entry itself stayed: {sorted(os.listdir(d))}"
+
+
 @pytest.mark.subprocess
 def test_host_reports_bad_input_like_the_cli(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
@@ -400,7 +415,9 @@ async def test_ps_lists_every_run(
     assert ps_main(["--json"]) == 0
     entries = orjson.loads(capsys.readouterr().out)
     assert sorted(e["name"] for e in entries) == ["solo", "twin", "twin"]
-    assert all(mode(e["socket"]) == 0o600 for e in entries)
+    assert all(mode(e["socket"]) == 0o600 for e in entries), [e for e in entries if mode(e["socket"]) != 384][
+        :5
+    ]
 
 
 @pytest.fixture

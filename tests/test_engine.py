@@ -67,14 +67,16 @@ async def test_journal_complete_unique_and_summary_agrees(make_workload: Workloa
     ids = [r["id"] for r in recs]
     assert len(ids) == 200
     assert set(ids) == {f"syn-{i}" for i in range(200)}
-    assert all(r["status"] == "ok" for r in recs)
+    assert all(r["status"] == "ok" for r in recs), [r for r in recs if r["status"] != "ok"][:5]
     assert out.exit_code == 0
     s = out.summary
     assert s["requests"]["total"] == 200 and s["requests"]["ok"] == 200
     per_model = {m: sum(1 for r in recs if r["model"] == m) for m in ("small", "large")}
     assert {m: s["models"][m]["requests"]["total"] for m in per_model} == per_model
     assert 0.65 < per_model["small"] / 200 < 0.85  # weight 3:1
-    assert all(r["output_tokens"] == 8 and r["tokens_source"] == "usage" for r in recs)
+    assert all(r["output_tokens"] == 8 and r["tokens_source"] == "usage" for r in recs), [
+        r for r in recs if not (r["output_tokens"] == 8 and r["tokens_source"] == "usage")
+    ][:5]
     # cost: flat per request on small, token-based on large, exactly as priced
     small = next(r for r in recs if r["model"] == "small")
     large = next(r for r in recs if r["model"] == "large")
@@ -181,7 +183,7 @@ async def test_timings_agree_with_the_simulator(make_workload: WorkloadFactory) 
     assert 100 <= ttft < 100 + 30, ttft
     assert 300 <= lat < 300 + 40, lat
     assert itl == pytest.approx(20, abs=1.5)
-    assert all(r["output_tokens"] == 11 for r in recs)
+    assert all(r["output_tokens"] == 11 for r in recs), [r for r in recs if r["output_tokens"] != 11][:5]
     assert_summary_close(out.summary["ttft_ms"], exact_summary([r["ttft_ms"] for r in recs]))
 
 
@@ -207,7 +209,9 @@ async def test_no_usage_means_estimated_tokens(make_workload: WorkloadFactory) -
     out = await run(w)
     recs = journal(w)
     assert [r["tokens_source"] for r in recs] == ["estimate"] * 3
-    assert all(r["output_tokens"] == 7 for r in recs)  # one token per content chunk
+    assert all(r["output_tokens"] == 7 for r in recs), [r for r in recs if r["output_tokens"] != 7][
+        :5
+    ]  # one token per content chunk
     assert out.summary["requests"]["ok"] == 3
 
 
@@ -233,9 +237,17 @@ async def test_non_streaming(make_workload: WorkloadFactory) -> None:
     out = await run(w)
     recs = journal(w)
     assert out.exit_code == 0
-    assert all(r["output_tokens"] == 5 and r["tokens_source"] == "usage" and "ttft_ms" not in r for r in recs)
-    assert all(r["text"] for r in recs)
-    assert all(r["latency_ms"] >= 70 for r in recs)  # the answer leaves at 30 + 4 x 10 ms, not sooner
+    assert all(
+        r["output_tokens"] == 5 and r["tokens_source"] == "usage" and "ttft_ms" not in r for r in recs
+    ), [
+        r
+        for r in recs
+        if not (r["output_tokens"] == 5 and r["tokens_source"] == "usage" and ("ttft_ms" not in r))
+    ][:5]
+    assert all(r["text"] for r in recs), [r for r in recs if not r["text"]][:5]
+    assert all(r["latency_ms"] >= 70 for r in recs), [r for r in recs if not (r["latency_ms"] >= 70)][
+        :5
+    ]  # the answer leaves at 30 + 4 x 10 ms, not sooner
 
 
 async def test_concurrency_lowered_live_is_never_exceeded(make_workload: WorkloadFactory) -> None:
@@ -462,7 +474,9 @@ async def test_errors_classified_and_exit_code(make_workload: WorkloadFactory) -
     out = await run(w)
     recs = journal(w)
     assert {r["error"] for r in recs} == {"http_500"}
-    assert all(r["attempts"] == 2 and r["status"] == "error" and r["error_detail"] for r in recs)
+    assert all(r["attempts"] == 2 and r["status"] == "error" and r["error_detail"] for r in recs), [
+        r for r in recs if not (r["attempts"] == 2 and r["status"] == "error" and r["error_detail"])
+    ][:5]
     assert out.exit_code == 1
     assert out.summary["errors"] == {"http_500": 4}
 
@@ -500,7 +514,9 @@ async def test_stop_with_grace_then_resume_completes_each_id_once(
     assert out.exit_code == 130
     first = journal(w)
     assert 30 <= len(first) < 120
-    assert all(r["status"] == "ok" for r in first)  # in flight finished within the grace time
+    assert all(r["status"] == "ok" for r in first), [r for r in first if r["status"] != "ok"][
+        :5
+    ]  # in flight finished within the grace time
     from oxconsole.journal.journal import ok_ids
 
     done, bad = ok_ids(w.results_path())

@@ -78,7 +78,9 @@ async def test_reset_is_connection(make_workload: WorkloadFactory) -> None:
     w = make_workload(fault_workload("reset_rate = 1.0").replace('"0.3s"', '"10s"'))
     recs = await assert_all_fail_with(w, "connection", 2)
     # a reset is seen at once, not after the 10 s timeout: the retry left long before that
-    assert all(r["t_sent"] - r["t_scheduled"] < 5.0 for r in recs)
+    assert all(r["t_sent"] - r["t_scheduled"] < 5.0 for r in recs), [
+        r for r in recs if not (r["t_sent"] - r["t_scheduled"] < 5.0)
+    ][:5]
 
 
 async def test_reset_fails_fast_and_is_retried(make_workload: WorkloadFactory) -> None:
@@ -87,14 +89,18 @@ async def test_reset_fails_fast_and_is_retried(make_workload: WorkloadFactory) -
     out = await run(w)
     recs = journal(w)
     assert len(recs) == 2
-    assert all(r["status"] == "error" and r["attempts"] == 2 and r["error_detail"] for r in recs)
+    assert all(r["status"] == "error" and r["attempts"] == 2 and r["error_detail"] for r in recs), [
+        r for r in recs if not (r["status"] == "error" and r["attempts"] == 2 and r["error_detail"])
+    ][:5]
     assert out.summary["duration_s"] < 5.0  # two attempts each, neither waited 20 s
 
 
 async def test_stream_abort_is_stream_aborted(make_workload: WorkloadFactory) -> None:
     w = make_workload(fault_workload("abort_rate = 1.0"))
     recs = await assert_all_fail_with(w, "stream_aborted", 2)
-    assert all(r["output_tokens"] < 8 for r in recs)  # it stopped mid-way
+    assert all(r["output_tokens"] < 8 for r in recs), [r for r in recs if not (r["output_tokens"] < 8)][
+        :5
+    ]  # it stopped mid-way
 
 
 async def test_non_streaming_abort_is_stream_aborted(make_workload: WorkloadFactory) -> None:
@@ -105,13 +111,17 @@ async def test_non_streaming_abort_is_stream_aborted(make_workload: WorkloadFact
 async def test_malformed_chunk_is_bad_response(make_workload: WorkloadFactory) -> None:
     w = make_workload(fault_workload("malformed_rate = 1.0"))
     recs = await assert_all_fail_with(w, "bad_response", 2)
-    assert all("malformed" in r["error_detail"] for r in recs)
+    assert all("malformed" in r["error_detail"] for r in recs), [
+        r for r in recs if "malformed" not in r["error_detail"]
+    ][:5]
 
 
 async def test_malformed_json_body_is_bad_response(make_workload: WorkloadFactory) -> None:
     w = make_workload(fault_workload("malformed_rate = 1.0", stream=False))
     recs = await assert_all_fail_with(w, "bad_response", 2)
-    assert all("JSON" in r["error_detail"] for r in recs)
+    assert all("JSON" in r["error_detail"] for r in recs), [
+        r for r in recs if "JSON" not in r["error_detail"]
+    ][:5]
 
 
 async def test_stall_longer_than_timeout_is_timeout(make_workload: WorkloadFactory) -> None:
@@ -119,7 +129,9 @@ async def test_stall_longer_than_timeout_is_timeout(make_workload: WorkloadFacto
     out = await run(w)
     recs = journal(w)
     assert {r["error"] for r in recs} == {"timeout"}
-    assert all(r["attempts"] == 2 and r["error_detail"] and r["latency_ms"] is None for r in recs)
+    assert all(r["attempts"] == 2 and r["error_detail"] and r["latency_ms"] is None for r in recs), [
+        r for r in recs if not (r["attempts"] == 2 and r["error_detail"] and (r["latency_ms"] is None))
+    ][:5]
     # two attempts of 0.3 s each, not the 20 s stall (the room above is for a busy machine)
     assert out.summary["duration_s"] < 5.0
 
@@ -127,7 +139,9 @@ async def test_stall_longer_than_timeout_is_timeout(make_workload: WorkloadFacto
 async def test_server_error_is_http_500(make_workload: WorkloadFactory) -> None:
     w = make_workload(fault_workload("error_rate = 1.0"))
     recs = await assert_all_fail_with(w, "http_500", 2)
-    assert all("500" in r["error_detail"] for r in recs)
+    assert all("500" in r["error_detail"] for r in recs), [r for r in recs if "500" not in r["error_detail"]][
+        :5
+    ]
 
 
 async def test_throttle_is_http_429_after_max_attempts_honouring_retry_after(
@@ -368,7 +382,7 @@ def test_stop_records_in_flight_as_cancelled_exits_130_and_resume_sends_them(
     recs = [json.loads(x) for x in results.read_text().splitlines() if x.strip()]
     assert len(recs) == 8
     assert {r["error"] for r in recs} == {"cancelled"}
-    assert all(r["error_detail"] for r in recs)
+    assert all(r["error_detail"] for r in recs), [r for r in recs if not r["error_detail"]][:5]
     cancelled = {r["id"] for r in recs}
     r = oxconsole_here(str(wl), "--headless", "--resume", "--set", 'sim.models.m.ttft="10ms"', cwd=tmp)
     assert r.returncode == 0, r.stderr

@@ -93,7 +93,9 @@ def test_report_of_a_journal_wraps_each_first_detail_under_the_table(tmp_path: P
     summary = summary_from_journal(path)
     assert summary["error_details"] == {"http_404": long}
     text = render_summary(summary)
-    assert all(len(line) <= 80 for line in text.splitlines())
+    assert all(len(line) <= 80 for line in text.splitlines()), [
+        line for line in text.splitlines() if not (len(line) <= 80)
+    ][:5]
     tail = text[text.index("detail    http_404:") :]
     assert " ".join(tail.split()).startswith(f"detail http_404: {' '.join(long.split())}")
 
@@ -147,7 +149,7 @@ def test_errors_panel_wraps_details_at_80_columns_and_keeps_every_class_when_sho
     long = "HTTP 404: Error code: 404 (is base_url 'http://127.0.0.1:18931' " + HINT + ")"
     snap = dataclasses.replace(base, error_details={**base.error_details, "http_500": long})
     lines = [x.plain for x in errors_lines(snap, Palette(), 78, 20)]
-    assert all(len(x) <= 78 for x in lines)
+    assert all(len(x) <= 78 for x in lines), [x for x in lines if not (len(x) <= 78)][:5]
     assert not any(x.endswith("…") for x in lines)
     joined = " ".join(" ".join(lines).split())
     assert " ".join(long.split()) in joined
@@ -263,11 +265,15 @@ async def test_saved_tuned_file_routes_as_the_tuned_run_did(tmp_path: Path) -> N
     saved = write_tuned(path, ["run.concurrency=4"], live.latest)
     assert saved.overrides == ("run.concurrency=4",)
     assert "models.2.weight 2 → 0 (c off)" in saved.changes
-    assert any(ch.startswith("routing.rules.2 (tag only-c) dropped") for ch in saved.changes)
+    assert any(ch.startswith("routing.rules.2 (tag only-c) dropped") for ch in saved.changes), [
+        ch for ch in saved.changes
+    ][:5]
     again = load_workload(saved.path, [f"output.results={(tmp_path / 'again.jsonl').as_posix()!r}"])
     assert again.run.concurrency == 4  # the --set baked in
     assert [r.tag for r in again.routing.rules] == ["classify", "summarize"]
-    assert all("c" not in (*r.models, *r.fallback) for r in again.routing.rules)
+    assert all("c" not in (*r.models, *r.fallback) for r in again.routing.rules), [
+        r for r in again.routing.rules if "c" in (*r.models, *r.fallback)
+    ][:5]
     rerun = Engine(again, results_path=again.results_path())
     await rerun.run()
     assert _routes(tmp_path / "again.jsonl") == tuned_routes
@@ -288,7 +294,9 @@ def test_summary_phase_table_names_changes_as_the_console_does() -> None:
     c.change(28.0, "rate", 27.5, 0.0)
     text = render_summary(c.summary("t", 30.0))
     assert "False" not in text and "True" not in text
-    assert all(len(line) <= 80 for line in text.splitlines())
+    assert all(len(line) <= 80 for line in text.splitlines()), [
+        line for line in text.splitlines() if not (len(line) <= 80)
+    ][:5]
     text = " ".join(text.split())  # what changed is wrapped in its column, not cut
     for words in ("paused", "resumed", "rate unlimited → 27.5/s", "rate 27.5/s → unlimited"):
         assert words in text, words

@@ -110,7 +110,9 @@ async def test_console_on_a_run_over_before_it_connected_shows_how_it_ended(tmp_
         await pilot.press("plus")
         assert "the run has ended" in app.flash[0]
         await pilot.press("s")
-        assert any("never reached this console" in n.message for n in app._notifications)
+        assert any("never reached this console" in n.message for n in app._notifications), [
+            n for n in app._notifications
+        ][:5]
         await pilot.press("q")
         await pilot.pause(0.1)
     assert app.return_value == "quit"
@@ -121,7 +123,9 @@ async def test_console_on_a_run_gone_without_a_summary_says_so_and_q_leaves(tmp_
     app = app_for(EndedEarly(gone))
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause(0.1)
-        assert any("did not answer" in n.message for n in app._notifications)
+        assert any("did not answer" in n.message for n in app._notifications), [
+            n for n in app._notifications
+        ][:5]
         await pilot.press("q")
         await pilot.pause(0.1)
     assert app.return_value == "quit"

@@ -151,7 +151,9 @@ def test_save_text_false_still_splits_but_keeps_no_text(tmp_path: Path) -> None:
     setup(tmp_path, plain(4), save_text=False)
     code, recs, s = run(tmp_path)
     assert code == 0 and s["packing"]["requests_sent"] == 1
-    assert all("text" not in r and r["pack_size"] == 4 for r in recs)
+    assert all("text" not in r and r["pack_size"] == 4 for r in recs), [
+        r for r in recs if not ("text" not in r and r["pack_size"] == 4)
+    ][:5]
 
 
 @pytest.mark.subprocess
@@ -163,7 +165,9 @@ def test_missing_section_resends_alone_and_bills_the_failed_pack(tmp_path: Path)
     assert s["packing"] == {"size": 4, "requests_sent": 2 + 8, "repacked": 8}
     assert s["requests"]["total"] == 8
     # each alone: the answer to the task alone (not a section), its own request's timing
-    assert all("### Answer" not in r["text"] for r in recs)
+    assert all("### Answer" not in r["text"] for r in recs), [r for r in recs if "### Answer" in r["text"]][
+        :5
+    ]
     # the bill: 2 packs that did not split + 8 requests alone, every token and request in the journal
     packs: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in recs:
@@ -189,7 +193,9 @@ def test_only_the_given_tags_are_packed(tmp_path: Path) -> None:
     assert code == 0
     by_id = {r["id"]: r for r in recs}
     assert {by_id[f"a{i}"]["pack"] for i in range(4)} == {"pack-1"}
-    assert all("pack" not in by_id[k] for k in ("b0", "b1", "b2", "n0"))
+    assert all("pack" not in by_id[k] for k in ("b0", "b1", "b2", "n0")), [
+        k for k in ("b0", "b1", "b2", "n0") if "pack" in by_id[k]
+    ][:5]
     assert by_id["b1"]["text"] and not by_id["b1"]["text"].startswith("Re:")
     assert s["packing"] == {"size": 4, "requests_sent": 5, "repacked": 0}
 
@@ -245,7 +251,9 @@ def test_resume_sends_only_tasks_not_yet_ok(tmp_path: Path) -> None:
     assert code == 0
     new = recs[len(first) :]
     assert sorted(r["id"] for r in new) == failed  # the tasks not yet ok, and only those
-    assert all(r["status"] == "ok" and r["pack"].startswith("pack-r") for r in new)
+    assert all(r["status"] == "ok" and r["pack"].startswith("pack-r") for r in new), [
+        r for r in new if not (r["status"] == "ok" and r["pack"].startswith("pack-r"))
+    ][:5]
     assert not {r["pack"] for r in new} & {r["pack"] for r in first}  # pack ids stay unique
     # the whole journal's summary counts each task once, by its last record (as `report` does)
     assert s["requests"]["ok"] == 16 and s["requests"]["total"] == 16
@@ -303,8 +311,12 @@ def test_a_pack_falls_back_as_one_request_and_still_splits(tmp_path: Path) -> No
     )
     code, recs, s = run(tmp_path)
     assert code == 0
-    assert all(r["model"] == "m" and r["models_tried"] == ["bad", "m"] for r in recs)
-    assert all(r["text"].startswith(f"Re: {words(int(r['id'][1:]))}") for r in recs)
+    assert all(r["model"] == "m" and r["models_tried"] == ["bad", "m"] for r in recs), [
+        r for r in recs if not (r["model"] == "m" and r["models_tried"] == ["bad", "m"])
+    ][:5]
+    assert all(r["text"].startswith(f"Re: {words(int(r['id'][1:]))}") for r in recs), [
+        r for r in recs if not r["text"].startswith(f"Re: {words(int(r['id'][1:]))}")
+    ][:5]
     assert s["packing"]["requests_sent"] == 1 and s["requests"]["fallbacks"] == 4
 
 

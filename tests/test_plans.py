@@ -366,7 +366,7 @@ def test_headless_table_has_the_plans_block(tmp_path: Path) -> None:
     assert lines[head + 1].startswith("actual")
     assert lines[head + 2].startswith("request-based")
     assert lines[head + 3].startswith("token-based")
-    assert all(len(ln) <= 80 for ln in lines)
+    assert all(len(ln) <= 80 for ln in lines), [ln for ln in lines if not (len(ln) <= 80)][:5]
     assert sum(ln.rstrip().endswith("*") for ln in lines[head : head + 4]) == 1  # the cheapest
 
 

@@ -75,7 +75,7 @@ def plans_snapshot(done: int = 300, total: int | None = 1000) -> Snapshot:
 def test_cost_lines_actual_first_cheapest_marked_within_80_columns() -> None:
     s = plans_snapshot()
     lines = [ln.plain for ln in cost_lines(s, Palette(), 78)]
-    assert all(len(ln) <= 78 for ln in lines)
+    assert all(len(ln) <= 78 for ln in lines), [ln for ln in lines if not (len(ln) <= 78)][:5]
     assert lines[0].split()[:4] == ["plan", "so", "far", "per"]
     assert lines[2].startswith(ACTUAL)
     assert lines[3].startswith("request-based") and lines[4].startswith("token-based")

@@ -87,7 +87,7 @@ def test_lengths_drawn_within_bounds_and_reproducible_by_seed(make_workload: Wor
     assert [(p.messages, p.max_tokens) for p in a] == [(p.messages, p.max_tokens) for p in b]
     assert [p.max_tokens for p in a] != [p.max_tokens for p in c]
     outs = [p.max_tokens or 0 for p in a]
-    assert all(5 <= x <= 60 for x in outs)
+    assert all(5 <= x <= 60 for x in outs), [x for x in outs if not (5 <= x <= 60)][:5]
     assert 36 < statistics.mean(outs) < 44
     ins = [p.input_chars / 4 for p in a]
     assert min(ins) >= 20 and max(ins) <= 410
@@ -111,9 +111,11 @@ def test_prefix_is_shared_and_comes_first(make_workload: WorkloadFactory) -> Non
     ps = list(iter_prompts(_dists(make_workload, count=20, prefix=50)))
     texts = [p.messages[0]["content"] for p in ps]
     prefix = texts[0][:190]
-    assert all(t.startswith(prefix) for t in texts)
+    assert all(t.startswith(prefix) for t in texts), [t for t in texts if not t.startswith(prefix)][:5]
     assert len(set(texts)) == 20
-    assert all(p.input_chars >= 50 * 4 + 20 * 4 for p in ps)
+    assert all(p.input_chars >= 50 * 4 + 20 * 4 for p in ps), [
+        p for p in ps if not (p.input_chars >= 50 * 4 + 20 * 4)
+    ][:5]
 
 
 def test_a_million_synthetic_prompts_stream_in_constant_memory(make_workload: WorkloadFactory) -> None:
@@ -199,7 +201,9 @@ async def test_drawn_max_tokens_reach_the_server(make_workload: WorkloadFactory)
     assert len(recs) == 60
     # the simulator answers with exactly max_tokens tokens (its own output_tokens is larger)
     assert {r["id"]: r["output_tokens"] for r in recs} == wanted
-    assert all(r["tokens_source"] == "usage" for r in recs)
+    assert all(r["tokens_source"] == "usage" for r in recs), [
+        r for r in recs if r["tokens_source"] != "usage"
+    ][:5]
     assert min(r["input_tokens"] for r in recs) >= 20 + 20
 
 

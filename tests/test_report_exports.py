@@ -48,4 +48,4 @@ def test_markdown_tables(tmp_path: Path) -> None:
     assert "| model | requests |" in md and "| alpha |" in md and "| http_500 |" in md
     assert SECRET_TEXT not in md and SECRET_DETAIL not in md
     tables = [ln for ln in md.splitlines() if ln.startswith("|")]
-    assert all(ln.endswith("|") for ln in tables)
+    assert all(ln.endswith("|") for ln in tables), [ln for ln in tables if not ln.endswith("|")][:5]

@@ -153,7 +153,9 @@ def test_resumed_summary_covers_every_session_and_report_agrees(
     # rates over the sessions' running time: the first session's, plus the second's
     sessions = manifest(results)["sessions"]
     assert len(sessions) == (1 if older else 2)
-    assert all(x["running_s"] is not None for x in sessions)
+    assert all(x["running_s"] is not None for x in sessions), [x for x in sessions if x["running_s"] is None][
+        :5
+    ]
     second = sessions[-1]["running_s"]
     first = s1["duration_s"]
     recs = records(results)

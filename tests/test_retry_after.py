@@ -203,7 +203,7 @@ async def test_other_4xx_never_retried_even_when_listed(
     recs = journal(w)
     assert [r["attempts"] for r in recs] == [1, 1]
     assert {r["error"] for r in recs} == {f"http_{status}"}
-    assert all(r["error_detail"] for r in recs)
+    assert all(r["error_detail"] for r in recs), [r for r in recs if not r["error_detail"]][:5]
     assert len(upstream.hits[model]) == 2  # one request each reached the server: no hidden SDK retry
     assert out.summary["errors"] == {f"http_{status}": 2}
 
@@ -230,7 +230,7 @@ async def test_server_errors_reach_the_server_once_per_attempt(
     monkeypatch.setenv(KEY_ENV, SK_KEY)
     w = workload_for(make_workload, upstream, {"always-500": 1, "always-503": 1}, max_attempts=1)
     await run(w)
-    assert all(r["attempts"] == 1 for r in journal(w))
+    assert all(r["attempts"] == 1 for r in journal(w)), [r for r in journal(w) if r["attempts"] != 1][:5]
     assert len(upstream.hits["always-500"]) == 1 and len(upstream.hits["always-503"]) == 1
 
 
@@ -340,13 +340,17 @@ def test_backoff_is_exponential_with_full_jitter_and_capped() -> None:
     for attempt in range(1, 9):
         ceiling = min(cap, base * 2 ** (attempt - 1))
         draws = [backoff_delay(attempt, base, cap, rng, None) for _ in range(4000)]
-        assert all(0.0 <= d <= ceiling for d in draws)
+        assert all(0.0 <= d <= ceiling for d in draws), [d for d in draws if not (0.0 <= d <= ceiling)][:5]
         # full jitter: uniform over [0, ceiling], so the mean is half the ceiling and small waits occur
         assert sum(draws) / len(draws) == pytest.approx(ceiling / 2, rel=0.05)
         assert min(draws) < 0.05 * ceiling
     # a server's Retry-After is a floor, even above the cap
-    assert all(backoff_delay(1, base, cap, rng, 7.0) >= 7.0 for _ in range(100))
-    assert all(backoff_delay(3, base, cap, rng, 0.0) <= 2.0 for _ in range(100))
+    assert all(backoff_delay(1, base, cap, rng, 7.0) >= 7.0 for _ in range(100)), [
+        _ for _ in range(100) if not (backoff_delay(1, base, cap, rng, 7.0) >= 7.0)
+    ][:5]
+    assert all(backoff_delay(3, base, cap, rng, 0.0) <= 2.0 for _ in range(100)), [
+        _ for _ in range(100) if not (backoff_delay(3, base, cap, rng, 0.0) <= 2.0)
+    ][:5]
 
 
 # --- keys never in details --------------------------------------------------------------------
@@ -362,7 +366,7 @@ async def test_authorization_echoed_by_the_server_is_redacted(
     assert f"Bearer {SK_KEY}" in upstream.auth  # the key from the env variable was sent ...
     recs = journal(w)
     assert {r["error"] for r in recs} == {"http_500", "http_401"}
-    assert all(r["error_detail"] for r in recs)
+    assert all(r["error_detail"] for r in recs), [r for r in recs if not r["error_detail"]][:5]
     raw = w.results_path().read_text() + orjson.dumps(out.summary).decode()
     assert SK_KEY not in raw  # ... and is nowhere in the journal or the summary
     assert SK_KEY[3:] not in raw
@@ -377,7 +381,7 @@ async def test_key_of_any_shape_echoed_by_the_server_is_redacted(
     out = await run(w)
     assert f"Bearer {PLAIN_KEY}" in upstream.auth
     recs = journal(w)
-    assert all(r["error_detail"] for r in recs)
+    assert all(r["error_detail"] for r in recs), [r for r in recs if not r["error_detail"]][:5]
     raw = w.results_path().read_text() + orjson.dumps(out.summary).decode()
     assert PLAIN_KEY not in raw
 

@@ -95,7 +95,9 @@ async def test_each_turn_sends_the_whole_history(
     assert set(by_id) == {"s#t1", "s#t2", "s#t3", "single", "f#t1", "f#t2"}
     assert [by_id[f"s#t{k}"]["status"] for k in (1, 2, 3)] == ["ok"] * 3
     assert by_id["f#t2"]["status"] == "error"
-    assert all("text" not in r for r in recs)  # save_text off: answers kept only while needed
+    assert all("text" not in r for r in recs), [r for r in recs if "text" in r][
+        :5
+    ]  # save_text off: answers kept only while needed
     third = next(m for m in seen if m[-1]["content"] == "three")
     assert third == [
         {"role": "user", "content": "one"},
@@ -141,7 +143,7 @@ async def test_sessions_interleave_within_concurrency(make_workload: WorkloadFac
     assert check_prompts(w).total_requests == 48
     recs, summary = await run(w)
     assert len(recs) == 48 and all(r["status"] == "ok" for r in recs)
-    assert all(r["ttft_ms"] > 5 for r in recs)
+    assert all(r["ttft_ms"] > 5 for r in recs), [r for r in recs if not (r["ttft_ms"] > 5)][:5]
     assert summary["conversations"]["completed"] == 12 and summary["conversations"]["turns"] == 48
     # each session's turns were sent in order, one after the other's answer
     for s in sessions:

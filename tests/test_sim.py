@@ -161,7 +161,7 @@ async def test_stream_with_usage(
             assert chunk.choices == []
             usage = chunk.usage
     assert len(contents) == n
-    assert all(c.endswith(" ") for c in contents)
+    assert all(c.endswith(" ") for c in contents), [c for c in contents if not c.endswith(" ")][:5]
     assert finishes == [finish]
     assert usage is not None
     assert (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens) == (10, n, 10 + n)
@@ -175,7 +175,7 @@ async def test_stream_without_usage_ends_with_done(sim: str) -> None:
     assert events[-1] == "data: [DONE]"
     chunks = [json.loads(e.removeprefix("data: ")) for e in events[:-1]]
     assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
-    assert all("usage" not in c for c in chunks)
+    assert all("usage" not in c for c in chunks), [c for c in chunks if "usage" in c][:5]
     assert len({c["id"] for c in chunks}) == 1
 
 
@@ -315,7 +315,9 @@ async def test_capacity_queues_fifo(traced: str) -> None:
     first_end = min(by["r0"][1], by["r1"][1])
     assert by["r2"][0] >= first_end - EPS  # no third slot: r2 waited for one to be freed ...
     assert by["r2"][0] <= by["r3"][0]  # ... and went before r3 (first in, first out)
-    assert all(t_end - t_admit >= 0.2 - EPS for t_admit, t_end in by.values())  # each served whole
+    assert all(t_end - t_admit >= 0.2 - EPS for t_admit, t_end in by.values()), [
+        (t_admit, t_end) for t_admit, t_end in by.values() if not (t_end - t_admit >= 0.2 - EPS)
+    ][:5]  # each served whole
     st = (await sim_stats(url))["models"]["cap2"]
     assert st["max_concurrent"] == 2
     counts = (st["received"], st["admitted"], st["completed"], st["in_service"], st["queued"])
@@ -386,7 +388,9 @@ async def test_rate_limit(sim: str) -> None:
         results = await asyncio.gather(*(one() for _ in range(10)))
         burst_ok = sorted(s for s, _ in results).count(200)
         assert 5 <= burst_ok <= 5 + 5 * (time.perf_counter() - t0)  # the bucket, and no more
-        assert all(ra is not None and float(ra) > 0 for s, ra in results if s == 429)
+        assert all(ra is not None and float(ra) > 0 for s, ra in results if s == 429), [
+            (s, ra) for s, ra in results if s == 429 if not (ra is not None and float(ra) > 0)
+        ][:5]
         await asyncio.sleep(0.25)  # one token refills every 0.2 s
         later = [(await one())[0] for _ in range(3)]
         refilled = 5 * (time.perf_counter() - t0)
@@ -414,7 +418,9 @@ async def test_abort_ends_stream_without_done(client: openai.AsyncOpenAI, sim: s
                     lines.append(line)
     data = [json.loads(x[6:]) for x in lines if x.startswith(b"data: {")]
     assert b"data: [DONE]\n" not in lines
-    assert all(c["choices"][0]["finish_reason"] is None for c in data)
+    assert all(c["choices"][0]["finish_reason"] is None for c in data), [
+        c for c in data if c["choices"][0]["finish_reason"] is not None
+    ][:5]
     assert len([c for c in data if c["choices"][0]["delta"].get("content")]) == 5  # half of 10
     # The SDK sees the same thing as a connection error in the middle of the stream.
     stream = await client.chat.completions.create(model="abort", messages=MESSAGES, stream=True)
@@ -469,7 +475,7 @@ def sse_chunks(body: bytes) -> list[dict[str, Any]]:
     """The JSON chunks of an SSE body that ends with [DONE] (asserted)."""
     events = [e for e in body.decode().split("\n\n") if e]
     assert events[-1] == "data: [DONE]"
-    assert all(e.startswith("data: ") for e in events)
+    assert all(e.startswith("data: ") for e in events), [e for e in events if not e.startswith("data: ")][:5]
     return [json.loads(e.removeprefix("data: ")) for e in events[:-1]]
 
 
@@ -571,7 +577,9 @@ async def test_completions_usage_only_when_the_profile_sends_it() -> None:
         status, _, body = await raw_post(url, payload, "/completions")
         assert status == 200
         chunks = sse_chunks(body)
-        assert all("usage" not in c and c["choices"] for c in chunks)
+        assert all("usage" not in c and c["choices"] for c in chunks), [
+            c for c in chunks if not ("usage" not in c and c["choices"])
+        ][:5]
         assert len(chunks) == FAST.output_tokens + 1
     finally:
         await runner.cleanup()
@@ -650,7 +658,9 @@ async def test_completions_rate_limit(sim: str) -> None:
     # 5 requests/s with a bucket of 5 (plus what refilled while the burst went out)
     assert 5 <= ok <= 5 + 5 * (time.perf_counter() - t0)
     assert sorted(status for status, _, _ in results) == [200] * ok + [429] * (8 - ok)
-    assert all(float(h["Retry-After"]) > 0 for status, h, _ in results if status == 429)
+    assert all(float(h["Retry-After"]) > 0 for status, h, _ in results if status == 429), [
+        (status, h, _) for status, h, _ in results if status == 429 if not (float(h["Retry-After"]) > 0)
+    ][:5]
 
 
 @pytest.mark.parametrize(
@@ -820,7 +830,9 @@ async def test_trace_when_asked(traced: str) -> None:
                 await r.read()
     trace, late = await trace_of(traced)
     assert [t[0] for t in trace] == ["first prompt", "second prompt"]
-    assert all(t_before <= t_in for _, t_in, *_ in trace)
+    assert all(t_before <= t_in for _, t_in, *_ in trace), [
+        (_, t_in, *_) for _, t_in, *_ in trace if not (t_before <= t_in)
+    ][:5]
     assert_on_schedule(trace, late, 0.2, 0.3)  # the profile's ttft and latency
 
 

@@ -231,7 +231,7 @@ def test_the_console_and_the_progress_line_show_the_stage() -> None:
     snap = Snapshot.from_dict(c.snapshot(gauges(elapsed_s=12.0)).to_dict())  # as over the socket
     assert snap.stage is not None and snap.stage["index"] == 1
     lines = [x.plain for x in header_lines(snap, Palette(), 80, name="burst", state="running")]
-    assert all(len(x) <= 80 for x in lines)
+    assert all(len(x) <= 80 for x in lines), [x for x in lines if not (len(x) <= 80)][:5]
     assert "stage 2/3 ramp 58s left" in lines[1]
     assert "stage 2" in lines[2]  # the phase began at the boundary
     assert "stage 2/3 ramp 58s left" in progress_line(snap) and "ETA 1m28s" in progress_line(snap)

@@ -79,11 +79,13 @@ def test_points_and_the_knee_on_a_simulator_with_known_capacity(
     assert "knee: point 3, concurrency=4" in out  # numbered from 1, as the progress line
     assert "point 1 of 4 (concurrency=1), ETA" in err and "point 4 of 4" in err
     recs = records(tmp_path)
-    assert all("point" in r for r in recs)
+    assert all("point" in r for r in recs), [r for r in recs if "point" not in r][:5]
     assert {r["point"] for r in recs} == {0, 1, 2, 3}
     ids = [r["id"] for r in recs]
     assert len(ids) == len(set(ids))
-    assert all(r["id"].endswith(f"@{r['point']}") for r in recs)
+    assert all(r["id"].endswith(f"@{r['point']}") for r in recs), [
+        r for r in recs if not r["id"].endswith(f"@{r['point']}")
+    ][:5]
     per_point = [sum(1 for r in recs if r["point"] == i) for i in range(4)]
     assert per_point == [p["summary"]["requests"]["total"] for p in data["points"]]
 
@@ -176,7 +178,9 @@ def test_resume_after_a_stop_midway_runs_only_the_points_not_ended(tmp_path: Pat
     assert after[: len(before)] == before
     new = after[len(before) :]
     assert {r["point"] for r in new} == {1, 2}  # point 0 ended before the stop: not run again
-    assert all(r["id"].endswith("@1.2") for r in new if r["point"] == 1)
+    assert all(r["id"].endswith("@1.2") for r in new if r["point"] == 1), [
+        r for r in new if r["point"] == 1 if not r["id"].endswith("@1.2")
+    ][:5]
     ids = [r["id"] for r in after]
     assert len(ids) == len(set(ids))
     data = json.loads((tmp_path / "s.json").read_text())
@@ -247,7 +251,9 @@ def test_points_share_the_first_points_warm_clients_unless_their_servers_differ(
     end = asyncio.run(s.run())
     assert s.clients_opened == opened
     assert [p["value"] for p in end.points.values()] == [o for o in map(int, over.split("=")[1].split(","))]
-    assert all(p["summary"]["requests"]["error"] == 0 for p in end.points.values())
+    assert all(p["summary"]["requests"]["error"] == 0 for p in end.points.values()), [
+        p for p in end.points.values() if p["summary"]["requests"]["error"] != 0
+    ][:5]
     if o.key == "rate":
         assert [p["load"]["rate"] for p in end.points.values()] == [10.0, 20.0]
 
@@ -267,7 +273,9 @@ def test_with_slo_the_knee_is_the_highest_goodput_with_the_slo_met(
     assert set(good) >= {"requests_per_s", "fraction", "target", "met"}
     out = capsys.readouterr().out
     assert "the highest goodput with the SLO met" in out
-    assert all(isinstance(r.get("slo_ok"), bool) for r in records(tmp_path))
+    assert all(isinstance(r.get("slo_ok"), bool) for r in records(tmp_path)), [
+        r for r in records(tmp_path) if not isinstance(r.get("slo_ok"), bool)
+    ][:5]
 
 
 @pytest.mark.slow

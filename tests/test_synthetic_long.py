@@ -78,5 +78,7 @@ def test_the_runs_prompts(make_workload: WorkloadFactory) -> None:
     ps = list(iter_prompts(w))
     texts = [p.messages[0]["content"] for p in ps]
     assert all(t.startswith(texts[0][:7000]) for t in texts), "the shared prefix comes first"
-    assert all(p.input_chars == len(t) >= 102_000 * 4 for p, t in zip(ps, texts, strict=True))
+    assert all(p.input_chars == len(t) >= 102_000 * 4 for p, t in zip(ps, texts, strict=True)), [
+        (p, t) for p, t in zip(ps, texts, strict=True) if not (p.input_chars == len(t) >= 102000 * 4)
+    ][:5]
     assert len(set(texts)) == 3

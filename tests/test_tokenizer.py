@@ -113,7 +113,9 @@ async def test_estimates_are_counted_with_the_tokenizer(make_workload: WorkloadF
     recs = [orjson.loads(x) for x in w.results_path().read_bytes().splitlines()]
     got = {r["id"]: (r["input_tokens"], r["tokens_source"]) for r in recs}
     assert got == {f"item-{i}": (n_tokens(tok, t), "estimate") for i, t in enumerate(items)}
-    assert any(n_tokens(tok, t) != (len(t) + 3) // 4 for t in items)  # not the 4-characters guess
+    assert any(n_tokens(tok, t) != (len(t) + 3) // 4 for t in items), [t for t in items][
+        :5
+    ]  # not the 4-characters guess
 
 
 def test_token_budget_reserves_counted_tokens(make_workload: WorkloadFactory, tok: Any) -> None:

@@ -193,7 +193,9 @@ def test_waiters_are_served_first_come_first_served() -> None:
     order = run_virtual(go())
     # both leave when the 900 leave the window, in order (aiolimiter serves the small one first)
     assert [n for n, _ in order] == ["big", "small"]
-    assert all(t == pytest.approx(60.0) for _, t in order)
+    assert all(t == pytest.approx(60.0) for _, t in order), [
+        (_, t) for _, t in order if t != pytest.approx(60.0)
+    ][:5]
 
 
 def test_a_settled_reservation_wakes_the_waiter_at_once() -> None:
@@ -333,7 +335,9 @@ async def test_engine_keeps_every_window_within_tpm_and_uses_it(
     engine = Engine(w, results_path=w.results_path())
     out = await run(w, engine)
     sends = sends_of(w)
-    assert all(tokens == 100 for _, tokens in sends)  # the reservation was exact: 60 in + 40 out
+    assert all(tokens == 100 for _, tokens in sends), [(_, tokens) for _, tokens in sends if tokens != 100][
+        :5
+    ]  # the reservation was exact: 60 in + 40 out
     full = windows(sends, 1.0)
     assert max(tokens for _, tokens, _ in full) <= 1500
     t0 = sends[0][0]
@@ -422,7 +426,7 @@ def test_the_in_flight_panel_shows_the_budget(width: int) -> None:
     tpm = next(line for line in lines if line.startswith("tpm"))
     assert "12,000" in tpm and "11,400" in tpm and "95%" in tpm
     assert lines[-1].startswith("bound") and lines[-1].endswith("tpm ({/} change it)")
-    assert all(len(line) <= width for line in lines)
+    assert all(len(line) <= width for line in lines), [line for line in lines if not (len(line) <= width)][:5]
     plain = [line.plain for line in in_flight_lines(fixed_snapshot(), Palette(), width, height=6)]
     assert not any(line.startswith("tpm") for line in plain)  # no budget, no line
 
@@ -458,7 +462,7 @@ async def test_tpm_keys_send_set_tpm_and_say_so() -> None:
         assert src.sent[-1] == SetTpm(11_880.0)
         keys = {b.key_display for b in MainScreen.BINDINGS if not isinstance(b, tuple)}  # type: ignore[union-attr]
         assert {"}", "{"} <= keys
-        assert any("}" in k and "{" in k for k, _ in KEYS)
+        assert any("}" in k and "{" in k for k, _ in KEYS), [(k, _) for k, _ in KEYS][:5]
         titles = [c.title for c in app.get_system_commands(app.screen)]
         assert any("Token budget up" in t for t in titles) and any("Token budget down" in t for t in titles)
 

@@ -146,7 +146,7 @@ async def test_every_contract_key_is_bound_and_in_the_help_and_the_palette() -> 
         keys = {b.key_display or b.key for b in MainScreen.BINDINGS if not isinstance(b, tuple)}  # type: ignore[union-attr]
         for k in ("+", "-", "]", "[", "0", "w", "space", "s", "d", "q", "?"):
             assert k in keys
-            assert any(k in row[0] for row in KEYS)
+            assert any(k in row[0] for row in KEYS), [row for row in KEYS][:5]
         titles = [c.title for c in app.get_system_commands(app.screen)]
         for word in ("Concurrency up", "Concurrency down", "Rate up", "Rate down", "unlimited", "Routing",
                      "Pause", "Save tuned", "Detach", "Stop", "Keys"):  # fmt: skip

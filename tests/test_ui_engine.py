@@ -76,7 +76,9 @@ async def test_concurrency_down_and_rate_keys(engine_source: EngineSource) -> No
             peak = max(peak, s.gauges.in_flight, eng.shard.in_flight)
             await asyncio.sleep(0.025)
         assert peak <= 12
-        assert any(c.get("what") == "concurrency" and c.get("to") == 12 for c in snap(src).changes)
+        assert any(c.get("what") == "concurrency" and c.get("to") == 12 for c in snap(src).changes), [
+            c for c in snap(src).changes
+        ][:5]
 
         # rate: ] from unlimited starts from the achieved rate; [ lowers it; 0 toggles unlimited
         await until(lambda: snap(src).gauges.achieved_rate > 0, what="an achieved rate")

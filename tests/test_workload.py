@@ -932,7 +932,9 @@ def test_examples_load(monkeypatch: pytest.MonkeyPatch) -> None:
     stats = check_prompts(demo)
     assert stats.count == 40 and stats.total_requests == 400
     assert {r.tag for r in demo.routing.rules} <= stats.tags
-    assert all(ep.base_url == "sim" and ep.api_key_env is None for ep in demo.endpoints.values())
+    assert all(ep.base_url == "sim" and ep.api_key_env is None for ep in demo.endpoints.values()), [
+        ep for ep in demo.endpoints.values() if not (ep.base_url == "sim" and ep.api_key_env is None)
+    ][:5]
     assert set(demo.sim) == {m.name for m in demo.models}
     syn = load_workload(root / "synthetic.toml")
     assert syn.run.arrival == "constant" and syn.run.rate > 0

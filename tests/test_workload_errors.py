@@ -171,7 +171,9 @@ def test_validate_prints_every_error_and_exits_2(tmp_path: Path) -> None:
     assert "Traceback" not in out.stderr and out.stdout == ""
     lines = out.stderr.splitlines()
     assert len(lines) == len(FIVE_ERRORS) + 1, out.stderr
-    assert all(line.startswith("oxconsole: w.toml: ") and ": expected " in line for line in lines)
+    assert all(line.startswith("oxconsole: w.toml: ") and ": expected " in line for line in lines), [
+        line for line in lines if not (line.startswith("oxconsole: w.toml: ") and ": expected " in line)
+    ][:5]
     keys = [line.split(": ")[2] for line in lines]
     assert keys == [
         "retry.on.1",

@@ -232,8 +232,8 @@ def _read_entry(p: Path, *, clean: bool, now: float) -> RunEntry | None:
     if alive and now - entry.updated_at > 30 * REGISTRY_INTERVAL:
         alive = answers(entry.socket)  # silent for a minute: the pid may be another process
     if not alive:
-        if clean:
-            unlink(p, Path(entry.socket))
+        if clean:  # the socket beside the entry only: the path the entry names may be anything
+            unlink(p, p.with_suffix(".sock"))
         return None
     return entry if Path(entry.socket).exists() else None
 

@@ -196,34 +196,25 @@ def _note_changes(markers: list[Marker], journal_only: bool, summary: Mapping[st
     return "No live changes during this run."
 
 
+_RATES = (
+    ("Requests/s (ok)", "requests/s", "ok req/s", "ok", "req/s"),
+    ("Output tokens/s", "output tokens/s", "tokens/s", "output_tokens", "tok/s"),
+)
+"""The throughput charts: title, chart label, line label, the timeline's counter, unit."""
+
+
 def _throughput(tl: Timeline, markers: list[Marker]) -> list[str]:
     xs, span = tl.times(), max(tl.span, tl.step)
-    return [
-        '<div class="charts">',
+    figs = [
         _figure(
-            "Requests/s (ok)",
+            title,
             line_chart(
-                "requests/s",
-                xs,
-                [Line("ok req/s", tl.rate("ok"), PALETTE[0])],
-                x_max=span,
-                y_unit="req/s",
-                markers=markers,
+                label, xs, [Line(line, tl.rate(key), PALETTE[i])], x_max=span, y_unit=unit, markers=markers
             ),
-        ),
-        _figure(
-            "Output tokens/s",
-            line_chart(
-                "output tokens/s",
-                xs,
-                [Line("tokens/s", tl.rate("output_tokens"), PALETTE[1])],
-                x_max=span,
-                y_unit="tok/s",
-                markers=markers,
-            ),
-        ),
-        "</div>",
+        )
+        for i, (title, label, line, key, unit) in enumerate(_RATES)
     ]
+    return ['<div class="charts">', *figs, "</div>"]
 
 
 def _over_time(tl: Timeline, markers: list[Marker]) -> list[str]:

@@ -44,14 +44,20 @@ def profiles_to_json(profiles: dict[str, SimModelProfile]) -> str:
     return orjson.dumps({name: dataclasses.asdict(p) for name, p in profiles.items()}).decode()
 
 
-def profiles_from_json(text: str) -> dict[str, SimModelProfile]:
-    """Parse ``--profiles-json``: ``{"model": {"ttft": 0.1, ...}, ...}``; raises ValueError when bad."""
+def _json_object(text: str, flag: str, expected: str) -> dict[str, Any]:
+    """The JSON object a flag carries; ValueError naming the flag otherwise."""
     try:
         data = orjson.loads(text)
     except orjson.JSONDecodeError as e:
-        raise ValueError(f"--profiles-json: not valid JSON ({e})") from None
+        raise ValueError(f"{flag}: not valid JSON ({e})") from None
     if not isinstance(data, dict):
-        raise ValueError("--profiles-json: expected an object of model name -> profile")
+        raise ValueError(f"{flag}: expected {expected}")
+    return data
+
+
+def profiles_from_json(text: str) -> dict[str, SimModelProfile]:
+    """Parse ``--profiles-json``: ``{"model": {"ttft": 0.1, ...}, ...}``; raises ValueError when bad."""
+    data = _json_object(text, "--profiles-json", "an object of model name -> profile")
     out: dict[str, SimModelProfile] = {}
     for name, fields in data.items():
         if not isinstance(fields, dict):
@@ -96,12 +102,7 @@ def limits_to_json(limits: SimLimits) -> str:
 def limits_from_json(text: str) -> SimLimits:
     """Parse ``--limits-json``: ``{"rpm_limit": 60, "tpm_limit": 0, "window": 60.0}``; raises
     ValueError when bad."""
-    try:
-        data = orjson.loads(text)
-    except orjson.JSONDecodeError as e:
-        raise ValueError(f"--limits-json: not valid JSON ({e})") from None
-    if not isinstance(data, dict):
-        raise ValueError("--limits-json: expected an object of rpm_limit, tpm_limit, window")
+    data = _json_object(text, "--limits-json", "an object of rpm_limit, tpm_limit, window")
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
         if key not in ("rpm_limit", "tpm_limit", "window"):

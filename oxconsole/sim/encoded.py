@@ -99,20 +99,25 @@ class Kind:
         """The last choice, by finish reason."""
 
 
+def _choice(body: bytes, finish: str | None = None) -> bytes:
+    """One choice closing its chunk: `{"index":0,BODY,"finish_reason":...}]}` and the blank line."""
+    reason = b"null" if finish is None else orjson.dumps(finish)
+    return b'{"index":0,' + body + b',"finish_reason":' + reason + b"}]}\n\n"
+
+
+def _text_choice(text: str, finish: str | None = None) -> bytes:
+    return _choice(b'"text":' + orjson.dumps(text) + b',"logprobs":null', finish)
+
+
+_FINISH: Final = ("stop", "length")
 CHAT: Final = Kind(
     chat=True,
     id_prefix=b"chatcmpl-sim",
     object_="chat.completion",
     chunk_object="chat.completion.chunk",
-    token_choice=tuple(
-        b'{"index":0,"delta":{"content":' + orjson.dumps(t) + b'},"finish_reason":null}]}\n\n'
-        for t in _TOKEN_TEXT
-    ),
-    role_choice=b'{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n',
-    finish_choice={
-        "stop": b'{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n',
-        "length": b'{"index":0,"delta":{},"finish_reason":"length"}]}\n\n',
-    },
+    token_choice=tuple(_choice(b'"delta":{"content":' + orjson.dumps(t) + b"}") for t in _TOKEN_TEXT),
+    role_choice=_choice(b'"delta":{"role":"assistant","content":""}'),
+    finish_choice={r: _choice(b'"delta":{}', r) for r in _FINISH},
 )
 # Shaped as OpenAI's and vLLM's text-completion chunks: "text" and "logprobs" in every choice, no role.
 TEXT: Final = Kind(
@@ -120,15 +125,9 @@ TEXT: Final = Kind(
     id_prefix=b"cmpl-sim",
     object_="text_completion",
     chunk_object="text_completion",
-    token_choice=tuple(
-        b'{"index":0,"text":' + orjson.dumps(t) + b',"logprobs":null,"finish_reason":null}]}\n\n'
-        for t in _TOKEN_TEXT
-    ),
+    token_choice=tuple(_text_choice(t) for t in _TOKEN_TEXT),
     role_choice=b"",
-    finish_choice={
-        "stop": b'{"index":0,"text":"","logprobs":null,"finish_reason":"stop"}]}\n\n',
-        "length": b'{"index":0,"text":"","logprobs":null,"finish_reason":"length"}]}\n\n',
-    },
+    finish_choice={r: _text_choice("", r) for r in _FINISH},
 )
 # The Responses API: its events are built per answer (`responses.py`); the kind names the route.
 RESPONSES: Final = Kind(

@@ -15,9 +15,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from oxconsole.workload.errors import WorkloadError, did_you_mean, error, fail
+from oxconsole.workload.errors import WorkloadError, did_you_mean, fail, json_object
 from oxconsole.workload.promptdata import Prompt
 
 URLS = {"/v1/chat/completions": "chat", "/v1/completions": "completions", "/v1/embeddings": "embeddings"}
@@ -40,12 +38,7 @@ def _content_chars(messages: list[Any]) -> int:
 def parse_batch_line(line: bytes, where: str, label: str, models: Mapping[str, str]) -> Prompt:
     """One Batch input line as a prompt carrying its body; WorkloadError naming the line otherwise.
     `models`: each model's name -> its api."""
-    try:
-        obj = orjson.loads(line)
-    except orjson.JSONDecodeError as e:
-        raise error(label, where, "a JSON object", f"invalid JSON ({e.msg.split(':')[0]})") from None
-    if type(obj) is not dict:
-        fail(label, where, 'a JSON object with "custom_id", "method", "url" and "body"', obj)
+    obj = json_object(line, label, where, 'a JSON object with "custom_id", "method", "url" and "body"')
     cid = obj.get("custom_id")
     if type(cid) is not str or not cid:
         fail(label, f"{where}: custom_id", "a non-empty string", cid)

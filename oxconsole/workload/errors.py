@@ -14,6 +14,8 @@ import re
 from collections.abc import Iterable
 from typing import Any, NoReturn
 
+import orjson
+
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 _KEY_PART = re.compile(r'"(?:[^"\\]|\\.)*"|[^.]+')
 _SHOW_MAX = 60
@@ -96,6 +98,18 @@ def error(label: str, path: str, expected: str, got: str) -> WorkloadError:
 def fail(label: str, path: str, expected: str, value: Any) -> NoReturn:
     """Raise `error` with the user's value shown short."""
     raise error(label, path, expected, show(value))
+
+
+def json_object(raw: bytes | str, label: str, where: str, expected: str) -> dict[str, Any]:
+    """One line or entry of a JSON source as an object; WorkloadError naming it otherwise
+    (`expected` says which keys it should carry)."""
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError as e:
+        raise error(label, where, "a JSON object", f"invalid JSON ({e.msg.split(':')[0]})") from None
+    if type(obj) is not dict:
+        fail(label, where, expected, obj)
+    return obj
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str | None:

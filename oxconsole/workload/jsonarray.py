@@ -53,8 +53,7 @@ def array_objects(f: BinaryIO, label: str) -> Iterator[tuple[int, bytes]]:
             if ended:
                 raise error(label, "", "one JSON array", "more data after the closing ]")
             if not began:
-                if c != 0x5B or buf[:j].lstrip(b"\xef\xbb\xbf \t\r\n"):
-                    raise error(label, "", "a JSON array of objects or one JSON object a line", "other JSON")
+                _opening(buf, j, label)
                 began = True
                 depth = 1
                 gap_from = j + 1
@@ -78,15 +77,30 @@ def array_objects(f: BinaryIO, label: str) -> Iterator[tuple[int, bytes]]:
                     if buf[gap_from:j].strip(_GAP):
                         raise error(label, f"entry {entry + 1}", "a JSON object", "something else")
                     ended = True
-        # keep only what an unfinished object or gap still needs
-        cut = start if start >= 0 else (gap_from if began and not ended else len(buf))
-        cut = max(0, min(cut, len(buf)))
+        cut = _kept_from(len(buf), start, gap_from, began and not ended)
         buf = buf[cut:]
         pos = len(buf)
         skip_at -= cut
         if start >= 0:
             start -= cut
         gap_from -= cut
+    _ending(began, ended, entry, label)
+
+
+def _opening(buf: bytes, j: int, label: str) -> None:
+    """The first structural byte, at `j`, must be the array's `[` with only a BOM or blanks before."""
+    if buf[j] != 0x5B or buf[:j].lstrip(b"\xef\xbb\xbf \t\r\n"):
+        raise error(label, "", "a JSON array of objects or one JSON object a line", "other JSON")
+
+
+def _kept_from(size: int, start: int, gap_from: int, in_array: bool) -> int:
+    """Where the buffer is cut after a read: only an unfinished object (from `start`) or, inside
+    the array, the gap between objects (from `gap_from`) is still needed."""
+    cut = start if start >= 0 else (gap_from if in_array else size)
+    return max(0, min(cut, size))
+
+
+def _ending(began: bool, ended: bool, entry: int, label: str) -> None:
     if not began:
         raise error(label, "", "a JSON array of objects", "an empty file")
     if not ended:

@@ -13,10 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from oxconsole.workload.bounds import MAX_TOKENS
-from oxconsole.workload.errors import error, fail
+from oxconsole.workload.errors import fail, json_object
 from oxconsole.workload.jsonarray import array_objects
 from oxconsole.workload.promptdata import Prompt
 
@@ -40,12 +38,7 @@ def parse_conversation(raw: bytes, where: str, label: str) -> Prompt | None:
     """The prompt of one conversation (id without pass suffix), or None when it has no human turn
     followed by an answer (such conversations are skipped, and counted). Raises WorkloadError
     naming the entry when it is not a ShareGPT conversation at all."""
-    try:
-        obj = orjson.loads(raw)
-    except orjson.JSONDecodeError as e:
-        raise error(label, where, "a JSON object", f"invalid JSON ({e.msg.split(':')[0]})") from None
-    if type(obj) is not dict:
-        fail(label, where, 'a JSON object with "conversations"', obj)
+    obj = json_object(raw, label, where, 'a JSON object with "conversations"')
     turns = obj.get("conversations")
     if type(turns) is not list:
         fail(label, f"{where}: conversations", 'an array of {"from", "value"} objects', turns)
