@@ -164,6 +164,8 @@ async def test_a_key_and_a_command_that_double_are_steps_and_smaller_ones_are_no
     await d
     got = [(st["from"], st["to"], st["by"]) for st in s["steps"]]
     assert got == [(4, 12, "key"), (18, 40, "command")], (got, s["changes"])
+    live = e.latest.bursts if e.latest is not None else None  # what the console was shown last
+    assert live is not None and live["step"]["to"] == 40 and live["lag"] is None, live
     for st in s["steps"]:
         assert st["ttft_before_ms"] >= 50.0 and st["ttft_after_ms"] >= 50.0, st  # the sim's ttft
         assert st["recovery_s"] is not None, st  # capacity 1000: nothing queues for long

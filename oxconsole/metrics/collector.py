@@ -298,10 +298,17 @@ class Collector:
             attempt_errors=self._attempt_errors(),
             error_details=error_details(al.error_detail, self._attempt_detail),
             changes=tuple(dict(c) for c in self.changes),
+            bursts=self._bursts(),
             goodput=self._goodput(w_start, sec, span, run_span),
             stage=self.stage_log.now(now),
             packing=live_packing(al.packs, al.total, self.packing_size),
         )
+
+    def _bursts(self) -> dict[str, Any] | None:
+        """The console's step and schedule-lag figures (`Snapshot.bursts`)."""
+        step = self.steps.last(self.started_at + self.elapsed())
+        lag = None if self.due is None else self.due.live()
+        return None if step is None and lag is None else {"step": step, "lag": lag}
 
     def _goodput(self, w_start: int, sec: int, span: float, run_span: float) -> Goodput | None:
         """Good requests against the `[slo]`: whole run, the window [w_start, sec] and this phase."""

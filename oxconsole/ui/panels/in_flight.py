@@ -13,6 +13,7 @@ from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.charts import hbar
 from oxconsole.ui.lines import Line, Palette, fit
 from oxconsole.ui.numbers import ms
+from oxconsole.ui.panels.bursts import burst_lines
 from oxconsole.units import fmt_count, fmt_rate
 
 __all__ = ["LOOP_LAG_WARN_MS", "TPM_FULL", "bottleneck", "in_flight_lines"]
@@ -111,6 +112,7 @@ def _load_lines(s: Snapshot, p: Palette, width: int, label: _Labels) -> list[Lin
     lines.append(t)
     if g.tpm > 0:
         lines.append(_tpm_line(s, p, label))
+    lines += burst_lines(s.bursts, p, label)
     return lines
 
 
