@@ -3,11 +3,18 @@ offsets (absolute schedule, `run.trace_speed`), their lengths, shared prefixes, 
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
+from oxconsole.journal.manifest import read_manifest
+from oxconsole.journal.sessions import sessions_of
 from oxconsole.sim.prefix import PrefixCache
 from oxconsole.workload import WorkloadError, check_prompts, load_workload
 from oxconsole.workload.sources import records
@@ -143,3 +150,66 @@ def test_trace_speed_must_be_positive(tmp_path: Path) -> None:
     (tmp_path / "w.toml").write_text(BASE.format(speed=0, file="t.jsonl", fmt="mooncake"))
     with pytest.raises(WorkloadError, match=r"run.trace_speed: expected a number > 0"):
         load_workload(tmp_path / "w.toml")
+
+
+def test_resume_sends_the_missing_rows_keeping_their_gaps(tmp_path: Path) -> None:
+    rows = [(0.0, 1), (0.1, 1), (0.2, 1), (3.0, 1), (3.2, 1), (3.5, 1)]
+    (tmp_path / "t.jsonl").write_text(
+        "".join(
+            f'{{"timestamp": {t * 1000:.0f}, "input_length": 8, "output_length": {n}}}\n' for t, n in rows
+        )
+    )
+    (tmp_path / "w.toml").write_text(BASE.format(speed=1.0, file="t.jsonl", fmt="mooncake"))
+    first = subprocess.Popen(
+        [sys.executable, "-m", "oxconsole", "w.toml", "--headless"],
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    results = tmp_path / "runs" / "trace" / "results.jsonl"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (
+        not results.exists() or len(results.read_bytes().splitlines()) < 3
+    ):
+        time.sleep(0.05)
+    first.send_signal(signal.SIGINT)  # stopped between row 3 and row 4 (due 2.8 s later)
+    _, err = first.communicate(timeout=30)
+    assert first.returncode == 130, err
+    done = {r["id"] for r in map(orjson.loads, results.read_bytes().splitlines())}
+    assert done == {"row-1", "row-2", "row-3"}, done
+    again = oxconsole("w.toml", "--headless", "--resume", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    recs = [orjson.loads(x) for x in results.read_bytes().splitlines()]
+    later = {r["id"]: r["t_sent"] for r in recs if r["id"] not in done}
+    assert sorted(later) == ["row-4", "row-5", "row-6"], later
+    # the first missing row is due at once, the others keep their gaps (0.2 s, then 0.3 s)
+    start = sessions_of(read_manifest(results))[-1].started_at
+    assert later["row-4"] - start < 0.5, f"row 4 sent {later['row-4'] - start:.3f}s into the session"
+    gaps = (later["row-5"] - later["row-4"], later["row-6"] - later["row-5"])
+    assert abs(gaps[0] - 0.2) < 0.03 and abs(gaps[1] - 0.3) < 0.03, gaps
+
+
+@pytest.mark.asyncio
+async def test_constant_arrival_has_figures_from_due(make_workload: WorkloadFactory) -> None:
+    w = make_workload(
+        BASE.format(speed=1.0, file="x", fmt="jsonl")
+        .replace(
+            'file = "x"\nformat = "jsonl"', "synthetic = { count = 40, input_tokens = 8, output_tokens = 2 }"
+        )
+        .replace("concurrency = 50", 'concurrency = 2\narrival = "constant"\nrate = 40')
+        .replace('ttft = "5ms"', 'ttft = "100ms"')
+    )
+    s = (await run(w)).summary
+    # 2 in flight at 100 ms each serve 20/s: at 40/s due, the client falls behind its schedule
+    lag, ttft, from_due = s["schedule_lag_ms"], s["ttft_ms"], s["ttft_from_due_ms"]
+    assert lag["p99"] > 200.0 and s["schedule"]["behind"] and s["schedule"]["within_10ms"] < 0.5, s[
+        "schedule"
+    ]
+    assert from_due["p50"] > ttft["p50"] + 100.0, (from_due, ttft)
+    assert s["latency_from_due_ms"]["max"] >= s["latency_ms"]["max"], s["latency_from_due_ms"]
+    closed = make_workload(
+        BASE.format(speed=1.0, file="x", fmt="jsonl").replace(
+            'file = "x"\nformat = "jsonl"', "synthetic = { count = 4, input_tokens = 8, output_tokens = 2 }"
+        )
+    )
+    assert "schedule_lag_ms" not in (await run(closed)).summary, "a closed loop has no due times"
