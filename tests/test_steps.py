@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -197,6 +198,18 @@ def test_a_headless_burst_ends_with_its_sentence_and_report_gives_the_same_steps
     rep = oxconsole("report", str(results), "--json", cwd=tmp_path)
     assert rep.returncode == 0, rep.stderr
     assert orjson.loads(rep.stdout)["steps"] == s["steps"]
+    # the HTML report marks the step with its figures and lists it; a comparison sets them side by side
+    html = oxconsole("report", str(results), "--html", "r.html", cwd=tmp_path)
+    assert html.returncode == 0, html.stderr
+    page = (tmp_path / "r.html").read_text()
+    assert '<section id="steps">' in page and escape(said) in page, page[:2000]
+    assert "concurrency 4→16 · TTFT " in page, "the step's marker carries its figures"
+    cmp = oxconsole("report", str(results), str(results), "--json", cwd=tmp_path)
+    assert cmp.returncode == 0, cmp.stderr
+    rows = {r["figure"]: r["values"] for r in orjson.loads(cmp.stdout)["figures"]}
+    pen = s["steps"][0]["penalty_ms"]
+    assert rows["steps.0.penalty_ms"] == [pen, pen], rows.get("steps.0.penalty_ms")
+    assert rows["steps.0.recovery_s"] == [s["steps"][0]["recovery_s"]] * 2, rows
 
 
 def test_max_replicas_below_replicas_is_bad_input(tmp_path: Path) -> None:
