@@ -213,3 +213,12 @@ async def test_constant_arrival_has_figures_from_due(make_workload: WorkloadFact
         )
     )
     assert "schedule_lag_ms" not in (await run(closed)).summary, "a closed loop has no due times"
+
+
+def test_validate_says_the_trace_sets_the_schedule(tmp_path: Path) -> None:
+    burstgpt(tmp_path / "b.csv")
+    (tmp_path / "w.toml").write_text(BASE.format(speed=2.0, file="b.csv", fmt="burstgpt"))
+    res = oxconsole("validate", "w.toml", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "BurstGPT trace" in res.stdout and "arrival the trace's timestamps (x2)" in res.stdout, res.stdout
+    assert "dispatch is unlimited" not in res.stdout, res.stdout
