@@ -17,6 +17,7 @@ from typing import Any, TextIO
 from oxconsole.metrics.goodput import goodput_lines
 from oxconsole.metrics.packing import packing_lines
 from oxconsole.metrics.plans import at_pace, cheapest
+from oxconsole.metrics.ratelimit import ratelimit_lines
 from oxconsole.metrics.stages import stage_table
 from oxconsole.metrics.steps import step_lines
 from oxconsole.safetext import shown
@@ -50,6 +51,7 @@ def render_summary(summary: Mapping[str, Any], width: int = WIDTH) -> str:
     lines += _error_lines(s.get("errors") or {}, s.get("attempt_errors") or {})
     lines += _error_detail_lines(s.get("error_details") or {})
     lines += _plan_lines(s)
+    lines += ratelimit_lines(s)
     lines += _phase_lines(s.get("phases") or [], s.get("changes") or [])
     lines += stage_table(s.get("stages") or [], s.get("stages_end"))
     lines += step_lines(s.get("steps") or [])

@@ -17,6 +17,8 @@ from oxconsole.metrics.goodput import goodput_entry
 from oxconsole.metrics.histogram import LogHistogram
 from oxconsole.metrics.packing import PackCounts, packing_block
 from oxconsole.metrics.plans import Usage, cost_block, model_cost_block
+from oxconsole.metrics.reasoning import ReasoningStats
+from oxconsole.metrics.reasoning import into as with_reasoning
 
 if TYPE_CHECKING:
     from oxconsole.workload.plans import PricePlan
@@ -71,6 +73,7 @@ class RunStats:
         "packs",
         "per_model",
         "queue",
+        "reason",
         "retried",
         "tokens_source",
         "total",
@@ -111,6 +114,8 @@ class RunStats:
         self.good = 0
         self.packs = PackCounts()
         """Tasks sent in packs (`[packing]`): the summary's `packing` block."""
+        self.reason = ReasoningStats()
+        """TTFOT, reasoning and cached tokens, tool calls (`metrics/reasoning.py`)."""
 
     def hist(self, metric: str) -> LogHistogram:
         if metric == "latency_ms":
@@ -171,6 +176,13 @@ class RunStats:
             self.backoff_requests += 1
         if rec.pack is not None:
             self.packs.count(rec)
+        if (
+            rec.ttfot_ms is not None
+            or rec.cached_tokens is not None
+            or rec.reasoning_tokens is not None
+            or rec.tool_calls
+        ):
+            self.reason.count(rec)
         if rec.attempt_errors:
             ae = self.attempt_errors
             for cls, n in rec.attempt_errors.items():
@@ -209,7 +221,9 @@ class RunStats:
         requests = (
             self.ok - sum(packed.values()) + self.ok_repacked + sum(n / size for size, n in packed.items())
         )
-        return Usage(requests, self.ok_input_tokens, self.ok_output_tokens, self.total, self.ok)
+        return Usage(
+            requests, self.ok_input_tokens, self.ok_output_tokens, self.total, self.ok, self.reason.ok_cached
+        )
 
     def model_block(
         self,
@@ -218,7 +232,7 @@ class RunStats:
         name: str = "",
         plans: Mapping[str, PricePlan] | None = None,
     ) -> dict[str, Any]:
-        return {
+        block = {
             "requests": self.requests_block(),
             "throughput": self.throughput_block(duration_s),
             "latency_ms": timing(self.latency),
@@ -228,6 +242,7 @@ class RunStats:
             "tokens": {"input": self.input_tokens, "output": self.output_tokens},
             **goodput_entry(self.good, self.judged, duration_s, slo_target),
         }
+        return with_reasoning(block, self.reason, self.input_tokens)
 
 
 def timing(h: LogHistogram) -> dict[str, float | None]:
@@ -280,7 +295,7 @@ def phase_summary(
     settings: Sequence[Mapping[str, Any]],
     slo_target: float | None = None,
 ) -> dict[str, Any]:
-    return {
+    block = {
         "t_start": round(t_start, 3),
         "t_end": round(t_end, 3),
         "settings": [dict(c) for c in settings],
@@ -290,6 +305,7 @@ def phase_summary(
         "ttft_ms": timing(stats.ttft),
         **goodput_entry(stats.good, stats.judged, t_end - t_start, slo_target),
     }
+    return with_reasoning(block, stats.reason, stats.input_tokens)
 
 
 def error_details(final: Mapping[str, str], attempts: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -333,7 +349,7 @@ def build_summary(
         if n:
             attempt_errors[cls] = attempt_errors.get(cls, 0) + n
     src = overall.tokens_source
-    return {
+    summary = {
         "name": name,
         "started_at": iso_time(started_at),
         "duration_s": round(duration_s, 3),
@@ -363,3 +379,4 @@ def build_summary(
         "phases": [dict(p) for p in phases],
         **packing_block(overall.packs, overall.total, packing_size),
     }
+    return with_reasoning(summary, overall.reason, overall.input_tokens)

@@ -31,6 +31,7 @@ from oxconsole.metrics.goodput import Goodput
 from oxconsole.metrics.histogram import LogHistogram, record_into
 from oxconsole.metrics.packing import live_packing
 from oxconsole.metrics.plans import PlanCost, Usage, plan_costs, project
+from oxconsole.metrics.reasoning import ReasoningLive
 from oxconsole.metrics.snapshot import (
     Bins,
     Counts,
@@ -302,6 +303,7 @@ class Collector:
             goodput=self._goodput(w_start, sec, span, run_span),
             stage=self.stage_log.now(now),
             packing=live_packing(al.packs, al.total, self.packing_size),
+            reasoning=ReasoningLive.of(al.reason, al.input_tokens, al.output_tokens),
         )
 
     def _bursts(self) -> dict[str, Any] | None:
