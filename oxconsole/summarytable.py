@@ -20,6 +20,7 @@ from oxconsole.metrics.plans import at_pace, cheapest
 from oxconsole.metrics.quality import quality_lines
 from oxconsole.metrics.ratelimit import ratelimit_lines
 from oxconsole.metrics.stages import stage_table
+from oxconsole.metrics.steps import step_lines
 from oxconsole.safetext import shown
 from oxconsole.units import NONE, TIMINGS, change_text, cut, fmt_count, fmt_duration, fmt_money, fmt_num
 
@@ -55,6 +56,7 @@ def render_summary(summary: Mapping[str, Any], width: int = WIDTH) -> str:
     lines += ratelimit_lines(s)
     lines += _phase_lines(s.get("phases") or [], s.get("changes") or [])
     lines += stage_table(s.get("stages") or [], s.get("stages_end"))
+    lines += step_lines(s.get("steps") or [])
     return "\n".join(out for line in lines for out in _wrap(line.rstrip(), width)) + "\n"
 
 

@@ -19,6 +19,7 @@ from oxconsole.engine.arrival import ArrivalSchedule
 from oxconsole.engine.headroom import Headroom
 from oxconsole.engine.limits import Hold, LiveRateLimiter, ResizableSlots, TokenBudget
 from oxconsole.engine.router import NoModelAvailable, Router
+from oxconsole.engine.traceclock import TraceClock
 from oxconsole.journal.records import RequestRecord
 from oxconsole.workload import Prompt, Workload
 
@@ -83,6 +84,8 @@ class Dispatcher:
         """Loop time at which `run.duration` runs out: no request due at or after it is started."""
         self._running = asyncio.Event()
         self._model_event = asyncio.Event()
+        self.trace = TraceClock(run.trace_speed)
+        """When a trace's rows are due (`Prompt.due`), from the run's start."""
         self.paced: dict[str, Headroom] = {}
         """Model -> its endpoint's rate-limit figures, for endpoints with `pace_by_headers`."""
 
@@ -155,7 +158,9 @@ class Dispatcher:
             if not self._running.is_set() and not await self._until_resumed():
                 return
             t_sched = loop.time()
-            if self.schedule is not None:
+            if prompt.due is not None:
+                t_sched = await self.trace.until_due(prompt.due, t_sched)
+            elif self.schedule is not None:
                 due = self.schedule.next_due()
                 if due > t_sched:
                     due_now = await self._until_due(due - t_sched, due)

@@ -45,8 +45,10 @@ from oxconsole.journal.records import RequestRecord
 from oxconsole.journal.sessions import SessionLog
 from oxconsole.metrics import ratelimit
 from oxconsole.metrics.collector import Collector
+from oxconsole.metrics.due import DueStats
 from oxconsole.metrics.snapshot import Gauges, Snapshot
 from oxconsole.workload import Workload
+from oxconsole.workload.traces import TRACE_FORMATS
 
 __all__ = ["Engine", "RunEngine", "RunOutcome", "make_engine", "new_collector"]
 
@@ -62,6 +64,8 @@ def new_collector(w: Workload, started_at: float) -> Collector:
     )
     c.packing_size = w.packing.size
     c.cascade = None if w.quality is None else tuple(w.routing.cascade)
+    if w.run.arrival != "closed" or w.prompts.format in TRACE_FORMATS:
+        c.due = DueStats()  # an open loop: each request has a due time to measure from
     return c
 
 

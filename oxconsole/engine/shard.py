@@ -228,6 +228,7 @@ class LocalShard:
         self.gc = self.sender.gc = quiet_gc()
         if self.dispatch.schedule is not None:
             self.dispatch.schedule.rebase(t0)
+        self.dispatch.trace.begin(t0, resumed=bool(self.skip_ids))
         self.state = "running"
 
     async def run(self) -> None:

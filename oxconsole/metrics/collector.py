@@ -27,6 +27,7 @@ from oxconsole.metrics.aggregate import (
     error_details,
     phase_summary,
 )
+from oxconsole.metrics.due import DueStats
 from oxconsole.metrics.goodput import Goodput
 from oxconsole.metrics.histogram import LogHistogram, record_into
 from oxconsole.metrics.packing import live_packing
@@ -43,6 +44,7 @@ from oxconsole.metrics.snapshot import (
     Snapshot,
 )
 from oxconsole.metrics.stages import StageLog, fold_change
+from oxconsole.metrics.steps import StepTracker
 from oxconsole.metrics.window import RollingHistogram, SecondSeries
 
 if TYPE_CHECKING:
@@ -128,6 +130,10 @@ class Collector:
         self._phases: list[dict[str, Any]] = []
         self.stage_log = StageLog()
         """[[stages]]: each stage's figures; warm-up records are counted there only."""
+        self.steps = StepTracker()
+        """Changes that at least double concurrency or rate, and what they did to TTFT."""
+        self.due: DueStats | None = None
+        """Open-loop runs (set by the engine): the figures from each request's due time."""
 
     def _model(self, name: str) -> _ModelAcc:
         acc = self._models.get(name)
@@ -143,10 +149,14 @@ class Collector:
 
     def record(self, rec: RequestRecord) -> None:
         """A finished request (final attempt). O(1): ~8 µs."""
+        if rec.status == "ok":
+            self.steps.sample(rec.t_sent, rec.ttft_ms, rec.model)
         if rec.stage is not None:
             self.stage_log.record(rec)
             if rec.warmup:
                 return
+        if self.due is not None:
+            self.due.record(rec)
         sec = int(self._clock() - self._t0)
         if sec < 0:
             sec = 0
@@ -233,6 +243,7 @@ class Collector:
             c["model"] = model
         c["by"] = by
         self.changes.append(c)
+        self.steps.change(c, self.started_at + t)
         since = t - self._phase_t
         if fold_change(
             c, self._phase.total, since, PHASE_FOLD_S, bool(self._phase_settings), bool(self._phases)
@@ -294,12 +305,19 @@ class Collector:
             attempt_errors=self._attempt_errors(),
             error_details=error_details(al.error_detail, self._attempt_detail),
             changes=tuple(dict(c) for c in self.changes),
+            bursts=self._bursts(),
             goodput=self._goodput(w_start, sec, span, run_span),
             stage=self.stage_log.now(now),
             packing=live_packing(al.packs, al.total, self.packing_size),
             reasoning=ReasoningLive.of(al.reason, al.input_tokens, al.output_tokens),
             quality=live_quality(al.quality, self.cascade),
         )
+
+    def _bursts(self) -> dict[str, Any] | None:
+        """The console's step and schedule-lag figures (`Snapshot.bursts`)."""
+        step = self.steps.last(self.started_at + self.elapsed())
+        lag = None if self.due is None else self.due.live()
+        return None if step is None and lag is None else {"step": step, "lag": lag}
 
     def _goodput(self, w_start: int, sec: int, span: float, run_span: float) -> Goodput | None:
         """Good requests against the `[slo]`: whole run, the window [w_start, sec] and this phase."""
@@ -431,7 +449,11 @@ class Collector:
             ),
         ]
         measured_s = duration_s - self.stage_log.warmup_s(duration_s)  # rates leave warm-up out
-        return self.stage_log.into(self._summary(name, measured_s, phases), duration_s)
+        out = self.stage_log.into(self._summary(name, measured_s, phases), duration_s)
+        out["steps"] = self.steps.steps(self.started_at + duration_s)
+        if self.due is not None:
+            self.due.into(out)
+        return out
 
     def _summary(self, name: str, duration_s: float, phases: list[dict[str, Any]]) -> dict[str, Any]:
         return build_summary(

@@ -214,6 +214,10 @@ class Snapshot:
     """In `oxconsole sweep`: where the sweep is, {"key", "index", "count" (None for a search),
     "value", "eta_s", "point_s", "knee", "done": [{"index", "value", "req_per_s", "goodput_per_s",
     "p99_ms", "slo_met"}], "locked", "held"} (`sweep/gauge.py`); None outside a sweep."""
+    bursts: Mapping[str, Any] | None = None
+    """{"step": the last step's figures so far (`metrics/steps.py`) or None, "lag": {"p50", "p99",
+    "within_10ms"} of an open-loop run's sends against their due times (`metrics/due.py`) or None};
+    None when the run has neither."""
     reasoning: ReasoningLive | None = None
     """TTFOT, reasoning share of output, cache hit rate (`metrics/reasoning.py`); None when no
     record carried reasoning, cached tokens or tool calls."""
@@ -285,6 +289,7 @@ class Snapshot:
             plans=tuple(_plan_cost(p) for p in d.get("plans") or ()),
             packing=d.get("packing"),
             sweep=d.get("sweep"),
+            bursts=d.get("bursts"),
             reasoning=ReasoningLive.from_dict(d.get("reasoning")),
             quality=d.get("quality"),
         )

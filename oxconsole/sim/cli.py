@@ -33,7 +33,9 @@ DEFAULT_PORT = 8765
 keeps working, and clear of the usual servers' defaults (vLLM 8000, llama.cpp 8080, SGLang 30000,
 Ollama 11434). Runs with `base_url = "sim"` start their own simulator on any free port."""
 _FIELDS = {f.name: f for f in dataclasses.fields(SimModelProfile)}
-_INT_FIELDS = frozenset({"output_tokens", "capacity", "reasoning_tokens", "cache_block"})
+_INT_FIELDS = frozenset(
+    {"output_tokens", "capacity", "reasoning_tokens", "cache_block", "replicas", "max_replicas"}
+)
 _BOOL_FIELDS = frozenset({"usage", "prefix_cache"})
 _CHOICE_FIELDS = {"reasoning_field": REASONING_FIELDS}
 _OPTIONAL_FIELDS = frozenset({"quality"})  # None: the profile does not set it

@@ -38,6 +38,9 @@ class Prompt:
     history needs it)."""
     expected: str | None = None
     """The right answer (a prompts line's `"expected"`), for `[quality] expected`."""
+    due: float | None = None
+    """A trace's row: seconds after the first row that it is due (`traces.py`, replayed at
+    `run.trace_speed`); None = the run's arrival decides."""
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from oxconsole.workload.quality import QualityConfig
 from oxconsole.workload.values import fmt_duration
 
 Arrival = Literal["closed", "constant", "poisson"]
-PromptsFormat = Literal["jsonl", "sharegpt", "openai-batch"]
+PromptsFormat = Literal["jsonl", "sharegpt", "openai-batch", "mooncake", "azure-trace", "burstgpt"]
 Strategy = Literal["weighted", "round_robin", "least_loaded"]
 Api = Literal["chat", "completions", "embeddings", "responses"]
 APIS: tuple[Api, ...] = ("chat", "completions", "embeddings", "responses")
@@ -91,6 +91,8 @@ class RunConfig:
     """With auto: the most requests in flight it may set."""
     cluster: Literal["local", "ray"] = "local"
     """Where the engines run: "local" processes, or "ray" actors on a Ray cluster (engine/raypool.py)."""
+    trace_speed: float = 1.0
+    """A trace's replay speed: 2.0 sends its rows twice as fast (at half their offsets)."""
 
 
 @dataclass(frozen=True)
@@ -330,6 +332,12 @@ class SimModelProfile:
     """Uncached prompt tokens prefilled per second, added to `ttft`; 0 = instant."""
     quality: float | None = None
     """Share of answers that are right under [quality] (`sim/quality.py`); None = filler text."""
+    replicas: int = 1
+    """Replicas ready at the start; each serves `capacity` requests at once (sim/replicas.py)."""
+    max_replicas: int = 0
+    """Replicas it may scale to while requests queue; 0 = `replicas` (no scaling)."""
+    cold_start: float = 10.0
+    """Seconds from a replica's start to its first request (only when it may scale)."""
 
 
 REASONING_FIELDS = ("reasoning_content", "reasoning", "think_tags")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, cast, get_args
 
 from oxconsole.workload import bounds as b
 from oxconsole.workload.autoconc import check_auto, parse_concurrency
@@ -51,6 +51,7 @@ from oxconsole.workload.tokens import tokenizer_path
 from oxconsole.workload.values import Table, fmt_duration, is_int
 
 _TOP = toml_keys(Workload, "path", "raw", "sim_limits")  # sim_limits: keys of [sim]
+PROMPT_FORMATS: tuple[PromptsFormat, ...] = get_args(PromptsFormat)
 _RUN = toml_keys(RunConfig, "concurrency_auto")  # set by concurrency = "auto"
 _OUTPUT = toml_keys(OutputConfig)
 _ENDPOINT = toml_keys(EndpointConfig, "name")  # the table's name
@@ -121,7 +122,17 @@ def _parse_run(errs: Problems, data: Any) -> RunConfig:
         concurrency_auto=auto,
         concurrency_max=concurrency_max,
         cluster=parse_cluster(t),
+        trace_speed=_trace_speed(t, d.trace_speed),
     )
+
+
+def _trace_speed(t: Table, default: float) -> float:
+    """`run.trace_speed`: a number > 0 (how many times faster than the trace's own times)."""
+    v = t.num("trace_speed", default, b.MAX_RATE, " (times the trace's own speed)")
+    if v <= 0 and t.has("trace_speed"):
+        t.fail("trace_speed", "a number > 0 (times the trace's own speed)")
+        return default
+    return v
 
 
 def _parse_output(errs: Problems, data: Any) -> OutputConfig:
@@ -279,7 +290,7 @@ def _parse_prompts(errs: Problems, data: Any, base: Path) -> PromptsConfig:
             "none" if not sources else " and ".join(sources),
         )
         return PromptsConfig()
-    fmt = cast(PromptsFormat, t.enum("format", "jsonl", ("jsonl", "sharegpt", "openai-batch")))
+    fmt = cast(PromptsFormat, t.enum("format", "jsonl", PROMPT_FORMATS))
     if t.has("format") and not t.has("file"):
         t.fail("format", "nothing without prompts.file (the format is that of the file)")
     if t.has("file"):

@@ -103,7 +103,20 @@ def _sim_profile(p: Table) -> SimModelProfile:
             " (tokens per second; 0 = instant)",
         ),
         quality=p.opt_num("quality", 1.0),
+        replicas=p.int_("replicas", d.replicas, 1, b.MAX_CONCURRENCY, " (replicas ready at the start)"),
+        max_replicas=_max_replicas(p, d.max_replicas),
+        cold_start=p.duration("cold_start", d.cold_start),
     )
+
+
+def _max_replicas(p: Table, default: int) -> int:
+    """`max_replicas`: 0 (no scaling) or at least `replicas`."""
+    v = p.int_("max_replicas", default, 0, b.MAX_CONCURRENCY, " (replicas; 0 = no scaling)")
+    start = p.data.get("replicas", 1)
+    if v and isinstance(start, int) and not isinstance(start, bool) and v < start:
+        p.fail("max_replicas", f"0 or an integer >= replicas ({start})")
+        return default
+    return v
 
 
 def _reasoning_field(p: Table, default: str) -> str:
