@@ -17,6 +17,7 @@ from typing import Any, TextIO
 from oxconsole.metrics.goodput import goodput_lines
 from oxconsole.metrics.packing import packing_lines
 from oxconsole.metrics.plans import at_pace, cheapest
+from oxconsole.metrics.quality import quality_lines
 from oxconsole.metrics.ratelimit import ratelimit_lines
 from oxconsole.metrics.stages import stage_table
 from oxconsole.safetext import shown
@@ -44,6 +45,7 @@ def render_summary(summary: Mapping[str, Any], width: int = WIDTH) -> str:
     models = _in_order(s.get("models") or {})
     lines = _totals_lines(s)
     lines += packing_lines(dict(s))
+    lines += quality_lines(s)
     lines += _timing_lines(s)
     lines += _model_lines(models, width)
     lines += _fallback_lines(models)

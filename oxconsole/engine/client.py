@@ -34,6 +34,7 @@ from oxconsole.engine import internals
 from oxconsole.engine.apis import PATHS
 from oxconsole.engine.attempt import AttemptResult, BadResponse
 from oxconsole.engine.headroom import Headroom
+from oxconsole.engine.responses import read_response, read_response_stream
 from oxconsole.engine.stream import BodyLimits, collect, read_embeddings, read_json, read_stream, size_words
 from oxconsole.redaction import DETAIL_MAX as DETAIL_MAX
 from oxconsole.redaction import redact as redact
@@ -248,10 +249,12 @@ class EndpointClient:
         elif api == "embeddings":
             await read_embeddings(resp, res, t0, save_text, self.limits)
         elif stream and not resp.headers.get("content-type", "").startswith("application/json"):
-            await read_stream(resp, res, t0, save_text, self.limits)
+            reader = read_response_stream if api == "responses" else read_stream
+            await reader(resp, res, t0, save_text, self.limits)
         else:  # asked to stream, some servers answer with one JSON body anyway
             res.unstreamed = stream
-            await read_json(resp, res, t0, save_text, self.limits)
+            whole = read_response if api == "responses" else read_json
+            await whole(resp, res, t0, save_text, self.limits)
 
     async def _failed(self, resp: aiohttp.ClientResponse, res: AttemptResult) -> None:
         """A status that is not 2xx: its class, detail (the SDK's reading of the error body, read

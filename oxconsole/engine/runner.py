@@ -61,6 +61,7 @@ def new_collector(w: Workload, started_at: float) -> Collector:
         slo_target=None if w.slo is None else w.slo.target,
     )
     c.packing_size = w.packing.size
+    c.cascade = None if w.quality is None else tuple(w.routing.cascade)
     return c
 
 

@@ -20,12 +20,14 @@ from collections.abc import Set as AbstractSet
 from typing import Any
 
 from oxconsole.engine.adapt import Bodies
+from oxconsole.engine.cascade import cascade_for
 from oxconsole.engine.client import AttemptResult
 from oxconsole.engine.commands import (
     Command,
     EnableModel,
     Pause,
     Resume,
+    SetCascade,
     SetConcurrency,
     SetRate,
     SetTpm,
@@ -149,6 +151,7 @@ class LocalShard:
             stopping=lambda: self.stopping,
             attempt_failed=self._attempt_failed,
         )
+        self.sender.cascade = cascade_for(workload, self.sender)
         self.packer = packer_for(
             workload, self.sender, self.router, self.dispatch, prefix=self._pack_prefix()
         )
@@ -177,6 +180,9 @@ class LocalShard:
             self.dispatch.models_changed()
         elif isinstance(cmd, EnableModel):
             self.router.set_enabled(cmd.model, cmd.enabled)
+            self.dispatch.models_changed()
+        elif isinstance(cmd, SetCascade):
+            self.router.set_cascade(cmd.steps)
             self.dispatch.models_changed()
         elif isinstance(cmd, Pause):
             self.dispatch.pause()
@@ -337,8 +343,8 @@ class LocalShard:
                 r.stage, r.warmup = mark
             if self.sessions is not None:
                 self.sessions.finished(r)
-            if slo is not None:
-                r.slo_ok = slo.good(r)
+            if slo is not None:  # with [quality] a good answer is also a valid one
+                r.slo_ok = slo.good(r) and r.valid is not False
             sink(r)
 
     def _pack_prefix(self) -> str:

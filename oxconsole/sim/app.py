@@ -56,6 +56,7 @@ from oxconsole.sim.encoded import (
 )
 from oxconsole.sim.faults import arrival_faults, too_many
 from oxconsole.sim.plan import answer_length, plan
+from oxconsole.sim.quality import Truth
 from oxconsole.sim.ratelimit import Limiter
 from oxconsole.sim.responses import BAD_INPUT as BAD_RESPONSES_INPUT
 from oxconsole.sim.responses import input_text, response_body, response_wire
@@ -92,6 +93,7 @@ class SimState:
         default: SimModelProfile | None,
         seed: int,
         limits: SimLimits | None = None,
+        truth: Truth | None = None,
     ) -> None:
         self.profiles = dict(profiles)
         self.limiter = Limiter(limits or SimLimits())
@@ -101,6 +103,9 @@ class SimState:
         self.models: dict[str, ModelState] = {
             name: ModelState(name, p, seed) for name, p in self.profiles.items()
         }
+        for st in self.models.values():
+            if st.profile.quality is not None:
+                st.truth = truth
         self._ids = itertools.count(1)
         self.bad_requests = 0
         self.lateness = Lateness()
@@ -365,10 +370,12 @@ def build_app(
     default: SimModelProfile | None = None,
     seed: int = 0,
     limits: SimLimits | None = None,
+    truth: Truth | None = None,
 ) -> web.Application:
     """The simulator as an aiohttp app. Unknown models use `default` (contract defaults if None);
-    `limits` are the server's rate limits (none if None)."""
-    state = SimState(profiles, default, seed, limits)
+    `limits` are the server's rate limits (none if None); `truth` what the models with a
+    `quality` answer right (`sim/quality.py`)."""
+    state = SimState(profiles, default, seed, limits, truth)
     app = web.Application(client_max_size=MAX_BODY)
     app[SIM_STATE] = state
     if state.limiter.on:
@@ -413,6 +420,7 @@ async def start_sim(
     *,
     allow_remote: bool = False,
     limits: SimLimits | None = None,
+    truth: Truth | None = None,
 ) -> tuple[web.AppRunner, str]:
     """Start the simulator on the running loop; returns the runner (call ``cleanup()``) and base URL.
 
@@ -423,7 +431,7 @@ async def start_sim(
             f"refusing to listen on non-loopback host {host!r} (the simulator has no authentication); "
             "pass --allow-remote to do it anyway"
         )
-    app = build_app(profiles or {}, default, seed, limits)
+    app = build_app(profiles or {}, default, seed, limits, truth)
     # handler_cancellation: a client that disconnects frees its capacity slot at once, as vLLM does.
     runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=1.0)
     await runner.setup()

@@ -102,6 +102,7 @@ def _sim_profile(p: Table) -> SimModelProfile:
             b.MAX_TOKENS_PER_S,
             " (tokens per second; 0 = instant)",
         ),
+        quality=p.opt_num("quality", 1.0),
     )
 
 
