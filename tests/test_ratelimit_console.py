@@ -98,3 +98,13 @@ def test_a_wait_for_the_providers_reset_is_what_bounds_the_run() -> None:
     idle = limited(base)  # figures heard, nothing waiting: not the bound
     assert bottleneck(idle)[1] != "provider rate limit (its reset)", bottleneck(idle)
     assert BOUND_WORDS["ratelimit"] == "provider rate limit"
+
+
+def test_the_headroom_crosses_the_control_socket_as_it_is() -> None:
+    """A console attached over the socket reads the snapshot through `to_dict` / JSON / `from_dict`."""
+    import orjson
+
+    snap = limited(fixed_snapshot())
+    back = Snapshot.from_dict(orjson.loads(orjson.dumps(snap.to_dict())))
+    assert back.gauges.ratelimit == {"default": FIGURES}, back.gauges.ratelimit
+    assert Snapshot.from_dict(orjson.loads(orjson.dumps(fixed_snapshot().to_dict()))).gauges.ratelimit is None
