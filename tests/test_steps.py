@@ -169,7 +169,7 @@ async def test_a_key_and_a_command_that_double_are_steps_and_smaller_ones_are_no
     assert live is not None and live["step"]["to"] == 40 and live["lag"] is None, live
     for st in s["steps"]:
         assert st["ttft_before_ms"] >= 50.0 and st["ttft_after_ms"] >= 50.0, st  # the sim's ttft
-        assert st["recovery_s"] is not None, st  # capacity 1000: nothing queues for long
+        assert "recovery_s" in st and "penalty_ms" in st, st  # their values: the cold-start test
 
 
 @pytest.mark.asyncio
