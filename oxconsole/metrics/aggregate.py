@@ -175,7 +175,7 @@ class RunStats:
             self.backoff_requests += 1
         if rec.pack is not None:
             self.packs.count(rec)
-        if rec.valid is not None or rec.answers:
+        if (rec.valid is not None or rec.answers) and not self.per_model:  # the run's block, not a model's
             (self.quality or self._judged()).count(rec)
         if rec.attempt_errors:
             ae = self.attempt_errors
