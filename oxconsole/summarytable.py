@@ -18,6 +18,7 @@ from oxconsole.metrics.goodput import goodput_lines
 from oxconsole.metrics.packing import packing_lines
 from oxconsole.metrics.plans import at_pace, cheapest
 from oxconsole.metrics.quality import quality_lines
+from oxconsole.metrics.ratelimit import ratelimit_lines
 from oxconsole.metrics.stages import stage_table
 from oxconsole.safetext import shown
 from oxconsole.units import NONE, TIMINGS, change_text, cut, fmt_count, fmt_duration, fmt_money, fmt_num
@@ -51,6 +52,7 @@ def render_summary(summary: Mapping[str, Any], width: int = WIDTH) -> str:
     lines += _error_lines(s.get("errors") or {}, s.get("attempt_errors") or {})
     lines += _error_detail_lines(s.get("error_details") or {})
     lines += _plan_lines(s)
+    lines += ratelimit_lines(s)
     lines += _phase_lines(s.get("phases") or [], s.get("changes") or [])
     lines += stage_table(s.get("stages") or [], s.get("stages_end"))
     return "\n".join(out for line in lines for out in _wrap(line.rstrip(), width)) + "\n"

@@ -22,6 +22,7 @@ from oxconsole.engine.client import RETRY_AFTER_MAX, AttemptResult, EndpointClie
 from oxconsole.engine.health import FAIL, NEUTRAL, OK, ModelHealth, counts_against_model
 from oxconsole.engine.limits import Hold
 from oxconsole.engine.router import Router
+from oxconsole.engine.thinking import record_fields
 from oxconsole.gcpace import PacedGC
 from oxconsole.journal.records import RequestRecord
 from oxconsole.workload import ModelConfig, Prompt, Workload
@@ -296,13 +297,8 @@ def finished_record(story: Story, res: AttemptResult, m: ModelConfig, save_text:
         output_tokens = res.output_tokens
     if not res.ok and res.output_tokens is None:
         output_tokens = res.content_chunks
-    cost = 0.0
-    if res.ok:
-        cost = (
-            m.price_per_request
-            + input_tokens * m.price_per_1m_input / 1e6
-            + output_tokens * m.price_per_1m_output / 1e6
-        )
+    extras, reasoning_estimated = record_fields(res, input_tokens, output_tokens)
+    cost = request_cost(m, input_tokens, extras.get("cached_tokens"), output_tokens) if res.ok else 0.0
     t_sent_loop = story.t_first_send if story.t_first_send is not None else story.t_sched
     tried, tried_attempts = story.fallback_trail()
     return RequestRecord(
@@ -319,7 +315,7 @@ def finished_record(story: Story, res: AttemptResult, m: ModelConfig, save_text:
         itl_ms=res.itl_ms,
         input_tokens=input_tokens,
         output_tokens=output_tokens,
-        tokens_source="estimate" if estimated else "usage",
+        tokens_source="estimate" if estimated or reasoning_estimated else "usage",
         cost=cost,
         error=res.error,
         error_detail=res.detail,
@@ -329,7 +325,20 @@ def finished_record(story: Story, res: AttemptResult, m: ModelConfig, save_text:
         attempt_errors=story.attempt_errors or None,
         models_tried=tried,
         model_attempts=tried_attempts,
+        **extras,
     )
+
+
+def request_cost(m: ModelConfig, input_tokens: int, cached: int | None, output_tokens: int) -> float:
+    """What one ok request costs at its model's prices: cached input tokens at
+    `price_per_1m_cached_input` (not given: the input price), reasoning inside output."""
+    cost = m.price_per_request + output_tokens * m.price_per_1m_output / 1e6
+    if cached and m.price_per_1m_cached_input is not None:
+        return (
+            cost
+            + ((input_tokens - cached) * m.price_per_1m_input + cached * m.price_per_1m_cached_input) / 1e6
+        )
+    return cost + input_tokens * m.price_per_1m_input / 1e6
 
 
 def cancelled_record(story: Story, endpoint: str) -> RequestRecord:

@@ -43,6 +43,10 @@ _TEXT_FIELDS = (
 """The str fields of a record; a server's text (an error body, an answer) reaches several."""
 
 
+OPTIONAL_COUNTS = ("reasoning_tokens", "cached_tokens", "tool_calls")
+"""Token and call counts a record carries only when the server sent them (absent otherwise)."""
+
+
 @dataclass(slots=True)
 class RequestRecord:
     id: str
@@ -83,6 +87,14 @@ class RequestRecord:
     """With `pack`: the tasks that pack carried."""
     repacked: bool = False
     """With `pack`: the pack's answer did not split, and this task was sent again alone."""
+    ttfot_ms: float | None = None
+    """Time to the first answer token (after any reasoning); `ttft_ms` when none came first."""
+    reasoning_tokens: int | None = None
+    """Reasoning tokens, counted inside `output_tokens` (from usage, else estimated)."""
+    cached_tokens: int | None = None
+    """Prompt tokens the server served from its prefix cache, inside `input_tokens`."""
+    tool_calls: int | None = None
+    """Tool calls in the answer."""
     valid: bool | None = None
     """With `[quality]`, on an ok record: whether its answer passed every check."""
     invalid_reason: str | None = None
@@ -109,6 +121,10 @@ class RequestRecord:
             self.input_tokens = min(max(0, self.input_tokens), RECORD_TOKENS_MAX)
         if not 0 <= self.output_tokens <= RECORD_TOKENS_MAX:
             self.output_tokens = min(max(0, self.output_tokens), RECORD_TOKENS_MAX)
+        for key in OPTIONAL_COUNTS:
+            v = getattr(self, key)
+            if v is not None and not 0 <= v <= RECORD_TOKENS_MAX:
+                setattr(self, key, min(max(0, v), RECORD_TOKENS_MAX))
         if self.models_tried:
             self.models_tried = [valid_text(m) for m in self.models_tried]
         if self.attempt_errors:
@@ -177,6 +193,12 @@ class RequestRecord:
             d["pack_size"] = self.pack_size
             if self.repacked:
                 d["repacked"] = True
+        if self.ttfot_ms is not None:
+            d["ttfot_ms"] = _r(self.ttfot_ms)
+        for key in OPTIONAL_COUNTS:
+            v = getattr(self, key)
+            if v is not None:
+                d[key] = v
         if self.valid is not None:
             d["valid"] = self.valid
             if self.invalid_reason is not None:
@@ -221,6 +243,8 @@ class RequestRecord:
             stage=d["stage"] if type(d.get("stage")) is int else None,
             warmup=d.get("warmup") is True,
             **_pack_fields(d),
+            ttfot_ms=_f(d.get("ttfot_ms")),
+            **{k: d[k] for k in OPTIONAL_COUNTS if type(d.get(k)) is int},
             **_quality_fields(d),
         )
 

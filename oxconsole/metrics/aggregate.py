@@ -18,6 +18,8 @@ from oxconsole.metrics.histogram import LogHistogram
 from oxconsole.metrics.packing import PackCounts, packing_block
 from oxconsole.metrics.plans import Usage, cost_block, model_cost_block
 from oxconsole.metrics.quality import QualityCounts, add_per_valid, quality_entry
+from oxconsole.metrics.reasoning import ReasoningStats
+from oxconsole.metrics.reasoning import into as with_reasoning
 
 if TYPE_CHECKING:
     from oxconsole.workload.plans import PricePlan
@@ -73,6 +75,7 @@ class RunStats:
         "per_model",
         "quality",
         "queue",
+        "reason",
         "retried",
         "tokens_source",
         "total",
@@ -113,6 +116,8 @@ class RunStats:
         self.good = 0
         self.packs = PackCounts()
         """Tasks sent in packs (`[packing]`): the summary's `packing` block."""
+        self.reason = ReasoningStats()
+        """TTFOT, reasoning and cached tokens, tool calls (`metrics/reasoning.py`)."""
         self.quality: QualityCounts | None = None
         """With `[quality]`: valid answers and the cascade (`metrics/quality.py`)."""
 
@@ -175,6 +180,13 @@ class RunStats:
             self.backoff_requests += 1
         if rec.pack is not None:
             self.packs.count(rec)
+        if (
+            rec.ttfot_ms is not None
+            or rec.cached_tokens is not None
+            or rec.reasoning_tokens is not None
+            or rec.tool_calls
+        ):
+            self.reason.count(rec)
         if (rec.valid is not None or rec.answers) and not self.per_model:  # the run's block, not a model's
             (self.quality or self._judged()).count(rec)
         if rec.attempt_errors:
@@ -219,7 +231,9 @@ class RunStats:
         requests = (
             self.ok - sum(packed.values()) + self.ok_repacked + sum(n / size for size, n in packed.items())
         )
-        return Usage(requests, self.ok_input_tokens, self.ok_output_tokens, self.total, self.ok)
+        return Usage(
+            requests, self.ok_input_tokens, self.ok_output_tokens, self.total, self.ok, self.reason.ok_cached
+        )
 
     def model_block(
         self,
@@ -228,7 +242,7 @@ class RunStats:
         name: str = "",
         plans: Mapping[str, PricePlan] | None = None,
     ) -> dict[str, Any]:
-        return {
+        block = {
             "requests": self.requests_block(),
             "throughput": self.throughput_block(duration_s),
             "latency_ms": timing(self.latency),
@@ -238,6 +252,7 @@ class RunStats:
             "tokens": {"input": self.input_tokens, "output": self.output_tokens},
             **goodput_entry(self.good, self.judged, duration_s, slo_target),
         }
+        return with_reasoning(block, self.reason, self.input_tokens)
 
 
 def timing(h: LogHistogram) -> dict[str, float | None]:
@@ -296,7 +311,7 @@ def phase_summary(
     settings: Sequence[Mapping[str, Any]],
     slo_target: float | None = None,
 ) -> dict[str, Any]:
-    return {
+    block = {
         "t_start": round(t_start, 3),
         "t_end": round(t_end, 3),
         "settings": [dict(c) for c in settings],
@@ -307,6 +322,7 @@ def phase_summary(
         **goodput_entry(stats.good, stats.judged, t_end - t_start, slo_target),
         **quality_entry(stats.quality),
     }
+    return with_reasoning(block, stats.reason, stats.input_tokens)
 
 
 def error_details(final: Mapping[str, str], attempts: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -353,7 +369,7 @@ def build_summary(
     usage = {m: st.usage() for m, st in models}
     cost = cost_block(overall.cost, overall.total, billed_usage(overall, usage), plans)
     add_per_valid(cost, overall.quality)
-    return {
+    summary = {
         "name": name,
         "started_at": iso_time(started_at),
         "duration_s": round(duration_s, 3),
@@ -384,3 +400,4 @@ def build_summary(
         **packing_block(overall.packs, overall.total, packing_size),
         **quality_entry(overall.quality),
     }
+    return with_reasoning(summary, overall.reason, overall.input_tokens)

@@ -32,6 +32,7 @@ from oxconsole.metrics.histogram import LogHistogram, record_into
 from oxconsole.metrics.packing import live_packing
 from oxconsole.metrics.plans import PlanCost, Usage, plan_costs, project
 from oxconsole.metrics.quality import live_quality
+from oxconsole.metrics.reasoning import ReasoningLive
 from oxconsole.metrics.snapshot import (
     Bins,
     Counts,
@@ -296,6 +297,7 @@ class Collector:
             goodput=self._goodput(w_start, sec, span, run_span),
             stage=self.stage_log.now(now),
             packing=live_packing(al.packs, al.total, self.packing_size),
+            reasoning=ReasoningLive.of(al.reason, al.input_tokens, al.output_tokens),
             quality=live_quality(al.quality, self.cascade),
         )
 

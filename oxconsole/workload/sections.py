@@ -179,6 +179,7 @@ def _parse_endpoints(errs: Problems, data: Any) -> dict[str, EndpointConfig]:
             insecure=t.bool_("insecure", False),
             headers=request_headers(t, "headers", "a header value (string)"),
             headers_env=request_headers(t, "headers_env", "the NAME of an environment variable"),
+            pace_by_headers=t.bool_("pace_by_headers", False),
         )
     return out
 
@@ -233,6 +234,9 @@ def _parse_models(errs: Problems, data: Any, endpoints: Collection[str] | None) 
             price_per_request=t.num("price_per_request", 0.0, b.MAX_PRICE, _PRICE),
             price_per_1m_input=t.num("price_per_1m_input", 0.0, b.MAX_PRICE, _PRICE),
             price_per_1m_output=t.num("price_per_1m_output", 0.0, b.MAX_PRICE, _PRICE),
+            price_per_1m_cached_input=t.num("price_per_1m_cached_input", 0.0, b.MAX_PRICE, _PRICE)
+            if t.has("price_per_1m_cached_input")
+            else None,
             extra_body=extra_body(t),
             ignore_eos=t.bool_("ignore_eos", False),
             api=t.enum("api", "chat", APIS),  # type: ignore[arg-type]
