@@ -22,7 +22,7 @@ from oxconsole.summary import summary_from_journal
 from oxconsole.workload import Workload, check_prompts
 
 from .http_support import chat_server
-from .support.workloads import load_workload
+from .support.workloads import load_workload, write_workload
 
 pytestmark = pytest.mark.asyncio
 
@@ -136,3 +136,40 @@ async def test_own_server_escalations_and_costs_equal_the_known_set(tmp_path: Pa
     assert s["quality"]["models"]["small"]["valid"] == len(RIGHT)
     assert s["cost"]["total"] == pytest.approx(len(RIGHT) * 0.001 + (30 - len(RIGHT)) * 0.021)
     assert summary_from_journal(w.results_path())["cost"] == s["cost"]
+
+
+@pytest.mark.subprocess
+async def test_simulator_answers_a_schema_with_a_valid_instance_or_text(tmp_path: Path) -> None:
+    schema = {
+        "type": "object",
+        "required": ["label", "score", "tags"],
+        "properties": {
+            "label": {"enum": ["yes", "no"]},
+            "score": {"type": "integer", "minimum": 3},
+            "tags": {"type": "array", "minItems": 2, "items": {"type": "string", "minLength": 2}},
+        },
+    }
+    sets = {"quality.expected": None, "quality.json_schema": schema, "run.stream": False}
+    body = "\n".join(orjson.dumps({"id": f"q{i}", "prompt": f"question {i}?"}).decode() for i in range(N))
+    w = load_workload("cascade", tmp_path, sets, prompts=body)
+    out = await run(w)
+    recs = journal(w)
+    wrong = {f"q{i}" for i in range(N) if draw(3, "small", f"q{i}") >= 0.8}
+    assert {k for k, r in recs.items() if r.get("escalations")} == wrong
+    for k in wrong:
+        assert recs[k]["answers"][0]["invalid_reason"] == "json", recs[k]
+    right = next(r for k, r in recs.items() if k not in wrong)
+    assert orjson.loads(right["text"]) == {"label": "yes", "score": 3, "tags": ["xx", "xx"]}, right
+    assert out.summary["quality"]["valid"] == N
+
+
+def test_validate_describes_the_checks_and_the_cascade(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from oxconsole.cli import main
+
+    path = write_workload("cascade", tmp_path, {"quality.regex": "^a"}, prompts=prompts(3))
+    assert main(["validate", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "an answer is valid when it matches '^a'; equals the prompt's \"expected\"" in out, out
+    assert "cascade: small -> big" in out

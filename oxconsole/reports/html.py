@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oxconsole.reports.plans import cost_by_plan, money_cell
+from oxconsole.reports.quality import quality_section
 from oxconsole.reports.steps import step_label, steps_section
 from oxconsole.reports.svg import PALETTE, Line, Marker, distribution, fmt_num, line_chart, stacked_bars
 from oxconsole.reports.sweep import sweep_section
@@ -109,6 +110,7 @@ def render_html(summary: Mapping[str, Any], tl: Timeline, *, journal_only: bool,
         _section("distributions", "Distributions (ok requests)", "", _distributions(summary, tl)),
         _section("models", "Models", "", [_model_table(summary.get("models") or {})]),
         cost_by_plan(summary),
+        quality_section(summary),
         _section("errors", "Errors", "", _errors(summary, tl, markers)),
         _phases(summary),
     ]

@@ -15,6 +15,7 @@ from oxconsole.workload.lengths import describe_length, fmt_stats
 from oxconsole.workload.packing import describe_packing
 from oxconsole.workload.plans import describe_plans
 from oxconsole.workload.promptdata import PromptStats
+from oxconsole.workload.quality import quality_lines
 from oxconsole.workload.schema import RETRY_WORDS, Workload, fill_results
 from oxconsole.workload.slo import slo_lines, slo_warnings
 from oxconsole.workload.stages import describe_stages
@@ -39,6 +40,7 @@ def describe(w: Workload, stats: PromptStats) -> str:
     lines += stage_lines
     lines += describe_plans(w.plans)
     lines += describe_packing(w.packing)
+    lines += quality_lines(w.quality, w.routing.cascade)
     warnings = _warnings(w, stats) + slo_warnings(w.slo, w.run.stream) + stage_warnings
     if warnings:
         lines += ["", "warnings"] + [f"  - {x}" for x in warnings]

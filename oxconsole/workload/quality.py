@@ -29,6 +29,7 @@ __all__ = [
     "check_cascade",
     "line_expected",
     "parse_quality",
+    "quality_lines",
 ]
 
 REASONS = ("json", "schema", "regex", "expected", "judge")
@@ -230,3 +231,22 @@ def line_expected(obj: Mapping[str, Any], label: str, where: str) -> str | None:
         what = f"a string of at most {EXPECTED_MAX} characters (the right answer)"
         fail(label, f"{where}: expected", what, v)
     return v
+
+
+def quality_lines(q: QualityConfig | None, cascade: Sequence[str]) -> list[str]:
+    """`validate`'s section on `[quality]` and the cascade (none without `[quality]`)."""
+    if q is None:
+        return []
+    checks = []
+    if q.json_schema is not None:
+        checks.append(f"JSON valid against {q.schema_source}")
+    if q.regex is not None:
+        checks.append(f"matches {q.regex!r}")
+    if q.expected:
+        checks.append('equals the prompt\'s "expected"')
+    if q.judge is not None:
+        checks.append(f"judged by {q.judge.model} ({q.judge.prompt_file}) to match {q.judge.pass_!r}")
+    out = ["", "quality", "  an answer is valid when it " + "; ".join(checks)]
+    if cascade:
+        out.append("  cascade: " + " -> ".join(cascade) + " (an invalid answer goes on to the next)")
+    return out
