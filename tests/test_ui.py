@@ -52,7 +52,7 @@ def app_for(src: StaticSource, **kw: object) -> ConsoleApp:
     """The app over `src`, its pending values on a clock that stands still: two presses in a test
     are always "quick" (PENDING_S of wall clock passed between them on a loaded machine)."""
     app = ConsoleApp(src, theme_dirs=[], cursor_blink=False, **kw)  # type: ignore[arg-type]
-    app._pending = Pending(clock=lambda: 0.0)
+    app.pending = Pending(clock=lambda: 0.0)
     return app
 
 

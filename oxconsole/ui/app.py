@@ -45,8 +45,6 @@ from oxconsole.ui.steps import (
     failed_mostly,
     paused_by_user,
     run_duration,
-    saved_words,
-    short_path,
     sweep_refusal,
 )
 from oxconsole.ui.theming import use_themes
@@ -97,8 +95,8 @@ class ConsoleApp(KnobActions, App[str]):
         self.renders = 0
         self._warned = 0  # engine warnings already shown
         self._status: tuple[str, ...] = ("", "", "")
-        self._pending = Pending()
-        self._prev_rate = 0.0
+        self.pending = Pending()
+        self.prev_rate = 0.0
         self._timer: Timer | None = None
         self.flash: tuple[str, str] = ("", "")
         """The confirmation shown in the header's status line now: (text, "info" | "warn")."""
@@ -216,7 +214,7 @@ class ConsoleApp(KnobActions, App[str]):
         err = take() if callable(take) else None
         if not err:
             return
-        self._pending.forget()
+        self.pending.forget()
         self.toast(str(err), kind="command", title="refused", severity="error", timeout=8)
         self._set_flash(f"refused: {err}", "warn")
 
@@ -298,18 +296,18 @@ class ConsoleApp(KnobActions, App[str]):
             return False
         return True
 
-    def _need_snapshot(self) -> Snapshot | None:
+    def need_snapshot(self) -> Snapshot | None:
         snap = self.source.latest() or self.last
         if snap is None:
             self.toast("no figures from the run yet", kind="no-figures", severity="warning", keep=True)
         return snap
 
-    def _need_live(self, setting: str = "") -> Snapshot | None:
+    def need_live(self, setting: str = "") -> Snapshot | None:
         """The latest snapshot while the run can still be changed; after its end, or for a
         `setting` a sweep holds fixed, None, having said so (a + then would confirm a change that
         does nothing, or spoil the sweep's point)."""
-        snap = self._need_snapshot()
-        if setting and self._refused(snap, setting):
+        snap = self.need_snapshot()
+        if setting and self.refused(snap, setting):
             return None
         if snap is not None and (self.source.finished or snap.gauges.state == "done" or self.stopping):
             ended = (
@@ -319,7 +317,7 @@ class ConsoleApp(KnobActions, App[str]):
             return None
         return snap
 
-    def _refused(self, snap: Snapshot | None, setting: str) -> bool:
+    def refused(self, snap: Snapshot | None, setting: str) -> bool:
         """A sweep holds `setting` fixed: said in the status line."""
         refused = sweep_refusal(snap, setting)
         if refused is not None:
@@ -350,26 +348,26 @@ class ConsoleApp(KnobActions, App[str]):
 
     def action_pause(self) -> None:
         """Pause dispatch, or resume it."""
-        snap = self._need_live()
+        snap = self.need_live()
         if snap is None:
             return
-        pend = self._pending.get("paused")
+        pend = self.pending.get("paused")
         if pend is not None:
             paused = bool(pend)
         else:
             paused = snap.gauges.state == "paused" and paused_by_user(snap)
         if paused:
-            self._pending.remember("paused", 0.0)
+            self.pending.remember("paused", 0.0)
             self.send(Resume())
             self.tell("resumed")
         else:
-            self._pending.remember("paused", 1.0)
+            self.pending.remember("paused", 1.0)
             self.send(Pause())
             self.tell("pausing…")
 
     def action_routing(self) -> None:
         """Open the routing editor on the models' live weights and states."""
-        snap = self._need_live()
+        snap = self.need_live()
         if snap is None:
             return
         editor = RoutingEditor(
@@ -385,32 +383,6 @@ class ConsoleApp(KnobActions, App[str]):
         for cmd in commands:
             self.send(cmd)
         self.tell("routing: " + ", ".join(routing_words(cmd) for cmd in commands))
-
-    def action_save(self) -> None:
-        """Save NAME.tuned.toml beside the workload with the live settings; say what it changed
-        in the status line, and each change and baked-in --set in a notification."""
-        from oxconsole.tuned import write_tuned
-        from oxconsole.workload import WorkloadError
-
-        snap = self._need_snapshot()
-        if snap is None:
-            return
-        path = self.source.workload_path
-        why = "" if path else "this run's workload file is not known here"
-        if snap.gauges.concurrency <= 0:  # a snapshot rebuilt from a summary
-            why = "the run's live settings never reached this console"
-        if why or not path:
-            self.toast(f"{why}; nothing saved", kind="save", severity="error")
-            return
-        try:
-            saved = write_tuned(path, self.source.overrides, snap)
-        except (OSError, WorkloadError) as e:
-            self.toast(f"not saved: {e}", kind="save", severity="error", timeout=10)
-            return
-        short = short_path(saved.path)
-        flash, details = saved_words(saved)
-        self.tell(f"saved {short}{flash}")
-        self.toast(details, kind="save", title=f"saved {short}", timeout=12)
 
     async def action_detach(self) -> None:
         """Leave the console; the run goes on."""
