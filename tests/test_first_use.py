@@ -37,7 +37,7 @@ from oxconsole.workload import load_workload
 from tests.ui_support import fixed_snapshot
 
 from .support import oxconsole_here
-from .support.workloads import write_workload
+from .support.workloads import Sets, write_workload
 
 ROOT = Path(__file__).resolve().parent.parent
 HINT = "missing /v1?"
@@ -114,22 +114,29 @@ def sim_url_fixture() -> Iterator[str]:
     p.wait(10)
 
 
-@pytest.mark.subprocess
-def test_headless_run_against_a_base_url_without_v1_prints_the_hint(tmp_path: Path, sim_url: str) -> None:
-    assert sim_url.endswith("/v1")
-    w = write_workload(
+def no_v1(tmp_path: Path, results: Path, base_url: str, sets: Sets | None = None) -> Path:
+    """tmp_path/w.toml: 12 requests of one model at `base_url` (a server's address without its
+    /v1, to fail fast), journaled to `results`; then `sets`."""
+    return write_workload(
         "sim_instant",
         tmp_path,
         {
             "name": "no-v1",
-            "output.results": str(tmp_path / "out" / "results.jsonl"),
-            "endpoints.default.base_url": sim_url[: -len("/v1")],
+            "output.results": str(results),
+            "endpoints.default.base_url": base_url,
             "models.0.max_tokens": 8,
             "prompts": {"synthetic": {"count": 12, "input_tokens": 8, "output_tokens": 4}},
             "sim": None,
+            **(sets or {}),
         },
         file="w.toml",
     )
+
+
+@pytest.mark.subprocess
+def test_headless_run_against_a_base_url_without_v1_prints_the_hint(tmp_path: Path, sim_url: str) -> None:
+    assert sim_url.endswith("/v1")
+    w = no_v1(tmp_path, tmp_path / "out" / "results.jsonl", sim_url[: -len("/v1")])
     r = oxconsole_here(str(w), "--headless", "--summary-json", str(tmp_path / "s.json"), cwd=tmp_path)
     assert r.returncode == 1, r.stderr
     assert "errors    http_404 12" in r.stdout
