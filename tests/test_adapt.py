@@ -76,7 +76,7 @@ class Picky:
 
 async def run_against(
     picky: Picky, make_workload: WorkloadFactory, extra: str = ""
-) -> tuple[RunOutcome, list[dict]]:
+) -> tuple[RunOutcome, list[dict[str, Any]]]:
     async with chat_server(picky.handle) as base:
         w = make_workload(
             f"""

@@ -106,7 +106,7 @@ async def test_snapshots_and_commands_over_the_socket(
     client.send(SetConcurrency(9))
     await until(lambda: (s := client.latest()) is not None and s.gauges.concurrency == 9)
     engine = local.engine
-    assert engine is not None and engine.shard.slots.limit == 9
+    assert isinstance(engine, Engine) and engine.shard.slots.limit == 9
     own = local.latest()
     assert own is not None
     assert any(c["what"] == "concurrency" and c["to"] == 9 for c in own.changes), [c for c in own.changes][:5]

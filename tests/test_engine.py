@@ -90,8 +90,8 @@ async def test_client_timings_contain_the_servers(
     url = await traced_sim(w)
     e = engine_for(w, endpoint_urls={"default": url})
     out = await run(w, e)
-    async with aiohttp.ClientSession() as s, s.get(url.removesuffix("/v1") + "/sim/trace") as r:
-        trace = {t[0]: t[1:] for t in await r.json()}
+    async with aiohttp.ClientSession() as s, s.get(url.removesuffix("/v1") + "/sim/trace") as resp:
+        trace = {t[0]: t[1:] for t in await resp.json()}
     recs = journal(w)
     assert out.exit_code == 0 and len(recs) == len(trace) == 40
     eps = 2.0  # ms: the trace's wall clock against the client's monotonic one

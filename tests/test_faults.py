@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,7 +53,7 @@ def fault_workload(
     )
 
 
-async def assert_all_fail_with(w: Workload, cls: str, attempts: int) -> list[dict]:
+async def assert_all_fail_with(w: Workload, cls: str, attempts: int) -> list[dict[str, Any]]:
     out = await run(w)
     recs = journal(w)
     assert len(recs) == len({r["id"] for r in recs}) == check_prompts(w).total_requests

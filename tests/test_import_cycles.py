@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import grimp
 
+
 def cycles() -> list[tuple[str, str]]:
     """Each direct import `a -> b` for which `b` also leads back to `a`."""
     g = grimp.build_graph("oxconsole")  # every import: TYPE_CHECKING and inside functions too

@@ -44,11 +44,11 @@ jitter = 0
 """
 
 
-def journal(w: Workload) -> list[dict]:
+def journal(w: Workload) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in w.results_path().read_bytes().splitlines() if line.strip()]
 
 
-async def run(w: Workload) -> list[dict]:
+async def run(w: Workload) -> list[dict[str, Any]]:
     e = Engine(w, results_path=w.results_path(), total_expected=check_prompts(w).total_requests)
     out = await e.run()
     assert out.exit_code == 0, out
@@ -70,7 +70,7 @@ def _dists(
     file: str = "workload.toml",
 ) -> Workload:
     """tests/workloads/sim_dists.toml with its seed, count, prefix and output distribution set."""
-    synthetic = {"prompts.synthetic.count": count, "prompts.synthetic.prefix_tokens": prefix}
+    synthetic: dict[str, Any] = {"prompts.synthetic.count": count, "prompts.synthetic.prefix_tokens": prefix}
     if output is not None:
         synthetic["prompts.synthetic.output_tokens"] = output
     return load_workload("sim_dists", tmp_path, {"run.seed": seed, **synthetic, **(sets or {})}, file=file)

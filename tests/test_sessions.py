@@ -114,7 +114,9 @@ async def test_each_turn_sends_the_whole_history(tmp_path: Path, monkeypatch: py
 
 @pytest.mark.subprocess
 async def test_sessions_interleave_within_concurrency(tmp_path: Path) -> None:
-    sessions = [{"id": f"s{i}", "turns": [f"q{i}-{k}" for k in range(4)]} for i in range(12)]
+    sessions: list[dict[str, Any]] = [
+        {"id": f"s{i}", "turns": [f"q{i}-{k}" for k in range(4)]} for i in range(12)
+    ]
     w = load_workload(
         "sim_instant",
         tmp_path,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from oxconsole.engine.commands import SetConcurrency, SetRate
-from oxconsole.engine.runner import make_engine
+from oxconsole.engine.runner import Engine, make_engine
 from oxconsole.engine.stages import ramp_steps, ramp_value
 from oxconsole.summary import summary_from_journal
 from oxconsole.workload import WorkloadError, check_prompts, load_workload
@@ -262,6 +262,7 @@ async def test_commands_over_the_socket_say_who_sent_them(run_dirs: Path) -> Non
     await local.start()
     assert local.server_socket is not None and local.engine is not None
     engine = local.engine
+    assert isinstance(engine, Engine), engine
     _reader, writer = await asyncio.open_unix_connection(str(local.server_socket))
     writer.write(orjson.dumps({"op": "cmd", "cmd": "set_concurrency", "value": 7}) + b"\n")
     await writer.drain()

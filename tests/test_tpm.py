@@ -435,7 +435,7 @@ async def test_tpm_keys_send_set_tpm_and_say_so() -> None:
         assert app.flash[0] == "tpm 12,000 → 13,200"
         await pilot.press("left_curly_bracket")  # from the value just sent
         assert src.sent[-1] == SetTpm(11_880.0)
-        keys = {b.key_display for b in MainScreen.BINDINGS if not isinstance(b, tuple)}  # type: ignore[union-attr]
+        keys = {b.key_display for b in MainScreen.BINDINGS if not isinstance(b, tuple)}
         assert {"}", "{"} <= keys
         assert any("}" in k and "{" in k for k, _ in KEYS), [(k, _) for k, _ in KEYS][:5]
         titles = [c.title for c in app.get_system_commands(app.screen)]

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -36,8 +37,9 @@ def two_workers(tmp_path: Path, count: int, ttft: str) -> Workload:
     )
 
 
-def worker_gauges(e: Engine) -> list[dict]:
+def worker_gauges(e: Engine) -> list[dict[str, Any]]:
     """What each worker last reported of itself (its own engine's gauges)."""
+    assert isinstance(e.shards, ProcessShards), e.shards
     return [wk.gauges for wk in e.shards.workers if wk.gauges is not None]
 
 
@@ -154,11 +156,12 @@ async def test_rate_weight_enable_and_stop_reach_every_worker(tmp_path: Path) ->
 async def test_worker_crash_is_reported_not_silent(tmp_path: Path) -> None:
     w = two_workers(tmp_path, 2000, "50ms")
     e = make_engine(w, results_path=w.results_path(), total_expected=2000)
-    assert isinstance(e.shards, ProcessShards)
+    shards = e.shards
+    assert isinstance(shards, ProcessShards)
 
     async def kill_one() -> None:
         await until(lambda: e.latest is not None and e.latest.counts.total >= 20, timeout=60)
-        pid = e.shards.workers[0].proc.pid
+        pid = shards.workers[0].proc.pid
         assert pid is not None
         os.kill(pid, signal.SIGKILL)
         # once the pool has seen it, the survivor's 1,000 requests are not this test's business
