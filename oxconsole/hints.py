@@ -59,8 +59,10 @@ def resume_command(workload: str, overrides: Sequence[str], results: str | os.Pa
 def end_notes(summary: Mapping[str, Any], resume: Callable[[], str]) -> list[str]:
     """What the end of a run says beyond its table: results that could not be saved (which file,
     why), how many requests were not sent with the command that sends them (`resume()`), and a
-    goodput below the `[slo]` target."""
+    goodput below the `[slo]` target, each burst's step response, a client behind its schedule."""
+    from oxconsole.metrics.due import behind
     from oxconsole.metrics.goodput import slo_note
+    from oxconsole.metrics.steps import step_notes
 
     notes: list[str] = []
     req = summary.get("requests") or {}
@@ -76,4 +78,6 @@ def end_notes(summary: Mapping[str, Any], resume: Callable[[], str]) -> list[str
         what = "request" if not_sent == 1 else "requests"
         notes.append(f"{not_sent:,} {what} not sent; continue with: {resume()}")
     notes += filter(None, [slo_note(summary)])
+    notes += step_notes(summary)
+    notes += filter(None, [behind(summary)])
     return notes

@@ -180,8 +180,12 @@ def _write(tmp_path: Path, lines: list[dict[str, Any]]) -> None:
             "line 2: body.input: expected a non-empty string",
         ),
         (
-            _line("x", "/v1/responses", "chat"),
+            _line("x", "/v1/audio/speech", "chat"),
             'line 2: url: expected "/v1/chat/completions" | "/v1/completions"',
+        ),
+        (
+            _line("x", "/v1/responses", "chat", input="a"),
+            'line 2: url: expected "/v1/chat/completions" (model chat has api = "chat")',
         ),
     ],
 )

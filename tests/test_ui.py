@@ -20,6 +20,7 @@ from textual.pilot import Pilot
 from textual.theme import Theme
 from textual.widgets import Label
 
+import oxconsole.ui.app as app_module
 from oxconsole.engine.commands import Command, EnableModel, SetConcurrency, SetRate, Stop
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.tuned import save_tuned, tuned_path
@@ -36,7 +37,7 @@ from oxconsole.ui.steps import PENDING_S, Pending, concurrency_step, rate_step
 from oxconsole.ui.theming import PACKAGE_THEMES, load_theme_file, load_themes
 from oxconsole.ui.widgets import ErrorsPanel, HeaderPanel, LatencyPanel
 from oxconsole.workload import WorkloadError, load_workload
-from tests.ui_support import StaticSource, fixed_snapshot
+from tests.ui_support import StaticSource, fixed_snapshot, open_routing
 
 from .support import until
 
@@ -184,9 +185,7 @@ async def test_rate_from_unlimited_uses_achieved_rate() -> None:
 async def test_routing_editor_refuses_no_live_model() -> None:
     src = StaticSource(SNAP)
     async with app_for(src).run_test(size=(100, 30)) as pilot:
-        await pilot.press("w")
-        editor = pilot.app.screen
-        assert isinstance(editor, RoutingEditor)
+        editor = await open_routing(pilot)
         for i in range(3):
             editor.query_one(f"#weight-{i}").value = "0"  # type: ignore[attr-defined]
         await pilot.press("ctrl+s")
@@ -319,13 +318,18 @@ def many_models(n: int) -> Snapshot:
 
 
 @pytest.mark.slow
-async def test_routing_editor_rows_are_one_line_and_scroll() -> None:
+async def test_routing_editor_rows_are_one_line_and_scroll(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(app_module, "FLASH_S", 60.0)  # the confirmation must outlast a loaded machine
     src = StaticSource(many_models(20))
     app = app_for(src)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("w")
         editor = app.screen
         assert isinstance(editor, RoutingEditor)
+        await until(
+            lambda: editor.query("#route-19") and editor.query_one("#route-0").outer_size.height > 0,
+            what="the editor's rows laid out",
+        )
         assert app.focused is editor.query_one("#weight-0")
         rows = [editor.query_one(f"#route-{i}") for i in range(20)]
         assert {r.outer_size.height for r in rows} == {1}
@@ -357,9 +361,7 @@ async def test_routing_editor_rows_are_one_line_and_scroll() -> None:
 async def test_routing_editor_shows_shares_and_keeps_one_live_model() -> None:
     src = StaticSource(SNAP)
     async with app_for(src).run_test(size=(80, 24)) as pilot:
-        await pilot.press("w")
-        editor = pilot.app.screen
-        assert isinstance(editor, RoutingEditor)
+        editor = await open_routing(pilot)
         share = [str(editor.query_one(f"#share-{i}", Label).render()) for i in range(3)]
         assert share == ["60%", "40%", "0%"]  # deepseek-v3.2 is off in the fixture
         await pilot.press("1")  # weight 3 -> 1 (the input selects its text on focus)

@@ -19,7 +19,10 @@ from oxconsole.engine.commands import Command, Stop
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.collector import Collector
 from oxconsole.metrics.snapshot import Gauges, ModelGauge, Snapshot
+from oxconsole.ui.screens import RoutingEditor
 from oxconsole.workload import Workload, load_workload
+
+from .support import until
 
 MODELS = ("deepseek-v4-flash", "qwen-3-32b", "deepseek-v3.2")
 PRICES = {
@@ -257,3 +260,19 @@ class EngineSource:
     @property
     def connected(self) -> bool:
         return True
+
+
+async def open_routing(pilot: Any) -> RoutingEditor:
+    """Press `w` and wait until the routing editor's rows are laid out (on a loaded machine the
+    screen is pushed some frames before its rows are composed and sized)."""
+    await pilot.press("w")
+    app = pilot.app
+
+    def laid_out() -> bool:
+        screen = app.screen
+        rows = screen.query("#route-0") if isinstance(screen, RoutingEditor) else None
+        return bool(rows) and rows.first().outer_size.height > 0
+
+    await until(laid_out, what="the routing editor's rows laid out")
+    assert isinstance(app.screen, RoutingEditor)
+    return app.screen

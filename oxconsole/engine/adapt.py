@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from oxconsole.engine.apis import text_body
+from oxconsole.engine.apis import response_input, text_body
 from oxconsole.engine.attempt import AttemptResult
 from oxconsole.workload import ModelConfig, Prompt
 
@@ -76,6 +76,8 @@ class Bodies:
         if prompt.body is not None:
             return self.given(prompt.body, m)
         send = self._send_as[m.name]
+        if m.api == "responses":
+            return self._response_body(prompt, m)
         if m.api != "chat":
             body = text_body(m, prompt.messages)
             if m.api == "embeddings":
@@ -100,6 +102,23 @@ class Bodies:
             body.update(m.extra_body)
         return body
 
+    def _response_body(self, prompt: Prompt, m: ModelConfig) -> dict[str, Any]:
+        """A Responses API body: the messages as `input`, the cap as `max_output_tokens` (the
+        API's only name for it), no `stream_options` (usage always comes with the last event)."""
+        body: dict[str, Any] = {
+            "model": m.name,
+            "input": response_input(prompt.messages),
+            "stream": self.stream,
+        }
+        max_tokens = prompt.max_tokens if prompt.max_tokens is not None else m.max_tokens
+        if max_tokens is not None:
+            body["max_output_tokens"] = max_tokens
+        if m.temperature is not None and self._send_as[m.name].temperature:
+            body["temperature"] = m.temperature
+        if m.extra_body:
+            body.update(m.extra_body)
+        return body
+
     def given(self, given: dict[str, Any], m: ModelConfig) -> dict[str, Any]:
         """A body as the prompt gives it (an OpenAI Batch line's): only `model` set to the model's
         name and `stream` (with `stream_options` when streaming) set by the run, so TTFT is
@@ -109,7 +128,9 @@ class Bodies:
         if m.api == "embeddings":
             return body
         body["stream"] = self.stream
-        if self.stream and self._send_as[m.name].stream_options:
+        if m.api == "responses":
+            body.pop("stream_options", None)
+        elif self.stream and self._send_as[m.name].stream_options:
             body["stream_options"] = {"include_usage": True}
         else:
             body.pop("stream_options", None)

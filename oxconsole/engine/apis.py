@@ -13,7 +13,12 @@ from typing import Any, Final
 
 from oxconsole.workload import ModelConfig
 
-PATHS: Final = {"chat": "/chat/completions", "completions": "/completions", "embeddings": "/embeddings"}
+PATHS: Final = {
+    "chat": "/chat/completions",
+    "completions": "/completions",
+    "embeddings": "/embeddings",
+    "responses": "/responses",
+}
 """The path each API is called on, under the endpoint's base_url."""
 
 
@@ -37,6 +42,23 @@ def flatten(messages: list[dict[str, Any]]) -> str:
         elif isinstance(c, list):
             parts.extend(p["text"] for p in c if isinstance(p, dict) and isinstance(p.get("text"), str))
     return "\n\n".join(parts)
+
+
+def response_input(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chat messages as Responses input items: the same roles, a content string as it is, chat's
+    text parts as `input_text` parts (other parts as given)."""
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        c = m.get("content")
+        if isinstance(c, list):
+            c = [
+                {"type": "input_text", "text": p["text"]}
+                if isinstance(p, dict) and p.get("type") == "text"
+                else p
+                for p in c
+            ]
+        out.append({"role": m.get("role", "user"), "content": c})
+    return out
 
 
 def text_body(m: ModelConfig, messages: list[dict[str, Any]]) -> dict[str, Any]:

@@ -30,6 +30,14 @@ class AttemptResult:
     param: str | None = None
     """The request field a 4xx error names (OpenAI's `error.param`), when it names one."""
     extra: dict[str, Any] = field(default_factory=dict)
+    ttfot_ms: float | None = None
+    """Time to the first answer token (after any reasoning)."""
+    reasoning_tokens: int | None = None
+    """From usage's reasoning details; None when the server did not say."""
+    reasoning_estimate: int | None = None
+    """Reasoning tokens counted by the reader (chunks, or text / 4), for when usage says nothing."""
+    cached_tokens: int | None = None
+    tool_calls: int | None = None
 
 
 class BadResponse(Exception):

@@ -14,7 +14,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from oxconsole.engine.adapt import Bodies
 from oxconsole.engine.apis import streams
@@ -22,9 +22,33 @@ from oxconsole.engine.client import RETRY_AFTER_MAX, AttemptResult, EndpointClie
 from oxconsole.engine.health import FAIL, NEUTRAL, OK, ModelHealth, counts_against_model
 from oxconsole.engine.limits import Hold
 from oxconsole.engine.router import Router
+from oxconsole.engine.thinking import record_fields
 from oxconsole.gcpace import PacedGC
 from oxconsole.journal.records import RequestRecord
 from oxconsole.workload import ModelConfig, Prompt, Workload
+
+
+class Verdicts(Protocol):
+    """What `[quality]` made of a request's answers (`engine/cascade.py` `Judged`)."""
+
+    def mark(self, rec: RequestRecord) -> None:
+        """Put the verdict and the bill of every answer on the request's record."""
+
+
+class Judge(Protocol):
+    """The answers' judge and the cascade (`engine/cascade.py` `Cascade`), set by the shard."""
+
+    def judges(self, prompt: Prompt) -> bool:
+        """Whether this request's answer is judged when it comes (a pack's: task by task)."""
+
+    async def settle(self, story: Story, res: AttemptResult) -> AttemptResult:
+        """The answer that stands once judged (the cascade's next steps asked as needed)."""
+
+    async def tasks(
+        self, packer: Any, story: Story, recs: list[RequestRecord], sections: list[str]
+    ) -> list[RequestRecord]:
+        """A pack's task records, each judged on its own section (and sent on alone if it failed)."""
+
 
 STREAM_ERRORS = frozenset({"stream_aborted", "bad_response", "stream_error"})
 
@@ -81,6 +105,8 @@ class Story:
     """The last attempt's result."""
     hold: Hold | None = None
     """Its tokens in the run's token budget (when there is one): counted from its first send."""
+    judged: Verdicts | None = None
+    """With `[quality]`: the verdicts and the bill of every answer so far (`engine/cascade.py`)."""
 
     def fallback_trail(self) -> tuple[list[str] | None, list[int] | None]:
         """The record's `models_tried` and `model_attempts`: present only when a fallback was used."""
@@ -123,23 +149,43 @@ class Sender:
         self.save_text = w.output.save_text
         """Keep answers' text (packing keeps it to split a pack's answer, whatever save_text says)."""
         self._unstreamed: set[str] = set()
+        self.cascade: Judge | None = None
+        """With `[quality]`: each answer judged, a failed one sent on down the cascade (set by the
+        shard: `engine/cascade.py`)."""
+        self.judging = w.quality is not None
+        """Read answers' text for the checks even when save_text is off (it leaves the record)."""
 
     async def send(self, story: Story) -> RequestRecord:
         """The request's record: its answer, or its last error once retries and fallbacks are spent
-        (or the run stops); a "cancelled" record when the task is cancelled at stop."""
+        (or the run stops); a "cancelled" record when the task is cancelled at stop. With
+        `[quality]`, the answer that stands once the cascade judged it (`engine/cascade.py`)."""
         try:
-            while True:
-                res = await self._on_model(story)
-                if res.ok or self.stopping():
-                    break
-                nxt = self.router.fallbacks(story.prompt, story.tried)
-                if not nxt:
-                    break
-                self._fall_back(story, res, nxt[0])
+            res = await self.answer(story)
+            cascade = self.cascade
+            if cascade is not None and res.ok and cascade.judges(story.prompt):
+                res = await cascade.settle(story, res)
             keep = self.save_text or story.prompt.keep_text
-            return finished_record(story, res, self.models[story.model], keep)
+            rec = finished_record(story, res, self.models[story.model], keep)
+            if story.judged is not None:
+                story.judged.mark(rec)
+            return rec
         except asyncio.CancelledError:
-            return cancelled_record(story, self.models[story.model].endpoint)
+            rec = cancelled_record(story, self.models[story.model].endpoint)
+            if story.judged is not None:
+                story.judged.mark(rec)
+            return rec
+
+    async def answer(self, story: Story) -> AttemptResult:
+        """An answer from the story's model, or from its fallbacks when it fails (the last error
+        once they are spent or the run stops)."""
+        while True:
+            res = await self._on_model(story)
+            if res.ok or self.stopping():
+                return res
+            nxt = self.router.fallbacks(story.prompt, story.tried)
+            if not nxt:
+                return res
+            self._fall_back(story, res, nxt[0])
 
     async def _on_model(self, story: Story) -> AttemptResult:
         """Attempts on the story's model until one answers, retries are spent or it cannot retry."""
@@ -187,7 +233,7 @@ class Sender:
                 body,
                 stream=streams(m.api, run.stream),
                 timeout=run.timeout,
-                save_text=self.save_text or story.prompt.keep_text,
+                save_text=self.save_text or self.judging or story.prompt.keep_text,
                 api=m.api,
             )
             adapted = res.status == 400 and self.bodies.adapt(m.name, res, body)
@@ -225,6 +271,10 @@ class Sender:
     def _fall_back(self, story: Story, res: AttemptResult, model: str) -> None:
         """Move the request to another model (its in-flight count goes with it)."""
         self._failed(story, res)
+        self.move(story, model)
+
+    def move(self, story: Story, model: str) -> None:
+        """The request on another model from now on (its in-flight count goes with it)."""
         self.router.in_flight[story.model] -= 1
         story.model = model
         self.router.in_flight[model] += 1
@@ -247,13 +297,8 @@ def finished_record(story: Story, res: AttemptResult, m: ModelConfig, save_text:
         output_tokens = res.output_tokens
     if not res.ok and res.output_tokens is None:
         output_tokens = res.content_chunks
-    cost = 0.0
-    if res.ok:
-        cost = (
-            m.price_per_request
-            + input_tokens * m.price_per_1m_input / 1e6
-            + output_tokens * m.price_per_1m_output / 1e6
-        )
+    extras, reasoning_estimated = record_fields(res, input_tokens, output_tokens)
+    cost = request_cost(m, input_tokens, extras.get("cached_tokens"), output_tokens) if res.ok else 0.0
     t_sent_loop = story.t_first_send if story.t_first_send is not None else story.t_sched
     tried, tried_attempts = story.fallback_trail()
     return RequestRecord(
@@ -270,7 +315,7 @@ def finished_record(story: Story, res: AttemptResult, m: ModelConfig, save_text:
         itl_ms=res.itl_ms,
         input_tokens=input_tokens,
         output_tokens=output_tokens,
-        tokens_source="estimate" if estimated else "usage",
+        tokens_source="estimate" if estimated or reasoning_estimated else "usage",
         cost=cost,
         error=res.error,
         error_detail=res.detail,
@@ -280,7 +325,20 @@ def finished_record(story: Story, res: AttemptResult, m: ModelConfig, save_text:
         attempt_errors=story.attempt_errors or None,
         models_tried=tried,
         model_attempts=tried_attempts,
+        **extras,
     )
+
+
+def request_cost(m: ModelConfig, input_tokens: int, cached: int | None, output_tokens: int) -> float:
+    """What one ok request costs at its model's prices: cached input tokens at
+    `price_per_1m_cached_input` (not given: the input price), reasoning inside output."""
+    cost = m.price_per_request + output_tokens * m.price_per_1m_output / 1e6
+    if cached and m.price_per_1m_cached_input is not None:
+        return (
+            cost
+            + ((input_tokens - cached) * m.price_per_1m_input + cached * m.price_per_1m_cached_input) / 1e6
+        )
+    return cost + input_tokens * m.price_per_1m_input / 1e6
 
 
 def cancelled_record(story: Story, endpoint: str) -> RequestRecord:

@@ -20,6 +20,14 @@ import orjson
 
 from oxconsole.engine.attempt import AttemptResult, BadResponse
 from oxconsole.engine.internals import Sink, read_body
+from oxconsole.engine.thinking import (
+    HELD_MAX,
+    THINK_CLOSE,
+    THINK_OPEN,
+    split_think,
+    text_estimate,
+    usage_details,
+)
 
 _DONE = b"[DONE]"
 MIB = 1 << 20
@@ -55,9 +63,15 @@ def _usage(obj: dict[str, Any], res: AttemptResult) -> None:
             res.input_tokens = pt
         if isinstance(ct, int):
             res.output_tokens = ct
+        usage_details(u, res)
 
 
 _CHOICES = (b'"choices":[', b'"choices": [')
+
+_PLAIN, _START, _THINK, _AFTER = 0, 1, 2, 3
+"""Where a stream's content is: answering (nothing more to look at), not yet begun (a `<think>`
+tag may open it), inside `<think>`, or after `</think>` before the answer's first word."""
+_TAIL = len(THINK_CLOSE) - 1
 
 
 class _Events(Sink):
@@ -77,18 +91,27 @@ class _Events(Sink):
 
     __slots__ = (
         "buf",
+        "calls",
         "cut",
         "done",
         "error",
         "finished",
         "first",
+        "held",
+        "held_n",
         "last",
         "limits",
         "n",
         "parts",
         "prefix",
+        "rchars",
         "res",
+        "rn",
+        "rparts",
         "size",
+        "state",
+        "t_answer",
+        "tail",
     )
 
     def __init__(self, res: AttemptResult, save_text: bool, limits: BodyLimits | None = None) -> None:
@@ -103,6 +126,14 @@ class _Events(Sink):
         self.parts: list[str] | None = [] if save_text else None
         self.prefix: bytes | None = None
         self.cut = 0  # len(prefix); -1 once learning it failed
+        self.state = _START
+        self.t_answer = 0.0
+        self.rn = 0  # reasoning chunks
+        self.rchars = 0
+        self.held = self.tail = ""
+        self.held_n = 0
+        self.calls: set[Any] | None = None
+        self.rparts: list[str] | None = [] if save_text else None
 
     def feed(self, data: bytes, now: float) -> bool:
         """Parse what `data` completes; True once `[DONE]` came (the answer is complete)."""
@@ -154,20 +185,93 @@ class _Events(Sink):
     def choice(self, c0: dict[str, Any], now: float) -> None:
         delta = c0.get("delta")
         if delta:
-            piece = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
-            counts = piece or delta.get("tool_calls")
+            piece = delta.get("content")
+            if not piece and self.side(delta, now):
+                self.tick(now)
         else:  # a text completion's chunk carries "text" and no delta
             piece = c0.get("text") if delta is None else None
-            counts = piece
-        if counts:
+        if piece:
             if not self.n:
                 self.first = now
             self.last = now
             self.n += 1
+            if self.state:
+                piece = self.content(piece, now)
             if self.parts is not None and isinstance(piece, str):
                 self.parts.append(piece)
         if c0.get("finish_reason"):
             self.finished = True
+
+    def tick(self, now: float) -> None:
+        """A chunk that carries a token."""
+        if not self.n:
+            self.first = now
+        self.last = now
+        self.n += 1
+
+    def side(self, delta: dict[str, Any], now: float) -> bool:
+        """A delta without content: reasoning or tool calls (True: it carries a token)."""
+        r = delta.get("reasoning_content") or delta.get("reasoning")
+        if r:
+            self.rn += 1
+            self.rchars += len(r)
+            if self.rparts is not None:
+                self.rparts.append(r)
+            return True
+        calls = delta.get("tool_calls")
+        if not calls:
+            return False
+        seen = self.calls
+        if seen is None:
+            seen = self.calls = set()
+        for i, call in enumerate(calls):
+            seen.add(call.get("index", i))
+        if self.state:
+            self.state = _PLAIN
+            self.t_answer = now
+        return True
+
+    def content(self, piece: str, now: float) -> str:
+        """Content while it may still be reasoning: the part of it that is answer."""
+        st = self.state
+        if st == _THINK:
+            self.rn += 1
+            return self.thinking(piece, now)
+        if st == _AFTER:
+            if not piece.strip():
+                return ""
+            self.state = _PLAIN
+            self.t_answer = now
+            return piece.lstrip()
+        text = self.held + piece
+        s = text.lstrip()
+        if s.startswith(THINK_OPEN):
+            self.state = _THINK
+            self.rn += self.held_n + 1
+            self.held = ""
+            return self.thinking(s[len(THINK_OPEN) :], now)
+        if (not s or THINK_OPEN.startswith(s)) and len(text) < HELD_MAX:
+            self.held = text  # perhaps the start of a tag split across chunks
+            self.held_n += 1
+            return ""
+        self.held = ""
+        self.state = _PLAIN
+        self.t_answer = now
+        return text
+
+    def thinking(self, s: str, now: float) -> str:
+        """Text inside `<think>`: looks for `</think>` (split across chunks too); what follows it
+        is answer."""
+        text = self.tail + s
+        i = text.find(THINK_CLOSE)
+        if i < 0:
+            self.rchars += len(s)
+            self.tail = text[-_TAIL:]
+            return ""
+        self.rchars += max(0, i - len(self.tail))
+        self.tail = ""
+        self.state = _AFTER
+        return self.content(text[i + len(THINK_CLOSE) :], now) if i + len(THINK_CLOSE) < len(text) else ""
 
     def event(self, line: bytes, now: float) -> None:
         payload = line[5:].strip()
@@ -224,8 +328,19 @@ class _Events(Sink):
             res.ttft_ms = (self.first - t0) * 1000.0
             if n > 1:
                 res.itl_ms = (self.last - self.first) * 1000.0 / (n - 1)
+            if not self.rn:
+                res.ttfot_ms = res.ttft_ms
+            else:
+                res.reasoning_estimate = self.rn
+                if self.t_answer:
+                    res.ttfot_ms = (self.t_answer - t0) * 1000.0
+        if self.calls:
+            res.tool_calls = len(self.calls)
         if self.parts is not None:
-            res.text = "".join(self.parts)
+            if self.held and self.state == _START:
+                self.parts.append(self.held)
+            # the answer; an answer that is all reasoning (cut short, or a tool call) keeps that
+            res.text = "".join(self.parts) or "".join(self.rparts or ())
 
 
 class _Collected(Sink):
@@ -293,12 +408,25 @@ async def read_json(
     if obj["choices"]:
         c0 = obj["choices"][0]
         msg = c0.get("message") or {}
-        text = msg.get("content") or msg.get("reasoning_content") or c0.get("text") or ""
-    res.content_chunks = 1 if text else 0
+        text = msg.get("content") or c0.get("text") or ""
+        reasoning = msg.get("reasoning_content") or msg.get("reasoning")
+        if not isinstance(reasoning, str):
+            reasoning = None
+        if isinstance(text, str) and reasoning is None:
+            text, reasoning = split_think(text)
+        if reasoning:
+            res.reasoning_estimate = text_estimate(reasoning)
+        calls = msg.get("tool_calls")
+        if isinstance(calls, list) and calls:
+            res.tool_calls = len(calls)
+    res.content_chunks = 1 if text or res.reasoning_estimate or res.tool_calls else 0
     if save_text:
-        res.text = text
+        res.text = text if isinstance(text, str) else str(text)
+        if not res.text and reasoning:
+            res.text = reasoning
     if res.output_tokens is None:
-        res.extra["estimated_output"] = max(1, round(len(text) / 4)) if text else 0
+        est = text_estimate(text) if isinstance(text, str) else 0
+        res.extra["estimated_output"] = est + (res.reasoning_estimate or 0)
 
 
 async def read_embeddings(

@@ -7,7 +7,8 @@ it after the run: one line per request, in journal order, successes in `batch_ou
 failures in the errors file next to it, as the Batch API splits them. The journal is read twice,
 line by line (the second time only to write), so a million requests take no more memory than
 the few ids journaled more than once (`--resume` re-runs). Each answer's body is shaped as its
-model's API answers (`[[models]] api`): a chat completion, a text completion, or embeddings (the
+model's API answers (`[[models]] api`): a chat completion, a text completion, a Responses
+API response, or embeddings (the
 vectors the journal's `text` holds when `save_text` is on, else none).
 """
 
@@ -61,6 +62,8 @@ def _answer(rec: dict[str, Any], run: str, api: str) -> dict[str, Any]:
             "model": rec.get("model"),
             "usage": {"prompt_tokens": pt, "total_tokens": pt},
         }
+    if api == "responses":
+        return _response(rec, run, pt, ct)
     if api == "completions":
         choice: dict[str, Any] = {
             "index": 0,
@@ -78,7 +81,40 @@ def _answer(rec: dict[str, Any], run: str, api: str) -> dict[str, Any]:
         "created": int(rec.get("t_sent") or 0),
         "model": rec.get("model"),
         "choices": [choice],
-        "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct},
+        "usage": {"prompt_tokens": pt, "completion_tokens": ct, "total_tokens": pt + ct, **_details(rec)},
+    }
+
+
+def _details(rec: dict[str, Any], names: tuple[str, str] = ("prompt", "completion")) -> dict[str, Any]:
+    """Usage's details, as the server gave them (the record's cached and reasoning tokens)."""
+    out: dict[str, Any] = {}
+    if type(rec.get("cached_tokens")) is int:
+        out[names[0] + "_tokens_details"] = {"cached_tokens": rec["cached_tokens"]}
+    if type(rec.get("reasoning_tokens")) is int:
+        out[names[1] + "_tokens_details"] = {"reasoning_tokens": rec["reasoning_tokens"]}
+    return out
+
+
+def _response(rec: dict[str, Any], run: str, it: int, ot: int) -> dict[str, Any]:
+    """A Responses API answer: one message item holding the text, and usage in its own words."""
+    rid = rec["id"]
+    text: dict[str, Any] = {"type": "output_text", "text": rec.get("text"), "annotations": []}
+    item = {
+        "type": "message",
+        "id": f"msg_{_short_hash(run, rid, 'message')}",
+        "role": "assistant",
+        "status": "completed",
+        "content": [text],
+    }
+    usage = {"input_tokens": it, "output_tokens": ot, "total_tokens": it + ot}
+    return {
+        "id": f"resp_{_short_hash(run, rid, 'response')}",
+        "object": "response",
+        "created_at": int(rec.get("t_sent") or 0),
+        "status": "completed",
+        "model": rec.get("model"),
+        "output": [item],
+        "usage": {**usage, **_details(rec, ("input", "output"))},
     }
 
 

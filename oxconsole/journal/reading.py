@@ -21,6 +21,7 @@ import orjson
 
 from oxconsole.journal.identify import not_a_record
 from oxconsole.journal.records import (
+    OPTIONAL_COUNTS,
     RECORD_MS_MAX,
     RECORD_TOKENS_MAX,
     RUN_TIMES,
@@ -37,8 +38,8 @@ COST_MAX = 1e15
 """The largest cost of one request: 10^9 tokens at the largest price a workload accepts (1e6 per
 million) is 1e9; far beyond it is a value no run produced."""
 
-_MS_KEYS = ("latency_ms", "ttft_ms", "itl_ms", "backoff_ms")
-_TOKEN_KEYS = ("input_tokens", "output_tokens")
+_MS_KEYS = ("latency_ms", "ttft_ms", "itl_ms", "backoff_ms", "ttfot_ms")
+_TOKEN_KEYS = ("input_tokens", "output_tokens", *OPTIONAL_COUNTS)
 SHOWN_LINES = 5
 """Line numbers kept to show for each kind of skipped line."""
 

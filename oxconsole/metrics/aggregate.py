@@ -17,6 +17,9 @@ from oxconsole.metrics.goodput import goodput_entry
 from oxconsole.metrics.histogram import LogHistogram
 from oxconsole.metrics.packing import PackCounts, packing_block
 from oxconsole.metrics.plans import Usage, cost_block, model_cost_block
+from oxconsole.metrics.quality import QualityCounts, add_per_valid, quality_entry
+from oxconsole.metrics.reasoning import ReasoningStats
+from oxconsole.metrics.reasoning import into as with_reasoning
 
 if TYPE_CHECKING:
     from oxconsole.workload.plans import PricePlan
@@ -70,7 +73,9 @@ class RunStats:
         "output_tokens",
         "packs",
         "per_model",
+        "quality",
         "queue",
+        "reason",
         "retried",
         "tokens_source",
         "total",
@@ -111,6 +116,10 @@ class RunStats:
         self.good = 0
         self.packs = PackCounts()
         """Tasks sent in packs (`[packing]`): the summary's `packing` block."""
+        self.reason = ReasoningStats()
+        """TTFOT, reasoning and cached tokens, tool calls (`metrics/reasoning.py`)."""
+        self.quality: QualityCounts | None = None
+        """With `[quality]`: valid answers and the cascade (`metrics/quality.py`)."""
 
     def hist(self, metric: str) -> LogHistogram:
         if metric == "latency_ms":
@@ -137,7 +146,7 @@ class RunStats:
     def count(self, rec: RequestRecord) -> None:
         """Everything in `record` but the timing histograms (the caller files those)."""
         self.total += 1
-        if rec.models_tried:
+        if rec.models_tried and (not rec.escalations or rec.fell_back_from()):
             self.fell_back += 1
         tried = rec.model_attempts  # with a fallback: retried only where a model took 2+ attempts
         if tried:
@@ -171,10 +180,23 @@ class RunStats:
             self.backoff_requests += 1
         if rec.pack is not None:
             self.packs.count(rec)
+        if (
+            rec.ttfot_ms is not None
+            or rec.cached_tokens is not None
+            or rec.reasoning_tokens is not None
+            or rec.tool_calls
+        ):
+            self.reason.count(rec)
+        if (rec.valid is not None or rec.answers) and not self.per_model:  # the run's block, not a model's
+            (self.quality or self._judged()).count(rec)
         if rec.attempt_errors:
             ae = self.attempt_errors
             for cls, n in rec.attempt_errors.items():
                 ae[cls] = ae.get(cls, 0) + int(n)
+
+    def _judged(self) -> QualityCounts:
+        self.quality = QualityCounts()
+        return self.quality
 
     # -- summary blocks ----------------------------------------------------------------------
 
@@ -209,7 +231,9 @@ class RunStats:
         requests = (
             self.ok - sum(packed.values()) + self.ok_repacked + sum(n / size for size, n in packed.items())
         )
-        return Usage(requests, self.ok_input_tokens, self.ok_output_tokens, self.total, self.ok)
+        return Usage(
+            requests, self.ok_input_tokens, self.ok_output_tokens, self.total, self.ok, self.reason.ok_cached
+        )
 
     def model_block(
         self,
@@ -218,7 +242,7 @@ class RunStats:
         name: str = "",
         plans: Mapping[str, PricePlan] | None = None,
     ) -> dict[str, Any]:
-        return {
+        block = {
             "requests": self.requests_block(),
             "throughput": self.throughput_block(duration_s),
             "latency_ms": timing(self.latency),
@@ -228,6 +252,7 @@ class RunStats:
             "tokens": {"input": self.input_tokens, "output": self.output_tokens},
             **goodput_entry(self.good, self.judged, duration_s, slo_target),
         }
+        return with_reasoning(block, self.reason, self.input_tokens)
 
 
 def timing(h: LogHistogram) -> dict[str, float | None]:
@@ -268,6 +293,12 @@ class Tally:
             count_fallbacks(rec, self.of)
 
 
+def billed_usage(overall: RunStats, usage: Mapping[str, Usage]) -> Mapping[str, Usage]:
+    """The models' usage as a plan bills it: with `[quality]`, the answers that did not stand and
+    the judge requests too (`metrics/quality.py`)."""
+    return usage if overall.quality is None else overall.quality.billed(usage)
+
+
 def iso_time(unix: float) -> str:
     """ISO-8601 in UTC with milliseconds, e.g. ``2025-01-31T12:00:00.123+00:00``."""
     return datetime.fromtimestamp(unix, tz=UTC).isoformat(timespec="milliseconds")
@@ -280,7 +311,7 @@ def phase_summary(
     settings: Sequence[Mapping[str, Any]],
     slo_target: float | None = None,
 ) -> dict[str, Any]:
-    return {
+    block = {
         "t_start": round(t_start, 3),
         "t_end": round(t_end, 3),
         "settings": [dict(c) for c in settings],
@@ -289,7 +320,9 @@ def phase_summary(
         "latency_ms": timing(stats.latency),
         "ttft_ms": timing(stats.ttft),
         **goodput_entry(stats.good, stats.judged, t_end - t_start, slo_target),
+        **quality_entry(stats.quality),
     }
+    return with_reasoning(block, stats.reason, stats.input_tokens)
 
 
 def error_details(final: Mapping[str, str], attempts: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -333,7 +366,10 @@ def build_summary(
         if n:
             attempt_errors[cls] = attempt_errors.get(cls, 0) + n
     src = overall.tokens_source
-    return {
+    usage = {m: st.usage() for m, st in models}
+    cost = cost_block(overall.cost, overall.total, billed_usage(overall, usage), plans)
+    add_per_valid(cost, overall.quality)
+    summary = {
         "name": name,
         "started_at": iso_time(started_at),
         "duration_s": round(duration_s, 3),
@@ -346,7 +382,7 @@ def build_summary(
         "queue_ms": timing(overall.queue),
         "tokens": {"input": overall.input_tokens, "output": overall.output_tokens},
         "tokens_source": {"usage": src.get("usage", 0), "estimate": src.get("estimate", 0)},
-        "cost": cost_block(overall.cost, overall.total, {m: st.usage() for m, st in models}, plans),
+        "cost": cost,
         "errors": dict(sorted(overall.errors.items())),
         "attempt_errors": dict(sorted(attempt_errors.items())),
         "error_details": error_details(overall.error_detail, attempt_details),
@@ -362,4 +398,6 @@ def build_summary(
         "changes": [dict(c) for c in changes],
         "phases": [dict(p) for p in phases],
         **packing_block(overall.packs, overall.total, packing_size),
+        **quality_entry(overall.quality),
     }
+    return with_reasoning(summary, overall.reason, overall.input_tokens)

@@ -21,15 +21,19 @@ from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.aggregate import (
     METRICS,
     RunStats,
+    billed_usage,
     build_summary,
     count_fallbacks,
     error_details,
     phase_summary,
 )
+from oxconsole.metrics.due import DueStats
 from oxconsole.metrics.goodput import Goodput
 from oxconsole.metrics.histogram import LogHistogram, record_into
 from oxconsole.metrics.packing import live_packing
 from oxconsole.metrics.plans import PlanCost, Usage, plan_costs, project
+from oxconsole.metrics.quality import live_quality
+from oxconsole.metrics.reasoning import ReasoningLive
 from oxconsole.metrics.snapshot import (
     Bins,
     Counts,
@@ -40,6 +44,7 @@ from oxconsole.metrics.snapshot import (
     Snapshot,
 )
 from oxconsole.metrics.stages import StageLog, fold_change
+from oxconsole.metrics.steps import StepTracker
 from oxconsole.metrics.window import RollingHistogram, SecondSeries
 
 if TYPE_CHECKING:
@@ -76,6 +81,8 @@ class Collector:
 
     packing_size = 1
     """The run's `[packing] size` (set by the engine): tasks per request, for the summary."""
+    cascade: tuple[str, ...] | None = None
+    """With `[quality]` (set by the engine): the cascade's steps in force, kept by its changes."""
 
     def __init__(
         self,
@@ -123,6 +130,10 @@ class Collector:
         self._phases: list[dict[str, Any]] = []
         self.stage_log = StageLog()
         """[[stages]]: each stage's figures; warm-up records are counted there only."""
+        self.steps = StepTracker()
+        """Changes that at least double concurrency or rate, and what they did to TTFT."""
+        self.due: DueStats | None = None
+        """Open-loop runs (set by the engine): the figures from each request's due time."""
 
     def _model(self, name: str) -> _ModelAcc:
         acc = self._models.get(name)
@@ -138,10 +149,14 @@ class Collector:
 
     def record(self, rec: RequestRecord) -> None:
         """A finished request (final attempt). O(1): ~8 µs."""
+        if rec.status == "ok":
+            self.steps.sample(rec.t_sent, rec.ttft_ms, rec.model)
         if rec.stage is not None:
             self.stage_log.record(rec)
             if rec.warmup:
                 return
+        if self.due is not None:
+            self.due.record(rec)
         sec = int(self._clock() - self._t0)
         if sec < 0:
             sec = 0
@@ -221,11 +236,14 @@ class Collector:
     ) -> None:
         """Log a control change at ``t`` seconds since start, made ``by`` a key, a command, a stage
         or the auto controller, and start a new phase."""
+        if what == "cascade" and isinstance(to, list | tuple):
+            self.cascade = tuple(to)
         c: dict[str, Any] = {"t": round(t, 3), "what": what, "from": frm, "to": to}
         if model is not None:
             c["model"] = model
         c["by"] = by
         self.changes.append(c)
+        self.steps.change(c, self.started_at + t)
         since = t - self._phase_t
         if fold_change(
             c, self._phase.total, since, PHASE_FOLD_S, bool(self._phase_settings), bool(self._phases)
@@ -287,10 +305,19 @@ class Collector:
             attempt_errors=self._attempt_errors(),
             error_details=error_details(al.error_detail, self._attempt_detail),
             changes=tuple(dict(c) for c in self.changes),
+            bursts=self._bursts(),
             goodput=self._goodput(w_start, sec, span, run_span),
             stage=self.stage_log.now(now),
             packing=live_packing(al.packs, al.total, self.packing_size),
+            reasoning=ReasoningLive.of(al.reason, al.input_tokens, al.output_tokens),
+            quality=live_quality(al.quality, self.cascade),
         )
+
+    def _bursts(self) -> dict[str, Any] | None:
+        """The console's step and schedule-lag figures (`Snapshot.bursts`)."""
+        step = self.steps.last(self.started_at + self.elapsed())
+        lag = None if self.due is None else self.due.live()
+        return None if step is None and lag is None else {"step": step, "lag": lag}
 
     def _goodput(self, w_start: int, sec: int, span: float, run_span: float) -> Goodput | None:
         """Good requests against the `[slo]`: whole run, the window [w_start, sec] and this phase."""
@@ -365,7 +392,11 @@ class Collector:
         return dict(sorted(out.items()))
 
     def _weights(self, g: Gauges) -> dict[str, float]:
-        """The models' routing weights now (disabled models weigh nothing)."""
+        """The models' routing weights now (disabled models weigh nothing); none with a cascade,
+        which sends each request through its steps whatever the weights: the run's own average
+        cost per request so far is the projection's then."""
+        if self.cascade:
+            return {}
         return {name: mg.weight for name, mg in g.models.items() if mg.enabled}
 
     def _projected_cost(self, g: Gauges) -> float | None:
@@ -399,6 +430,7 @@ class Collector:
         if not self._plans:
             return ()
         usage: dict[str, Usage] = {m: acc.stats.usage() for m, acc in self._models.items()}
+        usage = dict(billed_usage(self._all, usage))
         remaining = None if g.total_expected is None else max(0, g.total_expected - self._all.total)
         return plan_costs(self._plans.values(), usage, self._all.total, remaining, self._weights(g))
 
@@ -417,7 +449,11 @@ class Collector:
             ),
         ]
         measured_s = duration_s - self.stage_log.warmup_s(duration_s)  # rates leave warm-up out
-        return self.stage_log.into(self._summary(name, measured_s, phases), duration_s)
+        out = self.stage_log.into(self._summary(name, measured_s, phases), duration_s)
+        out["steps"] = self.steps.steps(self.started_at + duration_s)
+        if self.due is not None:
+            self.due.into(out)
+        return out
 
     def _summary(self, name: str, duration_s: float, phases: list[dict[str, Any]]) -> dict[str, Any]:
         return build_summary(

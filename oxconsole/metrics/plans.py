@@ -54,14 +54,15 @@ class Usage:
     """Every finished task, ok or not (a projection's pace counts errors too)."""
     ok: int = 0
     """Tasks that ended ok (`requests` without packing)."""
+    cached_tokens: float = 0
+    """Of `input_tokens`, those the server said it served from its prefix cache."""
 
 
 def price(p: Prices, u: Usage) -> float:
-    """The cost of `u` at prices `p`."""
-    return (
-        u.requests * p.per_request
-        + (u.input_tokens * p.per_1m_input + u.output_tokens * p.per_1m_output) / 1e6
-    )
+    """The cost of `u` at prices `p` (cached input at `per_1m_cached_input`, else the input price)."""
+    cached_price = p.per_1m_input if p.per_1m_cached_input is None else p.per_1m_cached_input
+    input_cost = (u.input_tokens - u.cached_tokens) * p.per_1m_input + u.cached_tokens * cached_price
+    return u.requests * p.per_request + (input_cost + u.output_tokens * p.per_1m_output) / 1e6
 
 
 def plan_total(plan: PricePlan, usage: Mapping[str, Usage]) -> float:
@@ -195,6 +196,7 @@ def plan_costs(
         sum(u.requests for u in usage.values()) / ok,
         sum(u.input_tokens for u in usage.values()) / ok,
         sum(u.output_tokens for u in usage.values()) / ok,
+        cached_tokens=sum(u.cached_tokens for u in usage.values()) / ok,
     )
     out: list[PlanCost] = []
     for plan in plans:

@@ -16,6 +16,7 @@ from functools import partial
 from typing import Any
 
 from oxconsole.metrics.goodput import Goodput
+from oxconsole.metrics.reasoning import ReasoningLive
 
 __all__ = [
     "Bins",
@@ -71,6 +72,8 @@ class Gauges:
     """Requests waiting for the token budget (also counted in `waiting_bucket`)."""
     auto: bool = False
     """The concurrency is set by the auto controller (`run.concurrency = "auto"`, key `a`)."""
+    ratelimit: Mapping[str, Mapping[str, Any]] | None = None
+    """Endpoint -> its provider rate-limit figures (`metrics/ratelimit.py`); None = none heard."""
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Gauges:
@@ -94,6 +97,7 @@ class Gauges:
             tpm_used=float(d.get("tpm_used", 0.0)),
             waiting_tpm=int(d.get("waiting_tpm", 0)),
             auto=bool(d.get("auto", False)),
+            ratelimit=d.get("ratelimit"),
         )
 
 
@@ -210,6 +214,16 @@ class Snapshot:
     """In `oxconsole sweep`: where the sweep is, {"key", "index", "count" (None for a search),
     "value", "eta_s", "point_s", "knee", "done": [{"index", "value", "req_per_s", "goodput_per_s",
     "p99_ms", "slo_met"}], "locked", "held"} (`sweep/gauge.py`); None outside a sweep."""
+    bursts: Mapping[str, Any] | None = None
+    """{"step": the last step's figures so far (`metrics/steps.py`) or None, "lag": {"p50", "p99",
+    "within_10ms"} of an open-loop run's sends against their due times (`metrics/due.py`) or None};
+    None when the run has neither."""
+    reasoning: ReasoningLive | None = None
+    """TTFOT, reasoning share of output, cache hit rate (`metrics/reasoning.py`); None when no
+    record carried reasoning, cached tokens or tool calls."""
+    quality: Mapping[str, Any] | None = None
+    """With `[quality]`: valid answers so far, per model asked, escalations and the cascade's steps
+    in force (`metrics/quality.live_quality`); None without."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON types (dicts, lists, str, int, float, bool, None); orjson-ready."""
@@ -275,6 +289,9 @@ class Snapshot:
             plans=tuple(_plan_cost(p) for p in d.get("plans") or ()),
             packing=d.get("packing"),
             sweep=d.get("sweep"),
+            bursts=d.get("bursts"),
+            reasoning=ReasoningLive.from_dict(d.get("reasoning")),
+            quality=d.get("quality"),
         )
 
     @classmethod
@@ -334,6 +351,7 @@ class Snapshot:
                 for n, p in (get("cost", "plans") or {}).items()
                 if isinstance(p, Mapping)
             ),
+            reasoning=ReasoningLive.from_summary(summary),
         )
 
 

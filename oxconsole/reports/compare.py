@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from oxconsole.reports.plans import cost_figures, cost_rows, money_cell
+from oxconsole.reports.quality import quality_figures, quality_rows
+from oxconsole.reports.steps import step_rows, step_values
 from oxconsole.reports.timeline import build_timeline
 from oxconsole.summary import read_journal, summary_from_journal
 from oxconsole.units import FIGURES as SUMMARY_FIGURES
@@ -168,6 +170,8 @@ def load_run(path: str | os.PathLike[str], plans: Mapping[str, PricePlan] | None
         figs["goodput.fraction"] = Figure(None if fraction is None else 100.0 * float(fraction), None)
     figs["error_rate"] = Figure(100.0 * req["error"] / req["total"] if req["total"] else None, None)
     figs.update((k, Figure(v, None)) for k, v in cost_figures(s).items())
+    figs.update((k, Figure(v, None)) for k, v in step_values(s).items())
+    figs.update((k, Figure(v, None)) for k, v in quality_figures(s).items())
     return RunFigures(os.fspath(path), str(s.get("name", "")), figs)
 
 
@@ -187,7 +191,10 @@ def compare(runs: Sequence[RunFigures]) -> dict[str, Any]:
     (against the first run)."""
     rows = []
     slo = GOODPUT if any("goodput.requests_per_s" in r.figures for r in runs) else ()
-    for key, label in (*FIGURES[:2], *slo, *FIGURES[2:], *cost_rows(r.figures for r in runs)):
+    steps = step_rows(r.figures for r in runs)
+    quality = quality_rows(r.figures for r in runs)
+    keys = (*FIGURES[:2], *slo, *FIGURES[2:], *cost_rows(r.figures for r in runs), *quality, *steps)
+    for key, label in keys:
         figs = [r.figures.get(key, Figure(None, None)) for r in runs]
         deltas = [_delta(figs[0], f) for f in figs[1:]]
         rnd = _round_cost if key.startswith("cost") else _round

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oxconsole.reports.plans import cost_by_plan, money_cell
+from oxconsole.reports.quality import quality_section
+from oxconsole.reports.steps import step_label, steps_section
 from oxconsole.reports.svg import PALETTE, Line, Marker, distribution, fmt_num, line_chart, stacked_bars
 from oxconsole.reports.sweep import sweep_section
 from oxconsole.reports.timeline import TIMED, Timeline, build_timeline
@@ -97,6 +99,7 @@ def render_html(summary: Mapping[str, Any], tl: Timeline, *, journal_only: bool,
     body = [
         _header(summary),
         sweep,
+        steps_section(summary),
         _section(
             "throughput",
             "Throughput over time",
@@ -107,6 +110,7 @@ def render_html(summary: Mapping[str, Any], tl: Timeline, *, journal_only: bool,
         _section("distributions", "Distributions (ok requests)", "", _distributions(summary, tl)),
         _section("models", "Models", "", [_model_table(summary.get("models") or {})]),
         cost_by_plan(summary),
+        quality_section(summary),
         _section("errors", "Errors", "", _errors(summary, tl, markers)),
         _phases(summary),
     ]
@@ -171,7 +175,8 @@ def _markers(s: Mapping[str, Any]) -> list[Marker]:
             if autos > AUTO_ROWS:
                 continue
         model = f" {c['model']}" if c.get("model") is not None else ""
-        out.append(Marker(float(c.get("t") or 0.0), f"{c.get('what')}{model} {c.get('from')}→{c.get('to')}"))
+        label = f"{c.get('what')}{model} {c.get('from')}→{c.get('to')}{step_label(s, c)}"
+        out.append(Marker(float(c.get("t") or 0.0), label))
     for st in s.get("stages") or []:
         if isinstance(st, Mapping) and "t" in st:
             out.append(Marker(float(st["t"]), f"stage {st.get('name', '')}".strip()))

@@ -12,14 +12,18 @@ import math
 import random
 from collections import deque
 from dataclasses import asdict, dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import orjson
 
 from oxconsole.sim.curve import Batch
 from oxconsole.sim.encoded import HEAD, Kind
 from oxconsole.sim.prefix import PrefixCache
+from oxconsole.sim.replicas import Replicas, scales
 from oxconsole.workload import SimModelProfile
+
+if TYPE_CHECKING:
+    from oxconsole.sim.quality import Truth
 
 _TEMPLATE_CACHE_SIZE: Final = 256
 
@@ -51,6 +55,8 @@ class ModelStats:
     abort: int = 0
     malformed: int = 0
     stall: int = 0
+    replicas: int = 1
+    """Replicas ready now (`replicas`, then one more after each cold start)."""
 
     def to_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -70,17 +76,22 @@ class ModelState:
         "model_json",
         "name",
         "profile",
+        "replicas",
         "rng",
+        "seed",
         "stats",
         "stream_faults",
         "templates",
+        "truth",
         "zero_latency",
     )
 
     def __init__(self, name: str, profile: SimModelProfile, seed: int) -> None:
         self.name = name
         self.profile = profile
-        self.capacity = max(1, int(profile.capacity))
+        self.capacity = max(1, int(profile.capacity)) * profile.replicas
+        self.replicas = Replicas(profile, self._replica_ready) if scales(profile) else None
+        """Replicas that start while requests queue (`max_replicas`), else None: a fixed gate."""
         self.arrival_faults = (
             profile.rate_limit > 0
             or profile.stall_rate > 0
@@ -95,15 +106,18 @@ class ModelState:
         self.cache = PrefixCache(profile.cache_block) if profile.prefix_cache else None
         """The prompt prefixes served (`prefix_cache = true`), else None."""
         self.model_json = orjson.dumps(name)
+        self.seed = seed
         # A string seed is hashed deterministically (sha512), unlike hash(str).
         self.rng = random.Random(f"{seed}:{name}")
-        self.stats = ModelStats()
+        self.stats = ModelStats(replicas=profile.replicas)
         self.batch = Batch()
         """The requests decoding now, for the load curve (`knee`; unused without one)."""
         self._waiters: deque[asyncio.Future[float]] = deque()
         self._bucket_tokens = max(1.0, profile.rate_limit)
         self._bucket_t = -math.inf
         self.templates: dict[tuple[int, str, Kind], list[bytes]] = {}
+        self.truth: Truth | None = None
+        """With `quality` in the profile: what a right answer is (`sim/quality.py`), set by the app."""
 
     # -- admission (FIFO; a released slot is handed straight to the next waiter) ------------------
 
@@ -124,6 +138,8 @@ class ModelState:
         fut: asyncio.Future[float] = loop.create_future()
         self._waiters.append(fut)
         self.stats.queued += 1
+        if self.replicas is not None:
+            self.replicas.queued(loop)
         try:
             return await fut
         except asyncio.CancelledError:
@@ -145,6 +161,28 @@ class ModelState:
                 fut.set_result(loop.time())
                 return
         st.in_service -= 1
+
+    def _replica_ready(self, loop: asyncio.AbstractEventLoop) -> None:
+        """One more replica: its slots go to the queued requests at once, in order; the next
+        replica starts if requests still queue."""
+        reps = self.replicas
+        assert reps is not None
+        self.capacity += max(1, int(self.profile.capacity))
+        st = self.stats
+        st.replicas = reps.ready
+        waiters = self._waiters
+        while waiters and st.in_service < self.capacity:
+            fut = waiters.popleft()
+            if fut.done():
+                continue
+            st.queued -= 1
+            st.in_service += 1
+            st.admitted += 1
+            fut.set_result(loop.time())
+        if st.in_service > st.max_concurrent:
+            st.max_concurrent = st.in_service
+        if waiters:
+            reps.queued(loop)
 
     # -- rate limit (token bucket: rate_limit per second, capacity max(1, rate_limit)) -----------
 

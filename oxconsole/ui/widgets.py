@@ -321,7 +321,7 @@ class LatencyPanel(Panel):
         run = self.scope == "run"
         summary = (snap.run if run else snap.window).get(self.metric)
         bins = (snap.bins_run if run else snap.bins_window).get(self.metric)
-        return self.metric, self.scope, snap.window_s, summary, bins
+        return self.metric, self.scope, snap.window_s, summary, bins, snap.reasoning
 
     def draw(self, snap: Snapshot, width: int, height: int) -> list[Line]:
         return latency_lines(snap, self.palette, width, height, self.metric, self.scope)

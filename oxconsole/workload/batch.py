@@ -18,7 +18,12 @@ from typing import Any
 from oxconsole.workload.errors import WorkloadError, did_you_mean, fail, json_object
 from oxconsole.workload.promptdata import Prompt
 
-URLS = {"/v1/chat/completions": "chat", "/v1/completions": "completions", "/v1/embeddings": "embeddings"}
+URLS = {
+    "/v1/chat/completions": "chat",
+    "/v1/completions": "completions",
+    "/v1/embeddings": "embeddings",
+    "/v1/responses": "responses",
+}
 """The Batch API urls a line may name, and the `[[models]] api` each is called on."""
 _TEXT_KEYS = {"completions": "prompt", "embeddings": "input"}
 """The body field carrying the text of a completions or embeddings line."""
@@ -63,6 +68,8 @@ def parse_batch_line(line: bytes, where: str, label: str, models: Mapping[str, s
             f'"{_url_of(models[model])}" (model {model} has api = "{models[model]}")',
             url,
         )
+    if api == "responses":
+        return _response_line(cid, body, model, label, where)
     if api != "chat":
         return _text_line(cid, body, model, api, label, where)
     messages = body.get("messages")
@@ -114,6 +121,28 @@ def _text_line(cid: str, body: dict[str, Any], model: str, api: str, label: str,
         model=model,
         max_tokens=cap if type(cap) is int and cap > 0 else None,
         input_chars=chars or 0,
+        body=body,
+    )
+
+
+def _response_line(cid: str, body: dict[str, Any], model: str, label: str, where: str) -> Prompt:
+    """A `/v1/responses` line: its `input` a non-empty string or array of input items."""
+    value = body.get("input")
+    if isinstance(value, str) and value:
+        chars = len(value)
+    elif isinstance(value, list) and value and all(isinstance(x, dict) for x in value):
+        chars = _content_chars(value)
+    else:
+        fail(label, f"{where}: body.input", "a non-empty string or array of input items", value)
+    instructions = body.get("instructions")
+    chars += len(instructions) if isinstance(instructions, str) else 0
+    cap = body.get("max_output_tokens")
+    return Prompt(
+        cid,
+        [],
+        model=model,
+        max_tokens=cap if type(cap) is int and cap > 0 else None,
+        input_chars=chars,
         body=body,
     )
 

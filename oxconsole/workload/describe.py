@@ -15,9 +15,11 @@ from oxconsole.workload.lengths import describe_length, fmt_stats
 from oxconsole.workload.packing import describe_packing
 from oxconsole.workload.plans import describe_plans
 from oxconsole.workload.promptdata import PromptStats
+from oxconsole.workload.quality import quality_lines
 from oxconsole.workload.schema import RETRY_WORDS, Workload, fill_results
 from oxconsole.workload.slo import slo_lines, slo_warnings
 from oxconsole.workload.stages import describe_stages
+from oxconsole.workload.traces import TRACE_FORMATS
 from oxconsole.workload.values import fmt_duration
 
 
@@ -38,6 +40,7 @@ def describe(w: Workload, stats: PromptStats) -> str:
     lines += stage_lines
     lines += describe_plans(w.plans)
     lines += describe_packing(w.packing)
+    lines += quality_lines(w.quality, w.routing.cascade)
     warnings = _warnings(w, stats) + slo_warnings(w.slo, w.run.stream) + stage_warnings
     if warnings:
         lines += ["", "warnings"] + [f"  - {x}" for x in warnings]
@@ -55,6 +58,7 @@ def _endpoint_lines(w: Workload) -> list[str]:
             state = "set" if os.environ.get(ep.api_key_env, "").strip() else "NOT SET"
             key = f"key from ${ep.api_key_env} ({state})"
         extra = ", TLS verification OFF" if ep.insecure else ""
+        extra += ", paced by its x-ratelimit-* headers" if ep.pace_by_headers else ""
         names = list(ep.headers) + [
             f"{h} from ${v} ({'set' if os.environ.get(v, '').strip() else 'NOT SET'})"
             for h, v in ep.headers_env.items()
@@ -98,9 +102,14 @@ def _model_lines(w: Workload) -> list[str]:
 def _prompt_lines(w: Workload, stats: PromptStats) -> list[str]:
     pc, run = w.prompts, w.run
     if pc.file is not None:
-        source = {"jsonl": "file", "sharegpt": "ShareGPT file", "openai-batch": "OpenAI Batch input file"}[
-            pc.format
-        ] + f" {pc.file}"
+        source = {
+            "jsonl": "file",
+            "sharegpt": "ShareGPT file",
+            "openai-batch": "OpenAI Batch input file",
+            "mooncake": "Mooncake trace",
+            "azure-trace": "Azure trace",
+            "burstgpt": "BurstGPT trace",
+        }[pc.format] + f" {pc.file}"
     elif pc.items is not None:
         source = "inline items"
     else:
@@ -153,6 +162,13 @@ def _routing_lines(w: Workload) -> list[str]:
     return lines
 
 
+def _arrival(w: Workload) -> str:
+    """The arrival, or a trace's rows at their timestamps (which replace it)."""
+    if w.prompts.format in TRACE_FORMATS:
+        return f"the trace's timestamps (x{_fmt_num(w.run.trace_speed)})"
+    return w.run.arrival
+
+
 def _run_lines(w: Workload) -> list[str]:
     """The [run] settings, then retry and where results go."""
     run = w.run
@@ -165,7 +181,7 @@ def _run_lines(w: Workload) -> list[str]:
     lines = [
         "",
         "run",
-        f"  concurrency {conc}, rate {rate}, arrival {run.arrival}, tpm {run.tpm if run.tpm else 'off'}",
+        f"  concurrency {conc}, rate {rate}, arrival {_arrival(w)}, tpm {run.tpm if run.tpm else 'off'}",
         f"  duration {fmt_duration(run.duration) if run.duration else 'none'}, "
         f"timeout {fmt_duration(run.timeout)} per attempt, grace {fmt_duration(run.grace)}, "
         f"stream {'on' if run.stream else 'off'}, seed {run.seed}, workers {run.workers}",
@@ -191,7 +207,7 @@ def _warnings(w: Workload, stats: PromptStats) -> list[str]:
     """Settings that are valid but look like mistakes (rules that never apply, unused tables, ...)."""
     out = _routing_warnings(w, stats)
     run = w.run
-    if run.rate == 0 and run.arrival == "closed":
+    if run.rate == 0 and run.arrival == "closed" and w.prompts.format not in TRACE_FORMATS:
         out.append(
             f'rate = 0 with arrival = "closed": dispatch is unlimited, bounded only by '
             f"concurrency ({run.concurrency})"

@@ -83,11 +83,17 @@ def _prices(errs: Problems, value: Any, path: str, base: Prices) -> Prices:
         per_request=t.num("per_request", base.per_request, b.MAX_PRICE, _WHY),
         per_1m_input=t.num("per_1m_input", base.per_1m_input, b.MAX_PRICE, _WHY),
         per_1m_output=t.num("per_1m_output", base.per_1m_output, b.MAX_PRICE, _WHY),
+        per_1m_cached_input=t.num("per_1m_cached_input", 0.0, b.MAX_PRICE, _WHY)
+        if t.has("per_1m_cached_input")
+        else base.per_1m_cached_input,
     )
 
 
 def _price_table(p: Prices) -> dict[str, float]:
-    return {"per_request": p.per_request, "per_1m_input": p.per_1m_input, "per_1m_output": p.per_1m_output}
+    out = {"per_request": p.per_request, "per_1m_input": p.per_1m_input, "per_1m_output": p.per_1m_output}
+    if p.per_1m_cached_input is not None:
+        out["per_1m_cached_input"] = p.per_1m_cached_input
+    return out
 
 
 def plans_to_toml(plans: Mapping[str, PricePlan]) -> dict[str, Any]:
@@ -110,6 +116,8 @@ def _price_words(p: Prices) -> str:
         parts.append(f"{p.per_1m_input:g} per 1M input")
     if p.per_1m_output:
         parts.append(f"{p.per_1m_output:g} per 1M output")
+    if p.per_1m_cached_input is not None:
+        parts.append(f"{p.per_1m_cached_input:g} per 1M cached input")
     return ", ".join(parts) or "free"
 
 

@@ -36,6 +36,11 @@ class Prompt:
     keep_text: bool = False
     """Read the answer's text even when `save_text` is off (a session's turn: the next turn's
     history needs it)."""
+    expected: str | None = None
+    """The right answer (a prompts line's `"expected"`), for `[quality] expected`."""
+    due: float | None = None
+    """A trace's row: seconds after the first row that it is due (`traces.py`, replayed at
+    `run.trace_speed`); None = the run's arrival decides."""
 
 
 @dataclass(frozen=True)

@@ -15,13 +15,14 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from oxconsole.workload.quality import QualityConfig
 from oxconsole.workload.values import fmt_duration
 
 Arrival = Literal["closed", "constant", "poisson"]
-PromptsFormat = Literal["jsonl", "sharegpt", "openai-batch"]
+PromptsFormat = Literal["jsonl", "sharegpt", "openai-batch", "mooncake", "azure-trace", "burstgpt"]
 Strategy = Literal["weighted", "round_robin", "least_loaded"]
-Api = Literal["chat", "completions", "embeddings"]
-APIS: tuple[Api, ...] = ("chat", "completions", "embeddings")
+Api = Literal["chat", "completions", "embeddings", "responses"]
+APIS: tuple[Api, ...] = ("chat", "completions", "embeddings", "responses")
 """`[[models]] api`: the endpoint a model is called on (/chat/completions, /completions, /embeddings)."""
 
 DEFAULT_RETRY_ON: tuple[int | str, ...] = (429, 500, 502, 503, 504, "timeout", "connection", "stream")
@@ -90,6 +91,8 @@ class RunConfig:
     """With auto: the most requests in flight it may set."""
     cluster: Literal["local", "ray"] = "local"
     """Where the engines run: "local" processes, or "ray" actors on a Ray cluster (engine/raypool.py)."""
+    trace_speed: float = 1.0
+    """A trace's replay speed: 2.0 sends its rows twice as fast (at half their offsets)."""
 
 
 @dataclass(frozen=True)
@@ -159,6 +162,8 @@ class EndpointConfig:
     headers_env: dict[str, str] = field(default_factory=dict)
     """Header name -> NAME of the environment variable holding its value (never the value itself;
     the values are kept out of logs, journals and error details)."""
+    pace_by_headers: bool = False
+    """Wait for the reset its x-ratelimit-* headers state rather than draw a 429 (engine/headroom.py)."""
 
 
 @dataclass(frozen=True)
@@ -182,7 +187,9 @@ class ModelConfig:
     price_per_1m_input: float = 0.0
     """Price per million input tokens."""
     price_per_1m_output: float = 0.0
-    """Price per million output tokens."""
+    """Price per million output tokens (reasoning tokens included)."""
+    price_per_1m_cached_input: float | None = None
+    """Price per million cached input tokens; None = the input price."""
     extra_body: dict[str, Any] = field(default_factory=dict)
     """Fields added to every request body built for this model (a server's own parameters)."""
     ignore_eos: bool = False
@@ -256,6 +263,8 @@ class RoutingConfig:
     """How a model is chosen when no rule (or several rule models) apply."""
     rules: tuple[RoutingRule, ...] = ()
     """First match wins; no match = the strategy over all models."""
+    cascade: tuple[str, ...] = ()
+    """Models in order: an answer failing [quality] goes to the next (`workload/quality.py`)."""
 
 
 @dataclass(frozen=True)
@@ -321,6 +330,14 @@ class SimModelProfile:
     """Tokens per prefix-cache block: cached tokens are whole blocks."""
     prefill_tokens_per_s: float = 0.0
     """Uncached prompt tokens prefilled per second, added to `ttft`; 0 = instant."""
+    quality: float | None = None
+    """Share of answers that are right under [quality] (`sim/quality.py`); None = filler text."""
+    replicas: int = 1
+    """Replicas ready at the start; each serves `capacity` requests at once (sim/replicas.py)."""
+    max_replicas: int = 0
+    """Replicas it may scale to while requests queue; 0 = `replicas` (no scaling)."""
+    cold_start: float = 10.0
+    """Seconds from a replica's start to its first request (only when it may scale)."""
 
 
 REASONING_FIELDS = ("reasoning_content", "reasoning", "think_tags")
@@ -336,7 +353,7 @@ class SimLimits:
     tpm_limit: int = 0
     """Tokens (prompt + completion) per window; 0 = no limit."""
     window: float = 60.0
-    """Seconds per fixed window, from the first request (not a TOML key: tests shorten it)."""
+    """Seconds per fixed window, from the first request (`ratelimit_window`: tests shorten it)."""
 
 
 @dataclass(frozen=True)
@@ -374,7 +391,9 @@ class Prices:
     per_1m_input: float = 0.0
     """Price per million input tokens."""
     per_1m_output: float = 0.0
-    """Price per million output tokens."""
+    """Price per million output tokens (reasoning tokens included)."""
+    per_1m_cached_input: float | None = None
+    """Price per million cached input tokens; None = `per_1m_input`."""
 
 
 @dataclass(frozen=True)
@@ -411,6 +430,8 @@ class Judged(Protocol):
     def itl_ms(self) -> float | None: ...
     @property
     def latency_ms(self) -> float | None: ...
+    @property
+    def ttfot_ms(self) -> float | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -425,11 +446,14 @@ class SloConfig:
     """Seconds from send to the last byte at most."""
     target: float = DEFAULT_TARGET
     """Share of finished requests that must be good, in (0, 1]; below it the run exits 3."""
-    _ms: tuple[float, float, float] = field(init=False, repr=False, compare=False)
-    """(ttft, itl, latency) in milliseconds, as records keep them; inf where not given."""
+    ttfot: float | None = None
+    """Seconds to the first answer token (after any reasoning) at most; without one: as ttft."""
+    _ms: tuple[float, float, float, float] = field(init=False, repr=False, compare=False)
+    """(ttft, itl, latency, ttfot) in milliseconds, as records keep them; inf where not given."""
 
     def __post_init__(self) -> None:
-        ms = tuple(_INF if v is None else v * 1000.0 for v in (self.ttft, self.itl, self.latency))
+        given = (self.ttft, self.itl, self.latency, self.ttfot)
+        ms = tuple(_INF if v is None else v * 1000.0 for v in given)
         object.__setattr__(self, "_ms", ms)
 
     def good(self, rec: Judged) -> bool:
@@ -437,21 +461,26 @@ class SloConfig:
         few comparisons, no allocation (thresholds not given are infinite)."""
         if rec.status != "ok":
             return False
-        ttft_ms, itl_ms, latency_ms = self._ms
+        ttft_ms, itl_ms, latency_ms, ttfot_ms = self._ms
         lat = rec.latency_ms
         if lat is None:
             lat = _INF  # no latency measured: only a request without a latency threshold is good
         if lat > latency_ms:
             return False
         ttft = rec.ttft_ms
-        if (lat if ttft is None else ttft) > ttft_ms:
+        first = lat if ttft is None else ttft
+        if first > ttft_ms:
+            return False
+        answer = rec.ttfot_ms
+        if (first if answer is None else answer) > ttfot_ms:
             return False
         itl = rec.itl_ms
         return itl is None or itl <= itl_ms
 
     def thresholds(self) -> dict[str, float]:
-        """The thresholds given, in seconds, by key (`ttft`, `itl`, `latency`)."""
-        return {k: v for k, v in (("ttft", self.ttft), ("itl", self.itl), ("latency", self.latency)) if v}
+        """The thresholds given, in seconds, by key (`ttft`, `ttfot`, `itl`, `latency`)."""
+        given = (("ttft", self.ttft), ("ttfot", self.ttfot), ("itl", self.itl), ("latency", self.latency))
+        return {k: v for k, v in given if v}
 
     def describe(self) -> str:
         """One line for people: `ttft <= 500ms, latency <= 20s for 95% of requests`."""
@@ -460,7 +489,8 @@ class SloConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """As the journal's manifest keeps it (seconds; absent thresholds null)."""
-        return {"ttft": self.ttft, "itl": self.itl, "latency": self.latency, "target": self.target}
+        out = {"ttft": self.ttft, "itl": self.itl, "latency": self.latency, "target": self.target}
+        return out | ({"ttfot": self.ttfot} if self.ttfot is not None else {})
 
 
 @dataclass(frozen=True)
@@ -497,6 +527,8 @@ class Workload:
     """[packing]: several tasks per request (`workload/packing.py`)."""
     sim_limits: SimLimits = field(default_factory=SimLimits)
     """[sim] rpm_limit / tpm_limit for the embedded simulator."""
+    quality: QualityConfig | None = None
+    """[quality]: when an answer is valid (`workload/quality.py`); None = every ok answer stands."""
 
     def model(self, name: str) -> ModelConfig:
         for m in self.models:

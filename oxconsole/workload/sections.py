@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, cast, get_args
 
 from oxconsole.workload import bounds as b
 from oxconsole.workload.autoconc import check_auto, parse_concurrency
@@ -22,6 +22,7 @@ from oxconsole.workload.errors import Problems, did_you_mean, join_key, show
 from oxconsole.workload.lengths import parse_length
 from oxconsole.workload.packing import parse_packing
 from oxconsole.workload.plans import parse_plans
+from oxconsole.workload.quality import check_cascade, parse_quality
 from oxconsole.workload.requestkeys import ENV_NAME, extra_body, request_headers
 from oxconsole.workload.schema import (
     APIS,
@@ -50,6 +51,7 @@ from oxconsole.workload.tokens import tokenizer_path
 from oxconsole.workload.values import Table, fmt_duration, is_int
 
 _TOP = toml_keys(Workload, "path", "raw", "sim_limits")  # sim_limits: keys of [sim]
+PROMPT_FORMATS: tuple[PromptsFormat, ...] = get_args(PromptsFormat)
 _RUN = toml_keys(RunConfig, "concurrency_auto")  # set by concurrency = "auto"
 _OUTPUT = toml_keys(OutputConfig)
 _ENDPOINT = toml_keys(EndpointConfig, "name")  # the table's name
@@ -120,7 +122,17 @@ def _parse_run(errs: Problems, data: Any) -> RunConfig:
         concurrency_auto=auto,
         concurrency_max=concurrency_max,
         cluster=parse_cluster(t),
+        trace_speed=_trace_speed(t, d.trace_speed),
     )
+
+
+def _trace_speed(t: Table, default: float) -> float:
+    """`run.trace_speed`: a number > 0 (how many times faster than the trace's own times)."""
+    v = t.num("trace_speed", default, b.MAX_RATE, " (times the trace's own speed)")
+    if v <= 0 and t.has("trace_speed"):
+        t.fail("trace_speed", "a number > 0 (times the trace's own speed)")
+        return default
+    return v
 
 
 def _parse_output(errs: Problems, data: Any) -> OutputConfig:
@@ -178,6 +190,7 @@ def _parse_endpoints(errs: Problems, data: Any) -> dict[str, EndpointConfig]:
             insecure=t.bool_("insecure", False),
             headers=request_headers(t, "headers", "a header value (string)"),
             headers_env=request_headers(t, "headers_env", "the NAME of an environment variable"),
+            pace_by_headers=t.bool_("pace_by_headers", False),
         )
     return out
 
@@ -232,6 +245,9 @@ def _parse_models(errs: Problems, data: Any, endpoints: Collection[str] | None) 
             price_per_request=t.num("price_per_request", 0.0, b.MAX_PRICE, _PRICE),
             price_per_1m_input=t.num("price_per_1m_input", 0.0, b.MAX_PRICE, _PRICE),
             price_per_1m_output=t.num("price_per_1m_output", 0.0, b.MAX_PRICE, _PRICE),
+            price_per_1m_cached_input=t.num("price_per_1m_cached_input", 0.0, b.MAX_PRICE, _PRICE)
+            if t.has("price_per_1m_cached_input")
+            else None,
             extra_body=extra_body(t),
             ignore_eos=t.bool_("ignore_eos", False),
             api=t.enum("api", "chat", APIS),  # type: ignore[arg-type]
@@ -274,7 +290,7 @@ def _parse_prompts(errs: Problems, data: Any, base: Path) -> PromptsConfig:
             "none" if not sources else " and ".join(sources),
         )
         return PromptsConfig()
-    fmt = cast(PromptsFormat, t.enum("format", "jsonl", ("jsonl", "sharegpt", "openai-batch")))
+    fmt = cast(PromptsFormat, t.enum("format", "jsonl", PROMPT_FORMATS))
     if t.has("format") and not t.has("file"):
         t.fail("format", "nothing without prompts.file (the format is that of the file)")
     if t.has("file"):
@@ -358,7 +374,8 @@ def _parse_routing(errs: Problems, data: Any, models: Sequence[str] | None) -> R
                 fallback=_model_names(r, "fallback", models, allow_empty=True),
             )
         )
-    return RoutingConfig(strategy=strategy, rules=tuple(rules))
+    cascade = _model_names(t, "cascade", models, allow_empty=True)
+    return RoutingConfig(strategy=strategy, rules=tuple(rules), cascade=cascade)
 
 
 def _parse_retry(errs: Problems, data: Any) -> RetryConfig:
@@ -450,6 +467,8 @@ def build_workload(raw: dict[str, Any], path: Path, errs: Problems) -> Workload:
     plans = parse_plans(errs, raw.get("plans"), _model_names_in(raw.get("models")))
     packing = parse_packing(errs, raw.get("packing", {}))
     check_auto(errs, raw, run.concurrency_auto, run.workers)
+    quality = parse_quality(errs, raw.get("quality"), path.parent, _model_names_in(raw.get("models")))
+    check_cascade(errs, routing.cascade, quality, "quality" in raw)
     if output.batch_output is not None and prompts.format != "openai-batch" and not errs.has("prompts"):
         errs.add(
             "output.batch_output",
@@ -474,4 +493,5 @@ def build_workload(raw: dict[str, Any], path: Path, errs: Problems) -> Workload:
         stages=stages,
         plans=plans,
         packing=packing,
+        quality=quality,
     )

@@ -17,7 +17,7 @@ from oxconsole.workload.values import Table, is_num
 
 __all__ = ["parse_sim", "parse_sim_limits", "parse_sim_profiles", "parse_sim_section"]
 
-_SIM = ("models", *toml_keys(SimLimits, "window"))  # the window is set from Python only (tests)
+_SIM = ("models", *toml_keys(SimLimits, "window"), "ratelimit_window")  # window: ratelimit_window
 _PROFILE = toml_keys(SimModelProfile)
 
 
@@ -51,6 +51,7 @@ def parse_sim_section(errs: Problems, table: Any) -> tuple[dict[str, SimModelPro
     limits = SimLimits(
         rpm_limit=t.int_("rpm_limit", 0, 0, b.MAX_COUNT, " (requests per minute; 0 = no limit)"),
         tpm_limit=t.int_("tpm_limit", 0, 0, b.MAX_COUNT, " (tokens per minute; 0 = no limit)"),
+        window=t.duration("ratelimit_window", 60.0, positive=True),
     )
     return _parse_models(errs, t), limits
 
@@ -101,7 +102,21 @@ def _sim_profile(p: Table) -> SimModelProfile:
             b.MAX_TOKENS_PER_S,
             " (tokens per second; 0 = instant)",
         ),
+        quality=p.opt_num("quality", 1.0),
+        replicas=p.int_("replicas", d.replicas, 1, b.MAX_CONCURRENCY, " (replicas ready at the start)"),
+        max_replicas=_max_replicas(p, d.max_replicas),
+        cold_start=p.duration("cold_start", d.cold_start),
     )
+
+
+def _max_replicas(p: Table, default: int) -> int:
+    """`max_replicas`: 0 (no scaling) or at least `replicas`."""
+    v = p.int_("max_replicas", default, 0, b.MAX_CONCURRENCY, " (replicas; 0 = no scaling)")
+    start = p.data.get("replicas", 1)
+    if v and isinstance(start, int) and not isinstance(start, bool) and v < start:
+        p.fail("max_replicas", f"0 or an integer >= replicas ({start})")
+        return default
+    return v
 
 
 def _reasoning_field(p: Table, default: str) -> str:

@@ -10,6 +10,7 @@ threshold meets it). `ttft` is judged on the record's `ttft_ms`; a request with 
 streamed, or no content before the end) got its first token with the whole answer, so its
 `latency_ms` stands in. `itl` is the record's mean inter-token gap (`itl_ms`); a request with
 none (not streamed, or fewer than two content chunks) had no gap to be slow and meets it.
+`ttfot` is judged on `ttfot_ms` (the first answer token, after any reasoning), else as `ttft`.
 `latency` is `latency_ms`. A request that ended in error is never good.
 """
 
@@ -47,6 +48,10 @@ def slo_warnings(slo: SloConfig | None, stream: bool) -> list[str]:
     out = []
     if slo.ttft is not None:
         out.append("slo.ttft with run.stream = false: no first token is timed, each latency is judged")
+    if slo.ttfot is not None:
+        out.append(
+            "slo.ttfot with run.stream = false: no first answer token is timed, each latency is judged"
+        )
     if slo.itl is not None:
         out.append("slo.itl with run.stream = false: no token gaps are timed, every request meets it")
     return out
@@ -64,6 +69,7 @@ def parse_slo(errs: Problems, data: Any) -> SloConfig | None:
         itl=_threshold(t, "itl"),
         latency=_threshold(t, "latency"),
         target=_target(t),
+        ttfot=_threshold(t, "ttfot"),
     )
 
 

@@ -19,6 +19,7 @@ from oxconsole.workload.lengths import SAMPLE_MAX, length_stats
 from oxconsole.workload.promptdata import LengthStats, Prompt
 from oxconsole.workload.schema import Workload
 from oxconsole.workload.sharegpt import sharegpt_prompts
+from oxconsole.workload.traces import TRACE_FORMATS, trace_prompts
 
 
 def records(
@@ -36,6 +37,8 @@ def records(
         ) from None
     if w.prompts.format == "sharegpt":
         yield from sharegpt_prompts(path, label)
+    elif w.prompts.format in TRACE_FORMATS:
+        yield from trace_prompts(path, label, w.prompts.format, w.run.seed)
     else:
         yield from batch_prompts(path, label, {m.name: m.api for m in w.models}, bad)
 

@@ -13,6 +13,7 @@ from oxconsole.metrics.snapshot import Bins, Snapshot
 from oxconsole.ui.charts import hbar
 from oxconsole.ui.lines import Line, Palette, fit
 from oxconsole.ui.numbers import ms
+from oxconsole.ui.panels.reasoning import reasoning_line
 from oxconsole.units import fmt_count, fmt_ms
 
 __all__ = ["LATENCY_METRICS", "latency_lines"]
@@ -64,13 +65,16 @@ def latency_lines(s: Snapshot, p: Palette, width: int, height: int, metric: str,
         t.append(f"{ms(summ.get('max', 0.0)):<8}")
     t.append(f"n={fmt_count(n)}", style=p.muted)
     lines.append(t)
+    answer = reasoning_line(s, p, width)
+    if answer is not None:
+        lines.append(answer)
     if n == 0:
         lines.append(
             Line("no finished requests" + (" in this window" if scope == "window" else " yet"), style=p.muted)
         )
         return fit(lines, width)
     qs = [(q, summ.get(q, 0.0)) for q in ("p50", "p90", "p99")]
-    lines.extend(_bin_lines(_fit_bins(bins, max(1, height - 2)), qs, p, width))
+    lines.extend(_bin_lines(_fit_bins(bins, max(1, height - len(lines))), qs, p, width))
     return fit(lines, width)
 
 

@@ -1,0 +1,98 @@
+"""Answers that must be right in the shareable reports: the HTML report's "Quality and the cascade"
+section and the compared runs' quality rows.
+
+Why this module exists: a report answers "how many answers were right, per model asked, and what
+did one right answer cost?" from the summary's `quality`, `cascade` and `cost.per_valid` alone;
+comparing journals adds the valid share and $ per valid answer (actual and per plan) as figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from html import escape
+from typing import Any
+
+from oxconsole.units import fmt_money, fmt_ms
+
+__all__ = ["quality_figures", "quality_rows", "quality_section"]
+
+
+def _table(head: Iterable[str], rows: Iterable[Iterable[str]]) -> str:
+    th = "".join(f"<th>{escape(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _pct(v: Any) -> str:
+    return f"{100.0 * float(v or 0.0):.1f}%"
+
+
+def quality_section(s: Mapping[str, Any]) -> str:
+    """The section (empty without `[quality]`): valid answers per model asked, where the cascade
+    left the requests, what a valid answer took and cost at the actual prices and under each plan."""
+    q = s.get("quality")
+    if not isinstance(q, Mapping):
+        return ""
+    final = (s.get("cascade") or {}).get("final") or {}
+    models = [
+        (str(n), f"{int(m.get('asked') or 0):,}", f"{int(m.get('valid') or 0):,}", _pct(m.get("fraction")),
+         f"{int(final.get(n) or 0):,}")
+        for n, m in (q.get("models") or {}).items()
+    ]  # fmt: skip
+    cost = s.get("cost") or {}
+    money = [("actual prices", fmt_money(cost.get("total")), fmt_money(cost.get("per_valid")))]
+    money += [
+        (str(n), fmt_money(p.get("total")), fmt_money(p.get("per_valid")))
+        for n, p in (cost.get("plans") or {}).items()
+    ]
+    lat = q.get("latency_ms") or {}
+    escalated = int((s.get("cascade") or {}).get("escalated") or 0)
+    note = (
+        f"{int(q.get('valid') or 0):,} valid answers of {int(q.get('judged') or 0):,} judged "
+        f"({_pct(q.get('fraction'))}); {escalated:,} requests sent on down the cascade. "
+        f"An answer took {fmt_ms(lat.get('p50'))} (p50), {fmt_ms(lat.get('p99'))} (p99), "
+        "escalations included. "
+        "Every model asked is billed: $ per valid answer divides each total by the valid answers."
+    )
+    return (
+        '<section id="quality"><h2>Quality and the cascade</h2>'
+        f'<p class="note">{escape(note)}</p>'
+        + _table(("model", "asked", "valid", "valid %", "answers that stood"), models)
+        + _table(("prices", "total", "per valid answer"), money)
+        + "</section>"
+    )
+
+
+def quality_figures(s: Mapping[str, Any]) -> dict[str, float]:
+    """The figures a comparison adds for a run with `[quality]`: the valid share (%), $ per valid
+    answer at the actual prices and under each plan (none without `[quality]`). The money figures'
+    keys start with "cost" (every report formats them as money) but not "cost." (the plans' rows)."""
+    q = s.get("quality")
+    if not isinstance(q, Mapping):
+        return {}
+    cost = s.get("cost") or {}
+    out = {"quality.fraction": 100.0 * float(q.get("fraction") or 0.0)}
+    if isinstance(cost.get("per_valid"), int | float):
+        out["cost_per_valid"] = float(cost["per_valid"])
+    for name, p in (cost.get("plans") or {}).items():
+        if isinstance(p.get("per_valid"), int | float):
+            out[f"cost_per_valid.{name}"] = float(p["per_valid"])
+    return out
+
+
+def quality_rows(runs: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """(figure, label) of every quality figure any run has, in the order first seen (labels fit the
+    compare table's 16 columns)."""
+    keys: dict[str, None] = {}
+    for figs in runs:
+        keys.update((k, None) for k in figs if k.startswith(("quality.", "cost_per_valid")))
+    out = []
+    for k in keys:
+        if k == "quality.fraction":
+            out.append((k, "valid %"))
+        elif k == "cost_per_valid":
+            out.append((k, "cost/valid"))
+        else:
+            name = k.removeprefix("cost_per_valid.")
+            out.append((k, (name if len(name) <= 9 else name[:8] + "…") + " /valid"))
+    return out
