@@ -8,6 +8,7 @@ versions reject `stream_options` in the message only.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -17,9 +18,9 @@ from aiohttp import web
 from oxconsole.engine.client import AttemptResult
 from oxconsole.engine.runner import RunOutcome, rejected_field
 
-from .conftest import WorkloadFactory
 from .http_support import chat_server
 from .support import journal, run
+from .support.workloads import load_workload
 
 OPENAI_MAX_TOKENS = {
     "error": {
@@ -75,36 +76,31 @@ class Picky:
 
 
 async def run_against(
-    picky: Picky, make_workload: WorkloadFactory, extra: str = ""
-) -> tuple[RunOutcome, list[dict]]:
+    picky: Picky, tmp_path: Path, model: dict[str, Any] | None = None
+) -> tuple[RunOutcome, list[dict[str, Any]]]:
+    """Twelve prompts to one model ("o-model", `model` keys added) on `picky`'s server."""
     async with chat_server(picky.handle) as base:
-        w = make_workload(
-            f"""
-            [run]
-            concurrency = 8
-            timeout = "5s"
-            [endpoints.default]
-            base_url = "{base}/v1"
-            [[models]]
-            name = "o-model"
-            max_tokens = 64
-            temperature = 0.2
-            {extra}
-            [prompts]
-            items = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"]
-            [retry]
-            max_attempts = 1
-            """
+        w = load_workload(
+            "sim_instant",
+            tmp_path,
+            {
+                "run": {"concurrency": 8, "timeout": "5s"},
+                "endpoints.default.base_url": f"{base}/v1",
+                "models": [{"name": "o-model", "max_tokens": 64, "temperature": 0.2, **(model or {})}],
+                "prompts.items": ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"],
+                "retry.max_attempts": 1,
+                "sim": None,
+            },
         )
         out = await run(w)
     return out, journal(w)
 
 
 async def test_openai_reasoning_model_gets_max_completion_tokens_and_no_temperature(
-    make_workload: WorkloadFactory,
+    tmp_path: Path,
 ) -> None:
     picky = Picky({"max_tokens": OPENAI_MAX_TOKENS, "temperature": OPENAI_TEMPERATURE})
-    out, recs = await run_against(picky, make_workload)
+    out, recs = await run_against(picky, tmp_path)
     assert out.summary["requests"]["ok"] == 12 and out.summary["requests"]["error"] == 0
     assert out.summary["cooldowns"] == []
     # max_attempts = 1, yet each request got through: a rejected field is not a retry
@@ -125,9 +121,9 @@ async def test_openai_reasoning_model_gets_max_completion_tokens_and_no_temperat
     assert len(picky.seen) <= 12 + 2 * 8
 
 
-async def test_message_only_rejection_of_stream_options(make_workload: WorkloadFactory) -> None:
+async def test_message_only_rejection_of_stream_options(tmp_path: Path) -> None:
     picky = Picky({"stream_options": AZURE_STREAM_OPTIONS})
-    out, _ = await run_against(picky, make_workload)
+    out, _ = await run_against(picky, tmp_path)
     assert out.summary["requests"]["ok"] == 12
     assert all("stream_options" not in b for b in picky.seen[-4:]), [
         b for b in picky.seen[-4:] if "stream_options" in b
@@ -137,7 +133,7 @@ async def test_message_only_rejection_of_stream_options(make_workload: WorkloadF
     ]
 
 
-async def test_both_caps_rejected_is_an_error_not_a_loop(make_workload: WorkloadFactory) -> None:
+async def test_both_caps_rejected_is_an_error_not_a_loop(tmp_path: Path) -> None:
     both = {
         "max_tokens": OPENAI_MAX_TOKENS,
         "max_completion_tokens": {
@@ -148,16 +144,16 @@ async def test_both_caps_rejected_is_an_error_not_a_loop(make_workload: Workload
         },
     }
     picky = Picky(both)
-    out, recs = await run_against(picky, make_workload, 'max_tokens_param = "max_completion_tokens"')
+    out, recs = await run_against(picky, tmp_path, {"max_tokens_param": "max_completion_tokens"})
     assert out.summary["requests"]["error"] == 12
     assert all(r["error"] == "http_400" for r in recs), [r for r in recs if r["error"] != "http_400"][:5]
     assert len(picky.seen) <= 12 * 2
     assert "max_completion_tokens" in picky.seen[0]  # the configured field was sent first
 
 
-async def test_other_400s_fail_at_once(make_workload: WorkloadFactory) -> None:
+async def test_other_400s_fail_at_once(tmp_path: Path) -> None:
     picky = Picky({"messages": {"error": {"message": "prompt is too long", "param": "messages"}}})
-    out, recs = await run_against(picky, make_workload)
+    out, recs = await run_against(picky, tmp_path)
     assert out.summary["requests"]["error"] == 12
     assert all(r["attempts"] == 1 for r in recs), [r for r in recs if r["attempts"] != 1][:5]
     assert len(picky.seen) == 12
@@ -183,7 +179,7 @@ def test_rejected_field(detail: str, param: str | None, expected: str | None) ->
 
 @pytest.mark.slow
 @pytest.mark.subprocess
-async def test_with_workers_the_warning_shows_while_the_run_goes(make_workload: WorkloadFactory) -> None:
+async def test_with_workers_the_warning_shows_while_the_run_goes(tmp_path: Path) -> None:
     """run.workers = 2: a worker's warning reaches the parent's snapshot during the run, not only
     at its end."""
     import asyncio
@@ -199,20 +195,16 @@ async def test_with_workers_the_warning_shows_while_the_run_goes(make_workload: 
 
     seen_running: list[str] = []
     async with chat_server(slow) as base:
-        w = make_workload(
-            f"""
-            [run]
-            concurrency = 4
-            workers = 2
-            timeout = "5s"
-            [endpoints.default]
-            base_url = "{base}/v1"
-            [[models]]
-            name = "o-model"
-            max_tokens = 64
-            [prompts]
-            synthetic = {{ count = 120, input_tokens = 5, output_tokens = 8 }}
-            """
+        w = load_workload(
+            "sim_instant",
+            tmp_path,
+            {
+                "run": {"concurrency": 4, "workers": 2, "timeout": "5s"},
+                "endpoints.default.base_url": f"{base}/v1",
+                "models": [{"name": "o-model", "max_tokens": 64}],
+                "prompts": {"synthetic": {"count": 120, "input_tokens": 5, "output_tokens": 8}},
+                "sim": None,
+            },
         )
         e = make_engine(w, results_path=w.results_path(), total_expected=120, publish_interval=0.05)
         assert isinstance(e.shards, ProcessShards)

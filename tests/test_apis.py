@@ -17,32 +17,7 @@ from oxconsole.workload import Workload, WorkloadError, check_prompts, describe
 
 from .conftest import WorkloadFactory
 from .support import oxconsole_here
-
-SIM = """
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "chat"
-[[models]]
-name = "text"
-api = "completions"
-[[models]]
-name = "emb"
-api = "embeddings"
-[sim.models.chat]
-ttft = "5ms"
-tokens_per_s = 1000
-output_tokens = 8
-jitter = 0
-[sim.models.text]
-ttft = "5ms"
-tokens_per_s = 1000
-output_tokens = 8
-jitter = 0
-[sim.models.emb]
-ttft = "5ms"
-jitter = 0
-"""
+from .support.workloads import load_workload, write_workload
 
 
 def journal(w: Workload) -> list[dict[str, Any]]:
@@ -60,15 +35,18 @@ TWO = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "h
 
 
 @pytest.mark.subprocess
-async def test_each_api_against_the_simulator(make_workload: WorkloadFactory) -> None:
-    w = make_workload(
-        SIM + '[prompts]\nfile = "prompts.jsonl"\n',
-        prompts="""
-        {"id": "c", "prompt": "say something", "model": "chat"}
-        {"id": "t", "prompt": "say something", "model": "text"}
-        {"id": "e", "prompt": "embed this text please", "model": "emb"}
-        """
-        + orjson.dumps({"id": "t2", "model": "text", "messages": TWO}).decode(),
+async def test_each_api_against_the_simulator(tmp_path: Path) -> None:
+    prompts = [
+        {"id": "c", "prompt": "say something", "model": "chat"},
+        {"id": "t", "prompt": "say something", "model": "text"},
+        {"id": "e", "prompt": "embed this text please", "model": "emb"},
+        {"id": "t2", "model": "text", "messages": TWO},
+    ]
+    w = load_workload(
+        "sim_apis",
+        tmp_path,
+        {"prompts": {"file": "prompts.jsonl"}},
+        prompts="".join(orjson.dumps(x).decode() + "\n" for x in prompts),
     )
     recs = {r["id"]: r for r in await run(w)}
     assert all(r["status"] == "ok" for r in recs.values()), recs
@@ -106,7 +84,7 @@ def _recorder(seen: list[tuple[str, dict[str, Any]]]) -> web.Application:
     return app
 
 
-async def test_paths_and_bodies_on_the_wire(make_workload: WorkloadFactory) -> None:
+async def test_paths_and_bodies_on_the_wire(tmp_path: Path) -> None:
     seen: list[tuple[str, dict[str, Any]]] = []
     runner = web.AppRunner(_recorder(seen))
     await runner.setup()
@@ -114,30 +92,21 @@ async def test_paths_and_bodies_on_the_wire(make_workload: WorkloadFactory) -> N
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     try:
-        w = make_workload(
-            f"""
-            [run]
-            stream = false
-            [endpoints.default]
-            base_url = "http://127.0.0.1:{port}/v1"
-            [[models]]
-            name = "chat"
-            max_tokens = 5
-            [[models]]
-            name = "text"
-            api = "completions"
-            max_tokens = 5
-            temperature = 0.5
-            [[models]]
-            name = "emb"
-            api = "embeddings"
-            max_tokens = 5
-            extra_body = {{ dimensions = 2 }}
-            [routing]
-            strategy = "round_robin"
-            [prompts]
-            items = ["hello", "hello", "hello"]
-            """
+        w = load_workload(
+            "sim_apis",
+            tmp_path,
+            {
+                "run": {"stream": False},
+                "endpoints.default.base_url": f"http://127.0.0.1:{port}/v1",
+                "models.chat.max_tokens": 5,
+                "models.text.max_tokens": 5,
+                "models.text.temperature": 0.5,
+                "models.emb.max_tokens": 5,
+                "models.emb.extra_body": {"dimensions": 2},
+                "routing.strategy": "round_robin",
+                "prompts.items": ["hello", "hello", "hello"],
+                "sim": None,
+            },
         )
         recs = await run(w)
     finally:
@@ -167,8 +136,8 @@ def test_api_errors_name_the_key(make_workload: WorkloadFactory) -> None:
         )
 
 
-def test_validate_names_each_models_api(make_workload: WorkloadFactory) -> None:
-    w = make_workload(SIM + '[prompts]\nitems = ["x"]\n')
+def test_validate_names_each_models_api(tmp_path: Path) -> None:
+    w = load_workload("sim_apis", tmp_path)
     text = describe(w, check_prompts(w))
     assert "completions" in text and "embeddings" in text
 
@@ -182,7 +151,8 @@ def _line(cid: str, url: str, model: str, **body: Any) -> dict[str, Any]:
     return {"custom_id": cid, "method": "POST", "url": url, "body": {"model": model, **body}}
 
 
-BATCH = '[prompts]\nfile = "batch.jsonl"\nformat = "openai-batch"\n'
+BATCH = {"prompts": {"file": "batch.jsonl", "format": "openai-batch"}}
+"""The prompts of tests/workloads/sim_apis.toml as OpenAI Batch input lines, in batch.jsonl."""
 
 
 def _write(tmp_path: Path, lines: list[dict[str, Any]]) -> None:
@@ -219,11 +189,9 @@ def _write(tmp_path: Path, lines: list[dict[str, Any]]) -> None:
         ),
     ],
 )
-def test_batch_lines_must_match_their_models_api(
-    make_workload: WorkloadFactory, tmp_path: Path, line: dict[str, Any], fragment: str
-) -> None:
+def test_batch_lines_must_match_their_models_api(tmp_path: Path, line: dict[str, Any], fragment: str) -> None:
     _write(tmp_path, [_line("ok", "/v1/completions", "text", prompt="a"), line])
-    w = make_workload(SIM + BATCH)
+    w = load_workload("sim_apis", tmp_path, BATCH)
     with pytest.raises(WorkloadError, match=re.escape(fragment)):
         check_prompts(w)
 
@@ -238,8 +206,11 @@ def test_batch_completions_and_embeddings_write_their_output(tmp_path: Path) -> 
             _line("emb-1", "/v1/embeddings", "emb", input=["first text", "second text"], dimensions=4),
         ],
     )
-    (tmp_path / "w.toml").write_text(
-        SIM + BATCH + '[output]\nresults = "out/results.jsonl"\nbatch_output = "out/batch.jsonl"\n'
+    write_workload(
+        "sim_apis",
+        tmp_path,
+        {**BATCH, "output": {"results": "out/results.jsonl", "batch_output": "out/batch.jsonl"}},
+        file="w.toml",
     )
     r = oxconsole_here("w.toml", "--headless", "--summary-json", "s.json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
@@ -264,13 +235,11 @@ def test_batch_completions_and_embeddings_write_their_output(tmp_path: Path) -> 
     assert {m: s["requests"]["ok"] for m, s in summary["models"].items()} == {"chat": 1, "text": 1, "emb": 1}
 
 
-def test_every_bad_batch_line_is_told_up_to_a_screenful(
-    make_workload: WorkloadFactory, tmp_path: Path
-) -> None:
+def test_every_bad_batch_line_is_told_up_to_a_screenful(tmp_path: Path) -> None:
     good = _line("ok", "/v1/completions", "text", prompt="a")
     _write(tmp_path, [good, *(_line(f"b{i}", "/v1/embeddings", "text", input="a") for i in range(25))])
     with pytest.raises(WorkloadError) as e:
-        check_prompts(make_workload(SIM + BATCH))
+        check_prompts(load_workload("sim_apis", tmp_path, BATCH))
     told = e.value.errors
     lines = [n for n in range(2, 27) if any(f"line {n}: url" in m for m in told)]
     assert lines == list(range(2, 22)), told

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.binding import Binding
@@ -23,41 +24,19 @@ from oxconsole.ui.lines import Palette
 from oxconsole.ui.panels.header import header_lines
 from oxconsole.ui.screens import KEYS
 from oxconsole.units import change_text
-from oxconsole.workload import WorkloadError, check_prompts, describe, load_workload
+from oxconsole.workload import WorkloadError, check_prompts, describe
+from oxconsole.workload import load_workload as load_file
 
-from .conftest import WorkloadFactory
 from .support import engine_for, run, until
+from .support.workloads import load_workload
 from .ui_support import fixed_snapshot
 
 C = 8
-AUTO = """
-name = "auto"
-[run]
-concurrency = "auto"
-duration = "{duration}"
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "m"
-max_tokens = 16
-[prompts]
-synthetic = {{ count = 200, input_tokens = 10, output_tokens = 16 }}
-[slo]
-itl = "42.7ms"
-target = 0.95
-[sim.models.m]
-ttft = "50ms"
-tokens_per_s = 50
-output_tokens = 16
-capacity = 1000
-jitter = 0
-knee = 8
-"""
 
 
-def held(changes: list[dict[str, object]], start: int, since: float, until_t: float) -> float:
+def held(changes: list[dict[str, Any]], start: int, since: float, until_t: float) -> float:
     """The time-weighted mean concurrency over [since, until_t) from the logged changes."""
-    steps = [(0.0, start)] + [(float(c["t"]), int(c["to"])) for c in changes if c["what"] == "concurrency"]  # type: ignore[arg-type]
+    steps = [(0.0, start)] + [(float(c["t"]), int(c["to"])) for c in changes if c["what"] == "concurrency"]
     total = weighted = 0.0
     for i, (t, v) in enumerate(steps):
         end = steps[i + 1][0] if i + 1 < len(steps) else until_t
@@ -71,8 +50,8 @@ def held(changes: list[dict[str, object]], start: int, since: float, until_t: fl
 @pytest.mark.asyncio
 @pytest.mark.slow
 @pytest.mark.timing
-async def test_auto_finds_and_holds_the_simulators_knee(make_workload: WorkloadFactory) -> None:
-    w = make_workload(AUTO.format(duration="24s"))
+async def test_auto_finds_and_holds_the_simulators_knee(tmp_path: Path) -> None:
+    w = load_workload("sim_auto", tmp_path)
     assert w.run.concurrency_auto and w.run.concurrency == 4 and w.run.concurrency_max == 1024
     out = await run(w)
     changes = out.summary["changes"]
@@ -88,9 +67,9 @@ async def test_auto_finds_and_holds_the_simulators_knee(make_workload: WorkloadF
 @pytest.mark.asyncio
 @pytest.mark.slow
 async def test_the_key_turns_auto_off_and_on_and_a_hand_on_the_limit_takes_over(
-    make_workload: WorkloadFactory,
+    tmp_path: Path,
 ) -> None:
-    w = make_workload(AUTO.format(duration="60s"))
+    w = load_workload("sim_auto", tmp_path, {"run.duration": "60s"})
     e = engine_for(w)
     task = asyncio.ensure_future(run(w, e))
     await until(lambda: e.state == "running" and e.ok >= 4)
@@ -111,12 +90,8 @@ async def test_the_key_turns_auto_off_and_on_and_a_hand_on_the_limit_takes_over(
 
 
 @pytest.mark.asyncio
-async def test_auto_cannot_be_turned_on_without_an_slo(make_workload: WorkloadFactory) -> None:
-    w = make_workload(
-        AUTO.format(duration="1s")
-        .replace('[slo]\nitl = "42.7ms"\ntarget = 0.95\n', "")
-        .replace('concurrency = "auto"', "concurrency = 2")
-    )
+async def test_auto_cannot_be_turned_on_without_an_slo(tmp_path: Path) -> None:
+    w = load_workload("sim_auto", tmp_path, {"run": {"concurrency": 2, "duration": "1s"}, "slo": None})
     e = engine_for(w)
     with pytest.raises(CommandError, match=r"set_auto: auto concurrency needs an \[slo\] table"):
         e.admit(SetAuto(True))
@@ -129,7 +104,7 @@ def test_workload_errors_name_the_keys(tmp_path: Path) -> None:
         '[endpoints.default]\nbase_url = "sim"\n[[models]]\nname = "m"\n[prompts]\nitems = ["a"]\n'
     )
     with pytest.raises(WorkloadError) as info:
-        load_workload(p)
+        load_file(p)
     text = str(info.value)
     assert 'run.concurrency: expected "auto" together with an [slo] table' in text
     assert 'run.workers: expected 1 with run.concurrency = "auto"' in text
@@ -139,11 +114,11 @@ def test_workload_errors_name_the_keys(tmp_path: Path) -> None:
         '[[models]]\nname = "m"\n[prompts]\nitems = ["a"]\n'
     )
     with pytest.raises(WorkloadError, match=r'run.concurrency: expected an integer >= 1, got "automatic"'):
-        load_workload(p)
+        load_file(p)
 
 
-def test_validate_says_auto(make_workload: WorkloadFactory) -> None:
-    w = make_workload(AUTO.format(duration="1s").replace("[run]", "[run]\nconcurrency_max = 64"))
+def test_validate_says_auto(tmp_path: Path) -> None:
+    w = load_workload("sim_auto", tmp_path, {"run.duration": "1s", "run.concurrency_max": 64})
     assert "concurrency auto (from 4 up to 64)" in describe(w, check_prompts(w))
 
 

@@ -161,7 +161,7 @@ def test_rounds_judge_only_requests_started_after_a_change() -> None:
     assert (ctl.limit, ctl.changed) == (8, True)
     for _ in range(20):  # finished later, but started before the change: they judged 4, not 8
         ctl.observe(1.5, False, 1.0)
-    assert ctl.limit == 8 and ctl.phase == "start"
+    assert (ctl.limit, ctl.phase) == (8, "start")  # (a tuple: mypy keeps no narrowing past observe)
     ctl.observe(2.5, False, 1.0)  # started at 1.5, after the change: 1 bad > 10% of 8
     assert ctl.phase == "search" and ctl.bad_hi == 8 and ctl.limit == 6
     assert "searching" in ctl.describe()

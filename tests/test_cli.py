@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,7 +44,7 @@ def write(tmp_path: Path, count: int = 20, ttft: str = "10ms") -> Path:
     return p
 
 
-def records(tmp_path: Path) -> list[dict]:
+def records(tmp_path: Path) -> list[dict[str, Any]]:
     return read_jsonl(tmp_path / "out" / "results.jsonl")
 
 
@@ -163,7 +164,7 @@ def test_kill_9_then_resume_sends_each_id_once(tmp_path: Path) -> None:
     assert len(before) >= 60
 
 
-def records_lenient(j: Path) -> list[dict]:
+def records_lenient(j: Path) -> list[dict[str, Any]]:
     out = []
     for line in j.read_text().splitlines():
         try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import aiohttp
 import orjson
 import pytest
 from aiohttp import web
@@ -264,7 +265,7 @@ async def test_tapped_bad_chunk_midway_fails_the_attempt(bad: bytes, cls: str) -
 async def test_a_reader_that_cannot_be_switched_is_read_with_readany(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where aiohttp's reader does not allow the switch (another layout), the stream is still read."""
 
-    class Other(internals.aiohttp.StreamReader):
+    class Other(aiohttp.StreamReader):
         __slots__ = ("extra",)  # another layout: __class__ assignment raises TypeError
 
     monkeypatch.setattr(internals, "_TapReader", Other)

@@ -19,7 +19,7 @@ import textwrap
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import pytest
@@ -270,7 +270,7 @@ async def test_bad_commands_over_the_socket_change_nothing_and_the_run_ends_well
     for cmd in (
         SetRate(float("inf")),
         SetWeight("a", 1e308),
-        EnableModel("a", "no"),
+        EnableModel("a", cast(bool, "no")),  # the wrong type on purpose, as a client may send it
         SetConcurrency(10**300),
     ):
         with pytest.raises(CommandError):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from oxconsole.control import LocalSource, RunInfo, SocketSource
 from oxconsole.engine.commands import Stop
+from oxconsole.engine.runner import Engine
 from oxconsole.ui.app import ConsoleApp
 from oxconsole.workload import load_workload
 from tests.support import engine_for
@@ -38,12 +39,12 @@ def screen_rows(app: ConsoleApp) -> list[str]:
 async def test_a_refused_auto_over_the_socket_says_why(tmp_path: Path) -> None:
     path = write_sim_workload(tmp_path, repeat=4000)  # no [slo]: the run cannot turn auto on
 
-    def factory() -> object:
+    def factory() -> Engine:
         return engine_for(load_workload(path), publish_interval=0.05)
 
     local = LocalSource(
         factory, serve=RunInfo(name="r", workload_path=str(path), overrides=(), results_path=None)
-    )  # type: ignore[arg-type]
+    )
     await local.start()
     assert local.server_socket is not None and local.engine is not None
     src = SocketSource(local.server_socket, hz=10)
@@ -58,7 +59,7 @@ async def test_a_refused_auto_over_the_socket_says_why(tmp_path: Path) -> None:
             toast = next(n for n in app._notifications if "[slo]" in n.message)
             assert toast.title == "refused" and toast.severity == "error", toast
             assert app.flash[0].startswith("refused:") and "[slo]" in app.flash[0], app.flash
-            assert local.engine.live.auto is False
+            assert isinstance(local.engine, Engine) and local.engine.live.auto is False
     finally:
         local.engine.submit(Stop(cancel=True))
         await asyncio.to_thread(local.wait_done, 30)

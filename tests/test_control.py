@@ -106,7 +106,7 @@ async def test_snapshots_and_commands_over_the_socket(
     client.send(SetConcurrency(9))
     await until(lambda: (s := client.latest()) is not None and s.gauges.concurrency == 9)
     engine = local.engine
-    assert engine is not None and engine.shard.slots.limit == 9
+    assert isinstance(engine, Engine) and engine.shard.slots.limit == 9
     own = local.latest()
     assert own is not None
     assert any(c["what"] == "concurrency" and c["to"] == 9 for c in own.changes), [c for c in own.changes][:5]
@@ -339,7 +339,9 @@ def test_attach_and_ps_with_no_run(run_dirs: Path, capsys: pytest.CaptureFixture
 
 
 @pytest.mark.subprocess
-def test_ps_removes_stale_entries(run_dirs: Path) -> None:
+def test_ps_removes_stale_entries_and_never_the_path_one_names(run_dirs: Path, tmp_path: Path) -> None:
+    """A dead run's entry and socket go, an orphan socket goes, and an entry whose socket field
+    names a path outside its own name removes only itself (never that path)."""
     dead = subprocess.Popen(["true"])
     dead.wait()
     d = runs_dir()
@@ -348,18 +350,10 @@ def test_ps_removes_stale_entries(run_dirs: Path) -> None:
     entry = {"name": "gone", "pid": dead.pid, "socket": str(sock), "started_at": 1.0, "updated_at": 1.0}
     (d / f"gone-{dead.pid}.json").write_bytes(orjson.dumps(entry))
     (d / f"orphan-{dead.pid}.sock").write_bytes(b"")
-    assert list_runs() == []
-    assert sorted(os.listdir(d)) == []
-
-
-def test_ps_never_removes_the_path_a_stale_entry_names(run_dirs: Path, tmp_path: Path) -> None:
-    dead = subprocess.Popen(["true"])
-    dead.wait()
-    d = runs_dir()
     precious = tmp_path / "precious.txt"
     precious.write_text("keep me")
-    entry = {"name": "odd", "pid": dead.pid, "socket": str(precious), "started_at": 1.0, "updated_at": 1.0}
-    (d / f"odd-{dead.pid}.json").write_bytes(orjson.dumps(entry))
+    odd = {"name": "odd", "pid": dead.pid, "socket": str(precious), "started_at": 1.0, "updated_at": 1.0}
+    (d / f"odd-{dead.pid}.json").write_bytes(orjson.dumps(odd))
     assert list_runs() == []
     assert precious.exists(), "a stale entry's socket path outside its own name was removed"
     assert sorted(os.listdir(d)) == [], f"the stale entry itself stayed: {sorted(os.listdir(d))}"

@@ -23,7 +23,6 @@ from oxconsole.sim import start_sim
 from oxconsole.summary import summary_from_journal
 from oxconsole.workload import Workload
 
-from .conftest import WorkloadFactory
 from .support import engine_for, journal, run, until
 from .support.workloads import load_workload
 from .test_metrics import assert_summary_close, exact_summary
@@ -31,37 +30,8 @@ from .test_metrics import assert_summary_close, exact_summary
 pytestmark = pytest.mark.asyncio
 
 
-TWO_MODELS = """
-name = "t"
-[run]
-concurrency = 16
-seed = 3
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "small"
-weight = 3
-price_per_request = 0.001
-[[models]]
-name = "large"
-weight = 1
-price_per_1m_input = 1.0
-price_per_1m_output = 2.0
-[prompts]
-synthetic = { count = 200, input_tokens = 20, output_tokens = 8 }
-[sim.models.small]
-ttft = "10ms"
-tokens_per_s = 500
-jitter = 0
-[sim.models.large]
-ttft = "20ms"
-tokens_per_s = 400
-jitter = 0
-"""
-
-
-async def test_journal_complete_unique_and_summary_agrees(make_workload: WorkloadFactory) -> None:
-    w = make_workload(TWO_MODELS)
+async def test_journal_complete_unique_and_summary_agrees(tmp_path: Path) -> None:
+    w = load_workload("two_models", tmp_path)
     out = await run(w)
     recs = journal(w)
     ids = [r["id"] for r in recs]
@@ -92,25 +62,6 @@ async def test_journal_complete_unique_and_summary_agrees(make_workload: Workloa
     assert_summary_close(rebuilt["latency_ms"], exact_summary([r["latency_ms"] for r in recs]))
 
 
-TIMED = """
-    [run]
-    concurrency = 8
-    [endpoints.default]
-    base_url = "sim"
-    [[models]]
-    name = "m"
-    max_tokens = 11
-    [prompts]
-    {prompts}
-    [sim.models.m]
-    ttft = "100ms"
-    tokens_per_s = 50
-    output_tokens = 64
-    capacity = 64
-    jitter = 0
-    """
-
-
 @pytest.fixture
 async def traced_sim(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Callable[[Workload], Awaitable[str]]]:
     """Start a tracing simulator with a workload's profiles (on the test's loop); its URL."""
@@ -128,19 +79,19 @@ async def traced_sim(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Callable[
 
 
 async def test_client_timings_contain_the_servers(
-    make_workload: WorkloadFactory, traced_sim: Callable[[Workload], Awaitable[str]]
+    tmp_path: Path, traced_sim: Callable[[Workload], Awaitable[str]]
 ) -> None:
     """Each request's TTFT and latency as the engine measured them, against the simulator's trace
     of the same request: the client's span starts before the server's and ends after it, on any
     machine. TTFT taken at the headers or the role chunk (which leave at admission, 100 ms before
     the first token) or latency taken before the last chunk come out shorter than the server's."""
     lines = "\n".join(orjson.dumps({"id": f"p{i}", "prompt": f"p{i}"}).decode() for i in range(40))
-    w = make_workload(TIMED.format(prompts='file = "prompts.jsonl"'), prompts=lines + "\n")
+    w = load_workload("sim_timed", tmp_path, {"prompts": {"file": "prompts.jsonl"}}, prompts=lines + "\n")
     url = await traced_sim(w)
     e = engine_for(w, endpoint_urls={"default": url})
     out = await run(w, e)
-    async with aiohttp.ClientSession() as s, s.get(url.removesuffix("/v1") + "/sim/trace") as r:
-        trace = {t[0]: t[1:] for t in await r.json()}
+    async with aiohttp.ClientSession() as s, s.get(url.removesuffix("/v1") + "/sim/trace") as resp:
+        trace = {t[0]: t[1:] for t in await resp.json()}
     recs = journal(w)
     assert out.exit_code == 0 and len(recs) == len(trace) == 40
     eps = 2.0  # ms: the trace's wall clock against the client's monotonic one
@@ -165,16 +116,14 @@ async def test_client_timings_contain_the_servers(
 @pytest.mark.timing
 @pytest.mark.slow
 @pytest.mark.subprocess
-async def test_timings_agree_with_the_simulator(make_workload: WorkloadFactory) -> None:
+async def test_timings_agree_with_the_simulator(tmp_path: Path) -> None:
     """The client's figures on the clock: TTFT = 100 ms and latency = 100 + (11 - 1) x 20 = 300 ms
     at the server, jitter 0. The client adds loopback transfer, the SDK's request building and
     event-loop scheduling: 1-3 ms on an idle machine, 10-15 ms when both cores are busy with other
     work, 20 ms and more beside a CPU hog under coverage (seen here). Medians with 30-40 ms of room
     still catch the systematic errors that matter: a TTFT taken at the headers is off by 100 ms,
     latency taken before the last chunk by >= 20 ms, an inter-token gap off by one by 2 ms."""
-    w = make_workload(
-        TIMED.format(prompts="synthetic = { count = 40, input_tokens = 10, output_tokens = 11 }")
-    )
+    w = load_workload("sim_timed", tmp_path)
     out = await run(w, sim="process")  # the simulator in its own process, as a real run has it
     recs = journal(w)
     ttft = statistics.median(r["ttft_ms"] for r in recs)
@@ -187,24 +136,15 @@ async def test_timings_agree_with_the_simulator(make_workload: WorkloadFactory) 
     assert_summary_close(out.summary["ttft_ms"], exact_summary([r["ttft_ms"] for r in recs]))
 
 
-async def test_no_usage_means_estimated_tokens(make_workload: WorkloadFactory) -> None:
-    w = make_workload(
-        """
-        [run]
-        concurrency = 4
-        [endpoints.default]
-        base_url = "sim"
-        [[models]]
-        name = "llama"
-        max_tokens = 7
-        [prompts]
-        items = ["one two three four five six seven eight"]
-        repeat = 3
-        [sim.models.llama]
-        ttft = 0
-        tokens_per_s = 0
-        usage = false
-        """
+async def test_no_usage_means_estimated_tokens(tmp_path: Path) -> None:
+    w = load_workload(
+        "sim_instant",
+        tmp_path,
+        {
+            "models.0.max_tokens": 7,
+            "prompts": {"items": ["one two three four five six seven eight"], "repeat": 3},
+            "sim.models.m.usage": False,
+        },
     )
     out = await run(w)
     recs = journal(w)
@@ -215,24 +155,16 @@ async def test_no_usage_means_estimated_tokens(make_workload: WorkloadFactory) -
     assert out.summary["requests"]["ok"] == 3
 
 
-async def test_non_streaming(make_workload: WorkloadFactory) -> None:
-    w = make_workload(
-        """
-        [run]
-        concurrency = 4
-        stream = false
-        [endpoints.default]
-        base_url = "sim"
-        [[models]]
-        name = "m"
-        max_tokens = 5
-        [prompts]
-        items = ["a", "b", "c"]
-        [sim.models.m]
-        ttft = "30ms"
-        tokens_per_s = 100
-        jitter = 0
-        """
+async def test_non_streaming(tmp_path: Path) -> None:
+    w = load_workload(
+        "sim_instant",
+        tmp_path,
+        {
+            "run.stream": False,
+            "models.0.max_tokens": 5,
+            "prompts.items": ["a", "b", "c"],
+            "sim.models.m": {"ttft": "30ms", "tokens_per_s": 100, "jitter": 0},
+        },
     )
     out = await run(w)
     recs = journal(w)
@@ -250,23 +182,15 @@ async def test_non_streaming(make_workload: WorkloadFactory) -> None:
     ]  # the answer leaves at 30 + 4 x 10 ms, not sooner
 
 
-async def test_concurrency_lowered_live_is_never_exceeded(make_workload: WorkloadFactory) -> None:
-    w = make_workload(
-        """
-        [run]
-        concurrency = 20
-        [endpoints.default]
-        base_url = "sim"
-        [[models]]
-        name = "m"
-        [prompts]
-        synthetic = { count = 120, input_tokens = 5, output_tokens = 4 }
-        [sim.models.m]
-        ttft = "40ms"
-        tokens_per_s = 100
-        jitter = 0
-        capacity = 100
-        """
+async def test_concurrency_lowered_live_is_never_exceeded(tmp_path: Path) -> None:
+    w = load_workload(
+        "sim_instant",
+        tmp_path,
+        {
+            "run.concurrency": 20,
+            "prompts": {"synthetic": {"count": 120, "input_tokens": 5, "output_tokens": 4}},
+            "sim.models.m": {"ttft": "40ms", "tokens_per_s": 100, "jitter": 0, "capacity": 100},
+        },
     )
     e = engine_for(w, publish_interval=0.05)
     peak_after = 0
@@ -299,24 +223,14 @@ async def test_concurrency_lowered_live_is_never_exceeded(make_workload: Workloa
     }
 
 
-async def test_constant_arrival_rate_and_live_rate_change(make_workload: WorkloadFactory) -> None:
-    w = make_workload(
-        """
-        [run]
-        concurrency = 50
-        arrival = "constant"
-        rate = 80
-        duration = "1s"
-        [endpoints.default]
-        base_url = "sim"
-        [[models]]
-        name = "m"
-        [prompts]
-        items = ["x"]
-        [sim.models.m]
-        ttft = "5ms"
-        tokens_per_s = 0
-        """
+async def test_constant_arrival_rate_and_live_rate_change(tmp_path: Path) -> None:
+    w = load_workload(
+        "sim_instant",
+        tmp_path,
+        {
+            "run": {"concurrency": 50, "arrival": "constant", "rate": 80, "duration": "1s"},
+            "sim.models.m.ttft": "5ms",
+        },
     )
     e = engine_for(w)
 
@@ -345,24 +259,8 @@ async def test_constant_arrival_rate_and_live_rate_change(make_workload: Workloa
     assert len(fast) <= 240 * (1.0 - change["t"]) + 3 + 1e-3
 
 
-async def test_closed_loop_rate_limit_changes_live(make_workload: WorkloadFactory) -> None:
-    w = make_workload(
-        """
-        [run]
-        concurrency = 50
-        rate = 20
-        duration = "1s"
-        [endpoints.default]
-        base_url = "sim"
-        [[models]]
-        name = "m"
-        [prompts]
-        items = ["x"]
-        [sim.models.m]
-        ttft = 0
-        tokens_per_s = 0
-        """
-    )
+async def test_closed_loop_rate_limit_changes_live(tmp_path: Path) -> None:
+    w = load_workload("sim_instant", tmp_path, {"run": {"concurrency": 50, "rate": 20, "duration": "1s"}})
     e = engine_for(w)
 
     async def drive() -> None:
@@ -391,10 +289,8 @@ async def test_closed_loop_rate_limit_changes_live(make_workload: WorkloadFactor
     assert len([g for g in gaps_after if g < 0.030]) >= 3, gaps_after
 
 
-async def test_pause_resume_and_disable_model(make_workload: WorkloadFactory) -> None:
-    w = make_workload(
-        TWO_MODELS.replace("count = 200", "count = 400").replace("concurrency = 16", "concurrency = 4")
-    )
+async def test_pause_resume_and_disable_model(tmp_path: Path) -> None:
+    w = load_workload("two_models", tmp_path, {"prompts.synthetic.count": 400, "run.concurrency": 4})
     e = engine_for(w)
 
     async def drive() -> None:
@@ -451,25 +347,15 @@ async def test_retry_after_is_honoured_and_fallback_used(tmp_path: Path) -> None
     assert out.summary["attempt_errors"].get("http_500", 0) == 15
 
 
-async def test_errors_classified_and_exit_code(make_workload: WorkloadFactory) -> None:
-    w = make_workload(
-        """
-        [run]
-        concurrency = 4
-        [endpoints.default]
-        base_url = "sim"
-        [[models]]
-        name = "m"
-        [prompts]
-        items = ["a", "b", "c", "d"]
-        [retry]
-        max_attempts = 2
-        backoff = "1ms"
-        [sim.models.m]
-        ttft = 0
-        tokens_per_s = 0
-        error_rate = 1.0
-        """
+async def test_errors_classified_and_exit_code(tmp_path: Path) -> None:
+    w = load_workload(
+        "sim_instant",
+        tmp_path,
+        {
+            "prompts.items": ["a", "b", "c", "d"],
+            "retry": {"max_attempts": 2, "backoff": "1ms"},
+            "sim.models.m.error_rate": 1.0,
+        },
     )
     out = await run(w)
     recs = journal(w)
@@ -482,25 +368,16 @@ async def test_errors_classified_and_exit_code(make_workload: WorkloadFactory) -
 
 
 @pytest.mark.slow
-async def test_stop_with_grace_then_resume_completes_each_id_once(
-    make_workload: WorkloadFactory, tmp_path: Path
-) -> None:
-    text = """
-        [run]
-        concurrency = 10
-        grace = "5s"
-        [endpoints.default]
-        base_url = "sim"
-        [[models]]
-        name = "m"
-        [prompts]
-        synthetic = { count = 120, input_tokens = 5, output_tokens = 5 }
-        [sim.models.m]
-        ttft = "30ms"
-        tokens_per_s = 200
-        jitter = 0
-        """
-    w = make_workload(text)
+async def test_stop_with_grace_then_resume_completes_each_id_once(tmp_path: Path) -> None:
+    w = load_workload(
+        "sim_instant",
+        tmp_path,
+        {
+            "run": {"concurrency": 10, "grace": "5s"},
+            "prompts": {"synthetic": {"count": 120, "input_tokens": 5, "output_tokens": 5}},
+            "sim.models.m": {"ttft": "30ms", "tokens_per_s": 200, "jitter": 0},
+        },
+    )
     e = engine_for(w)
 
     async def drive() -> None:
@@ -528,20 +405,15 @@ async def test_stop_with_grace_then_resume_completes_each_id_once(
     assert len(ids) == 120 and len(set(ids)) == 120
 
 
-async def test_stop_cancel_records_cancelled(make_workload: WorkloadFactory) -> None:
-    w = make_workload(
-        """
-        [run]
-        concurrency = 6
-        [endpoints.default]
-        base_url = "sim"
-        [[models]]
-        name = "m"
-        [prompts]
-        synthetic = { count = 50, input_tokens = 5, output_tokens = 5 }
-        [sim.models.m]
-        ttft = "5s"
-        """
+async def test_stop_cancel_records_cancelled(tmp_path: Path) -> None:
+    w = load_workload(
+        "sim_instant",
+        tmp_path,
+        {
+            "run.concurrency": 6,
+            "prompts": {"synthetic": {"count": 50, "input_tokens": 5, "output_tokens": 5}},
+            "sim.models.m": {"ttft": "5s"},
+        },
     )
     e = engine_for(w)
 
@@ -559,29 +431,20 @@ async def test_stop_cancel_records_cancelled(make_workload: WorkloadFactory) -> 
     assert out.exit_code == 130  # stopped before every request was sent (130 outranks 1)
 
 
-async def test_failing_model_is_cooled_down(make_workload: WorkloadFactory) -> None:
-    w = make_workload(
-        """
-        [run]
-        concurrency = 2
-        [endpoints.default]
-        base_url = "sim"
-        [[models]]
-        name = "good"
-        [[models]]
-        name = "bad"
-        [prompts]
-        synthetic = { count = 200, input_tokens = 5, output_tokens = 2 }
-        [retry]
-        max_attempts = 1
-        [sim.models.good]
-        ttft = "5ms"
-        tokens_per_s = 0
-        [sim.models.bad]
-        ttft = "5ms"
-        tokens_per_s = 0
-        error_rate = 1.0
-        """
+async def test_failing_model_is_cooled_down(tmp_path: Path) -> None:
+    w = load_workload(
+        "sim_instant",
+        tmp_path,
+        {
+            "run.concurrency": 2,
+            "models": [{"name": "good"}, {"name": "bad"}],
+            "prompts": {"synthetic": {"count": 200, "input_tokens": 5, "output_tokens": 2}},
+            "retry.max_attempts": 1,
+            "sim.models": {
+                "good": {"ttft": "5ms", "tokens_per_s": 0},
+                "bad": {"ttft": "5ms", "tokens_per_s": 0, "error_rate": 1.0},
+            },
+        },
     )
     out = await run(w)
     cd = out.summary["cooldowns"]
@@ -594,27 +457,18 @@ async def test_failing_model_is_cooled_down(make_workload: WorkloadFactory) -> N
 
 
 @pytest.mark.slow
-async def test_tpm_budget_paces_tokens(make_workload: WorkloadFactory) -> None:
+async def test_tpm_budget_paces_tokens(tmp_path: Path) -> None:
     # 6,000 tokens/minute; each request asks ~2 input + 48 output tokens = 50: the first minute's
     # window holds 120 requests and no more (the budget is a sliding 60 s window over send times).
     # 4 s is time enough to send 120 on a loaded machine (1 s was not: 50 sent at load 15).
-    w = make_workload(
-        """
-        [run]
-        concurrency = 50
-        tpm = 6000
-        duration = "4s"
-        [endpoints.default]
-        base_url = "sim"
-        [[models]]
-        name = "m"
-        max_tokens = 48
-        [prompts]
-        items = ["abcdefgh"]
-        [sim.models.m]
-        ttft = 0
-        tokens_per_s = 0
-        """
+    w = load_workload(
+        "sim_instant",
+        tmp_path,
+        {
+            "run": {"concurrency": 50, "tpm": 6000, "duration": "4s"},
+            "models.0.max_tokens": 48,
+            "prompts.items": ["abcdefgh"],
+        },
     )
     out = await run(w)
     n = out.summary["requests"]["total"]
@@ -623,25 +477,16 @@ async def test_tpm_budget_paces_tokens(make_workload: WorkloadFactory) -> None:
     assert 120 <= n <= 124, n
 
 
-async def test_backoff_is_reported_apart_from_latency(make_workload: WorkloadFactory) -> None:
-    w = make_workload(
-        """
-        [run]
-        concurrency = 8
-        [endpoints.default]
-        base_url = "sim"
-        [[models]]
-        name = "m"
-        [prompts]
-        synthetic = { count = 8, input_tokens = 5, output_tokens = 2 }
-        [retry]
-        max_attempts = 2
-        [sim.models.m]
-        ttft = 0
-        tokens_per_s = 0
-        throttle_rate = 1.0
-        retry_after = "100ms"
-        """
+async def test_backoff_is_reported_apart_from_latency(tmp_path: Path) -> None:
+    w = load_workload(
+        "sim_instant",
+        tmp_path,
+        {
+            "run.concurrency": 8,
+            "prompts": {"synthetic": {"count": 8, "input_tokens": 5, "output_tokens": 2}},
+            "retry.max_attempts": 2,
+            "sim.models.m": {"ttft": 0, "tokens_per_s": 0, "throttle_rate": 1.0, "retry_after": "100ms"},
+        },
     )
     out = await run(w)
     recs = journal(w)

@@ -10,6 +10,7 @@ a quarter of its requests (so retries are still counted where they happen; a few
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -30,7 +31,7 @@ PROMPTS = "\n".join(
 )
 
 
-def journal(w: Workload) -> dict[str, dict]:
+def journal(w: Workload) -> dict[str, dict[str, Any]]:
     lines = w.results_path().read_bytes().splitlines()
     return {d["id"]: d for d in map(orjson.loads, filter(bytes.strip, lines))}
 

@@ -18,45 +18,42 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from oxconsole.journal import journal as journal_mod
 from oxconsole.workload import Workload, check_prompts
 
-from .conftest import WorkloadFactory
 from .support import engine_for, journal, oxconsole_here, run
+from .support.workloads import Sets, load_workload, write_workload
 
 
-def fault_workload(fault: str, *, stream: bool = True, max_attempts: int = 2, count: int = 2) -> str:
-    """One model `m`, `count` prompts all in flight at once, `fault` lines in its simulator profile."""
-    return f"""
-        [run]
-        concurrency = {count}
-        timeout = "0.3s"
-        stream = {"true" if stream else "false"}
-        grace = "2s"
-        [endpoints.default]
-        base_url = "sim"
-        [[models]]
-        name = "m"
-        max_tokens = 8
-        [prompts]
-        synthetic = {{ count = {count}, input_tokens = 5, output_tokens = 8 }}
-        [retry]
-        max_attempts = {max_attempts}
-        backoff = "1ms"
-        backoff_max = "5ms"
-        [sim.models.m]
-        ttft = "5ms"
-        tokens_per_s = 1000
-        output_tokens = 8
-        jitter = 0
-        {fault}
-        """
+def fault_workload(
+    tmp_path: Path,
+    fault: Sets,
+    *,
+    stream: bool = True,
+    max_attempts: int = 2,
+    count: int = 2,
+    sets: Sets | None = None,
+) -> Workload:
+    """One model `m`, `count` prompts all in flight at once, `fault` keys in its simulator profile
+    (tests/workloads/sim_faults.toml), then `sets`."""
+    return load_workload(
+        "sim_faults",
+        tmp_path,
+        {
+            "run.concurrency": count,
+            "run.stream": stream,
+            "prompts.synthetic.count": count,
+            "retry.max_attempts": max_attempts,
+            **{f"sim.models.m.{key}": value for key, value in fault.items()},
+            **(sets or {}),
+        },
+    )
 
 
-async def assert_all_fail_with(w: Workload, cls: str, attempts: int) -> list[dict]:
+async def assert_all_fail_with(w: Workload, cls: str, attempts: int) -> list[dict[str, Any]]:
     out = await run(w)
     recs = journal(w)
     assert len(recs) == len({r["id"] for r in recs}) == check_prompts(w).total_requests
@@ -74,8 +71,8 @@ async def assert_all_fail_with(w: Workload, cls: str, attempts: int) -> list[dic
     return recs
 
 
-async def test_reset_is_connection(make_workload: WorkloadFactory) -> None:
-    w = make_workload(fault_workload("reset_rate = 1.0").replace('"0.3s"', '"10s"'))
+async def test_reset_is_connection(tmp_path: Path) -> None:
+    w = fault_workload(tmp_path, {"reset_rate": 1.0}, sets={"run.timeout": "10s"})
     recs = await assert_all_fail_with(w, "connection", 2)
     # a reset is seen at once, not after the 10 s timeout: the retry left long before that
     assert all(r["t_sent"] - r["t_scheduled"] < 5.0 for r in recs), [
@@ -83,9 +80,9 @@ async def test_reset_is_connection(make_workload: WorkloadFactory) -> None:
     ][:5]
 
 
-async def test_reset_fails_fast_and_is_retried(make_workload: WorkloadFactory) -> None:
+async def test_reset_fails_fast_and_is_retried(tmp_path: Path) -> None:
     """Whatever its class, a reset must be retried and must not wait for the timeout."""
-    w = make_workload(fault_workload("reset_rate = 1.0", max_attempts=2).replace('"0.3s"', '"20s"'))
+    w = fault_workload(tmp_path, {"reset_rate": 1.0}, max_attempts=2, sets={"run.timeout": "20s"})
     out = await run(w)
     recs = journal(w)
     assert len(recs) == 2
@@ -95,37 +92,37 @@ async def test_reset_fails_fast_and_is_retried(make_workload: WorkloadFactory) -
     assert out.summary["duration_s"] < 5.0  # two attempts each, neither waited 20 s
 
 
-async def test_stream_abort_is_stream_aborted(make_workload: WorkloadFactory) -> None:
-    w = make_workload(fault_workload("abort_rate = 1.0"))
+async def test_stream_abort_is_stream_aborted(tmp_path: Path) -> None:
+    w = fault_workload(tmp_path, {"abort_rate": 1.0})
     recs = await assert_all_fail_with(w, "stream_aborted", 2)
     assert all(r["output_tokens"] < 8 for r in recs), [r for r in recs if not (r["output_tokens"] < 8)][
         :5
     ]  # it stopped mid-way
 
 
-async def test_non_streaming_abort_is_stream_aborted(make_workload: WorkloadFactory) -> None:
-    w = make_workload(fault_workload("abort_rate = 1.0", stream=False))
+async def test_non_streaming_abort_is_stream_aborted(tmp_path: Path) -> None:
+    w = fault_workload(tmp_path, {"abort_rate": 1.0}, stream=False)
     await assert_all_fail_with(w, "stream_aborted", 2)
 
 
-async def test_malformed_chunk_is_bad_response(make_workload: WorkloadFactory) -> None:
-    w = make_workload(fault_workload("malformed_rate = 1.0"))
+async def test_malformed_chunk_is_bad_response(tmp_path: Path) -> None:
+    w = fault_workload(tmp_path, {"malformed_rate": 1.0})
     recs = await assert_all_fail_with(w, "bad_response", 2)
     assert all("malformed" in r["error_detail"] for r in recs), [
         r for r in recs if "malformed" not in r["error_detail"]
     ][:5]
 
 
-async def test_malformed_json_body_is_bad_response(make_workload: WorkloadFactory) -> None:
-    w = make_workload(fault_workload("malformed_rate = 1.0", stream=False))
+async def test_malformed_json_body_is_bad_response(tmp_path: Path) -> None:
+    w = fault_workload(tmp_path, {"malformed_rate": 1.0}, stream=False)
     recs = await assert_all_fail_with(w, "bad_response", 2)
     assert all("JSON" in r["error_detail"] for r in recs), [
         r for r in recs if "JSON" not in r["error_detail"]
     ][:5]
 
 
-async def test_stall_longer_than_timeout_is_timeout(make_workload: WorkloadFactory) -> None:
-    w = make_workload(fault_workload('stall_rate = 1.0\nstall = "20s"'))
+async def test_stall_longer_than_timeout_is_timeout(tmp_path: Path) -> None:
+    w = fault_workload(tmp_path, {"stall_rate": 1.0, "stall": "20s"})
     out = await run(w)
     recs = journal(w)
     assert {r["error"] for r in recs} == {"timeout"}
@@ -136,8 +133,8 @@ async def test_stall_longer_than_timeout_is_timeout(make_workload: WorkloadFacto
     assert out.summary["duration_s"] < 5.0
 
 
-async def test_server_error_is_http_500(make_workload: WorkloadFactory) -> None:
-    w = make_workload(fault_workload("error_rate = 1.0"))
+async def test_server_error_is_http_500(tmp_path: Path) -> None:
+    w = fault_workload(tmp_path, {"error_rate": 1.0})
     recs = await assert_all_fail_with(w, "http_500", 2)
     assert all("500" in r["error_detail"] for r in recs), [r for r in recs if "500" not in r["error_detail"]][
         :5
@@ -145,9 +142,9 @@ async def test_server_error_is_http_500(make_workload: WorkloadFactory) -> None:
 
 
 async def test_throttle_is_http_429_after_max_attempts_honouring_retry_after(
-    make_workload: WorkloadFactory,
+    tmp_path: Path,
 ) -> None:
-    w = make_workload(fault_workload('throttle_rate = 1.0\nretry_after = "200ms"', max_attempts=3, count=1))
+    w = fault_workload(tmp_path, {"throttle_rate": 1.0, "retry_after": "200ms"}, max_attempts=3, count=1)
     recs = await assert_all_fail_with(w, "http_429", 3)
     (r,) = recs
     assert r["backoff_ms"] >= (r["attempts"] - 1) * 200
@@ -155,62 +152,54 @@ async def test_throttle_is_http_429_after_max_attempts_honouring_retry_after(
     assert r["t_sent"] - r["t_scheduled"] >= 0.4
 
 
-async def test_backoff_is_capped(make_workload: WorkloadFactory) -> None:
+async def test_backoff_is_capped(tmp_path: Path) -> None:
     # uncapped, the waits would be drawn from [0, 40], [0, 80], [0, 160], [0, 320] ms
-    text = fault_workload("error_rate = 1.0", max_attempts=5, count=1)
-    text = text.replace('backoff = "1ms"', 'backoff = "40ms"').replace(
-        'backoff_max = "5ms"', 'backoff_max = "50ms"'
+    w = fault_workload(
+        tmp_path,
+        {"error_rate": 1.0},
+        max_attempts=5,
+        count=1,
+        sets={"retry.backoff": "40ms", "retry.backoff_max": "50ms"},
     )
-    w = make_workload(text)
     (r,) = await assert_all_fail_with(w, "http_500", 5)
     assert r["backoff_ms"] <= 4 * 50 + 1  # four waits, each capped at backoff_max
 
 
-async def test_errors_not_in_retry_on_are_not_retried(make_workload: WorkloadFactory) -> None:
-    text = fault_workload("error_rate = 1.0", max_attempts=3).replace(
-        "[retry]", '[retry]\non = [429, "timeout"]'
-    )
-    w = make_workload(text)
+async def test_errors_not_in_retry_on_are_not_retried(tmp_path: Path) -> None:
+    w = fault_workload(tmp_path, {"error_rate": 1.0}, max_attempts=3, sets={"retry.on": [429, "timeout"]})
     await assert_all_fail_with(w, "http_500", 1)
 
 
 @pytest.mark.slow
 async def test_mixed_faults_mostly_ok_each_id_once_backoff_not_latency(
-    make_workload: WorkloadFactory,
+    tmp_path: Path,
 ) -> None:
     count = 60
-    w = make_workload(
-        f"""
-        [run]
-        concurrency = {count}
-        timeout = "0.5s"
-        seed = 11
-        [endpoints.default]
-        base_url = "sim"
-        [[models]]
-        name = "m"
-        max_tokens = 6
-        [prompts]
-        synthetic = {{ count = {count}, input_tokens = 5, output_tokens = 6 }}
-        [retry]
-        max_attempts = 5
-        backoff = "100ms"
-        backoff_max = "200ms"
-        [sim.models.m]
-        ttft = "20ms"
-        tokens_per_s = 500
-        output_tokens = 6
-        capacity = 100
-        jitter = 0
-        error_rate = 0.2
-        throttle_rate = 0.2
-        retry_after = "300ms"
-        reset_rate = 0.2
-        abort_rate = 0.2
-        malformed_rate = 0.2
-        stall_rate = 0.2
-        stall = "1s"
-        """
+    w = fault_workload(
+        tmp_path,
+        {
+            "ttft": "20ms",
+            "tokens_per_s": 500,
+            "output_tokens": 6,
+            "capacity": 100,
+            "error_rate": 0.2,
+            "throttle_rate": 0.2,
+            "retry_after": "300ms",
+            "reset_rate": 0.2,
+            "abort_rate": 0.2,
+            "malformed_rate": 0.2,
+            "stall_rate": 0.2,
+            "stall": "1s",
+        },
+        max_attempts=5,
+        count=count,
+        sets={
+            "run": {"concurrency": count, "timeout": "0.5s", "seed": 11},
+            "models.0.max_tokens": 6,
+            "prompts.synthetic.output_tokens": 6,
+            "retry.backoff": "100ms",
+            "retry.backoff_max": "200ms",
+        },
     )
     out = await run(w)
     recs = journal(w)
@@ -247,25 +236,10 @@ async def test_mixed_faults_mostly_ok_each_id_once_backoff_not_latency(
 
 # --- the journal on disk, and stopping -----------------------------------------------------------
 
-QUICK = """
-    [run]
-    concurrency = 8
-    [endpoints.default]
-    base_url = "sim"
-    [[models]]
-    name = "m"
-    [prompts]
-    synthetic = { count = 300, input_tokens = 5, output_tokens = 4 }
-    [sim.models.m]
-    ttft = "20ms"
-    tokens_per_s = 200
-    jitter = 0
-    """
-
 
 @pytest.mark.slow
 async def test_journal_is_on_disk_per_record_and_fsynced_every_second(
-    make_workload: WorkloadFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     syncs: list[tuple[float, int]] = []  # (when, bytes in the file by then)
     real_fsync, real_fdatasync = os.fsync, os.fdatasync
@@ -278,9 +252,17 @@ async def test_journal_is_on_disk_per_record_and_fsynced_every_second(
         syncs.append((time.monotonic(), os.fstat(fd).st_size))
         real_fdatasync(fd)
 
-    monkeypatch.setattr(journal_mod.os, "fsync", fsync)
-    monkeypatch.setattr(journal_mod.os, "fdatasync", fdatasync)
-    w = make_workload(QUICK.replace("count = 300", "count = 400").replace('"20ms"', '"50ms"'))
+    monkeypatch.setattr(os, "fsync", fsync)  # the journal's `os` is this one
+    monkeypatch.setattr(os, "fdatasync", fdatasync)
+    w = load_workload(
+        "sim_instant",
+        tmp_path,
+        {
+            "run.concurrency": 8,
+            "prompts": {"synthetic": {"count": 400, "input_tokens": 5, "output_tokens": 4}},
+            "sim.models.m": {"ttft": "50ms", "tokens_per_s": 200, "jitter": 0},
+        },
+    )
     e = engine_for(w)
     seen: list[tuple[int, int]] = []
 
@@ -323,26 +305,6 @@ def _start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
     )
 
 
-SLOW = """
-    name = "stop"
-    [run]
-    concurrency = 8
-    grace = "{grace}"
-    [output]
-    results = "{results}"
-    [endpoints.default]
-    base_url = "sim"
-    [[models]]
-    name = "m"
-    [prompts]
-    synthetic = {{ count = 40, input_tokens = 5, output_tokens = 4 }}
-    [sim.models.m]
-    ttft = "20s"
-    tokens_per_s = 200
-    jitter = 0
-    """
-
-
 @pytest.mark.slow
 @pytest.mark.subprocess
 @pytest.mark.parametrize(
@@ -355,8 +317,18 @@ def test_stop_records_in_flight_as_cancelled_exits_130_and_resume_sends_them(
 ) -> None:
     tmp = tmp_path
     results = tmp / "out" / "results.jsonl"
-    wl = tmp / "w.toml"
-    wl.write_text(SLOW.format(grace=grace, results=results))
+    wl = write_workload(
+        "sim_instant",
+        tmp,
+        {
+            "name": "stop",
+            "run": {"concurrency": 8, "grace": grace},
+            "output.results": str(results),
+            "prompts": {"synthetic": {"count": 40, "input_tokens": 5, "output_tokens": 4}},
+            "sim.models.m": {"ttft": "20s", "tokens_per_s": 200, "jitter": 0},
+        },
+        file="w.toml",
+    )
     p = _start([str(wl), "--headless", "--progress-interval", "0.2"], tmp)
     assert p.stderr is not None
     deadline = time.time() + 30
@@ -393,27 +365,22 @@ def test_stop_records_in_flight_as_cancelled_exits_130_and_resume_sends_them(
     assert cancelled <= set(ok)
 
 
-async def test_a_mostly_healthy_model_is_not_cooled_down(make_workload: WorkloadFactory) -> None:
-    w = make_workload(
-        """
-        [run]
-        concurrency = 100
-        duration = "1s"
-        [endpoints.default]
-        base_url = "sim"
-        [[models]]
-        name = "m"
-        [prompts]
-        synthetic = { count = 1000, input_tokens = 5, output_tokens = 4 }
-        [retry]
-        max_attempts = 1
-        [sim.models.m]
-        ttft = "200ms"
-        tokens_per_s = 100
-        capacity = 200
-        jitter = 0.2
-        error_rate = 0.1
-        """
+async def test_a_mostly_healthy_model_is_not_cooled_down(tmp_path: Path) -> None:
+    w = load_workload(
+        "sim_instant",
+        tmp_path,
+        {
+            "run": {"concurrency": 100, "duration": "1s"},
+            "prompts": {"synthetic": {"count": 1000, "input_tokens": 5, "output_tokens": 4}},
+            "retry.max_attempts": 1,
+            "sim.models.m": {
+                "ttft": "200ms",
+                "tokens_per_s": 100,
+                "capacity": 200,
+                "jitter": 0.2,
+                "error_rate": 0.1,
+            },
+        },
     )
     out = await run(w)
     recs = journal(w)

@@ -37,6 +37,7 @@ from oxconsole.workload import load_workload
 from tests.ui_support import fixed_snapshot
 
 from .support import oxconsole_here
+from .support.workloads import Sets, write_workload
 
 ROOT = Path(__file__).resolve().parent.parent
 HINT = "missing /v1?"
@@ -113,27 +114,29 @@ def sim_url_fixture() -> Iterator[str]:
     p.wait(10)
 
 
-NO_V1 = """
-name = "no-v1"
-[run]
-concurrency = 4
-[output]
-results = "{results}"
-[endpoints.default]
-base_url = "{base_url}"
-[[models]]
-name = "m"
-max_tokens = 8
-[prompts]
-synthetic = {{ count = 12, input_tokens = 8, output_tokens = 4 }}
-"""
+def no_v1(tmp_path: Path, results: Path, base_url: str, sets: Sets | None = None) -> Path:
+    """tmp_path/w.toml: 12 requests of one model at `base_url` (a server's address without its
+    /v1, to fail fast), journaled to `results`; then `sets`."""
+    return write_workload(
+        "sim_instant",
+        tmp_path,
+        {
+            "name": "no-v1",
+            "output.results": str(results),
+            "endpoints.default.base_url": base_url,
+            "models.0.max_tokens": 8,
+            "prompts": {"synthetic": {"count": 12, "input_tokens": 8, "output_tokens": 4}},
+            "sim": None,
+            **(sets or {}),
+        },
+        file="w.toml",
+    )
 
 
 @pytest.mark.subprocess
 def test_headless_run_against_a_base_url_without_v1_prints_the_hint(tmp_path: Path, sim_url: str) -> None:
     assert sim_url.endswith("/v1")
-    w = tmp_path / "w.toml"
-    w.write_text(NO_V1.format(results=tmp_path / "out" / "results.jsonl", base_url=sim_url[: -len("/v1")]))
+    w = no_v1(tmp_path, tmp_path / "out" / "results.jsonl", sim_url[: -len("/v1")])
     r = oxconsole_here(str(w), "--headless", "--summary-json", str(tmp_path / "s.json"), cwd=tmp_path)
     assert r.returncode == 1, r.stderr
     assert "errors    http_404 12" in r.stdout
@@ -185,49 +188,6 @@ def test_models_table_sizes_the_name_column_to_the_names_and_shows_cost_at_80() 
 
 # -- point 9: `s` saves what reproduces the tuned run -------------------------------------------
 
-ROUTED = """
-name = "routed"
-[run]
-concurrency = 8
-seed = 5
-[output]
-results = "{results}"
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "a"
-[[models]]
-name = "b"
-[[models]]
-name = "c"
-weight = 2
-[prompts]
-file = "prompts.jsonl"
-[[routing.rules]]
-tag = "classify"
-models = ["c"]
-fallback = ["b"]
-[[routing.rules]]
-tag = "summarize"
-models = ["a", "c"]
-fallback = ["c"]
-[[routing.rules]]
-tag = "only-c"
-models = ["c"]
-[sim.models.a]
-ttft = "5ms"
-tokens_per_s = 0
-output_tokens = 4
-[sim.models.b]
-ttft = "5ms"
-tokens_per_s = 0
-output_tokens = 4
-[sim.models.c]
-ttft = "5ms"
-tokens_per_s = 0
-output_tokens = 4
-"""
-
 
 def _prompts() -> str:
     tags = ["classify", "summarize", "only-c", None]
@@ -250,9 +210,13 @@ def _routes(results: Path) -> dict[str, set[str]]:
 
 @pytest.mark.subprocess
 async def test_saved_tuned_file_routes_as_the_tuned_run_did(tmp_path: Path) -> None:
-    (tmp_path / "prompts.jsonl").write_text(_prompts())
-    path = tmp_path / "routed.toml"
-    path.write_text(ROUTED.format(results=tmp_path / "live.jsonl"))
+    path = write_workload(
+        "routed",
+        tmp_path,
+        {"output.results": str(tmp_path / "live.jsonl")},
+        file="routed.toml",
+        prompts=_prompts(),
+    )
     w = load_workload(path, ["run.concurrency=4"])
     live = Engine(w, results_path=w.results_path())
     live.apply(EnableModel("c", False))  # tuned before the first request

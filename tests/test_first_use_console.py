@@ -27,7 +27,7 @@ from oxconsole.metrics import Collector, Snapshot
 from oxconsole.ui.app import ConsoleApp
 from oxconsole.ui.screens import RoutingEditor
 from oxconsole.ui.widgets import ErrorsPanel, HeaderPanel
-from tests.test_first_use import HINT, NO_V1, rec, sim_url_fixture  # noqa: F401  (the sim_url fixture)
+from tests.test_first_use import HINT, no_v1, rec, sim_url_fixture  # noqa: F401  (the sim_url fixture)
 from tests.ui_support import EngineSource, StaticSource, fixed_snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,8 +58,7 @@ def shown(app: ConsoleApp, panel_id: str) -> str:
 async def test_console_stays_on_a_run_that_failed_fast_with_the_errors_showing_why(
     tmp_path: Path, sim_url: str
 ) -> None:
-    w = tmp_path / "w.toml"
-    w.write_text(NO_V1.format(results=tmp_path / "results.jsonl", base_url=sim_url[: -len("/v1")]))
+    w = no_v1(tmp_path, tmp_path / "results.jsonl", sim_url[: -len("/v1")])
     src = EngineSource(w)
     app = app_for(src, refresh=20.0)
     try:
@@ -194,12 +193,7 @@ async def test_the_palette_lists_keys_once() -> None:
 
 
 async def test_a_run_bounded_by_time_alone_shows_its_time(tmp_path: Path) -> None:
-    w = tmp_path / "w.toml"
-    w.write_text(
-        NO_V1.format(results=tmp_path / "r.jsonl", base_url="sim").replace(
-            "concurrency = 4", 'concurrency = 4\nduration = "190s"'
-        )
-    )
+    w = no_v1(tmp_path, tmp_path / "r.jsonl", "sim", {"run.duration": "190s"})
     snap = dataclasses.replace(SNAP, gauges=dataclasses.replace(SNAP.gauges, total_expected=None))
     app = app_for(StaticSource(snap, workload_path=str(w)))
     async with app.run_test(size=(100, 30)) as pilot:

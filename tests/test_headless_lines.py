@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -35,8 +36,8 @@ def test_the_line_shows_ttft_itl_and_dashes_for_an_empty_window() -> None:
 def test_the_line_says_what_bounds_the_run() -> None:
     s = fixed_snapshot()  # 45 of 48 in flight, 12 waiting for a slot
     assert "bound: concurrency" in progress_line(s)
-    free = dict(in_flight=3, waiting_slot=0)
-    cases = {
+    free: dict[str, Any] = dict(in_flight=3, waiting_slot=0)
+    cases: dict[str, dict[str, Any]] = {
         "tpm": dict(tpm=12_000.0, tpm_used=11_900.0, **free),
         "rate": dict(rate=5.0, achieved_rate=5.0, waiting_bucket=2, **free),
     }

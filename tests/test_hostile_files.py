@@ -11,6 +11,7 @@ import resource
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -29,7 +30,7 @@ def good(i: int) -> dict[str, object]:
     return RequestRecord(f"r{i}", "m", "e", "ok", 1, T + i, T + i, 1.0, 50.0, output_tokens=3).to_json_dict()
 
 
-ODD = [
+ODD: list[dict[str, Any]] = [
     {"latency_ms": 1e308},
     {"t_sent": 1e18},
     {"input_tokens": 2**62},

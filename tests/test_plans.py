@@ -5,12 +5,14 @@ agreeing with the live summary to the last digit."""
 from __future__ import annotations
 
 import asyncio
+import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+import tomli_w
 
 from oxconsole.cli import main
 from oxconsole.metrics.plans import Usage, plan_costs, price, project
@@ -18,56 +20,20 @@ from oxconsole.summary import summary_from_journal
 from oxconsole.workload import PricePlan, Prices, load_plans, load_workload
 
 from .support import engine_for, journal, run, until
-
-WL = """
-name = "plans"
-[run]
-concurrency = 8
-seed = 3
-[output]
-results = "{results}"
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "small"
-weight = 3
-price_per_1m_input = 0.10
-price_per_1m_output = 0.40
-[[models]]
-name = "big.v2"
-weight = 1
-price_per_request = 0.002
-[retry]
-max_attempts = 1
-[prompts]
-synthetic = {{ count = {count}, input_tokens = 40, output_tokens = 24 }}
-[sim.models.small]
-ttft = "{ttft}"
-tokens_per_s = 0
-jitter = 0
-error_rate = 0.15
-[sim.models."big.v2"]
-ttft = "{ttft}"
-tokens_per_s = 0
-jitter = 0
-"""
-
-PLANS = """
-[plans.request-based]
-default = { per_request = 0.0004 }
-[plans.token-based]
-default = { per_1m_input = 0.27, per_1m_output = 1.10 }
-models."big.v2" = { per_1m_input = 0.90 }
-"""
+from .support.workloads import Sets, workload_doc, write_workload
 
 
-def write(tmp_path: Path, count: int = 120, ttft: str = "2ms", plans: str = PLANS) -> Path:
+def write(tmp_path: Path, count: int = 120, ttft: str = "2ms", plans: Sets | None = None) -> Path:
+    """tests/workloads/plans.toml as tmp_path/w.toml: `count` prompts, answers `ttft` after
+    admission, its journal in out/, `plans` (the [plans] table) in place of its own when given."""
     tmp_path.mkdir(parents=True, exist_ok=True)
-    p = tmp_path / "w.toml"
-    p.write_text(
-        WL.format(results=(tmp_path / "out" / "results.jsonl").as_posix(), count=count, ttft=ttft) + plans
-    )
-    return p
+    sets = {
+        "output.results": (tmp_path / "out" / "results.jsonl").as_posix(),
+        "prompts.synthetic.count": count,
+        "sim.models.small.ttft": ttft,
+        'sim.models."big.v2".ttft': ttft,
+    }
+    return write_workload("plans", tmp_path, {**sets, **(plans or {})}, file="w.toml")
 
 
 def priced_from_journal(recs: list[dict[str, Any]], plan: PricePlan) -> float:
@@ -141,7 +107,7 @@ default = { per_request = 1 }
 def test_every_plan_error_at_once_with_its_key_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    w = write(tmp_path, plans=BAD)
+    w = write(tmp_path, plans={"plans": tomllib.loads(BAD)["plans"]})
     assert main(["validate", str(w)]) == 2
     err = capsys.readouterr().err
     expected = [
@@ -244,7 +210,7 @@ async def test_report_plans_equals_the_live_summary(
     }
     # --plans FILE: the same plans from a file of their own, through the command line
     plans_file = tmp_path / "plans.toml"
-    plans_file.write_text(PLANS)
+    plans_file.write_text(tomli_w.dumps({"plans": workload_doc("plans")["plans"]}))
     assert main(["report", str(path), "--plans", str(plans_file), "--json"]) == 0
     reported = orjson.loads(capsys.readouterr().out)
     assert reported["cost"] == live["cost"]
@@ -379,44 +345,34 @@ def test_the_example_compares_a_request_based_and_a_token_based_plan() -> None:
     assert load_plans(example) == load_workload(example).plans  # a workload is a plans file too
 
 
-PACKED = """
-name = "packed"
-[run]
-concurrency = 4
-seed = 5
-[output]
-results = "{results}"
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "m"
-max_tokens = 64
-price_per_request = 0.002
-[prompts]
-synthetic = {{ count = 96, input_tokens = 20, output_tokens = 8 }}
-[packing]
-size = 8
-[sim.models.m]
-ttft = "2ms"
-tokens_per_s = 0
-output_tokens = 8
-jitter = 0
-pack_error_rate = {pack_error_rate}
-[plans.request-based]
-default = {{ per_request = 0.002 }}
-[plans.token-based]
-default = {{ per_1m_input = 0.27, per_1m_output = 1.10 }}
-"""
-
-
 @pytest.mark.parametrize("pack_error_rate", [0.0, 0.3])
 async def test_packed_tasks_are_billed_per_http_request(tmp_path: Path, pack_error_rate: float) -> None:
-    (tmp_path / "w.toml").write_text(
-        PACKED.format(
-            results=(tmp_path / "out" / "results.jsonl").as_posix(), pack_error_rate=pack_error_rate
+    w = load_workload(
+        write_workload(
+            "sim_instant",
+            tmp_path,
+            {
+                "name": "packed",
+                "run": {"concurrency": 4, "seed": 5},
+                "output.results": (tmp_path / "out" / "results.jsonl").as_posix(),
+                "models": [{"name": "m", "max_tokens": 64, "price_per_request": 0.002}],
+                "prompts": {"synthetic": {"count": 96, "input_tokens": 20, "output_tokens": 8}},
+                "packing.size": 8,
+                "sim.models.m": {
+                    "ttft": "2ms",
+                    "tokens_per_s": 0,
+                    "output_tokens": 8,
+                    "jitter": 0,
+                    "pack_error_rate": pack_error_rate,
+                },
+                "plans": {
+                    "request-based": {"default": {"per_request": 0.002}},
+                    "token-based": {"default": {"per_1m_input": 0.27, "per_1m_output": 1.10}},
+                },
+            },
+            file="w.toml",
         )
     )
-    w = load_workload(tmp_path / "w.toml")
     s = (await run(w)).summary
     recs = journal(w)
     assert s["requests"]["ok"] == s["requests"]["total"] == 96

@@ -21,6 +21,7 @@ import pytest
 
 from oxconsole.cli import main
 from oxconsole.engine.commands import SetConcurrency, Stop
+from oxconsole.engine.pool import ProcessShards
 from oxconsole.engine.raychannel import GATHER_S, ActorChannel
 from oxconsole.engine.runner import make_engine
 
@@ -104,6 +105,7 @@ async def test_two_actors_one_journal_commands_in_shares_loopback_only(
         seen["pids"] = descendants(os.getpid()) | {os.getpid()}
         assert_loopback(seen["pids"])
         e.apply(SetConcurrency(6))
+        assert isinstance(e.shards, ProcessShards), e.shards
         workers = e.shards.workers
         await until(lambda: all(wk.gauges and wk.gauges["concurrency"] == 3 for wk in workers), timeout=30)
         seen["shares"] = True
@@ -126,6 +128,7 @@ async def test_killed_actor_is_reported_not_hung(make_workload: WorkloadFactory,
 
     async def kill_one() -> None:
         await until(lambda: e.latest is not None and e.latest.counts.total >= 20, timeout=90)
+        assert isinstance(e.shards, ProcessShards), e.shards
         ray_local.kill(e.shards.workers[0].proc.actor)
         await until(lambda: any("ray actor 0" in x for x in e.warnings), timeout=30)
         e.apply(Stop())

@@ -29,6 +29,7 @@ from oxconsole.workload import (
 from .conftest import WorkloadFactory
 from .http_support import chat_server, ok_answer
 from .support import oxconsole_here
+from .support.workloads import Sets, load_workload, write_workload
 
 SIM = """
 [endpoints.default]
@@ -43,11 +44,11 @@ jitter = 0
 """
 
 
-def journal(w: Workload) -> list[dict]:
+def journal(w: Workload) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in w.results_path().read_bytes().splitlines() if line.strip()]
 
 
-async def run(w: Workload) -> list[dict]:
+async def run(w: Workload) -> list[dict[str, Any]]:
     e = Engine(w, results_path=w.results_path(), total_expected=check_prompts(w).total_requests)
     out = await e.run()
     assert out.exit_code == 0, out
@@ -58,32 +59,27 @@ async def run(w: Workload) -> list[dict]:
 # Synthetic lengths and prefix
 # --------------------------------------------------------------------------------------------
 
-DISTS = """
-[run]
-seed = {seed}
-[prompts.synthetic]
-count = {count}
-prefix_tokens = {prefix}
-input_tokens = {{ dist = "lognormal", mean = 120, stddev = 60, min = 20, max = 400 }}
-output_tokens = {{ dist = "{out}", {out_args} }}
-"""
-
 
 def _dists(
-    make: WorkloadFactory,
+    tmp_path: Path,
     seed: int = 1,
     count: int = 300,
     prefix: int = 0,
-    out: str = "normal",
-    out_args: str = "mean = 40, stddev = 10, min = 5, max = 60",
+    output: dict[str, Any] | None = None,
+    sets: Sets | None = None,
+    file: str = "workload.toml",
 ) -> Workload:
-    return make(SIM + DISTS.format(seed=seed, count=count, prefix=prefix, out=out, out_args=out_args))
+    """tests/workloads/sim_dists.toml with its seed, count, prefix and output distribution set."""
+    synthetic: dict[str, Any] = {"prompts.synthetic.count": count, "prompts.synthetic.prefix_tokens": prefix}
+    if output is not None:
+        synthetic["prompts.synthetic.output_tokens"] = output
+    return load_workload("sim_dists", tmp_path, {"run.seed": seed, **synthetic, **(sets or {})}, file=file)
 
 
-def test_lengths_drawn_within_bounds_and_reproducible_by_seed(make_workload: WorkloadFactory) -> None:
-    a = list(iter_prompts(_dists(make_workload)))
-    b = list(iter_prompts(_dists(make_workload)))
-    c = list(iter_prompts(_dists(make_workload, seed=2)))
+def test_lengths_drawn_within_bounds_and_reproducible_by_seed(tmp_path: Path) -> None:
+    a = list(iter_prompts(_dists(tmp_path)))
+    b = list(iter_prompts(_dists(tmp_path)))
+    c = list(iter_prompts(_dists(tmp_path, seed=2)))
     assert [(p.messages, p.max_tokens) for p in a] == [(p.messages, p.max_tokens) for p in b]
     assert [p.max_tokens for p in a] != [p.max_tokens for p in c]
     outs = [p.max_tokens or 0 for p in a]
@@ -95,20 +91,18 @@ def test_lengths_drawn_within_bounds_and_reproducible_by_seed(make_workload: Wor
     assert len(set(outs)) > 10  # drawn, not fixed
 
 
-def test_uniform_and_repeat_passes_draw_the_same_lengths(make_workload: WorkloadFactory) -> None:
-    w = _dists(make_workload, count=50, out="uniform", out_args="min = 8, max = 12")
-    w2 = make_workload(
-        SIM + DISTS.format(seed=1, count=50, prefix=0, out="uniform", out_args="min = 8, max = 12"),
-        overrides=("prompts.repeat=2",),
-    )
+def test_uniform_and_repeat_passes_draw_the_same_lengths(tmp_path: Path) -> None:
+    uniform = {"dist": "uniform", "min": 8, "max": 12}
+    w = _dists(tmp_path, count=50, output=uniform)
+    w2 = _dists(tmp_path, count=50, output=uniform, sets={"prompts.repeat": 2}, file="w2.toml")
     one = [p.max_tokens for p in iter_prompts(w)]
     two = [p.max_tokens for p in iter_prompts(w2)]
     assert set(one) == {8, 9, 10, 11, 12}
     assert two == one + one
 
 
-def test_prefix_is_shared_and_comes_first(make_workload: WorkloadFactory) -> None:
-    ps = list(iter_prompts(_dists(make_workload, count=20, prefix=50)))
+def test_prefix_is_shared_and_comes_first(tmp_path: Path) -> None:
+    ps = list(iter_prompts(_dists(tmp_path, count=20, prefix=50)))
     texts = [p.messages[0]["content"] for p in ps]
     prefix = texts[0][:190]
     assert all(t.startswith(prefix) for t in texts), [t for t in texts if not t.startswith(prefix)][:5]
@@ -118,10 +112,10 @@ def test_prefix_is_shared_and_comes_first(make_workload: WorkloadFactory) -> Non
     ][:5]
 
 
-def test_a_million_synthetic_prompts_stream_in_constant_memory(make_workload: WorkloadFactory) -> None:
+def test_a_million_synthetic_prompts_stream_in_constant_memory(tmp_path: Path) -> None:
     """Drawing prompts holds nothing per prompt: memory after 3,000 is what it was after 1,000
     (keeping each prompt would add ~2,000 x 300 bytes), and a million is never made up front."""
-    w = _dists(make_workload, count=1_000_000)
+    w = _dists(tmp_path, count=1_000_000)
     tracemalloc.start()
     try:
         at: dict[int, int] = {}
@@ -177,8 +171,8 @@ def test_mean_outside_min_max_and_wrong_types(make_workload: WorkloadFactory) ->
     assert "output_tokens: expected an integer >= 1 or a distribution" in str(e.value)
 
 
-def test_validate_describes_the_drawn_lengths(make_workload: WorkloadFactory) -> None:
-    w = _dists(make_workload, count=1000, prefix=30)
+def test_validate_describes_the_drawn_lengths(tmp_path: Path) -> None:
+    w = _dists(tmp_path, count=1000, prefix=30)
     text = describe(w, check_prompts(w))
     assert "lognormal(mean 120, stddev 60, 20..400) input tokens after a shared prefix of 30" in text
     assert "max_tokens normal(mean 40, stddev 10, 5..60)" in text
@@ -194,8 +188,8 @@ def test_validate_describes_the_drawn_lengths(make_workload: WorkloadFactory) ->
 
 
 @pytest.mark.subprocess
-async def test_drawn_max_tokens_reach_the_server(make_workload: WorkloadFactory) -> None:
-    w = _dists(make_workload, count=60, prefix=20, out="uniform", out_args="min = 3, max = 30")
+async def test_drawn_max_tokens_reach_the_server(tmp_path: Path) -> None:
+    w = _dists(tmp_path, count=60, prefix=20, output={"dist": "uniform", "min": 3, "max": 30})
     recs = await run(w)
     wanted = {p.id: p.max_tokens for p in iter_prompts(w)}
     assert len(recs) == 60
@@ -218,9 +212,9 @@ def _conv(cid: object, *turns: tuple[str, str]) -> dict[str, Any]:
     return {"id": cid, "conversations": [{"from": f, "value": v} for f, v in turns]}
 
 
-def _sharegpt(make: WorkloadFactory, tmp_path: Path, data: bytes, name: str = "sg.json") -> Workload:
+def _sharegpt(tmp_path: Path, data: bytes, name: str = "sg.json") -> Workload:
     (tmp_path / name).write_bytes(data)
-    return make(SIM + f'[prompts]\nfile = "{name}"\nformat = "sharegpt"\n')
+    return load_workload("sim_dists", tmp_path, {"prompts": {"file": name, "format": "sharegpt"}})
 
 
 CONVS = [
@@ -231,16 +225,14 @@ CONVS = [
 
 
 @pytest.mark.parametrize("shape", ["array", "array-small-reads", "jsonl"])
-def test_sharegpt_json_and_jsonl(
-    make_workload: WorkloadFactory, tmp_path: Path, shape: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_sharegpt_json_and_jsonl(tmp_path: Path, shape: str, monkeypatch: pytest.MonkeyPatch) -> None:
     if shape == "jsonl":
         data = b"\n".join(orjson.dumps(c) for c in CONVS) + b"\n"
     else:
         data = orjson.dumps(CONVS, option=orjson.OPT_INDENT_2)
     if shape == "array-small-reads":
         monkeypatch.setattr(jsonarray, "READ_SIZE", 3)  # objects and escapes cut across reads
-    w = _sharegpt(make_workload, tmp_path, data)
+    w = _sharegpt(tmp_path, data)
     ps = list(iter_prompts(w))
     assert [p.id for p in ps] == ["a", "7"]
     assert ps[0].messages == [{"role": "user", "content": 'Hi [there] {x} "q" \\'}]
@@ -269,20 +261,18 @@ def test_sharegpt_json_and_jsonl(
         (b"[]", "at least one prompt"),
     ],
 )
-def test_sharegpt_bad_entries_are_named(
-    make_workload: WorkloadFactory, tmp_path: Path, data: bytes, fragment: str
-) -> None:
-    w = _sharegpt(make_workload, tmp_path, data)
+def test_sharegpt_bad_entries_are_named(tmp_path: Path, data: bytes, fragment: str) -> None:
+    w = _sharegpt(tmp_path, data)
     with pytest.raises(WorkloadError, match=re.escape(fragment)):
         check_prompts(w)
 
 
-def test_sharegpt_array_streams_in_constant_memory(make_workload: WorkloadFactory, tmp_path: Path) -> None:
+def test_sharegpt_array_streams_in_constant_memory(tmp_path: Path) -> None:
     # few long conversations rather than many short ones: the same 10 MB to stream, and tracemalloc
     # (which slows every allocation) has a tenth of the objects to follow
     conv = orjson.dumps(_conv(None, ("human", "q " * 1000), ("gpt", "a " * 4000)))
     (tmp_path / "big.json").write_bytes(b"[" + b",\n".join([conv] * 1_000) + b"]")  # ~10 MB
-    w = make_workload(SIM + '[prompts]\nfile = "big.json"\nformat = "sharegpt"\n')
+    w = load_workload("sim_dists", tmp_path, {"prompts": {"file": "big.json", "format": "sharegpt"}})
     tracemalloc.start()
     try:
         n = sum(1 for _ in iter_prompts(w))
@@ -322,7 +312,8 @@ def _batch_file(tmp_path: Path, lines: list[Any]) -> None:
     (tmp_path / "batch.jsonl").write_bytes(data)
 
 
-BATCH = '[prompts]\nfile = "batch.jsonl"\nformat = "openai-batch"\n'
+BATCH = {"prompts": {"file": "batch.jsonl", "format": "openai-batch"}}
+"""The prompts as OpenAI Batch input lines, in batch.jsonl."""
 
 
 @pytest.mark.parametrize(
@@ -345,11 +336,9 @@ BATCH = '[prompts]\nfile = "batch.jsonl"\nformat = "openai-batch"\n'
         (_line("first"), 'line 2: id: expected a unique id (line 1 has the same id), got "first"'),
     ],
 )
-def test_batch_bad_lines_are_named(
-    make_workload: WorkloadFactory, tmp_path: Path, line: Any, fragment: str
-) -> None:
+def test_batch_bad_lines_are_named(tmp_path: Path, line: Any, fragment: str) -> None:
     _batch_file(tmp_path, [_line("first"), line])
-    w = make_workload(SIM + BATCH)
+    w = load_workload("sim_dists", tmp_path, BATCH)
     with pytest.raises(WorkloadError, match=re.escape(fragment)):
         check_prompts(w)
 
@@ -361,7 +350,7 @@ def test_batch_output_needs_a_batch_file(make_workload: WorkloadFactory) -> None
         make_workload(SIM + '[prompts]\nitems = ["x"]\n[output]\nbatch_output = "o.jsonl"\n')
 
 
-async def test_batch_bodies_are_sent_as_given(make_workload: WorkloadFactory, tmp_path: Path) -> None:
+async def test_batch_bodies_are_sent_as_given(tmp_path: Path) -> None:
     seen: list[dict[str, Any]] = []
 
     async def handler(request: web.Request) -> web.Response:
@@ -379,20 +368,16 @@ async def test_batch_bodies_are_sent_as_given(make_workload: WorkloadFactory, tm
     ]
     _batch_file(tmp_path, given)
     async with chat_server(handler) as url:
-        w = make_workload(
-            f"""
-            [run]
-            stream = false
-            [endpoints.default]
-            base_url = "{url}/v1"
-            [[models]]
-            name = "m"
-            max_tokens = 999
-            temperature = 1.5
-            [[models]]
-            name = "m2"
-            """
-            + BATCH
+        w = load_workload(
+            "sim_dists",
+            tmp_path,
+            {
+                "run": {"stream": False},
+                "endpoints.default.base_url": f"{url}/v1",
+                "models": [{"name": "m", "max_tokens": 999, "temperature": 1.5}, {"name": "m2"}],
+                **BATCH,
+                "sim": None,
+            },
         )
         recs = await run(w)
     assert sorted(r["id"] for r in recs) == ["x1", "x2"]
@@ -407,20 +392,17 @@ async def test_batch_bodies_are_sent_as_given(make_workload: WorkloadFactory, tm
 @pytest.mark.subprocess
 def test_batch_run_writes_output_and_errors_files(tmp_path: Path) -> None:
     _batch_file(tmp_path, [_line("ok-1"), _line("bad-1", model="broken"), _line("ok-2", max_tokens=3)])
-    (tmp_path / "w.toml").write_text(
-        SIM
-        + BATCH
-        + """
-        [[models]]
-        name = "broken"
-        [sim.models.broken]
-        error_rate = 1.0
-        [retry]
-        max_attempts = 1
-        [output]
-        results = "out/results.jsonl"
-        batch_output = "out/{name}-batch.jsonl"
-        """.replace("\n        ", "\n")
+    write_workload(
+        "sim_dists",
+        tmp_path,
+        {
+            **BATCH,
+            "models": [{"name": "m"}, {"name": "broken"}],
+            "sim.models.broken": {"error_rate": 1.0},
+            "retry.max_attempts": 1,
+            "output": {"results": "out/results.jsonl", "batch_output": "out/{name}-batch.jsonl"},
+        },
+        file="w.toml",
     )
     r = oxconsole_here("w.toml", "--headless", cwd=tmp_path)
     assert r.returncode == 1, r.stderr  # a request failed
@@ -483,7 +465,7 @@ SECRET = "org-SECRET-4242-value"
 
 
 async def test_extra_body_ignore_eos_and_headers_reach_the_server(
-    make_workload: WorkloadFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TEST_ORG_ID", SECRET)
     seen: list[tuple[dict[str, str], dict[str, Any]]] = []  # header names lower-cased
@@ -495,22 +477,26 @@ async def test_extra_body_ignore_eos_and_headers_reach_the_server(
         return ok_answer()
 
     async with chat_server(handler) as url:
-        w = make_workload(
-            f"""
-            [run]
-            stream = false
-            concurrency = 1
-            [endpoints.default]
-            base_url = "{url}/v1"
-            headers = {{ "X-Team" = "evals" }}
-            headers_env = {{ "X-Org" = "TEST_ORG_ID" }}
-            [[models]]
-            name = "m"
-            ignore_eos = true
-            extra_body = {{ top_k = 20, chat_template_kwargs = {{ enable_thinking = false }} }}
-            [prompts]
-            items = ["a", "b"]
-            """
+        w = load_workload(
+            "sim_dists",
+            tmp_path,
+            {
+                "run": {"stream": False, "concurrency": 1},
+                "endpoints.default": {
+                    "base_url": f"{url}/v1",
+                    "headers": {"X-Team": "evals"},
+                    "headers_env": {"X-Org": "TEST_ORG_ID"},
+                },
+                "models": [
+                    {
+                        "name": "m",
+                        "ignore_eos": True,
+                        "extra_body": {"top_k": 20, "chat_template_kwargs": {"enable_thinking": False}},
+                    }
+                ],
+                "prompts": {"items": ["a", "b"]},
+                "sim": None,
+            },
         )
         e = Engine(w, results_path=w.results_path(), total_expected=2)
         out = await e.run()
@@ -527,7 +513,7 @@ async def test_extra_body_ignore_eos_and_headers_reach_the_server(
 
 
 def test_header_errors_and_missing_variables(
-    make_workload: WorkloadFactory, monkeypatch: pytest.MonkeyPatch
+    make_workload: WorkloadFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with pytest.raises(WorkloadError) as e:
         make_workload(
@@ -552,8 +538,8 @@ def test_header_errors_and_missing_variables(
     assert "extra_body.model: expected a field other than model" in text
     assert "ignore_eos: expected true or false" in text
     monkeypatch.delenv("TEST_NO_SUCH_VAR", raising=False)
-    env = 'endpoints.default.headers_env={"X-Org" = "TEST_NO_SUCH_VAR"}'
-    w = make_workload(SIM + '[prompts]\nitems = ["a"]\n', overrides=(env,))
+    env = {"endpoints.default.headers_env": {"X-Org": "TEST_NO_SUCH_VAR"}}
+    w = load_workload("sim_dists", tmp_path, {"prompts": {"items": ["a"]}, **env})
     with pytest.raises(WorkloadError, match="X-Org: environment variable TEST_NO_SUCH_VAR is not set"):
         resolve_headers(w, "default")
     monkeypatch.setenv("TEST_NO_SUCH_VAR", SECRET)

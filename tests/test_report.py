@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -22,7 +23,7 @@ def write_journal(path: Path, recs: list[RequestRecord], tail: bytes = b"") -> N
         f.write(tail)
 
 
-def collector_summary(recs: list[RequestRecord], duration: float) -> dict[str, object]:
+def collector_summary(recs: list[RequestRecord], duration: float) -> dict[str, Any]:
     clock = FakeClock()
     c = Collector(["alpha", "beta"], started_at=recs[0].t_scheduled, clock=clock)
     for i, r in enumerate(recs):

@@ -7,6 +7,7 @@ import asyncio
 import json
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,7 +29,7 @@ def fixed(n: int, latency: float, t0: float = 1_700_000_000.0) -> list[RequestRe
     ]  # fmt: skip
 
 
-def row(c: dict, key: str) -> dict:
+def row(c: dict[str, Any], key: str) -> dict[str, Any]:
     return next(r for r in c["figures"] if r["figure"] == key)
 
 
@@ -73,7 +74,7 @@ def test_real_difference_and_noise_on_the_simulator(
     alike. TTFT is large against that (a few ms) and jittered by the simulator, so the within-run
     spread is what the intervals measure: 160 requests a run give intervals about 5% of the p50
     wide, where two runs of the same settings overlap and 100 ms against 300 ms is far apart."""
-    same = {"count": 160, "concurrency": 16, "jitter": 0.3}
+    same: dict[str, Any] = {"count": 160, "concurrency": 16, "jitter": 0.3}
     runs = [("fast", "100ms", 1), ("again", "100ms", 2), ("slow", "300ms", 3)]
     ws = [load_workload(sim_workload(tmp_path / n, ttft=t, seed=s, **same)) for n, t, s in runs]
 

@@ -20,6 +20,7 @@ import time
 from collections import defaultdict
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import orjson
@@ -98,7 +99,7 @@ def error(status: int, message: str, headers: dict[str, str] | None = None) -> w
     return web.Response(status=status, body=body, content_type="application/json", headers=headers)
 
 
-async def answer(request: web.Request, body: dict, model: str) -> web.StreamResponse:
+async def answer(request: web.Request, body: dict[str, Any], model: str) -> web.StreamResponse:
     usage = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
     if not body.get("stream"):
         return web.json_response(
@@ -118,7 +119,7 @@ async def answer(request: web.Request, body: dict, model: str) -> web.StreamResp
         )
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await resp.prepare(request)
-    chunks = [
+    chunks: list[dict[str, Any]] = [
         {"choices": [{"index": 0, "delta": {"content": "hi "}, "finish_reason": None}]},
         {"choices": [{"index": 0, "delta": {"content": "there"}, "finish_reason": None}]},
         {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},

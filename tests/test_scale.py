@@ -22,7 +22,8 @@ def test_idset_membership_and_length() -> None:
     ids = IdSet(f"p{i}" for i in [3, 1, 2, 2, 1000])
     assert len(ids) == 4
     assert "p2" in ids and "p1000" in ids
-    assert "p4" not in ids and 7 not in ids
+    not_a_str: object = 7
+    assert "p4" not in ids and not_a_str not in ids
     assert ids.nbytes == 4 * 8
     with pytest.raises(TypeError):
         list(ids)  # no source to read the ids from

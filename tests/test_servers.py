@@ -6,6 +6,8 @@ Each server is a small aiohttp app on loopback.
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 from aiohttp import web
 
@@ -18,7 +20,7 @@ from .support import journal, run
 
 async def run_against(
     handler: Handler, make_workload: WorkloadFactory, path: str = "/v1"
-) -> tuple[RunOutcome, list[dict]]:
+) -> tuple[RunOutcome, list[dict[str, Any]]]:
     async with chat_server(handler) as base:
         w = make_workload(
             f"""

@@ -16,8 +16,8 @@ from oxconsole.engine.runner import Engine
 from oxconsole.journal.journal import ok_ids
 from oxconsole.workload import Workload, WorkloadError, check_prompts, describe
 
-from .conftest import WorkloadFactory
 from .http_support import chat_server
+from .support.workloads import load_workload
 
 
 def journal(w: Workload) -> list[dict[str, Any]]:
@@ -52,37 +52,30 @@ def _server(seen: list[list[dict[str, Any]]]) -> Any:
     return handler
 
 
-def _workload(make: WorkloadFactory, url: str, prompts: str, *, save_text: bool = False) -> Workload:
-    return make(
-        f"""
-        [run]
-        stream = false
-        [endpoints.default]
-        base_url = "{url}/v1"
-        [[models]]
-        name = "a"
-        [[models]]
-        name = "b"
-        [retry]
-        max_attempts = 1
-        [prompts]
-        file = "prompts.jsonl"
-        [output]
-        results = "results.jsonl"
-        save_text = {str(save_text).lower()}
-        """,
+def _workload(tmp_path: Path, url: str, prompts: str, *, save_text: bool = False) -> Workload:
+    """Two models, "a" and "b", on the test's own server: no streaming, no retries."""
+    return load_workload(
+        "sim_instant",
+        tmp_path,
+        {
+            "run": {"stream": False},
+            "endpoints.default.base_url": f"{url}/v1",
+            "models": [{"name": "a"}, {"name": "b"}],
+            "retry.max_attempts": 1,
+            "prompts": {"file": "prompts.jsonl"},
+            "output": {"results": "results.jsonl", "save_text": save_text},
+            "sim": None,
+        },
         prompts=prompts,
     )
 
 
-async def test_each_turn_sends_the_whole_history(
-    make_workload: WorkloadFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_each_turn_sends_the_whole_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     seen: list[list[dict[str, Any]]] = []
     async with chat_server(_server(seen)) as url:
         w = _workload(
-            make_workload,
+            tmp_path,
             url,
             lines(
                 {"id": "s", "turns": ["one", "two", "three"], "tag": "t"},
@@ -120,24 +113,18 @@ async def test_each_turn_sends_the_whole_history(
 
 
 @pytest.mark.subprocess
-async def test_sessions_interleave_within_concurrency(make_workload: WorkloadFactory) -> None:
-    sessions = [{"id": f"s{i}", "turns": [f"q{i}-{k}" for k in range(4)]} for i in range(12)]
-    w = make_workload(
-        """
-        [run]
-        concurrency = 3
-        [endpoints.default]
-        base_url = "sim"
-        [[models]]
-        name = "m"
-        [sim.models.m]
-        ttft = "10ms"
-        tokens_per_s = 500
-        output_tokens = 5
-        jitter = 0
-        [prompts]
-        file = "prompts.jsonl"
-        """,
+async def test_sessions_interleave_within_concurrency(tmp_path: Path) -> None:
+    sessions: list[dict[str, Any]] = [
+        {"id": f"s{i}", "turns": [f"q{i}-{k}" for k in range(4)]} for i in range(12)
+    ]
+    w = load_workload(
+        "sim_instant",
+        tmp_path,
+        {
+            "run.concurrency": 3,
+            "sim.models.m": {"ttft": "10ms", "tokens_per_s": 500, "output_tokens": 5, "jitter": 0},
+            "prompts": {"file": "prompts.jsonl"},
+        },
         prompts=lines(*sessions),
     )
     assert check_prompts(w).total_requests == 48
@@ -163,13 +150,13 @@ async def test_sessions_interleave_within_concurrency(make_workload: WorkloadFac
 
 
 async def test_resume_skips_complete_sessions_and_restarts_the_others(
-    make_workload: WorkloadFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
     seen: list[list[dict[str, Any]]] = []
     async with chat_server(_server(seen)) as url:
         w = _workload(
-            make_workload,
+            tmp_path,
             url,
             lines({"id": "done", "turns": ["x", "y"]}, {"id": "half", "turns": ["p", "FAIL once"]}),
             save_text=True,
@@ -193,18 +180,22 @@ async def test_resume_skips_complete_sessions_and_restarts_the_others(
         ({"turns": "a"}, "line 1: turns: expected a non-empty array"),
     ],
 )
-def test_turn_errors_are_named(make_workload: WorkloadFactory, line: dict[str, Any], fragment: str) -> None:
-    w = make_workload(
-        '[endpoints.default]\nbase_url = "sim"\n[[models]]\nname = "m"\n[prompts]\nfile = "prompts.jsonl"\n',
+def test_turn_errors_are_named(tmp_path: Path, line: dict[str, Any], fragment: str) -> None:
+    w = load_workload(
+        "sim_instant",
+        tmp_path,
+        {"prompts": {"file": "prompts.jsonl"}},
         prompts=lines(line),
     )
     with pytest.raises(WorkloadError, match=re.escape(fragment)):
         check_prompts(w)
 
 
-def test_validate_counts_sessions_and_turns(make_workload: WorkloadFactory) -> None:
-    w = make_workload(
-        '[endpoints.default]\nbase_url = "sim"\n[[models]]\nname = "m"\n[prompts]\nfile = "prompts.jsonl"\n',
+def test_validate_counts_sessions_and_turns(tmp_path: Path) -> None:
+    w = load_workload(
+        "sim_instant",
+        tmp_path,
+        {"prompts": {"file": "prompts.jsonl"}},
         prompts=lines({"turns": ["a", "b", "c"]}, {"turns": ["d"]}, {"prompt": "e"}),
     )
     stats = check_prompts(w)
@@ -214,25 +205,17 @@ def test_validate_counts_sessions_and_turns(make_workload: WorkloadFactory) -> N
 
 @pytest.mark.slow
 @pytest.mark.subprocess
-async def test_sessions_with_worker_processes(make_workload: WorkloadFactory) -> None:
+async def test_sessions_with_worker_processes(tmp_path: Path) -> None:
     from oxconsole.engine.runner import make_engine
 
-    w = make_workload(
-        """
-        [run]
-        workers = 2
-        [endpoints.default]
-        base_url = "sim"
-        [[models]]
-        name = "m"
-        [sim.models.m]
-        ttft = "2ms"
-        tokens_per_s = 0
-        output_tokens = 3
-        jitter = 0
-        [prompts]
-        file = "prompts.jsonl"
-        """,
+    w = load_workload(
+        "sim_instant",
+        tmp_path,
+        {
+            "run": {"workers": 2},
+            "sim.models.m": {"ttft": "2ms", "tokens_per_s": 0, "output_tokens": 3, "jitter": 0},
+            "prompts": {"file": "prompts.jsonl"},
+        },
         prompts=lines(*({"id": f"s{i}", "turns": ["a", "b", "c"]} for i in range(6))),
     )
     e = make_engine(w, results_path=w.results_path(), total_expected=18)
@@ -256,10 +239,11 @@ def test_sessions_example_validates() -> None:
     assert (stats.sessions, stats.turns, stats.total_requests) == (4, 12, 13)
 
 
-def test_sessions_are_not_packed(make_workload: WorkloadFactory) -> None:
-    w = make_workload(
-        '[endpoints.default]\nbase_url = "sim"\n[[models]]\nname = "m"\n[prompts]\nfile = "prompts.jsonl"\n'
-        "[packing]\nsize = 4\n",
+def test_sessions_are_not_packed(tmp_path: Path) -> None:
+    w = load_workload(
+        "sim_instant",
+        tmp_path,
+        {"prompts": {"file": "prompts.jsonl"}, "packing.size": 4},
         prompts=lines({"turns": ["a", "b"]}),
     )
     with pytest.raises(WorkloadError, match=re.escape("packing.size: expected 1 (multi-turn sessions")):

@@ -103,7 +103,7 @@ async def trace_of(url: str) -> tuple[Trace, dict[str, Any]]:
     """The simulator's trace and its own lateness figures (ms)."""
     async with aiohttp.ClientSession() as s, s.get(url.removesuffix("/v1") + "/sim/trace") as r:
         trace = [tuple(t) for t in await r.json()]
-    return trace, (await sim_stats(url))["lateness_ms"]  # type: ignore[return-value]
+    return trace, (await sim_stats(url))["lateness_ms"]
 
 
 def assert_on_schedule(trace: Trace, late: dict[str, Any], first: float, last: float) -> None:

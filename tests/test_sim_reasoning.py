@@ -9,12 +9,13 @@ from typing import Any
 
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 
 from oxconsole.sim.encoded import answer_text
 from oxconsole.workload import SimModelProfile, WorkloadError, load_sim_section
 from tests.sim_support import assert_on_schedule, raw_post, running_sim, sse_chunks, trace_of
 
-MESSAGES = [{"role": "user", "content": "x" * 40}]  # 10 prompt tokens
+MESSAGES: list[ChatCompletionMessageParam] = [{"role": "user", "content": "x" * 40}]  # 10 prompt tokens
 
 
 def profile(field: str = "reasoning_content", **kw: Any) -> SimModelProfile:
@@ -96,10 +97,10 @@ async def test_think_tags_inside_content(model: str) -> None:
 async def test_the_sdk_reads_every_shape_whole() -> None:
     async with running_sim(PROFILES) as url:
         c = openai.AsyncOpenAI(base_url=url, api_key="x", max_retries=0)
-        rc = await c.chat.completions.create(model="rc", messages=MESSAGES)  # type: ignore[arg-type]
-        rs = await c.chat.completions.create(model="rs", messages=MESSAGES)  # type: ignore[arg-type]
-        think = await c.chat.completions.create(model="think", messages=MESSAGES)  # type: ignore[arg-type]
-        plain = await c.chat.completions.create(model="plain", messages=MESSAGES)  # type: ignore[arg-type]
+        rc = await c.chat.completions.create(model="rc", messages=MESSAGES)
+        rs = await c.chat.completions.create(model="rs", messages=MESSAGES)
+        think = await c.chat.completions.create(model="think", messages=MESSAGES)
+        plain = await c.chat.completions.create(model="plain", messages=MESSAGES)
         text = await c.completions.create(model="rc", prompt="x" * 40)
         await c.close()
     assert rc.choices[0].message.content == answer_text(4)
@@ -126,7 +127,7 @@ async def test_the_sdk_streams_reasoning_then_content() -> None:
             model="rc",
             messages=MESSAGES,
             stream=True,
-            stream_options={"include_usage": True},  # type: ignore[arg-type]
+            stream_options={"include_usage": True},
         )
         kinds: list[str] = []
         usage = None
@@ -209,8 +210,8 @@ def test_the_child_process_gets_every_new_key() -> None:
         profiles_from_json('{"t": {"reasoning_field": "thoughts"}}')
     with SimProcess({"t": prof}) as sim:
         c = openai.OpenAI(base_url=sim.url, api_key="x", max_retries=0)
-        c.chat.completions.create(model="t", messages=MESSAGES)  # type: ignore[arg-type]
-        r = c.chat.completions.create(model="t", messages=MESSAGES)  # type: ignore[arg-type]
+        c.chat.completions.create(model="t", messages=MESSAGES)
+        r = c.chat.completions.create(model="t", messages=MESSAGES)
         c.close()
     assert r.choices[0].message.content == "<think>" + answer_text(5) + "</think>" + answer_text(4)
     assert r.usage is not None and r.usage.prompt_tokens_details is not None

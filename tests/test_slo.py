@@ -21,39 +21,21 @@ from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.goodput import goodput_entry, slo_missed, slo_target_of
 from oxconsole.summary import summary_from_journal
 from oxconsole.workload import SloConfig, WorkloadError
+from oxconsole.workload import load_workload as load_file
 
 from .conftest import WorkloadFactory
 from .support import journal, oxconsole_here, run
+from .support.workloads import Sets, write_workload
 
-FAST_SLOW = """
-name = "slo"
-[run]
-concurrency = 16
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "fast"
-[[models]]
-name = "slow"
-[routing]
-strategy = "round_robin"
-[prompts]
-synthetic = {{ count = 12, input_tokens = 5, output_tokens = 3 }}
-[sim.models.fast]
-ttft = 0
-tokens_per_s = 0
-output_tokens = 3
-jitter = 0
-[sim.models.slow]
-ttft = "1s"
-tokens_per_s = 0
-output_tokens = 3
-jitter = 0
-error_rate = {slow_errors}
-[slo]
-ttft = "500ms"
-target = {target}
-"""
+
+def fast_slow(tmp_path: Path, target: float, slow_errors: float, sets: Sets | None = None) -> Path:
+    """tests/workloads/sim_fast_slow.toml as tmp_path/w.toml: half the requests meet the SLO."""
+    return write_workload(
+        "sim_fast_slow",
+        tmp_path,
+        {"slo.target": target, "sim.models.slow.error_rate": slow_errors, **(sets or {})},
+        file="w.toml",
+    )
 
 
 def rec(
@@ -142,8 +124,8 @@ def judged_by_journal(recs: list[dict[str, Any]]) -> tuple[int, int]:
 
 
 @pytest.mark.asyncio
-async def test_goodput_exact_against_the_journal(make_workload: WorkloadFactory) -> None:
-    w = make_workload(FAST_SLOW.format(target=0.4, slow_errors=0))
+async def test_goodput_exact_against_the_journal(tmp_path: Path) -> None:
+    w = load_file(fast_slow(tmp_path, 0.4, 0))
     out = await run(w)
     recs = journal(w)
     assert len(recs) == 12 and all(isinstance(r["slo_ok"], bool) for r in recs)
@@ -177,8 +159,8 @@ async def test_goodput_exact_against_the_journal(make_workload: WorkloadFactory)
 
 
 @pytest.mark.asyncio
-async def test_errors_are_never_good_and_slo_beats_errors(make_workload: WorkloadFactory) -> None:
-    w = make_workload(FAST_SLOW.format(target=0.9, slow_errors=1.0) + "[retry]\nmax_attempts = 1\n")
+async def test_errors_are_never_good_and_slo_beats_errors(tmp_path: Path) -> None:
+    w = load_file(fast_slow(tmp_path, 0.9, 1.0, {"retry.max_attempts": 1}))
     out = await run(w)
     recs = journal(w)
     errors = [r for r in recs if r["status"] == "error"]
@@ -188,8 +170,8 @@ async def test_errors_are_never_good_and_slo_beats_errors(make_workload: Workloa
 
 
 @pytest.mark.asyncio
-async def test_no_slo_no_goodput(make_workload: WorkloadFactory) -> None:
-    w = make_workload(FAST_SLOW.format(target=0.9, slow_errors=0).split("[slo]")[0])
+async def test_no_slo_no_goodput(tmp_path: Path) -> None:
+    w = load_file(fast_slow(tmp_path, 0.9, 0, {"slo": None}))
     out = await run(w)
     assert "slo_ok" not in journal(w)[0]
     assert "goodput" not in out.summary and "goodput" not in out.summary["models"]["fast"]
@@ -216,8 +198,7 @@ def oxc_process(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_exit_codes_and_report(tmp_path: Path) -> None:
     """Headless: 3 when goodput is below the target, 0 at or above it, 1 for errors with the SLO
     met; `report` rebuilds the same goodput (target from the journal's manifest) and exits 0."""
-    wl = tmp_path / "w.toml"
-    wl.write_text(FAST_SLOW.format(target=0.9, slow_errors=0) + '[output]\nresults = "out/r.jsonl"\n')
+    wl = fast_slow(tmp_path, 0.9, 0, {"output.results": "out/r.jsonl"})
     missed = oxc_process(str(wl), "--headless", "--summary-json", "s.json", cwd=tmp_path)
     assert missed.returncode == 3, missed.stderr
     live = orjson.loads((tmp_path / "s.json").read_bytes())
@@ -241,8 +222,7 @@ def test_exit_codes_and_report(tmp_path: Path) -> None:
 
 
 def test_bad_slo_is_bad_input(tmp_path: Path) -> None:
-    wl = tmp_path / "w.toml"
-    wl.write_text(FAST_SLOW.format(target=1.5, slow_errors=0))
+    wl = fast_slow(tmp_path, 1.5, 0)
     out = oxc("validate", str(wl), cwd=tmp_path)
     assert out.returncode == 2
     assert "w.toml: slo.target: expected a number > 0 and <= 1" in out.stderr
@@ -253,11 +233,7 @@ def test_bad_slo_is_bad_input(tmp_path: Path) -> None:
 def test_resume_judges_the_whole_journal(tmp_path: Path) -> None:
     """A run that missed its SLO, resumed with a looser one: the whole journal's goodput (each id's
     last record) decides the exit code, the manifest keeps the latest [slo], report agrees."""
-    wl = tmp_path / "w.toml"
-    wl.write_text(
-        FAST_SLOW.format(target=0.9, slow_errors=1.0)
-        + '[retry]\nmax_attempts = 1\n[output]\nresults = "out/r.jsonl"\n'
-    )
+    wl = fast_slow(tmp_path, 0.9, 1.0, {"retry.max_attempts": 1, "output.results": "out/r.jsonl"})
     first = oxc(str(wl), "--headless", cwd=tmp_path)
     assert first.returncode == 3, first.stderr
     again = oxc(
@@ -316,14 +292,10 @@ def test_phases_each_have_goodput() -> None:
 @pytest.mark.asyncio
 @pytest.mark.slow
 @pytest.mark.subprocess
-async def test_workers_mark_every_record(make_workload: WorkloadFactory) -> None:
+async def test_workers_mark_every_record(tmp_path: Path) -> None:
     from oxconsole.engine.runner import make_engine
 
-    w = make_workload(
-        FAST_SLOW.format(target=0.4, slow_errors=0).replace(
-            "concurrency = 16", "concurrency = 16\nworkers = 2"
-        )
-    )
+    w = load_file(fast_slow(tmp_path, 0.4, 0, {"run.workers": 2}))
     e = make_engine(w, results_path=w.results_path(), total_expected=12)
     out = await e.run()
     recs = journal(w)

@@ -9,6 +9,7 @@ the real engine against the simulator and checks its last snapshot against its s
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -26,7 +27,6 @@ from oxconsole.ui.widgets import HeaderPanel, ThroughputPanel
 from oxconsole.workload import SloConfig
 from tests.ui_support import StaticSource, fixed_snapshot
 
-from .conftest import WorkloadFactory
 from .support import engine_for, run
 
 P = Palette(primary="blue", success="green", error="red", muted="grey50")
@@ -129,10 +129,12 @@ async def test_console_at_80x24_shows_goodput_beside_throughput() -> None:
 
 
 @pytest.mark.asyncio
-async def test_engine_snapshot_agrees_with_its_summary(make_workload: WorkloadFactory) -> None:
-    from .test_slo import FAST_SLOW
+async def test_engine_snapshot_agrees_with_its_summary(tmp_path: Path) -> None:
+    from oxconsole.workload import load_workload
 
-    w = make_workload(FAST_SLOW.format(target=0.9, slow_errors=0))
+    from .test_slo import fast_slow
+
+    w = load_workload(fast_slow(tmp_path, 0.9, 0))
     engine = engine_for(w)
     out = await run(w, engine)
     g = out.summary["goodput"]

@@ -10,14 +10,18 @@ from typing import Any
 import pytest
 
 from oxconsole.engine.commands import SetConcurrency, SetRate
-from oxconsole.engine.runner import make_engine
+from oxconsole.engine.runner import Engine, make_engine
 from oxconsole.engine.stages import ramp_steps, ramp_value
 from oxconsole.summary import summary_from_journal
-from oxconsole.workload import WorkloadError, check_prompts, load_workload
+from oxconsole.workload import WorkloadError, check_prompts
+from oxconsole.workload import load_workload as load_file
 
 from .conftest import WorkloadFactory
 from .support import engine_for, journal, oxconsole, run, until
+from .support.workloads import load_workload, write_workload
 
+# tests/workloads/sim_stages.toml as text, for the tests of how a [[stages]] text is read (they
+# append theirs to it).
 BASE = """
 name = "st"
 [run]
@@ -36,21 +40,12 @@ jitter = 0
 capacity = 512
 """
 
-STEP_RAMP = """
-[[stages]]
-duration = "0.4s"
-concurrency = 2
-warmup = true
-[[stages]]
-duration = "0.4s"
-concurrency = 8
-[[stages]]
-duration = "0.8s"
-concurrency = 24
-ramp = true
-[[stages]]
-duration = "0.4s"
-"""
+STEP_RAMP = [
+    {"duration": "0.4s", "concurrency": 2, "warmup": True},
+    {"duration": "0.4s", "concurrency": 8},
+    {"duration": "0.8s", "concurrency": 24, "ramp": True},
+    {"duration": "0.4s"},
+]
 
 
 def stage_changes(s: dict[str, Any]) -> list[dict[str, Any]]:
@@ -59,8 +54,8 @@ def stage_changes(s: dict[str, Any]) -> list[dict[str, Any]]:
 
 @pytest.mark.asyncio
 @pytest.mark.slow
-async def test_stages_step_ramp_and_warmup_end_the_run(make_workload: WorkloadFactory) -> None:
-    w = make_workload(BASE.format(count=100_000) + STEP_RAMP)
+async def test_stages_step_ramp_and_warmup_end_the_run(tmp_path: Path) -> None:
+    w = load_workload("sim_stages", tmp_path, {"stages": STEP_RAMP})
     assert len(w.stages) == 4 and w.stages[0].warmup and w.stages[2].ramp
     out = await run(w)
     s = out.summary
@@ -99,18 +94,12 @@ async def test_stages_step_ramp_and_warmup_end_the_run(make_workload: WorkloadFa
 
 @pytest.mark.asyncio
 async def test_a_key_holds_until_the_next_boundary_and_commands_say_who(
-    make_workload: WorkloadFactory,
+    tmp_path: Path,
 ) -> None:
-    w = make_workload(
-        BASE.format(count=100_000)
-        + """
-[[stages]]
-duration = "0.6s"
-concurrency = 3
-[[stages]]
-duration = "0.4s"
-concurrency = 6
-"""
+    w = load_workload(
+        "sim_stages",
+        tmp_path,
+        {"stages": [{"duration": "0.6s", "concurrency": 3}, {"duration": "0.4s", "concurrency": 6}]},
     )
     e = engine_for(w)
 
@@ -137,8 +126,12 @@ concurrency = 6
 
 
 @pytest.mark.asyncio
-async def test_prompts_running_out_end_the_run_before_the_stages(make_workload: WorkloadFactory) -> None:
-    w = make_workload(BASE.format(count=20) + '[[stages]]\nduration = "30s"\nconcurrency = 4\n')
+async def test_prompts_running_out_end_the_run_before_the_stages(tmp_path: Path) -> None:
+    w = load_workload(
+        "sim_stages",
+        tmp_path,
+        {"prompts.synthetic.count": 20, "stages": [{"duration": "30s", "concurrency": 4}]},
+    )
     out = await run(w)
     assert out.exit_code == 0
     assert out.summary["requests"]["ok"] == 20 and out.summary["duration_s"] < 20
@@ -190,11 +183,17 @@ def test_validate_exits_2_naming_the_key_and_says_what_the_stages_need(tmp_path:
 @pytest.mark.asyncio
 @pytest.mark.slow
 @pytest.mark.subprocess
-async def test_stages_with_two_workers(make_workload: WorkloadFactory) -> None:
-    w = make_workload(
-        BASE.format(count=100_000).replace("seed = 5", "seed = 5\nworkers = 2")
-        + '[[stages]]\nduration = "1.5s"\nconcurrency = 2\nwarmup = true\n'  # workers take a while to start
-        + '[[stages]]\nduration = "0.7s"\nconcurrency = 8\n'
+async def test_stages_with_two_workers(tmp_path: Path) -> None:
+    w = load_workload(
+        "sim_stages",
+        tmp_path,
+        {
+            "run.workers": 2,
+            "stages": [
+                {"duration": "1.5s", "concurrency": 2, "warmup": True},  # workers take a while to start
+                {"duration": "0.7s", "concurrency": 8},
+            ],
+        },
     )
     pool = make_engine(w, results_path=w.results_path(), total_expected=check_prompts(w).total_requests)
     out = await pool.run()
@@ -246,14 +245,15 @@ async def test_commands_over_the_socket_say_who_sent_them(run_dirs: Path) -> Non
 
     from oxconsole.control import LocalSource, RunInfo, SocketSource
 
-    path = run_dirs / "who.toml"
-    path.write_text(
-        BASE.format(count=100_000)
-        + f'\n[output]\nresults = "{run_dirs / "r.jsonl"}"\n[[stages]]\nduration = "1.5s"\n'
+    path = write_workload(
+        "sim_stages",
+        run_dirs,
+        {"output.results": str(run_dirs / "r.jsonl"), "stages": [{"duration": "1.5s"}]},
+        file="who.toml",
     )
 
     def factory() -> Any:
-        w = load_workload(path)
+        w = load_file(path)
         return engine_for(w, publish_interval=0.05)
 
     local = LocalSource(
@@ -262,6 +262,7 @@ async def test_commands_over_the_socket_say_who_sent_them(run_dirs: Path) -> Non
     await local.start()
     assert local.server_socket is not None and local.engine is not None
     engine = local.engine
+    assert isinstance(engine, Engine), engine
     _reader, writer = await asyncio.open_unix_connection(str(local.server_socket))
     writer.write(orjson.dumps({"op": "cmd", "cmd": "set_concurrency", "value": 7}) + b"\n")
     await writer.drain()
@@ -278,12 +279,10 @@ async def test_commands_over_the_socket_say_who_sent_them(run_dirs: Path) -> Non
 
 
 @pytest.mark.asyncio
-async def test_a_stop_during_the_stages_is_a_stop(make_workload: WorkloadFactory) -> None:
+async def test_a_stop_during_the_stages_is_a_stop(tmp_path: Path) -> None:
     from oxconsole.engine.commands import Stop
 
-    w = make_workload(
-        BASE.format(count=100_000) + '[[stages]]\nduration = "30s"\n[[stages]]\nduration = "30s"\n'
-    )
+    w = load_workload("sim_stages", tmp_path, {"stages": [{"duration": "30s"}, {"duration": "30s"}]})
     e = engine_for(w)
 
     async def drive() -> None:
@@ -323,16 +322,23 @@ class _VirtualRun:
         self.ended = self.elapsed()
 
 
-def test_the_driver_keeps_time_exactly_on_a_virtual_clock(make_workload: WorkloadFactory) -> None:
+def test_the_driver_keeps_time_exactly_on_a_virtual_clock(tmp_path: Path) -> None:
     from oxconsole.engine.stages import StageDriver
 
     from .support.clock import run_virtual
 
-    w = make_workload(
-        BASE.format(count=10).replace("seed = 5", "seed = 5\nrate = 12")
-        + '[[stages]]\nduration = "10s"\nconcurrency = 10\nwarmup = true\n'
-        + '[[stages]]\nduration = "8s"\nconcurrency = 50\nrate = 20\nramp = true\n'
-        + '[[stages]]\nduration = "2s"\nrate = 40\n'
+    w = load_workload(
+        "sim_stages",
+        tmp_path,
+        {
+            "run.rate": 12,
+            "prompts.synthetic.count": 10,
+            "stages": [
+                {"duration": "10s", "concurrency": 10, "warmup": True},
+                {"duration": "8s", "concurrency": 50, "rate": 20, "ramp": True},
+                {"duration": "2s", "rate": 40},
+            ],
+        },
     )
 
     async def go() -> _VirtualRun:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -165,7 +166,7 @@ def test_the_table_prices_each_point_under_every_plan() -> None:
         s["requests"] = {"total": 10, "ok": 10, "error": 0}
         return {"value": v, "summary": s}
 
-    pts = [
+    pts: list[Mapping[str, Any]] = [
         point(1, 10.0, 0.002, {"flat": 0.002, "tokens": 3.4e-5}),
         point(8, 40.0, 0.00025, {"flat": 0.00025}),
     ]
@@ -233,7 +234,7 @@ def test_one_point_is_no_knee() -> None:
     """A sweep stopped after its first point has nothing to compare that point with."""
     from oxconsole.sweep.table import render_table, sweep_json
 
-    points = [{"value": 1, "summary": summary(10.0, 100.0)}]
+    points: list[Mapping[str, Any]] = [{"value": 1, "summary": summary(10.0, 100.0)}]
     assert knee_index([1], [points[0]["summary"]]) is None
     assert sweep_json("concurrency", points)["knee"] is None
     assert "knee: none (one point has nothing to compare with)" in render_table("concurrency", points)
@@ -245,7 +246,7 @@ def test_the_table_is_by_value_and_numbers_points_as_the_progress_line_does() ->
     from oxconsole.sweep.table import render_table, sweep_json
 
     values = [1, 2, 4, 8, 6]
-    points = [{"value": v, "summary": capacity_curve(v, 6)} for v in values]
+    points: list[Mapping[str, Any]] = [{"value": v, "summary": capacity_curve(v, 6)} for v in values]
     lines = render_table("concurrency", points).splitlines()
     rows = [line.split() for line in lines[2:7]]
     numbers = [r[1] if r[0] == "*" else r[0] for r in rows]

@@ -27,7 +27,8 @@ def drawn_a_word_at_a_time(seed: int, index: int | str, input_tokens: int) -> st
 
 
 def test_short_prompts_keep_their_text() -> None:
-    for seed, index, n in [(0, 0, 1), (1, 5, 50), (7, "prefix", 300), (2, 3, 1024)]:
+    cases: list[tuple[int, int | str, int]] = [(0, 0, 1), (1, 5, 50), (7, "prefix", 300), (2, 3, 1024)]
+    for seed, index, n in cases:
         assert synthetic_text(seed, index, n) == drawn_a_word_at_a_time(seed, index, n), (seed, index, n)
 
 

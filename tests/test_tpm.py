@@ -33,9 +33,9 @@ from oxconsole.ui.numbers import fmt_change, round_sig
 from oxconsole.ui.panels.in_flight import bottleneck, in_flight_lines
 from oxconsole.ui.steps import tpm_step
 from oxconsole.workload import Prompt, Workload
-from tests.conftest import WorkloadFactory
 from tests.support import run
 from tests.support.clock import run_virtual
+from tests.support.workloads import load_workload, write_workload
 from tests.ui_support import fixed_snapshot
 
 
@@ -268,49 +268,26 @@ def test_a_cancelled_waiter_takes_nothing_and_the_next_goes() -> None:
 
 
 # --- what a request reserves -------------------------------------------------------------------
-def test_a_request_reserves_its_input_and_the_most_it_may_get_back(make_workload: WorkloadFactory) -> None:
-    def estimate(models: str, prompt: Prompt) -> int:
-        w = make_workload(f'[endpoints.default]\nbase_url = "sim"\n{models}\n[prompts]\nitems = ["x"]\n')
+def test_a_request_reserves_its_input_and_the_most_it_may_get_back(tmp_path: Path) -> None:
+    def estimate(models: list[dict[str, Any]], prompt: Prompt) -> int:
+        w = load_workload("sim_instant", tmp_path, {"models": models, "sim": None})
         d = dispatch.Dispatcher(w, None, start=lambda *a: None, set_state=lambda s: None)  # type: ignore[arg-type]
         return d.token_estimate(prompt)
 
-    two = '[[models]]\nname = "a"\nmax_tokens = 100\n[[models]]\nname = "b"\nmax_tokens = 300\n'
+    two = [{"name": "a", "max_tokens": 100}, {"name": "b", "max_tokens": 300}]
     p = Prompt("p", [{"role": "user", "content": "x" * 40}], input_chars=40)
     assert estimate(two, p) == 10 + 300  # whichever model it goes to
     assert estimate(two, dataclasses.replace(p, max_tokens=50)) == 10 + 50  # its own cap wins
-    assert estimate('[[models]]\nname = "a"\n', p) == 10 + dispatch.OUTPUT_GUESS  # no cap anywhere
+    assert estimate([{"name": "a"}], p) == 10 + dispatch.OUTPUT_GUESS  # no cap anywhere
 
 
 # --- end to end, against the simulator --------------------------------------------------------
-TPM_RUN = """
-name = "tpm"
-[run]
-concurrency = 64
-tpm = {tpm}
-duration = "{duration}"
-grace = "5s"
-workers = {workers}
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "m"
-max_tokens = 40
-[prompts]
-items = ["{prompt}"]
-repeat = 5000
-[sim.models.m]
-ttft = "20ms"
-tokens_per_s = 2000
-output_tokens = 40
-jitter = 0
-"""
-
-
-def tpm_run(make_workload: WorkloadFactory, tpm: int, duration: str, workers: int = 1) -> Workload:
-    """Requests of exactly 100 tokens: 240 characters (60 tokens, as the simulator counts) and 40
-    out; so what a request reserves is what it uses."""
-    text = TPM_RUN.format(tpm=tpm, duration=duration, workers=workers, prompt="word " * 48)
-    return make_workload(text)
+def tpm_run(tmp_path: Path, tpm: int, duration: str, workers: int = 1) -> Workload:
+    """tests/workloads/sim_tpm.toml: requests of exactly 100 tokens, so what a request reserves is
+    what it uses."""
+    return load_workload(
+        "sim_tpm", tmp_path, {"run.tpm": tpm, "run.duration": duration, "run.workers": workers}
+    )
 
 
 def journal(w: Workload) -> list[dict[str, Any]]:
@@ -325,13 +302,13 @@ def sends_of(w: Workload) -> list[tuple[float, float]]:
 
 @pytest.mark.slow
 async def test_engine_keeps_every_window_within_tpm_and_uses_it(
-    make_workload: WorkloadFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A 1 s window (the test's), 1,500 tokens a window, 100 tokens a request: 15 requests each
     window, for 4.5 s. Counted from the journal, as the contract counts: usage, at t_sent. The
     simulator on the test's loop (tests/support `run`): 15 requests a second are nothing to it."""
     monkeypatch.setattr(dispatch, "TPM_WINDOW_S", 1.0)
-    w = tpm_run(make_workload, 1500, "4.5s", 1)
+    w = tpm_run(tmp_path, 1500, "4.5s", 1)
     engine = Engine(w, results_path=w.results_path())
     out = await run(w, engine)
     sends = sends_of(w)
@@ -350,12 +327,10 @@ async def test_engine_keeps_every_window_within_tpm_and_uses_it(
 @pytest.mark.parametrize("workers", [1, 2])
 @pytest.mark.slow
 @pytest.mark.subprocess
-async def test_the_first_minute_of_a_run_sends_the_budget_not_twice_it(
-    make_workload: WorkloadFactory, workers: int
-) -> None:
+async def test_the_first_minute_of_a_run_sends_the_budget_not_twice_it(tmp_path: Path, workers: int) -> None:
     """The contract's 60 s window, a 3 s run: everything sent is in one window, so at most tpm,
     and with demand enough it is all used at once. With workers, their shares add up to tpm."""
-    w = tpm_run(make_workload, 12_000, "3s", workers)
+    w = tpm_run(tmp_path, 12_000, "3s", workers)
     engine = (
         Engine(w, results_path=w.results_path())
         if workers == 1
@@ -366,17 +341,17 @@ async def test_the_first_minute_of_a_run_sends_the_budget_not_twice_it(
     assert 0.9 * 12_000 <= sent <= 12_000
 
 
-def test_worker_shares_never_add_up_to_more_than_the_budget(make_workload: WorkloadFactory) -> None:
-    w = tpm_run(make_workload, 10_001, "1s", 3)
+def test_worker_shares_never_add_up_to_more_than_the_budget(tmp_path: Path) -> None:
+    w = tpm_run(tmp_path, 10_001, "1s", 3)
     assert [share(w, i, 3).run.tpm for i in range(3)] == [3333, 3333, 3333]
 
 
 @pytest.mark.slow
 @pytest.mark.subprocess
-async def test_set_tpm_live_is_logged_shown_and_applied(make_workload: WorkloadFactory) -> None:
+async def test_set_tpm_live_is_logged_shown_and_applied(tmp_path: Path) -> None:
     """1,000 tokens a minute, 100 a request: 10 requests, then the budget holds the rest back;
     each live raise lets exactly what it adds through, and is logged as `what = "tpm"`."""
-    w = tpm_run(make_workload, 1000, "1.5s", 1)
+    w = tpm_run(tmp_path, 1000, "1.5s", 1)
     engine = Engine(w, results_path=w.results_path(), publish_interval=0.05)
     task = asyncio.create_task(engine.run())
     while engine.state != "running":
@@ -395,9 +370,9 @@ async def test_set_tpm_live_is_logged_shown_and_applied(make_workload: WorkloadF
     assert engine.latest is not None and engine.latest.gauges.tpm == 2000.0
 
 
-def test_no_budget_no_token_window(make_workload: WorkloadFactory) -> None:
+def test_no_budget_no_token_window(tmp_path: Path) -> None:
     """Without tpm the dispatcher has no budget to ask (its fast path stays as it was)."""
-    w = tpm_run(make_workload, 0, "1s", 1)
+    w = tpm_run(tmp_path, 0, "1s", 1)
     assert Engine(w, results_path=w.results_path()).shard.dispatch.budget is None
 
 
@@ -460,7 +435,7 @@ async def test_tpm_keys_send_set_tpm_and_say_so() -> None:
         assert app.flash[0] == "tpm 12,000 → 13,200"
         await pilot.press("left_curly_bracket")  # from the value just sent
         assert src.sent[-1] == SetTpm(11_880.0)
-        keys = {b.key_display for b in MainScreen.BINDINGS if not isinstance(b, tuple)}  # type: ignore[union-attr]
+        keys = {b.key_display for b in MainScreen.BINDINGS if not isinstance(b, tuple)}
         assert {"}", "{"} <= keys
         assert any("}" in k and "{" in k for k, _ in KEYS), [(k, _) for k, _ in KEYS][:5]
         titles = [c.title for c in app.get_system_commands(app.screen)]
@@ -473,15 +448,11 @@ def test_the_window_used_by_the_engine_is_the_contracts_minute() -> None:
 
 def test_a_live_tpm_is_saved_with_the_tuned_workload(tmp_path: Path) -> None:
     from oxconsole.tuned import write_tuned
-    from oxconsole.workload import load_workload
+    from oxconsole.workload import load_workload as load_file
 
-    path = tmp_path / "w.toml"
-    path.write_text(
-        '[run]\nconcurrency = 4\n[endpoints.default]\nbase_url = "sim"\n'
-        '[[models]]\nname = "m"\n[prompts]\nitems = ["a"]\n'
-    )
+    path = write_workload("sim_instant", tmp_path, {"prompts.items": ["a"], "sim": None}, file="w.toml")
     snap = with_gauges(fixed_snapshot(), concurrency=4, rate=0.0, tpm=13_200.4)
     snap = dataclasses.replace(snap, gauges=dataclasses.replace(snap.gauges, models={}))
     saved = write_tuned(path, [], snap)
-    assert load_workload(saved.path).run.tpm == 13_200
+    assert load_file(saved.path).run.tpm == 13_200
     assert any(c.startswith("run.tpm 0 → 13200") for c in saved.changes), saved.changes

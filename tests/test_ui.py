@@ -13,6 +13,7 @@ import filecmp
 import shutil
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 from textual.pilot import Pilot
@@ -31,7 +32,7 @@ from oxconsole.ui.panels.header import header_lines
 from oxconsole.ui.panels.in_flight import bottleneck, in_flight_lines
 from oxconsole.ui.panels.latency import latency_lines
 from oxconsole.ui.panels.throughput import throughput_lines
-from oxconsole.ui.screens import KEYS, HelpScreen, RoutingEditor
+from oxconsole.ui.screens import KEYS, EnabledBox, HelpScreen, RoutingEditor
 from oxconsole.ui.steps import PENDING_S, Pending, concurrency_step, rate_step
 from oxconsole.ui.theming import PACKAGE_THEMES, load_theme_file, load_themes
 from oxconsole.ui.widgets import ErrorsPanel, HeaderPanel, LatencyPanel
@@ -60,7 +61,7 @@ SLOWEST = 0.2
 """The lowest refresh the app takes (Hz): its timer stays out of the way while the test ticks."""
 
 
-async def tick(app: ConsoleApp, pilot: Pilot[object], n: int = 1) -> None:
+async def tick(app: ConsoleApp, pilot: Pilot[Any], n: int = 1) -> None:
     """What the refresh timer does, n times, then let the app draw."""
     for _ in range(n):
         app.tick()
@@ -133,7 +134,7 @@ async def test_layout_wide_and_compact() -> None:
         assert main.query_one("#tabs").display and not main.query_one("#wide").display
         # t cycles tabs; h shows the latency tab, then cycles the metric
         await pilot.press("t")
-        assert main.query_one("#tabs").active == "tab-latency"  # type: ignore[attr-defined]
+        assert main.query_one("#tabs").active == "tab-latency"
         await pilot.press("h")
         assert main.query_one("#latency-tab", LatencyPanel).metric == "itl_ms"
         await pilot.press("r")
@@ -144,7 +145,7 @@ async def test_layout_wide_and_compact() -> None:
 async def test_every_contract_key_is_bound_and_in_the_help_and_the_palette() -> None:
     app = app_for(StaticSource(SNAP))
     async with app.run_test(size=(120, 40)) as pilot:
-        keys = {b.key_display or b.key for b in MainScreen.BINDINGS if not isinstance(b, tuple)}  # type: ignore[union-attr]
+        keys = {b.key_display or b.key for b in MainScreen.BINDINGS if not isinstance(b, tuple)}
         for k in ("+", "-", "]", "[", "0", "w", "space", "s", "d", "q", "?"):
             assert k in keys
             assert any(k in row[0] for row in KEYS), [row for row in KEYS][:5]
@@ -344,7 +345,7 @@ async def test_routing_editor_rows_are_one_line_and_scroll(monkeypatch: pytest.M
         editor.query_one("#weight-19").focus()
         await pilot.press("tab")
         await pilot.pause()
-        last = editor.query_one("#enabled-19")
+        last = editor.query_one("#enabled-19", EnabledBox)
         assert app.focused is last
         assert 0 <= last.region.y < screen_h and last.region.height == 1
         await pilot.press("space")  # model-19 off

@@ -15,7 +15,16 @@ from pathlib import Path
 import pytest
 
 from oxconsole.control import LocalSource, RunInfo, SocketSource
-from oxconsole.engine.commands import EnableModel, Pause, Resume, SetConcurrency, SetRate, SetWeight, Stop
+from oxconsole.engine.commands import (
+    Command,
+    EnableModel,
+    Pause,
+    Resume,
+    SetConcurrency,
+    SetRate,
+    SetWeight,
+    Stop,
+)
 from oxconsole.engine.runner import Engine
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.app import ConsoleApp
@@ -23,6 +32,11 @@ from oxconsole.workload import load_workload
 from tests.ui_support import EngineSource, write_sim_workload
 
 from .support import until
+
+
+def last_sent(src: EngineSource) -> Command:
+    """The last command the app sent (a call, so a type check narrows no list item for good)."""
+    return src.sent[-1]
 
 
 @pytest.fixture(autouse=True)
@@ -113,7 +127,7 @@ async def test_pause_routing_save_and_quit(engine_source: EngineSource, tmp_path
 
         # space pauses: dispatched stops growing (in-flight requests finish); space resumes
         await pilot.press("space")
-        assert isinstance(src.sent[-1], Pause)
+        assert isinstance(last_sent(src), Pause)
         await until(lambda: eng.state == "paused", what="paused")
         # no rate limit: the dispatcher holds from the moment Pause is applied, no settling time
         held = eng.shard.dispatched
@@ -121,7 +135,7 @@ async def test_pause_routing_save_and_quit(engine_source: EngineSource, tmp_path
         assert eng.shard.dispatched == held
         await until(lambda: "paused" in app._status[1], what="the paused note")
         await pilot.press("space")
-        assert isinstance(src.sent[-1], Resume)
+        assert isinstance(last_sent(src), Resume)
         await until(lambda: eng.shard.dispatched > held + 20, what="dispatch to resume")
 
         # routing editor: fast -> weight 5, slow -> disabled

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -18,37 +19,27 @@ from oxconsole.engine.commands import EnableModel, Pause, Resume, SetConcurrency
 from oxconsole.engine.pool import ProcessShards
 from oxconsole.engine.runner import Engine, make_engine
 from oxconsole.engine.shares import split
+from oxconsole.workload import Workload
 
-from .conftest import WorkloadFactory
 from .http_support import chat_server, ok_answer
 from .ray_support import descendants
 from .support import journal, read_jsonl, until
+from .support.workloads import load_workload, write_workload
 
 pytestmark = pytest.mark.subprocess  # worker processes
 
-WL = """
-[run]
-concurrency = 8
-workers = 2
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "a"
-[[models]]
-name = "b"
-[prompts]
-synthetic = {{ count = {count}, input_tokens = 5, output_tokens = 4 }}
-[sim.models.a]
-ttft = "{ttft}"
-tokens_per_s = 0
-[sim.models.b]
-ttft = "{ttft}"
-tokens_per_s = 0
-"""
+
+def two_workers(tmp_path: Path, count: int, ttft: str) -> Workload:
+    """tests/workloads/sim_workers.toml: `count` prompts, each answered `ttft` after admission."""
+    sim = {"ttft": ttft, "tokens_per_s": 0}
+    return load_workload(
+        "sim_workers", tmp_path, {"prompts.synthetic.count": count, "sim.models": {"a": sim, "b": sim}}
+    )
 
 
-def worker_gauges(e: Engine) -> list[dict]:
+def worker_gauges(e: Engine) -> list[dict[str, Any]]:
     """What each worker last reported of itself (its own engine's gauges)."""
+    assert isinstance(e.shards, ProcessShards), e.shards
     return [wk.gauges for wk in e.shards.workers if wk.gauges is not None]
 
 
@@ -65,8 +56,8 @@ def test_split_shares() -> None:
 
 
 @pytest.mark.slow
-async def test_two_workers_one_journal_each_id_once(make_workload: WorkloadFactory) -> None:
-    w = make_workload(WL.format(count=200, ttft="20ms"))
+async def test_two_workers_one_journal_each_id_once(tmp_path: Path) -> None:
+    w = two_workers(tmp_path, 200, "20ms")
     e = make_engine(w, results_path=w.results_path(), total_expected=200, publish_interval=0.05)
     assert isinstance(e.shards, ProcessShards) and e.shards.n == 2
     seen_limits: list[int] = []
@@ -119,10 +110,10 @@ async def test_two_workers_one_journal_each_id_once(make_workload: WorkloadFacto
 
 
 @pytest.mark.slow
-async def test_rate_weight_enable_and_stop_reach_every_worker(make_workload: WorkloadFactory) -> None:
+async def test_rate_weight_enable_and_stop_reach_every_worker(tmp_path: Path) -> None:
     """`Engine.apply` over worker processes for what test_two_workers does not send: each worker
     applies its share (a rate split in two), the same weight and switch, and a stop ends the run early."""
-    w = make_workload(WL.format(count=4000, ttft="20ms"))
+    w = two_workers(tmp_path, 4000, "20ms")
     e = make_engine(w, results_path=w.results_path(), total_expected=4000, publish_interval=0.05)
     assert isinstance(e.shards, ProcessShards)
     switched = 0.0
@@ -162,14 +153,15 @@ async def test_rate_weight_enable_and_stop_reach_every_worker(make_workload: Wor
 
 
 @pytest.mark.slow
-async def test_worker_crash_is_reported_not_silent(make_workload: WorkloadFactory) -> None:
-    w = make_workload(WL.format(count=2000, ttft="50ms"))
+async def test_worker_crash_is_reported_not_silent(tmp_path: Path) -> None:
+    w = two_workers(tmp_path, 2000, "50ms")
     e = make_engine(w, results_path=w.results_path(), total_expected=2000)
-    assert isinstance(e.shards, ProcessShards)
+    shards = e.shards
+    assert isinstance(shards, ProcessShards)
 
     async def kill_one() -> None:
         await until(lambda: e.latest is not None and e.latest.counts.total >= 20, timeout=60)
-        pid = e.shards.workers[0].proc.pid
+        pid = shards.workers[0].proc.pid
         assert pid is not None
         os.kill(pid, signal.SIGKILL)
         # once the pool has seen it, the survivor's 1,000 requests are not this test's business
@@ -186,30 +178,19 @@ async def test_worker_crash_is_reported_not_silent(make_workload: WorkloadFactor
     assert len(ids) == len(set(ids)) and 20 <= len(ids) < 2000
 
 
-async def test_attempt_errors_reach_the_parent_while_requests_retry(make_workload: WorkloadFactory) -> None:
+async def test_attempt_errors_reach_the_parent_while_requests_retry(tmp_path: Path) -> None:
     # Every attempt is a 429 asking for 0.5 s: each request fails twice, waits, and ends with a
     # third 429 after about a second. Its retried attempts must show in the parent's snapshot at
     # once (a worker forwards them live), not only when the records that carry them arrive.
-    w = make_workload(
-        """
-        [run]
-        concurrency = 8
-        workers = 2
-        [endpoints.default]
-        base_url = "sim"
-        [[models]]
-        name = "m"
-        [prompts]
-        synthetic = { count = 8, input_tokens = 5, output_tokens = 4 }
-        [retry]
-        max_attempts = 3
-        backoff = "1ms"
-        backoff_max = "5ms"
-        [sim.models.m]
-        ttft = "5ms"
-        throttle_rate = 1.0
-        retry_after = "500ms"
-        """
+    w = load_workload(
+        "sim_instant",
+        tmp_path,
+        {
+            "run": {"concurrency": 8, "workers": 2},
+            "prompts": {"synthetic": {"count": 8, "input_tokens": 5, "output_tokens": 4}},
+            "retry": {"max_attempts": 3, "backoff": "1ms", "backoff_max": "5ms"},
+            "sim.models.m": {"ttft": "5ms", "throttle_rate": 1.0, "retry_after": "500ms"},
+        },
     )
     e = make_engine(w, results_path=w.results_path(), total_expected=8, publish_interval=0.02)
     assert isinstance(e.shards, ProcessShards)
@@ -238,7 +219,7 @@ async def test_attempt_errors_reach_the_parent_while_requests_retry(make_workloa
 
 
 async def test_each_runs_workers_take_the_environment_it_starts_with(
-    make_workload: WorkloadFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Worker processes are forked from a server that outlives a run (it imported the engine once):
     each run's workers still read the environment as it is when that run starts (a header value
@@ -252,42 +233,22 @@ async def test_each_runs_workers_take_the_environment_it_starts_with(
     async with chat_server(handler) as url:
         for value in ("first", "second"):
             monkeypatch.setenv("TEST_WORKERS_ORG", value)
-            w = make_workload(
-                f"""
-                [run]
-                stream = false
-                workers = 2
-                [endpoints.default]
-                base_url = "{url}/v1"
-                headers_env = {{ "X-Org" = "TEST_WORKERS_ORG" }}
-                [[models]]
-                name = "m"
-                [prompts]
-                items = ["a", "b", "c", "d"]
-                """
+            w = load_workload(
+                "sim_instant",
+                tmp_path,
+                {
+                    "run": {"stream": False, "workers": 2},
+                    "endpoints.default": {
+                        "base_url": f"{url}/v1",
+                        "headers_env": {"X-Org": "TEST_WORKERS_ORG"},
+                    },
+                    "prompts.items": ["a", "b", "c", "d"],
+                    "sim": None,
+                },
             )
             out = await make_engine(w, results_path=w.results_path(), total_expected=4).run()
             assert out.exit_code == 0, out.warnings
     assert seen == ["first"] * 4 + ["second"] * 4
-
-
-KILLED = """
-name = "k"
-[run]
-concurrency = 8
-workers = 2
-[output]
-results = "out/results.jsonl"
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "a"
-[prompts]
-synthetic = { count = 1500, input_tokens = 5, output_tokens = 4 }
-[sim.models.a]
-ttft = "50ms"
-tokens_per_s = 0
-"""
 
 
 def _cmdline(pid: int) -> bytes:
@@ -315,7 +276,18 @@ def test_kill_9_of_one_worker_says_what_was_lost_and_how_to_send_it(tmp_path: Pa
     """A worker killed outright: the run goes on with the other, and its end says which worker,
     how it ended, how many of its requests were lost, and the command that sends them (exit 1:
     the run finished, not every request made it); that command then sends exactly those."""
-    (tmp_path / "w.toml").write_text(KILLED)
+    write_workload(
+        "sim_workers",
+        tmp_path,
+        {
+            "name": "k",
+            "output.results": "out/results.jsonl",
+            "models": [{"name": "a"}],
+            "prompts.synthetic.count": 1500,
+            "sim.models": {"a": {"ttft": "50ms", "tokens_per_s": 0}},
+        },
+        file="w.toml",
+    )
     results = tmp_path / "out" / "results.jsonl"
     cmd = [sys.executable, "-m", "oxconsole", "w.toml", "--headless", "--summary-json", "s.json"]
     p = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

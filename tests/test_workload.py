@@ -750,7 +750,7 @@ def test_duration_cycles_forever(tmp_path: Path) -> None:
 
 
 def test_prompt_fields_from_jsonl(tmp_path: Path) -> None:
-    lines = [
+    lines: list[dict[str, Any]] = [
         {"prompt": "hello", "tag": "x", "model": "beta", "max_tokens": 9, "extra": [1, 2]},
         {
             "id": 42,

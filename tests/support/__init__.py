@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from oxconsole.engine.runner import Engine, RunOutcome
+from oxconsole.engine.shards import LocalShards
 from oxconsole.sim import start_sim
 from oxconsole.workload import Workload, check_prompts
 
@@ -62,7 +63,8 @@ async def run(w: Workload, engine: Engine | None = None, *, sim: str = "in-proce
     e = engine or engine_for(w)
     runners = []
     if sim == "in-process":
-        urls = e.shards.endpoint_urls  # LocalShards: a run in this process
+        assert isinstance(e.shards, LocalShards), e.shards  # a run in this process
+        urls = e.shards.endpoint_urls
         for ep in w.endpoints.values():
             if ep.base_url == "sim" and ep.name not in urls:
                 runner, url = await start_sim(profiles=w.sim, seed=w.run.seed, limits=w.sim_limits)
