@@ -141,6 +141,7 @@ async def test_routing_editor_reorders_and_switches_off_cascade_steps(
         await pilot.pause()
         assert not isinstance(pilot.app.screen, RoutingEditor)
     assert src.sent == [SetCascade(("big",))], src.sent
+    assert isinstance(pilot.app, ConsoleApp)
     assert pilot.app.flash[0] == "routing: cascade big"
 
 

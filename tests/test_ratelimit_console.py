@@ -49,7 +49,7 @@ def screen_rows(app: ConsoleApp) -> list[str]:
 
 
 async def test_the_console_shows_the_headroom_at_80x24() -> None:
-    app = ConsoleApp(StaticSource(limited(fixed_snapshot())), theme_dirs=[], cursor_blink=False)  # type: ignore[arg-type]
+    app = ConsoleApp(StaticSource(limited(fixed_snapshot())), theme_dirs=[], cursor_blink=False)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         await pilot.pause()

@@ -150,7 +150,7 @@ def test_the_reset_starts_a_new_window_and_old_answers_are_ignored() -> None:
     now = time.monotonic()
     assert room.admit(0, now) > 0
     later = now + 0.1
-    sent = []
+    sent: list[int] = []
     while room.admit(0, later) == 0.0 and len(sent) < 100:
         sent.append(room.sending())
     assert len(sent) == 10, len(sent)  # the whole limit again

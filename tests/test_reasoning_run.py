@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from oxconsole.engine.outcome import RunOutcome
+from oxconsole.engine.shards import LocalShards
 from oxconsole.metrics.histogram import LogHistogram
 from oxconsole.sim import start_sim
 from oxconsole.sim.encoded import CHAT
@@ -33,6 +34,7 @@ async def run(w: Workload) -> RunOutcome:
     writes were late (ms), which the client cannot be blamed for on a loaded machine."""
     e = engine_for(w)
     runner, url = await start_sim(profiles=w.sim, seed=w.run.seed)
+    assert isinstance(e.shards, LocalShards), e.shards  # a run in this process
     e.shards.endpoint_urls["default"] = url
     try:
         out = await e.run()

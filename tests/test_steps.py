@@ -65,7 +65,8 @@ def expected(w: Workload, high: int) -> tuple[float, float]:
 def the_step(s: dict[str, Any]) -> dict[str, Any]:
     steps = s["steps"]
     assert len(steps) == 1, f"expected one step, got {steps} from changes {s['changes']}"
-    return steps[0]
+    step: dict[str, Any] = steps[0]
+    return step
 
 
 @pytest.mark.asyncio

@@ -270,7 +270,9 @@ async def open_routing(pilot: Any) -> RoutingEditor:
 
     def laid_out() -> bool:
         screen = app.screen
-        rows = screen.query("#route-0") if isinstance(screen, RoutingEditor) else None
+        if not isinstance(screen, RoutingEditor):
+            return False
+        rows = screen.query("#route-0")
         return bool(rows) and rows.first().outer_size.height > 0
 
     await until(laid_out, what="the routing editor's rows laid out")
