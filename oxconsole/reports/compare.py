@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from oxconsole.reports.plans import cost_figures, cost_rows, money_cell
+from oxconsole.reports.reasoning import reasoning_figures, reasoning_rows
 from oxconsole.reports.timeline import build_timeline
 from oxconsole.summary import read_journal, summary_from_journal
 from oxconsole.units import FIGURES as SUMMARY_FIGURES
@@ -168,6 +169,7 @@ def load_run(path: str | os.PathLike[str], plans: Mapping[str, PricePlan] | None
         figs["goodput.fraction"] = Figure(None if fraction is None else 100.0 * float(fraction), None)
     figs["error_rate"] = Figure(100.0 * req["error"] / req["total"] if req["total"] else None, None)
     figs.update((k, Figure(v, None)) for k, v in cost_figures(s).items())
+    figs.update((k, Figure(v, None)) for k, v in reasoning_figures(s).items())
     return RunFigures(os.fspath(path), str(s.get("name", "")), figs)
 
 
@@ -187,7 +189,8 @@ def compare(runs: Sequence[RunFigures]) -> dict[str, Any]:
     (against the first run)."""
     rows = []
     slo = GOODPUT if any("goodput.requests_per_s" in r.figures for r in runs) else ()
-    for key, label in (*FIGURES[:2], *slo, *FIGURES[2:], *cost_rows(r.figures for r in runs)):
+    answer = reasoning_rows(r.figures for r in runs)
+    for key, label in (*FIGURES[:2], *slo, *FIGURES[2:], *answer, *cost_rows(r.figures for r in runs)):
         figs = [r.figures.get(key, Figure(None, None)) for r in runs]
         deltas = [_delta(figs[0], f) for f in figs[1:]]
         rnd = _round_cost if key.startswith("cost") else _round
