@@ -10,13 +10,14 @@ from typing import Any
 
 import pytest
 
+from oxconsole.hints import CACHE_HINT
 from oxconsole.journal.reading import implausible
 from oxconsole.reports.compare import compare, load_run, render_compare
 from oxconsole.reports.html import write_html_report
 from oxconsole.summary import summary_from_journal
 from oxconsole.summarytable import render_summary
-from tests.support import run
-from tests.support.workloads import load_workload
+from tests.support import oxconsole_here, run
+from tests.support.workloads import load_workload, write_workload
 
 PLAIN: dict[str, Any] = {"sim.models.r.reasoning_tokens": 0, "sim.models.r.prefix_cache": False}
 
@@ -71,3 +72,12 @@ def test_the_journal_reader_refuses_impossible_counts(tmp_path: Path) -> None:
     for bad in ({"cached_tokens": -1}, {"reasoning_tokens": 1e30}, {"ttfot_ms": float("inf")},
                 {"tool_calls": "3"}, {"cached_tokens": 11}, {"reasoning_tokens": 6}):  # fmt: skip
         assert implausible({**base, **bad}, 2.0) is not None, bad
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("cache", [False, True])
+def test_a_shared_prefix_without_a_cache_report_gets_one_line(tmp_path: Path, cache: bool) -> None:
+    path = write_workload("reasoning", tmp_path, {"sim.models.r.prefix_cache": cache})
+    r = oxconsole_here(str(path), "--headless", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.count(CACHE_HINT) == (0 if cache else 1), r.stderr
