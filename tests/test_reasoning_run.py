@@ -192,3 +192,17 @@ async def test_workers_carry_the_new_fields_and_figures(tmp_path: Path) -> None:
     assert s["cache_hit_rate"] == round(s["tokens"]["cached"] / s["tokens"]["input"], 4), s
     assert s["ttfot_ms"]["p50"] is not None and s["ttfot_ms"]["p50"] > s["ttft_ms"]["p50"], s
     assert s["cost"]["total"] == pytest.approx(sum(r["cost"] for r in recs), abs=1e-9), s["cost"]
+
+
+@pytest.mark.parametrize("field", ["reasoning_content", "think_tags"])
+async def test_without_usage_reasoning_is_estimated_and_marked(tmp_path: Path, field: str) -> None:
+    w = load_workload(
+        "reasoning", tmp_path, {"sim.models.r.usage": False, "sim.models.r.reasoning_field": field}
+    )
+    await run(w)
+    recs = journal(w)
+    prof = w.sim["r"]
+    # one token a chunk, as the simulator (and servers) stream them
+    assert [r["reasoning_tokens"] for r in recs] == [prof.reasoning_tokens] * len(recs), recs
+    assert {r["tokens_source"] for r in recs} == {"estimate"}, recs
+    assert all("cached_tokens" not in r for r in recs), recs  # no usage, no cache report
