@@ -295,3 +295,17 @@ async def test_tools_in_extra_body_reach_the_server_and_calls_are_journaled(tmp_
     assert [r.get("tool_calls") for r in recs] == [2, 2], recs
     assert all(r["ttft_ms"] == r["ttfot_ms"] for r in recs), recs
     assert [(b["tools"], b["tool_choice"]) for b in SEEN] == [(tools, "required")] * 2, SEEN
+
+
+async def test_deepseek_and_llama_cpp_cache_fields() -> None:
+    deepseek = usage(
+        prompt_tokens=30, completion_tokens=1, prompt_cache_hit_tokens=16, prompt_cache_miss_tokens=14
+    )
+    res = await attempt([delta(content="a"), FINISH + deepseek + DONE])
+    assert res.ok and res.cached_tokens == 16, res
+    llama = (
+        b'data: {"id":"c1","choices":[],"usage":{"prompt_tokens":30,"completion_tokens":1},'
+        b'"timings":{"cache_n":24,"prompt_n":6}}\n\n'
+    )
+    res = await attempt([delta(content="a"), FINISH + llama + DONE])
+    assert res.ok and res.cached_tokens == 24, res
