@@ -81,3 +81,34 @@ def test_a_shared_prefix_without_a_cache_report_gets_one_line(tmp_path: Path, ca
     r = oxconsole_here(str(path), "--headless", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert r.stderr.count(CACHE_HINT) == (0 if cache else 1), r.stderr
+
+
+@pytest.mark.subprocess
+def test_batch_lines_on_v1_responses_run_as_such_and_write_response_bodies(tmp_path: Path) -> None:
+    import orjson
+
+    line = {
+        "custom_id": "resp-1",
+        "method": "POST",
+        "url": "/v1/responses",
+        "body": {"model": "r", "input": [{"role": "user", "content": "hi " * 40}], "max_output_tokens": 3},
+    }
+    (tmp_path / "batch.jsonl").write_bytes(orjson.dumps(line) + b"\n")
+    sets = {
+        "models.0.api": "responses",
+        "prompts": {"file": "batch.jsonl", "format": "openai-batch"},
+        "output.batch_output": str(tmp_path / "out.jsonl"),
+        "run.requests": None,
+    }
+    path = write_workload("reasoning", tmp_path, sets)
+    r = oxconsole_here(str(path), "--headless", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    (out,) = map(orjson.loads, (tmp_path / "out.jsonl").read_bytes().splitlines())
+    body = out["response"]["body"]
+    assert out["custom_id"] == "resp-1" and body["object"] == "response", out
+    assert body["output"][0]["type"] == "message" and body["output"][0]["content"][0]["type"] == "output_text"
+    usage = body["usage"]
+    assert usage["output_tokens"] == 8 + 3 and usage["output_tokens_details"] == {"reasoning_tokens": 8}, (
+        usage
+    )
+    assert set(usage) >= {"input_tokens", "output_tokens", "total_tokens", "input_tokens_details"}, usage
