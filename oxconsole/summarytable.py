@@ -17,6 +17,8 @@ from typing import Any, TextIO
 from oxconsole.metrics.goodput import goodput_lines
 from oxconsole.metrics.packing import packing_lines
 from oxconsole.metrics.plans import at_pace, cheapest
+from oxconsole.metrics.quality import quality_lines
+from oxconsole.metrics.ratelimit import ratelimit_lines
 from oxconsole.metrics.reasoning import has_reasoning, summary_lines
 from oxconsole.metrics.stages import stage_table
 from oxconsole.safetext import shown
@@ -54,12 +56,14 @@ def render_summary(summary: Mapping[str, Any], width: int = WIDTH) -> str:
     models = _in_order(s.get("models") or {})
     lines = _totals_lines(s)
     lines += packing_lines(dict(s))
+    lines += quality_lines(s)
     lines += _timing_lines(s)
     lines += _model_lines(models, width)
     lines += _fallback_lines(models)
     lines += _error_lines(s.get("errors") or {}, s.get("attempt_errors") or {})
     lines += _error_detail_lines(s.get("error_details") or {})
     lines += _plan_lines(s)
+    lines += ratelimit_lines(s)
     lines += _phase_lines(s.get("phases") or [], s.get("changes") or [])
     lines += stage_table(s.get("stages") or [], s.get("stages_end"))
     return "\n".join(out for line in lines for out in _wrap(line.rstrip(), width)) + "\n"

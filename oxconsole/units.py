@@ -210,6 +210,12 @@ def change_text(c: Mapping[str, Any], arrow: str = " → ", unlimited: str = "un
         return "paused" if to else "resumed"
     if what == "auto":
         return "auto concurrency on" if to else "auto concurrency off"
+    if what == "cascade" and isinstance(frm, list) and isinstance(to, list):
+
+        def steps(x: list[Any]) -> str:
+            return "+".join(str(m) for m in x) or "none"
+
+        return f"cascade {steps(frm)}{arrow}{steps(to)}"
     if what == "stage" and isinstance(to, int):  # [[stages]] boundary: shown 1-based, as the console
         return f"stage {to + 1}"
     model = f" {c['model']}" if c.get("model") is not None else ""

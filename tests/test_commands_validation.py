@@ -83,7 +83,9 @@ BAD: list[tuple[dict[str, Any], str]] = [
     ({"cmd": "enable_model", "model": "zzz", "enabled": False}, UNKNOWN.format("enable_model")),
     ({"cmd": "stop", "cancel": "yes"}, 'stop: cancel: expected true or false, got "yes"'),
     ({"cmd": "explode"}, 'unknown command "explode" (known: set_concurrency, set_rate, set_tpm, set_weight, '
-                         "enable_model, pause, resume, stop, set_auto)"),
+                         "enable_model, pause, resume, stop, set_auto, set_cascade)"),
+    ({"cmd": "set_cascade", "steps": "a"},
+     'set_cascade: steps: expected a non-empty list of model names, each once, got "a"'),
     ({"cmd": "set_rate"}, 'set_rate: missing field "value"'),
     (
         {"cmd": "set_rate", "value": 1, "by": "me"},

@@ -313,7 +313,8 @@ def test_q_in_the_console_exits_130(
 ) -> None:
     from oxconsole import cli, console
 
-    write(tmp_path, count=600)
+    count = 6000  # 30 s of work: q comes long before its end, however loaded the machine
+    write(tmp_path, count=count)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
     monkeypatch.setattr(console, "load_console", lambda: (pilot_console, ""))
@@ -321,8 +322,8 @@ def test_q_in_the_console_exits_130(
     assert cli.main(["w.toml", "--set", "run.grace=2s"]) == 130
     cap = capsys.readouterr()
     recs = lines(tmp_path / "out" / "results.jsonl")
-    not_sent = 600 - len(recs)
-    assert not_sent > 0 and f"{len(recs)} total" in cap.out and f"{not_sent} not sent" in cap.out
+    not_sent = count - len(recs)
+    assert not_sent > 0 and f"{len(recs):,} total" in cap.out and f"{not_sent:,} not sent" in cap.out
     assert resume_line(cap.err) == (not_sent, "oxconsole w.toml --resume --set run.grace=2s")
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["requests"]["not_sent"] == not_sent

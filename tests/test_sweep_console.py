@@ -316,7 +316,8 @@ def test_d_detaches_the_sweep_goes_on_and_attach_brings_it_back_to_its_end(
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
     monkeypatch.setattr(console, "load_console", lambda: (detach_at_once, ""))
-    assert cli.main(["sweep", "w.toml", "--over", "concurrency=1,2", "--point-duration", "1.5s"]) == 0
+    # points long enough that the console detaches during the first, however loaded the machine
+    assert cli.main(["sweep", "w.toml", "--over", "concurrency=1,2", "--point-duration", "4s"]) == 0
     cap = capsys.readouterr()
     assert "goes on" in cap.out and "re-attach with: oxconsole attach sw" in cap.out
     assert "sweep over concurrency" not in cap.out  # no table: the sweep has not ended

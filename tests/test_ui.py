@@ -19,6 +19,7 @@ from textual.pilot import Pilot
 from textual.theme import Theme
 from textual.widgets import Label
 
+import oxconsole.ui.app as app_module
 from oxconsole.engine.commands import Command, EnableModel, SetConcurrency, SetRate, Stop
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.tuned import save_tuned, tuned_path
@@ -318,13 +319,18 @@ def many_models(n: int) -> Snapshot:
 
 
 @pytest.mark.slow
-async def test_routing_editor_rows_are_one_line_and_scroll() -> None:
+async def test_routing_editor_rows_are_one_line_and_scroll(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(app_module, "FLASH_S", 60.0)  # the confirmation must outlast a loaded machine
     src = StaticSource(many_models(20))
     app = app_for(src)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("w")
         editor = app.screen
         assert isinstance(editor, RoutingEditor)
+        await until(
+            lambda: editor.query("#route-19") and editor.query_one("#route-0").outer_size.height > 0,
+            what="the editor's rows laid out",
+        )
         assert app.focused is editor.query_one("#weight-0")
         rows = [editor.query_one(f"#route-{i}") for i in range(20)]
         assert {r.outer_size.height for r in rows} == {1}

@@ -63,6 +63,8 @@ def test_every_key_of_every_table_reaches_its_field(tmp_path: Path) -> None:
     ]
     assert w.slo is not None
     unread += left_at_default(w.slo)
+    assert w.quality is not None  # judge: its own test (a prompt file beside the workload)
+    unread += left_at_default(w.quality, "schema_source", skip=("judge",))
     assert not unread, f"accepted by the parser but left at the default: {unread}"
 
 

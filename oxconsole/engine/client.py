@@ -33,6 +33,7 @@ import yarl
 from oxconsole.engine import internals
 from oxconsole.engine.apis import PATHS
 from oxconsole.engine.attempt import AttemptResult, BadResponse
+from oxconsole.engine.headroom import Headroom
 from oxconsole.engine.responses import read_response, read_response_stream
 from oxconsole.engine.stream import BodyLimits, collect, read_embeddings, read_json, read_stream, size_words
 from oxconsole.redaction import DETAIL_MAX as DETAIL_MAX
@@ -142,6 +143,8 @@ class EndpointClient:
             default_headers=headers or None,
         )
         self._templates: dict[tuple[float, str], _Prepared] = {}
+        self.headroom: Headroom | None = None
+        """Told of every attempt and its answer's rate-limit headers (set by the run's shard)."""
         self._session: aiohttp.ClientSession | None = None
 
     async def close(self) -> None:
@@ -196,13 +199,18 @@ class EndpointClient:
         """Send one request on `api` (`[[models]] api`) and read it to the end, all within
         `timeout`. Never raises except on cancellation."""
         res = AttemptResult(ok=False)
+        data = orjson.dumps(body)  # before the clock: encoding a 1 MB prompt is ours, not the server's
         res.t_sent = time.time()
         t0 = time.perf_counter()
         headers_seen = False
+        room = self.headroom
+        seq = room.sending() if room is not None else 0
         try:
             async with asyncio.timeout(timeout):
-                resp = await self._send(orjson.dumps(body), timeout, PATHS[api])
+                resp = await self._send(data, timeout, PATHS[api])
                 headers_seen = True
+                if room is not None:
+                    room.seen(resp.headers, seq)
                 try:
                     await self._read(resp, res, t0, stream, save_text, api)
                 finally:
@@ -216,6 +224,9 @@ class EndpointClient:
         except (aiohttp.ClientError, OSError) as err:
             res.error = "stream_aborted" if headers_seen else "connection"
             res.detail = _cause_detail(err)
+        finally:
+            if room is not None and not headers_seen:
+                room.unanswered(seq)
         if res.error is None:
             res.ok = True
         elif res.detail:

@@ -48,6 +48,12 @@ class EnableModel:
 
 
 @dataclass(frozen=True)
+class SetCascade:
+    steps: tuple[str, ...]
+    """The cascade's models in force, in order (a model left out is a step switched off)."""
+
+
+@dataclass(frozen=True)
 class Pause:
     pass
 
@@ -70,7 +76,9 @@ class Stop:
     """True: cancel what is in flight at once instead of letting it finish within the grace time."""
 
 
-Command = SetConcurrency | SetRate | SetTpm | SetWeight | EnableModel | Pause | Resume | Stop | SetAuto
+Command = (
+    SetConcurrency | SetRate | SetTpm | SetWeight | EnableModel | Pause | Resume | Stop | SetAuto | SetCascade
+)
 
 By = Literal["key", "command", "stage", "auto"]
 """Who made a change (`by` in `changes`): a console key, a control-socket command (a script), a
@@ -98,6 +106,7 @@ _BY_NAME: dict[str, type[Any]] = {
     "resume": Resume,
     "stop": Stop,
     "set_auto": SetAuto,
+    "set_cascade": SetCascade,
 }
 _NAME_OF = {v: k for k, v in _BY_NAME.items()}
 

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from collections.abc import Awaitable, Callable, Iterator
 
 from oxconsole.engine.arrival import ArrivalSchedule
+from oxconsole.engine.headroom import Headroom
 from oxconsole.engine.limits import Hold, LiveRateLimiter, ResizableSlots, TokenBudget
 from oxconsole.engine.router import NoModelAvailable, Router
 from oxconsole.journal.records import RequestRecord
@@ -27,6 +29,10 @@ was late by as much)."""
 
 TPM_WINDOW_S = 60.0
 """The token budget's window: the contract's minute. Tests shorten it to run in seconds."""
+
+HEADROOM_POLL_S = 0.25
+"""Longest sleep between looks while waiting for an endpoint's reset: a wait with no reset known
+(every answer still pending) looks again this often."""
 
 OUTPUT_GUESS = 256
 """Output tokens reserved for a request with no max_tokens anywhere, until answers show more."""
@@ -77,6 +83,8 @@ class Dispatcher:
         """Loop time at which `run.duration` runs out: no request due at or after it is started."""
         self._running = asyncio.Event()
         self._model_event = asyncio.Event()
+        self.paced: dict[str, Headroom] = {}
+        """Model -> its endpoint's rate-limit figures, for endpoints with `pace_by_headers`."""
 
     # --- live changes, from the engine's loop ---------------------------------------------------
     def set_rate(self, value: float, now: float) -> None:
@@ -169,6 +177,9 @@ class Dispatcher:
                     model = self.router.pick(prompt)
                 except NoModelAvailable:
                     model = self.w.models[0].name
+                if self.paced and model in self.paced and not await self._until_headroom(prompt, model):
+                    slots.release()
+                    return
             except BaseException:
                 slots.release()
                 raise
@@ -264,6 +275,27 @@ class Dispatcher:
         finally:
             self.waiting_bucket -= 1
             self.waiting_tpm -= 1
+
+    async def _until_headroom(self, prompt: Prompt, model: str) -> bool:
+        """`pace_by_headers`: wait until the endpoint's rate limits leave room for the request (a
+        wait for their reset, counted in `waits`, client queue time); False when the run stops."""
+        room = self.paced[model]
+        clock = time.monotonic  # the clock `Headroom` stamps answers with
+        n = self.token_estimate(prompt)
+        wait = room.admit(n, clock())
+        if wait <= 0:
+            return True
+        room.waits += 1
+        t0 = clock()
+        room.waiting += 1
+        try:
+            while wait > 0 and not self.stopped:
+                await asyncio.sleep(min(wait, HEADROOM_POLL_S))
+                wait = room.admit(n, clock())
+        finally:
+            room.waiting -= 1
+            room.wait_s += clock() - t0
+        return not self.stopped
 
     async def wait_buckets(self, prompt: Prompt) -> Hold | None:
         """The rate limiter and token budget for a request started outside this loop (a task of a

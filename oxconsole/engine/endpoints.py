@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from oxconsole.engine.client import EndpointClient
 from oxconsole.workload import Workload, resolve_api_key, resolve_headers
+from oxconsole.workload.prompts import one_pass
 
 if TYPE_CHECKING:
     from oxconsole.sim.process import SimProcess
@@ -51,8 +52,10 @@ async def start_sim(w: Workload, names: Iterable[str]) -> tuple[SimProcess | Non
     if not names:
         return None, {}
     from oxconsole.sim.process import SimProcess  # only runs against the simulator load it
+    from oxconsole.sim.quality import truth_for
 
-    sim = SimProcess(profiles=w.sim, seed=w.run.seed, limits=w.sim_limits)
+    truth = await asyncio.to_thread(lambda: truth_for(w, one_pass(w)))
+    sim = SimProcess(profiles=w.sim, seed=w.run.seed, limits=w.sim_limits, truth=truth)
     await asyncio.to_thread(sim.start)
     return sim, dict.fromkeys(names, sim.url)
 

@@ -21,6 +21,7 @@ from oxconsole.engine.commands import (
     Pause,
     Resume,
     SetAuto,
+    SetCascade,
     SetConcurrency,
     SetRate,
     SetTpm,
@@ -30,7 +31,7 @@ from oxconsole.engine.commands import (
 )
 from oxconsole.workload import Workload, bounds
 
-What = Literal["concurrency", "rate", "tpm", "weight", "enabled", "paused", "auto"]
+What = Literal["concurrency", "rate", "tpm", "weight", "enabled", "paused", "auto", "cascade"]
 
 # The largest values a live command may set: the workload schema's bounds for the same keys
 # (run.concurrency, run.rate, run.tpm, models.*.weight; reasons in `oxconsole.workload.bounds`),
@@ -76,6 +77,15 @@ def _model(cmd: Command, v: object) -> str:
     raise CommandError(f"{command_name(cmd)}: model: expected a model name, got {_shown(v)}")
 
 
+def _steps(v: object) -> tuple[str, ...]:
+    """A cascade's steps: a non-empty list of model names, each once."""
+    if isinstance(v, list | tuple) and v and all(isinstance(m, str) for m in v) and len(set(v)) == len(v):
+        return tuple(v)
+    raise CommandError(
+        f"set_cascade: steps: expected a non-empty list of model names, each once, got {_shown(v)}"
+    )
+
+
 def check(cmd: object) -> Command:
     """The command with its values typed as they will be applied, or `CommandError` saying why no
     run could take it: a value of the wrong type (a bool is not a number, "no" is not a bool), not
@@ -102,6 +112,8 @@ def check(cmd: object) -> Command:
         return SetAuto(_flag(cmd, cmd.on, "on"))
     if isinstance(cmd, Pause | Resume):
         return cmd
+    if isinstance(cmd, SetCascade):
+        return SetCascade(_steps(cmd.steps))
     raise CommandError(f"not a command: {type(cmd).__name__}")
 
 
@@ -131,6 +143,8 @@ class Change:
             return EnableModel(self.model, self.new)
         if self.what == "auto":
             return SetAuto(self.new)
+        if self.what == "cascade":
+            return SetCascade(tuple(self.new))
         return Pause() if self.new else Resume()
 
 
@@ -154,8 +168,12 @@ class LiveSettings:
         tpm: float = 0.0,
         auto: bool = False,
         auto_refused: str | None = None,
+        cascade: tuple[str, ...] | None = None,
     ) -> None:
         self.concurrency = concurrency
+        self.cascade = cascade
+        """`[routing] cascade` in force now, in order; None = this run judges no answers (no
+        `[quality]`), so it can have no cascade."""
         self.auto = auto
         """The concurrency is the auto controller's (`run.concurrency = "auto"`, key `a`)."""
         self.auto_refused = auto_refused
@@ -179,6 +197,7 @@ class LiveSettings:
             tpm=float(w.run.tpm),
             auto=w.run.concurrency_auto,
             auto_refused=auto_refusal(w),
+            cascade=None if w.quality is None else tuple(w.routing.cascade),
         )
 
     def stopping(self) -> None:
@@ -195,6 +214,13 @@ class LiveSettings:
         if isinstance(cmd, SetWeight | EnableModel) and cmd.model not in self.weights:
             models = ", ".join(f'"{m}"' for m in self.weights)
             raise CommandError(f"{command_name(cmd)}: unknown model {_shown(cmd.model)} (models: {models})")
+        if isinstance(cmd, SetCascade):
+            if self.cascade is None:
+                raise CommandError("set_cascade: this run has no [quality] table (nothing to escalate)")
+            for m in cmd.steps:
+                if m not in self.weights:
+                    models = ", ".join(f'"{m}"' for m in self.weights)
+                    raise CommandError(f"set_cascade: unknown model {_shown(m)} (models: {models})")
         return cmd
 
     def apply(self, cmd: Command) -> list[Change]:
@@ -243,6 +269,10 @@ class LiveSettings:
             if cmd.on != self.auto:
                 change = Change("auto", self.auto, cmd.on)
                 self.auto = cmd.on
+        elif isinstance(cmd, SetCascade):
+            if cmd.steps != self.cascade:
+                change = Change("cascade", list(self.cascade or ()), list(cmd.steps))
+                self.cascade = cmd.steps
         elif isinstance(cmd, Pause | Resume):
             paused = isinstance(cmd, Pause)
             if paused != self.paused and not self.stopped:

@@ -160,7 +160,10 @@ class Packer:
             return self._shares(rec, pack, None)
         sections = split_answer(rec.text, n)
         if sections is not None:
-            return self._shares(rec, pack, sections)
+            shares = self._shares(rec, pack, sections)
+            if self.sender.cascade is None:
+                return shares
+            return await self.sender.cascade.tasks(self, story, shares, sections)
         return await self._resend(story, rec)
 
     def _shares(self, rec: RequestRecord, pack: Pack, sections: list[str] | None) -> list[RequestRecord]:
@@ -221,14 +224,17 @@ class Packer:
             model = self.router.pick(task)
         except NoModelAvailable:
             pass  # the pack's model
-        st = Story(task, model, t_wall, t_loop, hold=hold)
-        self.router.in_flight[model] += 1
+        return await self.send_alone(Story(task, model, t_wall, t_loop, hold=hold))
+
+    async def send_alone(self, st: Story) -> RequestRecord:
+        """A task's story sent on its own (its buckets already waited for, its hold in `st`)."""
+        self.router.in_flight[st.model] += 1
         try:
             r = await self.sender.send(st)
         finally:
             self.router.in_flight[st.model] -= 1
-        if hold is not None:
-            self.dispatch.settle(hold, r)
+        if st.hold is not None:
+            self.dispatch.settle(st.hold, r)
         if not self.save_text:
             r.text = None
         return r

@@ -44,6 +44,7 @@ from oxconsole.engine.shards import Host
 from oxconsole.engine.shares import share
 from oxconsole.engine.worker import worker_main
 from oxconsole.journal.records import RequestRecord
+from oxconsole.metrics import ratelimit
 from oxconsole.metrics.snapshot import Gauges, ModelGauge
 from oxconsole.workload import Workload
 
@@ -337,4 +338,5 @@ class ProcessShards:
             tpm=live.tpm,
             tpm_used=sum(float(g.get("tpm_used", 0.0)) for g in gs),
             waiting_tpm=sum(int(g.get("waiting_tpm", 0)) for g in gs),
+            ratelimit=ratelimit.merge(g.get("ratelimit") for g in gs) or None,
         )

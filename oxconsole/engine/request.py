@@ -14,7 +14,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from oxconsole.engine.adapt import Bodies
 from oxconsole.engine.apis import streams
@@ -26,6 +26,29 @@ from oxconsole.engine.thinking import record_fields
 from oxconsole.gcpace import PacedGC
 from oxconsole.journal.records import RequestRecord
 from oxconsole.workload import ModelConfig, Prompt, Workload
+
+
+class Verdicts(Protocol):
+    """What `[quality]` made of a request's answers (`engine/cascade.py` `Judged`)."""
+
+    def mark(self, rec: RequestRecord) -> None:
+        """Put the verdict and the bill of every answer on the request's record."""
+
+
+class Judge(Protocol):
+    """The answers' judge and the cascade (`engine/cascade.py` `Cascade`), set by the shard."""
+
+    def judges(self, prompt: Prompt) -> bool:
+        """Whether this request's answer is judged when it comes (a pack's: task by task)."""
+
+    async def settle(self, story: Story, res: AttemptResult) -> AttemptResult:
+        """The answer that stands once judged (the cascade's next steps asked as needed)."""
+
+    async def tasks(
+        self, packer: Any, story: Story, recs: list[RequestRecord], sections: list[str]
+    ) -> list[RequestRecord]:
+        """A pack's task records, each judged on its own section (and sent on alone if it failed)."""
+
 
 STREAM_ERRORS = frozenset({"stream_aborted", "bad_response", "stream_error"})
 
@@ -82,6 +105,8 @@ class Story:
     """The last attempt's result."""
     hold: Hold | None = None
     """Its tokens in the run's token budget (when there is one): counted from its first send."""
+    judged: Verdicts | None = None
+    """With `[quality]`: the verdicts and the bill of every answer so far (`engine/cascade.py`)."""
 
     def fallback_trail(self) -> tuple[list[str] | None, list[int] | None]:
         """The record's `models_tried` and `model_attempts`: present only when a fallback was used."""
@@ -124,23 +149,43 @@ class Sender:
         self.save_text = w.output.save_text
         """Keep answers' text (packing keeps it to split a pack's answer, whatever save_text says)."""
         self._unstreamed: set[str] = set()
+        self.cascade: Judge | None = None
+        """With `[quality]`: each answer judged, a failed one sent on down the cascade (set by the
+        shard: `engine/cascade.py`)."""
+        self.judging = w.quality is not None
+        """Read answers' text for the checks even when save_text is off (it leaves the record)."""
 
     async def send(self, story: Story) -> RequestRecord:
         """The request's record: its answer, or its last error once retries and fallbacks are spent
-        (or the run stops); a "cancelled" record when the task is cancelled at stop."""
+        (or the run stops); a "cancelled" record when the task is cancelled at stop. With
+        `[quality]`, the answer that stands once the cascade judged it (`engine/cascade.py`)."""
         try:
-            while True:
-                res = await self._on_model(story)
-                if res.ok or self.stopping():
-                    break
-                nxt = self.router.fallbacks(story.prompt, story.tried)
-                if not nxt:
-                    break
-                self._fall_back(story, res, nxt[0])
+            res = await self.answer(story)
+            cascade = self.cascade
+            if cascade is not None and res.ok and cascade.judges(story.prompt):
+                res = await cascade.settle(story, res)
             keep = self.save_text or story.prompt.keep_text
-            return finished_record(story, res, self.models[story.model], keep)
+            rec = finished_record(story, res, self.models[story.model], keep)
+            if story.judged is not None:
+                story.judged.mark(rec)
+            return rec
         except asyncio.CancelledError:
-            return cancelled_record(story, self.models[story.model].endpoint)
+            rec = cancelled_record(story, self.models[story.model].endpoint)
+            if story.judged is not None:
+                story.judged.mark(rec)
+            return rec
+
+    async def answer(self, story: Story) -> AttemptResult:
+        """An answer from the story's model, or from its fallbacks when it fails (the last error
+        once they are spent or the run stops)."""
+        while True:
+            res = await self._on_model(story)
+            if res.ok or self.stopping():
+                return res
+            nxt = self.router.fallbacks(story.prompt, story.tried)
+            if not nxt:
+                return res
+            self._fall_back(story, res, nxt[0])
 
     async def _on_model(self, story: Story) -> AttemptResult:
         """Attempts on the story's model until one answers, retries are spent or it cannot retry."""
@@ -188,7 +233,7 @@ class Sender:
                 body,
                 stream=streams(m.api, run.stream),
                 timeout=run.timeout,
-                save_text=self.save_text or story.prompt.keep_text,
+                save_text=self.save_text or self.judging or story.prompt.keep_text,
                 api=m.api,
             )
             adapted = res.status == 400 and self.bodies.adapt(m.name, res, body)
@@ -226,6 +271,10 @@ class Sender:
     def _fall_back(self, story: Story, res: AttemptResult, model: str) -> None:
         """Move the request to another model (its in-flight count goes with it)."""
         self._failed(story, res)
+        self.move(story, model)
+
+    def move(self, story: Story, model: str) -> None:
+        """The request on another model from now on (its in-flight count goes with it)."""
         self.router.in_flight[story.model] -= 1
         story.model = model
         self.router.in_flight[model] += 1

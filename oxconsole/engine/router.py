@@ -32,6 +32,8 @@ class Router:
         self.cooled: dict[str, bool] = {m.name: False for m in models}
         self.strategy = routing.strategy
         self.rules: tuple[RoutingRule, ...] = routing.rules
+        self.cascade: list[str] = list(routing.cascade)
+        """`[routing] cascade`'s steps in force, in order (changed live); [] = no cascade."""
         self._rng = random.Random(seed)
         self._rr = itertools.count()
         self._cum_cache: dict[tuple[str | bool, ...], tuple[list[str], list[float]]] = {}
@@ -48,6 +50,13 @@ class Router:
             raise KeyError(model)
         self.enabled[model] = enabled
         self._cum_cache.clear()
+
+    def set_cascade(self, steps: Sequence[str]) -> None:
+        """The cascade's steps from now on, in order (a request on a step left out stands there)."""
+        for m in steps:
+            if m not in self.enabled:
+                raise KeyError(m)
+        self.cascade = list(steps)
 
     def set_cooled(self, model: str, cooled: bool) -> None:
         self.cooled[model] = cooled
@@ -80,7 +89,26 @@ class Router:
                 for fb in rule.fallback:
                     if self.available(fb):
                         return fb
+        if self.cascade:
+            steps = self.steps()
+            if steps:
+                return steps[0]
         return self._choose(self.names)
+
+    def steps(self) -> list[str]:
+        """The cascade's steps a request may be sent to now, in order."""
+        return [m for m in self.cascade if self.enabled[m]]
+
+    def next_step(self, model: str, tried: Sequence[str]) -> str | None:
+        """The cascade's next step after `model` (not tried yet), or None: `model` is the last one
+        or not in the cascade (a rule or a pin sent it there), and its answer stands."""
+        if model not in self.cascade:
+            return None
+        after = self.cascade[self.cascade.index(model) + 1 :]
+        for m in after:
+            if self.enabled[m] and m not in tried:
+                return m
+        return None
 
     def fallbacks(self, prompt: Prompt, tried: Sequence[str]) -> list[str]:
         """Models to try, in order, after a request failed on every model in `tried`."""

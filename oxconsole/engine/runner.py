@@ -43,6 +43,7 @@ from oxconsole.journal.fingerprint import open_journal
 from oxconsole.journal.journal import Journal
 from oxconsole.journal.records import RequestRecord
 from oxconsole.journal.sessions import SessionLog
+from oxconsole.metrics import ratelimit
 from oxconsole.metrics.collector import Collector
 from oxconsole.metrics.snapshot import Gauges, Snapshot
 from oxconsole.workload import Workload
@@ -60,6 +61,7 @@ def new_collector(w: Workload, started_at: float) -> Collector:
         slo_target=None if w.slo is None else w.slo.target,
     )
     c.packing_size = w.packing.size
+    c.cascade = None if w.quality is None else tuple(w.routing.cascade)
     return c
 
 
@@ -378,6 +380,9 @@ class Engine:
         lags = [e["loop_lag_ms"] for e in ends if e.get("loop_lag_ms")]
         if lags:  # the worst shard's: every timing may include up to that much
             summary["loop_lag_ms"] = {k: max(lag[k] for lag in lags) for k in ("p50", "p99", "max")}
+        rl = ratelimit.summary(e.get("ratelimit") for e in ends)
+        if rl:
+            summary["ratelimit"] = rl
         gcs = [e["gc"] for e in ends if e.get("gc")]
         if gcs:
             summary["gc"] = {

@@ -20,12 +20,14 @@ from collections.abc import Set as AbstractSet
 from typing import Any
 
 from oxconsole.engine.adapt import Bodies
+from oxconsole.engine.cascade import cascade_for
 from oxconsole.engine.client import AttemptResult
 from oxconsole.engine.commands import (
     Command,
     EnableModel,
     Pause,
     Resume,
+    SetCascade,
     SetConcurrency,
     SetRate,
     SetTpm,
@@ -34,6 +36,7 @@ from oxconsole.engine.commands import (
 from oxconsole.engine.conversations import Sessions
 from oxconsole.engine.dispatch import Dispatcher
 from oxconsole.engine.endpoints import Endpoints
+from oxconsole.engine.headroom import Headroom
 from oxconsole.engine.health import ModelHealth
 from oxconsole.engine.limits import Hold
 from oxconsole.engine.packing import packer_for
@@ -126,6 +129,13 @@ class LocalShard:
             workload, self.router, start=self._start, set_state=self._set_state, warn=self.warnings.append
         )
         self.slots = self.dispatch.slots
+        share = 1.0 / (self.shard[1] if self.shard is not None else 1)
+        self.headroom = {name: Headroom(name, share) for name in workload.endpoints}
+        """Endpoint -> its rate-limit figures as this shard hears them (`headroom.py`)."""
+        eps = workload.endpoints
+        self.dispatch.paced = {
+            m.name: self.headroom[m.endpoint] for m in workload.models if eps[m.endpoint].pace_by_headers
+        }
         models = {m.name: m for m in workload.models}
         self.health = ModelHealth(
             self.router, models, elapsed=self.elapsed, on_warm=self.dispatch.models_changed
@@ -141,6 +151,7 @@ class LocalShard:
             stopping=lambda: self.stopping,
             attempt_failed=self._attempt_failed,
         )
+        self.sender.cascade = cascade_for(workload, self.sender)
         self.packer = packer_for(
             workload, self.sender, self.router, self.dispatch, prefix=self._pack_prefix()
         )
@@ -169,6 +180,9 @@ class LocalShard:
             self.dispatch.models_changed()
         elif isinstance(cmd, EnableModel):
             self.router.set_enabled(cmd.model, cmd.enabled)
+            self.dispatch.models_changed()
+        elif isinstance(cmd, SetCascade):
+            self.router.set_cascade(cmd.steps)
             self.dispatch.models_changed()
         elif isinstance(cmd, Pause):
             self.dispatch.pause()
@@ -204,6 +218,8 @@ class LocalShard:
         self.dispatch.set_tpm(self.tpm)
         if self._shared_endpoints is None:
             await self.endpoints.start()
+        for name, client in self.endpoints.clients.items():
+            client.headroom = self.headroom.get(name)
 
     def begin(self, t0: float, started_at: float) -> None:
         """The run's clock starts (loop time `t0`): GC paced, the schedule rebased, running."""
@@ -327,8 +343,8 @@ class LocalShard:
                 r.stage, r.warmup = mark
             if self.sessions is not None:
                 self.sessions.finished(r)
-            if slo is not None:
-                r.slo_ok = slo.good(r)
+            if slo is not None:  # with [quality] a good answer is also a valid one
+                r.slo_ok = slo.good(r) and r.valid is not False
             sink(r)
 
     def _pack_prefix(self) -> str:
@@ -399,6 +415,7 @@ class LocalShard:
             tpm_used=0.0 if budget is None else budget.used,
             waiting_tpm=self.dispatch.waiting_tpm,
             auto=auto,
+            ratelimit=self.ratelimit(),
             models={
                 n: ModelGauge(
                     weight=router.weights[n],
@@ -425,7 +442,13 @@ class LocalShard:
             if sessions is not None and sessions.total + sessions.skipped
             else None,
             "complete": self.dispatch_complete,
+            "ratelimit": self.ratelimit(),
         }
+
+    def ratelimit(self) -> dict[str, dict[str, Any]] | None:
+        """Each endpoint's rate-limit figures (`Headroom.state`), for those that sent any."""
+        out = {name: st for name, room in self.headroom.items() if (st := room.state()) is not None}
+        return out or None
 
     async def _ticker(self) -> None:
         loop = asyncio.get_running_loop()

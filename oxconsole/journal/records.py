@@ -95,6 +95,18 @@ class RequestRecord:
     """Prompt tokens the server served from its prefix cache, inside `input_tokens`."""
     tool_calls: int | None = None
     """Tool calls in the answer."""
+    valid: bool | None = None
+    """With `[quality]`, on an ok record: whether its answer passed every check."""
+    invalid_reason: str | None = None
+    """With `valid` false: the first check it failed (`json`, `schema`, `regex`, `expected`, `judge`)."""
+    escalations: int = 0
+    """Times the cascade sent it on to the next model (`models_tried` then lists them all)."""
+    answers: list[dict[str, Any]] | None = None
+    """The answers that did not stand and the judge requests, each with its model, tokens and
+    cost (already inside `cost`): what each model asked was billed, for the per-model figures."""
+    cascade_ms: float | None = None
+    """With `answers`: from the first answer's send to the last byte of the one that stands, every
+    model asked and judge request included (`latency_ms` is the final attempt's alone)."""
 
     def __post_init__(self) -> None:
         """The record boundary: what a server sent becomes text any encoder takes (a lone
@@ -123,8 +135,20 @@ class RequestRecord:
         return self.model_attempts[-1] if self.model_attempts else self.attempts
 
     def fell_back_from(self) -> list[str]:
-        """The models this request left for a fallback, in order (empty without a fallback)."""
-        return self.models_tried[:-1] if self.models_tried else []
+        """The models this request left for a fallback, in order (empty without a fallback); a
+        model the cascade moved on from (its answer failed `[quality]`) is not one."""
+        if not self.models_tried:
+            return []
+        if not self.escalations:
+            return self.models_tried[:-1]
+        judged = [a.get("model") for a in self.answers or () if a.get("judge") is not True]
+        out = []
+        for m in self.models_tried[:-1]:
+            if m in judged:
+                judged.remove(m)
+            else:
+                out.append(m)
+        return out
 
     def to_json_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -175,6 +199,16 @@ class RequestRecord:
             v = getattr(self, key)
             if v is not None:
                 d[key] = v
+        if self.valid is not None:
+            d["valid"] = self.valid
+            if self.invalid_reason is not None:
+                d["invalid_reason"] = self.invalid_reason
+        if self.escalations:
+            d["escalations"] = self.escalations
+        if self.answers:
+            d["answers"] = self.answers
+        if self.cascade_ms is not None:
+            d["cascade_ms"] = _r(self.cascade_ms)
         if self.text is not None:
             d["text"] = self.text
         return d
@@ -211,7 +245,28 @@ class RequestRecord:
             **_pack_fields(d),
             ttfot_ms=_f(d.get("ttfot_ms")),
             **{k: d[k] for k in OPTIONAL_COUNTS if type(d.get(k)) is int},
+            **_quality_fields(d),
         )
+
+
+def _quality_fields(d: dict[str, Any]) -> dict[str, Any]:
+    """`valid`, `invalid_reason`, `escalations` and `answers`, as far as the line carries them."""
+    out: dict[str, Any] = {}
+    if isinstance(d.get("valid"), bool):
+        out["valid"] = d["valid"]
+        reason = d.get("invalid_reason")
+        if isinstance(reason, str) and not d["valid"]:
+            out["invalid_reason"] = reason
+    esc = d.get("escalations")
+    if type(esc) is int and esc > 0:
+        out["escalations"] = esc
+    answers = d.get("answers")
+    if isinstance(answers, list):
+        out["answers"] = [a for a in answers if isinstance(a, dict) and isinstance(a.get("model"), str)]
+    ms = d.get("cascade_ms")
+    if isinstance(ms, int | float) and not isinstance(ms, bool) and 0 <= ms <= RECORD_MS_MAX:
+        out["cascade_ms"] = float(ms)
+    return out
 
 
 def _pack_fields(d: dict[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from oxconsole.metrics.goodput import goodput_entry
 from oxconsole.metrics.histogram import LogHistogram
 from oxconsole.metrics.packing import PackCounts, packing_block
 from oxconsole.metrics.plans import Usage, cost_block, model_cost_block
+from oxconsole.metrics.quality import QualityCounts, add_per_valid, quality_entry
 from oxconsole.metrics.reasoning import ReasoningStats
 from oxconsole.metrics.reasoning import into as with_reasoning
 
@@ -72,6 +73,7 @@ class RunStats:
         "output_tokens",
         "packs",
         "per_model",
+        "quality",
         "queue",
         "reason",
         "retried",
@@ -116,6 +118,8 @@ class RunStats:
         """Tasks sent in packs (`[packing]`): the summary's `packing` block."""
         self.reason = ReasoningStats()
         """TTFOT, reasoning and cached tokens, tool calls (`metrics/reasoning.py`)."""
+        self.quality: QualityCounts | None = None
+        """With `[quality]`: valid answers and the cascade (`metrics/quality.py`)."""
 
     def hist(self, metric: str) -> LogHistogram:
         if metric == "latency_ms":
@@ -142,7 +146,7 @@ class RunStats:
     def count(self, rec: RequestRecord) -> None:
         """Everything in `record` but the timing histograms (the caller files those)."""
         self.total += 1
-        if rec.models_tried:
+        if rec.models_tried and (not rec.escalations or rec.fell_back_from()):
             self.fell_back += 1
         tried = rec.model_attempts  # with a fallback: retried only where a model took 2+ attempts
         if tried:
@@ -183,10 +187,16 @@ class RunStats:
             or rec.tool_calls
         ):
             self.reason.count(rec)
+        if rec.valid is not None or rec.answers:
+            (self.quality or self._judged()).count(rec)
         if rec.attempt_errors:
             ae = self.attempt_errors
             for cls, n in rec.attempt_errors.items():
                 ae[cls] = ae.get(cls, 0) + int(n)
+
+    def _judged(self) -> QualityCounts:
+        self.quality = QualityCounts()
+        return self.quality
 
     # -- summary blocks ----------------------------------------------------------------------
 
@@ -283,6 +293,12 @@ class Tally:
             count_fallbacks(rec, self.of)
 
 
+def billed_usage(overall: RunStats, usage: Mapping[str, Usage]) -> Mapping[str, Usage]:
+    """The models' usage as a plan bills it: with `[quality]`, the answers that did not stand and
+    the judge requests too (`metrics/quality.py`)."""
+    return usage if overall.quality is None else overall.quality.billed(usage)
+
+
 def iso_time(unix: float) -> str:
     """ISO-8601 in UTC with milliseconds, e.g. ``2025-01-31T12:00:00.123+00:00``."""
     return datetime.fromtimestamp(unix, tz=UTC).isoformat(timespec="milliseconds")
@@ -304,6 +320,7 @@ def phase_summary(
         "latency_ms": timing(stats.latency),
         "ttft_ms": timing(stats.ttft),
         **goodput_entry(stats.good, stats.judged, t_end - t_start, slo_target),
+        **quality_entry(stats.quality),
     }
     return with_reasoning(block, stats.reason, stats.input_tokens)
 
@@ -349,6 +366,9 @@ def build_summary(
         if n:
             attempt_errors[cls] = attempt_errors.get(cls, 0) + n
     src = overall.tokens_source
+    usage = {m: st.usage() for m, st in models}
+    cost = cost_block(overall.cost, overall.total, billed_usage(overall, usage), plans)
+    add_per_valid(cost, overall.quality)
     summary = {
         "name": name,
         "started_at": iso_time(started_at),
@@ -362,7 +382,7 @@ def build_summary(
         "queue_ms": timing(overall.queue),
         "tokens": {"input": overall.input_tokens, "output": overall.output_tokens},
         "tokens_source": {"usage": src.get("usage", 0), "estimate": src.get("estimate", 0)},
-        "cost": cost_block(overall.cost, overall.total, {m: st.usage() for m, st in models}, plans),
+        "cost": cost,
         "errors": dict(sorted(overall.errors.items())),
         "attempt_errors": dict(sorted(attempt_errors.items())),
         "error_details": error_details(overall.error_detail, attempt_details),
@@ -378,5 +398,6 @@ def build_summary(
         "changes": [dict(c) for c in changes],
         "phases": [dict(p) for p in phases],
         **packing_block(overall.packs, overall.total, packing_size),
+        **quality_entry(overall.quality),
     }
     return with_reasoning(summary, overall.reason, overall.input_tokens)

@@ -3,8 +3,9 @@ the headless progress line's `bound:` part.
 
 Why this module exists: a load generator must say when it is itself the limit (event-loop lag, a
 rate it cannot reach with free slots) and which of its own limits holds requests back (pause,
-token budget, concurrency, rate): otherwise its figures are read as the server's. The console and
-the headless line must say the same thing, and the headless runner cannot import the console.
+token budget, a provider's rate limit it paces by, concurrency, rate): otherwise its figures are
+read as the server's. The console and the headless line must say the same thing, and the headless
+runner cannot import the console.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ Bound = Literal[
     "starting",
     "loop lag",
     "tpm",
+    "ratelimit",
     "slow rate",
     "draining",
     "concurrency",
@@ -57,6 +59,8 @@ def bound_by(s: Snapshot) -> Bound:
         return "loop lag"
     if g.state == "running" and tpm_bound(s):
         return "tpm"
+    if g.ratelimit and any(e.get("waiting") for e in g.ratelimit.values()):
+        return "ratelimit"  # pace_by_headers: a request waits for the provider's reset
     free = g.in_flight < 0.9 * g.concurrency and g.waiting_slot == 0
     slow = g.rate > 0 and g.achieved_rate < 0.8 * g.rate and s.elapsed_s >= 5
     if g.state == "running" and slow and free and g.waiting_bucket == 0:

@@ -21,6 +21,7 @@ from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.aggregate import (
     METRICS,
     RunStats,
+    billed_usage,
     build_summary,
     count_fallbacks,
     error_details,
@@ -30,6 +31,7 @@ from oxconsole.metrics.goodput import Goodput
 from oxconsole.metrics.histogram import LogHistogram, record_into
 from oxconsole.metrics.packing import live_packing
 from oxconsole.metrics.plans import PlanCost, Usage, plan_costs, project
+from oxconsole.metrics.quality import live_quality
 from oxconsole.metrics.reasoning import ReasoningLive
 from oxconsole.metrics.snapshot import (
     Bins,
@@ -77,6 +79,8 @@ class Collector:
 
     packing_size = 1
     """The run's `[packing] size` (set by the engine): tasks per request, for the summary."""
+    cascade: tuple[str, ...] | None = None
+    """With `[quality]` (set by the engine): the cascade's steps in force, kept by its changes."""
 
     def __init__(
         self,
@@ -222,6 +226,8 @@ class Collector:
     ) -> None:
         """Log a control change at ``t`` seconds since start, made ``by`` a key, a command, a stage
         or the auto controller, and start a new phase."""
+        if what == "cascade" and isinstance(to, list | tuple):
+            self.cascade = tuple(to)
         c: dict[str, Any] = {"t": round(t, 3), "what": what, "from": frm, "to": to}
         if model is not None:
             c["model"] = model
@@ -292,6 +298,7 @@ class Collector:
             stage=self.stage_log.now(now),
             packing=live_packing(al.packs, al.total, self.packing_size),
             reasoning=ReasoningLive.of(al.reason, al.input_tokens, al.output_tokens),
+            quality=live_quality(al.quality, self.cascade),
         )
 
     def _goodput(self, w_start: int, sec: int, span: float, run_span: float) -> Goodput | None:
@@ -367,7 +374,11 @@ class Collector:
         return dict(sorted(out.items()))
 
     def _weights(self, g: Gauges) -> dict[str, float]:
-        """The models' routing weights now (disabled models weigh nothing)."""
+        """The models' routing weights now (disabled models weigh nothing); none with a cascade,
+        which sends each request through its steps whatever the weights: the run's own average
+        cost per request so far is the projection's then."""
+        if self.cascade:
+            return {}
         return {name: mg.weight for name, mg in g.models.items() if mg.enabled}
 
     def _projected_cost(self, g: Gauges) -> float | None:
@@ -401,6 +412,7 @@ class Collector:
         if not self._plans:
             return ()
         usage: dict[str, Usage] = {m: acc.stats.usage() for m, acc in self._models.items()}
+        usage = dict(billed_usage(self._all, usage))
         remaining = None if g.total_expected is None else max(0, g.total_expected - self._all.total)
         return plan_costs(self._plans.values(), usage, self._all.total, remaining, self._weights(g))
 

@@ -72,6 +72,8 @@ class Gauges:
     """Requests waiting for the token budget (also counted in `waiting_bucket`)."""
     auto: bool = False
     """The concurrency is set by the auto controller (`run.concurrency = "auto"`, key `a`)."""
+    ratelimit: Mapping[str, Mapping[str, Any]] | None = None
+    """Endpoint -> its provider rate-limit figures (`metrics/ratelimit.py`); None = none heard."""
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Gauges:
@@ -95,6 +97,7 @@ class Gauges:
             tpm_used=float(d.get("tpm_used", 0.0)),
             waiting_tpm=int(d.get("waiting_tpm", 0)),
             auto=bool(d.get("auto", False)),
+            ratelimit=d.get("ratelimit"),
         )
 
 
@@ -214,6 +217,9 @@ class Snapshot:
     reasoning: ReasoningLive | None = None
     """TTFOT, reasoning share of output, cache hit rate (`metrics/reasoning.py`); None when no
     record carried reasoning, cached tokens or tool calls."""
+    quality: Mapping[str, Any] | None = None
+    """With `[quality]`: valid answers so far, per model asked, escalations and the cascade's steps
+    in force (`metrics/quality.live_quality`); None without."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON types (dicts, lists, str, int, float, bool, None); orjson-ready."""
@@ -280,6 +286,7 @@ class Snapshot:
             packing=d.get("packing"),
             sweep=d.get("sweep"),
             reasoning=ReasoningLive.from_dict(d.get("reasoning")),
+            quality=d.get("quality"),
         )
 
     @classmethod

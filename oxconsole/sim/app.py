@@ -56,6 +56,7 @@ from oxconsole.sim.encoded import (
 )
 from oxconsole.sim.faults import arrival_faults, too_many
 from oxconsole.sim.plan import answer_length, plan
+from oxconsole.sim.quality import Truth
 from oxconsole.sim.ratelimit import Limiter
 from oxconsole.sim.responses import BAD_INPUT as BAD_RESPONSES_INPUT
 from oxconsole.sim.responses import input_text, response_body, response_wire
@@ -92,6 +93,7 @@ class SimState:
         default: SimModelProfile | None,
         seed: int,
         limits: SimLimits | None = None,
+        truth: Truth | None = None,
     ) -> None:
         self.profiles = dict(profiles)
         self.limiter = Limiter(limits or SimLimits())
@@ -101,6 +103,9 @@ class SimState:
         self.models: dict[str, ModelState] = {
             name: ModelState(name, p, seed) for name, p in self.profiles.items()
         }
+        for st in self.models.values():
+            if st.profile.quality is not None:
+                st.truth = truth
         self._ids = itertools.count(1)
         self.bad_requests = 0
         self.lateness = Lateness()
@@ -273,7 +278,7 @@ class SimState:
         it. Chat and the Responses API count (characters + 3) // 4 tokens."""
         t0 = time.monotonic()
         try:
-            body = orjson.loads(await request.read())
+            body = orjson.loads(await _body(request))
         except orjson.JSONDecodeError:
             return self._bad_request("request body is not valid JSON")
         self.reading.record((time.monotonic() - t0) * 1000.0)
@@ -339,6 +344,20 @@ class SimState:
 SIM_STATE: Final = web.AppKey("oxconsole_sim_state", SimState)
 
 
+MAX_BODY = 64 * 1024 * 1024
+"""The largest request body the simulator reads (a larger one is answered 413)."""
+
+
+async def _body(request: web.Request) -> bytes:
+    """The request's body. With a Content-Length, its pieces are joined once (aiohttp's `read`
+    grows a bytearray and copies it again: for a 1 MB prompt, on the loop that times answers);
+    without one (chunked), or beyond MAX_BODY (413), aiohttp's `read`."""
+    n = request.content_length
+    if n is None or not 0 < n <= MAX_BODY:
+        return await request.read()
+    return await request.content.readexactly(n)
+
+
 async def _limit_headers(request: web.Request, response: web.StreamResponse) -> None:
     """Every answer carries the rate-limit headers its request was given on arrival."""
     headers = request.get(_LIMIT_HEADERS)
@@ -351,11 +370,13 @@ def build_app(
     default: SimModelProfile | None = None,
     seed: int = 0,
     limits: SimLimits | None = None,
+    truth: Truth | None = None,
 ) -> web.Application:
     """The simulator as an aiohttp app. Unknown models use `default` (contract defaults if None);
-    `limits` are the server's rate limits (none if None)."""
-    state = SimState(profiles, default, seed, limits)
-    app = web.Application(client_max_size=64 * 1024 * 1024)
+    `limits` are the server's rate limits (none if None); `truth` what the models with a
+    `quality` answer right (`sim/quality.py`)."""
+    state = SimState(profiles, default, seed, limits, truth)
+    app = web.Application(client_max_size=MAX_BODY)
     app[SIM_STATE] = state
     if state.limiter.on:
         app.on_response_prepare.append(_limit_headers)
@@ -399,6 +420,7 @@ async def start_sim(
     *,
     allow_remote: bool = False,
     limits: SimLimits | None = None,
+    truth: Truth | None = None,
 ) -> tuple[web.AppRunner, str]:
     """Start the simulator on the running loop; returns the runner (call ``cleanup()``) and base URL.
 
@@ -409,7 +431,7 @@ async def start_sim(
             f"refusing to listen on non-loopback host {host!r} (the simulator has no authentication); "
             "pass --allow-remote to do it anyway"
         )
-    app = build_app(profiles or {}, default, seed, limits)
+    app = build_app(profiles or {}, default, seed, limits, truth)
     # handler_cancellation: a client that disconnects frees its capacity slot at once, as vLLM does.
     runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=1.0)
     await runner.setup()

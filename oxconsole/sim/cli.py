@@ -24,6 +24,7 @@ import orjson
 from oxconsole.aio import run_loop
 from oxconsole.gcpace import PacedGC
 from oxconsole.sim.app import SIM_STATE, SimState, is_loopback, start_sim
+from oxconsole.sim.quality import Truth, truth_for
 from oxconsole.workload import SimLimits, SimModelProfile
 from oxconsole.workload.schema import REASONING_FIELDS
 
@@ -35,6 +36,7 @@ _FIELDS = {f.name: f for f in dataclasses.fields(SimModelProfile)}
 _INT_FIELDS = frozenset({"output_tokens", "capacity", "reasoning_tokens", "cache_block"})
 _BOOL_FIELDS = frozenset({"usage", "prefix_cache"})
 _CHOICE_FIELDS = {"reasoning_field": REASONING_FIELDS}
+_OPTIONAL_FIELDS = frozenset({"quality"})  # None: the profile does not set it
 
 
 def profiles_to_json(profiles: dict[str, SimModelProfile]) -> str:
@@ -66,6 +68,8 @@ def profiles_from_json(text: str) -> dict[str, SimModelProfile]:
                 raise ValueError(
                     f"--profiles-json: {name}.{key}: unknown key (expected one of {', '.join(_FIELDS)})"
                 )
+            if value is None and key in _OPTIONAL_FIELDS:
+                continue
             if key in _CHOICE_FIELDS:
                 if value not in _CHOICE_FIELDS[key]:
                     raise ValueError(
@@ -139,6 +143,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--profiles-json", help=argparse.SUPPRESS)
     p.add_argument("--limits-json", help=argparse.SUPPRESS)
+    p.add_argument("--truth-json", type=Path, help=argparse.SUPPRESS)  # sim/quality.py Truth, a file
     return p
 
 
@@ -185,7 +190,9 @@ def _quiet_gc(state: SimState, loop: asyncio.AbstractEventLoop) -> PacedGC:
     return pacer
 
 
-async def _serve(args: argparse.Namespace, profiles: dict[str, SimModelProfile], limits: SimLimits) -> int:
+async def _serve(
+    args: argparse.Namespace, profiles: dict[str, SimModelProfile], limits: SimLimits, truth: Truth | None
+) -> int:
     note = raise_open_files()
     if note:
         print(f"oxconsole sim: warning: {note}", file=sys.stderr)
@@ -193,7 +200,13 @@ async def _serve(args: argparse.Namespace, profiles: dict[str, SimModelProfile],
     try:
         try:
             runner, url = await start_sim(
-                args.host, port, profiles, seed=args.seed, allow_remote=args.allow_remote, limits=limits
+                args.host,
+                port,
+                profiles,
+                seed=args.seed,
+                allow_remote=args.allow_remote,
+                limits=limits,
+                truth=truth,
             )
         except OSError as e:
             if args.port is not None or e.errno != errno.EADDRINUSE:
@@ -203,7 +216,13 @@ async def _serve(args: argparse.Namespace, profiles: dict[str, SimModelProfile],
             print(f"oxconsole sim: port {port} is in use; listening on a free port", file=sys.stderr)
             port = args.port = 0
             runner, url = await start_sim(
-                args.host, 0, profiles, seed=args.seed, allow_remote=args.allow_remote, limits=limits
+                args.host,
+                0,
+                profiles,
+                seed=args.seed,
+                allow_remote=args.allow_remote,
+                limits=limits,
+                truth=truth,
             )
     except (ValueError, OSError) as e:
         hint = ""
@@ -224,6 +243,23 @@ async def _serve(args: argparse.Namespace, profiles: dict[str, SimModelProfile],
     finally:
         await runner.cleanup()
     return 0
+
+
+def _truth(args: argparse.Namespace) -> Truth | None:
+    """What the simulator knows to answer right: the engine's file, or a workload's `[quality]` and
+    prompts (`--config`, when it is a whole workload)."""
+    if args.truth_json is not None:
+        return Truth.from_json(args.truth_json.read_bytes())
+    if args.config is None:
+        return None
+    from oxconsole.workload import WorkloadError, load_workload
+    from oxconsole.workload.prompts import one_pass
+
+    try:
+        w = load_workload(args.config)
+        return truth_for(w, one_pass(w))
+    except WorkloadError:
+        return None  # a file of [sim.models] tables only: nothing to be right about
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -251,6 +287,11 @@ def main(argv: list[str] | None = None) -> int:
         except ValueError as e:
             print(f"oxconsole sim: {e}", file=sys.stderr)
             return 2
+    try:
+        truth = _truth(args)
+    except (OSError, ValueError) as e:
+        print(f"oxconsole sim: {e}", file=sys.stderr)
+        return 2
     if not is_loopback(args.host):
         if not args.allow_remote:
             print(
@@ -264,6 +305,6 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
     try:
-        return run_loop(_serve(args, profiles, limits))
+        return run_loop(_serve(args, profiles, limits, truth))
     except KeyboardInterrupt:  # a signal before the handlers were installed
         return 0

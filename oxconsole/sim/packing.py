@@ -15,6 +15,7 @@ from typing import Any, Final
 import orjson
 
 from oxconsole.sim.encoded import TOKEN_WORDS
+from oxconsole.sim.quality import answer_pieces
 from oxconsole.sim.state import ModelState
 from oxconsole.workload import parse_pack
 
@@ -43,10 +44,15 @@ def pack_pieces(messages: Any, ms: ModelState, max_tokens: Any) -> tuple[str, ..
         per = min(per, max(1, max_tokens // n))
     skip = n - 1 if ms.chance(ms.profile.pack_error_rate) else -1
     pieces: list[str] = []
+    truth, quality = ms.truth, ms.profile.quality
     for k, task in enumerate(tasks, 1):
         if k - 1 == skip:
             continue
-        pieces.extend(_section(k, task, per))
+        answer = None if truth is None or quality is None else truth.answer(task, ms.name, quality, ms.seed)
+        if answer is None:
+            pieces.extend(_section(k, task, per))
+        else:  # a model with a quality answers each task right or wrong, as it would alone
+            pieces.extend((f"### Answer {k}\n", *answer_pieces(answer), "\n\n"))
     return tuple(pieces)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from oxconsole.sim.encoded import CHAT, RESPONSES, Kind
 from oxconsole.sim.faults import stream_faults
 from oxconsole.sim.packing import pack_pieces
+from oxconsole.sim.quality import answer_pieces, last_user_text
 from oxconsole.sim.responses import input_text
 from oxconsole.sim.state import ModelState
 from oxconsole.sim.streams import Answer
@@ -85,7 +86,9 @@ def plan(body: dict[str, Any], kind: Kind, prompt_tokens: int, ms: ModelState) -
         include_usage = prof.usage and stream and isinstance(opts, dict) and opts.get("include_usage") is True
     abort, malformed = stream_faults(ms) if ms.stream_faults else (False, False)
     pieces = pack_pieces(body.get("messages"), ms, limit) if kind is CHAT else None
-    if pieces is not None:  # a pack: its sections, with the pack's total output
+    if pieces is None and ms.truth is not None and kind is CHAT:
+        pieces = right_or_wrong(body.get("messages"), ms)
+    if pieces is not None:  # a pack's sections, or an answer right or wrong: as long as they are
         n, finish = len(pieces), "stop"
     cached: int | None = None
     written = 0
@@ -110,3 +113,13 @@ def plan(body: dict[str, Any], kind: Kind, prompt_tokens: int, ms: ModelState) -
         written=written,
         prefill=prefill,
     )
+
+
+def right_or_wrong(messages: Any, ms: ModelState) -> tuple[str, ...] | None:
+    """The answer of a model with a `quality` (`sim/quality.py`), as tokens; None = filler."""
+    text = last_user_text(messages)
+    truth, quality = ms.truth, ms.profile.quality
+    if text is None or truth is None or quality is None:
+        return None
+    answer = truth.answer(text, ms.name, quality, ms.seed)
+    return None if answer is None else answer_pieces(answer)

@@ -27,6 +27,7 @@ from types import TracebackType
 from typing import IO
 
 from oxconsole.sim.cli import limits_to_json, profiles_to_json
+from oxconsole.sim.quality import Truth
 from oxconsole.workload import SimLimits, SimModelProfile
 
 __all__ = ["SimProcess", "SimProcessError"]
@@ -82,8 +83,11 @@ class SimProcess:
         startup_timeout: float = 15.0,
         python: str = sys.executable,
         limits: SimLimits | None = None,
+        truth: Truth | None = None,
     ) -> None:
         self.profiles = dict(profiles or {})
+        self.truth = truth
+        """What the simulator must know to answer right (`sim/quality.py`); None = nothing."""
         self.limits = limits or SimLimits()
         self.seed = seed
         self.host = host
@@ -128,6 +132,12 @@ class SimProcess:
         ]
         if self.limits != SimLimits():
             cmd += ["--limits-json", limits_to_json(self.limits)]
+        truth_file = None
+        if self.truth is not None:  # read by the child before it prints its URL, then removed
+            with tempfile.NamedTemporaryFile("wb", suffix=".truth.json", delete=False) as f:
+                f.write(self.truth.to_json())
+            truth_file = f.name
+            cmd += ["--truth-json", truth_file]
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
         # stderr goes to a file, not a pipe: nobody reads it during a long run, and a full pipe
@@ -149,6 +159,10 @@ class SimProcess:
         except BaseException:
             self.stop()
             raise
+        finally:
+            if truth_file is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(truth_file)
         return self._url
 
     def _read_url(self) -> str:

@@ -12,7 +12,7 @@ import math
 import random
 from collections import deque
 from dataclasses import asdict, dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import orjson
 
@@ -20,6 +20,9 @@ from oxconsole.sim.curve import Batch
 from oxconsole.sim.encoded import HEAD, Kind
 from oxconsole.sim.prefix import PrefixCache
 from oxconsole.workload import SimModelProfile
+
+if TYPE_CHECKING:
+    from oxconsole.sim.quality import Truth
 
 _TEMPLATE_CACHE_SIZE: Final = 256
 
@@ -71,9 +74,11 @@ class ModelState:
         "name",
         "profile",
         "rng",
+        "seed",
         "stats",
         "stream_faults",
         "templates",
+        "truth",
         "zero_latency",
     )
 
@@ -95,6 +100,7 @@ class ModelState:
         self.cache = PrefixCache(profile.cache_block) if profile.prefix_cache else None
         """The prompt prefixes served (`prefix_cache = true`), else None."""
         self.model_json = orjson.dumps(name)
+        self.seed = seed
         # A string seed is hashed deterministically (sha512), unlike hash(str).
         self.rng = random.Random(f"{seed}:{name}")
         self.stats = ModelStats()
@@ -104,6 +110,8 @@ class ModelState:
         self._bucket_tokens = max(1.0, profile.rate_limit)
         self._bucket_t = -math.inf
         self.templates: dict[tuple[int, str, Kind], list[bytes]] = {}
+        self.truth: Truth | None = None
+        """With `quality` in the profile: what a right answer is (`sim/quality.py`), set by the app."""
 
     # -- admission (FIFO; a released slot is handed straight to the next waiter) ------------------
 

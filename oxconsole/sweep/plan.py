@@ -44,6 +44,13 @@ class Over:
     def spec(self) -> str:
         return f"{self.key}={'auto' if self.texts is None else ','.join(self.texts)}"
 
+    def setting(self, text: str) -> str:
+        """A value as `--set` takes it: `routing.cascade=small+big` is the list `["small", "big"]`
+        (a TOML array as typed stays one)."""
+        if self.path == "routing.cascade" and not text.lstrip().startswith("["):
+            return "[" + ", ".join(f'"{m.strip()}"' for m in text.split("+")) + "]"
+        return text
+
 
 def _split_values(text: str) -> list[str]:
     """Values at commas outside quotes and brackets (`[1, 2]` is one TOML value)."""
@@ -107,7 +114,7 @@ def value_of(text: str) -> Any:
 
 def point_overrides(over: Over, text: str, base: list[str], seconds: float) -> list[str]:
     """The `--set` list of one point: the sweep's own, then the point's duration and its value."""
-    return [*base, f"run.duration={seconds!r}", f"{over.path}={text}"]
+    return [*base, f"run.duration={seconds!r}", f"{over.path}={over.setting(text)}"]
 
 
 def point_workload(path: str, overrides: list[str]) -> tuple[Workload, int | None]:
@@ -146,7 +153,7 @@ def check_points(path: str, over: Over, base: list[str], seconds: float) -> list
         except WorkloadError as e:
             problems.append(f"--over {over.key}={text}: {e}")
             continue
-        plans.append(PointPlan(i, text, value_of(text), w, total, tuple(sets)))
+        plans.append(PointPlan(i, text, value_of(over.setting(text)), w, total, tuple(sets)))
     if problems:
         raise BadInput("\n".join(problems))
     return plans

@@ -12,6 +12,7 @@ from typing import Any
 
 from oxconsole.metrics.knee import knee_index, load_order, slo_met
 from oxconsole.sweep.plan import SHORT_KEYS
+from oxconsole.sweep.quality import quality_table
 from oxconsole.units import fmt_money, fmt_ms
 
 __all__ = ["knee_of", "render_table", "sweep_json"]
@@ -220,4 +221,5 @@ def render_table(over: str, points: list[Point]) -> str:
         )
         lines.append(f"knee: point {k + 1}, {over}={points[k].get('text', points[k]['value'])} ({rule})")
     lines += _plans_table(points, k)
+    lines += quality_table(points, k)
     return "\n".join(lines)

@@ -29,10 +29,8 @@ from oxconsole.control import RunSource
 from oxconsole.engine.commands import (
     Command,
     CommandError,
-    EnableModel,
     Pause,
     Resume,
-    SetWeight,
     Stop,
 )
 from oxconsole.engine.live import check
@@ -40,7 +38,7 @@ from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.dashboard import PALETTE, MainScreen
 from oxconsole.ui.knobs import KnobActions
 from oxconsole.ui.panels.latency import LATENCY_METRICS
-from oxconsole.ui.screens import HelpScreen, ModelRoute, RoutingEditor
+from oxconsole.ui.screens import HelpScreen, RoutingEditor, routes_of, routing_words
 from oxconsole.ui.steps import (
     Pending,
     console_status,
@@ -54,7 +52,6 @@ from oxconsole.ui.steps import (
 from oxconsole.ui.theming import use_themes
 from oxconsole.ui.typeahead import plan as typeahead_plan
 from oxconsole.ui.widgets import HeaderPanel, LatencyPanel, Panel
-from oxconsole.units import fmt_weight
 
 __all__ = ["ConsoleApp", "MainScreen", "run_console"]
 
@@ -174,6 +171,8 @@ class ConsoleApp(KnobActions, App[str]):
             main.show_costs()
         if snap.sweep is not None:
             main.show_points()
+        if snap.quality is not None:
+            main.show_cascade()
         for warning in snap.gauges.warnings[self._warned :]:
             # the engine's warnings (open-files limit, TLS off, ...), each once, until dismissed
             self.toast(
@@ -373,24 +372,19 @@ class ConsoleApp(KnobActions, App[str]):
         snap = self._need_live()
         if snap is None:
             return
-        routes = [ModelRoute(name, g.weight, g.enabled) for name, g in snap.gauges.models.items()] or [
-            ModelRoute(m.name, 1.0, True) for m in snap.models
-        ]
-        self.push_screen(RoutingEditor(routes, cursor_blink=self.cursor_blink), self._routing_done)
+        editor = RoutingEditor(
+            routes_of(snap), cursor_blink=self.cursor_blink, cascade=snap.quality is not None
+        )
+        self.push_screen(editor, self._routing_done)
 
     def _routing_done(self, commands: list[Command] | None) -> None:
         if not commands:
             if commands is not None:
                 self.tell("routing unchanged")
             return
-        words = []
         for cmd in commands:
             self.send(cmd)
-            if isinstance(cmd, SetWeight):
-                words.append(f"{cmd.model} weight {fmt_weight(cmd.value)}")
-            elif isinstance(cmd, EnableModel):
-                words.append(f"{cmd.model} {'on' if cmd.enabled else 'off'}")
-        self.tell("routing: " + ", ".join(words))
+        self.tell("routing: " + ", ".join(routing_words(cmd) for cmd in commands))
 
     def action_save(self) -> None:
         """Save NAME.tuned.toml beside the workload with the live settings; say what it changed
@@ -470,6 +464,8 @@ class ConsoleApp(KnobActions, App[str]):
             order.append("tab-cost")
         if self.main.has_class("-sweep"):
             order.append("tab-points")
+        if self.main.has_class("-quality"):
+            order.append("tab-cascade")
         i = order.index(tabs.active) if tabs.active in order else -1
         tabs.active = order[(i + 1) % len(order)]
 

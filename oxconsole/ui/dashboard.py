@@ -19,6 +19,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, TabbedContent, TabPane
 from textual.widgets._footer import FooterKey
 
+from oxconsole.ui.cascadepanel import CascadePanel
 from oxconsole.ui.costpanel import CostPanel
 from oxconsole.ui.sweeppanel import PointsPanel
 from oxconsole.ui.widgets import (
@@ -130,6 +131,12 @@ class MainScreen(Screen[None]):
     MainScreen #wide PointsPanel {
         display: none;
     }
+    MainScreen #wide CascadePanel {
+        display: none;
+    }
+    MainScreen.-quality #wide CascadePanel {
+        display: block;
+    }
     MainScreen.-sweep #wide PointsPanel {
         display: block;
     }
@@ -202,6 +209,7 @@ class MainScreen(Screen[None]):
             yield ModelsPanel(id="models")
             yield CostPanel(id="cost")
             yield PointsPanel(id="points")
+            yield CascadePanel(id="cascade")
             with Horizontal(id="mid"):
                 yield LatencyPanel(id="latency")
                 yield PhasePanel(id="phase")
@@ -219,12 +227,15 @@ class MainScreen(Screen[None]):
                 yield CostPanel(id="cost-tab")
             with TabPane("points", id="tab-points"):
                 yield PointsPanel(id="points-tab")
+            with TabPane("cascade", id="tab-cascade"):
+                yield CascadePanel(id="cascade-tab")
         yield KeysFooter(show_command_palette=False)
 
     def on_mount(self) -> None:
         self.panels = list(self.query(Panel))
         self.query_one(TabbedContent).hide_tab("tab-cost")  # until the run shows it has plans
         self.query_one(TabbedContent).hide_tab("tab-points")  # until the run shows it is a sweep
+        self.query_one(TabbedContent).hide_tab("tab-cascade")  # until the run shows [quality]
         self.app.theme_changed_signal.subscribe(self, self._theme_changed)
         if self.on_ready is not None:
             self.on_ready()
@@ -253,6 +264,13 @@ class MainScreen(Screen[None]):
         if not self.has_class("-sweep"):
             self.add_class("-sweep")
             self.query_one(TabbedContent).show_tab("tab-points")
+
+    def show_cascade(self) -> None:
+        """The run judges its answers: show the cascade view (under the models when wide, the
+        "cascade" tab when compact)."""
+        if not self.has_class("-quality"):
+            self.add_class("-quality")
+            self.query_one(TabbedContent).show_tab("tab-cascade")
 
     @property
     def costs_shown(self) -> bool:

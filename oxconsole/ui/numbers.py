@@ -15,7 +15,7 @@ from typing import Any
 
 from oxconsole.units import NONE, change_text, fmt_ms
 
-__all__ = ["fmt_change", "fmt_clock", "ms", "pct", "round_sig"]
+__all__ = ["fmt_change", "fmt_clock", "ms", "pct", "round_sig", "tight_count"]
 
 
 def fmt_clock(s: float) -> str:
@@ -46,3 +46,13 @@ def round_sig(x: float, digits: int = 3) -> float:
     if x <= 0:
         return 0.0
     return round(x, max(0, digits - 1 - math.floor(math.log10(x))))
+
+
+def tight_count(n: float) -> str:
+    """A count in at most 4 columns, for a narrow panel: ``600``, ``8.1k``, ``81k``, ``1.5M``."""
+    n = int(n)
+    for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(n) >= scale:
+            x = n / scale
+            return f"{x:.1f}{suffix}" if abs(x) < 10 else f"{x:.0f}{suffix}"
+    return str(n)

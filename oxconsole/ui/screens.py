@@ -21,10 +21,11 @@ from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Static
 
-from oxconsole.engine.commands import Command, EnableModel, SetWeight
+from oxconsole.engine.commands import Command, EnableModel, SetCascade, SetWeight
+from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.units import fmt_weight
 
-__all__ = ["KEYS", "EnabledBox", "HelpScreen", "ModelRoute", "RoutingEditor"]
+__all__ = ["KEYS", "EnabledBox", "HelpScreen", "ModelRoute", "RoutingEditor", "routes_of", "routing_words"]
 
 KEYS: tuple[tuple[str, str], ...] = (
     ("+ / -", "concurrency up / down by 10% (at least 1; turns auto off)"),
@@ -93,6 +94,8 @@ class ModelRoute:
     name: str
     weight: float
     enabled: bool
+    step: int | None = None
+    """Its place in the cascade (1 = first), None = not a step; shown only for a run with `[quality]`."""
 
 
 class EnabledBox(Checkbox):
@@ -107,6 +110,30 @@ class EnabledBox(Checkbox):
         self.BUTTON_INNER = "X" if value else " "
         self.label = _on_off(value)
         super().watch_value()
+
+
+def routes_of(snap: Snapshot) -> list[ModelRoute]:
+    """The models as the routing editor shows them: live weights, switches and cascade steps."""
+    steps = list((snap.quality or {}).get("steps") or ())
+    return [
+        ModelRoute(name, g.weight, g.enabled, steps.index(name) + 1 if name in steps else None)
+        for name, g in snap.gauges.models.items()
+    ] or [ModelRoute(m.name, 1.0, True) for m in snap.models]
+
+
+def routing_words(cmd: Command) -> str:
+    """What one of the editor's commands changes, in words for the status line."""
+    if isinstance(cmd, SetWeight):
+        return f"{cmd.model} weight {fmt_weight(cmd.value)}"
+    if isinstance(cmd, EnableModel):
+        return f"{cmd.model} {'on' if cmd.enabled else 'off'}"
+    if isinstance(cmd, SetCascade):
+        return "cascade " + "→".join(cmd.steps)
+    return type(cmd).__name__
+
+
+def _step_key(m: ModelRoute) -> int:
+    return m.step if m.step is not None else 0
 
 
 def _on_off(value: bool) -> str:
@@ -140,6 +167,13 @@ class RoutingEditor(ModalScreen[list[Command] | None]):
         grid-columns: 1fr 10 7 8;
         grid-gutter: 0 1;
         height: 1;
+    }
+    RoutingEditor .-cascade .route, RoutingEditor .-cascade #routes-head {
+        grid-size: 5 1;
+        grid-columns: 1fr 10 7 8 5;
+    }
+    RoutingEditor .route .step {
+        width: 5;
     }
     RoutingEditor #routes-head {
         color: $text-primary;
@@ -191,20 +225,27 @@ class RoutingEditor(ModalScreen[list[Command] | None]):
     CHROME = 6
     """Lines of the dialog that are not model rows: border, hint, heading, error line, buttons."""
 
-    def __init__(self, models: Sequence[ModelRoute], *, cursor_blink: bool = True) -> None:
+    def __init__(
+        self, models: Sequence[ModelRoute], *, cursor_blink: bool = True, cascade: bool = False
+    ) -> None:
         super().__init__()
         self.models = tuple(models)
         self._blink = cursor_blink
+        self.cascade = cascade
+        """The run judges its answers: a "step" column orders the cascade (blank: not a step)."""
 
     def compose(self) -> ComposeResult:
-        with Vertical() as v:
+        with Vertical(classes="-cascade" if self.cascade else "") as v:
             v.border_title = "routing"
-            yield Static("target: the share its weight gives · off: no new requests", classes="hint")
+            hint = "target: the share its weight gives · off: no new requests"
+            yield Static(hint + (" · step: cascade order" if self.cascade else ""), classes="hint")
             with Grid(id="routes-head"):
                 yield Label("model")
                 yield Label("weight")
                 yield Label("target", classes="share")
                 yield Label("enabled")
+                if self.cascade:
+                    yield Label("step")
             with VerticalScroll(id="routes") as rows:
                 rows.can_focus = False  # tab goes from field to field; focus scrolls the rows
                 for i, m in enumerate(self.models):
@@ -221,6 +262,11 @@ class RoutingEditor(ModalScreen[list[Command] | None]):
                         yield weight
                         yield Label("", id=f"share-{i}", classes="share")
                         yield EnabledBox(m.enabled, id=f"enabled-{i}")
+                        if self.cascade:
+                            step = "" if m.step is None else str(m.step)
+                            yield Input(
+                                step, id=f"step-{i}", classes="step", compact=True, select_on_focus=True
+                            )
             yield Static("", id="routing-error")
             with Horizontal(id="routing-buttons"):
                 yield Button("Apply (ctrl+s)", variant="primary", id="apply", compact=True)
@@ -290,7 +336,30 @@ class RoutingEditor(ModalScreen[list[Command] | None]):
                 live += 1
         if live == 0:
             return "at least one model must stay enabled with a weight > 0"
+        if self.cascade:
+            steps = self._steps()
+            if isinstance(steps, str):
+                return steps
+            now = tuple(m.name for m in sorted(self.models, key=_step_key) if m.step is not None)
+            if steps != now:
+                out.append(SetCascade(steps))
         return out
+
+    def _steps(self) -> tuple[str, ...] | str:
+        """The cascade the "step" column gives, in order, or what is wrong with it."""
+        placed: dict[int, str] = {}
+        for i, m in enumerate(self.models):
+            text = self.query_one(f"#step-{i}", Input).value.strip()
+            if not text:
+                continue
+            if not text.isdigit() or int(text) < 1:
+                return f"{m.name}: step: expected a number >= 1 (the cascade's order) or blank, got {text!r}"
+            if int(text) in placed:
+                return f"{m.name}: step: {text} is already {placed[int(text)]}'s"
+            placed[int(text)] = m.name
+        if not placed:
+            return "the cascade needs at least one step"
+        return tuple(placed[k] for k in sorted(placed))
 
     def action_apply(self) -> None:
         result = self.commands()

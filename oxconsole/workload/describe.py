@@ -55,6 +55,7 @@ def _endpoint_lines(w: Workload) -> list[str]:
             state = "set" if os.environ.get(ep.api_key_env, "").strip() else "NOT SET"
             key = f"key from ${ep.api_key_env} ({state})"
         extra = ", TLS verification OFF" if ep.insecure else ""
+        extra += ", paced by its x-ratelimit-* headers" if ep.pace_by_headers else ""
         names = list(ep.headers) + [
             f"{h} from ${v} ({'set' if os.environ.get(v, '').strip() else 'NOT SET'})"
             for h, v in ep.headers_env.items()

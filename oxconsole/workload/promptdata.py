@@ -36,6 +36,8 @@ class Prompt:
     keep_text: bool = False
     """Read the answer's text even when `save_text` is off (a session's turn: the next turn's
     history needs it)."""
+    expected: str | None = None
+    """The right answer (a prompts line's `"expected"`), for `[quality] expected`."""
 
 
 @dataclass(frozen=True)

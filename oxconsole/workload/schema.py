@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from oxconsole.workload.quality import QualityConfig
 from oxconsole.workload.values import fmt_duration
 
 Arrival = Literal["closed", "constant", "poisson"]
@@ -159,6 +160,8 @@ class EndpointConfig:
     headers_env: dict[str, str] = field(default_factory=dict)
     """Header name -> NAME of the environment variable holding its value (never the value itself;
     the values are kept out of logs, journals and error details)."""
+    pace_by_headers: bool = False
+    """Wait for the reset its x-ratelimit-* headers state rather than draw a 429 (engine/headroom.py)."""
 
 
 @dataclass(frozen=True)
@@ -258,6 +261,8 @@ class RoutingConfig:
     """How a model is chosen when no rule (or several rule models) apply."""
     rules: tuple[RoutingRule, ...] = ()
     """First match wins; no match = the strategy over all models."""
+    cascade: tuple[str, ...] = ()
+    """Models in order: an answer failing [quality] goes to the next (`workload/quality.py`)."""
 
 
 @dataclass(frozen=True)
@@ -323,6 +328,8 @@ class SimModelProfile:
     """Tokens per prefix-cache block: cached tokens are whole blocks."""
     prefill_tokens_per_s: float = 0.0
     """Uncached prompt tokens prefilled per second, added to `ttft`; 0 = instant."""
+    quality: float | None = None
+    """Share of answers that are right under [quality] (`sim/quality.py`); None = filler text."""
 
 
 REASONING_FIELDS = ("reasoning_content", "reasoning", "think_tags")
@@ -338,7 +345,7 @@ class SimLimits:
     tpm_limit: int = 0
     """Tokens (prompt + completion) per window; 0 = no limit."""
     window: float = 60.0
-    """Seconds per fixed window, from the first request (not a TOML key: tests shorten it)."""
+    """Seconds per fixed window, from the first request (`ratelimit_window`: tests shorten it)."""
 
 
 @dataclass(frozen=True)
@@ -512,6 +519,8 @@ class Workload:
     """[packing]: several tasks per request (`workload/packing.py`)."""
     sim_limits: SimLimits = field(default_factory=SimLimits)
     """[sim] rpm_limit / tpm_limit for the embedded simulator."""
+    quality: QualityConfig | None = None
+    """[quality]: when an answer is valid (`workload/quality.py`); None = every ok answer stands."""
 
     def model(self, name: str) -> ModelConfig:
         for m in self.models:

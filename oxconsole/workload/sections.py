@@ -22,6 +22,7 @@ from oxconsole.workload.errors import Problems, did_you_mean, join_key, show
 from oxconsole.workload.lengths import parse_length
 from oxconsole.workload.packing import parse_packing
 from oxconsole.workload.plans import parse_plans
+from oxconsole.workload.quality import check_cascade, parse_quality
 from oxconsole.workload.requestkeys import ENV_NAME, extra_body, request_headers
 from oxconsole.workload.schema import (
     APIS,
@@ -178,6 +179,7 @@ def _parse_endpoints(errs: Problems, data: Any) -> dict[str, EndpointConfig]:
             insecure=t.bool_("insecure", False),
             headers=request_headers(t, "headers", "a header value (string)"),
             headers_env=request_headers(t, "headers_env", "the NAME of an environment variable"),
+            pace_by_headers=t.bool_("pace_by_headers", False),
         )
     return out
 
@@ -361,7 +363,8 @@ def _parse_routing(errs: Problems, data: Any, models: Sequence[str] | None) -> R
                 fallback=_model_names(r, "fallback", models, allow_empty=True),
             )
         )
-    return RoutingConfig(strategy=strategy, rules=tuple(rules))
+    cascade = _model_names(t, "cascade", models, allow_empty=True)
+    return RoutingConfig(strategy=strategy, rules=tuple(rules), cascade=cascade)
 
 
 def _parse_retry(errs: Problems, data: Any) -> RetryConfig:
@@ -453,6 +456,8 @@ def build_workload(raw: dict[str, Any], path: Path, errs: Problems) -> Workload:
     plans = parse_plans(errs, raw.get("plans"), _model_names_in(raw.get("models")))
     packing = parse_packing(errs, raw.get("packing", {}))
     check_auto(errs, raw, run.concurrency_auto, run.workers)
+    quality = parse_quality(errs, raw.get("quality"), path.parent, _model_names_in(raw.get("models")))
+    check_cascade(errs, routing.cascade, quality, "quality" in raw)
     if output.batch_output is not None and prompts.format != "openai-batch" and not errs.has("prompts"):
         errs.add(
             "output.batch_output",
@@ -477,4 +482,5 @@ def build_workload(raw: dict[str, Any], path: Path, errs: Problems) -> Workload:
         stages=stages,
         plans=plans,
         packing=packing,
+        quality=quality,
     )

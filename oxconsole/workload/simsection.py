@@ -17,7 +17,7 @@ from oxconsole.workload.values import Table, is_num
 
 __all__ = ["parse_sim", "parse_sim_limits", "parse_sim_profiles", "parse_sim_section"]
 
-_SIM = ("models", *toml_keys(SimLimits, "window"))  # the window is set from Python only (tests)
+_SIM = ("models", *toml_keys(SimLimits, "window"), "ratelimit_window")  # window: ratelimit_window
 _PROFILE = toml_keys(SimModelProfile)
 
 
@@ -51,6 +51,7 @@ def parse_sim_section(errs: Problems, table: Any) -> tuple[dict[str, SimModelPro
     limits = SimLimits(
         rpm_limit=t.int_("rpm_limit", 0, 0, b.MAX_COUNT, " (requests per minute; 0 = no limit)"),
         tpm_limit=t.int_("tpm_limit", 0, 0, b.MAX_COUNT, " (tokens per minute; 0 = no limit)"),
+        window=t.duration("ratelimit_window", 60.0, positive=True),
     )
     return _parse_models(errs, t), limits
 
@@ -101,6 +102,7 @@ def _sim_profile(p: Table) -> SimModelProfile:
             b.MAX_TOKENS_PER_S,
             " (tokens per second; 0 = instant)",
         ),
+        quality=p.opt_num("quality", 1.0),
     )
 
 

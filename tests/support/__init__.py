@@ -65,7 +65,7 @@ async def run(w: Workload, engine: Engine | None = None, *, sim: str = "in-proce
         urls = e.shards.endpoint_urls  # LocalShards: a run in this process
         for ep in w.endpoints.values():
             if ep.base_url == "sim" and ep.name not in urls:
-                runner, url = await start_sim(profiles=w.sim, seed=w.run.seed)
+                runner, url = await start_sim(profiles=w.sim, seed=w.run.seed, limits=w.sim_limits)
                 runners.append(runner)
                 urls[ep.name] = url
     try:

@@ -13,11 +13,18 @@ from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.charts import hbar
 from oxconsole.ui.lines import Line, Palette, fit
 from oxconsole.ui.numbers import ms
+from oxconsole.ui.panels.headroom import headroom_line
 from oxconsole.units import fmt_count, fmt_rate
 
 __all__ = ["LOOP_LAG_WARN_MS", "TPM_FULL", "bottleneck", "in_flight_lines"]
 
-_SHORT = {"in flight": "in fl", "loop lag": "lag", "bound by": "bound", "per model": "models"}
+_SHORT = {
+    "in flight": "in fl",
+    "loop lag": "lag",
+    "bound by": "bound",
+    "per model": "models",
+    "headroom": "room",
+}
 """Row labels in a narrow panel."""
 
 
@@ -36,6 +43,8 @@ def bottleneck(s: Snapshot) -> tuple[str, str]:
         return "warn", f"⚠ the client: event loop lag {g.loop_lag_ms:.0f} ms"
     if what == "tpm":
         return "info", "tpm ({/} change it)"
+    if what == "ratelimit":
+        return "info", "provider rate limit (its reset)"
     if what == "slow rate":
         return "warn", f"⚠ the client: {fmt_rate(g.achieved_rate)} of {fmt_rate(g.rate)} with free slots"
     if what == "draining":
@@ -69,6 +78,10 @@ def in_flight_lines(s: Snapshot, p: Palette, width: int, height: int = 6) -> lis
     flight per model) when tall."""
     label = _Labels(p, width < 44)
     lines = _load_lines(s, p, width, label)
+    if s.gauges.ratelimit:
+        lines.append(headroom_line(s.gauges.ratelimit, p, label("headroom"), label.narrow))
+        if len(lines) >= height:  # a short panel: the limits before what is waiting
+            del lines[1]
     lines.extend(_detail_lines(s, p, label)[: max(0, height - len(lines) - 1)])
     level, msg = bottleneck(s)
     t = label("bound by")

@@ -1,0 +1,209 @@
+"""What `[quality]` and the cascade did to a run: valid answers, per model asked, escalations, and
+what one valid answer costs.
+
+Why this module exists: the live collector, the summary, its phases and `oxconsole report` count
+the same records with one class (`QualityCounts`, O(1) a record: a few integer updates, a short
+loop over the answers that did not stand), so a summary from the journal equals the run's. A
+record's `valid` is its standing answer's verdict; its `answers` hold the answers that did not
+stand (each failed, or the cascade would not have moved on) and the judge requests, with the
+tokens each model was billed, so a price plan prices every request the cascade made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from oxconsole.journal.records import RequestRecord
+from oxconsole.metrics.histogram import LogHistogram
+from oxconsole.metrics.plans import Usage
+from oxconsole.units import fmt_money, fmt_ms
+
+__all__ = ["QualityCounts", "add_per_valid", "live_quality", "quality_entry", "quality_lines"]
+
+
+class _Model:
+    __slots__ = ("asked", "input_tokens", "judge_requests", "output_tokens", "unbilled", "valid")
+
+    def __init__(self) -> None:
+        self.asked = 0
+        """Answers this model gave that were judged."""
+        self.valid = 0
+        self.unbilled = 0
+        """Requests made to it that no record's own usage counts (answers that did not stand,
+        judge requests): what a plan must bill besides."""
+        self.judge_requests = 0
+        self.input_tokens = 0
+        self.output_tokens = 0
+
+
+class QualityCounts:
+    """Valid answers among the judged ones, per model asked, and where the cascade left them."""
+
+    __slots__ = ("escalated", "final", "judged", "latency", "models", "valid")
+
+    def __init__(self) -> None:
+        self.judged = 0
+        """Records whose standing answer was judged (ok records of a run with `[quality]`)."""
+        self.valid = 0
+        self.escalated = 0
+        """Records the cascade moved on at least once."""
+        self.final: dict[str, int] = {}
+        """Judged records by the model whose answer stands."""
+        self.models: dict[str, _Model] = {}
+        self.latency = LogHistogram()
+        """Milliseconds from the first answer's send to the last byte of the one that stands
+        (`cascade_ms`, else `latency_ms`): what a valid answer took, escalations included."""
+
+    def _of(self, name: str) -> _Model:
+        m = self.models.get(name)
+        if m is None:
+            m = self.models[name] = _Model()
+        return m
+
+    def count(self, rec: RequestRecord) -> None:
+        """One record of a run with `[quality]` (the caller checks `valid` or `answers` is set)."""
+        if rec.escalations:
+            self.escalated += 1
+        for a in rec.answers or ():
+            m = self._of(str(a.get("model")))
+            m.unbilled += 1
+            m.input_tokens += _int(a.get("input_tokens"))
+            m.output_tokens += _int(a.get("output_tokens"))
+            if a.get("judge") is True:
+                m.judge_requests += 1
+            else:
+                m.asked += 1
+                m.valid += a.get("valid") is True
+        if rec.valid is None:
+            return
+        ms = rec.cascade_ms if rec.cascade_ms is not None else rec.latency_ms
+        if ms is not None:
+            self.latency.record(ms)
+        self.judged += 1
+        self.valid += rec.valid
+        self.final[rec.model] = self.final.get(rec.model, 0) + 1
+        m = self._of(rec.model)
+        m.asked += 1
+        m.valid += rec.valid
+
+    def billed(self, usage: Mapping[str, Usage]) -> dict[str, Usage]:
+        """Each model's usage with the requests no record's own figures count added (answers that
+        did not stand, judge requests): what a plan bills."""
+        out = dict(usage)
+        for name, m in self.models.items():
+            if not m.unbilled:
+                continue
+            u = out.get(name) or Usage(0, 0, 0)
+            out[name] = replace(
+                u,
+                requests=u.requests + m.unbilled,
+                input_tokens=u.input_tokens + m.input_tokens,
+                output_tokens=u.output_tokens + m.output_tokens,
+            )
+        return out
+
+    def block(self) -> dict[str, Any]:
+        """The summary's `quality` block."""
+        return {
+            "valid": self.valid,
+            "fraction": _share(self.valid, self.judged),
+            "judged": self.judged,
+            "latency_ms": dict(self.latency.summary())
+            if self.latency.n
+            else dict.fromkeys(self.latency.summary()),
+            "models": {
+                name: {"asked": m.asked, "valid": m.valid, "fraction": _share(m.valid, m.asked)}
+                for name, m in sorted(self.models.items())
+                if m.asked
+            },
+        }
+
+    def cascade_block(self) -> dict[str, Any]:
+        """The summary's `cascade` block: requests moved on, and where the judged ones ended."""
+        return {"escalated": self.escalated, "final": dict(sorted(self.final.items()))}
+
+
+def live_quality(q: QualityCounts | None, steps: tuple[str, ...] | None) -> dict[str, Any] | None:
+    """The snapshot's `quality`: the summary's figures so far, each model's escalations (answers
+    it gave that did not stand) and the cascade's steps in force; None without `[quality]`."""
+    if steps is None:
+        return None
+    q = q or QualityCounts()
+    models = {}
+    order = {name: i for i, name in enumerate(steps)}  # the cascade's order, then the others
+    for name, m in sorted(q.models.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])):
+        if m.asked:
+            stood = q.final.get(name, 0)
+            models[name] = {
+                "asked": m.asked,
+                "valid": m.valid,
+                "fraction": _share(m.valid, m.asked),
+                "escalated": max(0, m.asked - stood),
+            }
+    return {
+        "judged": q.judged,
+        "valid": q.valid,
+        "fraction": _share(q.valid, q.judged),
+        "escalated": q.escalated,
+        "steps": list(steps),
+        "models": models,
+    }
+
+
+def quality_entry(q: QualityCounts | None) -> dict[str, Any]:
+    """`quality` and `cascade` for a summary or a phase (nothing when the run has no `[quality]`)."""
+    if q is None or not (q.judged or q.models):
+        return {}
+    return {"quality": q.block(), "cascade": q.cascade_block()}
+
+
+def add_per_valid(cost: dict[str, Any], q: QualityCounts | None) -> None:
+    """`cost.per_valid` and each plan's `per_valid`: the total over the valid answers (None before
+    any), beside `per_task`."""
+    if q is None or not (q.judged or q.models):
+        return
+    cost["per_valid"] = _per(cost.get("total"), q.valid)
+    for plan in (cost.get("plans") or {}).values():
+        plan["per_valid"] = _per(plan.get("total"), q.valid)
+
+
+def quality_lines(summary: Mapping[str, Any]) -> list[str]:
+    """The summary table's lines on valid answers, the cascade and $ per valid answer (none
+    without `[quality]`)."""
+    q = summary.get("quality")
+    if not isinstance(q, Mapping):
+        return []
+    valid, judged = int(q.get("valid") or 0), int(q.get("judged") or 0)
+    head = f"quality   {valid:,} valid of {judged:,} ({_pct(q.get('fraction'))})"
+    lat = q.get("latency_ms") or {}
+    if lat.get("p50") is not None:
+        head += f" · answer p50 {fmt_ms(lat['p50'])} p99 {fmt_ms(lat.get('p99'))}"
+    for name, m in (q.get("models") or {}).items():
+        head += f" · {name} {_pct(m.get('fraction'))} of {int(m.get('asked') or 0):,}"
+    c = summary.get("cascade") or {}
+    cascade = f"cascade   {int(c.get('escalated') or 0):,} escalated"
+    final = ", ".join(f"{n} {int(k):,}" for n, k in (c.get("final") or {}).items())
+    cost = summary.get("cost") or {}
+    per = [fmt_money(cost.get("per_valid"))]
+    per += [f"{n} {fmt_money(p.get('per_valid'))}" for n, p in (cost.get("plans") or {}).items()]
+    return [head, cascade + (f" · ended: {final}" if final else ""), "per valid " + " · ".join(per)]
+
+
+def _pct(v: Any) -> str:
+    return f"{100.0 * float(v or 0.0):.1f}%"
+
+
+def _per(total: Any, valid: int) -> float | None:
+    if not valid or not isinstance(total, int | float):
+        return None
+    return round(total / valid, 12)
+
+
+def _share(n: int, of: int) -> float:
+    return round(n / of, 6) if of else 0.0
+
+
+def _int(v: Any) -> int:
+    return v if type(v) is int and v >= 0 else 0

@@ -1,0 +1,158 @@
+"""The console's cascade view: each model's valid and escalation rates, $ per valid answer now and
+projected under each price table; a tab at 80x24 (a panel when wide), shown only for runs that
+judge their answers."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import orjson
+import pytest
+from textual.widgets import Input, TabbedContent
+
+from oxconsole.engine.commands import SetCascade
+from oxconsole.journal.records import RequestRecord
+from oxconsole.metrics.collector import Collector
+from oxconsole.metrics.snapshot import Gauges, ModelGauge, Snapshot
+from oxconsole.ui.app import ConsoleApp
+from oxconsole.ui.cascadepanel import CascadePanel
+from oxconsole.ui.lines import Palette
+from oxconsole.ui.panels.cascade import ACTUAL, cascade_lines, per_valid_rows
+from oxconsole.ui.screens import RoutingEditor
+from oxconsole.workload import PricePlan, Prices
+from tests.ui_support import StaticSource, fixed_snapshot
+
+PLANS = {"request-based": PricePlan("request-based", Prices(per_request=0.0004))}
+
+
+def cascade_snapshot(done: int = 200, total: int | None = 1000) -> Snapshot:
+    """A cascade small -> big, `done` requests in: small wrong on one in four (escalated to big,
+    right), small 0.001 and big 0.02 a request."""
+    now = [0.0]
+    col = Collector(["small", "big"], started_at=1_700_000_000.0, clock=lambda: now[0], plans=PLANS)
+    col.cascade = ("small", "big")
+    for i in range(done):
+        now[0] = i / 20
+        wrong = i % 4 == 0
+        rec = RequestRecord(
+            id=f"q{i}",
+            model="big" if wrong else "small",
+            endpoint="default",
+            status="ok",
+            attempts=2 if wrong else 1,
+            t_scheduled=1_700_000_000.0 + now[0],
+            t_sent=1_700_000_000.0 + now[0],
+            queue_ms=1.0,
+            latency_ms=900.0 if wrong else 300.0,
+            ttft_ms=80.0,
+            input_tokens=20,
+            output_tokens=5,
+            cost=0.021 if wrong else 0.001,
+            models_tried=["small", "big"] if wrong else None,
+            model_attempts=[1, 1] if wrong else None,
+            valid=True,
+            escalations=1 if wrong else 0,
+            answers=[
+                {"model": "small", "valid": False, "invalid_reason": "expected", "input_tokens": 20,
+                 "output_tokens": 5, "cost": 0.001}
+            ] if wrong else None,
+        )  # fmt: skip
+        col.record(rec)
+    g = Gauges(
+        "running", now[0], total, done + 4, 4, 0, 0, 0, 4, 0.0, 20.0, 0.5,
+        models={"small": ModelGauge(1.0, True, 3), "big": ModelGauge(1.0, True, 1)},
+    )  # fmt: skip
+    return col.snapshot(g)
+
+
+def app_for(snap: Snapshot) -> ConsoleApp:
+    return ConsoleApp(StaticSource(snap), theme_dirs=[], cursor_blink=False)
+
+
+def test_cascade_lines_rates_and_cost_per_valid_within_80_columns() -> None:
+    s = cascade_snapshot()
+    lines = [ln.plain for ln in cascade_lines(s, Palette(), 78)]
+    assert all(len(ln) <= 78 for ln in lines), lines
+    assert lines[0].startswith("cascade small → big · valid 100.0% (200/200) · escalated 50"), lines[0]
+    small = next(ln for ln in lines if ln.startswith("small"))
+    assert small.split()[1:] == ["200", "75.0%", "25.0%"], small
+    big = next(ln for ln in lines if ln.startswith("big"))
+    assert big.split()[1:] == ["50", "100.0%", "0.0%"], big
+    rows = {name: (now, projected) for name, now, projected in per_valid_rows(s)}
+    assert rows[ACTUAL][0] == pytest.approx((150 * 0.001 + 50 * 0.021) / 200)
+    # the plan bills every request made: 200 to small, 50 to big
+    assert rows["request-based"][0] == pytest.approx(250 * 0.0004 / 200)
+    assert s.projected_cost is not None
+    assert rows[ACTUAL][1] == pytest.approx(s.projected_cost / 1000)
+    assert any(ln.startswith(ACTUAL) for ln in lines) and any(ln.startswith("request-based") for ln in lines)
+
+
+def test_the_view_crosses_the_socket() -> None:
+    s = cascade_snapshot()
+    back = Snapshot.from_dict(orjson.loads(orjson.dumps(s.to_dict())))
+    assert back.quality == s.quality and s.quality is not None
+    assert s.quality["steps"] == ["small", "big"]
+
+
+@pytest.mark.slow
+async def test_cascade_tab_at_80x24_only_for_runs_with_quality() -> None:
+    app = app_for(cascade_snapshot())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        tabs = app.main.query_one(TabbedContent)
+        assert app.main.has_class("-quality")
+        for _ in range(5):  # models -> latency -> errors -> phase -> cost -> cascade
+            await pilot.press("t")
+        await pilot.pause()
+        assert tabs.active == "tab-cascade", tabs.active
+        panel = app.main.query_one("#cascade-tab", CascadePanel)
+        assert panel.is_on_screen
+        region = panel.region
+        assert region.right <= 80 and region.bottom <= 24
+        shown = [line.plain for line in panel._lines]
+        assert shown[0].startswith("cascade small → big"), shown
+        assert len(shown) <= region.height
+    app = app_for(fixed_snapshot())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        assert not app.main.has_class("-quality")
+
+
+@pytest.mark.slow
+def test_cascade_view_80x24(snap_compare: Any) -> None:
+    snap = dataclasses.replace(cascade_snapshot(), elapsed_s=10.0)
+    assert snap_compare(app_for(snap), terminal_size=(80, 24), press=["t"] * 5)
+
+
+async def test_routing_editor_reorders_and_switches_off_cascade_steps() -> None:
+    src = StaticSource(cascade_snapshot())
+    async with ConsoleApp(src, theme_dirs=[], cursor_blink=False).run_test(size=(80, 24)) as pilot:
+        await pilot.press("w")
+        editor = pilot.app.screen
+        assert isinstance(editor, RoutingEditor) and editor.cascade
+        small, big = (editor.query_one(f"#step-{i}", Input) for i in range(2))
+        assert (small.value, big.value) == ("1", "2")  # the steps in force
+        small.value, big.value = "", "1"  # "big only": small's step off
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert not isinstance(pilot.app.screen, RoutingEditor)
+    assert src.sent == [SetCascade(("big",))], src.sent
+    assert pilot.app.flash[0] == "routing: cascade big"
+
+
+async def test_routing_editor_refuses_a_step_twice_or_none() -> None:
+    src = StaticSource(cascade_snapshot())
+    async with ConsoleApp(src, theme_dirs=[], cursor_blink=False).run_test(size=(80, 24)) as pilot:
+        await pilot.press("w")
+        editor = pilot.app.screen
+        assert isinstance(editor, RoutingEditor)
+        editor.query_one("#step-1", Input).value = "1"
+        await pilot.press("ctrl+s")
+        assert isinstance(pilot.app.screen, RoutingEditor)
+        assert "step: 1 is already small's" in str(editor.query_one("#routing-error").render())
+        editor.query_one("#step-0", Input).value = ""
+        editor.query_one("#step-1", Input).value = ""
+        await pilot.press("ctrl+s")
+        assert "at least one step" in str(editor.query_one("#routing-error").render())
+    assert src.sent == []
