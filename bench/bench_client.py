@@ -6,10 +6,16 @@ same concurrency, for the same number of requests; repeated, medians and ratios 
 so the ratios do not depend on the machine. `--chunks 16,256` runs each stream length in turn
 (long generations are where per-chunk cost dominates) and prints one table for each.
 
+`--reasoning` measures instead what reading reasoning costs the client: one simulator serves a
+plain model and a reasoning model whose streams have the same number of chunks (half of them
+`reasoning_content` before the answer), oxconsole runs each in turn, and the ratio of the two is
+printed (the target: within 10%).
+
 CPU per request is counted after each client's imports (importing the openai SDK alone costs
 about a second of CPU, once per process); oxconsole's import CPU is printed beside it.
 
     python bench/bench_client.py [--requests 4000] [--concurrency 64] [--chunks 16[,256]] [--reps 3]
+    python bench/bench_client.py --reasoning [--chunks 64] [--reps 3]
 """
 
 from __future__ import annotations
@@ -35,10 +41,11 @@ def pin(core: int) -> list[str]:
     return []
 
 
-def start_server(chunks: int) -> tuple[subprocess.Popen[str], str]:
-    profiles = {
-        "bench": {"ttft": 0, "tokens_per_s": 0, "output_tokens": chunks, "capacity": 100000, "jitter": 0}
-    }
+def start_server(chunks: int, reasoning: bool = False) -> tuple[subprocess.Popen[str], str]:
+    plain = {"ttft": 0, "tokens_per_s": 0, "output_tokens": chunks, "capacity": 100000, "jitter": 0}
+    profiles: dict[str, dict[str, object]] = {"bench": plain}
+    if reasoning:  # the same number of chunks, the first half of them reasoning
+        profiles["think"] = {**plain, "output_tokens": chunks - chunks // 2, "reasoning_tokens": chunks // 2}
     proc = subprocess.Popen(
         [
             *pin(0),
@@ -61,7 +68,9 @@ def start_server(chunks: int) -> tuple[subprocess.Popen[str], str]:
     return proc, url
 
 
-def run_client(kind: str, url: str, n: int, conc: int, chunks: int, tmp: Path) -> dict[str, float]:
+def run_client(
+    kind: str, url: str, n: int, conc: int, chunks: int, tmp: Path, model: str = "bench"
+) -> dict[str, float]:
     if kind == "oxconsole":
         wl = tmp / "bench.toml"
         wl.write_text(
@@ -77,7 +86,7 @@ save_text = false
 [endpoints.default]
 base_url = "{url}"
 [[models]]
-name = "bench"
+name = "{model}"
 max_tokens = {chunks}
 [prompts]
 items = ["Say sixteen words."]
@@ -157,6 +166,39 @@ def bench_chunks(args: argparse.Namespace, chunks: int) -> dict[str, float]:
     return ratios
 
 
+def bench_reasoning(args: argparse.Namespace, chunks: int) -> float:
+    """oxconsole on plain streams and on reasoning streams of as many chunks, interleaved `reps`
+    times on one simulator; the ratio of their median rates (reasoning / plain)."""
+    proc, url = start_server(chunks, reasoning=True)
+    results: dict[str, list[dict[str, float]]] = {"bench": [], "think": []}
+    try:
+        with tempfile.TemporaryDirectory() as td:
+            for rep in range(args.reps):
+                for model in results:
+                    r = run_client("oxconsole", url, args.requests, args.concurrency, chunks, Path(td), model)
+                    results[model].append(r)
+                    print(
+                        f"{chunks:4d} chunks rep {rep + 1} {model:6s} {r['req_s']:8.0f} req/s  "
+                        f"{r['cpu_ms_per_req']:.3f} ms CPU/req  ok={r['ok']:.0f}/{args.requests}",
+                        file=sys.stderr,
+                    )
+    finally:
+        proc.terminate()
+        proc.wait(5)
+    med = {k: statistics.median(x["req_s"] for x in v) for k, v in results.items()}
+    cpu = {k: statistics.median(x["cpu_ms_per_req"] for x in v) for k, v in results.items()}
+    print(
+        f"\nreasoning streams: {chunks} chunks each ({chunks // 2} reasoning), concurrency "
+        f"{args.concurrency}, {args.requests} requests, {args.reps} reps, {os.cpu_count()} cores"
+    )
+    print(f"{'streams':<12}{'req/s (median)':>16}{'CPU ms/req':>12}")
+    for k, label in (("bench", "plain"), ("think", "reasoning")):
+        print(f"{label:<12}{med[k]:>16.0f}{cpu[k]:>12.3f}")
+    ratio = med["think"] / med["bench"]
+    print(f"reasoning / plain = {ratio:.2f}x req/s, {cpu['think'] / cpu['bench']:.2f}x CPU per request")
+    return ratio
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requests", type=int, default=4000)
@@ -169,8 +211,13 @@ def main() -> None:
         default=0,
         help="requests for the (slow) article client; default requests*4/chunks, at least 100",
     )
+    ap.add_argument("--reasoning", action="store_true", help="reasoning streams against plain ones")
     args = ap.parse_args()
     lengths = [int(c) for c in str(args.chunks).split(",") if c.strip()]
+    if args.reasoning:
+        for c in lengths:
+            bench_reasoning(args, c)
+        return
     ratios = {c: bench_chunks(args, c) for c in lengths}
     if len(ratios) > 1:
         print()

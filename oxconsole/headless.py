@@ -248,7 +248,8 @@ def report_outcome(outcome: RunOutcome, prep: PreparedRun, summary_json: str | N
     tell_where(prep.results_path, [summary_json] if summary_json and saved else [], None, prep.kept_aside)
     for line in served_lines(outcome):
         print(f"oxconsole: {line}", file=sys.stderr, flush=True)
-    for note in end_notes(outcome.summary, lambda: _resume(prep)):
+    syn = prep.workload.prompts.synthetic
+    for note in end_notes(outcome.summary, lambda: _resume(prep), bool(syn and syn.prefix_tokens)):
         print(f"oxconsole: {note}", file=sys.stderr, flush=True)
     return outcome.exit_code if saved else EXIT_NOT_SAVED  # a summary not written is results not saved
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["RAY_OVERRIDE", "end_notes", "resume_command"]
+__all__ = ["CACHE_HINT", "RAY_OVERRIDE", "cache_note", "end_notes", "resume_command"]
 
 
 def _shown(path: str | os.PathLike[str]) -> str:
@@ -56,10 +56,30 @@ def resume_command(workload: str, overrides: Sequence[str], results: str | os.Pa
     return shlex.join(args)
 
 
-def end_notes(summary: Mapping[str, Any], resume: Callable[[], str]) -> list[str]:
+CACHE_HINT = (
+    "no cached tokens reported though the prompts share a prefix: the server does not report its "
+    "prefix cache (vLLM: --enable-prompt-tokens-details, SGLang: --enable-cache-report; the "
+    "simulator: [sim.models.NAME] prefix_cache = true)"
+)
+
+
+def cache_note(summary: Mapping[str, Any], shared_prefix: bool) -> str | None:
+    """`CACHE_HINT` for a run whose prompts share a prefix (`prefix_tokens`, multi-turn sessions)
+    and whose answers never said how much of it was cached; None otherwise."""
+    shared = shared_prefix or bool(summary.get("conversations"))
+    tokens = summary.get("tokens") or {}
+    answered = (summary.get("requests") or {}).get("ok")
+    return CACHE_HINT if shared and answered and "cached" not in tokens else None
+
+
+def end_notes(
+    summary: Mapping[str, Any], resume: Callable[[], str], shared_prefix: bool = False
+) -> list[str]:
     """What the end of a run says beyond its table: results that could not be saved (which file,
-    why), how many requests were not sent with the command that sends them (`resume()`), and a
-    goodput below the `[slo]` target, each burst's step response, a client behind its schedule."""
+    why), how many requests were not sent with the command that sends them (`resume()`), a
+    goodput below the `[slo]` target, each burst's step response, a client behind its schedule, and
+    how to turn on a server's cache report when the prompts share a prefix (`shared_prefix`) and
+    none was reported."""
     from oxconsole.metrics.due import behind
     from oxconsole.metrics.goodput import slo_note
     from oxconsole.metrics.steps import step_notes
@@ -77,7 +97,7 @@ def end_notes(summary: Mapping[str, Any], resume: Callable[[], str]) -> list[str
     elif not_sent:
         what = "request" if not_sent == 1 else "requests"
         notes.append(f"{not_sent:,} {what} not sent; continue with: {resume()}")
-    notes += filter(None, [slo_note(summary)])
+    notes += filter(None, [slo_note(summary), cache_note(summary, shared_prefix)])
     notes += step_notes(summary)
     notes += filter(None, [behind(summary)])
     return notes

@@ -19,10 +19,21 @@ from oxconsole.metrics.packing import packing_lines
 from oxconsole.metrics.plans import at_pace, cheapest
 from oxconsole.metrics.quality import quality_lines
 from oxconsole.metrics.ratelimit import ratelimit_lines
+from oxconsole.metrics.reasoning import has_reasoning, summary_lines
 from oxconsole.metrics.stages import stage_table
 from oxconsole.metrics.steps import step_lines
 from oxconsole.safetext import shown
-from oxconsole.units import NONE, TIMINGS, change_text, cut, fmt_count, fmt_duration, fmt_money, fmt_num
+from oxconsole.units import (
+    NONE,
+    TIMINGS,
+    TTFOT,
+    change_text,
+    cut,
+    fmt_count,
+    fmt_duration,
+    fmt_money,
+    fmt_num,
+)
 
 __all__ = ["AUTO_ROWS", "WIDTH", "render_summary", "table_width"]
 
@@ -116,6 +127,7 @@ def _totals_lines(s: Mapping[str, Any]) -> list[str]:
         ),
         *goodput_lines(s),
         (f"tokens    in {tok.get('input', 0):,}  out {tok.get('output', 0):,}{estimated}"),
+        *summary_lines(s),
         f"cost      {fmt_money(_g(s, 'cost', 'total'))}",
     ]
 
@@ -144,7 +156,7 @@ def _timing_lines(s: Mapping[str, Any]) -> list[str]:
     lines = [""]
     cols = ("mean", "p50", "p90", "p95", "p99", "max")
     lines.append(f"{'ms':<10}" + "".join(f"{c:>11}" for c in cols))
-    for fig in TIMINGS:
+    for fig in (*TIMINGS[:1], *([TTFOT] if has_reasoning(s) else []), *TIMINGS[1:]):
         row = s.get(fig.key) or {}
         lines.append(f"{fig.label:<10}" + "".join(f"{fmt_num(row.get(c), 1):>11}" for c in cols))
     lag = s.get("loop_lag_ms")

@@ -19,6 +19,7 @@ __all__ = [
     "NONE",
     "TIMING",
     "TIMINGS",
+    "TTFOT",
     "Figure",
     "change_text",
     "cut",
@@ -160,7 +161,10 @@ TIMINGS: tuple[Figure, ...] = (
 )
 """The timings a summary holds as percentiles (`mean`, `p50` ... `max`), in the order shown."""
 
-TIMING = {f.key: f for f in TIMINGS}
+TTFOT = Figure("ttfot_ms", "TTFOT", "ms")
+"""The first answer token, after any reasoning: shown beside TTFT for runs with reasoning."""
+
+TIMING = {f.key: f for f in (*TIMINGS, TTFOT)}
 
 
 def _percentiles(key: str, qs: tuple[int, ...]) -> list[Figure]:

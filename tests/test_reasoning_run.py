@@ -194,3 +194,40 @@ async def test_workers_carry_the_new_fields_and_figures(tmp_path: Path) -> None:
     assert s["cache_hit_rate"] == round(s["tokens"]["cached"] / s["tokens"]["input"], 4), s
     assert s["ttfot_ms"]["p50"] is not None and s["ttfot_ms"]["p50"] > s["ttft_ms"]["p50"], s
     assert s["cost"]["total"] == pytest.approx(sum(r["cost"] for r in recs), abs=1e-9), s["cost"]
+
+
+@pytest.mark.parametrize("field", ["reasoning_content", "think_tags"])
+async def test_without_usage_reasoning_is_estimated_and_marked(tmp_path: Path, field: str) -> None:
+    w = load_workload(
+        "reasoning", tmp_path, {"sim.models.r.usage": False, "sim.models.r.reasoning_field": field}
+    )
+    await run(w)
+    recs = journal(w)
+    prof = w.sim["r"]
+    # one token a chunk, as the simulator (and servers) stream them
+    assert [r["reasoning_tokens"] for r in recs] == [prof.reasoning_tokens] * len(recs), recs
+    assert {r["tokens_source"] for r in recs} == {"estimate"}, recs
+    assert all("cached_tokens" not in r for r in recs), recs  # no usage, no cache report
+
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "reasoning-cached.toml"
+
+
+async def test_the_example_runs_on_the_simulator_with_its_exact_figures(tmp_path: Path) -> None:
+    from oxconsole.workload import load_workload as load_file
+
+    sets = ["run.requests=16", "prompts.synthetic.count=16", f'output.results="{tmp_path / "r.jsonl"}"']
+    w = load_file(EXAMPLE, sets)
+    await run(w)
+    recs = journal(w)
+    assert len(recs) == 16 and {r["status"] for r in recs} == {"ok"}, recs
+    for r in recs:
+        prof = w.sim[r["model"]]
+        gap = r["ttfot_ms"] - r["ttft_ms"]
+        want = prof.reasoning_tokens / prof.tokens_per_s * 1000
+        assert abs(gap - want) <= 25.0, (r, want)  # one request; the 2 ms target is at p50
+        cached = r.get("cached_tokens", 0)
+        prefill = (r["input_tokens"] - cached) / prof.prefill_tokens_per_s * 1000
+        assert r["ttft_ms"] >= prof.ttft * 1000 + prefill - 2.0, (r, prefill)
+    assert any(r.get("cached_tokens") for r in recs if r["model"] == "cached"), recs
+    assert not any("cached_tokens" in r for r in recs if r["model"] == "uncached"), recs

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -18,6 +19,8 @@ from aiohttp import web
 from oxconsole.engine.attempt import AttemptResult
 from oxconsole.engine.client import EndpointClient
 from oxconsole.engine.stream import _Events
+from tests.support import journal, run
+from tests.support.workloads import load_workload
 
 GAP = 0.04
 """Seconds between two timed writes."""
@@ -41,6 +44,9 @@ def event(kind: str, **fields: Any) -> bytes:
     return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps({"type": kind, **fields}) + b"\n\n"
 
 
+SEEN: list[dict[str, Any]] = []
+"""The bodies the server was sent."""
+
 Script = list[bytes]
 """Each item one timed write, GAP apart."""
 
@@ -51,7 +57,7 @@ async def server(script: Script, whole: dict[str, Any] | None = None) -> AsyncIt
     one write every GAP s) or `whole` (one JSON body); yields a client for it."""
 
     async def handler(request: web.Request) -> web.StreamResponse:
-        await request.read()
+        SEEN.append(await request.json())
         if whole is not None:
             return web.json_response(whole)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
@@ -266,3 +272,40 @@ async def test_chat_whole_body_with_think_tags_and_details() -> None:
     }
     res = await attempt([], "chat", whole)
     assert res.ok and res.text == "fine" and res.reasoning_estimate == 20 and res.cached_tokens == 0, res
+
+
+async def test_tools_in_extra_body_reach_the_server_and_calls_are_journaled(tmp_path: Path) -> None:
+    call = {"type": "function", "function": {"name": "f", "arguments": "{}"}}
+    script = [
+        delta(tool_calls=[{"index": 0, "id": "a", **call}]),
+        delta(tool_calls=[{"index": 1, "id": "b", **call}]) + FINISH + DONE,
+    ]
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    async with server(script) as c:
+        sets = {
+            "endpoints.default.base_url": str(c.sdk.base_url).rstrip("/"),
+            "models.0.extra_body": {"tools": tools, "tool_choice": "required"},
+            "run.requests": 2,
+            "prompts.synthetic.count": 2,
+        }
+        w = load_workload("reasoning", tmp_path, sets)
+        SEEN.clear()
+        await run(w)
+    recs = journal(w)
+    assert [r.get("tool_calls") for r in recs] == [2, 2], recs
+    assert all(r["ttft_ms"] == r["ttfot_ms"] for r in recs), recs
+    assert [(b["tools"], b["tool_choice"]) for b in SEEN] == [(tools, "required")] * 2, SEEN
+
+
+async def test_deepseek_and_llama_cpp_cache_fields() -> None:
+    deepseek = usage(
+        prompt_tokens=30, completion_tokens=1, prompt_cache_hit_tokens=16, prompt_cache_miss_tokens=14
+    )
+    res = await attempt([delta(content="a"), FINISH + deepseek + DONE])
+    assert res.ok and res.cached_tokens == 16, res
+    llama = (
+        b'data: {"id":"c1","choices":[],"usage":{"prompt_tokens":30,"completion_tokens":1},'
+        b'"timings":{"cache_n":24,"prompt_n":6}}\n\n'
+    )
+    res = await attempt([delta(content="a"), FINISH + llama + DONE])
+    assert res.ok and res.cached_tokens == 24, res

@@ -24,6 +24,7 @@ from oxconsole.engine.thinking import (
     HELD_MAX,
     THINK_CLOSE,
     THINK_OPEN,
+    llama_cache,
     split_think,
     text_estimate,
     usage_details,
@@ -64,6 +65,8 @@ def _usage(obj: dict[str, Any], res: AttemptResult) -> None:
         if isinstance(ct, int):
             res.output_tokens = ct
         usage_details(u, res)
+        if "timings" in obj:
+            llama_cache(obj, res)
 
 
 _CHOICES = (b'"choices":[', b'"choices": [')

@@ -30,11 +30,21 @@ def usage_details(u: dict[str, Any], res: AttemptResult, responses: bool = False
     `output_tokens_details`), when it says them."""
     pre = ("input", "output") if responses else ("prompt", "completion")
     cached = _count(u.get(pre[0] + "_tokens_details"), "cached_tokens")
+    if cached is None and not responses:
+        cached = _count(u, "prompt_cache_hit_tokens")  # DeepSeek's own name for it
     if cached is not None:
         res.cached_tokens = cached
     reasoning = _count(u.get(pre[1] + "_tokens_details"), "reasoning_tokens")
     if reasoning is not None:
         res.reasoning_tokens = reasoning
+
+
+def llama_cache(obj: dict[str, Any], res: AttemptResult) -> None:
+    """llama.cpp's cached prompt tokens (`timings.cache_n`, beside its usage), when usage says none."""
+    if res.cached_tokens is None:
+        cached = _count(obj.get("timings"), "cache_n")
+        if cached is not None:
+            res.cached_tokens = cached
 
 
 def split_think(text: str) -> tuple[str, str | None]:

@@ -65,6 +65,9 @@ def implausible(d: Mapping[str, Any], now: float) -> str | None:
         v = d.get(key)
         if v is not None and not (_number(v) and 0 <= v <= RECORD_TOKENS_MAX):
             return f"{key}={v!r}"
+    for part, whole in (("cached_tokens", "input_tokens"), ("reasoning_tokens", "output_tokens")):
+        if d.get(part) is not None and d[part] > (d.get(whole) or 0):  # counted inside it
+            return f"{part}={d[part]!r}"
     c = d.get("cost")
     if c is not None and not (_number(c) and 0 <= c <= COST_MAX):
         return f"cost={c!r}"

@@ -17,7 +17,15 @@ from typing import Any
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.histogram import LogHistogram
 
-__all__ = ["ReasoningLive", "ReasoningStats", "reasoning_entry"]
+__all__ = [
+    "ReasoningLive",
+    "ReasoningStats",
+    "has_reasoning",
+    "output_share",
+    "pct_cell",
+    "reasoning_entry",
+    "summary_lines",
+]
 
 
 class ReasoningStats:
@@ -166,3 +174,42 @@ class ReasoningLive:
             num("cache_hit_rate"),
             calls if type(calls) is int else 0,
         )
+
+
+def has_reasoning(s: Mapping[str, Any]) -> bool:
+    """Whether the summary (or a model's block) counts reasoning or cached tokens, or tool calls."""
+    tokens = s.get("tokens")
+    return (isinstance(tokens, Mapping) and bool({"reasoning", "cached"} & set(tokens))) or bool(
+        s.get("tool_calls")
+    )
+
+
+def output_share(s: Mapping[str, Any]) -> float | None:
+    """Reasoning over output tokens in a summary block; None when not counted."""
+    tokens = s.get("tokens") or {}
+    r, out = tokens.get("reasoning"), tokens.get("output")
+    return r / out if isinstance(r, int) and isinstance(out, int) and out else None
+
+
+def pct_cell(v: float | None) -> str:
+    """A share as `60.0%`, a dash when unknown."""
+    return "–" if v is None else f"{100 * v:.1f}%"
+
+
+def summary_lines(s: Mapping[str, Any]) -> list[str]:
+    """The text summary's line under the tokens (none without reasoning or a cache):
+    `reasoning 1,200 (60.0% of output)  cached 9,000 (hit 71.5%)  tool calls 3`."""
+    if not has_reasoning(s):
+        return []
+    tokens = s.get("tokens") or {}
+    parts = []
+    if "reasoning" in tokens:
+        parts.append(f"reasoning {tokens['reasoning']:,} ({pct_cell(output_share(s))} of output)")
+    if "cached" in tokens:
+        rate = s.get("cache_hit_rate")
+        parts.append(
+            f"cached {tokens['cached']:,} (hit {pct_cell(rate if isinstance(rate, int | float) else None)})"
+        )
+    if s.get("tool_calls"):
+        parts.append(f"tool calls {s['tool_calls']:,}")
+    return ["          " + "  ".join(parts)]

@@ -25,6 +25,7 @@ import orjson
 
 from oxconsole.reports.plans import cost_figures, cost_rows, money_cell
 from oxconsole.reports.quality import quality_figures, quality_rows
+from oxconsole.reports.reasoning import reasoning_figures, reasoning_rows
 from oxconsole.reports.steps import step_rows, step_values
 from oxconsole.reports.timeline import build_timeline
 from oxconsole.summary import read_journal, summary_from_journal
@@ -172,6 +173,7 @@ def load_run(path: str | os.PathLike[str], plans: Mapping[str, PricePlan] | None
     figs.update((k, Figure(v, None)) for k, v in cost_figures(s).items())
     figs.update((k, Figure(v, None)) for k, v in step_values(s).items())
     figs.update((k, Figure(v, None)) for k, v in quality_figures(s).items())
+    figs.update((k, Figure(v, None)) for k, v in reasoning_figures(s).items())
     return RunFigures(os.fspath(path), str(s.get("name", "")), figs)
 
 
@@ -193,7 +195,9 @@ def compare(runs: Sequence[RunFigures]) -> dict[str, Any]:
     slo = GOODPUT if any("goodput.requests_per_s" in r.figures for r in runs) else ()
     steps = step_rows(r.figures for r in runs)
     quality = quality_rows(r.figures for r in runs)
-    keys = (*FIGURES[:2], *slo, *FIGURES[2:], *cost_rows(r.figures for r in runs), *quality, *steps)
+    answer = reasoning_rows(r.figures for r in runs)
+    costs = cost_rows(r.figures for r in runs)
+    keys = (*FIGURES[:2], *slo, *FIGURES[2:], *answer, *costs, *quality, *steps)
     for key, label in keys:
         figs = [r.figures.get(key, Figure(None, None)) for r in runs]
         deltas = [_delta(figs[0], f) for f in figs[1:]]

@@ -16,8 +16,10 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from oxconsole.metrics.reasoning import has_reasoning
 from oxconsole.reports.plans import cost_by_plan, money_cell
 from oxconsole.reports.quality import quality_section
+from oxconsole.reports.reasoning import reasoning_section
 from oxconsole.reports.steps import step_label, steps_section
 from oxconsole.reports.svg import PALETTE, Line, Marker, distribution, fmt_num, line_chart, stacked_bars
 from oxconsole.reports.sweep import sweep_section
@@ -109,6 +111,7 @@ def render_html(summary: Mapping[str, Any], tl: Timeline, *, journal_only: bool,
         _section("latency-over-time", "Latency over time (p50 / p90 / p99)", "", _over_time(tl, markers)),
         _section("distributions", "Distributions (ok requests)", "", _distributions(summary, tl)),
         _section("models", "Models", "", [_model_table(summary.get("models") or {})]),
+        reasoning_section(summary),
         cost_by_plan(summary),
         quality_section(summary),
         _section("errors", "Errors", "", _errors(summary, tl, markers)),
@@ -148,6 +151,7 @@ def _header(s: Mapping[str, Any]) -> str:
         ("requests/s", f"{float(_g(s, 'throughput', 'requests_per_s') or 0):.2f}"),
         ("output tokens/s", fmt_num(float(_g(s, "throughput", "output_tokens_per_s") or 0))),
         ("TTFT p50 (ms)", fmt_num(float(_g(s, "ttft_ms", "p50") or 0))),
+        *([("TTFOT p50 (ms)", fmt_num(float(_g(s, "ttfot_ms", "p50") or 0)))] if has_reasoning(s) else []),
         ("latency p50 (ms)", fmt_num(float(_g(s, "latency_ms", "p50") or 0))),
         ("latency p99 (ms)", fmt_num(float(_g(s, "latency_ms", "p99") or 0))),
         ("cost", f"{float(_g(s, 'cost', 'total') or 0):.4f}"),

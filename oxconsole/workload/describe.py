@@ -94,6 +94,8 @@ def _model_lines(w: Workload) -> list[str]:
             prices.append(f"{_fmt_num(m.price_per_1m_input)}/1M input")
         if m.price_per_1m_output:
             prices.append(f"{_fmt_num(m.price_per_1m_output)}/1M output")
+        if m.price_per_1m_cached_input is not None:
+            prices.append(f"{_fmt_num(m.price_per_1m_cached_input)}/1M cached input")
         bits.append("price " + " + ".join(prices) if prices else "no pricing")
         lines.append(f"  {m.name:<{width}}  " + ", ".join(bits))
     return lines
