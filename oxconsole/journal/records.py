@@ -199,16 +199,8 @@ class RequestRecord:
             v = getattr(self, key)
             if v is not None:
                 d[key] = v
-        if self.valid is not None:
-            d["valid"] = self.valid
-            if self.invalid_reason is not None:
-                d["invalid_reason"] = self.invalid_reason
-        if self.escalations:
-            d["escalations"] = self.escalations
-        if self.answers:
-            d["answers"] = self.answers
-        if self.cascade_ms is not None:
-            d["cascade_ms"] = _r(self.cascade_ms)
+        if self.valid is not None or self.escalations or self.answers:
+            _quality_json(self, d)
         if self.text is not None:
             d["text"] = self.text
         return d
@@ -308,3 +300,17 @@ def has_run_times(d: Mapping[str, Any]) -> bool:
         if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v <= 0:
             return False
     return True
+
+
+def _quality_json(rec: RequestRecord, d: dict[str, Any]) -> None:
+    """The `[quality]` and cascade keys of a record's JSON, for one that has any."""
+    if rec.valid is not None:
+        d["valid"] = rec.valid
+        if rec.invalid_reason is not None:
+            d["invalid_reason"] = rec.invalid_reason
+    if rec.escalations:
+        d["escalations"] = rec.escalations
+    if rec.answers:
+        d["answers"] = rec.answers
+    if rec.cascade_ms is not None:
+        d["cascade_ms"] = _r(rec.cascade_ms)

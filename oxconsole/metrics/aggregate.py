@@ -209,6 +209,15 @@ class RunStats:
             "fallbacks": self.left if self.per_model else self.fell_back,
         }
 
+    def backoff_block(self) -> dict[str, float]:
+        """Time spent waiting between attempts: never part of `latency_ms`, reported here instead."""
+        n = self.backoff_requests
+        return {
+            "requests": n,
+            "total_s": round(self.backoff_ms / 1000.0, 3),
+            "mean_ms": round(self.backoff_ms / n, 3) if n else 0.0,
+        }
+
     def throughput_block(self, duration_s: float) -> dict[str, float]:
         if duration_s <= 0:
             return {"requests_per_s": 0.0, "output_tokens_per_s": 0.0}
@@ -349,8 +358,7 @@ def build_summary(
     plans: Mapping[str, PricePlan] | None = None,
     packing_size: int | None = None,
 ) -> dict[str, Any]:
-    """The summary object of the contract (plus ``attempt_errors``, ``error_details``,
-    ``tokens_source``, ``phases``).
+    """The summary object of the contract (plus ``attempt_errors``, ``error_details``, ``phases``).
 
     ``models`` with no finished request are left out (unless requests fell back from them), so a
     live summary and one rebuilt from the journal list the same models. ``attempt_details`` are the
@@ -386,14 +394,7 @@ def build_summary(
         "errors": dict(sorted(overall.errors.items())),
         "attempt_errors": dict(sorted(attempt_errors.items())),
         "error_details": error_details(overall.error_detail, attempt_details),
-        # time spent waiting between attempts: never part of latency_ms, reported here instead
-        "backoff": {
-            "requests": overall.backoff_requests,
-            "total_s": round(overall.backoff_ms / 1000.0, 3),
-            "mean_ms": round(overall.backoff_ms / overall.backoff_requests, 3)
-            if overall.backoff_requests
-            else 0.0,
-        },
+        "backoff": overall.backoff_block(),
         "models": {m: st.model_block(duration_s, slo_target, m, plans) for m, st in models},
         "changes": [dict(c) for c in changes],
         "phases": [dict(p) for p in phases],

@@ -162,6 +162,10 @@ class Series:
     """``t`` (seconds since start) of each change, to draw on the series."""
 
 
+_SERIES = ("req_per_s", "output_tokens_per_s", "errors_per_s", "markers")
+"""`Series`' fields after `start_s`, in order, as the socket's JSON names them."""
+
+
 @dataclass(frozen=True, slots=True)
 class Snapshot:
     """The whole run at one instant. Summaries are ``{"mean","p50","p90","p95","p99","max"}``
@@ -273,13 +277,7 @@ class Snapshot:
             phase_counts=Counts(**d["phase_counts"]),
             phase_req_per_s=float(d["phase_req_per_s"]),
             models=tuple(model(m) for m in d["models"]),
-            series=Series(
-                start_s=int(s["start_s"]),
-                req_per_s=tuple(s["req_per_s"]),
-                output_tokens_per_s=tuple(s["output_tokens_per_s"]),
-                errors_per_s=tuple(s["errors_per_s"]),
-                markers=tuple(s["markers"]),
-            ),
+            series=Series(int(s["start_s"]), *(tuple(s[k]) for k in _SERIES)),
             errors={k: ErrorStat(**v) for k, v in d["errors"].items()},
             attempt_errors={k: int(v) for k, v in d["attempt_errors"].items()},
             error_details={k: str(v) for k, v in d.get("error_details", {}).items()},

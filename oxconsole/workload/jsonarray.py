@@ -19,21 +19,17 @@ _GAP = b" \t\r\n,"
 READ_SIZE = 1 << 20
 
 
+# The scan's state: `pos` is where scanning resumes in `buf`; `skip_at` the byte after a backslash
+# inside a string; `start` where the current object began (depth 2), else -1; `gap_from` where the
+# text between objects began (depth 1).
 def array_objects(f: BinaryIO, label: str) -> Iterator[tuple[int, bytes]]:
     """(entry number from 1, the object's bytes) for each object of the top-level array in `f`.
 
     Raises WorkloadError naming the entry for anything between objects that is not a comma or
-    whitespace (a number, a string, a nested array), and for a file that is not one array.
-    """
-    buf = b""
-    pos = 0  # where scanning resumes in buf
-    depth = 0
-    in_str = False
-    skip_at = -1  # the byte after a backslash inside a string
-    start = -1  # where the current object began (depth 2), else -1
-    gap_from = -1  # where the text between objects began (depth 1)
-    entry = 0
-    began = ended = False
+    whitespace (a number, a string, a nested array), and for a file that is not one array."""
+    buf, pos, depth, entry = b"", 0, 0, 0
+    in_str = began = ended = False
+    skip_at = start = gap_from = -1
     while True:
         chunk = f.read(READ_SIZE)
         if not chunk:
