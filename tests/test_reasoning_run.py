@@ -58,6 +58,7 @@ def median(xs: list[float]) -> float:
 
 
 @pytest.mark.parametrize("field", ["reasoning_content", "reasoning", "think_tags"])
+@pytest.mark.timing  # TTFOT - TTFT against the simulator's exact figure
 async def test_ttfot_reasoning_and_cached_tokens_in_journal_and_summary(tmp_path: Path, field: str) -> None:
     w = load_workload("reasoning", tmp_path, {"sim.models.r.reasoning_field": field})
     out = await run(w)
@@ -129,6 +130,7 @@ async def test_plain_model_ttfot_equals_ttft_and_no_new_keys(tmp_path: Path) -> 
 
 
 @pytest.mark.parametrize("stream", [True, False])
+@pytest.mark.timing  # TTFOT - TTFT against the simulator's exact figure
 async def test_responses_api_gives_the_same_figures(tmp_path: Path, stream: bool) -> None:
     w = load_workload("reasoning", tmp_path, {"models.0.api": "responses", "run.stream": stream})
     out = await run(w)
@@ -213,6 +215,7 @@ async def test_without_usage_reasoning_is_estimated_and_marked(tmp_path: Path, f
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "reasoning-cached.toml"
 
 
+@pytest.mark.timing  # TTFOT - TTFT against the simulator's exact figure
 async def test_the_example_runs_on_the_simulator_with_its_exact_figures(tmp_path: Path) -> None:
     from oxconsole.workload import load_workload as load_file
 

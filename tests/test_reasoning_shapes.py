@@ -96,6 +96,7 @@ def writes_between(res: AttemptResult, k: int) -> None:
     assert k * GAP * 0.9 <= gap <= (k + 1) * GAP, (gap, k, res)
 
 
+@pytest.mark.timing  # TTFOT - TTFT counted in the server's write gaps
 async def test_chat_reasoning_field_with_usage_details() -> None:
     script = [
         delta(role="assistant", content=""),
@@ -133,6 +134,7 @@ async def test_usage_without_details_leaves_them_unknown() -> None:
     assert res.reasoning_estimate == 1 and res.output_tokens == 2, res
 
 
+@pytest.mark.timing  # TTFOT - TTFT counted in the server's write gaps
 async def test_think_tags_split_across_chunks() -> None:
     script = [
         delta(role="assistant", content=""),
@@ -204,6 +206,7 @@ DONE_USAGE = {
 }
 
 
+@pytest.mark.timing  # TTFOT - TTFT counted in the server's write gaps
 async def test_responses_stream_summaries_text_and_function_calls() -> None:
     script = [
         event("response.created", response={"status": "in_progress"}),
