@@ -5,11 +5,15 @@ differing by at most one), a rate and a token budget in equal parts, the rest as
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from oxconsole.engine.commands import EnableModel, Pause, Resume, SetConcurrency, SetRate, SetTpm, SetWeight
 from oxconsole.engine.live import Change
-from oxconsole.engine.shares import shard_commands, split
+from oxconsole.engine.shares import run_seeded, shard_commands, share, split
+
+from .support.workloads import load_workload
 
 
 def test_concurrency_is_cut_into_whole_slots() -> None:
@@ -51,3 +55,12 @@ def test_one_shard_gets_the_whole_change_and_auto_stays_with_the_coordinator() -
 def test_split_is_the_concurrency_cut() -> None:
     assert split(11, 2) == [6, 5]
     assert split(1, 3) == [1, 1, 1]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7, 123456])
+def test_a_shards_simulator_gets_the_runs_own_seed_back(seed: int, tmp_path: Path) -> None:
+    w = load_workload("sim_exact", tmp_path, {"run.seed": seed, "run.workers": 3})
+    for i in range(3):
+        part = share(w, i, 3)
+        assert part.run.seed != seed or (seed == 0 and i == 0), (seed, i, part.run.seed)
+        assert run_seeded(part, i).run.seed == seed, (seed, i, part.run.seed)

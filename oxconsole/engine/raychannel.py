@@ -29,6 +29,7 @@ from typing import Any
 from oxconsole.aio import run_loop
 from oxconsole.engine.endpoints import start_sim
 from oxconsole.engine.rayfiles import localized
+from oxconsole.engine.shares import run_seeded
 from oxconsole.engine.worker import Worker
 from oxconsole.idset import IdSet
 from oxconsole.workload import Workload, WorkloadError
@@ -147,7 +148,7 @@ class EngineActor:
 
     async def _run(self, w: Workload, shard: tuple[int, int], sims: Sequence[str], skip: IdSet) -> None:
         """A simulator beside this actor for `base_url = "sim"` endpoints, then the worker's run."""
-        sim, urls = await start_sim(w, sims)
+        sim, urls = await start_sim(run_seeded(w, shard[0]), sims)
         try:
             await Worker(w, shard, urls, skip, self._channel).run()
         finally:

@@ -18,7 +18,7 @@ from oxconsole.engine.commands import Command, SetConcurrency, SetRate, SetTpm
 from oxconsole.engine.live import Change
 from oxconsole.workload import Workload
 
-__all__ = ["shard_commands", "share", "split", "worker_count"]
+__all__ = ["run_seeded", "shard_commands", "share", "split", "worker_count"]
 
 
 def worker_count(w: Workload) -> int:
@@ -50,6 +50,13 @@ def share(w: Workload, i: int, n: int) -> Workload:
             workers=1,
         ),
     )
+
+
+def run_seeded(w: Workload, i: int) -> Workload:
+    """Shard i's workload with the run's own seed back (`share` gave it `seed * 1000 + i`): what a
+    simulator started beside the shard (a Ray actor's) is given, so that it answers as the run's
+    one simulator would (`quality` draws right and wrong answers from `run.seed`)."""
+    return dataclasses.replace(w, run=dataclasses.replace(w.run, seed=(w.run.seed - i) // 1000))
 
 
 def shard_commands(c: Change, n: int) -> list[Command]:
