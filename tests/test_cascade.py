@@ -24,8 +24,6 @@ from oxconsole.workload import Workload, check_prompts
 from .http_support import chat_server
 from .support.workloads import load_workload, write_workload
 
-pytestmark = pytest.mark.asyncio
-
 N = 40
 
 
