@@ -239,13 +239,14 @@ def quality_lines(q: QualityConfig | None, cascade: Sequence[str]) -> list[str]:
         return []
     checks = []
     if q.json_schema is not None:
-        checks.append(f"JSON valid against {q.schema_source}")
+        where = "the inline schema" if q.schema_source == "inline" else q.schema_source
+        checks.append(f"is JSON valid against {where}")
     if q.regex is not None:
         checks.append(f"matches {q.regex!r}")
     if q.expected:
         checks.append('equals the prompt\'s "expected"')
     if q.judge is not None:
-        checks.append(f"judged by {q.judge.model} ({q.judge.prompt_file}) to match {q.judge.pass_!r}")
+        checks.append(f"is judged by {q.judge.model} ({q.judge.prompt_file}) to match {q.judge.pass_!r}")
     out = ["", "quality", "  an answer is valid when it " + "; ".join(checks)]
     if cascade:
         out.append("  cascade: " + " -> ".join(cascade) + " (an invalid answer goes on to the next)")
