@@ -19,8 +19,8 @@ import aiohttp
 import orjson
 
 from oxconsole.engine.attempt import AttemptResult, BadResponse
-from oxconsole.engine.internals import Sink, read_body
-from oxconsole.engine.stream import BodyLimits, _json_body, size_words
+from oxconsole.engine.internals import read_body
+from oxconsole.engine.stream import BodyLimits, SseLines, _json_body
 from oxconsole.engine.thinking import text_estimate, usage_details
 
 __all__ = ["read_response", "read_response_stream"]
@@ -56,21 +56,17 @@ def _failure(obj: dict[str, Any]) -> str:
     return str(obj.get("message") or err or "no reason given")
 
 
-class _ResponseEvents(Sink):
+class _ResponseEvents(SseLines):
     """The events of one streamed response, fed one network read at a time (lines as chat's)."""
 
     __slots__ = (
-        "buf",
         "calls",
-        "done",
         "first",
         "last",
-        "limits",
         "n",
         "parts",
         "res",
         "rn",
-        "size",
         "t_answer",
     )
 
@@ -84,27 +80,10 @@ class _ResponseEvents(Sink):
         self.done = False
         self.parts: list[str] | None = [] if save_text else None
 
-    def feed(self, data: bytes, now: float) -> bool:
-        self.size += len(data)
-        if self.size > self.limits.body:
-            raise BadResponse("bad_response", f"stream over {size_words(self.limits.body)}")
-        if b"\r" in data:
-            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        buf = self.buf
-        if buf:
-            buf += data
-            data = bytes(buf)
-            buf.clear()
-        lines = data.split(b"\n")
-        tail = lines.pop()
-        if tail:
-            buf += tail
-            if len(buf) > self.limits.line:
-                raise BadResponse("bad_response", f"SSE line over {size_words(self.limits.line)}")
+    def _lines(self, lines: list[bytes], now: float) -> None:
         for line in lines:
             if line.startswith(b"data:") and not self.done:
                 self.event(line[5:].strip(), now)
-        return self.done
 
     def event(self, payload: bytes, now: float) -> None:
         if not payload or payload == b"[DONE]":

@@ -77,66 +77,18 @@ tag may open it), inside `<think>`, or after `</think>` before the answer's firs
 _TAIL = len(THINK_CLOSE) - 1
 
 
-class _Events(Sink):
-    """The server-sent events of one chat completion stream, fed one network read at a time.
+class SseLines(Sink):
+    """A stream's server-sent event lines, fed one network read at a time, for its subclass's
+    `_lines` (the chat and Responses readers share it). Lines end with LF, CRLF or CR; a line
+    still coming is kept in one growing buffer and joined once, when it ends, so a long line
+    costs time linear in its length; it may not pass `limits.line`, nor the stream `limits.body`.
+    Subclasses set `buf`, `size`, `limits` and `done` in their `__init__`."""
 
-    Lines end with LF, CRLF or CR (the SSE grammar allows all three). A line still coming is kept
-    in a growing buffer and joined once, when it ends, so a long line costs time linear in its
-    length; it may not pass `limits.line`, nor the stream `limits.body`.
-
-    Every data line is checked as JSON. The chunks of one stream usually differ only after
-    `"choices":[` (same id, model, created): once a full parse has shown that the first chunk's
-    bytes up to there are a top-level prefix carrying no usage and no error, a later line made of
-    that prefix, one JSON value and `]}` is exactly that object with that value as its only
-    choice, so only the choice is parsed. Anything else (usage, errors, [DONE], other shapes)
-    takes the full parse.
-    """
-
-    __slots__ = (
-        "buf",
-        "calls",
-        "cut",
-        "done",
-        "error",
-        "finished",
-        "first",
-        "held",
-        "held_n",
-        "last",
-        "limits",
-        "n",
-        "parts",
-        "prefix",
-        "rchars",
-        "res",
-        "rn",
-        "rparts",
-        "size",
-        "state",
-        "t_answer",
-        "tail",
-    )
-
-    def __init__(self, res: AttemptResult, save_text: bool, limits: BodyLimits | None = None) -> None:
-        self.res = res
-        self.limits = limits or BodyLimits()
-        self.buf = bytearray()
-        self.size = 0
-        self.n = 0
-        self.first = self.last = 0.0
-        self.finished = False
-        self.done = False
-        self.parts: list[str] | None = [] if save_text else None
-        self.prefix: bytes | None = None
-        self.cut = 0  # len(prefix); -1 once learning it failed
-        self.state = _START
-        self.t_answer = 0.0
-        self.rn = 0  # reasoning chunks
-        self.rchars = 0
-        self.held = self.tail = ""
-        self.held_n = 0
-        self.calls: set[Any] | None = None
-        self.rparts: list[str] | None = [] if save_text else None
+    __slots__ = ("buf", "done", "limits", "size")
+    buf: bytearray
+    size: int
+    limits: BodyLimits
+    done: bool
 
     def feed(self, data: bytes, now: float) -> bool:
         """Parse what `data` completes; True once `[DONE]` came (the answer is complete)."""
@@ -165,6 +117,67 @@ class _Events(Sink):
         if len(self.buf) > self.limits.line:
             raise BadResponse("bad_response", f"SSE line over {size_words(self.limits.line)}")
         return False
+
+    def _lines(self, lines: list[bytes], now: float) -> None:  # pragma: no cover - an interface
+        raise NotImplementedError
+
+
+class _Events(SseLines):
+    """The server-sent events of one chat completion stream, fed one network read at a time.
+
+    Lines end with LF, CRLF or CR (the SSE grammar allows all three). A line still coming is kept
+    in a growing buffer and joined once, when it ends, so a long line costs time linear in its
+    length; it may not pass `limits.line`, nor the stream `limits.body`.
+
+    Every data line is checked as JSON. The chunks of one stream usually differ only after
+    `"choices":[` (same id, model, created): once a full parse has shown that the first chunk's
+    bytes up to there are a top-level prefix carrying no usage and no error, a later line made of
+    that prefix, one JSON value and `]}` is exactly that object with that value as its only
+    choice, so only the choice is parsed. Anything else (usage, errors, [DONE], other shapes)
+    takes the full parse.
+    """
+
+    __slots__ = (
+        "calls",
+        "cut",
+        "error",
+        "finished",
+        "first",
+        "held",
+        "held_n",
+        "last",
+        "n",
+        "parts",
+        "prefix",
+        "rchars",
+        "res",
+        "rn",
+        "rparts",
+        "state",
+        "t_answer",
+        "tail",
+    )
+
+    def __init__(self, res: AttemptResult, save_text: bool, limits: BodyLimits | None = None) -> None:
+        self.res = res
+        self.limits = limits or BodyLimits()
+        self.buf = bytearray()
+        self.size = 0
+        self.n = 0
+        self.first = self.last = 0.0
+        self.finished = False
+        self.done = False
+        self.parts: list[str] | None = [] if save_text else None
+        self.prefix: bytes | None = None
+        self.cut = 0  # len(prefix); -1 once learning it failed
+        self.state = _START
+        self.t_answer = 0.0
+        self.rn = 0  # reasoning chunks
+        self.rchars = 0
+        self.held = self.tail = ""
+        self.held_n = 0
+        self.calls: set[Any] | None = None
+        self.rparts: list[str] | None = [] if save_text else None
 
     def _lines(self, lines: list[bytes], now: float) -> None:
         loads = orjson.loads
