@@ -225,8 +225,13 @@ async def test_mixed_faults_mostly_ok_each_id_once_backoff_not_latency(
     for r in retried_ok:
         assert r["backoff_ms"] > 0
         assert r["t_sent"] - r["t_scheduled"] >= r["backoff_ms"] / 1000 - 0.01
-        # the final attempt alone: less than the 0.5 s timeout an earlier attempt may have waited
-        assert r["latency_ms"] < 500, r
+    # the final attempt alone: counting the earlier ones in would add at least 0.5 s a timed-out
+    # attempt and the backoff, so the latency would exceed that sum; the final attempt alone
+    # (~30 ms) stays below it even on a loaded machine, where the 0.5 s timeout itself runs late
+    timed_out_ok = [r for r in retried_ok if "timeout" in r["attempt_errors"]]
+    assert timed_out_ok, [r["attempt_errors"] for r in retried_ok]
+    for r in timed_out_ok:
+        assert r["latency_ms"] < 500 * r["attempt_errors"]["timeout"] + r["backoff_ms"], r
     throttled_ok = [r for r in retried_ok if "http_429" in r["attempt_errors"]]
     assert throttled_ok
     for r in throttled_ok:
