@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from oxconsole.engine.apis import PATHS
 from oxconsole.engine.client import EndpointClient
 from oxconsole.workload import Workload, resolve_api_key, resolve_headers
 from oxconsole.workload.prompts import one_pass
@@ -99,6 +100,8 @@ class Endpoints:
                 headers=headers,
                 secrets=secrets,
             )
+            paths = sorted({PATHS[m.api] for m in w.models if m.endpoint == name})
+            await self.clients[name].warm(w.run.timeout, paths)
 
     async def close(self) -> None:
         for c in self.clients.values():
