@@ -28,6 +28,12 @@ DISPATCH_BURST = 64
 free slots were filled in one go and the loop stalled for seconds (every timing taken meanwhile
 was late by as much)."""
 
+BURST_CHARS = 16_384
+"""A prompt counts in the burst as one request more per this many characters, so the dispatcher
+yields after about a megabyte of prompts as after 64 short ones: the first wave of 16 1 MB prompts
+was built and encoded back to back before any of them reached its connection, and each one's clock
+(which starts as it is sent) held the others' encoding (docs/performance.md, long prompts)."""
+
 TPM_WINDOW_S = 60.0
 """The token budget's window: the contract's minute. Tests shorten it to run in seconds."""
 
@@ -189,7 +195,7 @@ class Dispatcher:
                 slots.release()
                 raise
             self.start(prompt, model, t_sched, hold)
-            burst += 1
+            burst += 1 + prompt.input_chars // BURST_CHARS
             if burst >= DISPATCH_BURST:
                 # Nothing above waited (free slots, no rate): let the requests just started, the
                 # reads in progress and the timers run before starting more.
