@@ -115,8 +115,9 @@ class SimState:
         """The garbage collector's pacing, in a simulator running as its own process."""
         self.trace: Trace | None = [] if os.environ.get("OXCONSOLE_SIM_TRACE") else None
         """Per streamed request, when `OXCONSOLE_SIM_TRACE` is set (benchmarks): the last message's
-        text and the wall times the handler started, admitted it, wrote the first token and the
-        end, served at `/sim/trace`, so a client's timings can be split into its own part and ours."""
+        text (`trace_key`: a long one by its ends and length) and the wall times the handler
+        started, admitted it, wrote the first token and the end, served at `/sim/trace`, so a
+        client's timings can be split into its own part and ours."""
         self._writer = Writer(self.lateness, self.trace)
         self.reading = LogHistogram()
         """Milliseconds from a handler's start (headers read) to its body read and parsed: what a
@@ -256,7 +257,7 @@ class SimState:
         loop = asyncio.get_running_loop()
         ans = plan(body, kind, prompt[0], ms)
         t_admit = loop.time() if ms.try_acquire() else await ms.acquire(loop)
-        traced = (t_in, time.time(), prompt[1]) if t_in else None
+        traced = (t_in, time.time(), trace_key(prompt[1])) if t_in else None
         try:
             return await self._answer(request, ms, kind, ans, t_admit, traced, body)
         except ConnectionError:
@@ -342,6 +343,18 @@ class SimState:
 # App construction and start-up.
 
 SIM_STATE: Final = web.AppKey("oxconsole_sim_state", SimState)
+
+
+TRACE_TEXT_MAX = 4096
+
+
+def trace_key(text: str) -> str:
+    """A prompt's text as the trace names it: whole up to `TRACE_TEXT_MAX` characters, longer
+    ones by their first and last 64 and their length (a 1 MB prompt is not copied into the trace,
+    nor hashed on the loop that times answers)."""
+    if len(text) <= TRACE_TEXT_MAX:
+        return text
+    return f"{text[:64]}...({len(text)} characters)...{text[-64:]}"
 
 
 MAX_BODY = 64 * 1024 * 1024
