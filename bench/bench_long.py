@@ -8,7 +8,10 @@ Cases:
 
 * `short`: synthetic prompts of 100 tokens;
 * `synthetic`: synthetic prompts of 250,000 tokens (~1 MB each);
-* `file`: a prompts file of 20 distinct 250,000-token prompts, repeated to N requests.
+* `file`: a prompts file of 20 distinct 250,000-token prompts, repeated to N requests;
+* `floor`: not oxconsole but a bare aiohttp client (uvloop, in this process) sending the synthetic
+  case's bodies, encoded before it starts, at the same concurrency: what the way there and back
+  cost on this machine with no engine at all, the floor oxconsole's error is to be read against.
 
 Printed per case: requests/s, client CPU ms per request, TTFT p50 / p99 and p99 minus the nominal
 100 ms, and the simulator's own share (a fresh simulator a case): the time it took to read and
@@ -29,6 +32,7 @@ figure (target: within 20 ms).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import math
 import os
@@ -175,12 +179,69 @@ def run_case(tmp: Path, url: str, args: argparse.Namespace, case: str) -> dict[s
     }
 
 
+def run_floor(url: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The `floor` case: N pre-encoded synthetic bodies by a bare aiohttp client, 16 in flight;
+    its TTFT is the first chunk with content in it, as oxconsole's."""
+    import aiohttp
+    import orjson
+    import uvloop
+
+    sys.path.insert(0, str(ROOT))
+    from oxconsole.sim.app import trace_key
+    from oxconsole.workload.synthtext import synthetic_text
+
+    texts = [synthetic_text(11, i, args.tokens) for i in range(args.requests)]
+
+    def body(text: str) -> bytes:
+        msgs = [{"role": "user", "content": text}]
+        return orjson.dumps({"model": "m", "messages": msgs, "max_tokens": 16, "stream": True})
+
+    bodies = [body(t) for t in texts]
+    recs: list[dict[str, Any]] = []
+
+    async def one(session: aiohttp.ClientSession, gate: asyncio.Semaphore, i: int) -> None:
+        async with gate:
+            t_sent, t0 = time.time(), time.perf_counter()
+            async with session.post(url + "/chat/completions", data=bodies[i]) as r:
+                ttft = math.nan
+                async for line in r.content:  # the first token: a chunk with content
+                    if math.isnan(ttft) and b'"content":"' in line and b'"content":""' not in line:
+                        ttft = (time.perf_counter() - t0) * 1000.0
+            recs.append({"key": trace_key(texts[i]), "t_sent": t_sent, "ttft_ms": ttft})
+
+    async def go() -> None:
+        gate = asyncio.Semaphore(args.concurrency)
+        async with aiohttp.ClientSession() as session:
+            await asyncio.gather(*(one(session, gate, i) for i in range(args.requests)))
+
+    c0, w0 = time.process_time(), time.perf_counter()
+    uvloop.run(go())
+    cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+    served = {t[0]: t for t in sim_get(url, "/sim/trace")}
+    parts: dict[str, list[float]] = {"error": [], "there": [], "back": []}
+    for d in recs:
+        _, t_in, _admit, t_first, _end = served[d["key"]]
+        parts["error"].append(d["ttft_ms"] - (t_first - t_in) * 1000.0)
+        parts["there"].append((t_in - d["t_sent"]) * 1000.0)
+        parts["back"].append((d["t_sent"] - t_first) * 1000.0 + d["ttft_ms"])
+    ttfts = [d["ttft_ms"] for d in recs]
+    return {
+        "ok": len(recs),
+        "req_s": len(recs) / wall,
+        "cpu_ms_per_req": cpu * 1000 / args.requests,
+        "ttft_p50": pct(ttfts, 50),
+        "ttft_p99": pct(ttfts, 99),
+        "matched": len(parts["error"]),
+        **{f"{k}_{q}": pct(v, q) for k, v in parts.items() for q in (50, 99)},
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requests", type=int, default=200)
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--tokens", type=int, default=250_000)
-    ap.add_argument("--cases", default="short,synthetic,file")
+    ap.add_argument("--cases", default="short,synthetic,file,floor")
     args = ap.parse_args()
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     out: dict[str, dict[str, Any]] = {}
@@ -188,7 +249,10 @@ def main() -> None:
         for case in cases:
             proc, url = start_sim()  # one a case: its own figures of reading the bodies
             try:
-                out[case] = r = run_case(Path(td), url, args, case)
+                if case == "floor":
+                    out[case] = r = run_floor(url, args)
+                else:
+                    out[case] = r = run_case(Path(td), url, args, case)
                 st = sim_get(url)
                 r["read_p50"], r["read_p99"] = st["read_ms"]["p50"], st["read_ms"]["p99"]
                 r["late_p99"] = st["lateness_ms"]["first"]["p99"]
@@ -224,7 +288,7 @@ def main() -> None:
         " its ttft starts after it. sim late: its first writes against their schedule.)"
     )
     if "short" in out:
-        for case in (c for c in out if c != "short"):
+        for case in (c for c in out if c not in ("short", "floor")):
             extra = out[case]["cpu_ms_per_req"] - out["short"]["cpu_ms_per_req"]
             err = out[case]["error_99"]
             print(
