@@ -222,3 +222,26 @@ def test_validate_says_the_trace_sets_the_schedule(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert "BurstGPT trace" in res.stdout and "arrival the trace's timestamps (x2)" in res.stdout, res.stdout
     assert "dispatch is unlimited" not in res.stdout, res.stdout
+
+
+def test_two_workers_take_their_rows_due_from_the_one_start(tmp_path: Path) -> None:
+    """With `run.workers = 2` every row is due at the coordinator's start plus its offset: GO
+    carries that start, so the workers' schedules do not each begin at their own GO and set-up
+    (exact: a row's `t_scheduled` is the start plus its offset / trace_speed)."""
+    rows = [i * 0.02 for i in range(20)]
+    (tmp_path / "t.jsonl").write_text(
+        "".join(f'{{"timestamp": {t * 1000:.0f}, "input_length": 8, "output_length": 1}}\n' for t in rows)
+    )
+    text = BASE.format(speed=1.0, file="t.jsonl", fmt="mooncake").replace(
+        "concurrency = 50", "concurrency = 50\nworkers = 2"
+    )
+    (tmp_path / "w.toml").write_text(text)
+    done = oxconsole("w.toml", "--headless", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    results = tmp_path / "runs" / "trace" / "results.jsonl"
+    recs = [orjson.loads(x) for x in results.read_bytes().splitlines()]
+    assert len(recs) == len(rows), [r["id"] for r in recs]
+    start = sessions_of(read_manifest(results))[-1].started_at
+    starts = {r["id"]: r["t_scheduled"] - rows[int(r["id"].removeprefix("row-")) - 1] for r in recs}
+    off = {k: round((v - start) * 1000, 3) for k, v in starts.items() if abs(v - start) > 1e-4}
+    assert not off, f"rows due off the run's start by (ms): {off}"

@@ -8,8 +8,12 @@ carrying the same messages: `raychannel.py`); every message is one `send_bytes`.
 either journal lines (its first byte is JOURNAL_TAG) or one JSON object (orjson).
 
 Parent -> worker, JSON objects with a "cmd" key:
-    {"cmd": GO}                      start dispatching: sent once every worker said READY, so that
-                                     the run's clock does not count process start-up
+    {"cmd": GO, "at": unix time}     start dispatching: sent once every worker said READY, so that
+                                     the run's clock does not count process start-up; `at` is the
+                                     coordinator's start, every worker's clock starts there (its
+                                     schedule and trace rows due from the same moment), unless the
+                                     worker's own wall clock puts it over GO_SKEW_S away (another
+                                     machine's clock): then at GO
     {"cmd": STOP, "cancel": bool}    stop (cancel: end requests in flight at once, no grace)
     {"cmd": STAGE, "mark": [k, warmup]}  [[stages]]: requests sent from now on are in stage k
     command_to_dict(cmd)             a live command, already this worker's share
@@ -48,6 +52,9 @@ from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.snapshot import Gauges
 
 GO = "_go"
+GO_SKEW_S = 1.0
+"""The most a worker takes GO's `at` to be behind its own wall clock; beyond (or ahead of it), the
+clocks of two machines disagree and the worker starts its own clock at GO."""
 STOP = "stop"
 STAGE = "_stage"
 READY = "ready"

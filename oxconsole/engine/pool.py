@@ -108,6 +108,7 @@ class WorkerHandle:
     gauges: dict[str, Any] | None = None
     end: dict[str, Any] | None = None
     finished: int = 0
+    ready: bool = False
 
 
 class ProcessShards:
@@ -174,7 +175,7 @@ class ProcessShards:
 
     def begin(self, t0: float, started_at: float) -> None:
         for i in range(len(self.workers)):
-            self._send(i, {"cmd": GO})
+            self._send(i, {"cmd": GO, "at": started_at})
 
     async def wait(self) -> None:
         await self._all_ended.wait()
@@ -232,9 +233,7 @@ class ProcessShards:
 
     def _on_message(self, i: int, msg: dict[str, Any]) -> None:
         if msg.get(READY):
-            self._ready += 1
-            if self._ready == self.n:
-                self._all_ready.set()
+            self._set_ready(i)
             return
         host, wk = self.host, self.workers[i]
         # Attempt errors first: a record in this message may carry them (see messages.py).
@@ -261,6 +260,7 @@ class ProcessShards:
             self.crashed = True
             end = {"warnings": [lost_share(self._lost(i), self._share_of(i), wk.finished, wk.gauges)]}
         wk.end = end
+        self._set_ready(i)  # one that ended before READY (its set-up failed): the others still go
         for w in wk.end.get("warnings", []):
             if w not in self.host.warnings:
                 self.host.warnings.append(w)
@@ -268,6 +268,15 @@ class ProcessShards:
         wk.gauges = None
         if all(x.end is not None for x in self.workers):
             self._all_ended.set()
+
+    def _set_ready(self, i: int) -> None:
+        """Worker i is set up and waits for GO (or ended without it): once all are, GO."""
+        wk = self.workers[i]
+        if not wk.ready:
+            wk.ready = True
+            self._ready += 1
+            if self._ready == self.n:
+                self._all_ready.set()
 
     def _gone(self, i: int) -> None:
         """Worker i's pipe closed (in its reader thread): wait a moment for the process, so that

@@ -30,6 +30,7 @@ from oxconsole.engine.messages import (
     FLUSH_S,
     GAUGES,
     GO,
+    GO_SKEW_S,
     JOURNAL_TAG,
     READY,
     RECORDS,
@@ -90,6 +91,8 @@ class Worker:
         self._attempts: dict[tuple[str, str], list[Any]] = {}  # (model, class) -> [count, detail]
         self._held: list[dict[str, Any]] | None = []  # commands that arrive before the shard runs
         self._go = asyncio.Event()
+        self._go_at: float | None = None
+        """The coordinator's start (GO's `at`, unix time)."""
         self.ok = 0
         self.errors = 0
         self.shard = LocalShard(
@@ -155,6 +158,8 @@ class Worker:
     def _on_command(self, d: dict[str, Any]) -> None:
         cmd = d.get("cmd")
         if cmd == GO:
+            at = d.get("at")
+            self._go_at = float(at) if isinstance(at, int | float) else None
             self._go.set()
         elif cmd == STOP:
             self.shard.stop(cancel=bool(d.get("cancel")))
@@ -173,18 +178,18 @@ class Worker:
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
         threading.Thread(target=self._reader, args=(loop,), daemon=True).start()
-        # Imports and start-up done: tell the coordinator, and start when every worker is ready,
-        # so that the run's clock does not count process start-up.
+        # Imports, start-up and the endpoints' set-up done: tell the coordinator, and start when
+        # every worker is ready, so that the run's clock counts none of it.
+        try:
+            await self.shard.prepare()
+        except BaseException:
+            await self.shard.shut_down()
+            raise
         self.send({READY: True})
         await self._go.wait()
         flusher = asyncio.create_task(self._flusher())
         try:
-            try:
-                await self.shard.prepare()
-            except BaseException:
-                await self.shard.shut_down()
-                raise
-            self.shard.begin(loop.time(), time.time())
+            self.shard.begin(*self._start(loop.time(), time.time()))
             early, self._held = self._held, None
             for d in early or ():
                 self._on_command(d)
@@ -193,6 +198,15 @@ class Worker:
             flusher.cancel()
         self.flush()
         self.send({END: {"ok": self.ok, "error": self.errors, **self.shard.end()}})
+
+    def _start(self, now: float, wall: float) -> tuple[float, float]:
+        """(loop time, unix time) of the run's start: the coordinator's (`at`), so that the
+        workers' schedules start together, not each at its own GO and set-up; this worker's now
+        when there is no `at` or the clocks disagree (`GO_SKEW_S`)."""
+        at = self._go_at
+        if at is None or not 0.0 <= wall - at <= GO_SKEW_S:
+            return now, wall
+        return now - (wall - at), at
 
     async def _flusher(self) -> None:
         while True:
