@@ -18,8 +18,7 @@ from typing import Any
 import aiohttp
 
 from oxconsole.engine.attempt import AttemptResult, BadResponse
-from oxconsole.engine.internals import read_body
-from oxconsole.engine.stream import BodyLimits, SseLines, _json_body, sse_object
+from oxconsole.engine.stream import BodyLimits, SseLines, _json_body, read_events, sse_object
 from oxconsole.engine.thinking import text_estimate, usage_details
 
 __all__ = ["read_response", "read_response_stream"]
@@ -124,11 +123,7 @@ async def read_response_stream(
 ) -> None:
     """A streamed response, read to its `response.completed` (or `.incomplete`) or its end."""
     ev = _ResponseEvents(res, save_text, limits)
-    try:
-        end = await read_body(resp.content, ev)
-    except (AttributeError, TypeError, KeyError) as err:
-        raise BadResponse("bad_response", f"unexpected event shape: {err}") from None
-    ev.end(t0, end)
+    await read_events(resp, ev, t0, (AttributeError, TypeError, KeyError), "event")
 
 
 def _texts(parts: Any, kinds: tuple[str, ...]) -> list[str]:

@@ -129,6 +129,10 @@ class SseLines(Sink):
     def _lines(self, lines: list[bytes], now: float) -> None:  # pragma: no cover - an interface
         raise NotImplementedError
 
+    def end(self, t0: float, end: float) -> None:  # pragma: no cover - an interface
+        """The stream ended at `end`: the attempt's figures, or `stream_aborted` if it was cut."""
+        raise NotImplementedError
+
     def timed(self, t0: float, end: float) -> None:
         """The attempt's latency, chunks, TTFT, ITL, TTFOT and reasoning count, from `t0` (sent)
         and `end` (its last byte)."""
@@ -403,16 +407,24 @@ async def collect(resp: aiohttp.ClientResponse, limit: int, what: str) -> tuple[
     return sink.buf, end
 
 
+async def read_events(
+    resp: aiohttp.ClientResponse, ev: SseLines, t0: float, shapes: tuple[type[Exception], ...], what: str
+) -> None:
+    """A stream fed to `ev` to its end, then ended (`ev.end`): an error of `shapes` while reading
+    it is an event of another shape than `ev` reads, a `bad_response` ("unexpected `what` shape")."""
+    try:
+        end = await read_body(resp.content, ev)
+    except shapes as err:
+        raise BadResponse("bad_response", f"unexpected {what} shape: {err}") from None
+    ev.end(t0, end)
+
+
 async def read_stream(
     resp: aiohttp.ClientResponse, res: AttemptResult, t0: float, save_text: bool, limits: BodyLimits
 ) -> None:
     """A streamed answer, read to its `[DONE]` or its end."""
-    ev = _Events(res, save_text, limits)
-    try:
-        end = await read_body(resp.content, ev)
-    except (AttributeError, TypeError, IndexError, KeyError) as err:
-        raise BadResponse("bad_response", f"unexpected SSE chunk shape: {err}") from None
-    ev.end(t0, end)
+    shapes = (AttributeError, TypeError, IndexError, KeyError)
+    await read_events(resp, _Events(res, save_text, limits), t0, shapes, "SSE chunk")
 
 
 async def _json_body(
