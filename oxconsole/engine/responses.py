@@ -18,7 +18,7 @@ from typing import Any
 import aiohttp
 
 from oxconsole.engine.attempt import AttemptResult, BadResponse
-from oxconsole.engine.stream import BodyLimits, SseLines, _json_body, read_events, sse_object
+from oxconsole.engine.stream import BodyLimits, SseLines, json_answer, read_events, sse_object
 from oxconsole.engine.thinking import text_estimate, usage_details
 
 __all__ = ["read_response", "read_response_stream"]
@@ -140,9 +140,7 @@ async def read_response(
     resp: aiohttp.ClientResponse, res: AttemptResult, t0: float, save_text: bool, limits: BodyLimits
 ) -> None:
     """A response answered whole: its output's text, reasoning and function calls, and usage."""
-    raw, obj = await _json_body(resp, res, t0, limits)
-    if not isinstance(obj, dict) or not isinstance(obj.get("output"), list):
-        raise BadResponse("bad_response", f"unexpected response body: {bytes(raw[:80])!r}")
+    obj = await json_answer(resp, res, t0, limits, "output")
     if obj.get("status") == "failed":
         raise BadResponse(
             "stream_error", f"response failed: {_failure({'type': 'response.failed', 'response': obj})}"

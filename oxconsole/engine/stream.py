@@ -165,11 +165,8 @@ def sse_object(payload: bytes, what: str) -> dict[str, Any]:
 
 
 class _Events(SseLines):
-    """The server-sent events of one chat completion stream, fed one network read at a time.
-
-    Lines end with LF, CRLF or CR (the SSE grammar allows all three). A line still coming is kept
-    in a growing buffer and joined once, when it ends, so a long line costs time linear in its
-    length; it may not pass `limits.line`, nor the stream `limits.body`.
+    """The server-sent events of one chat completion stream, fed one network read at a time (its
+    lines as `SseLines` cuts them; the SSE grammar allows LF, CRLF and CR).
 
     Every data line is checked as JSON. The chunks of one stream usually differ only after
     `"choices":[` (same id, model, created): once a full parse has shown that the first chunk's
@@ -439,13 +436,22 @@ async def _json_body(
         raise BadResponse("bad_response", f"malformed JSON body: {bytes(raw[:80])!r}") from None
 
 
+async def json_answer(
+    resp: aiohttp.ClientResponse, res: AttemptResult, t0: float, limits: BodyLimits, key: str
+) -> dict[str, Any]:
+    """A whole JSON answer that is an object with a list at `key` ("choices", "output"); any
+    other body is a `bad_response`."""
+    raw, obj = await _json_body(resp, res, t0, limits)
+    if not isinstance(obj, dict) or not isinstance(obj.get(key), list):
+        raise BadResponse("bad_response", f"unexpected response body: {bytes(raw[:80])!r}")
+    return obj
+
+
 async def read_json(
     resp: aiohttp.ClientResponse, res: AttemptResult, t0: float, save_text: bool, limits: BodyLimits
 ) -> None:
     """A chat or text completion answered with one JSON body."""
-    raw, obj = await _json_body(resp, res, t0, limits)
-    if not isinstance(obj, dict) or not isinstance(obj.get("choices"), list):
-        raise BadResponse("bad_response", f"unexpected response body: {bytes(raw[:80])!r}")
+    obj = await json_answer(resp, res, t0, limits, "choices")
     _usage(obj, res)
     text = ""
     if obj["choices"]:
