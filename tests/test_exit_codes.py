@@ -14,13 +14,9 @@ import asyncio
 import json
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +27,7 @@ from oxconsole.engine.outcome import RunOutcome
 from oxconsole.engine.runner import Engine
 from oxconsole.workload import check_prompts
 
-from .support import oxconsole_here, q_in_a_terminal, wait_records
+from .support import oxconsole_here, q_in_a_terminal, until, wait_records
 from .support.workloads import load_workload, write_workload
 
 
@@ -197,27 +193,6 @@ def test_exit_code_precedence() -> None:
 
 
 # --- the console and the control socket: the engine in a process of its own ----------------------
-@pytest.fixture
-def run_dirs(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """Private runtime and state folders (short paths: a socket path has ~100 bytes)."""
-    base = Path(tempfile.mkdtemp(prefix="oxe", dir="/tmp"))
-    (base / "rt").mkdir(mode=0o700)
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(base / "rt"))
-    monkeypatch.setenv("XDG_STATE_HOME", str(base / "state"))
-    try:
-        yield base
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-
-
-async def until(cond: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for a condition")
-        await asyncio.sleep(0.02)
-
-
 @pytest.mark.parametrize("workers", [1, 2])
 @pytest.mark.slow
 @pytest.mark.subprocess
@@ -235,11 +210,11 @@ async def test_stop_over_the_socket_exits_130(run_dirs: Path, tmp_path: Path, wo
         start_new_session=True,
     )
     try:
-        await until(lambda: bool(list_runs()))
+        await until(lambda: bool(list_runs()), 20)
         [entry] = list_runs()
         src = SocketSource.from_entry(entry, hz=10.0)
         await src.start()
-        await until(lambda: (s := src.latest()) is not None and s.counts.total >= 30)
+        await until(lambda: (s := src.latest()) is not None and s.counts.total >= 30, 20)
         src.send(Stop())
         assert await src.wait_end(20.0)
         await src.close()
@@ -266,9 +241,9 @@ def pilot_console(source: Any, *, theme: str | None = None, refresh: float = 4.0
     async def go() -> str:
         app = ConsoleApp(source, theme_dirs=[], cursor_blink=False, refresh=refresh)
         async with app.run_test(size=(100, 30)) as pilot:
-            await until(lambda: (s := source.latest()) is not None and s.counts.total >= 30)
+            await until(lambda: (s := source.latest()) is not None and s.counts.total >= 30, 20)
             await pilot.press("q")
-            await until(lambda: app.return_value is not None)
+            await until(lambda: app.return_value is not None, 20)
         return str(app.return_value)
 
     return asyncio.run(go())
