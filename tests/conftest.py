@@ -1,5 +1,6 @@
 """Shared fixtures: workloads written to a temporary folder, run against the embedded simulator;
-private folders for run sockets and registry entries. And which tests pytest-xdist keeps together."""
+private folders for run sockets and registry entries; the session's local Ray. And which tests
+pytest-xdist keeps together, and the order of the Ray tests."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ import tempfile
 import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from oxconsole.workload import Workload, load_workload
+
+from .ray_support import local_ray
 
 WorkloadFactory = Callable[..., Workload]
 
@@ -48,6 +52,12 @@ def run_dirs(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.fixture(scope="session")
+def ray_local() -> Iterator[Any]:
+    """One local Ray instance for the session (`ray_support.local_ray`); skipped without Ray."""
+    yield from local_ray()
+
+
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """`-n auto` (pyproject's addopts): two workers per core. Most tests wait (on simulated
     TTFTs, on child processes starting), so one worker per core left the cores idle a third of
@@ -77,7 +87,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist (`--dist loadgroup`, pyproject's addopts) tests of one `xdist_group` run on
     one worker, one after another. The `timing` tests form one: each reads the clock, so at most
     one of them runs at a time (beside whatever the other workers run; their tolerances hold on a
-    loaded 2-core machine). Without xdist the mark does nothing."""
+    loaded 2-core machine). Without xdist the mark does nothing.
+
+    A process has one Ray at a time: the tests on the session's local Ray (`ray_local`) run
+    before those on a Ray cluster of their own (`two_nodes`, test_ray_cluster.py), which stops the
+    local one first; the sort is stable, so the rest keep their order."""
     for item in items:
         if item.get_closest_marker("timing") and not item.get_closest_marker("xdist_group"):
             item.add_marker(pytest.mark.xdist_group("timing"))
+    items.sort(key=lambda item: "two_nodes" in getattr(item, "fixturenames", ()))

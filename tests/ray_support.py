@@ -1,4 +1,5 @@
-"""What the Ray test files share: their workload, and the loopback check of what Ray listens on."""
+"""What the Ray test files share: their workload, the one Ray a process has, and the loopback check
+of what Ray listens on."""
 
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from .support import wait_until
 
@@ -30,6 +34,36 @@ synthetic = {{ count = {count}, input_tokens = 5, output_tokens = 4 }}
 ttft = "{ttft}"
 tokens_per_s = 0
 """
+
+
+def local_ray() -> Iterator[Any]:
+    """The `ray_local` fixture (tests/conftest.py, session-scoped): one local Ray instance for
+    every test of the session that asks for it (2 CPUs, no dashboard, 127.0.0.1 only), started once
+    and shut down at the end. Ray started again in one process after a shutdown can end that
+    process (SystemExit 15), so it is started once, not per module; the cluster tests, which need
+    a Ray of their own, run after every test using this one (`conftest.py` orders them last) and
+    stop it first (`stop_ray`). Never `ray stop` (that would stop every Ray process here)."""
+    # Read as Ray is imported: with _node_ip_address, it keeps every port on loopback.
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    ray = pytest.importorskip("ray")
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        _node_ip_address="127.0.0.1",
+        log_to_driver=False,
+        configure_logging=False,
+    )
+    try:
+        yield ray
+    finally:
+        stop_ray(ray)
+
+
+def stop_ray(ray: Any) -> None:
+    """This process's Ray shut down, if it has one (the session's local one, before a cluster)."""
+    if ray.is_initialized():
+        ray.shutdown()
 
 
 def descendants(pid: int) -> set[int]:

@@ -4,8 +4,6 @@ summary hold what one process would. Skipped where Ray is not installed."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,25 +18,6 @@ from oxconsole.workload import check_prompts
 from .support.workloads import load_workload
 
 N = 40
-
-
-@pytest.fixture(scope="module")
-def ray_local() -> Iterator[Any]:
-    """A local Ray instance for this module, on 127.0.0.1 only; shut down after it."""
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    ray = pytest.importorskip("ray")
-    ray.init(
-        address="local",
-        num_cpus=2,
-        include_dashboard=False,
-        _node_ip_address="127.0.0.1",
-        log_to_driver=False,
-        configure_logging=False,
-    )
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
 
 
 @pytest.mark.slow

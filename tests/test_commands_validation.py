@@ -13,11 +13,7 @@ they were, snapshots keep coming, and the run still ends with a summary that ser
 from __future__ import annotations
 
 import asyncio
-import shutil
-import tempfile
 import textwrap
-import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -42,6 +38,8 @@ from oxconsole.engine.outcome import RunEngine
 from oxconsole.engine.runner import make_engine
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.workload import load_workload
+
+from .support import until
 
 RATE = "set_rate: expected a finite number >= 0 and <= 1e6 (requests per second; 0 = unlimited), got "
 CONC = "set_concurrency: expected an integer >= 1 and <= 1_000_000, got "
@@ -184,27 +182,6 @@ jitter = 0
 """
 
 
-@pytest.fixture
-def run_dirs(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """Private runtime and state folders (short paths: a socket path has ~100 bytes)."""
-    base = Path(tempfile.mkdtemp(prefix="oxv", dir="/tmp"))
-    (base / "rt").mkdir(mode=0o700)
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(base / "rt"))
-    monkeypatch.setenv("XDG_STATE_HOME", str(base / "state"))
-    try:
-        yield base
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-
-
-async def until(cond: Callable[[], bool], timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for a condition")
-        await asyncio.sleep(0.02)
-
-
 class Wire:
     """A bare client on the control socket: raw JSON lines out, the server's answers in."""
 
@@ -257,7 +234,7 @@ async def test_bad_commands_over_the_socket_change_nothing_and_the_run_ends_well
     assert local.server_socket is not None and local.engine is not None
     wire = await Wire.open(local.server_socket)
     await wire.send({"cmd": "pause"})  # hold the run still while it is prodded
-    await until(lambda: (s := local.latest()) is not None and s.gauges.state == "paused")
+    await until(lambda: (s := local.latest()) is not None and s.gauges.state == "paused", 90)
     snap = local.latest()
     assert snap is not None
     before, changes = settings_of(snap), list(snap.changes)
@@ -279,7 +256,7 @@ async def test_bad_commands_over_the_socket_change_nothing_and_the_run_ends_well
             local.send(cmd)
 
     t_before = snap.gauges.elapsed_s
-    await until(lambda: (s := local.latest()) is not None and s.gauges.elapsed_s > t_before + 0.2)
+    await until(lambda: (s := local.latest()) is not None and s.gauges.elapsed_s > t_before + 0.2, 90)
     now = local.latest()
     assert now is not None and now.gauges.state == "paused"  # `stop` with a bad `cancel` did not stop it
     assert settings_of(now) == before and list(now.changes) == changes

@@ -14,13 +14,9 @@ import asyncio
 import json
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,31 +27,8 @@ from oxconsole.engine.outcome import RunOutcome
 from oxconsole.engine.runner import Engine
 from oxconsole.workload import check_prompts
 
-from .conftest import WorkloadFactory
-from .support import oxconsole_here, q_in_a_terminal
-
-WL = """
-name = "exits"
-[run]
-concurrency = 8
-requests = {requests}
-duration = "{duration}"
-grace = "5s"
-workers = {workers}
-[output]
-results = "out/results.jsonl"
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "m"
-[prompts]
-synthetic = {{ count = {count}, input_tokens = 5, output_tokens = 4 }}
-[sim.models.m]
-ttft = "{ttft}"
-tokens_per_s = 0
-output_tokens = 4
-jitter = 0
-"""
+from .support import oxconsole_here, q_in_a_terminal, until, wait_records
+from .support.workloads import load_workload, write_workload
 
 
 def write(
@@ -67,9 +40,17 @@ def write(
     ttft: str = "40ms",
     workers: int = 1,
 ) -> Path:
-    path = folder / "w.toml"
-    path.write_text(WL.format(count=count, requests=requests, duration=duration, ttft=ttft, workers=workers))
-    return path
+    """folder/w.toml: `count` prompts at 8 in flight (cycled for `requests` or `duration`), each
+    answered whole `ttft` after admission; the journal out/results.jsonl."""
+    run = {"concurrency": 8, "requests": requests, "duration": duration, "grace": "5s", "workers": workers}
+    sets = {
+        "name": "exits",
+        "run": run,
+        "output.results": "out/results.jsonl",
+        "prompts.synthetic": {"count": count, "input_tokens": 5, "output_tokens": 4},
+        "sim.models.m.ttft": ttft,
+    }
+    return write_workload("sim_exact", folder, sets, file="w.toml")
 
 
 def oxc(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -89,15 +70,6 @@ def resume_line(stderr: str) -> tuple[int, str]:
     return int(head.split()[1].replace(",", "")), cmd
 
 
-def wait_lines(path: Path, n: int, p: subprocess.Popen[str], timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and p.poll() is None:
-        if path.exists() and path.read_bytes().count(b"\n") >= n:
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"fewer than {n} records in {path} (exit {p.poll()})")
-
-
 # --- headless -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("workers", [1, 2])
 @pytest.mark.slow
@@ -115,7 +87,7 @@ def test_ctrl_c_midway_exits_130_and_says_how_to_send_the_rest(tmp_path: Path, w
         start_new_session=True,
     )
     try:
-        wait_lines(journal, 40, p)
+        wait_records(journal, 40, p)
         # as Ctrl-C in a terminal: to every process of the group (worker processes included)
         os.killpg(p.pid, signal.SIGINT)
         out, err = p.communicate(timeout=30)
@@ -177,21 +149,13 @@ def test_a_run_that_reaches_its_duration_has_ended_not_stopped(tmp_path: Path) -
 
 # --- in process: a stop that only cuts the drain ------------------------------------------------
 @pytest.mark.subprocess
-async def test_a_stop_after_everything_was_sent_is_not_130(make_workload: WorkloadFactory) -> None:
-    w = make_workload(
-        """
-        [run]
-        concurrency = 6
-        [endpoints.default]
-        base_url = "sim"
-        [[models]]
-        name = "m"
-        [prompts]
-        synthetic = { count = 6, input_tokens = 5, output_tokens = 5 }
-        [sim.models.m]
-        ttft = "5s"
-        """
-    )
+async def test_a_stop_after_everything_was_sent_is_not_130(tmp_path: Path) -> None:
+    sets = {
+        "run": {"concurrency": 6},
+        "prompts.synthetic": {"count": 6, "input_tokens": 5, "output_tokens": 5},
+        "sim.models.m": {"ttft": "5s"},
+    }
+    w = load_workload("sim_exact", tmp_path, sets)
     e = Engine(w, results_path=w.results_path(), total_expected=check_prompts(w).total_requests)
 
     async def stop_when_all_sent() -> None:
@@ -229,27 +193,6 @@ def test_exit_code_precedence() -> None:
 
 
 # --- the console and the control socket: the engine in a process of its own ----------------------
-@pytest.fixture
-def run_dirs(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """Private runtime and state folders (short paths: a socket path has ~100 bytes)."""
-    base = Path(tempfile.mkdtemp(prefix="oxe", dir="/tmp"))
-    (base / "rt").mkdir(mode=0o700)
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(base / "rt"))
-    monkeypatch.setenv("XDG_STATE_HOME", str(base / "state"))
-    try:
-        yield base
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-
-
-async def until(cond: Callable[[], bool], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for a condition")
-        await asyncio.sleep(0.02)
-
-
 @pytest.mark.parametrize("workers", [1, 2])
 @pytest.mark.slow
 @pytest.mark.subprocess
@@ -267,11 +210,11 @@ async def test_stop_over_the_socket_exits_130(run_dirs: Path, tmp_path: Path, wo
         start_new_session=True,
     )
     try:
-        await until(lambda: bool(list_runs()))
+        await until(lambda: bool(list_runs()), 20)
         [entry] = list_runs()
         src = SocketSource.from_entry(entry, hz=10.0)
         await src.start()
-        await until(lambda: (s := src.latest()) is not None and s.counts.total >= 30)
+        await until(lambda: (s := src.latest()) is not None and s.counts.total >= 30, 20)
         src.send(Stop())
         assert await src.wait_end(20.0)
         await src.close()
@@ -298,9 +241,9 @@ def pilot_console(source: Any, *, theme: str | None = None, refresh: float = 4.0
     async def go() -> str:
         app = ConsoleApp(source, theme_dirs=[], cursor_blink=False, refresh=refresh)
         async with app.run_test(size=(100, 30)) as pilot:
-            await until(lambda: (s := source.latest()) is not None and s.counts.total >= 30)
+            await until(lambda: (s := source.latest()) is not None and s.counts.total >= 30, 20)
             await pilot.press("q")
-            await until(lambda: app.return_value is not None)
+            await until(lambda: app.return_value is not None, 20)
         return str(app.return_value)
 
     return asyncio.run(go())

@@ -16,27 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from oxconsole.journal.lock import JournalBusy, JournalLock, lock_path
-from tests.support import oxconsole_here, wait_until
-
-WORKLOAD = """
-name = "locked"
-[run]
-concurrency = 2
-rate = 40
-[output]
-results = "out/results.jsonl"
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "m"
-[prompts]
-synthetic = { count = 100000, input_tokens = 8, output_tokens = 4 }
-[sim.models.m]
-ttft = "1ms"
-tokens_per_s = 0
-output_tokens = 4
-jitter = 0
-"""
+from tests.support import oxconsole_here, wait_records
+from tests.support.workloads import write_workload
 
 
 @contextmanager
@@ -44,7 +25,7 @@ def first_run(tmp_path: Path, *args: str) -> Iterator[subprocess.Popen[str]]:
     """`oxconsole w.toml --headless ARGS` as a child, once it has journaled a record; stopped
     (SIGTERM) at the end."""
     journal = tmp_path / "out" / "results.jsonl"
-    before = journal.stat().st_size if journal.exists() else 0
+    before = journal.read_bytes().count(b"\n") if journal.exists() else 0
     p = subprocess.Popen(
         [sys.executable, "-m", "oxconsole", "w.toml", "--headless", *args],
         cwd=tmp_path,
@@ -53,7 +34,7 @@ def first_run(tmp_path: Path, *args: str) -> Iterator[subprocess.Popen[str]]:
         text=True,
     )
     try:
-        wait_until(lambda: journal.exists() and journal.stat().st_size > before, 60, "a first record")
+        wait_records(journal, before + 1, p, 60)
         yield p
     finally:
         p.send_signal(signal.SIGTERM)
@@ -65,7 +46,16 @@ def first_run(tmp_path: Path, *args: str) -> Iterator[subprocess.Popen[str]]:
 
 
 def setup(tmp_path: Path) -> Path:
-    (tmp_path / "w.toml").write_text(WORKLOAD)
+    """tmp_path/w.toml: a run that takes long (100,000 prompts at 40 a second), each answered
+    within 1 ms; its journal out/results.jsonl (returned)."""
+    sets = {
+        "name": "locked",
+        "run": {"concurrency": 2, "rate": 40},
+        "output.results": "out/results.jsonl",
+        "prompts.synthetic": {"count": 100000, "input_tokens": 8, "output_tokens": 4},
+        "sim.models.m.ttft": "1ms",
+    }
+    write_workload("sim_exact", tmp_path, sets, file="w.toml")
     return tmp_path / "out" / "results.jsonl"
 
 

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import orjson
+import pytest
 
 from oxconsole.journal.journal import Journal
 from oxconsole.journal.records import RECORD_TOKENS_MAX, RequestRecord
@@ -76,6 +77,7 @@ def workload(tmp_path: Path, url: str, count: int = 20) -> Path:
     return path
 
 
+@pytest.mark.slow  # 15-35 s: runs of 500s put the model in cool-down (engine/health.py: 5 s, doubling)
 def test_a_lone_surrogate_in_an_error_body_is_journaled(tmp_path: Path, run_dirs: Path) -> None:
     body = b'{"error": {"message": "broken \\ud800 text \\udfff end", "type": "server_error"}}'
     with server(lambda: (500, body)) as url:

@@ -10,7 +10,6 @@ import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -252,19 +251,6 @@ def test_earlier_journals_are_only_those_kept_aside(tmp_path: Path) -> None:
 
 
 # --- the console's end, and the engine log ------------------------------------------------------
-@pytest.fixture
-def run_dirs(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """Private runtime and state folders (short paths: a socket path has ~100 bytes)."""
-    base = Path(tempfile.mkdtemp(prefix="oxo", dir="/tmp"))
-    (base / "rt").mkdir(mode=0o700)
-    monkeypatch.setenv("XDG_RUNTIME_DIR", str(base / "rt"))
-    monkeypatch.setenv("XDG_STATE_HOME", str(base / "state"))
-    try:
-        yield base
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-
-
 def quitting_console(monkeypatch: pytest.MonkeyPatch) -> None:
     """Stand in for `oxconsole.ui.app.run_console`: wait for a snapshot, then press `q`."""
     import asyncio

@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,26 +27,6 @@ from oxconsole.engine.runner import make_engine
 from .conftest import WorkloadFactory
 from .ray_support import WL, assert_loopback, descendants, stopped_once
 from .support import free_port, journal, until, wait_until
-
-
-@pytest.fixture(scope="module")
-def ray_local() -> Iterator[Any]:
-    """A local Ray instance for this module's tests, on 127.0.0.1 only; shut down after them."""
-    # Read as Ray is imported: with _node_ip_address, it keeps every port on loopback.
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
-    ray = pytest.importorskip("ray")
-    ray.init(
-        address="local",
-        num_cpus=2,
-        include_dashboard=False,
-        _node_ip_address="127.0.0.1",
-        log_to_driver=False,
-        configure_logging=False,
-    )
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
 
 
 def test_without_ray_the_workload_says_how_to_install(

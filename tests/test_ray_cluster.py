@@ -25,12 +25,12 @@ from oxconsole.engine.raypool import RayShards
 from oxconsole.engine.runner import make_engine
 
 from .conftest import WorkloadFactory
-from .ray_support import WL, assert_loopback, descendants, stopped_once
+from .ray_support import WL, assert_loopback, descendants, stop_ray, stopped_once
 from .support import free_port, journal, oxconsole, until, wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.subprocess, pytest.mark.xdist_group("ray")]
 
-NODE = {"num_cpus": 1, "node_ip_address": "127.0.0.1"}
+NODE: dict[str, Any] = {"num_cpus": 1, "node_ip_address": "127.0.0.1"}
 
 
 CLIENT_PORT = free_port()
@@ -44,8 +44,9 @@ def two_nodes() -> Iterator[tuple[Any, Any]]:
     ray = pytest.importorskip("ray")
     from ray.cluster_utils import Cluster
 
+    stop_ray(ray)  # the session's local Ray, if a test before used it (`ray_support.local_ray`)
     head = {**NODE, "include_dashboard": False, "ray_client_server_port": CLIENT_PORT}
-    cluster = Cluster(initialize_head=True, head_node_args=head)
+    cluster: Any = Cluster(initialize_head=True, head_node_args=head)
     try:
         cluster.add_node(**NODE)
         ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)

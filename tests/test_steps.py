@@ -14,37 +14,34 @@ import pytest
 
 from oxconsole.engine.commands import SetConcurrency
 from oxconsole.metrics.steps import is_step, step_figures, step_sentence
-from oxconsole.workload import Workload, WorkloadError, load_workload
+from oxconsole.workload import Workload, WorkloadError
 
-from .conftest import WorkloadFactory
 from .support import engine_for, oxconsole, run, until
+from .support.workloads import Sets, load_workload, write_workload
 
-BURST = """
-name = "burst"
-[run]
-concurrency = {low}
-seed = 3
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "m"
-max_tokens = 32
-[prompts]
-synthetic = {{ count = 100000, input_tokens = 8, output_tokens = 32 }}
-[sim.models.m]
-ttft = "100ms"
-tokens_per_s = 50
-output_tokens = 32
-jitter = 0
-capacity = {capacity}
-{replicas}
-[[stages]]
-duration = "{before}s"
-concurrency = {low}
-[[stages]]
-duration = "{after}s"
-concurrency = {high}
-"""
+
+def burst(low: int, high: int, capacity: int, before: float, after: float, **replicas: float) -> Sets:
+    """A burst: `before` s at `low` in flight, then `after` s at `high`, on a model answering 32
+    tokens 100 ms after admission at 50 a second, `capacity` at once per replica (`replicas`: the
+    sim.models.m keys about them)."""
+    return {
+        "name": "burst",
+        "run.concurrency": low,
+        "models.0.max_tokens": 32,
+        "prompts.synthetic.output_tokens": 32,
+        "sim.models.m": {
+            "ttft": "100ms",
+            "tokens_per_s": 50,
+            "output_tokens": 32,
+            "jitter": 0,
+            "capacity": capacity,
+            **replicas,
+        },
+        "stages": [
+            {"duration": f"{before}s", "concurrency": low},
+            {"duration": f"{after}s", "concurrency": high},
+        ],
+    }
 
 
 def expected(w: Workload, high: int) -> tuple[float, float]:
@@ -72,11 +69,8 @@ def the_step(s: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.asyncio
 @pytest.mark.slow
 @pytest.mark.timing
-async def test_cold_start_penalty_and_recovery_follow_replicas(make_workload: WorkloadFactory) -> None:
-    text = BURST.format(
-        low=10, high=40, capacity=20, before=10, after=16, replicas="max_replicas = 2\ncold_start = 8"
-    )
-    w = make_workload(text)
+async def test_cold_start_penalty_and_recovery_follow_replicas(tmp_path: Path) -> None:
+    w = load_workload("sim_short", tmp_path, burst(10, 40, 20, 10, 16, max_replicas=2, cold_start=8))
     penalty, recovery = expected(w, 40)
     assert (round(penalty), recovery) == (720, 8.0)  # the formula's values for these numbers
     s = (await run(w, sim="process")).summary  # the simulator's clock apart from the client's loop
@@ -91,8 +85,8 @@ async def test_cold_start_penalty_and_recovery_follow_replicas(make_workload: Wo
 @pytest.mark.asyncio
 @pytest.mark.slow
 @pytest.mark.timing
-async def test_without_cold_starts_a_burst_costs_nothing(make_workload: WorkloadFactory) -> None:
-    w = make_workload(BURST.format(low=10, high=40, capacity=64, before=3, after=4, replicas=""))
+async def test_without_cold_starts_a_burst_costs_nothing(tmp_path: Path) -> None:
+    w = load_workload("sim_short", tmp_path, burst(10, 40, 64, 3, 4))
     st = the_step((await run(w, sim="process")).summary)
     assert st["to"] == 40 and st["ttft_after_ms"] is not None, st
     assert abs(st["penalty_ms"]) < 10.0, st
@@ -122,34 +116,12 @@ def test_step_figures_by_hand() -> None:
     assert short["recovery_s"] is None, f"15 requests after the step make no rolling 20: {short}"
 
 
-QUICK = """
-name = "quick"
-[run]
-concurrency = {low}
-seed = 3
-{extra}
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "m"
-max_tokens = 8
-[prompts]
-synthetic = {{ count = 100000, input_tokens = 8, output_tokens = 8 }}
-[sim.models.m]
-ttft = "50ms"
-tokens_per_s = 100
-output_tokens = 8
-jitter = 0
-capacity = 1000
-"""
-
-
 @pytest.mark.asyncio
 @pytest.mark.slow
 async def test_a_key_and_a_command_that_double_are_steps_and_smaller_ones_are_not(
-    make_workload: WorkloadFactory,
+    tmp_path: Path,
 ) -> None:
-    w = make_workload(QUICK.format(low=4, extra='duration = "4s"'))
+    w = load_workload("sim_short", tmp_path, {"run.duration": "4s"})
     e = engine_for(w)
 
     async def drive() -> None:
@@ -175,9 +147,9 @@ async def test_a_key_and_a_command_that_double_are_steps_and_smaller_ones_are_no
 
 @pytest.mark.asyncio
 @pytest.mark.slow
-async def test_auto_concurrency_doubling_is_a_step(make_workload: WorkloadFactory) -> None:
-    extra = 'duration = "3s"\n[slo]\nttft = "500ms"\ntarget = 0.9'
-    w = make_workload(QUICK.format(low=2, extra=extra).replace("concurrency = 2", 'concurrency = "auto"'))
+async def test_auto_concurrency_doubling_is_a_step(tmp_path: Path) -> None:
+    sets = {"run.concurrency": "auto", "run.duration": "3s", "slo": {"ttft": "500ms", "target": 0.9}}
+    w = load_workload("sim_short", tmp_path, sets)
     s = (await run(w)).summary
     auto = [c for c in s["changes"] if c["by"] == "auto" and c["to"] >= 2 * c["from"]]
     assert auto, f"auto never doubled: {s['changes']}"
@@ -186,8 +158,9 @@ async def test_auto_concurrency_doubling_is_a_step(make_workload: WorkloadFactor
 
 
 def test_a_headless_burst_ends_with_its_sentence_and_report_gives_the_same_steps(tmp_path: Path) -> None:
-    stages = '[[stages]]\nduration = "2s"\nconcurrency = 4\n[[stages]]\nduration = "2.5s"\nconcurrency = 16\n'
-    (tmp_path / "w.toml").write_text(QUICK.format(low=4, extra="") + stages)
+    stages = [{"duration": "2s", "concurrency": 4}, {"duration": "2.5s", "concurrency": 16}]
+    sets = {"stages": stages, "output.results": "runs/{name}/results.jsonl"}  # (the default)
+    write_workload("sim_short", tmp_path, sets, file="w.toml")
     res = oxconsole("w.toml", "--headless", "--summary-json", "s.json", cwd=tmp_path, timeout=120)
     assert res.returncode == 0, res.stderr
     s = orjson.loads((tmp_path / "s.json").read_bytes())
@@ -214,12 +187,11 @@ def test_a_headless_burst_ends_with_its_sentence_and_report_gives_the_same_steps
 
 
 def test_max_replicas_below_replicas_is_bad_input(tmp_path: Path) -> None:
-    text = QUICK.format(low=4, extra="") + "replicas = 3\nmax_replicas = 2\n"
-    (tmp_path / "w.toml").write_text(text)
+    sets = {"sim.models.m.replicas": 3, "sim.models.m.max_replicas": 2}
     with pytest.raises(
         WorkloadError, match=r"sim.models.m.max_replicas: expected 0 or an integer >= replicas \(3\)"
     ):
-        load_workload(tmp_path / "w.toml")
+        load_workload("sim_short", tmp_path, sets)
 
 
 def test_the_sentence_says_the_penalty_and_the_recovery_or_no_penalty() -> None:

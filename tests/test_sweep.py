@@ -15,34 +15,26 @@ import pytest
 
 from oxconsole.cli import main
 
-WL = """
-name = "sw"
-[run]
-concurrency = 4
-timeout = "20s"
-grace = "5s"
-[output]
-results = "out/results.jsonl"
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "m"
-max_tokens = 8
-[prompts]
-synthetic = {{ count = 50, input_tokens = 5, output_tokens = 8 }}
-[sim.models.m]
-ttft = "{ttft}"
-tokens_per_s = 0
-output_tokens = 8
-capacity = {capacity}
-jitter = 0
-"""
+from .support.workloads import write_workload
 
 
 def write(folder: Path, *, capacity: int = 4, ttft: str = "50ms") -> Path:
-    path = folder / "w.toml"
-    path.write_text(WL.format(capacity=capacity, ttft=ttft))
-    return path
+    """The sweeps' workload as folder/w.toml: 50 prompts at 4 in flight, each answered whole
+    `ttft` after admission, `capacity` at once."""
+    sets = {
+        "name": "sw",
+        "run": {"concurrency": 4, "timeout": "20s", "grace": "5s"},
+        "output.results": "out/results.jsonl",
+        "prompts.synthetic": {"count": 50, "input_tokens": 5, "output_tokens": 8},
+        "sim.models.m": {
+            "ttft": ttft,
+            "tokens_per_s": 0,
+            "output_tokens": 8,
+            "capacity": capacity,
+            "jitter": 0,
+        },
+    }
+    return write_workload("sim_short", folder, sets, file="w.toml")
 
 
 def records(folder: Path) -> list[dict[str, Any]]:

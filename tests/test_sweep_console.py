@@ -12,8 +12,6 @@ import dataclasses
 import json
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +25,7 @@ from oxconsole.ui.app import ConsoleApp
 from oxconsole.ui.lines import Palette
 from oxconsole.ui.panels.points import points_lines
 from oxconsole.ui.widgets import HeaderPanel
-from tests.support import q_in_a_terminal
+from tests.support import q_in_a_terminal, until
 from tests.test_sweep import records, write
 from tests.ui_support import StaticSource, fixed_snapshot
 
@@ -47,14 +45,6 @@ def gauge(*, count: int | None = 5, index: int = 2, value: str = "4") -> dict[st
 
 def sweep_snapshot(**kw: Any) -> Snapshot:
     return dataclasses.replace(fixed_snapshot(seconds=12), sweep=gauge(**kw))
-
-
-async def until(pred: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not pred():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 # -- the gauge ------------------------------------------------------------------------------------
@@ -112,7 +102,7 @@ async def test_keys_that_change_the_swept_setting_are_refused_and_say_so() -> No
     src = StaticSource(sweep_snapshot())
     app = ConsoleApp(src, theme_dirs=[], cursor_blink=False)
     async with app.run_test(size=(80, 24)) as pilot:
-        await until(lambda: app.last is not None)
+        await until(lambda: app.last is not None, 30)
         for key in ("plus", "minus", "a"):
             await pilot.press(key)
             await pilot.pause(0.05)
@@ -142,7 +132,7 @@ async def attach(proc: subprocess.Popen[str]) -> Any:
     from oxconsole.control import SocketSource, list_runs
 
     await until(
-        lambda: any(e.pid == proc.pid for e in list_runs()) or proc.poll() is not None, what="listing"
+        lambda: any(e.pid == proc.pid for e in list_runs()) or proc.poll() is not None, 30, what="listing"
     )
     [entry] = [e for e in list_runs() if e.pid == proc.pid]
     assert entry.name == "sw"
@@ -193,10 +183,10 @@ async def test_pause_holds_the_sweep_and_runs_the_paused_point_again(run_dirs: P
     proc = start_headless(tmp_path, "--over", "concurrency=1,2", "--point-duration", "1s")
     try:
         src = await attach(proc)
-        await until(lambda: (s := src.latest()) is not None and s.counts.total >= 3, what="requests")
+        await until(lambda: (s := src.latest()) is not None and s.counts.total >= 3, 30, what="requests")
         src.send(SetConcurrency(5))  # the swept setting: refused, nothing changes
         src.send(Pause())
-        await until(lambda: (s := src.latest()) is not None and s.gauges.state == "paused", what="paused")
+        await until(lambda: (s := src.latest()) is not None and s.gauges.state == "paused", 30, what="paused")
         await asyncio.sleep(1.2)  # past the point's duration: held, the next point does not start
         s = src.latest()
         assert s is not None and s.sweep is not None and s.sweep["index"] == 0 and not s.sweep["done"]
@@ -275,7 +265,7 @@ def test_stop_over_the_socket_stops_the_sweep_with_130(run_dirs: Path, tmp_path:
 
     async def go() -> Any:
         src = await attach(proc)
-        await until(lambda: (s := src.latest()) is not None and s.counts.total >= 2, what="requests")
+        await until(lambda: (s := src.latest()) is not None and s.counts.total >= 2, 30, what="requests")
         src.send(Stop())
         assert await src.wait_end(20.0)
         await src.close()
@@ -298,9 +288,9 @@ def detach_at_once(source: Any, *, theme: str | None = None, refresh: float = 4.
     async def go() -> str:
         app = ConsoleApp(source, theme_dirs=[], cursor_blink=False, refresh=20.0)
         async with app.run_test(size=(80, 24)) as pilot:
-            await until(lambda: app.last is not None, what="the first figures")
+            await until(lambda: app.last is not None, 30, what="the first figures")
             await pilot.press("d")
-            await until(lambda: app.return_value is not None, what="the console to close")
+            await until(lambda: app.return_value is not None, 30, what="the console to close")
         return str(app.return_value)
 
     return asyncio.run(go())

@@ -24,21 +24,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from oxconsole.engine import messages
 from oxconsole.engine.commands import Command, command_to_dict
 from oxconsole.engine.endpoints import start_sim
 from oxconsole.engine.lost import lost_share
-from oxconsole.engine.messages import (
-    ATTEMPTS,
-    END,
-    GAUGES,
-    GO,
-    JOURNAL_TAG,
-    READY,
-    RECORDS,
-    STAGE,
-    STOP,
-    Channel,
-)
 from oxconsole.engine.shard import Observe
 from oxconsole.engine.shards import Host
 from oxconsole.engine.shares import share
@@ -104,7 +93,7 @@ class WorkerHandle:
     its records came back (what a lost worker's share is short of)."""
 
     proc: Any
-    conn: Channel
+    conn: messages.Channel
     gauges: dict[str, Any] | None = None
     end: dict[str, Any] | None = None
     finished: int = 0
@@ -175,7 +164,7 @@ class ProcessShards:
 
     def begin(self, t0: float, started_at: float) -> None:
         for i in range(len(self.workers)):
-            self._send(i, {"cmd": GO, "at": started_at})
+            self._send(i, {"cmd": messages.GO, "at": started_at})
 
     async def wait(self) -> None:
         await self._all_ended.wait()
@@ -202,11 +191,11 @@ class ProcessShards:
 
     def mark(self, mark: tuple[int, bool]) -> None:
         for i in range(len(self.workers)):
-            self._send(i, {"cmd": STAGE, "mark": list(mark)})
+            self._send(i, {"cmd": messages.STAGE, "mark": list(mark)})
 
     def stop(self, cancel: bool) -> None:
         for i in range(len(self.workers)):
-            self._send(i, {"cmd": STOP, "cancel": cancel})
+            self._send(i, {"cmd": messages.STOP, "cancel": cancel})
 
     def observe(self, fn: Observe | None) -> None:
         """Auto concurrency needs one engine judging every request: refused with workers."""
@@ -223,34 +212,34 @@ class ProcessShards:
                 self._gone(i)
                 loop.call_soon_threadsafe(self._on_end, i, None)
                 return
-            if data[:1] == JOURNAL_TAG:
+            if data[:1] == messages.JOURNAL_TAG:
                 loop.call_soon_threadsafe(self.host.write_lines, data[1:], data.count(b"\n"))
                 continue
             msg = orjson.loads(data)
             loop.call_soon_threadsafe(self._on_message, i, msg)
-            if END in msg:
+            if messages.END in msg:
                 return
 
     def _on_message(self, i: int, msg: dict[str, Any]) -> None:
-        if msg.get(READY):
+        if msg.get(messages.READY):
             self._set_ready(i)
             return
         host, wk = self.host, self.workers[i]
         # Attempt errors first: a record in this message may carry them (see messages.py).
-        for model, error_class, n, detail in msg.get(ATTEMPTS) or ():
+        for model, error_class, n, detail in msg.get(messages.ATTEMPTS) or ():
             for _ in range(n):
                 host.attempt(model, error_class, detail)
-        for t in msg.get(RECORDS) or ():
+        for t in msg.get(messages.RECORDS) or ():
             wk.finished += 1
             host.collect(RequestRecord(*t))
-        if msg.get(GAUGES) is not None:
-            g = msg[GAUGES]
+        if msg.get(messages.GAUGES) is not None:
+            g = msg[messages.GAUGES]
             wk.gauges = g
             for w in g.get("warnings") or ():  # found mid-run (a field a server rejected): shown now
                 if w not in host.warnings:
                     host.warnings.append(w)
-        if END in msg:
-            self._on_end(i, msg[END])
+        if messages.END in msg:
+            self._on_end(i, msg[messages.END])
 
     def _on_end(self, i: int, end: dict[str, Any] | None) -> None:
         wk = self.workers[i]

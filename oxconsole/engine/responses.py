@@ -16,11 +16,9 @@ from __future__ import annotations
 from typing import Any
 
 import aiohttp
-import orjson
 
 from oxconsole.engine.attempt import AttemptResult, BadResponse
-from oxconsole.engine.internals import read_body
-from oxconsole.engine.stream import BodyLimits, SseLines, _json_body
+from oxconsole.engine.stream import BodyLimits, SseLines, json_answer, read_events, sse_object
 from oxconsole.engine.thinking import text_estimate, usage_details
 
 __all__ = ["read_response", "read_response_stream"]
@@ -59,16 +57,7 @@ def _failure(obj: dict[str, Any]) -> str:
 class _ResponseEvents(SseLines):
     """The events of one streamed response, fed one network read at a time (lines as chat's)."""
 
-    __slots__ = (
-        "calls",
-        "first",
-        "last",
-        "n",
-        "parts",
-        "res",
-        "rn",
-        "t_answer",
-    )
+    __slots__ = ("calls", "parts")
 
     def __init__(self, res: AttemptResult, save_text: bool, limits: BodyLimits) -> None:
         self.res = res
@@ -88,12 +77,7 @@ class _ResponseEvents(SseLines):
     def event(self, payload: bytes, now: float) -> None:
         if not payload or payload == b"[DONE]":
             return
-        try:
-            obj = orjson.loads(payload)
-        except orjson.JSONDecodeError:
-            raise BadResponse("bad_response", f"malformed SSE event: {payload[:80]!r}") from None
-        if not isinstance(obj, dict):
-            raise BadResponse("bad_response", f"SSE event is not an object: {payload[:80]!r}")
+        obj = sse_object(payload, "event")
         kind = obj.get("type")
         if kind in _ANSWER or kind in _REASONING:
             self.delta(obj, kind, now)
@@ -123,19 +107,11 @@ class _ResponseEvents(SseLines):
 
     def end(self, t0: float, end: float) -> None:
         res = self.res
-        n = self.n
         if not self.done:
-            raise BadResponse("stream_aborted", f"stream ended without response.completed after {n} deltas")
-        res.latency_ms = (end - t0) * 1000.0
-        res.content_chunks = n
-        if n:
-            res.ttft_ms = (self.first - t0) * 1000.0
-            if n > 1:
-                res.itl_ms = (self.last - self.first) * 1000.0 / (n - 1)
-            if self.t_answer:
-                res.ttfot_ms = res.ttft_ms if not self.rn else (self.t_answer - t0) * 1000.0
-        if self.rn:
-            res.reasoning_estimate = self.rn
+            raise BadResponse(
+                "stream_aborted", f"stream ended without response.completed after {self.n} deltas"
+            )
+        self.timed(t0, end)  # (an answer with no reasoning began at its first delta)
         if self.calls:
             res.tool_calls = self.calls
         if self.parts is not None:
@@ -147,11 +123,7 @@ async def read_response_stream(
 ) -> None:
     """A streamed response, read to its `response.completed` (or `.incomplete`) or its end."""
     ev = _ResponseEvents(res, save_text, limits)
-    try:
-        end = await read_body(resp.content, ev)
-    except (AttributeError, TypeError, KeyError) as err:
-        raise BadResponse("bad_response", f"unexpected event shape: {err}") from None
-    ev.end(t0, end)
+    await read_events(resp, ev, t0, (AttributeError, TypeError, KeyError), "event")
 
 
 def _texts(parts: Any, kinds: tuple[str, ...]) -> list[str]:
@@ -168,9 +140,7 @@ async def read_response(
     resp: aiohttp.ClientResponse, res: AttemptResult, t0: float, save_text: bool, limits: BodyLimits
 ) -> None:
     """A response answered whole: its output's text, reasoning and function calls, and usage."""
-    raw, obj = await _json_body(resp, res, t0, limits)
-    if not isinstance(obj, dict) or not isinstance(obj.get("output"), list):
-        raise BadResponse("bad_response", f"unexpected response body: {bytes(raw[:80])!r}")
+    obj = await json_answer(resp, res, t0, limits, "output")
     if obj.get("status") == "failed":
         raise BadResponse(
             "stream_error", f"response failed: {_failure({'type': 'response.failed', 'response': obj})}"

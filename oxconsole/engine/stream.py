@@ -82,13 +82,21 @@ class SseLines(Sink):
     `_lines` (the chat and Responses readers share it). Lines end with LF, CRLF or CR; a line
     still coming is kept in one growing buffer and joined once, when it ends, so a long line
     costs time linear in its length; it may not pass `limits.line`, nor the stream `limits.body`.
-    Subclasses set `buf`, `size`, `limits` and `done` in their `__init__`."""
+    Subclasses set `buf`, `size`, `limits`, `done` and the timing counters (`n` chunks that
+    carried a token, the `first` and `last` of them, `rn` of them reasoning, `t_answer` when the
+    answer began) in their `__init__`; `timed` turns those into the attempt's figures."""
 
-    __slots__ = ("buf", "done", "limits", "size")
+    __slots__ = ("buf", "done", "first", "last", "limits", "n", "res", "rn", "size", "t_answer")
     buf: bytearray
     size: int
     limits: BodyLimits
     done: bool
+    res: AttemptResult
+    n: int
+    rn: int
+    first: float
+    last: float
+    t_answer: float
 
     def feed(self, data: bytes, now: float) -> bool:
         """Parse what `data` completes; True once `[DONE]` came (the answer is complete)."""
@@ -121,13 +129,44 @@ class SseLines(Sink):
     def _lines(self, lines: list[bytes], now: float) -> None:  # pragma: no cover - an interface
         raise NotImplementedError
 
+    def end(self, t0: float, end: float) -> None:  # pragma: no cover - an interface
+        """The stream ended at `end`: the attempt's figures, or `stream_aborted` if it was cut."""
+        raise NotImplementedError
+
+    def timed(self, t0: float, end: float) -> None:
+        """The attempt's latency, chunks, TTFT, ITL, TTFOT and reasoning count, from `t0` (sent)
+        and `end` (its last byte)."""
+        res = self.res
+        n = self.n
+        res.latency_ms = (end - t0) * 1000.0
+        res.content_chunks = n
+        if n:
+            res.ttft_ms = (self.first - t0) * 1000.0
+            if n > 1:
+                res.itl_ms = (self.last - self.first) * 1000.0 / (n - 1)
+            if not self.rn:
+                res.ttfot_ms = res.ttft_ms
+            else:
+                res.reasoning_estimate = self.rn
+                if self.t_answer:
+                    res.ttfot_ms = (self.t_answer - t0) * 1000.0
+
+
+def sse_object(payload: bytes, what: str) -> dict[str, Any]:
+    """One event's data parsed: a JSON object, else `bad_response` naming `what` it was (a
+    "chunk", an "event")."""
+    try:
+        obj = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        raise BadResponse("bad_response", f"malformed SSE {what}: {payload[:80]!r}") from None
+    if not isinstance(obj, dict):
+        raise BadResponse("bad_response", f"SSE {what} is not an object: {payload[:80]!r}")
+    return obj
+
 
 class _Events(SseLines):
-    """The server-sent events of one chat completion stream, fed one network read at a time.
-
-    Lines end with LF, CRLF or CR (the SSE grammar allows all three). A line still coming is kept
-    in a growing buffer and joined once, when it ends, so a long line costs time linear in its
-    length; it may not pass `limits.line`, nor the stream `limits.body`.
+    """The server-sent events of one chat completion stream, fed one network read at a time (its
+    lines as `SseLines` cuts them; the SSE grammar allows LF, CRLF and CR).
 
     Every data line is checked as JSON. The chunks of one stream usually differ only after
     `"choices":[` (same id, model, created): once a full parse has shown that the first chunk's
@@ -142,19 +181,13 @@ class _Events(SseLines):
         "cut",
         "error",
         "finished",
-        "first",
         "held",
         "held_n",
-        "last",
-        "n",
         "parts",
         "prefix",
         "rchars",
-        "res",
-        "rn",
         "rparts",
         "state",
-        "t_answer",
         "tail",
     )
 
@@ -296,12 +329,7 @@ class _Events(SseLines):
             return
         if not payload:
             return
-        try:
-            obj = orjson.loads(payload)
-        except orjson.JSONDecodeError:
-            raise BadResponse("bad_response", f"malformed SSE chunk: {payload[:80]!r}") from None
-        if not isinstance(obj, dict):
-            raise BadResponse("bad_response", f"SSE chunk is not an object: {payload[:80]!r}")
+        obj = sse_object(payload, "chunk")
         choices = obj.get("choices")
         if choices:
             self.choice(choices[0], now)
@@ -333,23 +361,11 @@ class _Events(SseLines):
 
     def end(self, t0: float, end: float) -> None:
         res = self.res
-        n = self.n
         if not (self.done or self.finished):
             raise BadResponse(
-                "stream_aborted", f"stream ended without finish_reason or [DONE] after {n} chunks"
+                "stream_aborted", f"stream ended without finish_reason or [DONE] after {self.n} chunks"
             )
-        res.latency_ms = (end - t0) * 1000.0
-        res.content_chunks = n
-        if n:
-            res.ttft_ms = (self.first - t0) * 1000.0
-            if n > 1:
-                res.itl_ms = (self.last - self.first) * 1000.0 / (n - 1)
-            if not self.rn:
-                res.ttfot_ms = res.ttft_ms
-            else:
-                res.reasoning_estimate = self.rn
-                if self.t_answer:
-                    res.ttfot_ms = (self.t_answer - t0) * 1000.0
+        self.timed(t0, end)
         if self.calls:
             res.tool_calls = len(self.calls)
         if self.parts is not None:
@@ -388,16 +404,24 @@ async def collect(resp: aiohttp.ClientResponse, limit: int, what: str) -> tuple[
     return sink.buf, end
 
 
+async def read_events(
+    resp: aiohttp.ClientResponse, ev: SseLines, t0: float, shapes: tuple[type[Exception], ...], what: str
+) -> None:
+    """A stream fed to `ev` to its end, then ended (`ev.end`): an error of `shapes` while reading
+    it is an event of another shape than `ev` reads, a `bad_response` ("unexpected `what` shape")."""
+    try:
+        end = await read_body(resp.content, ev)
+    except shapes as err:
+        raise BadResponse("bad_response", f"unexpected {what} shape: {err}") from None
+    ev.end(t0, end)
+
+
 async def read_stream(
     resp: aiohttp.ClientResponse, res: AttemptResult, t0: float, save_text: bool, limits: BodyLimits
 ) -> None:
     """A streamed answer, read to its `[DONE]` or its end."""
-    ev = _Events(res, save_text, limits)
-    try:
-        end = await read_body(resp.content, ev)
-    except (AttributeError, TypeError, IndexError, KeyError) as err:
-        raise BadResponse("bad_response", f"unexpected SSE chunk shape: {err}") from None
-    ev.end(t0, end)
+    shapes = (AttributeError, TypeError, IndexError, KeyError)
+    await read_events(resp, _Events(res, save_text, limits), t0, shapes, "SSE chunk")
 
 
 async def _json_body(
@@ -412,13 +436,22 @@ async def _json_body(
         raise BadResponse("bad_response", f"malformed JSON body: {bytes(raw[:80])!r}") from None
 
 
+async def json_answer(
+    resp: aiohttp.ClientResponse, res: AttemptResult, t0: float, limits: BodyLimits, key: str
+) -> dict[str, Any]:
+    """A whole JSON answer that is an object with a list at `key` ("choices", "output"); any
+    other body is a `bad_response`."""
+    raw, obj = await _json_body(resp, res, t0, limits)
+    if not isinstance(obj, dict) or not isinstance(obj.get(key), list):
+        raise BadResponse("bad_response", f"unexpected response body: {bytes(raw[:80])!r}")
+    return obj
+
+
 async def read_json(
     resp: aiohttp.ClientResponse, res: AttemptResult, t0: float, save_text: bool, limits: BodyLimits
 ) -> None:
     """A chat or text completion answered with one JSON body."""
-    raw, obj = await _json_body(resp, res, t0, limits)
-    if not isinstance(obj, dict) or not isinstance(obj.get("choices"), list):
-        raise BadResponse("bad_response", f"unexpected response body: {bytes(raw[:80])!r}")
+    obj = await json_answer(resp, res, t0, limits, "choices")
     _usage(obj, res)
     text = ""
     if obj["choices"]:

@@ -23,23 +23,8 @@ from typing import Any
 import orjson
 
 from oxconsole.aio import run_loop
+from oxconsole.engine import messages
 from oxconsole.engine.commands import command_from_dict
-from oxconsole.engine.messages import (
-    ATTEMPTS,
-    END,
-    FLUSH_S,
-    GAUGES,
-    GO,
-    GO_SKEW_S,
-    JOURNAL_TAG,
-    READY,
-    RECORDS,
-    STAGE,
-    STOP,
-    Channel,
-    gauges_to_dict,
-    record_tuple,
-)
 from oxconsole.engine.shard import LocalShard
 from oxconsole.journal.journal import ok_ids
 from oxconsole.journal.records import RequestRecord
@@ -82,7 +67,7 @@ class Worker:
         shard: tuple[int, int],
         urls: dict[str, str],
         skip: AbstractSet[str],
-        conn: Channel,
+        conn: messages.Channel,
     ) -> None:
         self.conn = conn
         self._lock = threading.Lock()  # conn.send_bytes from the loop and the final send
@@ -113,7 +98,7 @@ class Worker:
             self.errors += 1
         self._lines.append(orjson.dumps(rec.to_json_dict(), option=orjson.OPT_APPEND_NEWLINE))
         rec.text = None
-        self._batch.append(record_tuple(rec))
+        self._batch.append(messages.record_tuple(rec))
 
     def _on_attempt(self, model: str, error_class: str, detail: str) -> None:
         tally = self._attempts.get((model, error_class))
@@ -134,13 +119,16 @@ class Worker:
         g = shard.gauges() if shard.state != "starting" else None
         if self._lines:
             with self._lock:
-                self.conn.send_bytes(JOURNAL_TAG + b"".join(self._lines))
+                self.conn.send_bytes(messages.JOURNAL_TAG + b"".join(self._lines))
             self._lines.clear()
         if self._batch or g is not None or self._attempts:
-            msg: dict[str, Any] = {RECORDS: self._batch[:], GAUGES: gauges_to_dict(g) if g else None}
+            msg: dict[str, Any] = {
+                messages.RECORDS: self._batch[:],
+                messages.GAUGES: messages.gauges_to_dict(g) if g else None,
+            }
             self._batch.clear()
             if self._attempts:
-                msg[ATTEMPTS] = [[m, c, n, d] for (m, c), (n, d) in self._attempts.items()]
+                msg[messages.ATTEMPTS] = [[m, c, n, d] for (m, c), (n, d) in self._attempts.items()]
                 self._attempts.clear()
             self.send(msg)
 
@@ -157,13 +145,13 @@ class Worker:
 
     def _on_command(self, d: dict[str, Any]) -> None:
         cmd = d.get("cmd")
-        if cmd == GO:
+        if cmd == messages.GO:
             at = d.get("at")
             self._go_at = float(at) if isinstance(at, int | float) else None
             self._go.set()
-        elif cmd == STOP:
+        elif cmd == messages.STOP:
             self.shard.stop(cancel=bool(d.get("cancel")))
-        elif cmd == STAGE:
+        elif cmd == messages.STAGE:
             self.shard.stage_mark = (int(d["mark"][0]), bool(d["mark"][1]))
         elif self._held is not None:
             self._held.append(d)
@@ -185,7 +173,7 @@ class Worker:
         except BaseException:
             await self.shard.shut_down()
             raise
-        self.send({READY: True})
+        self.send({messages.READY: True})
         await self._go.wait()
         flusher = asyncio.create_task(self._flusher())
         try:
@@ -197,18 +185,18 @@ class Worker:
         finally:
             flusher.cancel()
         self.flush()
-        self.send({END: {"ok": self.ok, "error": self.errors, **self.shard.end()}})
+        self.send({messages.END: {"ok": self.ok, "error": self.errors, **self.shard.end()}})
 
     def _start(self, now: float, wall: float) -> tuple[float, float]:
         """(loop time, unix time) of the run's start: the coordinator's (`at`), so that the
         workers' schedules start together, not each at its own GO and set-up; this worker's now
         when there is no `at` or the clocks disagree (`GO_SKEW_S`)."""
         at = self._go_at
-        if at is None or not 0.0 <= wall - at <= GO_SKEW_S:
+        if at is None or not 0.0 <= wall - at <= messages.GO_SKEW_S:
             return now, wall
         return now - (wall - at), at
 
     async def _flusher(self) -> None:
         while True:
-            await asyncio.sleep(FLUSH_S)
+            await asyncio.sleep(messages.FLUSH_S)
             self.flush()

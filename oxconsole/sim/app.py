@@ -49,7 +49,6 @@ from oxconsole.sim.encoded import (
     TEXT,
     Kind,
     completion_prompt,
-    content_chars,
     error_body,
     json_response,
     last_text,
@@ -63,6 +62,7 @@ from oxconsole.sim.responses import input_text, response_body, response_wire
 from oxconsole.sim.state import ModelState
 from oxconsole.sim.streams import Answer, Lateness, Trace, Writer
 from oxconsole.workload import SimLimits, SimModelProfile
+from oxconsole.workload.promptdata import content_chars
 
 __all__ = [
     "SIM_STATE",

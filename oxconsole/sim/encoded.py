@@ -170,26 +170,6 @@ def json_response(status: int, body: bytes, headers: dict[str, str] | None = Non
     return web.Response(status=status, body=body, content_type="application/json", headers=headers)
 
 
-def content_chars(messages: object) -> int:
-    """Characters of message content (strings, or the text of content parts)."""
-    if not isinstance(messages, list):
-        return 0
-    total = 0
-    for m in messages:
-        if not isinstance(m, dict):
-            continue
-        c = m.get("content")
-        if isinstance(c, str):
-            total += len(c)
-        elif isinstance(c, list):
-            for part in c:
-                if isinstance(part, dict):
-                    text = part.get("text")
-                    if isinstance(text, str):
-                        total += len(text)
-    return total
-
-
 BAD_PROMPT: Final = (
     "prompt must be a string, a list of strings, a list of token ids or a list of token-id lists"
 )

@@ -166,11 +166,11 @@ class ConsoleApp(KnobActions, App[str]):
         self._status = status
         self.renders += 1
         if snap.plans:
-            main.show_costs()
+            main.reveal("cost")
         if snap.sweep is not None:
-            main.show_points()
+            main.reveal("points")
         if snap.quality is not None:
-            main.show_cascade()
+            main.reveal("cascade")
         for warning in snap.gauges.warnings[self._warned :]:
             # the engine's warnings (open-files limit, TLS off, ...), each once, until dismissed
             self.toast(
@@ -431,13 +431,7 @@ class ConsoleApp(KnobActions, App[str]):
 
     def action_next_tab(self) -> None:
         tabs = self.main.query_one(TabbedContent)
-        order = ["tab-models", "tab-latency", "tab-errors", "tab-phase"]
-        if self.main.costs_shown:
-            order.append("tab-cost")
-        if self.main.has_class("-sweep"):
-            order.append("tab-points")
-        if self.main.has_class("-quality"):
-            order.append("tab-cascade")
+        order = self.main.shown_tabs()
         i = order.index(tabs.active) if tabs.active in order else -1
         tabs.active = order[(i + 1) % len(order)]
 

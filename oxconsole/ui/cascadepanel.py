@@ -1,7 +1,7 @@
 """The cascade view's panel, shown once the run judges its answers (`[quality]`).
 
 Why this module exists: like the cost view, a panel only some runs have; its lines are
-`panels/cascade.py`'s, its place on the screen is `dashboard.py`'s (`MainScreen.show_cascade`).
+`panels/cascade.py`'s, its place on the screen is `dashboard.py`'s (`MainScreen.reveal`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Why this module exists: the panel is the one piece of the console that appears only for some runs
 (those with `[plans.NAME]` tables); its lines are `panels/cost.py`'s, its place on the screen is
-`dashboard.py`'s (`MainScreen.show_costs`).
+`dashboard.py`'s (`MainScreen.reveal`).
 """
 
 from __future__ import annotations

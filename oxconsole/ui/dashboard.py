@@ -85,6 +85,22 @@ class KeysFooter(Footer):
             yield widget
 
 
+TABS: tuple[tuple[str, type[Panel]], ...] = (
+    ("models", ModelsPanel),
+    ("latency", LatencyPanel),
+    ("errors", ErrorsPanel),
+    ("phase", PhasePanel),
+    ("cost", CostPanel),
+    ("points", PointsPanel),
+    ("cascade", CascadePanel),
+)
+"""The compact layout's tabs, in order: the pane `tab-NAME` holds the panel `NAME-tab`."""
+
+SHOWN_BY = {"cost": "-plans", "points": "-sweep", "cascade": "-quality"}
+"""The tabs hidden until the run has what they show, and the screen's class that shows them
+(`MainScreen.reveal`; wide, the panel under the models)."""
+
+
 class MainScreen(Screen[None]):
     """The dashboard. Its bindings are the console keys (modal screens do not see them)."""
 
@@ -215,27 +231,15 @@ class MainScreen(Screen[None]):
                 yield PhasePanel(id="phase")
                 yield ErrorsPanel(id="errors")
         with TabbedContent(id="tabs"):
-            with TabPane("models", id="tab-models"):
-                yield ModelsPanel(id="models-tab")
-            with TabPane("latency", id="tab-latency"):
-                yield LatencyPanel(id="latency-tab")
-            with TabPane("errors", id="tab-errors"):
-                yield ErrorsPanel(id="errors-tab")
-            with TabPane("phase", id="tab-phase"):
-                yield PhasePanel(id="phase-tab")
-            with TabPane("cost", id="tab-cost"):
-                yield CostPanel(id="cost-tab")
-            with TabPane("points", id="tab-points"):
-                yield PointsPanel(id="points-tab")
-            with TabPane("cascade", id="tab-cascade"):
-                yield CascadePanel(id="cascade-tab")
+            for name, panel in TABS:
+                with TabPane(name, id=f"tab-{name}"):
+                    yield panel(id=f"{name}-tab")
         yield KeysFooter(show_command_palette=False)
 
     def on_mount(self) -> None:
         self.panels = list(self.query(Panel))
-        self.query_one(TabbedContent).hide_tab("tab-cost")  # until the run shows it has plans
-        self.query_one(TabbedContent).hide_tab("tab-points")  # until the run shows it is a sweep
-        self.query_one(TabbedContent).hide_tab("tab-cascade")  # until the run shows [quality]
+        for name in SHOWN_BY:  # until the run shows it has what they show
+            self.query_one(TabbedContent).hide_tab(f"tab-{name}")
         self.app.theme_changed_signal.subscribe(self, self._theme_changed)
         if self.on_ready is not None:
             self.on_ready()
@@ -251,26 +255,18 @@ class MainScreen(Screen[None]):
         for panel in self.panels:
             panel.restyle()
 
-    def show_costs(self) -> None:
-        """The run has what-if price plans: show the cost view (a panel under the models when
-        wide, the "cost" tab when compact)."""
-        if not self.has_class("-plans"):
-            self.add_class("-plans")
-            self.query_one(TabbedContent).show_tab("tab-cost")
+    def reveal(self, name: str) -> None:
+        """Show what only some runs have (`SHOWN_BY`): "cost" for what-if price plans, "points"
+        for a sweep's points so far, "cascade" for a run that judges its answers; a panel under
+        the models when wide, its tab when compact."""
+        shown = SHOWN_BY[name]
+        if not self.has_class(shown):
+            self.add_class(shown)
+            self.query_one(TabbedContent).show_tab(f"tab-{name}")
 
-    def show_points(self) -> None:
-        """The run is a sweep: show its points so far (under the models when wide, the "points"
-        tab when compact)."""
-        if not self.has_class("-sweep"):
-            self.add_class("-sweep")
-            self.query_one(TabbedContent).show_tab("tab-points")
-
-    def show_cascade(self) -> None:
-        """The run judges its answers: show the cascade view (under the models when wide, the
-        "cascade" tab when compact)."""
-        if not self.has_class("-quality"):
-            self.add_class("-quality")
-            self.query_one(TabbedContent).show_tab("tab-cascade")
+    def shown_tabs(self) -> list[str]:
+        """The compact layout's tabs this run shows, in order."""
+        return [f"tab-{name}" for name, _ in TABS if name not in SHOWN_BY or self.has_class(SHOWN_BY[name])]
 
     @property
     def costs_shown(self) -> bool:

@@ -47,22 +47,30 @@ KEYS: tuple[tuple[str, str], ...] = (
 """Every key of the console, in the order the help screen lists them."""
 
 
-class HelpScreen(ModalScreen[None]):
-    """Every key and what it does; any of escape, ?, q closes it."""
-
-    DEFAULT_CSS = """
-    HelpScreen {
+def dialog_css(screen: str, box: str, width: int) -> str:
+    """A modal screen's box (its one `box` child) centred over the main screen, `width` wide and
+    as tall as it needs, within the terminal (the first rules of each screen here)."""
+    return f"""
+    {screen} {{
         align: center middle;
-    }
-    HelpScreen > VerticalScroll {
-        width: 86;
+    }}
+    {screen} > {box} {{
+        width: {width};
         max-width: 100%;
         height: auto;
         max-height: 100%;
         border: round $primary;
         background: $surface;
         padding: 0 1;
-    }
+    }}"""
+
+
+class HelpScreen(ModalScreen[None]):
+    """Every key and what it does; any of escape, ?, q closes it."""
+
+    DEFAULT_CSS = (
+        dialog_css("HelpScreen", "VerticalScroll", 86)
+        + """
     HelpScreen #help-keys {
         height: auto;
     }
@@ -70,6 +78,7 @@ class HelpScreen(ModalScreen[None]):
         color: $text-muted;
     }
     """
+    )
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,question_mark,q", "dismiss", "close", show=False),
@@ -145,19 +154,9 @@ class RoutingEditor(ModalScreen[list[Command] | None]):
     dismisses with the commands for what changed (SetWeight, EnableModel); escape dismisses with
     None. The rows scroll when there are more models than lines."""
 
-    DEFAULT_CSS = """
-    RoutingEditor {
-        align: center middle;
-    }
-    RoutingEditor > Vertical {
-        width: 72;
-        max-width: 100%;
-        height: auto;
-        max-height: 100%;
-        border: round $primary;
-        background: $surface;
-        padding: 0 1;
-    }
+    DEFAULT_CSS = (
+        dialog_css("RoutingEditor", "Vertical", 72)
+        + """
     RoutingEditor #routes {
         height: auto;
         scrollbar-size-vertical: 1;
@@ -214,6 +213,7 @@ class RoutingEditor(ModalScreen[list[Command] | None]):
         color: $text-muted;
     }
     """
+    )
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "cancel", "cancel"),

@@ -2,7 +2,7 @@
 
 Why this module exists: like the cost view, the panel appears only for some runs (sweeps); its
 lines are `panels/points.py`'s, its place on the screen is `dashboard.py`'s
-(`MainScreen.show_points`).
+(`MainScreen.reveal`).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from oxconsole.workload.errors import WorkloadError, did_you_mean, fail, json_object
-from oxconsole.workload.promptdata import Prompt
+from oxconsole.workload.promptdata import Prompt, content_chars
 
 URLS = {
     "/v1/chat/completions": "chat",
@@ -27,17 +27,6 @@ URLS = {
 """The Batch API urls a line may name, and the `[[models]] api` each is called on."""
 _TEXT_KEYS = {"completions": "prompt", "embeddings": "input"}
 """The body field carrying the text of a completions or embeddings line."""
-
-
-def _content_chars(messages: list[Any]) -> int:
-    n = 0
-    for m in messages:
-        c = m.get("content") if isinstance(m, dict) else None
-        if isinstance(c, str):
-            n += len(c)
-        elif isinstance(c, list):
-            n += sum(len(p["text"]) for p in c if isinstance(p, dict) and isinstance(p.get("text"), str))
-    return n
 
 
 def parse_batch_line(line: bytes, where: str, label: str, models: Mapping[str, str]) -> Prompt:
@@ -82,7 +71,7 @@ def parse_batch_line(line: bytes, where: str, label: str, models: Mapping[str, s
         messages,
         model=model,
         max_tokens=max_tokens,
-        input_chars=_content_chars(messages),
+        input_chars=content_chars(messages),
         body=body,
     )
 
@@ -131,7 +120,7 @@ def _response_line(cid: str, body: dict[str, Any], model: str, label: str, where
     if isinstance(value, str) and value:
         chars = len(value)
     elif isinstance(value, list) and value and all(isinstance(x, dict) for x in value):
-        chars = _content_chars(value)
+        chars = content_chars(value)
     else:
         fail(label, f"{where}: body.input", "a non-empty string or array of input items", value)
     instructions = body.get("instructions")

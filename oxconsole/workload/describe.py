@@ -16,7 +16,7 @@ from oxconsole.workload.packing import describe_packing
 from oxconsole.workload.plans import describe_plans
 from oxconsole.workload.promptdata import PromptStats
 from oxconsole.workload.quality import quality_lines
-from oxconsole.workload.schema import RETRY_WORDS, Workload, fill_results
+from oxconsole.workload.schema import RETRY_WORDS, Prices, Workload, fill_results
 from oxconsole.workload.slo import slo_lines, slo_warnings
 from oxconsole.workload.stages import describe_stages
 from oxconsole.workload.traces import TRACE_FORMATS
@@ -87,15 +87,10 @@ def _model_lines(w: Workload) -> list[str]:
             bits.append("ignore_eos")
         if m.extra_body:
             bits.append("extra_body " + ", ".join(m.extra_body))
-        prices = []
-        if m.price_per_request:
-            prices.append(f"{_fmt_num(m.price_per_request)}/request")
-        if m.price_per_1m_input:
-            prices.append(f"{_fmt_num(m.price_per_1m_input)}/1M input")
-        if m.price_per_1m_output:
-            prices.append(f"{_fmt_num(m.price_per_1m_output)}/1M output")
-        if m.price_per_1m_cached_input is not None:
-            prices.append(f"{_fmt_num(m.price_per_1m_cached_input)}/1M cached input")
+        own = Prices(
+            m.price_per_request, m.price_per_1m_input, m.price_per_1m_output, m.price_per_1m_cached_input
+        )
+        prices = [f"{_fmt_num(v)}/{what}" for v, what in own.given()]
         bits.append("price " + " + ".join(prices) if prices else "no pricing")
         lines.append(f"  {m.name:<{width}}  " + ", ".join(bits))
     return lines

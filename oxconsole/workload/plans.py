@@ -109,16 +109,7 @@ def plans_to_toml(plans: Mapping[str, PricePlan]) -> dict[str, Any]:
 
 
 def _price_words(p: Prices) -> str:
-    parts = []
-    if p.per_request:
-        parts.append(f"{p.per_request:g} per request")
-    if p.per_1m_input:
-        parts.append(f"{p.per_1m_input:g} per 1M input")
-    if p.per_1m_output:
-        parts.append(f"{p.per_1m_output:g} per 1M output")
-    if p.per_1m_cached_input is not None:
-        parts.append(f"{p.per_1m_cached_input:g} per 1M cached input")
-    return ", ".join(parts) or "free"
+    return ", ".join(f"{v:g} per {what}" for v, what in p.given()) or "free"
 
 
 def describe_plans(plans: Mapping[str, PricePlan]) -> list[str]:

@@ -86,3 +86,22 @@ class LengthStats:
     """Longest, over all of them."""
     sampled: int
     """How many of them the percentiles are taken over (the first ones, when there are very many)."""
+
+
+def content_chars(messages: object) -> int:
+    """Characters of message content (strings, or the text of content parts): a prompt's
+    `input_chars`, and what the simulator counts of a request's messages."""
+    if not isinstance(messages, list):
+        return 0
+    total = 0
+    for m in messages:
+        c = m.get("content") if isinstance(m, dict) else None
+        if isinstance(c, str):
+            total += len(c)
+        elif isinstance(c, list):
+            for part in c:
+                if isinstance(part, dict):
+                    text = part.get("text")
+                    if isinstance(text, str):
+                        total += len(text)
+    return total

@@ -28,7 +28,7 @@ from oxconsole.workload.errors import (
     show,
 )
 from oxconsole.workload.lengths import SAMPLE_MAX, draws, length_stats
-from oxconsole.workload.promptdata import LengthStats, Prompt, PromptStats
+from oxconsole.workload.promptdata import LengthStats, Prompt, PromptStats, content_chars
 from oxconsole.workload.quality import line_expected
 from oxconsole.workload.schema import SyntheticConfig, Workload
 from oxconsole.workload.sources import check_records, records
@@ -39,20 +39,6 @@ from oxconsole.workload.tokens import Counter, counter, exact_text
 
 def _prompts_label(w: Workload) -> str:
     return printable(str(w.prompts.file) if w.prompts.file is not None else f"{w.path}: prompts")
-
-
-def _content_chars(content: Any) -> int:
-    if isinstance(content, str):
-        return len(content)
-    if isinstance(content, list):
-        n = 0
-        for part in content:
-            if isinstance(part, dict):
-                text = part.get("text")
-                if isinstance(text, str):
-                    n += len(text)
-        return n
-    return 0
 
 
 _LineParts = tuple[str, str | None, str | None, int | None, Any, str | None]
@@ -217,7 +203,7 @@ def _source_pass(w: Workload, suffix: str) -> Iterator[Prompt]:
                 chars = len(body)
             else:
                 messages = body
-                chars = sum(_content_chars(m.get("content")) for m in messages)
+                chars = content_chars(messages)
             yield Prompt(sid + suffix, messages, tag, model, max_tokens, chars, expected=expected)
     elif pc.items is not None:
         for i, text in enumerate(pc.items):

@@ -321,6 +321,19 @@ class Prices:
     per_1m_cached_input: float | None = None
     """Price per million cached input tokens; None = `per_1m_input`."""
 
+    def given(self) -> list[tuple[float, str]]:
+        """The prices set, each with what it is per ("request", "1M input", "1M output", "1M
+        cached input"), in that order: a price of 0 is not set, but a cached price of 0 is."""
+        flat = [
+            (self.per_request, "request"),
+            (self.per_1m_input, "1M input"),
+            (self.per_1m_output, "1M output"),
+        ]
+        given = [(v, what) for v, what in flat if v]
+        if self.per_1m_cached_input is not None:
+            given.append((self.per_1m_cached_input, "1M cached input"))
+        return given
+
 
 @dataclass(frozen=True)
 class PricePlan:

@@ -99,6 +99,17 @@ def wait_until(
         time.sleep(interval)
 
 
+def wait_records(path: Path, n: int, p: subprocess.Popen[str], timeout: float = 90.0) -> None:
+    """Until the journal `path` has `n` lines, written by the child `p`; a child that ends first,
+    or `timeout` s, fails the test."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and p.poll() is None:
+        if path.exists() and path.read_bytes().count(b"\n") >= n:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"fewer than {n} records in {path} (exit {p.poll()})")
+
+
 def oxconsole(
     *args: str, cwd: Path, timeout: float = 60, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
