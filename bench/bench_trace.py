@@ -7,9 +7,13 @@ nothing but the client's own pacing decides when a row leaves. From the journal,
 `error = (t_sent - t_first) - offset / trace_speed`, where `t_first` is the first row's due time;
 printed: p50, p99 and max of |error| in ms, the summary's `schedule_lag_ms` and its share within
 10 ms. Target (docs/bursts.md): p99 within 2 ms up to 1,000 rows/s on one worker, 2,000 rows/s
-with `run.workers = 2`.
+with `run.workers = 2`. `--server nginx`: instead of the simulator, nginx (C, one worker process)
+answering every row with a recorded 16-chunk stream (bench_workers.py's), a server that costs the
+two cores far less, so what is left is the client's (needs `nginx` on the PATH, Debian's
+nginx-light).
 
     python bench/bench_trace.py [--rate 1000] [--duration 10] [--workers 1] [--speed 1.0]
+                                [--server sim|nginx]
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ timeout = "30s"
 results = "{results}"
 save_text = false
 [endpoints.default]
-base_url = "sim"
+base_url = "{base_url}"
 [[models]]
 name = "m"
 [prompts]
@@ -68,17 +72,32 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=10.0)
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--speed", type=float, default=1.0)
+    ap.add_argument("--server", choices=("sim", "nginx"), default="sim")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="oxtrace") as d:
         tmp = Path(d)
         offsets = write_trace(tmp / "t.jsonl", a.rate, a.duration)
         results = tmp / "results.jsonl"
-        (tmp / "w.toml").write_text(
-            WORKLOAD.format(workers=a.workers, speed=a.speed, results=results, trace=tmp / "t.jsonl")
+        server, base_url = None, "sim"
+        if a.server == "nginx":
+            sys.path.insert(0, str(Path(__file__).resolve().parent))
+            from bench_workers import start_nginx
+
+            server, base_url = start_nginx(tmp, 16)
+        text = WORKLOAD.format(
+            workers=a.workers, speed=a.speed, results=results, trace=tmp / "t.jsonl", base_url=base_url
         )
+        if server is not None:
+            text = text[: text.index("[sim.models.m]")]
+        (tmp / "w.toml").write_text(text)
         cmd = [sys.executable, "-m", "oxconsole", str(tmp / "w.toml"), "--headless"]
         cmd += ["--summary-json", str(tmp / "s.json")]
-        run = subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy())
+        try:
+            run = subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy())
+        finally:
+            if server is not None:
+                server.terminate()
+                server.wait(5)
         if run.returncode != 0:
             print(run.stderr, file=sys.stderr)
             return run.returncode
@@ -91,7 +110,8 @@ def main() -> int:
         errors.append(abs((r["t_sent"] - t_first) - offsets[k] / a.speed) * 1000.0)
     lag = summary["schedule_lag_ms"]
     print(
-        f"rows/s {a.rate * a.speed:,.0f} workers {a.workers}: {len(recs):,} rows; |send - offset| "
+        f"rows/s {a.rate * a.speed:,.0f} workers {a.workers} server {a.server}: {len(recs):,} rows; "
+        f"|send - offset| "
         f"p50 {pct(errors, 50):.2f} ms p99 {pct(errors, 99):.2f} ms max {max(errors):.1f} ms; "
         f"schedule_lag_ms p50 {lag['p50']:.2f} p99 {lag['p99']:.2f}; "
         f"within 10 ms {summary['schedule']['within_10ms']:.1%}; load average {os.getloadavg()[0]:.1f}"
