@@ -30,6 +30,16 @@ PLANS = {"request-based": PricePlan("request-based", Prices(per_request=0.0004))
 def cascade_snapshot(done: int = 200, total: int | None = 1000) -> Snapshot:
     """A cascade small -> big, `done` requests in: small wrong on one in four (escalated to big,
     right), small 0.001 and big 0.02 a request."""
+    col, now = cascade_collector(done)
+    g = Gauges(
+        "running", now, total, done + 4, 4, 0, 0, 0, 4, 0.0, 20.0, 0.5,
+        models={"small": ModelGauge(1.0, True, 3), "big": ModelGauge(1.0, True, 1)},
+    )  # fmt: skip
+    return col.snapshot(g)
+
+
+def cascade_collector(done: int) -> tuple[Collector, float]:
+    """The collector of `cascade_snapshot`, and its clock after the last record."""
     now = [0.0]
     col = Collector(["small", "big"], started_at=1_700_000_000.0, clock=lambda: now[0], plans=PLANS)
     col.cascade = ("small", "big")
@@ -60,11 +70,7 @@ def cascade_snapshot(done: int = 200, total: int | None = 1000) -> Snapshot:
             ] if wrong else None,
         )  # fmt: skip
         col.record(rec)
-    g = Gauges(
-        "running", now[0], total, done + 4, 4, 0, 0, 0, 4, 0.0, 20.0, 0.5,
-        models={"small": ModelGauge(1.0, True, 3), "big": ModelGauge(1.0, True, 1)},
-    )  # fmt: skip
-    return col.snapshot(g)
+    return col, now[0]
 
 
 def app_for(snap: Snapshot) -> ConsoleApp:
@@ -159,3 +165,43 @@ async def test_routing_editor_refuses_a_step_twice_or_none() -> None:
         await pilot.press("ctrl+s")
         assert "at least one step" in str(editor.query_one("#routing-error").render())
     assert src.sent == []
+
+
+def ended_snapshot(changes: list[dict[str, Any]] | None = None) -> Snapshot:
+    """A finished run as a console opened after its end sees it: its summary only."""
+    col, now = cascade_collector(200)
+    summary = col.summary("casc", now)
+    if changes is not None:
+        summary["changes"] = changes
+    return Snapshot.from_summary(orjson.loads(orjson.dumps(summary)))  # as read from summary.json
+
+
+def test_a_finished_runs_summary_gives_the_live_cascade_figures() -> None:
+    live, ended = cascade_snapshot().quality, ended_snapshot().quality
+    assert ended is not None and live is not None, "no cascade figures from the summary"
+    assert ended == live, (ended, live)  # the steps too: small is asked most, so it is first
+    lines = [ln.plain for ln in cascade_lines(ended_snapshot(), Palette(), 78)]
+    assert lines[0].startswith("cascade small → big · valid 100.0% (200/200) · escalated 50"), lines
+    rows = {name: now for name, now, _ in per_valid_rows(ended_snapshot())}
+    assert rows[ACTUAL] == pytest.approx((150 * 0.001 + 50 * 0.021) / 200), rows
+    assert rows["request-based"] == pytest.approx(250 * 0.0004 / 200), rows
+    big_only = [{"t": 5.0, "what": "cascade", "from": ["small", "big"], "to": ["big"], "by": "key"}]
+    q = ended_snapshot(big_only).quality
+    assert q is not None and q["steps"] == ["big"], q  # the last change's steps stood at the end
+
+
+@pytest.mark.slow
+async def test_a_console_opened_on_a_finished_run_shows_the_cascade_tab() -> None:
+    app = app_for(ended_snapshot())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        app.tick()
+        await pilot.pause()
+        assert app.main.has_class("-quality"), "the cascade tab stayed hidden"
+        app.main.query_one(TabbedContent).active = "tab-cascade"
+        await pilot.pause()
+        panel = app.main.query_one("#cascade-tab", CascadePanel)
+        shown = [line.plain for line in panel._lines]
+    assert shown and shown[0].startswith("cascade small → big · valid 100.0%"), shown
+    small = next((ln for ln in shown if ln.startswith("small")), "")
+    assert small.split()[1:] == ["200", "75.0%", "25.0%"], shown
