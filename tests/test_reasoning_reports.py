@@ -14,6 +14,7 @@ from oxconsole.hints import CACHE_HINT
 from oxconsole.journal.reading import implausible
 from oxconsole.reports.compare import compare, load_run, render_compare
 from oxconsole.reports.html import write_html_report
+from oxconsole.reports.svg import fmt_ms
 from oxconsole.summary import summary_from_journal
 from oxconsole.summarytable import render_summary
 from tests.support import oxconsole_here, run
@@ -42,6 +43,13 @@ async def test_journal_summary_agrees_and_every_report_shows_the_figures(tmp_pat
     page = write_html_report(w.results_path(), tmp_path / "r.html").read_text()
     assert 'id="reasoning"' in page and "TTFOT p50 ms" in page, page[:200]
     assert f"{tok['cached']:,}" in page and share in page
+    dist = page[page.index('<section id="distributions">') :]
+    dist = dist[: dist.index("</section>")]
+    charts = [c.split("</title>")[0] for c in dist.split("<title>")[1:]]
+    assert charts == ["TTFT", "TTFOT", "ITL", "latency"], f"the distributions drawn: {charts}"
+    ttfot = dist[dist.index("<title>TTFOT</title>") : dist.index("<title>ITL</title>")]
+    p50 = f"p50 {fmt_ms(again['ttfot_ms']['p50'])}"
+    assert p50 in ttfot and "<rect" in ttfot.split("</text>", 1)[-1], (p50, ttfot[:400])
 
 
 async def test_compare_shows_the_cache_and_plain_runs_show_nothing(tmp_path: Path) -> None:
