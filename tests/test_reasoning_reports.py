@@ -74,6 +74,26 @@ async def test_compare_shows_the_cache_and_plain_runs_show_nothing(tmp_path: Pat
     assert 'id="reasoning"' not in page and "TTFOT" not in page
 
 
+async def test_compare_gives_ttfot_bootstrap_intervals_and_a_verdict(tmp_path: Path) -> None:
+    paths = {}
+    for name, tokens in (("short", 8), ("long", 40)):  # 40 reasoning tokens at 200/s: TTFOT +160 ms
+        folder = tmp_path / name
+        folder.mkdir()
+        w = load_workload("reasoning", folder, {"sim.models.r.reasoning_tokens": tokens, "run.requests": 12})
+        await run(w)
+        paths[name] = w.results_path()
+    c = compare([load_run(paths["short"]), load_run(paths["long"]), load_run(paths["short"])])
+    rows = {r["figure"]: r for r in c["figures"]}
+    for key in ("ttfot_ms.p50", "ttfot_ms.p99"):
+        row = rows[key]
+        assert all(iv is not None for iv in row["intervals"]), (key, row)
+        for v, (lo, hi) in zip(row["values"], row["intervals"], strict=True):
+            assert lo <= v <= hi, (key, v, lo, hi)
+        # the longer reasoning is beyond noise; the same journal again is within it
+        assert row["within_noise"] == [None, False, True], (key, row)
+    assert rows["ttfot_ms.p50"]["values"][1] - rows["ttfot_ms.p50"]["values"][0] == pytest.approx(160, abs=40)
+
+
 def test_the_journal_reader_refuses_impossible_counts(tmp_path: Path) -> None:
     base = {"t_scheduled": 1.0, "t_sent": 1.0, "input_tokens": 10, "output_tokens": 5}
     assert implausible({**base, "cached_tokens": 8, "reasoning_tokens": 3, "ttfot_ms": 5.0}, 2.0) is None
