@@ -5,6 +5,7 @@ judge their answers."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -22,6 +23,8 @@ from oxconsole.ui.lines import Palette
 from oxconsole.ui.panels.cascade import ACTUAL, cascade_lines, per_valid_rows
 from oxconsole.ui.screens import RoutingEditor
 from oxconsole.workload import PricePlan, Prices
+from tests.support import run
+from tests.support.workloads import load_workload as load_test_workload
 from tests.ui_support import StaticSource, fixed_snapshot, open_routing
 
 PLANS = {"request-based": PricePlan("request-based", Prices(per_request=0.0004))}
@@ -205,3 +208,23 @@ async def test_a_console_opened_on_a_finished_run_shows_the_cascade_tab() -> Non
     assert shown and shown[0].startswith("cascade small → big · valid 100.0%"), shown
     small = next((ln for ln in shown if ln.startswith("small")), "")
     assert small.split()[1:] == ["200", "75.0%", "25.0%"], shown
+
+
+async def test_a_real_cascade_runs_summary_opens_with_its_cascade_view(tmp_path: Path) -> None:
+    """Over HTTP to the simulator: the summary a finished run wrote (summary.json, read back as a
+    console attached after the end reads it) gives the cascade view the run's own figures."""
+    lines = [{"id": f"q{i}", "prompt": f"question {i}?", "expected": f"answer {i}"} for i in range(60)]
+    w = load_test_workload("cascade", tmp_path, prompts="\n".join(orjson.dumps(x).decode() for x in lines))
+    out = await run(w, sim="process")  # the engine's own simulator, told the prompts' answers
+    summary = orjson.loads(orjson.dumps(out.summary))
+    q = Snapshot.from_summary(summary).quality
+    assert q is not None, "no cascade figures from a real run's summary"
+    small, big = summary["quality"]["models"]["small"], summary["quality"]["models"]["big"]
+    escalated = summary["cascade"]["escalated"]
+    assert 0 < escalated < 60 and big["asked"] == escalated, summary["cascade"]  # small 80% right
+    assert q["steps"] == ["small", "big"], q["steps"]
+    assert (q["judged"], q["valid"], q["escalated"]) == (60, summary["quality"]["valid"], escalated), q
+    assert q["models"]["small"] == {**small, "escalated": escalated}, q["models"]
+    assert q["models"]["big"]["escalated"] == 0, q["models"]
+    head = cascade_lines(Snapshot.from_summary(summary), Palette(), 78)[0].plain
+    assert head.startswith(f"cascade small → big · valid {100 * summary['quality']['fraction']:.1f}%"), head
