@@ -4,6 +4,7 @@ judge their answers."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from pathlib import Path
 from typing import Any
@@ -13,10 +14,15 @@ import pytest
 from textual.widgets import Input, TabbedContent
 
 import oxconsole.ui.app as app_module
+from oxconsole.cli import main
+from oxconsole.console import EndedEarly
+from oxconsole.control import SocketSource
 from oxconsole.engine.commands import SetCascade
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.collector import Collector
 from oxconsole.metrics.snapshot import Gauges, ModelGauge, Snapshot
+from oxconsole.outputs import beside_journal
+from oxconsole.prepare import SUMMARY_NAME
 from oxconsole.ui.app import ConsoleApp
 from oxconsole.ui.cascadepanel import CascadePanel
 from oxconsole.ui.lines import Palette
@@ -25,6 +31,7 @@ from oxconsole.ui.screens import RoutingEditor
 from oxconsole.workload import PricePlan, Prices
 from tests.support import run
 from tests.support.workloads import load_workload as load_test_workload
+from tests.support.workloads import write_workload
 from tests.ui_support import StaticSource, fixed_snapshot, open_routing
 
 PLANS = {"request-based": PricePlan("request-based", Prices(per_request=0.0004))}
@@ -228,3 +235,40 @@ async def test_a_real_cascade_runs_summary_opens_with_its_cascade_view(tmp_path:
     assert q["models"]["big"]["escalated"] == 0, q["models"]
     head = cascade_lines(Snapshot.from_summary(summary), Palette(), 78)[0].plain
     assert head.startswith(f"cascade small → big · valid {100 * summary['quality']['fraction']:.1f}%"), head
+
+
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_a_console_on_a_cascade_run_already_over_shows_its_cascade_tab(tmp_path: Path) -> None:
+    """The whole path: a real headless cascade run on the simulator writes its summary beside its
+    journal; a console whose run is gone before it connected (`EndedEarly`) opens on that summary,
+    and its cascade tab shows the run's figures at 80x24."""
+    lines = [{"id": f"q{i}", "prompt": f"question {i}?", "expected": f"answer {i}"} for i in range(60)]
+    path = write_workload("cascade", tmp_path, prompts="\n".join(orjson.dumps(x).decode() for x in lines))
+    results = tmp_path / "results.jsonl"
+    summary_path = beside_journal(results, SUMMARY_NAME)
+    argv = [str(path), "--headless", "--output", str(results), "--summary-json", str(summary_path)]
+    assert main(argv) == 0
+    summary = orjson.loads(summary_path.read_bytes())
+    gone = SocketSource(tmp_path / "gone.sock", name="cascade", results_path=str(results))
+    shown = asyncio.run(cascade_tab(ConsoleApp(EndedEarly(gone), theme_dirs=[], cursor_blink=False)))
+    q = summary["quality"]
+    head = f"cascade small → big · valid {100 * q['fraction']:.1f}% ({q['valid']}/60)"
+    assert shown and shown[0].startswith(head), (head, shown)
+    small = next((ln for ln in shown if ln.startswith("small")), "")
+    esc = summary["cascade"]["escalated"]
+    assert small.split()[1:] == [
+        "60",
+        f"{100 * q['models']['small']['fraction']:.1f}%",
+        f"{100 * esc / 60:.1f}%",
+    ], shown
+
+
+async def cascade_tab(app: ConsoleApp) -> list[str]:
+    """The cascade tab's lines at 80x24 (the tab shown only once the run has `[quality]`)."""
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.2)
+        assert app.main.has_class("-quality"), "the cascade tab stayed hidden"
+        app.main.query_one(TabbedContent).active = "tab-cascade"
+        await pilot.pause()
+        return [line.plain for line in app.main.query_one("#cascade-tab", CascadePanel)._lines]
