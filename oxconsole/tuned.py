@@ -2,9 +2,10 @@
 
 Why this module exists: the point of tuning a deployment from the console is to keep the result.
 `write_tuned` takes the workload file as written (plus the `--set` overrides the run started
-with), puts in the live concurrency, rate, token budget and routing weights from a snapshot (a model disabled
-live gets weight 0 and leaves the routing rules, so it gets no traffic, as in the run), and writes
-``NAME.tuned.toml`` beside the original with tomli-w, so the next run starts where this one ended;
+with), puts in the live concurrency, rate, token budget, routing weights and cascade from a
+snapshot (a model disabled live gets weight 0 and leaves the routing rules, so it gets no
+traffic, as in the run), and writes ``NAME.tuned.toml`` beside the original with tomli-w, so the
+next run starts where this one ended;
 it says which keys it changed and which overrides it baked in. Keys and their order follow the
 original (comments do not survive: tomli-w writes plain TOML). It never writes a secret: workloads
 only name environment variables, and nothing here reads the environment. No Textual import: the
@@ -99,7 +100,24 @@ def _tune(raw: dict[str, Any], snapshot: Snapshot) -> list[str]:
         weight = _number(float(gauge.weight) if gauge.enabled else 0.0)
         put(m, f"models.{i}", "weight", weight, 1, f" ({name}{'' if gauge.enabled else ' off'})")
     changes += _route_around(raw, off)
+    changes += _cascade(raw, snapshot)
     return changes
+
+
+def _cascade(raw: dict[str, Any], snapshot: Snapshot) -> list[str]:
+    """`[routing] cascade` as in force now (`Snapshot.quality`'s steps, changed live by the routing
+    editor's step column or `set_cascade`); nothing for a run without `[quality]`."""
+    steps = (snapshot.quality or {}).get("steps")
+    if not isinstance(steps, list | tuple) or not steps:
+        return []
+    routing = raw.get("routing")
+    if not isinstance(routing, dict):
+        routing = raw["routing"] = {}
+    new, old = [str(m) for m in steps], routing.get("cascade", [])
+    if new == old:
+        return []
+    routing["cascade"] = new
+    return [f"routing.cascade {_toml(old)} → {_toml(new)}"]
 
 
 def _route_around(raw: dict[str, Any], off: set[str]) -> list[str]:

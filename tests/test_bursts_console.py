@@ -70,3 +70,36 @@ async def test_a_run_without_steps_or_schedule_shows_neither() -> None:
 
 def test_burst_figures_80x24(snap_compare: Any) -> None:
     assert snap_compare(make_app(burst_snapshot()), terminal_size=(80, 24))
+
+
+RATE = {"what": "rate", "from": 20, "to": 80, "t": 1234.0, "penalty_ms": 12345.0}
+BIG_STEP = {**STEP, "t": 50.0, "from": 120, "to": 400, "penalty_ms": 999.0, "recovery_s": 11.2}
+"""The step examples/burst.toml makes: its line was clipped at 80 columns ("ok in 1…")."""
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize(
+    ("step", "tail"),
+    [
+        (BIG_STEP, "+999ms ok 11s"),
+        ({**BIG_STEP, "recovery_s": None}, "+999ms recovering"),
+        ({**BIG_STEP, **RATE}, "+12.3s ok 11s"),
+    ],
+)
+async def test_a_large_steps_line_fits_the_panel_at_80x24(step: dict[str, Any], tail: str) -> None:
+    app = make_app(burst_snapshot(step, None))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        app.tick()
+        await pilot.pause()
+        panel = app.main.query_one(InFlightPanel)
+        room = panel.content_region.width
+        lines = [line.plain for line in panel._lines]
+    line = next((x for x in lines if x.startswith("step")), None)
+    assert line is not None, lines
+    assert "…" not in line and line.endswith(tail), f"clipped or changed at {room} columns: {line!r}"
+    assert len(line) <= room, (room, line)
+
+
+def test_a_large_step_80x24(snap_compare: Any) -> None:
+    assert snap_compare(make_app(burst_snapshot(BIG_STEP, LAG)), terminal_size=(80, 24))

@@ -4,7 +4,9 @@ judge their answers."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -12,16 +14,24 @@ import pytest
 from textual.widgets import Input, TabbedContent
 
 import oxconsole.ui.app as app_module
+from oxconsole.cli import main
+from oxconsole.console import EndedEarly
+from oxconsole.control import SocketSource
 from oxconsole.engine.commands import SetCascade
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.collector import Collector
 from oxconsole.metrics.snapshot import Gauges, ModelGauge, Snapshot
+from oxconsole.outputs import beside_journal
+from oxconsole.prepare import SUMMARY_NAME
 from oxconsole.ui.app import ConsoleApp
 from oxconsole.ui.cascadepanel import CascadePanel
 from oxconsole.ui.lines import Palette
 from oxconsole.ui.panels.cascade import ACTUAL, cascade_lines, per_valid_rows
 from oxconsole.ui.screens import RoutingEditor
 from oxconsole.workload import PricePlan, Prices
+from tests.support import run
+from tests.support.workloads import load_workload as load_test_workload
+from tests.support.workloads import write_workload
 from tests.ui_support import StaticSource, fixed_snapshot, open_routing
 
 PLANS = {"request-based": PricePlan("request-based", Prices(per_request=0.0004))}
@@ -30,6 +40,16 @@ PLANS = {"request-based": PricePlan("request-based", Prices(per_request=0.0004))
 def cascade_snapshot(done: int = 200, total: int | None = 1000) -> Snapshot:
     """A cascade small -> big, `done` requests in: small wrong on one in four (escalated to big,
     right), small 0.001 and big 0.02 a request."""
+    col, now = cascade_collector(done)
+    g = Gauges(
+        "running", now, total, done + 4, 4, 0, 0, 0, 4, 0.0, 20.0, 0.5,
+        models={"small": ModelGauge(1.0, True, 3), "big": ModelGauge(1.0, True, 1)},
+    )  # fmt: skip
+    return col.snapshot(g)
+
+
+def cascade_collector(done: int) -> tuple[Collector, float]:
+    """The collector of `cascade_snapshot`, and its clock after the last record."""
     now = [0.0]
     col = Collector(["small", "big"], started_at=1_700_000_000.0, clock=lambda: now[0], plans=PLANS)
     col.cascade = ("small", "big")
@@ -60,11 +80,7 @@ def cascade_snapshot(done: int = 200, total: int | None = 1000) -> Snapshot:
             ] if wrong else None,
         )  # fmt: skip
         col.record(rec)
-    g = Gauges(
-        "running", now[0], total, done + 4, 4, 0, 0, 0, 4, 0.0, 20.0, 0.5,
-        models={"small": ModelGauge(1.0, True, 3), "big": ModelGauge(1.0, True, 1)},
-    )  # fmt: skip
-    return col.snapshot(g)
+    return col, now[0]
 
 
 def app_for(snap: Snapshot) -> ConsoleApp:
@@ -159,3 +175,100 @@ async def test_routing_editor_refuses_a_step_twice_or_none() -> None:
         await pilot.press("ctrl+s")
         assert "at least one step" in str(editor.query_one("#routing-error").render())
     assert src.sent == []
+
+
+def ended_snapshot(changes: list[dict[str, Any]] | None = None) -> Snapshot:
+    """A finished run as a console opened after its end sees it: its summary only."""
+    col, now = cascade_collector(200)
+    summary = col.summary("casc", now)
+    if changes is not None:
+        summary["changes"] = changes
+    return Snapshot.from_summary(orjson.loads(orjson.dumps(summary)))  # as read from summary.json
+
+
+def test_a_finished_runs_summary_gives_the_live_cascade_figures() -> None:
+    live, ended = cascade_snapshot().quality, ended_snapshot().quality
+    assert ended is not None and live is not None, "no cascade figures from the summary"
+    assert ended == live, (ended, live)  # the steps too: small is asked most, so it is first
+    lines = [ln.plain for ln in cascade_lines(ended_snapshot(), Palette(), 78)]
+    assert lines[0].startswith("cascade small → big · valid 100.0% (200/200) · escalated 50"), lines
+    rows = {name: now for name, now, _ in per_valid_rows(ended_snapshot())}
+    assert rows[ACTUAL] == pytest.approx((150 * 0.001 + 50 * 0.021) / 200), rows
+    assert rows["request-based"] == pytest.approx(250 * 0.0004 / 200), rows
+    big_only = [{"t": 5.0, "what": "cascade", "from": ["small", "big"], "to": ["big"], "by": "key"}]
+    q = ended_snapshot(big_only).quality
+    assert q is not None and q["steps"] == ["big"], q  # the last change's steps stood at the end
+
+
+@pytest.mark.slow
+async def test_a_console_opened_on_a_finished_run_shows_the_cascade_tab() -> None:
+    app = app_for(ended_snapshot())
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        app.tick()
+        await pilot.pause()
+        assert app.main.has_class("-quality"), "the cascade tab stayed hidden"
+        app.main.query_one(TabbedContent).active = "tab-cascade"
+        await pilot.pause()
+        panel = app.main.query_one("#cascade-tab", CascadePanel)
+        shown = [line.plain for line in panel._lines]
+    assert shown and shown[0].startswith("cascade small → big · valid 100.0%"), shown
+    small = next((ln for ln in shown if ln.startswith("small")), "")
+    assert small.split()[1:] == ["200", "75.0%", "25.0%"], shown
+
+
+async def test_a_real_cascade_runs_summary_opens_with_its_cascade_view(tmp_path: Path) -> None:
+    """Over HTTP to the simulator: the summary a finished run wrote (summary.json, read back as a
+    console attached after the end reads it) gives the cascade view the run's own figures."""
+    lines = [{"id": f"q{i}", "prompt": f"question {i}?", "expected": f"answer {i}"} for i in range(60)]
+    w = load_test_workload("cascade", tmp_path, prompts="\n".join(orjson.dumps(x).decode() for x in lines))
+    out = await run(w, sim="process")  # the engine's own simulator, told the prompts' answers
+    summary = orjson.loads(orjson.dumps(out.summary))
+    q = Snapshot.from_summary(summary).quality
+    assert q is not None, "no cascade figures from a real run's summary"
+    small, big = summary["quality"]["models"]["small"], summary["quality"]["models"]["big"]
+    escalated = summary["cascade"]["escalated"]
+    assert 0 < escalated < 60 and big["asked"] == escalated, summary["cascade"]  # small 80% right
+    assert q["steps"] == ["small", "big"], q["steps"]
+    assert (q["judged"], q["valid"], q["escalated"]) == (60, summary["quality"]["valid"], escalated), q
+    assert q["models"]["small"] == {**small, "escalated": escalated}, q["models"]
+    assert q["models"]["big"]["escalated"] == 0, q["models"]
+    head = cascade_lines(Snapshot.from_summary(summary), Palette(), 78)[0].plain
+    assert head.startswith(f"cascade small → big · valid {100 * summary['quality']['fraction']:.1f}%"), head
+
+
+@pytest.mark.subprocess
+@pytest.mark.slow
+def test_a_console_on_a_cascade_run_already_over_shows_its_cascade_tab(tmp_path: Path) -> None:
+    """The whole path: a real headless cascade run on the simulator writes its summary beside its
+    journal; a console whose run is gone before it connected (`EndedEarly`) opens on that summary,
+    and its cascade tab shows the run's figures at 80x24."""
+    lines = [{"id": f"q{i}", "prompt": f"question {i}?", "expected": f"answer {i}"} for i in range(60)]
+    path = write_workload("cascade", tmp_path, prompts="\n".join(orjson.dumps(x).decode() for x in lines))
+    results = tmp_path / "results.jsonl"
+    summary_path = beside_journal(results, SUMMARY_NAME)
+    argv = [str(path), "--headless", "--output", str(results), "--summary-json", str(summary_path)]
+    assert main(argv) == 0
+    summary = orjson.loads(summary_path.read_bytes())
+    gone = SocketSource(tmp_path / "gone.sock", name="cascade", results_path=str(results))
+    shown = asyncio.run(cascade_tab(ConsoleApp(EndedEarly(gone), theme_dirs=[], cursor_blink=False)))
+    q = summary["quality"]
+    head = f"cascade small → big · valid {100 * q['fraction']:.1f}% ({q['valid']}/60)"
+    assert shown and shown[0].startswith(head), (head, shown)
+    small = next((ln for ln in shown if ln.startswith("small")), "")
+    esc = summary["cascade"]["escalated"]
+    assert small.split()[1:] == [
+        "60",
+        f"{100 * q['models']['small']['fraction']:.1f}%",
+        f"{100 * esc / 60:.1f}%",
+    ], shown
+
+
+async def cascade_tab(app: ConsoleApp) -> list[str]:
+    """The cascade tab's lines at 80x24 (the tab shown only once the run has `[quality]`)."""
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.2)
+        assert app.main.has_class("-quality"), "the cascade tab stayed hidden"
+        app.main.query_one(TabbedContent).active = "tab-cascade"
+        await pilot.pause()
+        return [line.plain for line in app.main.query_one("#cascade-tab", CascadePanel)._lines]

@@ -11,6 +11,7 @@ import orjson
 import pytest
 
 from oxconsole.cli import main
+from oxconsole.units import fmt_money
 
 from .support.workloads import write_workload
 
@@ -65,3 +66,26 @@ def test_html_section_and_compare_rows_from_the_journals(
     assert main(["report", "a.jsonl", "b.jsonl"]) == 0
     text = capsys.readouterr().out
     assert "valid %" in text and "cost/valid" in text and "flat /valid" in text
+
+
+@pytest.mark.subprocess
+def test_markdown_has_the_quality_and_cascade_tables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = write_workload("cascade", tmp_path, PLANS, prompts=prompts())
+    assert main([str(path), "--headless", "--output", "a.jsonl", "--summary-json", "a.json"]) == 0
+    a = json.loads((tmp_path / "a.json").read_text())
+    capsys.readouterr()
+    assert main(["report", "a.jsonl", "--markdown"]) == 0
+    md = capsys.readouterr().out
+    assert "#### Quality and the cascade" in md, md
+    section = md[md.index("#### Quality and the cascade") :]
+    q, final = a["quality"], a["cascade"]["final"]
+    assert f"{q['valid']} valid answers of {N} judged" in section, section
+    for name, m in q["models"].items():
+        row = f"| {name} | {m['asked']} | {m['valid']} | {100 * m['fraction']:.1f}% | {final.get(name, 0)} |"
+        assert row in section, (row, section)
+    flat = a["cost"]["plans"]["flat"]
+    row = f"| flat | {fmt_money(flat['total'])} | {fmt_money(flat['per_valid'])} |"
+    assert "| prices | total | per valid answer |" in section and row in section, (row, section)

@@ -14,6 +14,7 @@ from oxconsole.hints import CACHE_HINT
 from oxconsole.journal.reading import implausible
 from oxconsole.reports.compare import compare, load_run, render_compare
 from oxconsole.reports.html import write_html_report
+from oxconsole.reports.svg import fmt_ms
 from oxconsole.summary import summary_from_journal
 from oxconsole.summarytable import render_summary
 from tests.support import oxconsole_here, run
@@ -42,6 +43,13 @@ async def test_journal_summary_agrees_and_every_report_shows_the_figures(tmp_pat
     page = write_html_report(w.results_path(), tmp_path / "r.html").read_text()
     assert 'id="reasoning"' in page and "TTFOT p50 ms" in page, page[:200]
     assert f"{tok['cached']:,}" in page and share in page
+    dist = page[page.index('<section id="distributions">') :]
+    dist = dist[: dist.index("</section>")]
+    charts = [c.split("</title>")[0] for c in dist.split("<title>")[1:]]
+    assert charts == ["TTFT", "TTFOT", "ITL", "latency"], f"the distributions drawn: {charts}"
+    ttfot = dist[dist.index("<title>TTFOT</title>") : dist.index("<title>ITL</title>")]
+    p50 = f"p50 {fmt_ms(again['ttfot_ms']['p50'])}"
+    assert p50 in ttfot and "<rect" in ttfot.split("</text>", 1)[-1], (p50, ttfot[:400])
 
 
 async def test_compare_shows_the_cache_and_plain_runs_show_nothing(tmp_path: Path) -> None:
@@ -64,6 +72,26 @@ async def test_compare_shows_the_cache_and_plain_runs_show_nothing(tmp_path: Pat
     assert "TTFOT" not in table and "of output" not in table and "(hit" not in table, table
     page = write_html_report(runs["plain"], tmp_path / "p.html").read_text()
     assert 'id="reasoning"' not in page and "TTFOT" not in page
+
+
+async def test_compare_gives_ttfot_bootstrap_intervals_and_a_verdict(tmp_path: Path) -> None:
+    paths = {}
+    for name, tokens in (("short", 8), ("long", 40)):  # 40 reasoning tokens at 200/s: TTFOT +160 ms
+        folder = tmp_path / name
+        folder.mkdir()
+        w = load_workload("reasoning", folder, {"sim.models.r.reasoning_tokens": tokens, "run.requests": 12})
+        await run(w)
+        paths[name] = w.results_path()
+    c = compare([load_run(paths["short"]), load_run(paths["long"]), load_run(paths["short"])])
+    rows = {r["figure"]: r for r in c["figures"]}
+    for key in ("ttfot_ms.p50", "ttfot_ms.p99"):
+        row = rows[key]
+        assert all(iv is not None for iv in row["intervals"]), (key, row)
+        for v, (lo, hi) in zip(row["values"], row["intervals"], strict=True):
+            assert lo <= v <= hi, (key, v, lo, hi)
+        # the longer reasoning is beyond noise; the same journal again is within it
+        assert row["within_noise"] == [None, False, True], (key, row)
+    assert rows["ttfot_ms.p50"]["values"][1] - rows["ttfot_ms.p50"]["values"][0] == pytest.approx(160, abs=40)
 
 
 def test_the_journal_reader_refuses_impossible_counts(tmp_path: Path) -> None:

@@ -295,9 +295,9 @@ class Snapshot:
     @classmethod
     def from_summary(cls, summary: Mapping[str, Any]) -> Snapshot:
         """The end of a run as far as its summary tells it: counts, timings, models, errors and
-        changes, in state "done". What a summary does not keep is left empty: the live settings
-        (``gauges.concurrency`` is 0, no model gauges), the per-second series, histogram bins and
-        the last-10-s figures. For a console that opens on a run already over."""
+        changes, the cascade's figures, in state "done". What a summary does not keep is left
+        empty: the live settings (``gauges.concurrency`` is 0, no model gauges), the per-second
+        series, histogram bins and the last-10-s figures. For a console that opens on a run already over."""
         get = partial(_at, summary)
         total = _counts(summary.get("requests"))
         duration = float(summary.get("duration_s") or 0.0)
@@ -350,12 +350,55 @@ class Snapshot:
                 if isinstance(p, Mapping)
             ),
             reasoning=ReasoningLive.from_summary(summary),
+            quality=_quality_from_summary(summary),
         )
 
 
 _METRICS = ("latency_ms", "ttft_ms", "itl_ms", "queue_ms")
 """The timing summaries a snapshot carries (as `metrics.aggregate.METRICS`, not imported: this
 module imports nothing of the collector's)."""
+
+
+def _quality_from_summary(summary: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The snapshot's `quality` (as `metrics/quality.live_quality` gives it) from a finished run's
+    summary, for a console opened on a run already over; None without a `quality` block. (Here and
+    not in metrics/quality.py, which imports what imports this module.) A summary does not say
+    the steps in force: they are the last cascade change's, else the models asked, most asked first
+    (each step is asked only about what the steps before it got wrong)."""
+    q, c = summary.get("quality"), summary.get("cascade")
+    if not isinstance(q, Mapping):
+        return None
+    c = c if isinstance(c, Mapping) else {}
+    final_block = c.get("final")
+    final: Mapping[str, Any] = final_block if isinstance(final_block, Mapping) else {}
+    asked = {str(n): m for n, m in (q.get("models") or {}).items() if isinstance(m, Mapping)}
+    changed = [ch.get("to") for ch in summary.get("changes") or () if ch.get("what") == "cascade"]
+    steps = [str(m) for m in changed[-1]] if changed and isinstance(changed[-1], list) else None
+    if steps is None:
+        steps = sorted(asked, key=lambda n: (-_count(asked[n].get("asked")), n))
+    order = {name: i for i, name in enumerate(steps)}
+    models = {}
+    for name in sorted(asked, key=lambda n: (order.get(n, len(order)), n)):
+        m = asked[name]
+        n_asked = _count(m.get("asked"))
+        models[name] = {
+            "asked": n_asked,
+            "valid": _count(m.get("valid")),
+            "fraction": float(m.get("fraction") or 0.0),
+            "escalated": max(0, n_asked - _count(final.get(name))),
+        }
+    return {
+        "judged": _count(q.get("judged")),
+        "valid": _count(q.get("valid")),
+        "fraction": float(q.get("fraction") or 0.0),
+        "escalated": _count(c.get("escalated")),
+        "steps": steps,
+        "models": models,
+    }
+
+
+def _count(v: Any) -> int:
+    return v if type(v) is int and v >= 0 else 0
 
 
 def _plan_cost(d: Mapping[str, Any]) -> PlanCost:

@@ -137,14 +137,29 @@ def mean_interval(values: Sequence[float], seed: int = SEED) -> tuple[float, flo
 
 
 def _timings(path: str | os.PathLike[str]) -> dict[str, array[float]]:
-    out = {m: array("d") for m in ("ttft_ms", "itl_ms", "latency_ms")}
+    """The ok records' timings, by metric: TTFT, ITL, latency and TTFOT (empty when no record
+    carries it)."""
+    out = {m: array("d") for m in ("ttft_ms", "itl_ms", "latency_ms", "ttfot_ms")}
     for rec in read_journal(path):
         if rec.status != "ok":
             continue
-        for m, v in (("ttft_ms", rec.ttft_ms), ("itl_ms", rec.itl_ms), ("latency_ms", rec.latency_ms)):
+        for m, v in (("ttft_ms", rec.ttft_ms), ("itl_ms", rec.itl_ms), ("latency_ms", rec.latency_ms),
+                     ("ttfot_ms", rec.ttfot_ms)):  # fmt: skip
             if v is not None:
                 out[m].append(v)
     return out
+
+
+def _with_intervals(figs: dict[str, Figure], metric: str, vals: Sequence[float], qs: Sequence[float]) -> None:
+    """Put the bootstrap intervals of ``metric``'s percentiles ``qs`` on the figures already there
+    (a figure absent or without a value is left as it is)."""
+    keys = [f"{metric}.p{q:.0f}" for q in qs]
+    if not vals or not any(figs.get(k, Figure(None, None)).value is not None for k in keys):
+        return
+    for key, iv in zip(keys, percentile_intervals(vals, qs), strict=True):
+        f = figs.get(key)
+        if f is not None and f.value is not None:
+            figs[key] = Figure(f.value, iv)
 
 
 def load_run(path: str | os.PathLike[str], plans: Mapping[str, PricePlan] | None = None) -> RunFigures:
@@ -157,7 +172,9 @@ def load_run(path: str | os.PathLike[str], plans: Mapping[str, PricePlan] | None
     for key, what in (("requests_per_s", "ok"), ("output_tokens_per_s", "output_tokens")):
         rates = tl.rate(what)
         figs[key] = Figure(float(s["throughput"][key]), mean_interval([rates[i] for i in whole]))
-    for metric, vals in _timings(path).items():
+    timings = _timings(path)
+    ttfot = timings.pop("ttfot_ms")
+    for metric, vals in timings.items():
         qs = (50.0, 90.0, 99.0)
         intervals = percentile_intervals(vals, qs)
         for q, iv in zip(qs, intervals, strict=True):
@@ -174,6 +191,7 @@ def load_run(path: str | os.PathLike[str], plans: Mapping[str, PricePlan] | None
     figs.update((k, Figure(v, None)) for k, v in step_values(s).items())
     figs.update((k, Figure(v, None)) for k, v in quality_figures(s).items())
     figs.update((k, Figure(v, None)) for k, v in reasoning_figures(s).items())
+    _with_intervals(figs, "ttfot_ms", ttfot, (50.0, 99.0))  # the rows reasoning_figures gave
     return RunFigures(os.fspath(path), str(s.get("name", "")), figs)
 
 

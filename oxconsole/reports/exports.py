@@ -19,6 +19,7 @@ import orjson
 
 from oxconsole.journal.records import RequestRecord
 from oxconsole.reports.plans import money_cell, plan_table
+from oxconsole.reports.quality import MONEY_HEAD, QUALITY_HEAD, quality_tables
 from oxconsole.summary import read_journal
 
 __all__ = [
@@ -103,7 +104,7 @@ _TIMINGS = (("TTFT", "ttft_ms"), ("ITL", "itl_ms"), ("latency", "latency_ms"), (
 
 
 def render_markdown(s: Mapping[str, Any]) -> str:
-    """The summary as Markdown: totals, timings, models, errors."""
+    """The summary as Markdown: totals, timings, models, errors, plans, quality and the cascade."""
     req = s.get("requests") or {}
     thr = s.get("throughput") or {}
     out = [f"### {s.get('name', '')}", "", f"{_f(s.get('duration_s'))} s from {s.get('started_at', '?')}", ""]
@@ -140,6 +141,11 @@ def render_markdown(s: Mapping[str, Any]) -> str:
     head, plans = plan_table(s)
     if plans:
         out += ["", *_md_table(head, plans)]
+    quality = quality_tables(s)
+    if quality is not None:
+        note, models, money = quality
+        out += ["", "#### Quality and the cascade", "", note, "", *_md_table(QUALITY_HEAD, models)]
+        out += ["", *_md_table(MONEY_HEAD, money)]
     return "\n".join(out) + "\n"
 
 

@@ -35,7 +35,13 @@ __all__ = ["REPORT_NAME", "render_html", "write_compare_html", "write_html_repor
 REPORT_NAME = "report.html"
 """What `[output] html = true` writes beside the journal."""
 
-_LABEL = {"ttft_ms": "TTFT", "itl_ms": "ITL", "latency_ms": "latency", "queue_ms": "queue"}
+_LABEL = {
+    "ttft_ms": "TTFT",
+    "ttfot_ms": "TTFOT",
+    "itl_ms": "ITL",
+    "latency_ms": "latency",
+    "queue_ms": "queue",
+}
 
 CSS = """
 :root { color-scheme: light; }
@@ -245,12 +251,15 @@ def _over_time(tl: Timeline, markers: list[Marker]) -> list[str]:
 
 
 def _distributions(s: Mapping[str, Any], tl: Timeline) -> list[str]:
+    """TTFT, ITL and latency; TTFOT beside TTFT when the records carry it and the run has the
+    reasoning section (a plain run's TTFOT is its TTFT: drawn once)."""
+    shown = [(m, PALETTE[i]) for i, m in enumerate(TIMED)]
+    if "ttfot_ms" in tl.whole and has_reasoning(s):
+        shown.insert(1, ("ttfot_ms", PALETTE[len(TIMED)]))
     figs = []
-    for i, m in enumerate(TIMED):
+    for m, color in shown:
         marks = [(q, float(_g(s, m, q) or 0.0)) for q in ("p50", "p90", "p99")]
-        figs.append(
-            _figure(f"{_LABEL[m]} (ms)", distribution(_LABEL[m], tl.whole[m].bins(32), PALETTE[i], marks))
-        )
+        figs.append(_figure(f"{_LABEL[m]} (ms)", distribution(_LABEL[m], tl.whole[m].bins(32), color, marks)))
     return ['<div class="charts">', *figs, "</div>"]
 
 

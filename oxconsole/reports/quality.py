@@ -1,5 +1,5 @@
 """Answers that must be right in the shareable reports: the HTML report's "Quality and the cascade"
-section and the compared runs' quality rows.
+section (and its Markdown tables) and the compared runs' quality rows.
 
 Why this module exists: a report answers "how many answers were right, per model asked, and what
 did one right answer cost?" from the summary's `quality`, `cascade` and `cost.per_valid` alone;
@@ -14,7 +14,14 @@ from typing import Any
 
 from oxconsole.units import fmt_money, fmt_ms
 
-__all__ = ["quality_figures", "quality_rows", "quality_section"]
+__all__ = [
+    "MONEY_HEAD",
+    "QUALITY_HEAD",
+    "quality_figures",
+    "quality_rows",
+    "quality_section",
+    "quality_tables",
+]
 
 
 def _table(head: Iterable[str], rows: Iterable[Iterable[str]]) -> str:
@@ -27,20 +34,28 @@ def _pct(v: Any) -> str:
     return f"{100.0 * float(v or 0.0):.1f}%"
 
 
-def quality_section(s: Mapping[str, Any]) -> str:
-    """The section (empty without `[quality]`): valid answers per model asked, where the cascade
-    left the requests, what a valid answer took and cost at the actual prices and under each plan."""
+QUALITY_HEAD = ("model", "asked", "valid", "valid %", "answers that stood")
+MONEY_HEAD = ("prices", "total", "per valid answer")
+
+
+def quality_tables(s: Mapping[str, Any]) -> tuple[str, list[tuple[str, ...]], list[tuple[str, ...]]] | None:
+    """What the HTML and the Markdown report say of `[quality]` (None without it): a sentence
+    (valid answers, escalations, an answer's p50 and p99), one row per model asked
+    (`QUALITY_HEAD`), and the total and $ per valid answer at the actual prices and under each
+    plan (`MONEY_HEAD`)."""
     q = s.get("quality")
     if not isinstance(q, Mapping):
-        return ""
+        return None
     final = (s.get("cascade") or {}).get("final") or {}
-    models = [
+    models: list[tuple[str, ...]] = [
         (str(n), f"{int(m.get('asked') or 0):,}", f"{int(m.get('valid') or 0):,}", _pct(m.get("fraction")),
          f"{int(final.get(n) or 0):,}")
         for n, m in (q.get("models") or {}).items()
     ]  # fmt: skip
     cost = s.get("cost") or {}
-    money = [("actual prices", fmt_money(cost.get("total")), fmt_money(cost.get("per_valid")))]
+    money: list[tuple[str, ...]] = [
+        ("actual prices", fmt_money(cost.get("total")), fmt_money(cost.get("per_valid")))
+    ]
     money += [
         (str(n), fmt_money(p.get("total")), fmt_money(p.get("per_valid")))
         for n, p in (cost.get("plans") or {}).items()
@@ -54,11 +69,21 @@ def quality_section(s: Mapping[str, Any]) -> str:
         "escalations included. "
         "Every model asked is billed: $ per valid answer divides each total by the valid answers."
     )
+    return note, models, money
+
+
+def quality_section(s: Mapping[str, Any]) -> str:
+    """The section (empty without `[quality]`): valid answers per model asked, where the cascade
+    left the requests, what a valid answer took and cost at the actual prices and under each plan."""
+    tables = quality_tables(s)
+    if tables is None:
+        return ""
+    note, models, money = tables
     return (
         '<section id="quality"><h2>Quality and the cascade</h2>'
         f'<p class="note">{escape(note)}</p>'
-        + _table(("model", "asked", "valid", "valid %", "answers that stood"), models)
-        + _table(("prices", "total", "per valid answer"), money)
+        + _table(QUALITY_HEAD, models)
+        + _table(MONEY_HEAD, money)
         + "</section>"
     )
 

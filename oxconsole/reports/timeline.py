@@ -51,6 +51,7 @@ class Timeline:
     span: float
     slots: list[Slot]
     whole: dict[str, LogHistogram]
+    """Each of `TIMED`, and `ttfot_ms` when some ok record has one (its distribution only)."""
 
     def times(self) -> list[float]:
         """The middle of each slot, in seconds since the start."""
@@ -122,4 +123,6 @@ def build_timeline(path: str | os.PathLike[str], max_slots: int = MAX_SLOTS) -> 
             if v is not None:
                 s.hists[m].record(v)
                 whole[m].record(v)
+        if rec.ttfot_ms is not None:
+            (whole.get("ttfot_ms") or whole.setdefault("ttfot_ms", LogHistogram())).record(rec.ttfot_ms)
     return Timeline(t0, step, span, slots, whole)

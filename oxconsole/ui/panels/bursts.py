@@ -19,15 +19,19 @@ from oxconsole.ui.numbers import ms
 __all__ = ["burst_lines"]
 
 
-def burst_lines(bursts: Mapping[str, Any] | None, p: Palette, label: Callable[[str], Line]) -> list[Line]:
-    """ "step" (the last step: from → to, when, the TTFT penalty, its recovery or "recovering") and
-    "sched" (p50 and p99 of sends behind their due time, the share within 10 ms): 30 columns."""
+def burst_lines(
+    bursts: Mapping[str, Any] | None, p: Palette, label: Callable[[str], Line], width: int = 80
+) -> list[Line]:
+    """ "step" (the last step: from → to, when, the TTFT penalty, its recovery or "recovering"),
+    shortened to fit `width` columns, and "sched" (p50 and p99 of sends behind their due time, the
+    share within 10 ms): 30 columns."""
     if not bursts:
         return []
     lines = []
     step = bursts.get("step")
     if isinstance(step, Mapping):
-        lines.append(_step_line(step, p, label("step")))
+        t = label("step")
+        lines.append(_step_line(step, p, t, width - len(t)))
     lag = bursts.get("lag")
     if isinstance(lag, Mapping):
         t = label("sched")
@@ -43,23 +47,29 @@ def _secs(v: float) -> str:
     return f"{v / 1000:.1f}s" if abs(v) >= 1000 else f"{v:.0f}ms"
 
 
-def _step_line(st: Mapping[str, Any], p: Palette, t: Line) -> Line:
+def _step_line(st: Mapping[str, Any], p: Palette, t: Line, room: int) -> Line:
+    """The step in the first of its forms that fits `room` columns: in full (`10→300 @30s +1.8s
+    ok in 12s`), then "ok 12s", then without the step's time; a step line is never clipped."""
     frm, to = st.get("from"), st.get("to")
     what = "" if st.get("what") == "concurrency" else "rate "
     nums = isinstance(frm, int | float) and isinstance(to, int | float)
-    t.append(f"{what}{frm:g}→{to:g}" if nums else "?")
-    t.append(f" @{float(st.get('t') or 0.0):.0f}s ", style=p.muted)
+    head = f"{what}{frm:g}→{to:g}" if nums else "?"
+    when = f" @{float(st.get('t') or 0.0):.0f}s"
     pen = st.get("penalty_ms")
     if not isinstance(pen, int | float):
-        t.append("measuring", style=p.muted)
-        return t
+        return t.append(head).append(f"{when} measuring", style=p.muted)
     if no_penalty(st):
-        t.append("no penalty", style=p.success)
-        return t
-    t.append(f"+{_secs(pen)}", style=f"bold {p.warning}")
+        return t.append(head).append(f"{when} ", style=p.muted).append("no penalty", style=p.success)
     rec = st.get("recovery_s")
-    if isinstance(rec, int | float):
-        t.append(f" ok in {rec:.0f}s" if rec >= 10 else f" ok in {rec:.1f}s")
-    else:
-        t.append(" recovering", style=p.warning)
-    return t
+    done = isinstance(rec, int | float)
+    secs = "" if not isinstance(rec, int | float) else f"{rec:.0f}s" if rec >= 10 else f"{rec:.1f}s"
+    forms = [(when, " ok in "), (when, " ok "), ("", " ok ")]
+    at, ok = next((f for f in forms if _width(head, f, pen, secs) <= room), forms[-1])
+    t.append(head).append(f"{at} ", style=p.muted).append(f"+{_secs(pen)}", style=f"bold {p.warning}")
+    return t.append(f"{ok}{secs}") if done else t.append(" recovering", style=p.warning)
+
+
+def _width(head: str, form: tuple[str, str], pen: float, secs: str) -> int:
+    """Columns of a step line in that form (the words after the label)."""
+    tail = f"{form[1]}{secs}" if secs else " recovering"
+    return len(head) + len(form[0]) + len(f" +{_secs(pen)}") + len(tail)

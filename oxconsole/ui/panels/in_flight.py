@@ -83,7 +83,7 @@ def in_flight_lines(s: Snapshot, p: Palette, width: int, height: int = 6) -> lis
         lines.append(headroom_line(s.gauges.ratelimit, p, label("headroom"), label.narrow))
         if len(lines) >= height:  # a short panel: the limits before what is waiting
             del lines[1]
-    lines += _bursts_in(s, p, label, lines, height)
+    lines += _bursts_in(s, p, label, lines, height, width)
     lines.extend(_detail_lines(s, p, label)[: max(0, height - len(lines) - 1)])
     level, msg = bottleneck(s)
     t = label("bound by")
@@ -92,10 +92,12 @@ def in_flight_lines(s: Snapshot, p: Palette, width: int, height: int = 6) -> lis
     return fit(lines, width)
 
 
-def _bursts_in(s: Snapshot, p: Palette, label: _Labels, lines: list[Line], height: int) -> list[Line]:
+def _bursts_in(
+    s: Snapshot, p: Palette, label: _Labels, lines: list[Line], height: int, width: int
+) -> list[Line]:
     """The burst lines that fit above the bound line; in a short panel they go before what is
     waiting (unless the rate limits took its place already)."""
-    extra = burst_lines(s.bursts, p, label)
+    extra = burst_lines(s.bursts, p, label, width)
     if extra and len(lines) + len(extra) + 1 > height and not s.gauges.ratelimit and len(lines) > 1:
         del lines[1]
     return extra[: max(0, height - len(lines) - 1)]
