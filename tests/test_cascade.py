@@ -84,7 +84,7 @@ async def test_simulated_small_model_escalates_exactly_its_wrong_answers(tmp_pat
     # what a valid answer took, escalations included: two histograms of the same samples (the
     # journal keeps each to 3 decimals), each percentile within alpha of a sample of its rank
     for k, v in lat.items():
-        bound = 2 * DEFAULT_ALPHA * abs(v) + 0.002
+        bound = 2 * DEFAULT_ALPHA * abs(v) * 1.01 + 0.002
         assert abs(lat_back[k] - v) <= bound, (k, lat_back[k], v, bound)
     assert lat["p99"] >= s["latency_ms"]["p50"], (lat, s["latency_ms"])
     assert all(r["cascade_ms"] >= r["latency_ms"] for r in recs.values() if r.get("escalations"))

@@ -320,6 +320,15 @@ def assert_summary_close(got: dict[str, float], want: dict[str, float]) -> None:
         assert abs(got[k] - v) <= bound, (k, got[k], v)
 
 
+def assert_histograms_close(got: dict[str, float], want: dict[str, float]) -> None:
+    """Two summaries of the same samples, each from its own histogram (a run's, and one rebuilt
+    from its journal's 3-decimal values): each percentile is within ``alpha`` of a sample of its
+    rank, so the two may sit a bucket apart (2 alpha), plus the rounding of both."""
+    for k, v in want.items():
+        bound = 2 * DEFAULT_ALPHA * (abs(v) + 0.0005) * 1.01 + 0.001 + 1e-9
+        assert abs(got[k] - v) <= bound, (k, got[k], v, bound)
+
+
 def test_collector_summary_matches_exact_stats() -> None:
     recs = make_records(4000)
     clock = FakeClock()
