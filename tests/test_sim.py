@@ -857,3 +857,18 @@ async def test_retrieve_a_model(client: openai.AsyncOpenAI) -> None:
     assert m.id == "timed" and m.owned_by == "oxconsole-sim"
     other = await client.models.retrieve("org/some-model")  # any name is served (default profile)
     assert other.id == "org/some-model" and "default" in other.owned_by
+
+
+def test_trace_times_follow_a_stepped_wall_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The trace's wall times come from monotonic readings and an offset read again every
+    OFFSET_TTL_S: after the wall clock steps (NTP, a virtual machine's clock catching up; a hog run
+    once saw 0.38 s), they agree with `time.time()` again instead of staying off by the step."""
+    from oxconsole.sim import streams
+
+    real = time.time
+    before = streams.wall_time(time.monotonic())
+    assert abs(before - real()) < 0.01, (before, real())
+    monkeypatch.setattr(time, "time", lambda: real() + 0.38)  # the step
+    time.sleep(streams.OFFSET_TTL_S + 0.05)
+    after = streams.wall_time(time.monotonic())
+    assert abs(after - time.time()) < 0.01, (after - time.time(), "off by the step")

@@ -76,16 +76,29 @@ class Wire:
     tail: bytes
 
 
-WALL_OFFSET = min(-time.monotonic() + time.time() for _ in range(5))  # monotonic first, then wall
-"""`time.time()` less `time.monotonic()` in this process: the least of a few readings (a reading
-interrupted between the two clocks only adds)."""
+def _offset() -> float:
+    """`time.time()` less `time.monotonic()` now: the least of a few readings (a reading
+    interrupted between the two clocks only adds)."""
+    return min(-time.monotonic() + time.time() for _ in range(3))  # monotonic first, then wall
+
+
+OFFSET_TTL_S = 1.0
+"""How long one reading of the wall clock's offset is used: a wall clock stepped meanwhile (NTP, a
+virtual machine's clock catching up) moves the trace's times no later than this after."""
+
+_offset_at = [-OFFSET_TTL_S, 0.0]
+"""When (monotonic) the offset was read, and the offset."""
 
 
 def wall_time(mono: float) -> float:
     """The wall-clock time (`time.time`) of a `time.monotonic` reading. A trace whose times all
     come from the monotonic readings its lateness uses agrees with that lateness exactly, on any
-    machine; reading `time.time()` afresh could be milliseconds later on a busy one."""
-    return mono + WALL_OFFSET
+    machine (reading `time.time()` afresh could be milliseconds later on a busy one), and with a
+    client's `time.time()` too: the offset is read again every `OFFSET_TTL_S`, so a step of the
+    wall clock (a test run once saw a 0.38 s one) does not put the first token before admission."""
+    if mono - _offset_at[0] >= OFFSET_TTL_S:
+        _offset_at[0], _offset_at[1] = mono, _offset()
+    return mono + _offset_at[1]
 
 
 class Lateness:
