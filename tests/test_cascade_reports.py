@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -26,16 +27,23 @@ def prompts() -> str:
     )
 
 
+def cascade_run(folder: Path) -> tuple[Path, dict[str, Any]]:
+    """The cascade example's run in `folder` (the working directory): its workload and summary
+    (journal a.jsonl, summary a.json)."""
+    path = write_workload("cascade", folder, PLANS, prompts=prompts())
+    assert main([str(path), "--headless", "--output", "a.jsonl", "--summary-json", "a.json"]) == 0
+    summary: dict[str, Any] = json.loads((folder / "a.json").read_text())
+    return path, summary
+
+
 @pytest.mark.subprocess
 def test_html_section_and_compare_rows_from_the_journals(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    path = write_workload("cascade", tmp_path, PLANS, prompts=prompts())
-    assert main([str(path), "--headless", "--output", "a.jsonl", "--summary-json", "a.json"]) == 0
+    path, a = cascade_run(tmp_path)
     alone = ["--set", 'routing.cascade=["big"]', "--output", "b.jsonl", "--summary-json", "b.json"]
     assert main([str(path), "--headless", *alone]) == 0
-    a = json.loads((tmp_path / "a.json").read_text())
     capsys.readouterr()
 
     assert main(["report", "a.jsonl", "--html", "a.html"]) == 0
@@ -73,9 +81,7 @@ def test_markdown_has_the_quality_and_cascade_tables(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    path = write_workload("cascade", tmp_path, PLANS, prompts=prompts())
-    assert main([str(path), "--headless", "--output", "a.jsonl", "--summary-json", "a.json"]) == 0
-    a = json.loads((tmp_path / "a.json").read_text())
+    _, a = cascade_run(tmp_path)
     capsys.readouterr()
     assert main(["report", "a.jsonl", "--markdown"]) == 0
     md = capsys.readouterr().out

@@ -4,7 +4,6 @@ has `[routing] cascade = ["big"]` and loads as a workload."""
 
 from __future__ import annotations
 
-import asyncio
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +16,7 @@ from oxconsole.engine.commands import SetCascade
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.app import ConsoleApp
 from oxconsole.workload import load_workload
-from tests.ui_support import EngineSource, open_routing
+from tests.ui_support import EngineSource, open_routing, quick_idle
 
 from .support import until
 from .support.workloads import write_workload
@@ -26,15 +25,8 @@ N = 4000
 
 
 @pytest.fixture(autouse=True)
-def quick_idle(monkeypatch: pytest.MonkeyPatch) -> None:
-    """As in test_ui_engine.py: the engine thread keeps the process busy, so Pilot's wait for idle
-    would always run its full course; every assertion below polls for its condition anyway."""
-
-    async def short(min_sleep: float = 0.0, max_sleep: float = 1.0) -> None:
-        await asyncio.sleep(0.02)
-
-    monkeypatch.setattr("textual.app.wait_for_idle", short)
-    monkeypatch.setattr("textual.pilot.wait_for_idle", short)
+def _quick_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+    quick_idle(monkeypatch)  # the engine thread keeps the process busy (ui_support.quick_idle)
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from oxconsole.engine.runner import Engine
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.app import ConsoleApp
 from oxconsole.workload import load_workload
-from tests.ui_support import EngineSource, write_sim_workload
+from tests.ui_support import EngineSource, quick_idle, write_sim_workload
 
 from .support import until
 
@@ -40,16 +40,8 @@ def last_sent(src: EngineSource) -> Command:
 
 
 @pytest.fixture(autouse=True)
-def quick_idle(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Pilot waits for the process to go idle after each key (up to 1 s, twice). The engine thread
-    keeps this process busy on purpose, so that wait would always run its full course; a short
-    fixed pause is enough here because every assertion below polls for its condition anyway."""
-
-    async def short(min_sleep: float = 0.0, max_sleep: float = 1.0) -> None:
-        await asyncio.sleep(0.02)
-
-    monkeypatch.setattr("textual.app.wait_for_idle", short)
-    monkeypatch.setattr("textual.pilot.wait_for_idle", short)
+def _quick_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+    quick_idle(monkeypatch)  # the engine thread keeps the process busy (ui_support.quick_idle)
 
 
 @pytest.fixture

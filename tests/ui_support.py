@@ -262,6 +262,18 @@ class EngineSource:
         return True
 
 
+def quick_idle(monkeypatch: Any) -> None:
+    """Pilot waits for the process to go idle after each key (up to 1 s, twice). A console over a
+    real engine thread keeps this process busy on purpose, so that wait would always run its full
+    course; a short fixed pause is enough where every assertion polls for its condition anyway."""
+
+    async def short(min_sleep: float = 0.0, max_sleep: float = 1.0) -> None:
+        await asyncio.sleep(0.02)
+
+    monkeypatch.setattr("textual.app.wait_for_idle", short)
+    monkeypatch.setattr("textual.pilot.wait_for_idle", short)
+
+
 async def open_routing(pilot: Any) -> RoutingEditor:
     """Press `w` and wait until the routing editor's rows are laid out (on a loaded machine the
     screen is pushed some frames before its rows are composed and sized)."""
