@@ -18,6 +18,7 @@ from typing import Any
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.histogram import LogHistogram
 from oxconsole.metrics.plans import Usage
+from oxconsole.metrics.snapshot import quality_view
 from oxconsole.units import fmt_money, fmt_ms
 
 __all__ = ["QualityCounts", "add_per_valid", "live_quality", "quality_entry", "quality_lines"]
@@ -131,25 +132,15 @@ def live_quality(q: QualityCounts | None, steps: tuple[str, ...] | None) -> dict
     if steps is None:
         return None
     q = q or QualityCounts()
-    models = {}
-    order = {name: i for i, name in enumerate(steps)}  # the cascade's order, then the others
-    for name, m in sorted(q.models.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])):
-        if m.asked:
-            stood = q.final.get(name, 0)
-            models[name] = {
-                "asked": m.asked,
-                "valid": m.valid,
-                "fraction": _share(m.valid, m.asked),
-                "escalated": max(0, m.asked - stood),
-            }
-    return {
-        "judged": q.judged,
-        "valid": q.valid,
-        "fraction": _share(q.valid, q.judged),
-        "escalated": q.escalated,
-        "steps": list(steps),
-        "models": models,
-    }
+    return quality_view(
+        judged=q.judged,
+        valid=q.valid,
+        fraction=_share(q.valid, q.judged),
+        escalated=q.escalated,
+        steps=steps,
+        models=[(n, m.asked, m.valid, _share(m.valid, m.asked)) for n, m in q.models.items() if m.asked],
+        stood=q.final,
+    )
 
 
 def quality_entry(q: QualityCounts | None) -> dict[str, Any]:

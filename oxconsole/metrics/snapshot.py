@@ -10,7 +10,7 @@ fresh dicts typed read-only, sequences are tuples.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -376,24 +376,44 @@ def _quality_from_summary(summary: Mapping[str, Any]) -> dict[str, Any] | None:
     steps = [str(m) for m in changed[-1]] if changed and isinstance(changed[-1], list) else None
     if steps is None:
         steps = sorted(asked, key=lambda n: (-_count(asked[n].get("asked")), n))
+    return quality_view(
+        judged=_count(q.get("judged")),
+        valid=_count(q.get("valid")),
+        fraction=float(q.get("fraction") or 0.0),
+        escalated=_count(c.get("escalated")),
+        steps=steps,
+        models=[
+            (name, _count(m.get("asked")), _count(m.get("valid")), float(m.get("fraction") or 0.0))
+            for name, m in asked.items()
+        ],
+        stood={str(n): _count(v) for n, v in final.items()},
+    )
+
+
+def quality_view(
+    *,
+    judged: int,
+    valid: int,
+    fraction: float,
+    escalated: int,
+    steps: Sequence[str],
+    models: Iterable[tuple[str, int, int, float]],
+    stood: Mapping[str, int],
+) -> dict[str, Any]:
+    """The snapshot's `quality`, live (`metrics/quality.live_quality`) or from a summary: the
+    run's figures, the steps in force, and each model's (name, asked, valid, fraction) in the
+    cascade's order, then the others, with its escalations: its answers that did not stand."""
     order = {name: i for i, name in enumerate(steps)}
-    models = {}
-    for name in sorted(asked, key=lambda n: (order.get(n, len(order)), n)):
-        m = asked[name]
-        n_asked = _count(m.get("asked"))
-        models[name] = {
-            "asked": n_asked,
-            "valid": _count(m.get("valid")),
-            "fraction": float(m.get("fraction") or 0.0),
-            "escalated": max(0, n_asked - _count(final.get(name))),
-        }
     return {
-        "judged": _count(q.get("judged")),
-        "valid": _count(q.get("valid")),
-        "fraction": float(q.get("fraction") or 0.0),
-        "escalated": _count(c.get("escalated")),
-        "steps": steps,
-        "models": models,
+        "judged": judged,
+        "valid": valid,
+        "fraction": fraction,
+        "escalated": escalated,
+        "steps": list(steps),
+        "models": {
+            name: {"asked": n, "valid": ok, "fraction": share, "escalated": max(0, n - stood.get(name, 0))}
+            for name, n, ok, share in sorted(models, key=lambda m: (order.get(m[0], len(order)), m[0]))
+        },
     }
 
 
