@@ -866,9 +866,11 @@ def test_trace_times_follow_a_stepped_wall_clock(monkeypatch: pytest.MonkeyPatch
     from oxconsole.sim import streams
 
     real = time.time
-    before = streams.wall_time(time.monotonic())
+    now = time.monotonic()
+    before = now + streams.wall_offset(now)
     assert abs(before - real()) < 0.01, (before, real())
     monkeypatch.setattr(time, "time", lambda: real() + 0.38)  # the step
     time.sleep(streams.OFFSET_TTL_S + 0.05)
-    after = streams.wall_time(time.monotonic())
+    now = time.monotonic()
+    after = now + streams.wall_offset(now)
     assert abs(after - time.time()) < 0.01, (after - time.time(), "off by the step")

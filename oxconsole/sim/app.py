@@ -60,7 +60,7 @@ from oxconsole.sim.ratelimit import Limiter
 from oxconsole.sim.responses import BAD_INPUT as BAD_RESPONSES_INPUT
 from oxconsole.sim.responses import input_text, response_body, response_wire
 from oxconsole.sim.state import ModelState
-from oxconsole.sim.streams import Answer, Lateness, Trace, Writer, wall_time
+from oxconsole.sim.streams import Answer, Lateness, Trace, Writer
 from oxconsole.workload import SimLimits, SimModelProfile
 from oxconsole.workload.promptdata import content_chars
 
@@ -242,7 +242,7 @@ class SimState:
     async def _handle(self, request: web.Request, kind: Kind) -> web.StreamResponse:
         """One request of either kind: read it, find its model, draw the arrival faults, plan the
         answer (drawing the stream faults), wait for a capacity slot, answer, give the slot back."""
-        t_in = wall_time(time.monotonic()) if self.trace is not None else 0.0
+        t_in = time.monotonic() if self.trace is not None else 0.0
         read = await self._read(request, kind)
         if isinstance(read, web.Response):
             return read
@@ -257,7 +257,7 @@ class SimState:
         loop = asyncio.get_running_loop()
         ans = plan(body, kind, prompt[0], ms)
         t_admit = loop.time() if ms.try_acquire() else await ms.acquire(loop)
-        traced = (t_in, wall_time(time.monotonic()), trace_key(prompt[1])) if t_in else None
+        traced = (t_in, time.monotonic(), trace_key(prompt[1])) if t_in else None
         try:
             return await self._answer(request, ms, kind, ans, t_admit, traced, body)
         except ConnectionError:

@@ -90,15 +90,16 @@ _offset_at = [-OFFSET_TTL_S, 0.0]
 """When (monotonic) the offset was read, and the offset."""
 
 
-def wall_time(mono: float) -> float:
-    """The wall-clock time (`time.time`) of a `time.monotonic` reading. A trace whose times all
-    come from the monotonic readings its lateness uses agrees with that lateness exactly, on any
-    machine (reading `time.time()` afresh could be milliseconds later on a busy one), and with a
-    client's `time.time()` too: the offset is read again every `OFFSET_TTL_S`, so a step of the
-    wall clock (a test run once saw a 0.38 s one) does not put the first token before admission."""
-    if mono - _offset_at[0] >= OFFSET_TTL_S:
-        _offset_at[0], _offset_at[1] = mono, _offset()
-    return mono + _offset_at[1]
+def wall_offset(now: float) -> float:
+    """What turns this process's `time.monotonic` readings into wall-clock time (`time.time`) at
+    `now` (monotonic). A trace entry's times are monotonic readings, the ones its lateness uses (so
+    they agree with it exactly, where reading `time.time()` afresh could be milliseconds later on a
+    busy machine), all turned by the one offset of the moment it is written: their order is theirs
+    whatever the wall clock does, and the offset is read again every `OFFSET_TTL_S`, so they agree
+    with a client's `time.time()` a second after a step of the wall clock (a test run saw 0.38 s)."""
+    if now - _offset_at[0] >= OFFSET_TTL_S:
+        _offset_at[0], _offset_at[1] = now, _offset()
+    return _offset_at[1]
 
 
 class Lateness:
@@ -160,7 +161,7 @@ class _TimedStream:
         "dead",
         "done",
         "end",
-        "first_wall",
+        "first_at",
         "head",
         "i",
         "late",
@@ -194,8 +195,8 @@ class _TimedStream:
         """The next chunk not yet written."""
         self.dead = False
         """The handler is gone (finished or cancelled): forget this stream."""
-        self.first_wall = 0.0
-        """Wall time of the write carrying the first content token (for the trace)."""
+        self.first_at = 0.0
+        """When (`time.monotonic`) the write carrying the first content token left (for the trace)."""
 
     def write(self, i: int, j: int, now: float) -> None:
         """Write chunks [i, j) as one HTTP chunk straight to the transport (the response's
@@ -207,7 +208,7 @@ class _TimedStream:
         data = b"".join(MALFORMED_CHUNK if c == bad else head + tokens[c % k] for c in range(i, j))
         now = self.late.wrote(self.times[i], i == 0, False)
         if i == 0:
-            self.first_wall = wall_time(now)
+            self.first_at = now
         assert self.transport is not None
         self.transport.write(b"%x\r\n%b\r\n" % (len(data), data))
         self.i = j
@@ -379,8 +380,9 @@ class Writer:
         pending.append(wire.tail)
         now = self.lateness.wrote(times[i], i == 0, True, times[-1]) if n else time.monotonic()
         if traced and self.trace is not None:
-            end = wall_time(now)
-            self.trace.append((traced[2], traced[0], traced[1], ts.first_wall or end, end))
+            off = wall_offset(now)
+            t_in, t_admit, key = traced
+            self.trace.append((key, t_in + off, t_admit + off, (ts.first_at or now) + off, now + off))
         await resp.write_eof(b"".join(pending))
         return resp
 
