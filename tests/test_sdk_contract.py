@@ -40,6 +40,9 @@ REQUIRED = [
     ("openai", "DefaultAioHttpClient"),
     ("httpx2", "create_ssl_context"),
     ("aiohttp", "StreamReader.read_nowait"),
+    ("aiohttp", "ClientRequest"),
+    ("aiohttp", "TCPConnector.connect"),
+    ("aiohttp.connector", "Connection.release"),
 ]
 
 # the slots of aiohttp's body reader that `internals._TapReader` reads or needs

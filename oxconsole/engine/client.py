@@ -181,6 +181,35 @@ class EndpointClient:
                 await self._prepared(timeout, path)
         self.session()
 
+    async def connect(self, count: int, within: float) -> int:
+        """Before the run's clock: have `count` connections (at most `max_connections`) open and
+        idle in the pool, so that the first wave's TTFT holds no TCP or TLS handshake, as no later
+        request on a kept-alive connection does. Gives up at the first failure or after `within`
+        seconds (the attempts then open and report their own); returns how many were opened."""
+        count = min(count, self._max_connections)
+        if count <= 0 or not self._templates:
+            return 0
+        session = self.session()
+        url = next(iter(self._templates.values())).url
+        held: list[aiohttp.connector.Connection] = []
+
+        async def one() -> None:
+            held.append(await internals.open_connection(session, url, within))
+
+        tasks = [asyncio.create_task(one()) for _ in range(count)]
+        try:
+            async with asyncio.timeout(within):
+                await asyncio.gather(*tasks)
+        except Exception:  # refused, a failed handshake, or `within` ran out
+            pass
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for conn in held:  # all held until here: a released one would be taken again
+                conn.release()
+        return len(held)
+
     async def _prepared(self, timeout: float, path: str) -> _Prepared:
         tmpl = await internals.template(self.sdk, timeout, path)
         prepared = _Prepared(yarl.URL(tmpl.url), multidict.CIMultiDict(tmpl.headers), tmpl.idempotency_header)

@@ -8,6 +8,7 @@ them whatever happened is one piece of work, shared by the engine and the worker
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -61,6 +62,31 @@ async def start_sim(w: Workload, names: Iterable[str]) -> tuple[SimProcess | Non
     return sim, dict.fromkeys(names, sim.url)
 
 
+CONNECT_AHEAD_MAX = 256
+"""The most connections a shard opens before its clock, over all its endpoints."""
+CONNECT_WITHIN_S = 5.0
+"""How long opening them may delay the start (at most `run.timeout`)."""
+
+
+def first_wave(in_flight: int, rate: float) -> int:
+    """The requests a shard starts with: `in_flight` (its concurrency), no more than a second of
+    `rate` sends, at most `CONNECT_AHEAD_MAX`."""
+    n = min(in_flight, CONNECT_AHEAD_MAX)
+    return min(n, math.ceil(rate)) if rate > 0 else n
+
+
+def connections_ahead(w: Workload, shares: dict[str, float], in_flight: int, rate: float) -> dict[str, int]:
+    """How many connections each endpoint gets before the clock: the first wave (`first_wave`),
+    split by the models' shares of the traffic (`Router.shares`)."""
+    n = first_wave(in_flight, rate)
+    by_endpoint: dict[str, float] = {}
+    endpoint_of = {m.name: m.endpoint for m in w.models}
+    for model, share in shares.items():
+        ep = endpoint_of[model]
+        by_endpoint[ep] = by_endpoint.get(ep, 0.0) + share
+    return {ep: math.ceil(n * share) for ep, share in by_endpoint.items() if share > 0}
+
+
 class Endpoints:
     """A run's endpoint clients (`clients[name]`) and the simulator it started, if any."""
 
@@ -102,6 +128,13 @@ class Endpoints:
             )
             paths = sorted({PATHS[m.api] for m in w.models if m.endpoint == name})
             await self.clients[name].warm(w.run.timeout, paths)
+
+    async def connect(self, counts: dict[str, int], within: float) -> dict[str, int]:
+        """Open `counts[name]` connections to each endpoint before the clock, all at once
+        (`EndpointClient.connect`); how many each has opened."""
+        names = [n for n in counts if n in self.clients]
+        opened = await asyncio.gather(*(self.clients[n].connect(counts[n], within) for n in names))
+        return dict(zip(names, opened, strict=True))
 
     async def close(self) -> None:
         for c in self.clients.values():

@@ -90,6 +90,21 @@ def ssl_context(verify: bool) -> ssl.SSLContext:
     return httpx2.create_ssl_context(verify=verify)
 
 
+# -- aiohttp: a connection opened with no request on it ---------------------------------------------
+
+
+async def open_connection(
+    session: aiohttp.ClientSession, url: Any, within: float
+) -> aiohttp.connector.Connection:
+    """A new (or idle) connection of `session`'s pool to `url`'s origin, to be `release()`d into it.
+    aiohttp has no public way to open one without a request: its connector is asked for one as a
+    request of the session would ask (the same pool key: no proxy, the connector's TLS)."""
+    connector = session.connector
+    assert connector is not None
+    req = aiohttp.ClientRequest("POST", url, loop=asyncio.get_running_loop())
+    return await connector.connect(req, [], aiohttp.ClientTimeout(sock_connect=within))
+
+
 # -- aiohttp: each network read handed to a sink inside data_received -----------------------------
 
 

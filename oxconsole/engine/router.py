@@ -95,6 +95,21 @@ class Router:
                 return steps[0]
         return self._choose(self.names)
 
+    def shares(self) -> dict[str, float]:
+        """Each model's share of the requests the general draw sends now (a cascade: all to its
+        first step); tag rules and prompts pinned to a model are left out."""
+        steps = self.steps() if self.cascade else []
+        if steps:
+            return {steps[0]: 1.0}
+        try:
+            cands = self._candidates(self.names, in_rule=False)
+        except NoModelAvailable:
+            return {}
+        total = sum(self.weights[n] for n in cands)
+        if self.strategy == "round_robin" or total <= 0:
+            return dict.fromkeys(cands, 1.0 / len(cands))
+        return {n: self.weights[n] / total for n in cands}
+
     def steps(self) -> list[str]:
         """The cascade's steps a request may be sent to now, in order."""
         return [m for m in self.cascade if self.enabled[m]]

@@ -35,11 +35,12 @@ from oxconsole.engine.commands import (
 )
 from oxconsole.engine.conversations import Sessions
 from oxconsole.engine.dispatch import Dispatcher
-from oxconsole.engine.endpoints import Endpoints
+from oxconsole.engine.endpoints import CONNECT_WITHIN_S, Endpoints, connections_ahead, first_wave
 from oxconsole.engine.headroom import Headroom
 from oxconsole.engine.health import ModelHealth
 from oxconsole.engine.limits import Hold
 from oxconsole.engine.packing import packer_for
+from oxconsole.engine.readahead import ReadAhead
 from oxconsole.engine.request import Sender, Story
 from oxconsole.engine.router import Router
 from oxconsole.gcpace import PacedGC
@@ -113,6 +114,7 @@ class LocalShard:
         self._shut = False
         self._dispatcher: asyncio.Task[None] | None = None
         self._dispatch_hist: deque[tuple[float, int]] = deque(maxlen=64)
+        self._ahead: ReadAhead | None = None
         self.stage_mark: tuple[int, bool] | None = None
         """With [[stages]]: (stage, warm-up) of the requests sent now, set by the coordinator."""
         self.sessions = Sessions.of(workload, self.skip_ids)
@@ -218,6 +220,10 @@ class LocalShard:
         self.dispatch.set_tpm(self.tpm)
         if self._shared_endpoints is None:
             await self.endpoints.start()
+        ahead = connections_ahead(self.w, self.router.shares(), self.slots.limit, self.rate)
+        await self.endpoints.connect(ahead, min(CONNECT_WITHIN_S, self.w.run.timeout))
+        self._ahead = ReadAhead(self._shard_prompts())
+        self._ahead.fill(first_wave(self.slots.limit, self.rate))
         for name, client in self.endpoints.clients.items():
             client.headroom = self.headroom.get(name)
 
@@ -287,6 +293,10 @@ class LocalShard:
             self.on_deadline()
 
     def _prompts(self) -> Iterator[Prompt]:
+        """The shard's prompts: those read ahead before the clock (`prepare`), then the rest."""
+        return iter(self._ahead if self._ahead is not None else self._shard_prompts())
+
+    def _shard_prompts(self) -> Iterator[Prompt]:
         skip = self.skip_ids
         index, count = self.shard or (0, 1)
         for i, p in enumerate(iter_prompts(self.w)):
