@@ -115,6 +115,8 @@ def split(pairs: list[tuple[float, float, float, float]], first_wave: int) -> di
     and its parts in ms; `after`: the error of the requests sent after the first `first_wave` (the
     run's first wave, every connection opened and every body sent at once)."""
     out: dict[str, list[float]] = {"error": [], "there": [], "back": [], "after": []}
+    sends = sorted(p[0] for p in pairs)
+    out["wave"] = [(sends[min(first_wave, len(sends)) - 1] - sends[0]) * 1000.0] if sends else []
     for rank, (t_sent, ttft, t_in, t_first) in enumerate(sorted(pairs)):
         error = ttft - (t_first - t_in) * 1000.0
         out["error"].append(error)
@@ -193,10 +195,12 @@ def run_case(tmp: Path, url: str, args: argparse.Namespace, case: str) -> dict[s
 
 def run_floor(url: str, args: argparse.Namespace) -> dict[str, Any]:
     """The `floor` case: N pre-encoded synthetic bodies by a bare aiohttp client, 16 in flight;
-    its TTFT is the first chunk with content in it, as oxconsole's."""
+    its TTFT is the first chunk with content in it, as oxconsole's, and its connections are open
+    before the first send, as oxconsole's."""
     import aiohttp
     import orjson
     import uvloop
+    import yarl
 
     sys.path.insert(0, str(ROOT))
     from oxconsole.sim.app import trace_key
@@ -224,6 +228,13 @@ def run_floor(url: str, args: argparse.Namespace) -> dict[str, Any]:
     async def go() -> None:
         gate = asyncio.Semaphore(args.concurrency)
         async with aiohttp.ClientSession() as session:
+            # Its connections opened first, as oxconsole opens a run's before its clock.
+            assert session.connector is not None
+            req = aiohttp.ClientRequest("POST", yarl.URL(url), loop=asyncio.get_running_loop())
+            timeout = aiohttp.ClientTimeout(sock_connect=5)
+            conns = [session.connector.connect(req, [], timeout) for _ in range(args.concurrency)]
+            for conn in await asyncio.gather(*conns):
+                conn.release()
             await asyncio.gather(*(one(session, gate, i) for i in range(args.requests)))
 
     c0, w0 = time.process_time(), time.perf_counter()
@@ -284,7 +295,7 @@ def main() -> None:
     print(
         f"{'case':<11}{'req/s':>8}{'CPU ms/req':>12}{'TTFT p50':>10}{'TTFT p99':>10}{'p99-100':>9}"
         f"{'error p50/p99':>15}{'after p99':>11}{'there p99':>11}{'back p99':>10}{'sim read p50/p99':>18}"
-        f"{'sim late p99':>14}"
+        f"{'sim late p99':>14}{'wave':>7}"
     )
     for case, r in out.items():
         print(
@@ -292,14 +303,15 @@ def main() -> None:
             f"{r['ttft_p99']:>10.1f}{r['ttft_p99'] - TTFT_MS:>9.1f}"
             f"{r['error_50']:>8.1f} /{r['error_99']:>5.1f}{r['after_99']:>11.1f}{r['there_99']:>11.1f}"
             f"{r['back_99']:>10.1f}"
-            f"{r['read_p50']:>11.1f} /{r['read_p99']:>5.1f}{r['late_p99']:>14.1f}"
+            f"{r['read_p50']:>11.1f} /{r['read_p99']:>5.1f}{r['late_p99']:>14.1f}{r['wave_50']:>7.1f}"
         )
     print(
         "(error: our TTFT minus the simulator's own for the same request, from its handler's start to"
         " its first write; after: the error of the requests after the first wave (the first"
         " `concurrency` sent); there: our attempt's start to its handler; back: its write to our stamp."
         " sim read: its time from a request's headers to its body read and parsed, before admission;"
-        " its ttft starts after it. sim late: its first writes against their schedule.)"
+        " its ttft starts after it. sim late: its first writes against their schedule. wave: from the"
+        " first send to the first wave's last, ms.)"
     )
     if "short" in out:
         for case in (c for c in out if c not in ("short", "floor")):
