@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
+import ssl
+import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 
+import pytest
 from aiohttp import web
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -31,3 +36,36 @@ def ok_answer() -> web.Response:
     """A non-streamed chat completion that says "ok" (5 prompt tokens, 1 completion token)."""
     usage = {"prompt_tokens": 5, "completion_tokens": 1}
     return web.json_response({"choices": [{"message": {"content": "ok"}}], "usage": usage})
+
+
+def self_signed(tmp_path: Path) -> ssl.SSLContext:
+    """A server-side TLS context with a fresh self-signed certificate for 127.0.0.1."""
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(cert, key)
+    return ctx
+
+
+needs_openssl = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")

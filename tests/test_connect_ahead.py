@@ -10,6 +10,7 @@ request on a connection (kept alive) with one non-streamed chat completion.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -26,6 +27,7 @@ from oxconsole.engine.router import Router
 from oxconsole.workload import Prompt
 
 from . import support
+from .http_support import needs_openssl, self_signed
 from .support.workloads import load_workload
 
 ANSWER = orjson.dumps(
@@ -46,7 +48,8 @@ class Counted:
 
 
 @asynccontextmanager
-async def counting_server() -> AsyncIterator[Counted]:
+async def counting_server(tls: ssl.SSLContext | None = None) -> AsyncIterator[Counted]:
+    """Yields its `Counted` (https when `tls` is given: accepts then count handshakes done)."""
     counted = Counted("")
     tasks: set[asyncio.Task[None]] = set()
 
@@ -72,8 +75,9 @@ async def counting_server() -> AsyncIterator[Counted]:
         finally:
             writer.close()
 
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
-    counted.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
+    server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=tls)
+    scheme = "https" if tls else "http"
+    counted.url = f"{scheme}://127.0.0.1:{server.sockets[0].getsockname()[1]}/v1"
     try:
         yield counted
     finally:
@@ -139,6 +143,42 @@ def test_a_client_holds_at_most_its_pool_tops_it_up_and_gives_up_on_a_refused_po
     first, again, accepted, after, none = asyncio.run(go())
     assert (first, again, accepted, after) == (3, 3, 3, 3), (first, again, accepted, after)
     assert none == 0, none
+
+
+@needs_openssl
+def test_over_https_handshakes_are_done_ahead_and_a_refused_certificate_opens_none(tmp_path: Path) -> None:
+    tls = self_signed(tmp_path)
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+
+    async def go() -> tuple[int, int, int, int, bool]:
+        async with counting_server(tls) as server:
+            c = EndpointClient("e", server.url, None, max_connections=8, timeout=5.0, insecure=True)
+            await c.warm(5.0, ["/chat/completions"])
+            try:
+                opened = await c.connect(2, 5.0)
+                # The server counts a connection once its side of the handshake is done, which
+                # (TLS 1.3) can be a moment after the client's.
+                await support.until(lambda: len(server.accepted) >= 2, 5.0, "2 handshakes ahead")
+                ahead = len(server.accepted)
+                results = await asyncio.gather(
+                    *(c.attempt(body, stream=False, timeout=5.0, save_text=False) for _ in range(2))
+                )
+                assert all(r.ok for r in results), results
+                after = len(server.accepted)
+            finally:
+                await c.close()
+            verifying = EndpointClient("e", server.url, None, max_connections=4, timeout=5.0)
+            await verifying.warm(5.0, ["/chat/completions"])
+            try:
+                refused = await verifying.connect(4, 5.0)  # self-signed: the handshake fails
+                res = await verifying.attempt(body, stream=False, timeout=5.0, save_text=False)
+            finally:
+                await verifying.close()
+            return opened, ahead, after, refused, res.ok
+
+    opened, ahead, after, refused, verified_ok = asyncio.run(go())
+    assert (opened, ahead, after) == (2, 2, 2), (opened, ahead, after)
+    assert refused == 0 and not verified_ok, (refused, verified_ok)
 
 
 def test_connections_ahead_follow_the_traffic_the_rate_and_the_cap(tmp_path: Path) -> None:

@@ -13,9 +13,7 @@ import asyncio
 import email.utils
 import math
 import random
-import shutil
 import ssl
-import subprocess
 import time
 from collections import defaultdict
 from collections.abc import AsyncIterator
@@ -34,6 +32,7 @@ from oxconsole.engine.runner import backoff_delay
 from oxconsole.workload import Workload
 
 from .conftest import WorkloadFactory
+from .http_support import needs_openssl, self_signed
 from .support import journal, run
 
 KEY_ENV = "OXC_TEST_FAKE_KEY"
@@ -399,38 +398,6 @@ def test_redact_known_shapes() -> None:
 
 
 # --- TLS ----------------------------------------------------------------------------------------
-
-
-def self_signed(tmp_path: Path) -> ssl.SSLContext:
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ctx.load_cert_chain(cert, key)
-    return ctx
-
-
-needs_openssl = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
 
 
 @pytest.fixture
