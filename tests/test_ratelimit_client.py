@@ -6,11 +6,14 @@ by `[sim] ratelimit_window`; the bench runs the contract's minute)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
 
+from oxconsole.engine.commands import Stop
 from oxconsole.engine.runner import make_engine
+from oxconsole.sim import start_sim
 from tests.conftest import WorkloadFactory
 from tests.support import engine_for, journal, run, until
 
@@ -167,6 +170,96 @@ async def test_pace_by_headers_keeps_to_the_token_limit(make_workload: WorkloadF
     assert all(27 <= c <= 30 for c in counts[1:3]), counts
     rl = out.summary["ratelimit"]["default"]
     assert rl["limit_tokens"] == 900 and rl["limit_requests"] is None and rl["waits"] >= 2, rl
+
+
+TWO = """
+name = "rl-two"
+[run]
+arrival = "constant"
+rate = 20
+concurrency = 200
+duration = "5s"
+grace = "5s"
+[endpoints.limited]
+base_url = "sim"
+pace_by_headers = true
+[endpoints.free]
+base_url = "{free}"
+[[models]]
+name = "m"
+endpoint = "limited"
+max_tokens = 10
+[[models]]
+name = "f"
+endpoint = "free"
+max_tokens = 10
+[routing]
+strategy = "round_robin"
+[prompts]
+items = ["{prompt}"]
+repeat = 100000
+[sim]
+rpm_limit = 6
+ratelimit_window = "2s"
+[sim.models.m]
+ttft = "10ms"
+tokens_per_s = 0
+output_tokens = 10
+jitter = 0
+[sim.models.f]
+ttft = "10ms"
+tokens_per_s = 0
+output_tokens = 10
+jitter = 0
+"""
+
+
+@pytest.mark.slow
+async def test_one_endpoint_waiting_for_its_reset_holds_no_other(make_workload: WorkloadFactory) -> None:
+    """20 requests a second, every other one to an endpoint that allows 6 a 2 s window (paced) and
+    the rest to one without limits: the free endpoint's requests leave when due (each within
+    0.5 s of its due time, all 50 of them), while the limited one's wait for their resets (no 429,
+    at most 6 sends a window). Dispatch used to wait for the limited endpoint's reset in line, and
+    every free request due meanwhile waited with it (up to the 2 s window)."""
+    free_runner, free_url = await start_sim(profiles=None, seed=1)
+    try:
+        w = make_workload(TWO.format(free=free_url, prompt="word " * 16))
+        out = await run(w)
+    finally:
+        await free_runner.cleanup()
+    recs = journal(w)
+    free = [r for r in recs if r["model"] == "f"]
+    limited = [r for r in recs if r["model"] == "m"]
+    late = sorted(round(r["t_sent"] - r["t_scheduled"], 3) for r in free)
+    assert len(free) >= 45 and late[-1] < 0.5, (len(free), late[-10:])
+    assert throttled(limited) == 0, windows_of(limited, 2.0)
+    assert max(windows_of(limited, 2.0)) <= 6, windows_of(limited, 2.0)
+    rl = out.summary["ratelimit"]["limited"]
+    assert rl["waits"] >= 2, rl
+    assert "free" not in out.summary["ratelimit"], out.summary["ratelimit"]
+
+
+async def test_a_stop_gives_back_the_requests_held_for_a_reset(make_workload: WorkloadFactory) -> None:
+    """30 prompts, 50 a second, against a paced endpoint that allows 6 a 10 s window: 6 are sent,
+    24 wait in its queue. A stop ends the run at once (not at the reset), with the 24 counted as
+    not sent (what --resume sends) and none of them in the journal."""
+    text = RUN.format(concurrency=30, duration="0s", workers=1, pace="true", prompt="word " * 16,
+                      repeat=30, rpm=6, tpm=0, window="10s")  # fmt: skip
+    # 50 a second: the first answer (10 ms) is in before the second request, so the limit is known.
+    w = make_workload(text.replace("[run]\n", '[run]\narrival = "constant"\nrate = 50\n', 1))
+    engine = engine_for(w, publish_interval=0.05)
+    task = asyncio.create_task(run(w, engine))
+    shard = engine.shards.one  # type: ignore[attr-defined]
+    await until(lambda: shard.dispatch.held.held == 24, 10.0, "24 requests held for the reset")
+    engine.apply(Stop(), "key")
+    t0 = time.monotonic()
+    out = await asyncio.wait_for(task, 20.0)
+    took = time.monotonic() - t0
+    recs = journal(w)
+    assert len(recs) == 6 and all(r["status"] == "ok" for r in recs), [r["status"] for r in recs]
+    assert out.not_sent == 24 and out.interrupted, (out.not_sent, out.interrupted)
+    assert took < 5.0, took  # the reset is 10 s away
+    assert shard.slots.in_use == 0, shard.slots.in_use
 
 
 def test_validate_says_which_endpoints_are_paced(make_workload: WorkloadFactory) -> None:

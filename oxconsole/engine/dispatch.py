@@ -5,19 +5,21 @@ prompt waits here, in order, for what holds it back (a pause, its due time on an
 schedule, a model that can take it, a free concurrency slot, the rate limiter and token budget).
 The limits it waits on are changed live (`set_rate`, `set_tpm`, `slots.set_limit`, `pause`) by
 the engine. A request admitted by the token budget carries its `Hold` to `settle`, where its
-reservation becomes its actual usage.
+reservation becomes its actual usage. One wait is not in line: a request whose endpoint must wait
+for its rate-limit reset (`pace_by_headers`) goes to that endpoint's queue (`pacing.py`), and the
+next prompt is taken.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-import time
 from collections.abc import Awaitable, Callable, Iterator
 
 from oxconsole.engine.arrival import ArrivalSchedule
 from oxconsole.engine.headroom import Headroom
 from oxconsole.engine.limits import Hold, LiveRateLimiter, ResizableSlots, TokenBudget
+from oxconsole.engine.pacing import HeldForHeadroom
 from oxconsole.engine.router import NoModelAvailable, Router
 from oxconsole.engine.traceclock import TraceClock
 from oxconsole.journal.records import RequestRecord
@@ -36,10 +38,6 @@ was built and encoded back to back before any of them reached its connection, an
 
 TPM_WINDOW_S = 60.0
 """The token budget's window: the contract's minute. Tests shorten it to run in seconds."""
-
-HEADROOM_POLL_S = 0.25
-"""Longest sleep between looks while waiting for an endpoint's reset: a wait with no reset known
-(every answer still pending) looks again this often."""
 
 OUTPUT_GUESS = 256
 """Output tokens reserved for a request with no max_tokens anywhere, until answers show more."""
@@ -86,6 +84,7 @@ class Dispatcher:
         self.stopped = False
         self.exhausted = False
         """Every prompt was started: the loop ran to the end of the prompts, not to a stop."""
+        self._ran_out = False
         self.deadline = math.inf
         """Loop time at which `run.duration` runs out: no request due at or after it is started."""
         self._running = asyncio.Event()
@@ -94,6 +93,10 @@ class Dispatcher:
         """When a trace's rows are due (`Prompt.due`), from the run's start."""
         self.paced: dict[str, Headroom] = {}
         """Model -> its endpoint's rate-limit figures, for endpoints with `pace_by_headers`."""
+        self.held = HeldForHeadroom(
+            lambda *a: self.start(*a), self.slots.release, lambda: self.stopped, DISPATCH_BURST
+        )
+        """Requests waiting for their endpoint's reset, one queue each (`pacing.py`)."""
 
     # --- live changes, from the engine's loop ---------------------------------------------------
     def set_rate(self, value: float, now: float) -> None:
@@ -151,7 +154,17 @@ class Dispatcher:
     # --- the loop -------------------------------------------------------------------------------
     async def run(self, prompts: Iterator[Prompt | Awaitable[None]]) -> None:
         """Start every prompt; an awaitable in their place is a source waiting for answers
-        (`sessions.py`): awaited, then the next one is taken."""
+        (`sessions.py`): awaited, then the next one is taken. Requests held for their endpoint's
+        reset are started (or, at a stop, given back) before it returns."""
+        try:
+            await self._dispatch(prompts)
+            await self.held.drain()
+        finally:
+            self.held.cancel()
+        if self._ran_out and not self.held.given_back:
+            self.exhausted = True
+
+    async def _dispatch(self, prompts: Iterator[Prompt | Awaitable[None]]) -> None:
         loop = asyncio.get_running_loop()
         slots = self.slots
         burst = 0
@@ -188,12 +201,14 @@ class Dispatcher:
                     model = self.router.pick(prompt)
                 except NoModelAvailable:
                     model = self.w.models[0].name
-                if self.paced and model in self.paced and not await self._until_headroom(prompt, model):
-                    slots.release()
-                    return
             except BaseException:
                 slots.release()
                 raise
+            room = self.paced.get(model) if self.paced else None
+            if room is not None and not self.held.offer(
+                room, (prompt, model, t_sched, hold, self.token_estimate(prompt))
+            ):
+                continue  # held for its endpoint's reset: its queue starts it
             self.start(prompt, model, t_sched, hold)
             burst += 1 + prompt.input_chars // BURST_CHARS
             if burst >= DISPATCH_BURST:
@@ -201,7 +216,7 @@ class Dispatcher:
                 # reads in progress and the timers run before starting more.
                 burst = 0
                 await asyncio.sleep(0)
-        self.exhausted = True
+        self._ran_out = True
 
     async def _until_resumed(self) -> bool:
         """Paused: wait for resume; False when the run stops instead."""
@@ -286,27 +301,6 @@ class Dispatcher:
         finally:
             self.waiting_bucket -= 1
             self.waiting_tpm -= 1
-
-    async def _until_headroom(self, prompt: Prompt, model: str) -> bool:
-        """`pace_by_headers`: wait until the endpoint's rate limits leave room for the request (a
-        wait for their reset, counted in `waits`, client queue time); False when the run stops."""
-        room = self.paced[model]
-        clock = time.monotonic  # the clock `Headroom` stamps answers with
-        n = self.token_estimate(prompt)
-        wait = room.admit(n, clock())
-        if wait <= 0:
-            return True
-        room.waits += 1
-        t0 = clock()
-        room.waiting += 1
-        try:
-            while wait > 0 and not self.stopped:
-                await asyncio.sleep(min(wait, HEADROOM_POLL_S))
-                wait = room.admit(n, clock())
-        finally:
-            room.waiting -= 1
-            room.wait_s += clock() - t0
-        return not self.stopped
 
     async def wait_buckets(self, prompt: Prompt) -> Hold | None:
         """The rate limiter and token budget for a request started outside this loop (a task of a
