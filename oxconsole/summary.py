@@ -98,7 +98,8 @@ def summary_from_journal(
 
 def with_run_sections(summary: dict[str, Any], kept: Mapping[str, Any]) -> dict[str, Any]:
     """`summary` (from the journal) with what its run's end kept beside it (`store_run_sections`):
-    the run's own changes, phases, stage times, attempt errors and requests not sent."""
+    the run's own changes, phases, stage times, attempt errors, requests not sent and the
+    cascade's steps in force."""
     for key in RUN_SECTIONS:
         if key in kept:
             summary[key] = kept[key]
@@ -106,6 +107,9 @@ def with_run_sections(summary: dict[str, Any], kept: Mapping[str, Any]) -> dict[
     if isinstance(requests, Mapping):
         summary["requests"].update((k, requests[k]) for k in RUN_REQUESTS if k in requests)
         project_costs(summary, summary["requests"].get("not_sent", 0))
+    steps, cascade = kept.get("cascade_steps"), summary.get("cascade")
+    if isinstance(steps, list) and isinstance(cascade, dict):
+        cascade["steps"] = steps
     return summary
 
 

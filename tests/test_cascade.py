@@ -73,14 +73,16 @@ async def test_simulated_small_model_escalates_exactly_its_wrong_answers(tmp_pat
         "fraction": round((N - len(wrong)) / N, 6),
     }
     assert q["models"]["big"] == {"asked": len(wrong), "valid": len(wrong), "fraction": 1.0}
-    assert s["cascade"] == {"escalated": len(wrong), "final": {"big": len(wrong), "small": N - len(wrong)}}
+    final = {"big": len(wrong), "small": N - len(wrong)}
+    assert s["cascade"] == {"escalated": len(wrong), "final": final, "steps": ["small", "big"]}, s["cascade"]
     bill = sum(r["cost"] for r in recs.values())
     assert s["cost"]["total"] == pytest.approx(bill)
     assert s["cost"]["per_valid"] == pytest.approx(bill / N)
 
     rebuilt = summary_from_journal(w.results_path())
     lat, lat_back = q.pop("latency_ms"), rebuilt["quality"].pop("latency_ms")
-    assert rebuilt["quality"] == q and rebuilt["cascade"] == s["cascade"]
+    # the steps in force are the run's own (kept beside the journal by a headless run's end)
+    assert rebuilt["quality"] == q and rebuilt["cascade"] == {"escalated": len(wrong), "final": final}
     # what a valid answer took, escalations included: two histograms of the same samples (the
     # journal keeps each to 3 decimals), each percentile within alpha of a sample of its rank
     for k, v in lat.items():

@@ -177,12 +177,15 @@ async def test_routing_editor_refuses_a_step_twice_or_none() -> None:
     assert src.sent == []
 
 
-def ended_snapshot(changes: list[dict[str, Any]] | None = None) -> Snapshot:
-    """A finished run as a console opened after its end sees it: its summary only."""
+def ended_snapshot(changes: list[dict[str, Any]] | None = None, *, old: bool = False) -> Snapshot:
+    """A finished run as a console opened after its end sees it: its summary only (`old`: as
+    written before the summary's `cascade.steps`)."""
     col, now = cascade_collector(200)
     summary = col.summary("casc", now)
     if changes is not None:
         summary["changes"] = changes
+    if old:
+        del summary["cascade"]["steps"]
     return Snapshot.from_summary(orjson.loads(orjson.dumps(summary)))  # as read from summary.json
 
 
@@ -195,9 +198,12 @@ def test_a_finished_runs_summary_gives_the_live_cascade_figures() -> None:
     rows = {name: now for name, now, _ in per_valid_rows(ended_snapshot())}
     assert rows[ACTUAL] == pytest.approx((150 * 0.001 + 50 * 0.021) / 200), rows
     assert rows["request-based"] == pytest.approx(250 * 0.0004 / 200), rows
+    assert ended["steps"] == ["small", "big"], ended  # the summary's cascade.steps
     big_only = [{"t": 5.0, "what": "cascade", "from": ["small", "big"], "to": ["big"], "by": "key"}]
     q = ended_snapshot(big_only).quality
-    assert q is not None and q["steps"] == ["big"], q  # the last change's steps stood at the end
+    assert q is not None and q["steps"] == ["small", "big"], q  # cascade.steps wins over a guess
+    q = ended_snapshot(big_only, old=True).quality
+    assert q is not None and q["steps"] == ["big"], q  # without it: the last change's steps
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from oxconsole.cli import main
+from oxconsole.summary import summary_from_journal
 from oxconsole.summarytable import render_summary
 from oxconsole.sweep.plan import parse_over
 
@@ -40,6 +41,9 @@ def test_example_cascade_beats_the_large_model_alone_per_valid_answer(
     assert 0.6 < small < 0.8, small  # quality = 0.7, drawn per prompt
     assert c["cascade"]["escalated"] == 200 - c["quality"]["models"]["small"]["valid"]
     assert set(solo["quality"]["models"]) == {"large"} and solo["cascade"]["escalated"] == 0
+    # the steps in force, in the summary and in what `report` rebuilds from the journal
+    assert (c["cascade"]["steps"], solo["cascade"]["steps"]) == (["small", "large"], ["large"])
+    assert summary_from_journal(tmp_path / "l.jsonl")["cascade"]["steps"] == ["large"]
     for plan in ("request-based", "token-based"):
         mine, theirs = c["cost"]["plans"][plan]["per_valid"], solo["cost"]["plans"][plan]["per_valid"]
         assert mine < theirs / 2, (plan, mine, theirs)

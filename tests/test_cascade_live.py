@@ -78,6 +78,8 @@ async def test_cascade_order_changed_over_the_socket_splits_the_phases(
     assert before and all((r.get("models_tried") or [r["model"]])[0] == "small" for r in before), before[:3]
     first, last = summary["phases"][0], summary["phases"][-1]
     assert "small" in first["quality"]["models"], first["quality"]
+    steps = (first["cascade"]["steps"], last["cascade"]["steps"], summary["cascade"]["steps"])
+    assert steps == (["small", "big"], ["big"], ["big"]), steps  # each phase's in force, the end's
     # only the (at most 2) requests in flight on small at the change end in the new phase from it
     in_flight = last["quality"]["models"].get("small", {"asked": 0})["asked"]
     assert in_flight <= 2 and last["cascade"]["escalated"] <= in_flight, last

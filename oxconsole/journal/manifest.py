@@ -84,6 +84,9 @@ def store_run_sections(results: Path, summary: dict[str, Any]) -> None:
     kept: dict[str, Any] = {k: summary[k] for k in RUN_SECTIONS if k in summary}
     requests = summary.get("requests") or {}
     kept["requests"] = {k: requests[k] for k in RUN_REQUESTS if k in requests}
+    cascade = summary.get("cascade")
+    if isinstance(cascade, dict) and "steps" in cascade:
+        kept["cascade_steps"] = cascade["steps"]  # the steps in force at the end
     kept["session"] = sessions[-1].get("started_at") if sessions else None
     data[RUN_KEY] = kept
     write_manifest_data(results, data)

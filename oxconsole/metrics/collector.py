@@ -32,7 +32,7 @@ from oxconsole.metrics.goodput import Goodput
 from oxconsole.metrics.histogram import LogHistogram, record_into
 from oxconsole.metrics.packing import live_packing
 from oxconsole.metrics.plans import PlanCost, Usage, plan_costs, project
-from oxconsole.metrics.quality import live_quality
+from oxconsole.metrics.quality import live_quality, with_steps
 from oxconsole.metrics.reasoning import ReasoningLive
 from oxconsole.metrics.snapshot import (
     Bins,
@@ -236,6 +236,7 @@ class Collector:
     ) -> None:
         """Log a control change at ``t`` seconds since start, made ``by`` a key, a command, a stage
         or the auto controller, and start a new phase."""
+        in_force = self.cascade  # the steps of the phase this change may end
         if what == "cascade" and isinstance(to, list | tuple):
             self.cascade = tuple(to)
         c: dict[str, Any] = {"t": round(t, 3), "what": what, "from": frm, "to": to}
@@ -251,7 +252,10 @@ class Collector:
             self._phase_settings.append(c)  # e.g. several weights edited at once: one phase
             return
         self._phases.append(
-            phase_summary(self._phase, self._phase_t, t, self._phase_settings, self.slo_target)
+            with_steps(
+                phase_summary(self._phase, self._phase_t, t, self._phase_settings, self.slo_target),
+                in_force,
+            )
         )
         self._phase = RunStats()
         self._targets.clear()
@@ -438,18 +442,13 @@ class Collector:
 
     def summary(self, name: str, duration_s: float) -> dict[str, Any]:
         """The contract's summary object for the run so far, with ``duration_s`` of wall time."""
-        phases = [
-            *self._phases,
-            phase_summary(
-                self._phase,
-                self._phase_t,
-                max(duration_s, self._phase_t),
-                self._phase_settings,
-                self.slo_target,
-            ),
-        ]
+        last = phase_summary(
+            self._phase, self._phase_t, max(duration_s, self._phase_t), self._phase_settings, self.slo_target
+        )
+        phases = [*self._phases, with_steps(last, self.cascade)]
         measured_s = duration_s - self.stage_log.warmup_s(duration_s)  # rates leave warm-up out
-        out = self.stage_log.into(self._summary(name, measured_s, phases), duration_s)
+        whole = with_steps(self._summary(name, measured_s, phases), self.cascade)
+        out = self.stage_log.into(whole, duration_s)
         out["steps"] = self.steps.steps(self.started_at + duration_s)
         if self.due is not None:
             self.due.into(out)

@@ -21,7 +21,7 @@ from oxconsole.metrics.plans import Usage
 from oxconsole.metrics.snapshot import quality_view
 from oxconsole.units import fmt_money, fmt_ms
 
-__all__ = ["QualityCounts", "add_per_valid", "live_quality", "quality_entry", "quality_lines"]
+__all__ = ["QualityCounts", "add_per_valid", "live_quality", "quality_entry", "quality_lines", "with_steps"]
 
 
 class _Model:
@@ -148,6 +148,15 @@ def quality_entry(q: QualityCounts | None) -> dict[str, Any]:
     if q is None or not (q.judged or q.models):
         return {}
     return {"quality": q.block(), "cascade": q.cascade_block()}
+
+
+def with_steps(block: dict[str, Any], steps: tuple[str, ...] | None) -> dict[str, Any]:
+    """`block` (a summary or a phase) with its `cascade` block's `steps`: the cascade's steps in
+    force (at the end of the run, or through the phase), so that a reader need not guess them."""
+    cascade = block.get("cascade")
+    if isinstance(cascade, dict) and steps is not None:
+        cascade["steps"] = list(steps)
+    return block
 
 
 def add_per_valid(cost: dict[str, Any], q: QualityCounts | None) -> None:

@@ -362,9 +362,10 @@ module imports nothing of the collector's)."""
 def _quality_from_summary(summary: Mapping[str, Any]) -> dict[str, Any] | None:
     """The snapshot's `quality` (as `metrics/quality.live_quality` gives it) from a finished run's
     summary, for a console opened on a run already over; None without a `quality` block. (Here and
-    not in metrics/quality.py, which imports what imports this module.) A summary does not say
-    the steps in force: they are the last cascade change's, else the models asked, most asked first
-    (each step is asked only about what the steps before it got wrong)."""
+    not in metrics/quality.py, which imports what imports this module.) The steps in force are the
+    summary's `cascade.steps`; a summary written before that key gives them by the last cascade
+    change, else by the models asked, most asked first (each step is asked only about what the
+    steps before it got wrong)."""
     q, c = summary.get("quality"), summary.get("cascade")
     if not isinstance(q, Mapping):
         return None
@@ -372,8 +373,12 @@ def _quality_from_summary(summary: Mapping[str, Any]) -> dict[str, Any] | None:
     final_block = c.get("final")
     final: Mapping[str, Any] = final_block if isinstance(final_block, Mapping) else {}
     asked = {str(n): m for n, m in (q.get("models") or {}).items() if isinstance(m, Mapping)}
+    given = c.get("steps")
     changed = [ch.get("to") for ch in summary.get("changes") or () if ch.get("what") == "cascade"]
-    steps = [str(m) for m in changed[-1]] if changed and isinstance(changed[-1], list) else None
+    if isinstance(given, list):
+        steps: list[str] | None = [str(m) for m in given]
+    else:  # a summary written before `cascade.steps`
+        steps = [str(m) for m in changed[-1]] if changed and isinstance(changed[-1], list) else None
     if steps is None:
         steps = sorted(asked, key=lambda n: (-_count(asked[n].get("asked")), n))
     return quality_view(
