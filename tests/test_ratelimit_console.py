@@ -44,6 +44,26 @@ def test_the_in_flight_panel_shows_the_headroom_whole(width: int, height: int) -
     assert not any(line.startswith(("headroom", "room")) for line in plain)  # no headers, no line
 
 
+@pytest.mark.parametrize("width", [38, 56])
+def test_requests_held_for_the_reset_are_counted_on_the_waiting_line(width: int) -> None:
+    held = dataclasses.replace(
+        fixed_snapshot(),
+        gauges=dataclasses.replace(
+            fixed_snapshot().gauges,
+            waiting_slot=1,
+            waiting_bucket=0,
+            ratelimit={"default": FIGURES | {"waiting": 16}},
+        ),
+    )
+    lines = [line.plain for line in in_flight_lines(held, Palette(), width, 6)]
+    waiting = next((line for line in lines if line.startswith(("waiting", "wait"))), None)
+    assert waiting is not None and "reset 16" in waiting and "slot 1" in waiting, lines
+    assert ("bucket" in waiting) == (width >= 44), waiting  # a narrow panel drops an empty bucket
+    assert not any("…" in line or len(line) > width for line in lines), lines
+    none_held = [line.plain for line in in_flight_lines(limited(fixed_snapshot()), Palette(), width, 6)]
+    assert not any("reset " in line for line in none_held if line.startswith(("waiting", "wait"))), none_held
+
+
 def screen_rows(app: ConsoleApp) -> list[str]:
     return ["".join(seg.text for seg in strip) for strip in app.screen._compositor.render_strips()]
 
@@ -94,9 +114,9 @@ def test_a_wait_for_the_providers_reset_is_what_bounds_the_run() -> None:
     waiting = dataclasses.replace(
         base, gauges=dataclasses.replace(base.gauges, ratelimit={"default": FIGURES | {"waiting": 1}})
     )
-    assert bottleneck(waiting) == ("info", "provider rate limit (its reset)"), bottleneck(waiting)
+    assert bottleneck(waiting) == ("info", "provider limit (its reset)"), bottleneck(waiting)
     idle = limited(base)  # figures heard, nothing waiting: not the bound
-    assert bottleneck(idle)[1] != "provider rate limit (its reset)", bottleneck(idle)
+    assert bottleneck(idle)[1] != "provider limit (its reset)", bottleneck(idle)
     assert BOUND_WORDS["ratelimit"] == "provider rate limit"
 
 

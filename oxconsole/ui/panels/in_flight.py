@@ -9,7 +9,7 @@ server's. `bottleneck` says it (decided in `metrics/bound.py`, which the headles
 from __future__ import annotations
 
 from oxconsole.metrics.bound import LOOP_LAG_WARN_MS, TPM_FULL, bound_by
-from oxconsole.metrics.snapshot import Snapshot
+from oxconsole.metrics.snapshot import Gauges, Snapshot
 from oxconsole.ui.charts import hbar
 from oxconsole.ui.lines import Line, Palette, fit
 from oxconsole.ui.numbers import ms
@@ -45,7 +45,7 @@ def bottleneck(s: Snapshot) -> tuple[str, str]:
     if what == "tpm":
         return "info", "tpm ({/} change it)"
     if what == "ratelimit":
-        return "info", "provider rate limit (its reset)"
+        return "info", "provider limit (its reset)"
     if what == "slow rate":
         return "warn", f"⚠ the client: {fmt_rate(g.achieved_rate)} of {fmt_rate(g.rate)} with free slots"
     if what == "draining":
@@ -117,14 +117,7 @@ def _load_lines(s: Snapshot, p: Palette, width: int, label: _Labels) -> list[Lin
     t.append(empty, style=p.bar_empty)
     t.append(f" {100 * frac:3.0f}%")
     lines = [t]
-    t = label("waiting")
-    t.append("slot ", style=p.muted)
-    t.append(fmt_count(g.waiting_slot), style=p.warning if g.waiting_slot else "")
-    t.append(" · bucket " if not narrow else " bucket ", style=p.muted)
-    t.append(fmt_count(g.waiting_bucket), style=p.warning if g.waiting_bucket else "")
-    t.append(" · backoff " if not narrow else " backoff ", style=p.muted)
-    t.append(fmt_count(g.backing_off), style=p.warning if g.backing_off else "")
-    lines.append(t)
+    lines.append(_waiting_line(g, p, label))
     t = label("rate")
     if g.rate > 0:
         t.append(fmt_rate(g.rate), style="bold")
@@ -138,6 +131,23 @@ def _load_lines(s: Snapshot, p: Palette, width: int, label: _Labels) -> list[Lin
     if g.tpm > 0:
         lines.append(_tpm_line(s, p, label))
     return lines
+
+
+def _waiting_line(g: Gauges, p: Palette, label: _Labels) -> Line:
+    """What waits: for a slot, the rate bucket, a provider's reset (`pace_by_headers`: requests held
+    with their slots, only when some are; a narrow panel drops an empty bucket for it), a backoff."""
+    held = sum(int(e.get("waiting") or 0) for e in (g.ratelimit or {}).values())
+    items = [("slot", g.waiting_slot)]
+    if g.waiting_bucket or not (held and label.narrow):
+        items.append(("bucket", g.waiting_bucket))
+    if held:
+        items.append(("reset", held))
+    items.append(("backoff", g.backing_off))
+    t = label("waiting")
+    for i, (word, n) in enumerate(items):
+        t.append(("" if not i else " " if label.narrow else " · ") + f"{word} ", style=p.muted)
+        t.append(fmt_count(n), style=p.warning if n else "")
+    return t
 
 
 def _tpm_line(s: Snapshot, p: Palette, label: _Labels) -> Line:
