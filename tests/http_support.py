@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import ssl
 import subprocess
@@ -69,3 +70,12 @@ def self_signed(tmp_path: Path) -> ssl.SSLContext:
 
 
 needs_openssl = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+
+
+async def read_request(reader: asyncio.StreamReader) -> bytes:
+    """One HTTP/1.1 request off a raw connection: its head, then its Content-Length body; the head."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    length = next(int(ln.split(b":", 1)[1]) for ln in lines if ln.lower().startswith(b"content-length:"))
+    await reader.readexactly(length)
+    return head

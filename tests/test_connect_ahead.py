@@ -27,7 +27,7 @@ from oxconsole.engine.router import Router
 from oxconsole.workload import Prompt
 
 from . import support
-from .http_support import needs_openssl, self_signed
+from .http_support import needs_openssl, read_request, self_signed
 from .support.workloads import load_workload
 
 ANSWER = orjson.dumps(
@@ -60,13 +60,7 @@ async def counting_server(tls: ssl.SSLContext | None = None) -> AsyncIterator[Co
         tasks.add(task)
         try:
             while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = next(
-                    int(line.split(b":", 1)[1])
-                    for line in head.split(b"\r\n")
-                    if line.lower().startswith(b"content-length:")
-                )
-                await reader.readexactly(length)
+                await read_request(reader)
                 counted.requests += 1
                 writer.write(REPLY)
                 await writer.drain()

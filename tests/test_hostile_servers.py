@@ -24,7 +24,7 @@ from aiohttp import web
 
 from oxconsole.engine.client import EndpointClient
 
-from .http_support import chat_server, ok_answer
+from .http_support import chat_server, ok_answer, read_request
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
 PLAIN = {**BODY, "stream": False}
@@ -49,13 +49,7 @@ async def raw_server(script: Script) -> AsyncIterator[str]:
         assert task is not None
         tasks.append(task)
         try:
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = next(
-                int(line.split(b":", 1)[1])
-                for line in head.split(b"\r\n")
-                if line.lower().startswith(b"content-length:")
-            )
-            await reader.readexactly(length)
+            await read_request(reader)
             await script(reader, writer)
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
             pass  # the client went away, or the test is over
