@@ -21,7 +21,7 @@ import orjson
 import pytest
 
 from oxconsole.engine.client import EndpointClient
-from oxconsole.engine.endpoints import CONNECT_AHEAD_MAX, connections_ahead
+from oxconsole.engine.endpoints import CONNECT_AHEAD_MAX, connections_ahead, first_wave
 from oxconsole.engine.readahead import ReadAhead
 from oxconsole.engine.router import Router
 from oxconsole.workload import Prompt
@@ -180,16 +180,16 @@ def test_connections_ahead_follow_the_traffic_the_rate_and_the_cap(tmp_path: Pat
     w = load_workload("two_models", tmp_path, sets)  # small (weight 3) on default, large (1) on other
     shares = Router(w.models, w.routing).shares()
     assert shares == {"small": 0.75, "large": 0.25}, shares
-    assert connections_ahead(w, shares, 16, 0.0) == {"default": 12, "other": 4}
+    assert connections_ahead(w, shares, first_wave(16, 0.0)) == {"default": 12, "other": 4}
     # A rate of 2 a second starts no more than 2 at once (each endpoint's share rounded up).
-    assert connections_ahead(w, shares, 16, 2.0) == {"default": 2, "other": 1}
-    big = connections_ahead(w, shares, 10_000, 0.0)
+    assert connections_ahead(w, shares, first_wave(16, 2.0)) == {"default": 2, "other": 1}
+    big = connections_ahead(w, shares, first_wave(10_000, 0.0))
     assert big == {"default": CONNECT_AHEAD_MAX * 3 // 4, "other": CONNECT_AHEAD_MAX // 4}, big
 
     router = Router(w.models, w.routing)
     router.set_cascade(["large", "small"])
     assert router.shares() == {"large": 1.0}
-    assert connections_ahead(w, router.shares(), 16, 0.0) == {"other": 16}
+    assert connections_ahead(w, router.shares(), first_wave(16, 0.0)) == {"other": 16}
     router.set_weight("small", 0)
     router.set_cascade([])
     assert router.shares() == {"large": 1.0}

@@ -75,10 +75,9 @@ def first_wave(in_flight: int, rate: float) -> int:
     return min(n, math.ceil(rate)) if rate > 0 else n
 
 
-def connections_ahead(w: Workload, shares: dict[str, float], in_flight: int, rate: float) -> dict[str, int]:
-    """How many connections each endpoint gets before the clock: the first wave (`first_wave`),
-    split by the models' shares of the traffic (`Router.shares`)."""
-    n = first_wave(in_flight, rate)
+def connections_ahead(w: Workload, shares: dict[str, float], n: int) -> dict[str, int]:
+    """How many connections each endpoint gets before the clock: the first wave's `n` requests
+    (`first_wave`), split by the models' shares of the traffic (`Router.shares`)."""
     by_endpoint: dict[str, float] = {}
     endpoint_of = {m.name: m.endpoint for m in w.models}
     for model, share in shares.items():

@@ -48,7 +48,7 @@ class HeldForHeadroom:
         self._release = release
         """Gives a held request's concurrency slot back (the run stopped before it was started)."""
         self._stopped = stopped
-        self._queues: dict[int, deque[Held]] = {}
+        self._queues: dict[Headroom, deque[Held]] = {}
         self.given_back = 0
         """Held requests never started: the run stopped while they waited."""
         self._tasks: set[asyncio.Task[None]] = set()
@@ -56,7 +56,7 @@ class HeldForHeadroom:
     def offer(self, room: Headroom, held: Held) -> bool:
         """True when the request may go now (then `room` counts it pending); False when it was
         queued behind its endpoint's reset, to be started by the queue's task."""
-        queue = self._queues.get(id(room))
+        queue = self._queues.get(room)
         if queue is not None:
             queue.append(held)
             room.waiting = len(queue)
@@ -64,7 +64,7 @@ class HeldForHeadroom:
         wait = room.admit(held[4], time.monotonic())
         if wait <= 0:
             return True
-        queue = self._queues[id(room)] = deque([held])
+        queue = self._queues[room] = deque([held])
         room.waiting = 1
         task = asyncio.get_running_loop().create_task(self._drain_one(room, queue, wait))
         self._tasks.add(task)
@@ -117,4 +117,4 @@ class HeldForHeadroom:
                 self.given_back += 1
             queue.clear()
             room.waiting = 0
-            del self._queues[id(room)]
+            del self._queues[room]

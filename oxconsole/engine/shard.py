@@ -220,10 +220,11 @@ class LocalShard:
         self.dispatch.set_tpm(self.tpm)
         if self._shared_endpoints is None:
             await self.endpoints.start()
-        ahead = connections_ahead(self.w, self.router.shares(), self.slots.limit, self.rate)
+        wave = first_wave(self.slots.limit, self.rate)
+        ahead = connections_ahead(self.w, self.router.shares(), wave)
         await self.endpoints.connect(ahead, min(CONNECT_WITHIN_S, self.w.run.timeout))
         self._ahead = ReadAhead(self._shard_prompts())
-        self._ahead.fill(first_wave(self.slots.limit, self.rate))
+        self._ahead.fill(wave)
         for name, client in self.endpoints.clients.items():
             client.headroom = self.headroom.get(name)
 

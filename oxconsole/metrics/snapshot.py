@@ -374,10 +374,9 @@ def _quality_from_summary(summary: Mapping[str, Any]) -> dict[str, Any] | None:
     final: Mapping[str, Any] = final_block if isinstance(final_block, Mapping) else {}
     asked = {str(n): m for n, m in (q.get("models") or {}).items() if isinstance(m, Mapping)}
     given = c.get("steps")
-    changed = [ch.get("to") for ch in summary.get("changes") or () if ch.get("what") == "cascade"]
-    if isinstance(given, list):
-        steps: list[str] | None = [str(m) for m in given]
-    else:  # a summary written before `cascade.steps`
+    steps: list[str] | None = [str(m) for m in given] if isinstance(given, list) else None
+    if steps is None:  # a summary written before `cascade.steps`: the last cascade change's
+        changed = [ch.get("to") for ch in summary.get("changes") or () if ch.get("what") == "cascade"]
         steps = [str(m) for m in changed[-1]] if changed and isinstance(changed[-1], list) else None
     if steps is None:
         steps = sorted(asked, key=lambda n: (-_count(asked[n].get("asked")), n))
