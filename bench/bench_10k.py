@@ -48,9 +48,9 @@ def proc_status(pid: int) -> dict[str, float]:
 
 
 def child(wl: str, out: str) -> None:
-    from oxconsole.aio import run_loop
-    from oxconsole.headless import engine_with_progress
-    from oxconsole.prepare import prepare_run
+    from oxconsole.base.aio import run_loop
+    from oxconsole.cli.headless import engine_with_progress
+    from oxconsole.cli.prepare import prepare_run
 
     prep = prepare_run(wl, [], None, False)
     engine: Any = engine_with_progress(prep, 5.0)

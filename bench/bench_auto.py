@@ -38,7 +38,7 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from oxconsole.engine.autoconc import AutoConcurrency  # noqa: E402
+from oxconsole.engine.drivers.autosearch import AutoConcurrency  # noqa: E402
 from oxconsole.sim.curve import slowdown  # noqa: E402
 from tests.support.clock import run_virtual  # noqa: E402
 

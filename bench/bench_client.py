@@ -99,7 +99,7 @@ items = ["Say sixteen words."]
             "-c",
             "import resource,sys,time,json\n"
             "def cpu():\n r=resource.getrusage(resource.RUSAGE_SELF);return r.ru_utime+r.ru_stime\n"
-            "import openai,oxconsole.engine.runner;from oxconsole.cli import main;c0=cpu()\n"
+            "import openai,oxconsole.engine.runner;from oxconsole.cli.main import main;c0=cpu()\n"
             "t=time.perf_counter();rc=main(sys.argv[1:]);w=time.perf_counter()-t\n"
             "print(json.dumps({'rc':rc,'wall_s':w,'cpu_s':cpu()-c0,'import_cpu_s':c0}),file=sys.stderr)",
             str(wl),

@@ -51,7 +51,7 @@ TTFT_MS = 100.0
 WRAP = (
     "import resource,sys,time,json\n"
     "def cpu():\n r=resource.getrusage(resource.RUSAGE_SELF);return r.ru_utime+r.ru_stime\n"
-    "import openai,oxconsole.engine.runner;from oxconsole.cli import main;c0=cpu()\n"
+    "import openai,oxconsole.engine.runner;from oxconsole.cli.main import main;c0=cpu()\n"
     "t=time.perf_counter();rc=main(sys.argv[1:]);w=time.perf_counter()-t\n"
     "print(json.dumps({'rc':rc,'wall_s':w,'cpu_s':cpu()-c0}),file=sys.stderr)"
 )
@@ -89,7 +89,7 @@ def errors(wl: Path, journal: Path, trace: list[list[Any]], first_wave: int) -> 
     """Per request, in ms: the client's TTFT minus the simulator's own (`error`), and its parts,
     the way there and back. Matched by prompt text (the trace's key), repeats in send order."""
     sys.path.insert(0, str(ROOT))
-    from oxconsole.sim.app import trace_key
+    from oxconsole.sim.routes import trace_key
     from oxconsole.workload import iter_prompts, load_workload
 
     key_of = {p.id: trace_key(p.messages[-1]["content"]) for p in iter_prompts(load_workload(wl))}
@@ -203,7 +203,7 @@ def run_floor(url: str, args: argparse.Namespace) -> dict[str, Any]:
     import yarl
 
     sys.path.insert(0, str(ROOT))
-    from oxconsole.sim.app import trace_key
+    from oxconsole.sim.routes import trace_key
     from oxconsole.workload.synthtext import synthetic_text
 
     texts = [synthetic_text(11, i, args.tokens) for i in range(args.requests)]

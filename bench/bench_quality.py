@@ -74,7 +74,7 @@ def one_run(
     wl.write_text(WL.format(concurrency=concurrency, results=results, requests=requests, quality=quality))
     summary = folder / f"{name}.json"
     code = (
-        "import resource, sys, time; from oxconsole.cli import main; t = time.perf_counter(); "
+        "import resource, sys, time; from oxconsole.cli.main import main; t = time.perf_counter(); "
         f"rc = main([{str(wl)!r}, '--headless', '--summary-json', {str(summary)!r}]); "
         "u = resource.getrusage(resource.RUSAGE_SELF); "
         "print(u.ru_utime + u.ru_stime, time.perf_counter() - t, file=sys.stderr); sys.exit(rc)"

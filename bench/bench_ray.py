@@ -37,7 +37,7 @@ from proccpu import ProcCPU
 
 WRAP = (
     "import resource,sys,time,json\n"
-    "from oxconsole.cli import main\n"
+    "from oxconsole.cli.main import main\n"
     "rc=main(sys.argv[1:])\n"
     "s=resource.getrusage(resource.RUSAGE_SELF)\n"
     "print(json.dumps({'rc':rc,'cpu_s':s.ru_utime+s.ru_stime}),file=sys.stderr)\n"

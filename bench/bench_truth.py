@@ -230,11 +230,11 @@ def decompose(wl: Path, journal: Path, trace: list[list[Any]], skip_s: float) ->
 
 def child(wl: str, out: str, config: str) -> None:
     """Run the engine as `oxconsole --headless` does, with a lag probe and GC timing beside it."""
-    from oxconsole.aio import run_loop
+    from oxconsole.base.aio import run_loop
+    from oxconsole.cli.headless import engine_with_progress
+    from oxconsole.cli.prepare import prepare_run
     from oxconsole.engine import shard
-    from oxconsole.headless import engine_with_progress
     from oxconsole.metrics.histogram import LogHistogram
-    from oxconsole.prepare import prepare_run
 
     class Unpaced:
         """CPython's collector as the config sets it, instead of the engine's PacedGC."""

@@ -33,7 +33,7 @@ from bench_client import pin, start_server
 
 WRAP = (
     "import resource,sys,time,json\n"
-    "from oxconsole.cli import main\n"
+    "from oxconsole.cli.main import main\n"
     "def cpu():\n"
     "    s=resource.getrusage(resource.RUSAGE_SELF); c=resource.getrusage(resource.RUSAGE_CHILDREN)\n"
     "    return s.ru_utime+s.ru_stime+c.ru_utime+c.ru_stime\n"

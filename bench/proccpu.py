@@ -30,7 +30,7 @@ ROLES = (  # (substring of the command line, role), first match wins
     ("dashboard.py", "ray dashboard"),
     ("oxconsole.sim", "simulator"),
     ("nginx", "nginx"),
-    ("oxconsole.cli import main", "driver (process started)"),
+    ("oxconsole.cli.main import main", "driver (process started)"),
     ("multiprocessing", "local workers"),
 )
 

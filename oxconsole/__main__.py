@@ -1,4 +1,4 @@
-from oxconsole.cli import main
+from oxconsole.cli.main import main
 
 if __name__ == "__main__":  # not when multiprocessing's spawn re-imports this module in a worker
     raise SystemExit(main())

@@ -15,8 +15,8 @@ import orjson
 import pytest
 from aiohttp import web
 
-from oxconsole.engine.client import AttemptResult
 from oxconsole.engine.runner import RunOutcome, rejected_field
+from oxconsole.engine.send.client import AttemptResult
 
 from .http_support import chat_server
 from .support import journal, run
@@ -184,8 +184,8 @@ async def test_with_workers_the_warning_shows_while_the_run_goes(tmp_path: Path)
     at its end."""
     import asyncio
 
-    from oxconsole.engine.pool import ProcessShards
     from oxconsole.engine.runner import make_engine
+    from oxconsole.engine.workers.pool import ProcessShards
 
     picky = Picky({"max_tokens": OPENAI_MAX_TOKENS})
 

@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 from textual.binding import Binding
 
+from oxconsole.base.units import change_text
 from oxconsole.engine.commands import CommandError, SetAuto, SetConcurrency
-from oxconsole.progress import progress_line
+from oxconsole.reports.progress import progress_line
 from oxconsole.ui.dashboard import PALETTE, MainScreen
 from oxconsole.ui.lines import Palette
 from oxconsole.ui.panels.header import header_lines
 from oxconsole.ui.screens import KEYS
-from oxconsole.units import change_text
 from oxconsole.workload import WorkloadError, check_prompts, describe
 from oxconsole.workload import load_workload as load_file
 

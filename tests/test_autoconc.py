@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import pytest
 
-from oxconsole.engine.autoconc import AutoConcurrency
+from oxconsole.engine.drivers.autosearch import AutoConcurrency
 from oxconsole.sim.curve import slowdown
 
 L0 = 0.7

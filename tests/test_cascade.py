@@ -18,8 +18,8 @@ from aiohttp import web
 
 from oxconsole.engine.runner import make_engine
 from oxconsole.metrics.histogram import DEFAULT_ALPHA
+from oxconsole.reports.summary import summary_from_journal
 from oxconsole.sim.quality import draw
-from oxconsole.summary import summary_from_journal
 from oxconsole.workload import Workload, check_prompts
 
 from .http_support import chat_server
@@ -171,7 +171,7 @@ async def test_simulator_answers_a_schema_with_a_valid_instance_or_text(tmp_path
 def test_validate_describes_the_checks_and_the_cascade(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from oxconsole.cli import main
+    from oxconsole.cli.main import main
 
     path = write_workload("cascade", tmp_path, {"quality.regex": "^a"}, prompts=prompts(3))
     assert main(["validate", str(path)]) == 0

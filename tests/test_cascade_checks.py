@@ -15,7 +15,7 @@ from aiohttp import web
 
 from oxconsole.engine.runner import make_engine
 from oxconsole.journal.journal import ok_ids
-from oxconsole.summary import summary_from_journal
+from oxconsole.reports.summary import summary_from_journal
 from oxconsole.workload import Workload, check_prompts, parse_pack
 
 from .http_support import chat_server

@@ -14,15 +14,15 @@ import pytest
 from textual.widgets import Input, TabbedContent
 
 import oxconsole.ui.app as app_module
-from oxconsole.cli import main
-from oxconsole.console import EndedEarly
+from oxconsole.cli.console import EndedEarly
+from oxconsole.cli.main import main
+from oxconsole.cli.prepare import SUMMARY_NAME
 from oxconsole.control import SocketSource
 from oxconsole.engine.commands import SetCascade
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.collector import Collector
 from oxconsole.metrics.snapshot import Gauges, ModelGauge, Snapshot
-from oxconsole.outputs import beside_journal
-from oxconsole.prepare import SUMMARY_NAME
+from oxconsole.reports.outputs import beside_journal
 from oxconsole.ui.app import ConsoleApp
 from oxconsole.ui.cascadepanel import CascadePanel
 from oxconsole.ui.lines import Palette

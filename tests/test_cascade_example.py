@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from oxconsole.cli import main
-from oxconsole.summary import summary_from_journal
-from oxconsole.summarytable import render_summary
+from oxconsole.cli.main import main
+from oxconsole.reports.summary import summary_from_journal
+from oxconsole.reports.summarytable import render_summary
 from oxconsole.sweep.plan import parse_over
 
 ROOT = Path(__file__).resolve().parent.parent / "examples"

@@ -10,11 +10,11 @@ from typing import Any
 import orjson
 import pytest
 
+from oxconsole.base.units import change_text
 from oxconsole.control import LocalSource, RunInfo, SocketSource
 from oxconsole.engine.commands import CommandError, SetCascade, command_from_dict
 from oxconsole.engine.live import LiveSettings
 from oxconsole.engine.runner import Engine
-from oxconsole.units import change_text
 from oxconsole.workload import load_workload
 
 from .support import until

@@ -11,8 +11,8 @@ import orjson
 import pytest
 
 from oxconsole.engine.runner import make_engine
+from oxconsole.reports.summary import summary_from_journal
 from oxconsole.sim.quality import draw
-from oxconsole.summary import summary_from_journal
 from oxconsole.workload import check_prompts
 
 from .support.workloads import load_workload

@@ -11,8 +11,8 @@ from typing import Any
 import orjson
 import pytest
 
-from oxconsole.cli import main
-from oxconsole.units import fmt_money
+from oxconsole.base.units import fmt_money
+from oxconsole.cli.main import main
 
 from .support.workloads import write_workload
 

@@ -17,11 +17,11 @@ import orjson
 import pytest
 from aiohttp import web
 
-from oxconsole.engine import internals
-from oxconsole.engine.attempt import AttemptResult
-from oxconsole.engine.attempt import BadResponse as _BadResponse
-from oxconsole.engine.client import EndpointClient
-from oxconsole.engine.stream import _Events
+from oxconsole.engine.send import internals
+from oxconsole.engine.send.attempt import AttemptResult
+from oxconsole.engine.send.attempt import BadResponse as _BadResponse
+from oxconsole.engine.send.client import EndpointClient
+from oxconsole.engine.send.stream import _Events
 
 from .http_support import chat_server
 

@@ -20,10 +20,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from oxconsole.engine.client import EndpointClient
 from oxconsole.engine.endpoints import CONNECT_AHEAD_MAX, connections_ahead, first_wave
 from oxconsole.engine.readahead import ReadAhead
 from oxconsole.engine.router import Router
+from oxconsole.engine.send.client import EndpointClient
 from oxconsole.workload import Prompt
 
 from . import support

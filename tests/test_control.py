@@ -20,8 +20,10 @@ from typing import Any
 import orjson
 import pytest
 
-from oxconsole import cli
-from oxconsole.attach import attach_main
+from oxconsole.cli import main as cli
+from oxconsole.cli.attach import attach_main
+from oxconsole.cli.detached import HostProcess, wait_listening
+from oxconsole.cli.ps import NO_RUN, ps_main
 from oxconsole.control import (
     ControlServer,
     LocalSource,
@@ -33,8 +35,6 @@ from oxconsole.control import (
 )
 from oxconsole.engine.commands import Pause, Resume, SetConcurrency, Stop
 from oxconsole.engine.runner import Engine
-from oxconsole.host import HostProcess, wait_listening
-from oxconsole.ps import NO_RUN, ps_main
 from oxconsole.workload import load_workload
 
 from .support import until, wait_until, workloads
@@ -175,7 +175,7 @@ async def test_host_process_ps_attach_pause_resume_stop(
 ) -> None:
     path = write_workload("hosted", 200)  # 10 s if left alone
     proc = subprocess.Popen(
-        [sys.executable, "-m", "oxconsole.host", "--workload", str(path), "--set", "run.grace=1"],
+        [sys.executable, "-m", "oxconsole.cli.detached", "--workload", str(path), "--set", "run.grace=1"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -364,7 +364,7 @@ def test_host_reports_bad_input_like_the_cli(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text('[run]\nconcurrency = "fifty"\n')
     r = subprocess.run(
-        [sys.executable, "-m", "oxconsole.host", "--workload", str(bad), "--log", "-"],
+        [sys.executable, "-m", "oxconsole.cli.detached", "--workload", str(bad), "--log", "-"],
         capture_output=True,
         text=True,
         timeout=30,

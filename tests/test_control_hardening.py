@@ -66,12 +66,12 @@ def ps(env: dict[str, str]) -> tuple[list[dict[str, Any]], str]:
 
 
 class Host:
-    """`python -m oxconsole.host` on a workload of ~10 s; its registry entry once it listens."""
+    """`python -m oxconsole.cli.detached` on a workload of ~10 s; its registry entry once it listens."""
 
     def __init__(self, base: Path, env: dict[str, str], name: str = "hard") -> None:
         self.env = env
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "oxconsole.host", "--workload", str(workload(base, name))],
+            [sys.executable, "-m", "oxconsole.cli.detached", "--workload", str(workload(base, name))],
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

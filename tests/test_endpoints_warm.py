@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from oxconsole.engine.apis import PATHS
 from oxconsole.engine.endpoints import Endpoints
+from oxconsole.engine.send.apis import PATHS
 
 from .support.workloads import load_workload
 

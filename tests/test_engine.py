@@ -19,8 +19,8 @@ import orjson
 import pytest
 
 from oxconsole.engine.commands import EnableModel, Pause, Resume, SetConcurrency, SetRate, Stop
+from oxconsole.reports.summary import summary_from_journal
 from oxconsole.sim import start_sim
-from oxconsole.summary import summary_from_journal
 from oxconsole.workload import Workload
 
 from .support import engine_for, journal, run, until

@@ -201,7 +201,7 @@ async def test_stop_over_the_socket_exits_130(run_dirs: Path, tmp_path: Path, wo
 
     write(tmp_path, count=600, workers=workers)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "oxconsole.host", "--workload", "w.toml", "--log", "-"],
+        [sys.executable, "-m", "oxconsole.cli.detached", "--workload", "w.toml", "--log", "-"],
         cwd=tmp_path,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -254,7 +254,8 @@ def pilot_console(source: Any, *, theme: str | None = None, refresh: float = 4.0
 def test_q_in_the_console_exits_130(
     run_dirs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from oxconsole import cli, console
+    from oxconsole.cli import console
+    from oxconsole.cli import main as cli
 
     count = 6000  # 30 s of work: q comes long before its end, however loaded the machine
     write(tmp_path, count=count)

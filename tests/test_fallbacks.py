@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from oxconsole.engine.runner import make_engine
-from oxconsole.summary import render_summary, summary_from_journal
+from oxconsole.reports.summary import render_summary, summary_from_journal
 from oxconsole.workload import Workload, check_prompts
 
 from .support.workloads import load_workload

@@ -26,9 +26,9 @@ from oxconsole.engine.commands import EnableModel
 from oxconsole.engine.runner import Engine
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics import Collector, Snapshot
-from oxconsole.progress import progress_line
-from oxconsole.summary import render_summary, summary_from_journal
-from oxconsole.tuned import write_tuned
+from oxconsole.reports.progress import progress_line
+from oxconsole.reports.summary import render_summary, summary_from_journal
+from oxconsole.reports.tuned import write_tuned
 from oxconsole.ui.lines import Palette
 from oxconsole.ui.panels.header import header_lines
 from oxconsole.ui.panels.tables import errors_lines, models_lines

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 import pytest
 
-from oxconsole.console import EndedEarly, console_session
+from oxconsole.cli.console import EndedEarly, console_session
 from oxconsole.control import SocketSource
 from oxconsole.engine.commands import SetConcurrency
 from oxconsole.metrics import Collector, Snapshot

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from oxconsole.base.gcpace import PacedGC
 from oxconsole.engine import shard
-from oxconsole.gcpace import PacedGC
 
 from .conftest import WorkloadFactory
 from .support import run

@@ -15,7 +15,7 @@ import orjson
 from oxconsole.metrics.collector import Collector
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.metrics.stages import StageSpan, stage_table
-from oxconsole.progress import progress_line
+from oxconsole.reports.progress import progress_line
 from tests.report_support import sim_workload
 from tests.support import oxconsole_here
 from tests.test_metrics import gauges

@@ -18,7 +18,7 @@ import pytest
 
 from oxconsole.journal.journal import ok_ids
 from oxconsole.journal.records import RequestRecord
-from oxconsole.summary import JournalIssues, summary_from_journal
+from oxconsole.reports.summary import JournalIssues, summary_from_journal
 
 MEMORY_CAP = 1 << 30
 """Address space the report's process may use: ten times what a report of a few records needs."""

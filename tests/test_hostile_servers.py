@@ -22,7 +22,7 @@ import orjson
 import pytest
 from aiohttp import web
 
-from oxconsole.engine.client import EndpointClient
+from oxconsole.engine.send.client import EndpointClient
 
 from .http_support import chat_server, ok_answer, read_request
 
@@ -78,7 +78,7 @@ def head(status: int = 200, ctype: str = "text/event-stream", extra: str = "") -
 def client(url: str, timeout: float = 5.0, **limits: int) -> EndpointClient:
     kwargs: dict[str, Any] = {}
     if limits:
-        from oxconsole.engine.stream import BodyLimits
+        from oxconsole.engine.send.stream import BodyLimits
 
         kwargs["limits"] = BodyLimits(**limits)
     key = "sk-test-hostile-0123456789"
@@ -358,8 +358,8 @@ async def test_done_ends_the_answer_while_the_connection_stays_open() -> None:
 def test_a_long_line_costs_time_linear_in_its_length() -> None:
     """A 4 MiB line fed 1 KiB at a time: joined once when it ends, not copied on every read (that
     copy made one 50 MB line cost seconds of the event loop)."""
-    from oxconsole.engine.attempt import AttemptResult
-    from oxconsole.engine.stream import _Events
+    from oxconsole.engine.send.attempt import AttemptResult
+    from oxconsole.engine.send.stream import _Events
 
     ev = _Events(AttemptResult(ok=False), False)
     line = b'data: {"choices":[{"index":0,"delta":{"content":"' + b"a" * (4 * MIB) + b'"}}]}\n\n'

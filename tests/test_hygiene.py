@@ -24,14 +24,15 @@ HELP = (
 CASES = [
     # (what is imported, packages it must not load, packages it must load: proof the probe sees)
     pytest.param(
-        "import oxconsole.engine.runner, oxconsole.metrics.collector, oxconsole.sim.app, oxconsole.summary",
+        "import oxconsole.engine.runner, oxconsole.metrics.collector, oxconsole.sim.routes,"
+        " oxconsole.reports.summary",
         {"textual", "rich"},
         {"openai"},
         id="engine",
     ),
     pytest.param(
-        "import oxconsole.cli, oxconsole.exits, oxconsole.prepare, oxconsole.hints, oxconsole.workload,"
-        " oxconsole.summary",
+        "import oxconsole.cli.main, oxconsole.base.exits, oxconsole.cli.prepare, oxconsole.reports.hints,"
+        " oxconsole.workload, oxconsole.reports.summary",
         {"textual", "openai", "aiohttp", "httpx2"},
         set(),
         id="validate-and-report",
@@ -39,13 +40,15 @@ CASES = [
     pytest.param(HELP, {"textual", "openai"}, set(), id="help"),
     pytest.param("import oxconsole.workload", {"textual", "openai", "aiohttp"}, set(), id="workload"),
     pytest.param(
-        "import oxconsole.control, oxconsole.host, oxconsole.headless, oxconsole.attach, oxconsole.ps,"
-        " oxconsole.console, oxconsole.runend, oxconsole.cli",
+        "import oxconsole.control, oxconsole.cli.detached, oxconsole.cli.headless, oxconsole.cli.attach,"
+        " oxconsole.cli.ps, oxconsole.cli.console, oxconsole.cli.runend, oxconsole.cli.main",
         {"textual"},
         set(),
         id="control-host-headless-attach",
     ),
-    pytest.param("import oxconsole.tuned, oxconsole.reports.html", {"textual"}, set(), id="tuned-reports"),
+    pytest.param(
+        "import oxconsole.reports.tuned, oxconsole.reports.html", {"textual"}, set(), id="tuned-reports"
+    ),
     pytest.param("import oxconsole.sim, oxconsole.sim.cli", {"textual"}, {"aiohttp"}, id="sim"),
 ]
 

@@ -46,8 +46,8 @@ async def test_encoding_the_body_is_not_counted_as_the_servers_time(monkeypatch:
 
     import orjson
 
-    from oxconsole.engine import client as client_mod
-    from oxconsole.engine.client import EndpointClient
+    from oxconsole.engine.send import client as client_mod
+    from oxconsole.engine.send.client import EndpointClient
 
     def slow_dumps(obj: object, *a: object, **kw: object) -> bytes:
         clock.sleep(0.3)

@@ -77,7 +77,7 @@ def workload(tmp_path: Path, url: str, count: int = 20) -> Path:
     return path
 
 
-@pytest.mark.slow  # 15-35 s: runs of 500s put the model in cool-down (engine/health.py: 5 s, doubling)
+@pytest.mark.slow  # 15-35 s: runs of 500s put the model in cool-down (engine/send/health.py: 5 s, doubling)
 def test_a_lone_surrogate_in_an_error_body_is_journaled(tmp_path: Path, run_dirs: Path) -> None:
     body = b'{"error": {"message": "broken \\ud800 text \\udfff end", "type": "server_error"}}'
     with server(lambda: (500, body)) as url:

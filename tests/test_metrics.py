@@ -505,7 +505,7 @@ def test_progress_line() -> None:
     """The headless progress line: done of total, the 10 s rates, the window's TTFT and ITL p50 and
     latency p50/p99, errors, in flight of the limit, what bounds the run, the ETA at the 10 s rate;
     PAUSED while paused; no total, no ETA."""
-    from oxconsole.progress import progress_line
+    from oxconsole.reports.progress import progress_line
     from tests.ui_support import fixed_snapshot
 
     s = fixed_snapshot()  # 95.5 s in, 2,040 of 4,000 done, 34 errors, 45 of 48 in flight

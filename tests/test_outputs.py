@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from oxconsole import cli
+from oxconsole.cli import main as cli
 from oxconsole.control import RunSource
 from oxconsole.engine.commands import Stop
-from oxconsole.outputs import earlier_journals, journal_lines, keep_aside
+from oxconsole.reports.outputs import earlier_journals, journal_lines, keep_aside
 
 from .support import oxconsole_here
 
@@ -336,7 +336,7 @@ def test_host_process_log_is_owner_only(tmp_path: Path, run_dirs: Path) -> None:
     journal = tmp_path / "hosted" / "results.jsonl"
     w = workload(tmp_path, journal)
     r = subprocess.run(
-        [sys.executable, "-m", "oxconsole.host", "--workload", str(w)],
+        [sys.executable, "-m", "oxconsole.cli.detached", "--workload", str(w)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -355,7 +355,7 @@ def test_journals_sharing_a_folder_keep_their_own_summary_and_log(tmp_path: Path
     for name, count in (("a", 5), ("b", 3)):
         args = ["--workload", str(w), "--output", f"runs/{name}.jsonl", "--set", f"run.requests={count}"]
         r = subprocess.run(
-            [sys.executable, "-m", "oxconsole.host", *args],
+            [sys.executable, "-m", "oxconsole.cli.detached", *args],
             cwd=tmp_path,
             capture_output=True,
             text=True,

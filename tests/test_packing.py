@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from oxconsole import cli
+from oxconsole.cli import main as cli
 from oxconsole.workload import format_pack, parse_pack, split_answer
 
 PPR, PIN, POUT = 0.001, 2.0, 5.0

@@ -14,9 +14,9 @@ import orjson
 import pytest
 import tomli_w
 
-from oxconsole.cli import main
+from oxconsole.cli.main import main
 from oxconsole.metrics.plans import Usage, plan_costs, price, project
-from oxconsole.summary import summary_from_journal
+from oxconsole.reports.summary import summary_from_journal
 from oxconsole.workload import PricePlan, Prices, load_plans, load_workload
 
 from .support import engine_for, journal, run, until

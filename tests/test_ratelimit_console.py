@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from oxconsole.metrics.snapshot import Snapshot
-from oxconsole.summarytable import render_summary
+from oxconsole.reports.summarytable import render_summary
 from oxconsole.ui.app import ConsoleApp
 from oxconsole.ui.lines import Palette
 from oxconsole.ui.numbers import tight_count
@@ -105,7 +105,7 @@ def test_the_summary_table_says_the_limits() -> None:
 
 
 def test_a_wait_for_the_providers_reset_is_what_bounds_the_run() -> None:
-    from oxconsole.progress import BOUND_WORDS
+    from oxconsole.reports.progress import BOUND_WORDS
     from oxconsole.ui.panels.in_flight import bottleneck
 
     base = dataclasses.replace(

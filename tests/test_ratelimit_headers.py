@@ -12,9 +12,9 @@ import pytest
 from aiohttp import web
 from multidict import CIMultiDict
 
-from oxconsole.engine.client import EndpointClient
 from oxconsole.engine.headroom import Headroom
-from oxconsole.engine.rlheaders import parse_count, parse_reset
+from oxconsole.engine.send.client import EndpointClient
+from oxconsole.engine.send.rlheaders import parse_count, parse_reset
 from oxconsole.metrics.ratelimit import merge, summary
 
 from .http_support import chat_server, ok_answer

@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from oxconsole.cli import main
+from oxconsole.cli.main import main
 from oxconsole.engine.commands import SetConcurrency, Stop
-from oxconsole.engine.pool import ProcessShards
-from oxconsole.engine.raychannel import GATHER_S, ActorChannel
 from oxconsole.engine.runner import make_engine
+from oxconsole.engine.workers.pool import ProcessShards
+from oxconsole.engine.workers.raychannel import GATHER_S, ActorChannel
 
 from .conftest import WorkloadFactory
 from .ray_support import WL, assert_loopback, descendants, stopped_once
@@ -147,7 +147,7 @@ def test_the_workloads_files_are_shipped_and_run_from_copies(
 ) -> None:
     """`rayfiles`: the prompts file goes into the object store once (here a list), an actor writes
     it to its own folder and reads the same prompts from there; a file above SHIP_MAX stays, said."""
-    from oxconsole.engine import rayfiles
+    from oxconsole.engine.workers import rayfiles
     from oxconsole.workload import iter_prompts
 
     (tmp_path / "p.jsonl").write_text('{"id": "q1", "prompt": "hello"}\n{"id": "q2", "prompt": "again"}\n')
@@ -187,7 +187,7 @@ async def test_actors_run_a_prompts_file_the_driver_shipped(
 ) -> None:
     """The prompts file is moved away as soon as the driver has shipped it: the actors can only
     have read their own copies (as on a node that never had the file)."""
-    from oxconsole.engine import rayfiles, raypool
+    from oxconsole.engine.workers import rayfiles, raypool
 
     prompts = tmp_path / "p.jsonl"
     prompts.write_text("".join(f'{{"id": "q{i}", "prompt": "p {i}"}}\n' for i in range(60)))

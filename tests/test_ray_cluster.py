@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from oxconsole.cli import main
-from oxconsole.engine.raypool import RayShards
+from oxconsole.cli.main import main
 from oxconsole.engine.runner import make_engine
+from oxconsole.engine.workers.raypool import RayShards
 
 from .conftest import WorkloadFactory
 from .ray_support import WL, assert_loopback, descendants, stop_ray, stopped_once

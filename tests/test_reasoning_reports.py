@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from oxconsole.hints import CACHE_HINT
 from oxconsole.journal.reading import implausible
 from oxconsole.metrics.histogram import DEFAULT_ALPHA
 from oxconsole.reports.compare import compare, load_run, render_compare
+from oxconsole.reports.hints import CACHE_HINT
 from oxconsole.reports.html import write_html_report
+from oxconsole.reports.summary import summary_from_journal
+from oxconsole.reports.summarytable import render_summary
 from oxconsole.reports.svg import fmt_ms
-from oxconsole.summary import summary_from_journal
-from oxconsole.summarytable import render_summary
 from tests.support import oxconsole_here, run
 from tests.support.workloads import load_workload, write_workload
 

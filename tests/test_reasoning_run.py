@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from oxconsole.engine.outcome import RunOutcome
-from oxconsole.engine.shards import LocalShards
+from oxconsole.engine.workers.shardset import LocalShards
 from oxconsole.metrics.histogram import DEFAULT_ALPHA, LogHistogram
 from oxconsole.sim import start_sim
+from oxconsole.sim.answerplan import cache_key
 from oxconsole.sim.encoded import CHAT
-from oxconsole.sim.plan import cache_key
 from oxconsole.sim.prefix import PrefixCache
 from oxconsole.workload import Workload, iter_prompts
 from tests.sim_support import stats_of
@@ -153,7 +153,7 @@ async def test_responses_api_gives_the_same_figures(tmp_path: Path, stream: bool
 
 def expected_cached_responses(w: Workload) -> dict[str, int]:
     """As `expected_cached`, for prompts sent as Responses input items."""
-    from oxconsole.engine.apis import response_input
+    from oxconsole.engine.send.apis import response_input
     from oxconsole.sim.encoded import RESPONSES
 
     cache = PrefixCache(w.sim["r"].cache_block)

@@ -16,9 +16,9 @@ import orjson
 import pytest
 from aiohttp import web
 
-from oxconsole.engine.attempt import AttemptResult
-from oxconsole.engine.client import EndpointClient
-from oxconsole.engine.stream import _Events
+from oxconsole.engine.send.attempt import AttemptResult
+from oxconsole.engine.send.client import EndpointClient
+from oxconsole.engine.send.stream import _Events
 from tests.support import journal, run
 from tests.support.workloads import load_workload
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from oxconsole.engine.client import EndpointClient
-from oxconsole.redaction import DETAIL_MAX, PIECE, scrub, secret_forms, shown_override
+from oxconsole.base.redaction import DETAIL_MAX, PIECE, scrub, secret_forms, shown_override
+from oxconsole.engine.send.client import EndpointClient
 from tests.http_support import chat_server
 
 KEY = "+Zq9/SECRETKEY77=="
@@ -125,7 +125,7 @@ async def test_a_server_echoing_the_key_leaks_none_of_it(echo: str, tmp_path: Pa
 
 
 def test_the_resume_hint_does_not_repeat_a_header_value() -> None:
-    from oxconsole.hints import resume_command
+    from oxconsole.reports.hints import resume_command
 
     sets = ['endpoints.default.headers.X-Api-Key="k-secret-123"', "run.rate=2"]
     hint = resume_command("w.toml", sets, None)

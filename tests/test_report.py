@@ -1,4 +1,4 @@
-"""Tests for oxconsole.summary: journal reading, summary from a journal, the text table, the command."""
+"""Tests for oxconsole.reports.summary: journal reading, a summary from a journal, the table, the command."""
 
 from __future__ import annotations
 
@@ -10,8 +10,14 @@ import pytest
 
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics import Collector
-from oxconsole.summary import JournalIssues, read_journal, render_summary, report_main, summary_from_journal
-from oxconsole.summarytable import AUTO_ROWS
+from oxconsole.reports.summary import (
+    JournalIssues,
+    read_journal,
+    render_summary,
+    report_main,
+    summary_from_journal,
+)
+from oxconsole.reports.summarytable import AUTO_ROWS
 from tests.test_metrics import FakeClock, assert_summary_close, exact_summary, make_records
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from oxconsole import cli
+from oxconsole.cli import main as cli
 from oxconsole.engine.outcome import RunOutcome
 from oxconsole.journal.records import RequestRecord
 from oxconsole.reports.compare import compare, load_run, percentile_intervals, render_compare

@@ -6,7 +6,7 @@ import csv
 from pathlib import Path
 
 from oxconsole.reports.exports import CSV_COLUMNS, record_from_row, write_csv
-from oxconsole.summary import read_journal
+from oxconsole.reports.summary import read_journal
 from tests.report_support import SECRET_DETAIL, SECRET_TEXT, secret_records, write_journal
 from tests.support import oxconsole_here
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from oxconsole.reports.html import write_html_report
+from oxconsole.reports.summary import summary_from_journal
+from oxconsole.reports.summarytable import AUTO_ROWS
 from oxconsole.reports.timeline import build_timeline, slot_width
-from oxconsole.summary import summary_from_journal
-from oxconsole.summarytable import AUTO_ROWS
 from tests.report_support import SECRET_DETAIL, SECRET_TEXT, secret_records, sim_run, write_journal
 
 SECTIONS = {"summary", "throughput", "latency-over-time", "distributions", "models", "errors"}

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from oxconsole.summarytable import render_summary
+from oxconsole.reports.summarytable import render_summary
 from tests.report_support import sim_workload
 from tests.support import oxconsole_here, wait_until
 from tests.test_metrics import assert_histograms_close

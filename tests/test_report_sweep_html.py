@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from oxconsole.cli import main
+from oxconsole.cli.main import main
 from tests.test_report_html import parse
 from tests.test_sweep import write
 

@@ -21,7 +21,7 @@ import orjson
 import pytest
 
 from oxconsole.journal.records import RequestRecord
-from oxconsole.summary import summary_from_journal
+from oxconsole.reports.summary import summary_from_journal
 
 from .support import oxconsole_here
 
@@ -180,14 +180,14 @@ def test_resumed_summary_covers_every_session_and_report_agrees(
 @pytest.mark.slow
 @pytest.mark.subprocess
 def test_console_engine_writes_the_whole_summary(tmp_path: Path, first_run: Path) -> None:
-    """The engine process a console starts (`oxconsole.host`) ends a resumed run with the whole
+    """The engine process a console starts (`oxconsole.cli.detached`) ends a resumed run with the whole
     journal's summary in summary.json: what it also sends the console as its final summary."""
     w, results, _ = first_session(tmp_path, first_run)
     host = subprocess.run(
         [
             sys.executable,
             "-m",
-            "oxconsole.host",
+            "oxconsole.cli.detached",
             "--workload",
             str(w),
             "--output",

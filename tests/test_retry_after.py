@@ -25,10 +25,10 @@ import orjson
 import pytest
 from aiohttp import web
 
-from oxconsole.engine.attempt import AttemptResult
-from oxconsole.engine.client import RETRY_AFTER_MAX, parse_retry_after, redact
-from oxconsole.engine.request import retryable
 from oxconsole.engine.runner import backoff_delay
+from oxconsole.engine.send.attempt import AttemptResult
+from oxconsole.engine.send.client import RETRY_AFTER_MAX, parse_retry_after, redact
+from oxconsole.engine.send.request import retryable
 from oxconsole.workload import Workload
 
 from .conftest import WorkloadFactory

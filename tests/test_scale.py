@@ -11,10 +11,10 @@ import aiohttp
 import orjson
 import pytest
 
-from oxconsole.idset import IdSet, repeated
+from oxconsole.base.idset import IdSet, repeated
 from oxconsole.journal.journal import ok_ids
+from oxconsole.reports.summary import render_summary
 from oxconsole.sim import start_sim
-from oxconsole.summary import render_summary
 from oxconsole.workload import SimModelProfile
 
 

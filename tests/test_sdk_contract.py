@@ -1,7 +1,7 @@
 """The private names of the openai SDK and aiohttp the request path relies on, checked by name and
 in use.
 
-Why this test exists: `engine/internals.py` (the one module that touches them) builds each
+Why this test exists: `engine/send/internals.py` (the one module that touches them) builds each
 endpoint's request once with the SDK's private `_build_request` and makes status errors with
 `_make_status_error_from_response`; it reads every body through an aiohttp reader switched to its
 own class, inside aiohttp's `data_received`. Private paths break across releases without notice;
@@ -20,12 +20,12 @@ import openai
 import orjson
 from aiohttp import web
 
-from oxconsole.engine import internals
-from oxconsole.engine.client import EndpointClient
+from oxconsole.engine.send import internals
+from oxconsole.engine.send.client import EndpointClient
 from tests.http_support import chat_server
 
 SDK = f"openai {openai.__version__}, aiohttp {aiohttp.__version__}"
-FIX = "pin openai and aiohttp in pyproject.toml to the ranges tested, or adapt engine/internals.py"
+FIX = "pin openai and aiohttp in pyproject.toml to the ranges tested, or adapt engine/send/internals.py"
 
 # (module, attribute path) the client uses, privately
 REQUIRED = [

@@ -8,7 +8,7 @@ import urllib.parse
 import pytest
 from aiohttp import web
 
-from oxconsole.engine.client import DETAIL_MAX, EndpointClient, scrub
+from oxconsole.engine.send.client import DETAIL_MAX, EndpointClient, scrub
 from tests.http_support import chat_server
 
 # A key with the characters that defeated the credential pattern: + / =

@@ -1,4 +1,4 @@
-"""The cut of a run into shards (`engine/shares.py`): pure functions, plain tests.
+"""The cut of a run into shards (`engine/workers/split.py`): pure functions, plain tests.
 
 The figures are those the worker pool always gave: a concurrency in whole slots (each at least 1,
 differing by at most one), a rate and a token budget in equal parts, the rest as it is."""
@@ -11,7 +11,7 @@ import pytest
 
 from oxconsole.engine.commands import EnableModel, Pause, Resume, SetConcurrency, SetRate, SetTpm, SetWeight
 from oxconsole.engine.live import Change
-from oxconsole.engine.shares import run_seeded, shard_commands, share, split
+from oxconsole.engine.workers.split import run_seeded, shard_commands, share, split
 
 from .support.workloads import load_workload
 

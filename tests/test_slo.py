@@ -19,7 +19,7 @@ import pytest
 
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.goodput import goodput_entry, slo_missed, slo_target_of
-from oxconsole.summary import summary_from_journal
+from oxconsole.reports.summary import summary_from_journal
 from oxconsole.workload import SloConfig, WorkloadError
 from oxconsole.workload import load_workload as load_file
 

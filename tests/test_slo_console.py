@@ -18,7 +18,7 @@ from oxconsole.metrics import Snapshot
 from oxconsole.metrics.collector import Collector
 from oxconsole.metrics.goodput import Goodput
 from oxconsole.metrics.snapshot import Gauges
-from oxconsole.progress import progress_line
+from oxconsole.reports.progress import progress_line
 from oxconsole.ui.app import ConsoleApp
 from oxconsole.ui.lines import Line, Palette
 from oxconsole.ui.panels.header import header_lines

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from oxconsole.engine.commands import SetConcurrency, SetRate
+from oxconsole.engine.drivers.stagedriver import ramp_steps, ramp_value
 from oxconsole.engine.runner import Engine, make_engine
-from oxconsole.engine.stages import ramp_steps, ramp_value
-from oxconsole.summary import summary_from_journal
+from oxconsole.reports.summary import summary_from_journal
 from oxconsole.workload import WorkloadError, check_prompts
 from oxconsole.workload import load_workload as load_file
 
@@ -215,7 +215,7 @@ def test_the_console_and_the_progress_line_show_the_stage() -> None:
     from oxconsole.metrics.collector import Collector
     from oxconsole.metrics.snapshot import Snapshot
     from oxconsole.metrics.stages import StageSpan
-    from oxconsole.progress import progress_line
+    from oxconsole.reports.progress import progress_line
     from oxconsole.ui.lines import Palette
     from oxconsole.ui.panels.header import header_lines
 
@@ -323,7 +323,7 @@ class _VirtualRun:
 
 
 def test_the_driver_keeps_time_exactly_on_a_virtual_clock(tmp_path: Path) -> None:
-    from oxconsole.engine.stages import StageDriver
+    from oxconsole.engine.drivers.stagedriver import StageDriver
 
     from .support.clock import run_virtual
 

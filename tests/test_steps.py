@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from oxconsole.engine.commands import SetConcurrency
-from oxconsole.metrics.steps import is_step, step_figures, step_sentence
+from oxconsole.metrics.stepresponse import is_step, step_figures, step_sentence
 from oxconsole.workload import Workload, WorkloadError
 
 from .support import engine_for, oxconsole, run, until

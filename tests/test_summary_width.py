@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from oxconsole.headless import print_summary
-from oxconsole.summarytable import render_summary, table_width
+from oxconsole.cli.headless import print_summary
+from oxconsole.reports.summarytable import render_summary, table_width
 
 SMALL, LARGE = "meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-70B-Instruct"
 

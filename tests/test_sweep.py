@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from oxconsole.cli import main
+from oxconsole.cli.main import main
 
 from .support.workloads import write_workload
 

@@ -227,7 +227,8 @@ def wait_for_end(source: Any, *, theme: str | None = None, refresh: float = 4.0)
 def test_sweep_on_a_terminal_opens_the_console_and_prints_the_table_at_its_end(
     run_dirs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from oxconsole import cli, console
+    from oxconsole.cli import console
+    from oxconsole.cli import main as cli
 
     write(tmp_path, capacity=8)
     monkeypatch.chdir(tmp_path)
@@ -300,7 +301,8 @@ def detach_at_once(source: Any, *, theme: str | None = None, refresh: float = 4.
 def test_d_detaches_the_sweep_goes_on_and_attach_brings_it_back_to_its_end(
     run_dirs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from oxconsole import attach, cli, console
+    from oxconsole.cli import attach, console
+    from oxconsole.cli import main as cli
 
     write(tmp_path, capacity=8)
     monkeypatch.chdir(tmp_path)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from oxconsole.exits import BadInput
+from oxconsole.base.exits import BadInput
 from oxconsole.metrics.knee import knee_index, next_auto_value, slo_met
 from oxconsole.sweep.plan import parse_over
 

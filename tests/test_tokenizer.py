@@ -157,7 +157,7 @@ def test_without_the_package_exit_2_says_how_to_install(tmp_path: Path, tok: Any
     (tmp_path / "w.toml").write_text(SIM + '[prompts]\ntokenizer = "tok/tokenizer.json"\nitems = ["x"]\n')
     code = (
         "import sys; sys.modules['tokenizers'] = None\n"
-        "from oxconsole.cli import main\n"
+        "from oxconsole.cli.main import main\n"
         "sys.exit(main(['validate', 'w.toml']))\n"
     )
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)

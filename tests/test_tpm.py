@@ -26,12 +26,12 @@ from oxconsole.engine import dispatch
 from oxconsole.engine.commands import SetTpm
 from oxconsole.engine.limits import Hold, TokenBudget, TokenWindow
 from oxconsole.engine.runner import Engine, make_engine
-from oxconsole.engine.shares import share
+from oxconsole.engine.workers.split import share
 from oxconsole.metrics.snapshot import Snapshot
+from oxconsole.ui.keysteps import tpm_step
 from oxconsole.ui.lines import Palette
 from oxconsole.ui.numbers import fmt_change, round_sig
 from oxconsole.ui.panels.in_flight import bottleneck, in_flight_lines
-from oxconsole.ui.steps import tpm_step
 from oxconsole.workload import Prompt, Workload
 from tests.support import run
 from tests.support.clock import run_virtual
@@ -447,7 +447,7 @@ def test_the_window_used_by_the_engine_is_the_contracts_minute() -> None:
 
 
 def test_a_live_tpm_is_saved_with_the_tuned_workload(tmp_path: Path) -> None:
-    from oxconsole.tuned import write_tuned
+    from oxconsole.reports.tuned import write_tuned
     from oxconsole.workload import load_workload as load_file
 
     path = write_workload("sim_instant", tmp_path, {"prompts.items": ["a"], "sim": None}, file="w.toml")

@@ -23,9 +23,10 @@ from textual.widgets import Label
 import oxconsole.ui.app as app_module
 from oxconsole.engine.commands import Command, EnableModel, SetConcurrency, SetRate, Stop
 from oxconsole.metrics.snapshot import Snapshot
-from oxconsole.tuned import save_tuned, tuned_path
+from oxconsole.reports.tuned import save_tuned, tuned_path
 from oxconsole.ui.app import ConsoleApp, MainScreen
 from oxconsole.ui.charts import bar_chart, sparkline
+from oxconsole.ui.keysteps import PENDING_S, Pending, concurrency_step, rate_step
 from oxconsole.ui.lines import Line, Palette, join_lines
 from oxconsole.ui.numbers import fmt_change, round_sig
 from oxconsole.ui.panels.header import header_lines
@@ -33,7 +34,6 @@ from oxconsole.ui.panels.in_flight import bottleneck, in_flight_lines
 from oxconsole.ui.panels.latency import latency_lines
 from oxconsole.ui.panels.throughput import throughput_lines
 from oxconsole.ui.screens import KEYS, EnabledBox, HelpScreen, RoutingEditor
-from oxconsole.ui.steps import PENDING_S, Pending, concurrency_step, rate_step
 from oxconsole.ui.theming import PACKAGE_THEMES, load_theme_file, load_themes
 from oxconsole.ui.widgets import ErrorsPanel, HeaderPanel, LatencyPanel
 from oxconsole.workload import WorkloadError, load_workload

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from oxconsole.summarytable import render_summary
+from oxconsole.base.units import FIGURES, NONE, cut, fmt_count, fmt_duration, fmt_money, fmt_ms, fmt_rate
+from oxconsole.reports.summarytable import render_summary
 from oxconsole.sweep.table import render_table
 from oxconsole.ui.lines import Palette
 from oxconsole.ui.panels.header import header_lines
-from oxconsole.units import FIGURES, NONE, cut, fmt_count, fmt_duration, fmt_money, fmt_ms, fmt_rate
 from tests.ui_support import fixed_snapshot
 
 

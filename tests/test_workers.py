@@ -16,9 +16,9 @@ import pytest
 from aiohttp import web
 
 from oxconsole.engine.commands import EnableModel, Pause, Resume, SetConcurrency, SetRate, SetWeight, Stop
-from oxconsole.engine.pool import ProcessShards
 from oxconsole.engine.runner import Engine, make_engine
-from oxconsole.engine.shares import split
+from oxconsole.engine.workers.pool import ProcessShards
+from oxconsole.engine.workers.split import split
 from oxconsole.workload import Workload
 
 from .http_support import chat_server, ok_answer

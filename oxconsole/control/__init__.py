@@ -6,9 +6,9 @@ is how they find each other (`registry`), what they say (`protocol`), the engine
 (`source`). Nothing here imports Textual or the console.
 """
 
-from oxconsole.control.client import SocketSource
 from oxconsole.control.registry import RunEntry, RunInfo, list_runs, pid_alive, run_dirs, runs_dir
 from oxconsole.control.server import ControlServer, serve_run
+from oxconsole.control.socketsource import SocketSource
 from oxconsole.control.source import LocalSource, RunSource
 
 __all__ = [

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from oxconsole.base.jsonfile import write_json
 from oxconsole.control.protocol import MAX_HZ, MIN_HZ, SERVER_MAX_LINE, encode
 from oxconsole.control.registry import (
     REGISTRY_INTERVAL,
@@ -35,7 +36,6 @@ from oxconsole.control.registry import (
     unlink,
 )
 from oxconsole.engine.commands import CommandError, command_from_dict, command_name, origin
-from oxconsole.jsonfile import write_json
 from oxconsole.metrics.snapshot import Snapshot
 
 if TYPE_CHECKING:

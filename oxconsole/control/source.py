@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from oxconsole.aio import new_event_loop
+from oxconsole.base.aio import new_event_loop
 from oxconsole.control.registry import RunInfo
 from oxconsole.control.server import serve_run
 from oxconsole.engine.commands import By, Command

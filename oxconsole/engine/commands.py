@@ -66,7 +66,7 @@ class Resume:
 @dataclass(frozen=True)
 class SetAuto:
     on: bool
-    """True: the engine finds and holds the highest concurrency meeting [slo] (engine/autoconc.py);
+    """True: the engine finds and holds the highest concurrency meeting [slo] (engine/drivers/autosearch.py);
     False: the concurrency stays where it is."""
 
 

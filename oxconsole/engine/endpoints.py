@@ -12,8 +12,8 @@ import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from oxconsole.engine.apis import PATHS
-from oxconsole.engine.client import EndpointClient
+from oxconsole.engine.send.apis import PATHS
+from oxconsole.engine.send.client import EndpointClient
 from oxconsole.workload import Workload, resolve_api_key, resolve_headers
 from oxconsole.workload.prompts import one_pass
 

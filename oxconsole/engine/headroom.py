@@ -33,7 +33,7 @@ import math
 import time
 from typing import Any
 
-from oxconsole.engine.rlheaders import parse_count, parse_reset
+from oxconsole.engine.send.rlheaders import parse_count, parse_reset
 
 __all__ = ["Headroom"]
 

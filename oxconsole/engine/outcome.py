@@ -17,7 +17,7 @@ from oxconsole.workload import Workload
 
 EXIT_OK, EXIT_ERRORS, EXIT_NOT_SAVED, EXIT_STOPPED = 0, 1, 4, 130
 """Every request ok; some ended in error; the journal could not be written; stopped before every
-request was sent. (2, bad input, is decided before a run starts: `oxconsole.exits`.)"""
+request was sent. (2, bad input, is decided before a run starts: `oxconsole.base.exits`.)"""
 EXIT_SLO = 3
 """The run finished but its goodput fell below the `[slo]` target (the summary's `goodput.met`)."""
 

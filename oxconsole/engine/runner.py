@@ -23,22 +23,22 @@ from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
-from oxconsole.engine.adapt import rejected_field as rejected_field
-from oxconsole.engine.autorun import AutoRun
 from oxconsole.engine.commands import By, Command, Stop
-from oxconsole.engine.conversations import merge_counts
+from oxconsole.engine.drivers.autorun import AutoRun
+from oxconsole.engine.drivers.stagedriver import StageDriver
 from oxconsole.engine.endpoints import Endpoints
 from oxconsole.engine.live import Change, LiveSettings
 from oxconsole.engine.outcome import RunEngine as RunEngine
 from oxconsole.engine.outcome import RunOutcome as RunOutcome
 from oxconsole.engine.outcome import ended
 from oxconsole.engine.prometheus import MetricsEndpoint, metrics_endpoint
-from oxconsole.engine.request import backoff_delay as backoff_delay
 from oxconsole.engine.saved import run_summary
+from oxconsole.engine.send.adapt import rejected_field as rejected_field
+from oxconsole.engine.send.conversations import merge_counts
+from oxconsole.engine.send.request import backoff_delay as backoff_delay
 from oxconsole.engine.shard import LocalShard
-from oxconsole.engine.shards import LocalShards, Shards
-from oxconsole.engine.shares import shard_commands, worker_count
-from oxconsole.engine.stages import StageDriver
+from oxconsole.engine.workers.shardset import LocalShards, Shards
+from oxconsole.engine.workers.split import shard_commands, worker_count
 from oxconsole.journal.fingerprint import open_journal
 from oxconsole.journal.journal import Journal
 from oxconsole.journal.records import RequestRecord
@@ -74,12 +74,12 @@ def make_engine(workload: Workload, **kwargs: Any) -> Engine:
     actors (`run.cluster = "ray"`)."""
     urls = kwargs.pop("endpoint_urls", None)
     if workload.run.cluster == "ray":  # N engine actors on a Ray cluster
-        from oxconsole.engine.raypool import RayShards
+        from oxconsole.engine.workers.raypool import RayShards
 
         return Engine(workload, shards=RayShards(workload, kwargs.pop("workers", None)), **kwargs)
     n = kwargs.pop("workers", None) or worker_count(workload)
     if n > 1:
-        from oxconsole.engine.pool import ProcessShards
+        from oxconsole.engine.workers.pool import ProcessShards
 
         return Engine(workload, shards=ProcessShards(workload, n), **kwargs)
     return Engine(workload, shards=LocalShards(urls), **kwargs)
@@ -135,7 +135,7 @@ class Engine:
         """`/metrics` while the run lasts (`[output] prometheus`), fed at each publish."""
         self.live = LiveSettings.of(workload)
         self.auto = AutoRun.of(workload)
-        """Adaptive concurrency (engine/autorun.py) while `live.auto`; None without [slo]."""
+        """Adaptive concurrency (engine/drivers/autorun.py) while `live.auto`; None without [slo]."""
         self.shards: Shards = shards or LocalShards(endpoint_urls, endpoints)
         self.shards.bind(self)
         self._drive_auto()

@@ -19,9 +19,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from collections.abc import Set as AbstractSet
 from typing import Any
 
-from oxconsole.engine.adapt import Bodies
-from oxconsole.engine.cascade import cascade_for
-from oxconsole.engine.client import AttemptResult
+from oxconsole.base.gcpace import PacedGC
 from oxconsole.engine.commands import (
     Command,
     EnableModel,
@@ -33,17 +31,19 @@ from oxconsole.engine.commands import (
     SetTpm,
     SetWeight,
 )
-from oxconsole.engine.conversations import Sessions
 from oxconsole.engine.dispatch import Dispatcher
 from oxconsole.engine.endpoints import CONNECT_WITHIN_S, Endpoints, connections_ahead, first_wave
 from oxconsole.engine.headroom import Headroom
-from oxconsole.engine.health import ModelHealth
 from oxconsole.engine.limits import Hold
-from oxconsole.engine.packing import packer_for
 from oxconsole.engine.readahead import ReadAhead
-from oxconsole.engine.request import Sender, Story
 from oxconsole.engine.router import Router
-from oxconsole.gcpace import PacedGC
+from oxconsole.engine.send.adapt import Bodies
+from oxconsole.engine.send.cascade import cascade_for
+from oxconsole.engine.send.client import AttemptResult
+from oxconsole.engine.send.conversations import Sessions
+from oxconsole.engine.send.health import ModelHealth
+from oxconsole.engine.send.packing import packer_for
+from oxconsole.engine.send.request import Sender, Story
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.histogram import LogHistogram
 from oxconsole.metrics.snapshot import Gauges, ModelGauge

@@ -23,7 +23,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from oxconsole.idset import repeated
+from oxconsole.base.idset import repeated
 
 
 def errors_path(output: Path) -> Path:

@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from oxconsole.idset import IdSet
+from oxconsole.base.idset import IdSet
 from oxconsole.journal.journal import Journal
 from oxconsole.journal.manifest import manifest_path, read_manifest, write_manifest_data
 from oxconsole.workload import Workload, WorkloadError, iter_prompts, plans_to_toml, request_ids

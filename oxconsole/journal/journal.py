@@ -30,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from oxconsole.idset import IdSet
+from oxconsole.base.idset import IdSet
 from oxconsole.journal.reading import JournalIssues, journal_items
 from oxconsole.journal.records import RequestRecord
 

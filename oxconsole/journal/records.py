@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from oxconsole.safetext import valid_text
+from oxconsole.base.safetext import valid_text
 from oxconsole.workload.bounds import MAX_DURATION
 
 RUN_TIMES = ("t_scheduled", "t_sent")

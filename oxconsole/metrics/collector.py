@@ -44,7 +44,7 @@ from oxconsole.metrics.snapshot import (
     Snapshot,
 )
 from oxconsole.metrics.stages import StageLog, fold_change
-from oxconsole.metrics.steps import StepTracker
+from oxconsole.metrics.stepresponse import StepTracker
 from oxconsole.metrics.window import RollingHistogram, SecondSeries
 
 if TYPE_CHECKING:

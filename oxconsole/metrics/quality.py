@@ -15,11 +15,11 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from oxconsole.base.units import fmt_money, fmt_ms
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.histogram import LogHistogram
 from oxconsole.metrics.plans import Usage
 from oxconsole.metrics.snapshot import quality_view
-from oxconsole.units import fmt_money, fmt_ms
 
 __all__ = ["QualityCounts", "add_per_valid", "live_quality", "quality_entry", "quality_lines", "with_steps"]
 

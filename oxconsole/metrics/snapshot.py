@@ -219,7 +219,7 @@ class Snapshot:
     "value", "eta_s", "point_s", "knee", "done": [{"index", "value", "req_per_s", "goodput_per_s",
     "p99_ms", "slo_met"}], "locked", "held"} (`sweep/gauge.py`); None outside a sweep."""
     bursts: Mapping[str, Any] | None = None
-    """{"step": the last step's figures so far (`metrics/steps.py`) or None, "lag": {"p50", "p99",
+    """{"step": the last step's figures so far (`metrics/stepresponse.py`) or None, "lag": {"p50", "p99",
     "within_10ms"} of an open-loop run's sends against their due times (`metrics/due.py`) or None};
     None when the run has neither."""
     reasoning: ReasoningLive | None = None

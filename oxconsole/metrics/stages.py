@@ -18,9 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from oxconsole.base.units import fmt_duration
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.aggregate import RunStats, timing
-from oxconsole.units import fmt_duration
 
 __all__ = ["StageLog", "StageSpan"]
 

@@ -1,6 +1,6 @@
 """`oxconsole report` beyond one summary: HTML, several journals compared, CSV and Markdown.
 
-Why this module exists: the command line parses the flags and hands them here, so `cli.py` and
+Why this module exists: the command line parses the flags and hands them here, so `cli/main.py` and
 `report.py` keep one line each for these outputs; each output lives in its own module and this
 one only decides which to run and turns unreadable journals into exit code 2.
 """
@@ -92,8 +92,8 @@ def report_command(req: ReportRequest) -> int:
         )
     path = req.results[0]
     if req.as_json or not (req.html or req.csv or req.markdown):
+        from oxconsole.reports.summary import report_main
         from oxconsole.reports.sweep import sweep_report
-        from oxconsole.summary import report_main
 
         code = report_main(path, req.as_json, plans, sweep_report(path))
         if code:
@@ -113,7 +113,7 @@ def report_command(req: ReportRequest) -> int:
             print(f"oxconsole report: wrote {n:,} records to {req.csv}", file=sys.stderr)
         if req.markdown:
             from oxconsole.reports.exports import render_markdown
-            from oxconsole.summary import summary_from_journal
+            from oxconsole.reports.summary import summary_from_journal
 
             sys.stdout.write(render_markdown(summary_from_journal(path, plans=plans)))
     except OSError as e:

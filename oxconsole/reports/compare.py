@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from oxconsole.base.units import FIGURES as SUMMARY_FIGURES
 from oxconsole.reports.plans import cost_figures, cost_rows, money_cell
 from oxconsole.reports.quality import quality_figures, quality_rows
 from oxconsole.reports.reasoning import reasoning_figures, reasoning_rows
 from oxconsole.reports.steps import step_rows, step_values
+from oxconsole.reports.summary import read_journal, summary_from_journal
 from oxconsole.reports.timeline import build_timeline
-from oxconsole.summary import read_journal, summary_from_journal
-from oxconsole.units import FIGURES as SUMMARY_FIGURES
 
 if TYPE_CHECKING:
     from oxconsole.workload.plans import PricePlan
@@ -52,7 +52,7 @@ EXACT_LIMIT = 20_000
 CONFIDENCE = 0.95
 
 FIGURES: tuple[tuple[str, str], ...] = tuple((f.key, f.header) for f in SUMMARY_FIGURES)
-"""(dotted key, label with its unit) of each figure compared, as `oxconsole.units` declares them."""
+"""(dotted key, label with its unit) of each figure compared, as `oxconsole.base.units` declares them."""
 
 GOODPUT: tuple[tuple[str, str], ...] = (
     ("goodput.requests_per_s", "goodput/s"),

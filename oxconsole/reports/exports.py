@@ -20,7 +20,7 @@ import orjson
 from oxconsole.journal.records import RequestRecord
 from oxconsole.reports.plans import money_cell, plan_table
 from oxconsole.reports.quality import MONEY_HEAD, QUALITY_HEAD, quality_tables
-from oxconsole.summary import read_journal
+from oxconsole.reports.summary import read_journal
 
 __all__ = [
     "CSV_COLUMNS",

@@ -21,11 +21,11 @@ from oxconsole.reports.plans import cost_by_plan, money_cell
 from oxconsole.reports.quality import quality_section
 from oxconsole.reports.reasoning import reasoning_section
 from oxconsole.reports.steps import step_label, steps_section
+from oxconsole.reports.summary import summary_from_journal
+from oxconsole.reports.summarytable import AUTO_ROWS
 from oxconsole.reports.svg import PALETTE, Line, Marker, distribution, fmt_num, line_chart, stacked_bars
 from oxconsole.reports.sweep import sweep_section
 from oxconsole.reports.timeline import TIMED, Timeline, build_timeline
-from oxconsole.summary import summary_from_journal
-from oxconsole.summarytable import AUTO_ROWS
 
 if TYPE_CHECKING:
     from oxconsole.workload.plans import PricePlan

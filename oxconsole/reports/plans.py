@@ -12,9 +12,9 @@ from collections.abc import Iterable, Mapping
 from html import escape
 from typing import Any
 
+from oxconsole.base.units import fmt_money
 from oxconsole.metrics.plans import cheapest
 from oxconsole.reports.svg import PALETTE, W
-from oxconsole.units import fmt_money
 
 __all__ = ["cost_by_plan", "cost_figures", "cost_rows", "money_cell", "plan_table"]
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from html import escape
 from typing import Any
 
-from oxconsole.units import fmt_money, fmt_ms
+from oxconsole.base.units import fmt_money, fmt_ms
 
 __all__ = [
     "MONEY_HEAD",

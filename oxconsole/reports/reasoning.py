@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping
 from html import escape
 from typing import Any
 
+from oxconsole.base.units import fmt_num
 from oxconsole.metrics.reasoning import has_reasoning, output_share, pct_cell
-from oxconsole.units import fmt_num
 
 __all__ = ["reasoning_figures", "reasoning_rows", "reasoning_section"]
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from html import escape
 from typing import Any
 
-from oxconsole.metrics.steps import step_sentence
+from oxconsole.metrics.stepresponse import step_sentence
 
 __all__ = ["step_label", "step_rows", "step_values", "steps_section"]
 

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 
 from oxconsole.metrics import LogHistogram
-from oxconsole.summary import read_journal
+from oxconsole.reports.summary import read_journal
 
 __all__ = ["MAX_SLOTS", "TIMED", "Slot", "Timeline", "build_timeline", "slot_width"]
 

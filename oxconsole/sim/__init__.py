@@ -10,8 +10,8 @@ client it is measuring).
 
 from __future__ import annotations
 
-from oxconsole.sim.app import SIM_STATE, SimState, build_app, is_loopback, start_sim
 from oxconsole.sim.process import SimProcess, SimProcessError
+from oxconsole.sim.routes import SIM_STATE, SimState, build_app, is_loopback, start_sim
 from oxconsole.sim.state import ModelStats
 
 __all__ = [

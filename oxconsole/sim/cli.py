@@ -21,10 +21,10 @@ from typing import Any
 
 import orjson
 
-from oxconsole.aio import run_loop
-from oxconsole.gcpace import PacedGC
-from oxconsole.sim.app import SIM_STATE, SimState, is_loopback, start_sim
+from oxconsole.base.aio import run_loop
+from oxconsole.base.gcpace import PacedGC
 from oxconsole.sim.quality import Truth, truth_for
+from oxconsole.sim.routes import SIM_STATE, SimState, is_loopback, start_sim
 from oxconsole.workload import SimLimits, SimModelProfile
 from oxconsole.workload.schema import REASONING_FIELDS
 

@@ -13,9 +13,9 @@ import math
 
 from aiohttp import web
 
+from oxconsole.base.units import fmt_seconds_header
 from oxconsole.sim.encoded import error_body, json_response
 from oxconsole.sim.state import ModelState
-from oxconsole.units import fmt_seconds_header
 
 
 async def arrival_faults(

@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from oxconsole.base.units import fmt_duration
 from oxconsole.metrics.knee import slo_met
 from oxconsole.sweep.table import knee_of
-from oxconsole.units import fmt_duration
 
 __all__ = ["done_rows", "sweep_fraction", "sweep_gauge", "sweep_text"]
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from oxconsole.exits import BadInput
+from oxconsole.base.exits import BadInput
 from oxconsole.journal.manifest import read_manifest, write_manifest_data
 
 if TYPE_CHECKING:

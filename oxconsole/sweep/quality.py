@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from oxconsole.base.units import fmt_money, fmt_ms
 from oxconsole.metrics.knee import load_order
-from oxconsole.units import fmt_money, fmt_ms
 
 __all__ = ["quality_table"]
 

@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from oxconsole.base.units import fmt_duration
 from oxconsole.engine.endpoints import Endpoints
 from oxconsole.engine.runner import Engine
 from oxconsole.journal.journal import Journal
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.knee import next_auto_value
-from oxconsole.progress import progress_line
+from oxconsole.reports.progress import progress_line
 from oxconsole.sweep.plan import AUTO_CAP, AUTO_START, Over, PointPlan, SweepState, check_points
-from oxconsole.units import fmt_duration
 
 if TYPE_CHECKING:
     from oxconsole.workload import Workload

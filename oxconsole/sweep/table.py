@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from oxconsole.base.units import fmt_money, fmt_ms
 from oxconsole.metrics.knee import knee_index, load_order, slo_met
 from oxconsole.sweep.plan import SHORT_KEYS
 from oxconsole.sweep.quality import quality_table
-from oxconsole.units import fmt_money, fmt_ms
 
 __all__ = ["knee_of", "render_table", "sweep_json"]
 

@@ -7,7 +7,7 @@ source for its latest snapshot and, only when it is a new one, hands it to every
 own loop. Nothing here blocks on the run.
 
 The layout and the key bindings are in `dashboard.py`; what a key sets and what the status line
-says are decided in `steps.py`; here they meet the run and the screen.
+says are decided in `keysteps.py`; here they meet the run and the screen.
 """
 
 from __future__ import annotations
@@ -36,10 +36,7 @@ from oxconsole.engine.commands import (
 from oxconsole.engine.live import check
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.dashboard import PALETTE, MainScreen
-from oxconsole.ui.knobs import KnobActions
-from oxconsole.ui.panels.latency import LATENCY_METRICS
-from oxconsole.ui.screens import HelpScreen, RoutingEditor, routes_of, routing_words
-from oxconsole.ui.steps import (
+from oxconsole.ui.keysteps import (
     Pending,
     console_status,
     failed_mostly,
@@ -47,6 +44,9 @@ from oxconsole.ui.steps import (
     run_duration,
     sweep_refusal,
 )
+from oxconsole.ui.knobs import KnobActions
+from oxconsole.ui.panels.latency import LATENCY_METRICS
+from oxconsole.ui.screens import HelpScreen, RoutingEditor, routes_of, routing_words
 from oxconsole.ui.theming import use_themes
 from oxconsole.ui.typeahead import plan as typeahead_plan
 from oxconsole.ui.widgets import HeaderPanel, LatencyPanel, Panel

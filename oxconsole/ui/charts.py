@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from oxconsole.units import fmt_duration
+from oxconsole.base.units import fmt_duration
 
 __all__ = ["axis", "bar_chart", "hbar", "sparkline"]
 

@@ -2,7 +2,7 @@
 budget up and down, and `s` that saves them as a tuned workload, as `ConsoleApp` actions.
 
 Why this module exists: each knob reads the live value (or the one just sent, `Pending`), steps
-it (`steps.py`), sends the command and says what it did in one line; five of them together made
+it (`keysteps.py`), sends the command and says what it did in one line; five of them together made
 the app too long to read. They need only the few app members `Console` names.
 """
 
@@ -12,12 +12,12 @@ from typing import Protocol
 
 from textual.notifications import SeverityLevel
 
+from oxconsole.base.units import fmt_count, fmt_rate
 from oxconsole.control import RunSource
 from oxconsole.engine.commands import Command, SetAuto, SetConcurrency, SetRate, SetTpm
 from oxconsole.metrics.snapshot import Snapshot
+from oxconsole.ui.keysteps import Pending, concurrency_step, rate_step, saved_words, short_path, tpm_step
 from oxconsole.ui.numbers import round_sig
-from oxconsole.ui.steps import Pending, concurrency_step, rate_step, saved_words, short_path, tpm_step
-from oxconsole.units import fmt_count, fmt_rate
 
 __all__ = ["Console", "KnobActions"]
 
@@ -142,7 +142,7 @@ class KnobActions:
     def action_save(self: Console) -> None:
         """Save NAME.tuned.toml beside the workload with the live settings; say what it changed
         in the status line, and each change and baked-in --set in a notification."""
-        from oxconsole.tuned import write_tuned
+        from oxconsole.reports.tuned import write_tuned
         from oxconsole.workload import WorkloadError
 
         snap = self.need_snapshot()

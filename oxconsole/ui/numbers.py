@@ -3,7 +3,7 @@ percentages, tight change words, and the rounding the key steps use.
 
 Why this module exists: the panels, the key actions and the routing editor are narrower than a
 summary table; what only the console writes lives here, and every other kind (money, rates,
-counts, milliseconds) comes from `oxconsole.units`, so a cost reads the same in the console as
+counts, milliseconds) comes from `oxconsole.base.units`, so a cost reads the same in the console as
 in the summary. Plain functions; no Rich, no Textual.
 """
 
@@ -13,7 +13,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from oxconsole.units import NONE, change_text, fmt_ms
+from oxconsole.base.units import NONE, change_text, fmt_ms
 
 __all__ = ["fmt_change", "fmt_clock", "ms", "pct", "round_sig", "tight_count"]
 

@@ -21,9 +21,9 @@ from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Static
 
+from oxconsole.base.units import fmt_weight
 from oxconsole.engine.commands import Command, EnableModel, SetCascade, SetWeight
 from oxconsole.metrics.snapshot import Snapshot
-from oxconsole.units import fmt_weight
 
 __all__ = ["KEYS", "EnabledBox", "HelpScreen", "ModelRoute", "RoutingEditor", "routes_of", "routing_words"]
 

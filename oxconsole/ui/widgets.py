@@ -19,6 +19,7 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
+from oxconsole.base.units import fmt_rate
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.lines import Line, Palette
 from oxconsole.ui.panels.header import header_lines
@@ -26,7 +27,6 @@ from oxconsole.ui.panels.in_flight import in_flight_lines
 from oxconsole.ui.panels.latency import latency_lines
 from oxconsole.ui.panels.tables import errors_lines, models_lines, phase_lines
 from oxconsole.ui.panels.throughput import throughput_lines
-from oxconsole.units import fmt_rate
 
 __all__ = [
     "ErrorsPanel",

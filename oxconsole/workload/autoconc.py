@@ -15,7 +15,7 @@ from oxconsole.workload.values import Table
 
 AUTO_START = 4
 """The limit an auto run starts from (then doubles each good round): the smallest round the
-controller judges in one latency (`engine/autoconc.py` MIN_ROUND)."""
+controller judges in one latency (`engine/drivers/autosearch.py` MIN_ROUND)."""
 AUTO_MAX = 1024
 """`run.concurrency_max` when absent (the contract's default)."""
 

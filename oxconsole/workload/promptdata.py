@@ -30,7 +30,7 @@ class Prompt:
     name; None = the body is built from `messages` and the model's settings."""
     turns: tuple[str, ...] | None = None
     """A multi-turn session's user turns (a prompts line's `"turns"`): the engine sends them one
-    by one, each with the whole history (`engine/conversations.py`); None = a single request."""
+    by one, each with the whole history (`engine/send/conversations.py`); None = a single request."""
     input_tokens: int | None = None
     """Its input tokens counted by `[prompts] tokenizer`; None = estimated from `input_chars`."""
     keep_text: bool = False

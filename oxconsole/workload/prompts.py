@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from oxconsole.idset import repeated
+from oxconsole.base.idset import repeated
 from oxconsole.workload.bounds import MAX_TOKENS, fmt_limit
 from oxconsole.workload.errors import (
     MAX_LINE_ERRORS,

@@ -3,7 +3,7 @@
 Why this module exists: the checks an answer must pass are read once, with the same error texts as
 every other section, and everything a check needs is made ready here (the schema read from its
 file and found to be a schema, the regexes compiled once), so no request pays for parsing. The
-checks themselves run in the engine (`engine/quality.py`); the simulator reads the same table to
+checks themselves run in the engine (`engine/send/checks.py`); the simulator reads the same table to
 answer right (`sim/quality.py`).
 
 A cascade needs `[quality]` (without it no answer ever fails) and names each model once.

@@ -89,11 +89,12 @@ class RunConfig:
     """On stop: seconds requests in flight may finish before they are cancelled."""
     concurrency_auto: bool = False
     """`concurrency = "auto"`: the engine finds and holds the highest concurrency meeting [slo]
-    (engine/autoconc.py), starting from `concurrency`; needs [slo] and workers = 1."""
+    (engine/drivers/autosearch.py), starting from `concurrency`; needs [slo] and workers = 1."""
     concurrency_max: int = 1024
     """With auto: the most requests in flight it may set."""
     cluster: Literal["local", "ray"] = "local"
-    """Where the engines run: "local" processes, or "ray" actors on a Ray cluster (engine/raypool.py)."""
+    """Where the engines run: "local" processes, or "ray" actors on a Ray cluster
+    (engine/workers/raypool.py)."""
     trace_speed: float = 1.0
     """A trace's replay speed: 2.0 sends its rows twice as fast (at half their offsets)."""
 

@@ -12,7 +12,7 @@ from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from oxconsole.idset import repeated
+from oxconsole.base.idset import repeated
 from oxconsole.workload.batch import batch_prompts
 from oxconsole.workload.errors import MAX_LINE_ERRORS, WorkloadError, error, printable, show
 from oxconsole.workload.lengths import SAMPLE_MAX, length_stats

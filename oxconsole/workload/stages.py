@@ -3,7 +3,7 @@
 Why this module exists: a step, a ramp or a burst is a list of stages run in order (each held for
 its `duration`, or ramped to from the stage before), and the run ends after the last one. Here
 they are read and checked (every error at once, each naming `stages.K.key`); the engine's
-`engine/stages.py` drives them. A stage leaves a setting it does not name as it was; `ramp` moves
+`engine/drivers/stagedriver.py` drives them. A stage leaves a setting it does not name as it was; `ramp` moves
 linearly from the values before the stage (the previous stage's, or `[run]`'s for the first) to
 the stage's own; `warmup` stages are journaled but left out of the summary's statistics.
 """

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from oxconsole.engine.runner import Engine, RunOutcome
-from oxconsole.engine.shards import LocalShards
+from oxconsole.engine.workers.shardset import LocalShards
 from oxconsole.sim import start_sim
 from oxconsole.workload import Workload, check_prompts
 
@@ -137,7 +137,7 @@ def oxconsole_here(
     import contextlib
     import io
 
-    from oxconsole import cli
+    from oxconsole.cli import main as cli
 
     out, err = io.StringIO(), io.StringIO()
     saved = dict(os.environ)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from oxconsole.metrics.due import BEHIND_SHARE
-from oxconsole.metrics.steps import no_penalty
+from oxconsole.metrics.stepresponse import no_penalty
 from oxconsole.ui.lines import Line, Palette
 from oxconsole.ui.numbers import ms
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from oxconsole.base.units import fmt_money
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.lines import Cell, Col, Line, Palette, fit, grid
-from oxconsole.units import fmt_money
 
 __all__ = ["ACTUAL", "cascade_lines", "per_valid_rows"]
 

@@ -8,10 +8,10 @@ plan?") is answered live from the snapshot's figures alone (`Snapshot.plans`, pr
 
 from __future__ import annotations
 
+from oxconsole.base.units import fmt_money
 from oxconsole.metrics.plans import cheapest
 from oxconsole.metrics.snapshot import PlanCost, Snapshot
 from oxconsole.ui.lines import Cell, Col, Line, Palette, fit, grid
-from oxconsole.units import fmt_money
 
 __all__ = ["cost_lines", "cost_rows"]
 

@@ -8,9 +8,9 @@ colour while it meets it), so the parts are built once, here, from the snapshot 
 
 from __future__ import annotations
 
+from oxconsole.base.units import fmt_rate
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.lines import Cell, Line, Palette
-from oxconsole.units import fmt_rate
 
 __all__ = ["goodput_part", "goodput_rate", "goodput_rows", "goodput_share"]
 

@@ -7,16 +7,16 @@ by its own function here.
 
 from __future__ import annotations
 
+from oxconsole.base.units import fmt_count, fmt_duration, fmt_money, fmt_rate
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.metrics.stages import stage_text
-from oxconsole.progress import eta_seconds
+from oxconsole.reports.progress import eta_seconds
 from oxconsole.sweep.gauge import sweep_fraction, sweep_text
 from oxconsole.ui.charts import hbar
 from oxconsole.ui.lines import Line, Palette, fit
 from oxconsole.ui.numbers import fmt_change, fmt_clock, pct
 from oxconsole.ui.panels.goodput import goodput_rate, goodput_share
 from oxconsole.ui.panels.packing import rate_label
-from oxconsole.units import fmt_count, fmt_duration, fmt_money, fmt_rate
 
 __all__ = ["header_lines"]
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from oxconsole.base.units import fmt_count, fmt_duration
 from oxconsole.ui.lines import Line, Palette
 from oxconsole.ui.numbers import tight_count
-from oxconsole.units import fmt_count, fmt_duration
 
 __all__ = ["LOW", "headroom_line", "tightest"]
 

@@ -8,6 +8,7 @@ server's. `bottleneck` says it (decided in `metrics/bound.py`, which the headles
 
 from __future__ import annotations
 
+from oxconsole.base.units import fmt_count, fmt_rate
 from oxconsole.metrics.bound import LOOP_LAG_WARN_MS, TPM_FULL, bound_by
 from oxconsole.metrics.snapshot import Gauges, Snapshot
 from oxconsole.ui.charts import hbar
@@ -15,7 +16,6 @@ from oxconsole.ui.lines import Line, Palette, fit
 from oxconsole.ui.numbers import ms
 from oxconsole.ui.panels.bursts import burst_lines
 from oxconsole.ui.panels.headroom import headroom_line
-from oxconsole.units import fmt_count, fmt_rate
 
 __all__ = ["LOOP_LAG_WARN_MS", "TPM_FULL", "bottleneck", "in_flight_lines"]
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import math
 
+from oxconsole.base.units import fmt_count, fmt_ms
 from oxconsole.metrics.snapshot import Bins, Snapshot
 from oxconsole.ui.charts import hbar
 from oxconsole.ui.lines import Line, Palette, fit
 from oxconsole.ui.numbers import ms
 from oxconsole.ui.panels.reasoning import reasoning_line
-from oxconsole.units import fmt_count, fmt_ms
 
 __all__ = ["LATENCY_METRICS", "latency_lines"]
 

@@ -7,9 +7,9 @@ and they are shown beside them only when packing is on.
 
 from __future__ import annotations
 
+from oxconsole.base.units import fmt_money, fmt_rate
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.lines import Line, Palette
-from oxconsole.units import fmt_money, fmt_rate
 
 __all__ = ["append_packing", "rate_label"]
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from oxconsole.base.units import fmt_ms
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.lines import Cell, Col, Line, Palette, fit, grid
-from oxconsole.units import fmt_ms
 
 __all__ = ["points_inputs", "points_lines"]
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
+from oxconsole.base.safetext import shown
+from oxconsole.base.units import fmt_count, fmt_duration, fmt_money, fmt_rate, fmt_weight
 from oxconsole.metrics.snapshot import ModelStats, Snapshot
-from oxconsole.safetext import shown
 from oxconsole.ui.lines import Cell, Col, Line, Palette, fit, grid
 from oxconsole.ui.numbers import fmt_change, fmt_clock, ms, pct
 from oxconsole.ui.panels.goodput import goodput_rows
-from oxconsole.units import fmt_count, fmt_duration, fmt_money, fmt_rate, fmt_weight
 
 __all__ = ["errors_lines", "models_lines", "phase_lines"]
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import itertools
 
+from oxconsole.base.units import fmt_rate
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.charts import axis, bar_chart, sparkline
 from oxconsole.ui.lines import Line, Palette, fit
 from oxconsole.ui.panels.goodput import goodput_part
 from oxconsole.ui.panels.packing import append_packing, rate_label
-from oxconsole.units import fmt_rate
 
 __all__ = ["throughput_lines"]
 
