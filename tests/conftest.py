@@ -8,17 +8,15 @@ import os
 import shutil
 import tempfile
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from oxconsole.workload import Workload, load_workload
-
-from .ray_support import local_ray
-
-WorkloadFactory = Callable[..., Workload]
+from tests.support.ray import local_ray
+from tests.support.workloads import WorkloadFactory
 
 
 @pytest.fixture

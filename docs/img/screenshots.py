@@ -2,7 +2,7 @@
 
     python docs/img/screenshots.py
 
-They use the same frozen snapshot as the snapshot tests (tests/ui_support.py), so they only
+They use the same frozen snapshot as the snapshot tests (tests/support/ui.py), so they only
 change when the console's look does.
 """
 
@@ -15,8 +15,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from oxconsole.ui.app import ConsoleApp  # noqa: E402
 from tests.ui_support import StaticSource, fixed_snapshot  # noqa: E402
+
+from oxconsole.ui.app import ConsoleApp  # noqa: E402
 
 SHOTS = [
     ("console-80x24.svg", (80, 24), []),

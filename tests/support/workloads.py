@@ -12,7 +12,7 @@ unless the file or an override says otherwise.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,9 @@ import tomli_w
 
 from oxconsole.workload import Workload, apply_override
 from oxconsole.workload import load_workload as load_file
+
+WorkloadFactory = Callable[..., Workload]
+"""The `make_workload` fixture (tests/conftest.py): TOML text in, a loaded workload out."""
 
 WORKLOADS = Path(__file__).resolve().parents[1] / "workloads"
 """tests/workloads/: one TOML file per shared shape."""
@@ -92,3 +95,13 @@ def load_workload(
 ) -> Workload:
     """`write_workload`, then the file loaded as the command line loads it."""
     return load_file(write_workload(name, folder, sets, file=file, prompts=prompts))
+
+
+def fast_slow(tmp_path: Path, target: float, slow_errors: float, sets: Sets | None = None) -> Path:
+    """tests/workloads/sim_fast_slow.toml as tmp_path/w.toml: half the requests meet the SLO."""
+    return write_workload(
+        "sim_fast_slow",
+        tmp_path,
+        {"slo.target": target, "sim.models.slow.error_rate": slow_errors, **(sets or {})},
+        file="w.toml",
+    )

@@ -136,7 +136,7 @@ class EndpointClient:
         self._ssl: ssl.SSLContext | bool = (
             internals.ssl_context(verify=not insecure) if base_url.lower().startswith("https:") else True
         )
-        # The SDK's client is what builds requests (and what tests/test_sdk_contract.py compares
+        # The SDK's client is what builds requests (and what tests/engine/test_sdk_contract.py compares
         # our requests with); it sends none of the run's requests.
         limits_ = internals.pool_limits(max_connections)
         http_client = openai.DefaultAioHttpClient(limits=limits_, timeout=timeout, verify=not insecure)

@@ -5,7 +5,7 @@ its status errors, but only through private methods; aiohttp parses each network
 protocol's `data_received`, and the fastest honest way to time a read is to be handed it there,
 which takes a reader of our own class in place of aiohttp's. Such names change across releases
 without notice, so nothing else in the package touches them: `client.py` and `stream.py` call the
-functions below, and tests/test_sdk_contract.py names the installed version and what is gone when
+functions below, and tests/engine/test_sdk_contract.py names the installed version and what is gone when
 one of them breaks (pyproject pins the ranges tested).
 """
 

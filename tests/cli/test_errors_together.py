@@ -1,0 +1,83 @@
+"""Every error at once, everywhere: `validate` says the unset `api_key_env` beside the file's other
+errors, `sweep --over` names a misspelt key with a did-you-mean beside a bad `--point-duration`,
+and `--set models.NAME.KEY` picks a model by its name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.support import oxconsole_here
+
+BAD = """
+[run]
+concurrency = "fifty"
+[endpoints.default]
+base_url = "http://127.0.0.1:9/v1"
+api_key_env = "OXC_TEST_UNSET_KEY"
+[[models]]
+name = "m"
+[prompts]
+items = ["a"]
+"""
+
+GOOD = """
+[endpoints.default]
+base_url = "sim"
+[[models]]
+name = "small"
+[[models]]
+name = "big"
+[prompts]
+items = ["a"]
+"""
+
+
+def test_validate_names_the_unset_key_beside_other_errors(tmp_path: Path) -> None:
+    (tmp_path / "w.toml").write_text(BAD)
+    r = oxconsole_here("validate", "w.toml", cwd=tmp_path, env={"OXC_TEST_UNSET_KEY": ""})
+    assert r.returncode == 2, r.stderr
+    assert 'run.concurrency: expected an integer >= 1, got "fifty"' in r.stderr, r.stderr
+    assert "endpoints.default.api_key_env: environment variable OXC_TEST_UNSET_KEY is not set" in r.stderr
+
+
+def test_validate_names_the_unset_key_beside_a_bad_prompts_file(tmp_path: Path) -> None:
+    (tmp_path / "p.jsonl").write_text("not json\n")
+    (tmp_path / "w.toml").write_text(BAD.replace('"fifty"', "2").replace('items = ["a"]', 'file = "p.jsonl"'))
+    r = oxconsole_here("validate", "w.toml", cwd=tmp_path, env={"OXC_TEST_UNSET_KEY": ""})
+    assert r.returncode == 2, r.stderr
+    assert "p.jsonl: line 1: expected a JSON object" in r.stderr, r.stderr
+    assert "OXC_TEST_UNSET_KEY is not set" in r.stderr, r.stderr
+
+
+def test_set_a_model_by_its_name(tmp_path: Path) -> None:
+    (tmp_path / "w.toml").write_text(GOOD)
+    r = oxconsole_here("validate", "w.toml", "--set", "models.big.weight=3", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "big    endpoint default, weight 3 (75%)" in r.stdout, r.stdout
+    r = oxconsole_here("validate", "w.toml", "--set", "models.bigg.weight=3", cwd=tmp_path)
+    assert r.returncode == 2 and 'got "bigg" (did you mean "big"?)' in r.stderr, r.stderr
+
+
+def test_sweep_over_misspelt_with_a_bad_point_duration(tmp_path: Path) -> None:
+    (tmp_path / "w.toml").write_text(GOOD)
+    r = oxconsole_here(
+        "sweep", "w.toml", "--over", "concurency=1,2", "--point-duration", "soon", cwd=tmp_path
+    )
+    assert r.returncode == 2, r.stderr
+    assert 'got concurency (did you mean "concurrency"?)' in r.stderr, r.stderr
+    assert "--point-duration: expected a duration > 0" in r.stderr, r.stderr
+
+
+def test_a_prompts_file_tells_every_bad_line(tmp_path: Path) -> None:
+    (tmp_path / "p.jsonl").write_text(
+        '{"id": "a", "prompt": "x"}\nnot json\n{"id": "a", "prompt": "y"}\n{"id": "c", "prompt": 5}\n'
+    )
+    (tmp_path / "w.toml").write_text(GOOD.replace('items = ["a"]', 'file = "p.jsonl"'))
+    r = oxconsole_here("validate", "w.toml", cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    for said in (
+        "p.jsonl: line 2: expected a JSON object, got invalid JSON",
+        'p.jsonl: line 3: id: expected a unique id (line 1 has the same id), got "a"',
+        "p.jsonl: line 4: prompt: expected a non-empty string, got 5",
+    ):
+        assert said in r.stderr, (said, r.stderr)

@@ -1,0 +1,98 @@
+"""Shared helpers for the report tests: journals from records, and real runs on the simulator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from oxconsole.journal.records import RequestRecord
+from tests.support import oxconsole_here
+
+SECRET_TEXT = "RESPONSE-TEXT-SECRET"
+SECRET_DETAIL = "DETAIL-SECRET"
+
+SIM_WORKLOAD = """
+name = "{name}"
+[run]
+concurrency = {concurrency}
+seed = {seed}
+[output]
+results = "{results}"
+{extra}
+[endpoints.default]
+base_url = "sim"
+[[models]]
+name = "m"
+price_per_request = 0.001
+[prompts]
+synthetic = {{ count = {count}, input_tokens = 5, output_tokens = 8 }}
+[sim.models.m]
+ttft = "{ttft}"
+tokens_per_s = 400
+jitter = {jitter}
+"""
+
+
+def write_journal(path: Path, recs: list[RequestRecord]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "wb") as f:
+        for r in recs:
+            f.write(orjson.dumps(r.to_json_dict()) + b"\n")
+    return path
+
+
+def secret_records(n: int = 2000) -> list[RequestRecord]:
+    """`make_records` with response text and error details that must never reach a report."""
+    from tests.metrics.test_metrics import make_records
+
+    recs = make_records(n)
+    for r in recs:
+        if r.status == "ok":
+            r.text = SECRET_TEXT
+        else:
+            r.error_detail = SECRET_DETAIL
+    return recs
+
+
+def sim_workload(
+    folder: Path,
+    *,
+    ttft: str = "20ms",
+    count: int = 200,
+    seed: int = 1,
+    jitter: float = 0.2,
+    concurrency: int = 8,
+    extra: str = "",
+) -> Path:
+    """Write `SIM_WORKLOAD` as folder/w.toml (its journal in the same folder); its path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    wl = folder / "w.toml"
+    wl.write_text(
+        SIM_WORKLOAD.format(
+            name=folder.name, concurrency=concurrency, seed=seed, results=folder / "results.jsonl",
+            extra=extra, count=count, ttft=ttft, jitter=jitter,
+        )
+    )  # fmt: skip
+    return wl
+
+
+def sim_run(
+    folder: Path,
+    *,
+    ttft: str = "20ms",
+    count: int = 200,
+    seed: int = 1,
+    jitter: float = 0.2,
+    concurrency: int = 8,
+    extra: str = "",
+    args: tuple[str, ...] = (),
+) -> Path:
+    """Run a workload headless against the simulator (the command line, in this process); its
+    journal's path."""
+    wl = sim_workload(
+        folder, ttft=ttft, count=count, seed=seed, jitter=jitter, concurrency=concurrency, extra=extra
+    )
+    r = oxconsole_here(str(wl), "--headless", *args, cwd=folder)
+    assert r.returncode == 0, r.stderr
+    return folder / "results.jsonl"
