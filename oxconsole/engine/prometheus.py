@@ -23,7 +23,7 @@ from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
 from oxconsole.workload import Workload
-from oxconsole.workload.schema import every_interface
+from oxconsole.workload.values import every_interface
 
 if TYPE_CHECKING:
     from oxconsole.metrics import Collector, LogHistogram, Snapshot

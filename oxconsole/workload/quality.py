@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from oxconsole.workload.errors import Problems, did_you_mean, fail, join_key, show
+from oxconsole.workload.schema import JudgeConfig, QualityConfig
 from oxconsole.workload.values import Table
 
 __all__ = [
@@ -38,47 +39,6 @@ REASONS = ("json", "schema", "regex", "expected", "judge")
 _JUDGE = ("model", "prompt", "pass")
 EXPECTED_MAX = 100_000
 """The longest `"expected"` a prompts line may carry (characters): an answer, not a document."""
-
-
-@dataclass(frozen=True)
-class JudgeConfig:
-    """`judge = { model, prompt, pass }`: a request to a judge model about each answer."""
-
-    model: str
-    """The judge: a model in [[models]] (its prices bill each judge request)."""
-    prompt: str
-    """The judge's prompt (read from its file): `{prompt}` and `{answer}` are filled in."""
-    pass_: str
-    """The judge's answer must match this (Python `re.search`)."""
-    prompt_file: str = ""
-    """The file the prompt came from, as written (for `validate`)."""
-
-
-@dataclass(frozen=True)
-class QualityConfig:
-    """`[quality]`: every check given must pass for an answer to be valid."""
-
-    json_schema: dict[str, Any] | bool | None = None
-    """The schema the answer (JSON, a ```json fence allowed) must validate against; None = no check."""
-    schema_source: str = ""
-    """Where the schema came from: its file as written, or "inline"."""
-    regex: str | None = None
-    """The answer must match this (Python `re.search`); None = no check."""
-    expected: bool = False
-    """Prompts lines carry `"expected"`: the answer must equal it, trimmed, case-insensitive (a
-    prompt without one is not held to it)."""
-    judge: JudgeConfig | None = None
-    """A judge model's verdict on each answer that passed the other checks; None = no judge."""
-
-    def checks(self) -> list[str]:
-        """The checks given, by key, in the order they run (for `validate` and the docs)."""
-        given = (
-            ("json_schema", self.json_schema is not None),
-            ("regex", self.regex is not None),
-            ("expected", self.expected),
-            ("judge", self.judge is not None),
-        )
-        return [k for k, on in given if on]
 
 
 _QUALITY = tuple(f.name for f in fields(QualityConfig) if f.name != "schema_source")

@@ -3,7 +3,8 @@
 Why this module exists: every other part (engine, simulator, console, report) reads the workload
 through these types only; their defaults are the contract's defaults, and the keys a table accepts
 are its dataclass's fields (`toml_keys`), so a key is declared once, here, and read by its section's
-parser (`sections.py`, `simsection.py`, `stages.py`, `plans.py`, `slo.py`, `packing.py`).
+parser (`sections.py`, `simsection.py`, `stages.py`, `plans.py`, `slo.py`, `packing.py`, `quality.py`).
+Every table is here, the simulator's and `[quality]`'s included.
 """
 
 from __future__ import annotations
@@ -15,11 +16,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from oxconsole.workload.quality import QualityConfig
-from oxconsole.workload.simschema import REASONING_FIELDS as REASONING_FIELDS
-from oxconsole.workload.simschema import SimLimits as SimLimits
-from oxconsole.workload.simschema import SimModelProfile as SimModelProfile
-from oxconsole.workload.values import fmt_duration
+from oxconsole.workload.values import fmt_duration, split_host_port
 
 Arrival = Literal["closed", "constant", "poisson"]
 PromptsFormat = Literal["jsonl", "sharegpt", "openai-batch", "mooncake", "azure-trace", "burstgpt"]
@@ -116,37 +113,6 @@ class OutputConfig:
     def prometheus_address(self) -> tuple[str, int] | None:
         """`prometheus` as (host, port); None when unset or not a HOST:PORT."""
         return split_host_port(self.prometheus) if self.prometheus else None
-
-
-def every_interface(host: str) -> bool:
-    """Whether binding to `host` listens on every interface: the unspecified address in any
-    spelling the socket layer accepts ("0.0.0.0", "0", "::", "::0", "[::]", "0:0:0:0:0:0:0:0")."""
-    import ipaddress
-    import socket
-
-    bare = host.strip("[]")
-    if not bare:
-        return True
-    try:
-        return ipaddress.ip_address(bare).is_unspecified
-    except ValueError:
-        pass
-    try:  # inet_aton reads the short IPv4 forms bind() accepts ("0", "0.0")
-        return ipaddress.IPv4Address(socket.inet_aton(bare)).is_unspecified
-    except OSError:
-        return False
-
-
-def split_host_port(text: str) -> tuple[str, int] | None:
-    """An address such as "127.0.0.1:9464", "[::1]:9464" or ":9464" (loopback) as (host, port);
-    None if malformed."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        return None
-    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if any(c.isspace() or c in "/[]" for c in host):
-        return None
-    return (host or "127.0.0.1", int(port))
 
 
 @dataclass(frozen=True)
@@ -431,6 +397,127 @@ class SloConfig:
         """As the journal's manifest keeps it (seconds; absent thresholds null)."""
         out = {"ttft": self.ttft, "itl": self.itl, "latency": self.latency, "target": self.target}
         return out | ({"ttfot": self.ttfot} if self.ttfot is not None else {})
+
+
+@dataclass(frozen=True)
+class JudgeConfig:
+    """`judge = { model, prompt, pass }`: a request to a judge model about each answer."""
+
+    model: str
+    """The judge: a model in [[models]] (its prices bill each judge request)."""
+    prompt: str
+    """The judge's prompt (read from its file): `{prompt}` and `{answer}` are filled in."""
+    pass_: str
+    """The judge's answer must match this (Python `re.search`)."""
+    prompt_file: str = ""
+    """The file the prompt came from, as written (for `validate`)."""
+
+
+@dataclass(frozen=True)
+class QualityConfig:
+    """`[quality]`: every check given must pass for an answer to be valid."""
+
+    json_schema: dict[str, Any] | bool | None = None
+    """The schema the answer (JSON, a ```json fence allowed) must validate against; None = no check."""
+    schema_source: str = ""
+    """Where the schema came from: its file as written, or "inline"."""
+    regex: str | None = None
+    """The answer must match this (Python `re.search`); None = no check."""
+    expected: bool = False
+    """Prompts lines carry `"expected"`: the answer must equal it, trimmed, case-insensitive (a
+    prompt without one is not held to it)."""
+    judge: JudgeConfig | None = None
+    """A judge model's verdict on each answer that passed the other checks; None = no judge."""
+
+    def checks(self) -> list[str]:
+        """The checks given, by key, in the order they run (for `validate` and the docs)."""
+        given = (
+            ("json_schema", self.json_schema is not None),
+            ("regex", self.regex is not None),
+            ("expected", self.expected),
+            ("judge", self.judge is not None),
+        )
+        return [k for k, on in given if on]
+
+
+# The simulator (`[sim.models.X]`, `[sim]`): read by the simulator and `simsection.py` only.
+
+
+@dataclass(frozen=True)
+class SimModelProfile:
+    ttft: float = 0.12
+    """Seconds from admission to the first content token."""
+    tokens_per_s: float = 80.0
+    """Decode speed per request; 0 = all tokens at once."""
+    output_tokens: int = 64
+    """Tokens generated per answer (capped by the request's max_tokens)."""
+    capacity: int = 64
+    """Requests served at once before further ones queue."""
+    jitter: float = 0.1
+    """Relative spread of ttft and token gaps in [0, 1]; 0 = exact."""
+    error_rate: float = 0.0
+    """Fraction of requests answered with HTTP 500."""
+    rate_limit: float = 0.0
+    """Requests/s above which the model answers 429 with Retry-After; 0 = no limit."""
+    retry_after: float = 1.0
+    """Seconds sent in Retry-After (and retry-after-ms) on simulated 429s."""
+    throttle_rate: float = 0.0
+    """Fraction of requests answered 429 with Retry-After regardless of load."""
+    reset_rate: float = 0.0
+    """Fraction of requests whose connection is dropped before any response."""
+    abort_rate: float = 0.0
+    """Fraction of streams that stop mid-way (connection closed, no finish_reason, no [DONE])."""
+    malformed_rate: float = 0.0
+    """Fraction of responses carrying a malformed (non-JSON) chunk or body."""
+    stall_rate: float = 0.0
+    """Fraction of requests that stall for `stall` seconds before answering."""
+    stall: float = 120.0
+    """Seconds a stalled request waits before answering."""
+    usage: bool = True
+    """Send `usage` when the client asks for it; false mimics llama.cpp's server (none in streams)."""
+    pack_error_rate: float = 0.0
+    """Fraction of packed requests answered with one section missing (the client must re-send)."""
+    knee: float = 0.0
+    """Load curve: the batch (requests in service, itself included) at which ttft and every token
+    gap are twice the profile's; 0 = no curve, flat until `capacity` (see oxconsole/sim/curve.py)."""
+    knee_power: float = 2.0
+    """Load curve's steepness p: a request admitted into a batch of b is slowed 1 + (b/knee)**p times."""
+    # Reasoning, prefix caching and prefill (docs/simulator.md).
+    reasoning_tokens: int = 0
+    """Reasoning tokens streamed before the answer at `tokens_per_s`, counted in completion tokens."""
+    reasoning_field: str = "reasoning_content"
+    """Where reasoning goes: "reasoning_content" or "reasoning" (a chat delta field), or
+    "think_tags" (inside `content`, between <think> and </think>)."""
+    prefix_cache: bool = False
+    """Remember the prompts served and report the longest prefix already seen as cached tokens."""
+    cache_block: int = 16
+    """Tokens per prefix-cache block: cached tokens are whole blocks."""
+    prefill_tokens_per_s: float = 0.0
+    """Uncached prompt tokens prefilled per second, added to `ttft`; 0 = instant."""
+    quality: float | None = None
+    """Share of answers that are right under [quality] (`sim/quality.py`); None = filler text."""
+    replicas: int = 1
+    """Replicas ready at the start; each serves `capacity` requests at once (sim/replicas.py)."""
+    max_replicas: int = 0
+    """Replicas it may scale to while requests queue; 0 = `replicas` (no scaling)."""
+    cold_start: float = 10.0
+    """Seconds from a replica's start to its first request (only when it may scale)."""
+
+
+REASONING_FIELDS = ("reasoning_content", "reasoning", "think_tags")
+"""The values of `SimModelProfile.reasoning_field`."""
+
+
+@dataclass(frozen=True)
+class SimLimits:
+    """`[sim] rpm_limit` / `tpm_limit`: the simulator's provider-style rate limits, server-wide."""
+
+    rpm_limit: int = 0
+    """Requests per window (a minute); 0 = no limit."""
+    tpm_limit: int = 0
+    """Tokens (prompt + completion) per window; 0 = no limit."""
+    window: float = 60.0
+    """Seconds per fixed window, from the first request (`ratelimit_window`: tests shorten it)."""
 
 
 @dataclass(frozen=True)

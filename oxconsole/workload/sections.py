@@ -41,14 +41,13 @@ from oxconsole.workload.schema import (
     SyntheticConfig,
     Workload,
     fill_results,
-    split_host_port,
     toml_keys,
 )
 from oxconsole.workload.simsection import parse_sim_section
 from oxconsole.workload.slo import parse_slo
 from oxconsole.workload.stages import parse_stages
 from oxconsole.workload.tokens import tokenizer_path
-from oxconsole.workload.values import Table, fmt_duration, is_int
+from oxconsole.workload.values import Table, fmt_duration, is_int, split_host_port
 
 _TOP = toml_keys(Workload, "path", "raw", "sim_limits")  # sim_limits: keys of [sim]
 PROMPT_FORMATS: tuple[PromptsFormat, ...] = get_args(PromptsFormat)

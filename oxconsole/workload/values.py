@@ -224,3 +224,34 @@ class Table:
             else:
                 out.append(item)
         return out
+
+
+def every_interface(host: str) -> bool:
+    """Whether binding to `host` listens on every interface: the unspecified address in any
+    spelling the socket layer accepts ("0.0.0.0", "0", "::", "::0", "[::]", "0:0:0:0:0:0:0:0")."""
+    import ipaddress
+    import socket
+
+    bare = host.strip("[]")
+    if not bare:
+        return True
+    try:
+        return ipaddress.ip_address(bare).is_unspecified
+    except ValueError:
+        pass
+    try:  # inet_aton reads the short IPv4 forms bind() accepts ("0", "0.0")
+        return ipaddress.IPv4Address(socket.inet_aton(bare)).is_unspecified
+    except OSError:
+        return False
+
+
+def split_host_port(text: str) -> tuple[str, int] | None:
+    """An address such as "127.0.0.1:9464", "[::1]:9464" or ":9464" (loopback) as (host, port);
+    None if malformed."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        return None
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if any(c.isspace() or c in "/[]" for c in host):
+        return None
+    return (host or "127.0.0.1", int(port))

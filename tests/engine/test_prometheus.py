@@ -170,7 +170,7 @@ def test_every_interface_warned_in_any_spelling(tmp_path: Path, spelling: str) -
 
 
 def test_loopback_and_named_hosts_not_warned(tmp_path: Path) -> None:
-    from oxconsole.workload.schema import every_interface
+    from oxconsole.workload.values import every_interface
 
     seen = {h: every_interface(h) for h in ("127.0.0.1", "::1", "[::1]", "localhost", "10.0.0.1")}
     assert not any(seen.values()), seen

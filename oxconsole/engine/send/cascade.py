@@ -25,7 +25,7 @@ from oxconsole.engine.send.checks import Checker, fill_judge, prompt_text
 from oxconsole.engine.send.request import Sender, Story, finished_record
 from oxconsole.journal.records import RequestRecord
 from oxconsole.workload import Pack, Prompt, Workload
-from oxconsole.workload.quality import QualityConfig
+from oxconsole.workload.schema import QualityConfig
 
 if TYPE_CHECKING:
     from oxconsole.engine.send.packing import Packer

@@ -19,7 +19,7 @@ import fastjsonschema
 import orjson
 
 from oxconsole.workload.promptdata import Prompt
-from oxconsole.workload.quality import QualityConfig
+from oxconsole.workload.schema import QualityConfig
 
 __all__ = ["Checker", "answer_json", "fill_judge"]
 
