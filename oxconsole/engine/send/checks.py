@@ -1,9 +1,10 @@
 """Whether one answer is valid under `[quality]`: JSON and its schema, the regex, the expected answer.
 
 Why this module exists: the checks run once per ok answer on the client, so everything they need is
-built once here (the schema compiled by fastjsonschema: 5-24x faster than jsonschema on
-bench/bench_validators.py's schemas; the regexes compiled) and a check is a few calls. The judge,
-a request of its own, is sent by `engine/send/cascade.py`; this module only reads its verdict.
+built once here and a check is a few calls: the schema compiled once a process by fastjsonschema
+with its patterns and formats on RE2 (`workload/userschema.py`), the regexes on RE2
+(`workload/userregex.py`: linear in the answer whatever the pattern). The judge, a request of
+its own, is sent by `engine/send/cascade.py`; this module only reads its verdict.
 
 The checks run in the order of `workload.quality.REASONS` and the first that fails names the
 reason, so a cheap check spares a dear one (the judge comes last).
@@ -12,19 +13,20 @@ reason, so a cheap check spares a dear one (the judge comes last).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 
-import fastjsonschema
 import orjson
 
 from oxconsole.workload.promptdata import Prompt
 from oxconsole.workload.schema import QualityConfig
+from oxconsole.workload.userregex import compile_pattern
+from oxconsole.workload.userschema import compiled_schema
 
-__all__ = ["Checker", "answer_json", "fill_judge"]
+__all__ = ["Checker", "answer_json", "fill_judge", "prompt_text"]
 
 _FENCE = re.compile(r"\A```[A-Za-z]*[ \t]*\r?\n(.*?)\r?\n?```\Z", re.DOTALL)
-"""An answer wrapped in a Markdown code fence (```json ... ```): its inside is the JSON."""
+"""An answer wrapped in a Markdown code fence (```json ... ```): its inside is the JSON (the
+project's own pattern: one lazy scan to the closing fence, linear)."""
 
 
 def answer_json(text: str) -> tuple[bool, Any]:
@@ -52,26 +54,22 @@ class Checker:
 
     def __init__(self, q: QualityConfig) -> None:
         self.config = q
-        self._validate: Callable[[Any], Any] | None = None
-        if q.json_schema is not None:
-            self._validate = fastjsonschema.compile(q.json_schema)
-        self._regex = re.compile(q.regex) if q.regex is not None else None
+        self._schema = compiled_schema(q.json_schema) if q.json_schema is not None else None
+        self._regex = compile_pattern(q.regex) if q.regex is not None else None
         self._expected = q.expected
         self.judge = q.judge
-        self.judge_pass = re.compile(q.judge.pass_) if q.judge is not None else None
+        self.judge_pass = compile_pattern(q.judge.pass_) if q.judge is not None else None
 
     def check(self, prompt: Prompt, text: str | None) -> str | None:
         """Why the answer is not valid (`json`, `schema`, `regex`, `expected`), or None."""
         answer = text or ""
-        if self._validate is not None:
+        if self._schema is not None:
             parsed, value = answer_json(answer)
             if not parsed:
                 return "json"
-            try:
-                self._validate(value)
-            except fastjsonschema.JsonSchemaException:
+            if not self._schema.valid(value):
                 return "schema"
-        if self._regex is not None and self._regex.search(answer) is None:
+        if self._regex is not None and not self._regex.search(answer):
             return "regex"
         expected = prompt.expected if self._expected else None
         if expected is not None and answer.strip().casefold() != expected.strip().casefold():
@@ -81,7 +79,7 @@ class Checker:
     def judged(self, verdict: str | None) -> bool:
         """Whether the judge's answer passes (`judge.pass`)."""
         assert self.judge_pass is not None
-        return verdict is not None and self.judge_pass.search(verdict) is not None
+        return verdict is not None and self.judge_pass.search(verdict)
 
 
 def prompt_text(prompt: Prompt) -> str:
