@@ -280,6 +280,8 @@ class LocalShard:
             t.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.sender.cascade is not None:
+            self.sender.cascade.close()
         if self._shared_endpoints is None:
             await self.endpoints.close()
 

@@ -39,6 +39,7 @@ _TEXT_FIELDS = (
     "text",
     "tag",
     "pack",
+    "check_error",
 )
 """The str fields of a record; a server's text (an error body, an answer) reaches several."""
 
@@ -99,6 +100,10 @@ class RequestRecord:
     """With `[quality]`, on an ok record: whether its answer passed every check."""
     invalid_reason: str | None = None
     """With `valid` false: the first check it failed (`json`, `schema`, `regex`, `expected`, `judge`)."""
+    check_timeout: bool = False
+    """With `valid` false: that check ran past its deadline on this answer and was stopped."""
+    check_error: str | None = None
+    """With `valid` false: that check raised this exception (its class) on this answer."""
     escalations: int = 0
     """Times the cascade sent it on to the next model (`models_tried` then lists them all)."""
     answers: list[dict[str, Any]] | None = None
@@ -249,6 +254,10 @@ def _quality_fields(d: dict[str, Any]) -> dict[str, Any]:
         reason = d.get("invalid_reason")
         if isinstance(reason, str) and not d["valid"]:
             out["invalid_reason"] = reason
+            if d.get("check_timeout") is True:
+                out["check_timeout"] = True
+            if isinstance(d.get("check_error"), str):
+                out["check_error"] = d["check_error"]
     esc = d.get("escalations")
     if type(esc) is int and esc > 0:
         out["escalations"] = esc
@@ -308,6 +317,10 @@ def _quality_json(rec: RequestRecord, d: dict[str, Any]) -> None:
         d["valid"] = rec.valid
         if rec.invalid_reason is not None:
             d["invalid_reason"] = rec.invalid_reason
+        if rec.check_timeout:
+            d["check_timeout"] = True
+        if rec.check_error is not None:
+            d["check_error"] = rec.check_error
     if rec.escalations:
         d["escalations"] = rec.escalations
     if rec.answers:

@@ -3,15 +3,19 @@ processes and real HTTP against loopback servers of the test's own that play the
 
 - A schema that recurses on the same value (`{"$ref": "#"}`) or divides by zero is refused at
   `validate` and at a run's start (exit 2, naming the file and the key), before anything is sent;
-  an answer too deep for a recursive schema counts as an invalid answer, every record kept.
+  an answer too deep for a recursive schema, and a check that raises, count as invalid answers,
+  every record kept.
 - Backtracking patterns (`^(a+)+$` on 35 characters: about an hour on Python's `re`) run on RE2;
-  patterns RE2 cannot run are refused at `validate`.
+  patterns RE2 cannot run are refused at `validate`; a check that runs away is stopped at its
+  deadline, and SIGTERM is answered within the grace time while such checks run.
 - A 32 MB schema is refused before it is read; a remote `$ref` is refused, never fetched.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -25,6 +29,8 @@ import pytest
 from aiohttp import web
 
 from oxconsole.engine.runner import make_engine
+from oxconsole.engine.send.cascade import CHECK_DEADLINE_S
+from oxconsole.engine.send.checks import Checker
 from oxconsole.workload import check_prompts
 from oxconsole.workload.userschema import SCHEMA_NODES_MAX
 from tests.support import read_jsonl
@@ -167,6 +173,33 @@ async def test_an_answer_too_deep_for_a_recursive_schema_is_invalid_and_recorded
     assert out.summary["quality"]["valid"] == 6 and out.summary["quality"]["judged"] == 12, out.summary
 
 
+async def test_a_check_that_raises_is_an_invalid_answer_counted_and_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever a check meets (here every check raises, as the reported recursive `$ref` did on
+    every answer), each request keeps its record: invalid for the check it was in, `check_error`
+    on it, counted in the summary, one warning; the run did not lose everything."""
+
+    def raising(self: Checker, *args: Any, **kw: Any) -> str | None:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(Checker, "check", raising)
+    seen: list[str] = []
+    async with models(lambda m, t: '{"a": 1}', seen) as base:
+        path = write(tmp_path, base, {"json_schema": {"type": "object"}}, n=10)
+        out = await run(path)
+    recs = records(tmp_path)
+    assert len(recs) == 10, f"{len(recs)} records of 10 requests answered"
+    for r in recs:
+        assert r["status"] == "ok" and r["valid"] is False, r
+        assert r["invalid_reason"] == "json" and r["check_error"] == "RecursionError", r
+    q = out.summary["quality"]
+    assert q["check_errors"] == 10 and q["judged"] == 10 and q["valid"] == 0, q
+    assert out.summary["requests"]["ok"] == 10, out.summary["requests"]
+    warned = [x for x in out.warnings if "check raised RecursionError" in x]
+    assert len(warned) == 1, out.warnings
+
+
 # --- 2. never freeze ---------------------------------------------------------------------------------
 
 
@@ -231,6 +264,69 @@ async def test_backtracking_patterns_check_every_answer_at_once(
     reason = "schema" if "json_schema" in quality else "regex"
     assert all(r["valid"] is False and r["invalid_reason"] == reason for r in recs), recs[:2]
     assert all("check_timeout" not in r for r in recs), "RE2 took longer than the check deadline"
+
+
+RUNAWAY = {"oneOf": [{"type": "array", "items": {"$ref": "#"}}, {"type": "array", "items": {"$ref": "#"}}]}
+"""Both branches recurse into `items`: 2^depth steps on an answer `depth` deep (accepted: the
+recursion moves into the answer; only the deadline bounds it)."""
+
+
+@pytest.mark.subprocess
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("quality", "answer", "reason"),
+    [
+        ({"regex": "^(a+)+$"}, "a" * 35 + "!", "regex"),
+        ({"json_schema": RUNAWAY}, "[" * 40 + '"x"' + "]" * 40, "schema"),
+    ],
+    ids=["catastrophic-regex", "runaway-schema"],
+)
+async def test_sigterm_is_answered_within_the_grace_time_while_hostile_checks_run(
+    tmp_path: Path, quality: dict[str, Any], answer: str, reason: str
+) -> None:
+    seen: list[str] = []
+    grace = 2.0
+    async with models(lambda m, t: answer, seen, delay=0.2) as base:
+        path = write(tmp_path, base, quality, n=400, **{"run.grace": f"{grace}s", "run.concurrency": 4})
+        p = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "oxconsole",
+            str(path),
+            "--headless",
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        try:
+            journal = tmp_path / "results.jsonl"
+            deadline = time.monotonic() + 60
+            while not (journal.exists() and journal.read_bytes().count(b"\n") >= 4):
+                assert p.returncode is None, "the run ended before the test stopped it"
+                assert time.monotonic() < deadline, "no 4 records in 60 s: the checks hold the engine"
+                await asyncio.sleep(0.05)
+            t = time.monotonic()
+            os.kill(p.pid, signal.SIGTERM)
+            try:
+                _, err = await asyncio.wait_for(p.communicate(), grace + 20)
+            except TimeoutError:
+                raise AssertionError(f"SIGTERM unanswered after {time.monotonic() - t:.1f} s") from None
+            took = time.monotonic() - t
+        finally:
+            if p.returncode is None:
+                p.kill()
+                await p.communicate()
+    assert p.returncode == 130, (p.returncode, err.decode()[-2000:])
+    # the engine's own exit (summary, journal closed) within the grace; the rest is margin for a
+    # loaded machine
+    assert took < grace + 10, f"exit {took:.1f} s after SIGTERM (grace {grace} s)"
+    recs = records(tmp_path)
+    answered = [r for r in recs if r["status"] == "ok"]
+    assert answered and all(r["valid"] is False and r["invalid_reason"] == reason for r in answered)
+    if reason == "schema":
+        assert all(r.get("check_timeout") is True for r in answered), answered[:2]
+        assert f"ran past {CHECK_DEADLINE_S * 1000:.0f} ms" in err.decode(), err.decode()[-2000:]
 
 
 # --- 3. schemas bounded and local -------------------------------------------------------------------

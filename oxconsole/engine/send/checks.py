@@ -7,7 +7,9 @@ with its patterns and formats on RE2 (`workload/userschema.py`), the regexes on 
 its own, is sent by `engine/send/cascade.py`; this module only reads its verdict.
 
 The checks run in the order of `workload.quality.REASONS` and the first that fails names the
-reason, so a cheap check spares a dear one (the judge comes last).
+reason, so a cheap check spares a dear one (the judge comes last). `check` runs on the check
+thread (`engine/send/checkthread.py`), and says which check it is in as it goes (`Stage`), so a
+check stopped at its deadline, or one that raised, is charged to that check.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from oxconsole.workload.schema import QualityConfig
 from oxconsole.workload.userregex import compile_pattern
 from oxconsole.workload.userschema import compiled_schema
 
-__all__ = ["Checker", "answer_json", "fill_judge", "prompt_text"]
+__all__ = ["Checker", "Stage", "answer_json", "fill_judge", "prompt_text"]
 
 _FENCE = re.compile(r"\A```[A-Za-z]*[ \t]*\r?\n(.*?)\r?\n?```\Z", re.DOTALL)
 """An answer wrapped in a Markdown code fence (```json ... ```): its inside is the JSON (the
@@ -48,6 +50,16 @@ def fill_judge(template: str, prompt: str, answer: str) -> str:
     return template.replace("{prompt}", prompt).replace("{answer}", answer)
 
 
+class Stage:
+    """Which check an answer's `check` is in (a reason of `workload.quality.REASONS`), written as
+    it goes and read by the caller when the check was stopped or raised."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self) -> None:
+        self.reason = "json"
+
+
 class Checker:
     """The `[quality]` checks but the judge, ready to run: `check(prompt, text)` is the reason an
     answer fails (None: it passed them)."""
@@ -60,20 +72,27 @@ class Checker:
         self.judge = q.judge
         self.judge_pass = compile_pattern(q.judge.pass_) if q.judge is not None else None
 
-    def check(self, prompt: Prompt, text: str | None) -> str | None:
+    def check(self, prompt: Prompt, text: str | None, at: Stage | None = None) -> str | None:
         """Why the answer is not valid (`json`, `schema`, `regex`, `expected`), or None."""
+        at = at or Stage()
         answer = text or ""
         if self._schema is not None:
+            at.reason = "json"
             parsed, value = answer_json(answer)
             if not parsed:
                 return "json"
+            at.reason = "schema"
             if not self._schema.valid(value):
                 return "schema"
-        if self._regex is not None and not self._regex.search(answer):
-            return "regex"
+        if self._regex is not None:
+            at.reason = "regex"
+            if not self._regex.search(answer):
+                return "regex"
         expected = prompt.expected if self._expected else None
-        if expected is not None and answer.strip().casefold() != expected.strip().casefold():
-            return "expected"
+        if expected is not None:
+            at.reason = "expected"
+            if answer.strip().casefold() != expected.strip().casefold():
+                return "expected"
         return None
 
     def judged(self, verdict: str | None) -> bool:
