@@ -3,7 +3,7 @@
 Why this module exists: the checks an answer must pass are read once, with the same error texts as
 every other section, and everything a check needs is made ready here (the schema read within its
 bounds and compiled, `workload/userschema.py`; the regexes compiled for RE2,
-`workload/userregex.py`), so no request pays for parsing and
+`workload/userregex.py`; `expected_path` read into its parts), so no request pays for parsing and
 whatever could not run bounded on every answer is refused before the run, exit 2. The checks
 themselves run in the engine (`engine/send/checks.py`); the simulator reads the same table to
 answer right (`sim/quality.py`).
@@ -59,11 +59,14 @@ def parse_quality(
     schema, source = _schema(t, base) if t.has("json_schema") else (None, "")
     regex = _regex(t, "regex") if t.has("regex") else None
     judge = _judge(errs, t.data["judge"], base, models) if t.has("judge") else None
+    expected = t.bool_("expected", False)
+    path = _path(t, expected) if t.has("expected_path") else None
     q = QualityConfig(
         json_schema=schema,
         schema_source=source,
         regex=regex,
-        expected=t.bool_("expected", False),
+        expected=expected,
+        expected_path=path,
         judge=judge,
     )
     if not t.data:
@@ -126,6 +129,30 @@ def _regex(t: Table, key: str) -> str | None:
         t.errs.add(t.p(key), e.expected, f"{show(v)} ({e.why})")
         return None
     return v
+
+
+def _path(t: Table, expected: bool) -> tuple[str, ...] | None:
+    """`expected_path`: a dotted path, beside `expected = true` (the value it names is compared
+    with the prompts line's "expected")."""
+    from oxconsole.workload.answerpath import PathError, parse_path  # [quality] only
+
+    v = t.data["expected_path"]
+    if not isinstance(v, str):
+        t.fail("expected_path", PathError.expected)
+        return None
+    try:
+        parts = parse_path(v)
+    except PathError as e:
+        t.errs.add(t.p("expected_path"), e.expected, f"{show(v)} ({e.got})")
+        return None
+    if not expected:
+        t.errs.add(
+            t.p("expected_path"),
+            'expected = true beside it (the path names the value compared with each prompt\'s "expected")',
+            f"{show(v)} without it",
+        )
+        return None
+    return parts
 
 
 def _judge(errs: Problems, data: Any, base: Path, models: Sequence[str] | None) -> JudgeConfig | None:
@@ -203,7 +230,9 @@ def quality_lines(q: QualityConfig | None, cascade: Sequence[str]) -> list[str]:
         checks.append(f"is JSON valid against {where}")
     if q.regex is not None:
         checks.append(f"matches {q.regex!r}")
-    if q.expected:
+    if q.expected and q.expected_path is not None:
+        checks.append(f'is JSON whose value at {".".join(q.expected_path)} equals the prompt\'s "expected"')
+    elif q.expected:
         checks.append('equals the prompt\'s "expected"')
     if q.judge is not None:
         checks.append(f"is judged by {q.judge.model} ({q.judge.prompt_file}) to match {q.judge.pass_!r}")

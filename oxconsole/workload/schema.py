@@ -428,6 +428,10 @@ class QualityConfig:
     expected: bool = False
     """Prompts lines carry `"expected"`: the answer must equal it, trimmed, case-insensitive (a
     prompt without one is not held to it)."""
+    expected_path: tuple[str, ...] | None = None
+    """With `expected`: the answer must be JSON and its value at this dotted path (`"label"`,
+    `"items.0.name"`, read into its parts) must equal the expected answer
+    (`workload/answerpath.py` says how numbers, booleans and null compare); None = the whole answer."""
     judge: JudgeConfig | None = None
     """A judge model's verdict on each answer that passed the other checks; None = no judge."""
 

@@ -3,8 +3,9 @@
 Why this module exists: the checks run once per ok answer on the client, so everything they need is
 built once here and a check is a few calls: the schema compiled once a process by fastjsonschema
 with its patterns and formats on RE2 (`workload/userschema.py`), the regexes on RE2
-(`workload/userregex.py`: linear in the answer whatever the pattern). The judge, a request of
-its own, is sent by `engine/send/cascade.py`; this module only reads its verdict.
+(`workload/userregex.py`: linear in the answer whatever the pattern), `expected_path`'s parts
+(`workload/answerpath.py`). The judge, a request of its own, is sent by `engine/send/cascade.py`;
+this module only reads its verdict.
 
 The checks run in the order of `workload.quality.REASONS` and the first that fails names the
 reason, so a cheap check spares a dear one (the judge comes last). `check` runs on the check
@@ -19,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from oxconsole.workload.answerpath import equals_expected, value_at
 from oxconsole.workload.promptdata import Prompt
 from oxconsole.workload.schema import QualityConfig
 from oxconsole.workload.userregex import compile_pattern
@@ -69,6 +71,7 @@ class Checker:
         self._schema = compiled_schema(q.json_schema) if q.json_schema is not None else None
         self._regex = compile_pattern(q.regex) if q.regex is not None else None
         self._expected = q.expected
+        self._path = q.expected_path
         self.judge = q.judge
         self.judge_pass = compile_pattern(q.judge.pass_) if q.judge is not None else None
 
@@ -76,22 +79,29 @@ class Checker:
         """Why the answer is not valid (`json`, `schema`, `regex`, `expected`), or None."""
         at = at or Stage()
         answer = text or ""
-        if self._schema is not None:
+        expected = prompt.expected if self._expected else None
+        path = self._path if expected is not None else None
+        value: Any = None
+        if self._schema is not None or path is not None:
             at.reason = "json"
             parsed, value = answer_json(answer)
             if not parsed:
                 return "json"
-            at.reason = "schema"
-            if not self._schema.valid(value):
-                return "schema"
+            if self._schema is not None:
+                at.reason = "schema"
+                if not self._schema.valid(value):
+                    return "schema"
         if self._regex is not None:
             at.reason = "regex"
             if not self._regex.search(answer):
                 return "regex"
-        expected = prompt.expected if self._expected else None
         if expected is not None:
             at.reason = "expected"
-            if answer.strip().casefold() != expected.strip().casefold():
+            if path is not None:
+                found, v = value_at(value, path)
+                if not found or not equals_expected(v, expected):
+                    return "expected"
+            elif answer.strip().casefold() != expected.strip().casefold():
                 return "expected"
         return None
 
