@@ -40,6 +40,7 @@ _TEXT_FIELDS = (
     "tag",
     "pack",
     "check_error",
+    "judge_error",
 )
 """The str fields of a record; a server's text (an error body, an answer) reaches several."""
 
@@ -104,6 +105,9 @@ class RequestRecord:
     """With `valid` false: that check ran past its deadline on this answer and was stopped."""
     check_error: str | None = None
     """With `valid` false: that check raised this exception (its class) on this answer."""
+    judge_error: str | None = None
+    """With `[quality] judge`, on an ok record: the judge request failed (its error class), so the
+    answer stands unjudged (no `valid`)."""
     escalations: int = 0
     """Times the cascade sent it on to the next model (`models_tried` then lists them all)."""
     answers: list[dict[str, Any]] | None = None
@@ -204,7 +208,7 @@ class RequestRecord:
             v = getattr(self, key)
             if v is not None:
                 d[key] = v
-        if self.valid is not None or self.escalations or self.answers:
+        if self.valid is not None or self.escalations or self.answers or self.judge_error is not None:
             _quality_json(self, d)
         if self.text is not None:
             d["text"] = self.text
@@ -258,6 +262,8 @@ def _quality_fields(d: dict[str, Any]) -> dict[str, Any]:
                 out["check_timeout"] = True
             if isinstance(d.get("check_error"), str):
                 out["check_error"] = d["check_error"]
+    elif isinstance(d.get("judge_error"), str):
+        out["judge_error"] = d["judge_error"]
     esc = d.get("escalations")
     if type(esc) is int and esc > 0:
         out["escalations"] = esc
@@ -321,6 +327,8 @@ def _quality_json(rec: RequestRecord, d: dict[str, Any]) -> None:
             d["check_timeout"] = True
         if rec.check_error is not None:
             d["check_error"] = rec.check_error
+    elif rec.judge_error is not None:
+        d["judge_error"] = rec.judge_error
     if rec.escalations:
         d["escalations"] = rec.escalations
     if rec.answers:

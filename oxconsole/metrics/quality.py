@@ -47,6 +47,7 @@ class QualityCounts:
         "check_timeouts",
         "escalated",
         "final",
+        "judge_errors",
         "judged",
         "latency",
         "models",
@@ -61,6 +62,8 @@ class QualityCounts:
         """Answers (standing or not) whose checks were stopped at their deadline: invalid."""
         self.check_errors = 0
         """Answers whose check raised: invalid."""
+        self.judge_errors = 0
+        """Ok records whose judge request failed: their answer stands unjudged (not in `judged`)."""
         self.escalated = 0
         """Records the cascade moved on at least once."""
         self.final: dict[str, int] = {}
@@ -93,6 +96,7 @@ class QualityCounts:
                 self.check_timeouts += a.get("check_timeout") is True
                 self.check_errors += isinstance(a.get("check_error"), str)
         if rec.valid is None:
+            self.judge_errors += rec.judge_error is not None and rec.status == "ok"
             return
         self.check_timeouts += rec.check_timeout
         self.check_errors += rec.check_error is not None
@@ -130,6 +134,7 @@ class QualityCounts:
             "judged": self.judged,
             "check_timeouts": self.check_timeouts,
             "check_errors": self.check_errors,
+            "judge_errors": self.judge_errors,
             "latency_ms": dict(self.latency.summary())
             if self.latency.n
             else dict.fromkeys(self.latency.summary()),
@@ -164,7 +169,7 @@ def live_quality(q: QualityCounts | None, steps: tuple[str, ...] | None) -> dict
 
 def quality_entry(q: QualityCounts | None) -> dict[str, Any]:
     """`quality` and `cascade` for a summary or a phase (nothing when the run has no `[quality]`)."""
-    if q is None or not (q.judged or q.models):
+    if q is None or not (q.judged or q.models or q.judge_errors):
         return {}
     return {"quality": q.block(), "cascade": q.cascade_block()}
 
@@ -181,7 +186,7 @@ def with_steps(block: dict[str, Any], steps: tuple[str, ...] | None) -> dict[str
 def add_per_valid(cost: dict[str, Any], q: QualityCounts | None) -> None:
     """`cost.per_valid` and each plan's `per_valid`: the total over the valid answers (None before
     any), beside `per_task`."""
-    if q is None or not (q.judged or q.models):
+    if q is None or not (q.judged or q.models or q.judge_errors):
         return
     cost["per_valid"] = _per(cost.get("total"), q.valid)
     for plan in (cost.get("plans") or {}).values():
@@ -204,6 +209,7 @@ def quality_lines(summary: Mapping[str, Any]) -> list[str]:
     faults = [
         f"{int(q.get(key) or 0):,} {label}"
         for key, label in (
+            ("judge_errors", "unjudged (judge errors)"),
             ("check_timeouts", "checks stopped at their deadline"),
             ("check_errors", "checks that raised"),
         )

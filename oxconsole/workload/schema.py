@@ -408,8 +408,8 @@ class JudgeConfig:
     prompt: str
     """The judge's prompt (read from its file): `{prompt}` and `{answer}` are filled in."""
     pass_: str
-    """The judge's answer must match this (Python's `re.search` syntax, run on RE2 in linear time:
-    `workload/userregex.py`)."""
+    """The first non-empty line of the judge's answer must match this (Python's syntax, run on RE2
+    in linear time: `workload/userregex.py`)."""
     prompt_file: str = ""
     """The file the prompt came from, as written (for `validate`)."""
 

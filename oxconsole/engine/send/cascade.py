@@ -12,7 +12,10 @@ sums to the bill.
 The checks run on one thread off the loop that times requests, each stopped at
 `CHECK_DEADLINE_S` (`engine/send/checkthread.py`): a check stopped there, or one that raised,
 counts as invalid for the check it was in, and says so on the record (`check_timeout`,
-`check_error`), so a hostile schema costs answers their validity, never the run its records.
+`check_error`), so a hostile schema costs answers their validity, never the run its records. A
+judge request that fails is an error of the judge, not a verdict: the answer stands unjudged
+(`valid` left out, `judge_error` on the record) and the cascade does not move on, since a judge
+outage must not send every request on to a dearer model.
 
 Off the hot path: nothing here runs without `[quality]`; with it, one check per answer (through
 the check thread: about 130 us more than inline on a loaded machine, most of it waiting) and one
@@ -27,8 +30,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from oxconsole.engine.send.attempt import AttemptResult
-from oxconsole.engine.send.checks import Checker, Stage, fill_judge, prompt_text
+from oxconsole.engine.send.checks import Checker, Stage, prompt_text
 from oxconsole.engine.send.checkthread import TIMED_OUT, CheckThread
+from oxconsole.engine.send.judgeprompt import judge_messages
 from oxconsole.engine.send.request import Sender, Story, finished_record
 from oxconsole.journal.records import RequestRecord
 from oxconsole.workload import Pack, Prompt, Workload
@@ -49,6 +53,9 @@ given in 2 to 10 ms, on a loaded 2-core machine (`bench/bench_checks.py` G): 1 s
 longest, so load never turns a right answer into a stopped one. A runaway check (a `oneOf` whose
 branches both recurse: 12 s at 18 levels, doubling with each) holds the check thread at most this
 long; the loop meanwhile runs in the GIL's 5 ms slices."""
+
+JUDGE_ERROR = "judge error"
+"""`verdict`'s answer when the judge request failed: no verdict (not a reason of `REASONS`)."""
 
 
 def unfinished(res: AttemptResult) -> AttemptResult:
@@ -81,6 +88,8 @@ class Judged:
     """The standing answer's checks were stopped at their deadline (it counts as invalid)."""
     check_error: str | None = None
     """The exception a check of the standing answer raised (it counts as invalid)."""
+    judge_error: str | None = None
+    """The judge request for the standing answer failed (its error class): the answer is unjudged."""
 
     def faults(self) -> dict[str, Any]:
         """The standing answer's check faults, for its entry in `answers` once it does not stand
@@ -105,6 +114,7 @@ class Judged:
             rec.invalid_reason = None if self.valid is not False else self.reason
             rec.check_timeout = self.check_timeout
             rec.check_error = self.check_error
+            rec.judge_error = self.judge_error
         if self.answers:
             rec.answers = self.answers
 
@@ -155,6 +165,9 @@ class Cascade:
             judged.t_first = story.t_first_send
         while True:
             reason = await self.verdict(story, res.text, judged)
+            if reason == JUDGE_ERROR:  # no verdict: the answer stands unjudged
+                judged.valid = judged.reason = None
+                return res
             judged.valid, judged.reason = reason is None, reason
             if reason is None:
                 return res
@@ -173,8 +186,8 @@ class Cascade:
                 return res
 
     async def verdict(self, story: Story, text: str | None, judged: Judged) -> str | None:
-        """Why this answer is not valid, or None; the judge asked last, when every other check
-        passed. A check stopped at its deadline or that
+        """Why this answer is not valid, or None (JUDGE_ERROR: the judge gave no verdict); the
+        judge asked last, when every other check passed. A check stopped at its deadline or that
         raised fails as the check it was in, noted on `judged`."""
         stage = Stage()
         try:
@@ -198,7 +211,17 @@ class Cascade:
         reason: str | None = out
         if reason is not None or self.judge_model is None:
             return reason
-        return None if await self.judge(story, text or "") else "judge"
+        res = await self.judge(story, text or "")
+        if not res.ok:
+            judged.judge_error = res.error or "error"
+            self._warn_once(
+                "judge_error",
+                f"[quality] a judge request to {self.judge_model.name} failed "
+                f"({res.error}: {(res.detail or '')[:200]}); its answer stands unjudged "
+                "(no valid, judge_error on the record)",
+            )
+            return JUDGE_ERROR
+        return None if self.checker.judged(res.text) else "judge"
 
     async def tasks(
         self, packer: Packer, story: Story, recs: list[RequestRecord], sections: list[str]
@@ -219,6 +242,9 @@ class Cascade:
         judged = Judged(t_first=story.t_first_send)
         ts = Story(task, story.model, rec.t_scheduled, story.t_sched, judged=judged)
         reason = await self.verdict(ts, text, judged)
+        if reason == JUDGE_ERROR:  # no verdict: the task's answer stands unjudged
+            judged.mark(rec)
+            return rec
         judged.valid, judged.reason = reason is None, reason
         sender = self.sender
         nxt = None if reason is None else sender.router.next_step(story.model, (story.model,))
@@ -249,17 +275,18 @@ class Cascade:
         alone.pack, alone.pack_size = rec.pack, rec.pack_size
         return alone
 
-    async def judge(self, story: Story, answer: str) -> bool:
-        """The judge model's verdict on an answer (a judge request that fails is a "judge" failure:
-        nothing says the answer is right); its cost goes on the request's bill."""
+    async def judge(self, story: Story, answer: str) -> AttemptResult:
+        """The judge request about an answer (`engine/send/judgeprompt.py`: the answer fenced,
+        oxconsole's instruction in the system message); its cost goes on the request's bill, and
+        a failed one says so in its entry of `answers` (`error`)."""
         m = self.judge_model
         q = self.checker.judge
         assert m is not None and q is not None
-        text = fill_judge(q.prompt, prompt_text(story.prompt), answer)
+        messages = judge_messages(q.prompt, prompt_text(story.prompt), answer)
         ask = Prompt(
             id=f"{story.prompt.id}#judge",
-            messages=[{"role": "user", "content": text}],
-            input_chars=len(text),
+            messages=messages,
+            input_chars=sum(len(x["content"]) for x in messages),
             keep_text=True,
         )
         js = Story(ask, m.name, story.t_sched_wall, story.t_sched)
@@ -269,8 +296,8 @@ class Cascade:
             res = await sender.answer(js)
         finally:
             sender.router.in_flight[js.model] -= 1
-        self.bill(js, res, {"judge": True}, into=story)
-        return res.ok and self.checker.judged(res.text)
+        self.bill(js, res, {"judge": True} if res.ok else {"judge": True, "error": res.error}, into=story)
+        return res
 
     def bill(self, story: Story, res: AttemptResult, what: dict[str, Any], into: Story | None = None) -> None:
         """An answer that will not stand (or a judge's), billed into the request's record."""

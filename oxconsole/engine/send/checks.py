@@ -20,13 +20,14 @@ from typing import Any
 
 import orjson
 
+from oxconsole.engine.send.judgeprompt import verdict_line
 from oxconsole.workload.answerpath import equals_expected, value_at
 from oxconsole.workload.promptdata import Prompt
 from oxconsole.workload.schema import QualityConfig
 from oxconsole.workload.userregex import compile_pattern
 from oxconsole.workload.userschema import compiled_schema
 
-__all__ = ["Checker", "Stage", "answer_json", "fill_judge", "prompt_text"]
+__all__ = ["Checker", "Stage", "answer_json", "prompt_text"]
 
 _FENCE = re.compile(r"\A```[A-Za-z]*[ \t]*\r?\n(.*?)\r?\n?```\Z", re.DOTALL)
 """An answer wrapped in a Markdown code fence (```json ... ```): its inside is the JSON (the
@@ -45,11 +46,6 @@ def answer_json(text: str) -> tuple[bool, Any]:
         return True, orjson.loads(body)
     except orjson.JSONDecodeError:
         return False, None
-
-
-def fill_judge(template: str, prompt: str, answer: str) -> str:
-    """The judge's prompt: `{prompt}` and `{answer}` filled in (no other braces are read)."""
-    return template.replace("{prompt}", prompt).replace("{answer}", answer)
 
 
 class Stage:
@@ -106,9 +102,9 @@ class Checker:
         return None
 
     def judged(self, verdict: str | None) -> bool:
-        """Whether the judge's answer passes (`judge.pass`)."""
+        """Whether the judge's answer passes: `judge.pass` on its first non-empty line."""
         assert self.judge_pass is not None
-        return verdict is not None and self.judge_pass.search(verdict)
+        return verdict is not None and self.judge_pass.search(verdict_line(verdict))
 
 
 def prompt_text(prompt: Prompt) -> str:
