@@ -79,7 +79,7 @@ and its compile grow with them: an `enum` costs about 45 us and 6 KB a value to 
 SCHEMA_NODES_MAX: Final = 5_000
 """Subschemas (every place compiled as a schema): as many properties as providers' structured
 output takes. fastjsonschema writes 0.4 to 0.9 KB of Python a subschema, and Python's compile of
-that code is most of the cost: at 5,000 the worst shapes take 2.7 to 4.6 s and 80 to 215 MB on a
+that code is most of the cost: at 5,000 the worst shapes take 2.3 to 6.6 s and 80 to 216 MB on a
 loaded 2-core machine (`bench/bench_checks.py` F), once a process; 10,000 properties took 3.5 s
 and 330 MB, 33,000 took 20 s and 1.1 GB."""
 

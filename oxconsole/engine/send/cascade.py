@@ -48,11 +48,12 @@ STOPPED = "the run stopped before the cascade's next model answered"
 CHECK_DEADLINE_S = 1.0
 """How long one answer's checks may run before they are stopped. A check takes 3 to 30 us (RE2 and
 a small schema); the longest answer a model gives today (128k tokens, about 512 KB: 1,500 objects
-each with two patterns and a format) checks in 27 to 33 ms, and a schema of 5,000 properties all
-given in 2 to 10 ms, on a loaded 2-core machine (`bench/bench_checks.py` G): 1 s is 30 times the
-longest, so load never turns a right answer into a stopped one. A runaway check (a `oneOf` whose
-branches both recurse: 12 s at 18 levels, doubling with each) holds the check thread at most this
-long; the loop meanwhile runs in the GIL's 5 ms slices."""
+each with two patterns and a format) checks in 27 to 40 ms, and a schema of 5,000 properties all
+given in 2 to 10 ms, on a loaded 2-core machine (`bench/bench_checks.py` G): 1 s is 25 times the
+longest, so a loaded machine does not turn a right answer into a stopped one. A runaway check (a
+`oneOf` whose branches both recurse: 12 to 14 s at 18 levels, doubling with each) holds the check
+thread at most this long; the loop meanwhile runs in the GIL's 5 ms slices (its ticks lag 15 ms at
+the median on a loaded machine, 0.1 ms idle)."""
 
 JUDGE_ERROR = "judge error"
 """`verdict`'s answer when the judge request failed: no verdict (not a reason of `REASONS`)."""
