@@ -39,6 +39,8 @@ _TEXT_FIELDS = (
     "text",
     "tag",
     "pack",
+    "check_error",
+    "judge_error",
 )
 """The str fields of a record; a server's text (an error body, an answer) reaches several."""
 
@@ -99,6 +101,13 @@ class RequestRecord:
     """With `[quality]`, on an ok record: whether its answer passed every check."""
     invalid_reason: str | None = None
     """With `valid` false: the first check it failed (`json`, `schema`, `regex`, `expected`, `judge`)."""
+    check_timeout: bool = False
+    """With `valid` false: that check ran past its deadline on this answer and was stopped."""
+    check_error: str | None = None
+    """With `valid` false: that check raised this exception (its class) on this answer."""
+    judge_error: str | None = None
+    """With `[quality] judge`, on an ok record: the judge request failed (its error class), so the
+    answer stands unjudged (no `valid`)."""
     escalations: int = 0
     """Times the cascade sent it on to the next model (`models_tried` then lists them all)."""
     answers: list[dict[str, Any]] | None = None
@@ -199,7 +208,7 @@ class RequestRecord:
             v = getattr(self, key)
             if v is not None:
                 d[key] = v
-        if self.valid is not None or self.escalations or self.answers:
+        if self.valid is not None or self.escalations or self.answers or self.judge_error is not None:
             _quality_json(self, d)
         if self.text is not None:
             d["text"] = self.text
@@ -249,6 +258,12 @@ def _quality_fields(d: dict[str, Any]) -> dict[str, Any]:
         reason = d.get("invalid_reason")
         if isinstance(reason, str) and not d["valid"]:
             out["invalid_reason"] = reason
+            if d.get("check_timeout") is True:
+                out["check_timeout"] = True
+            if isinstance(d.get("check_error"), str):
+                out["check_error"] = d["check_error"]
+    elif isinstance(d.get("judge_error"), str):
+        out["judge_error"] = d["judge_error"]
     esc = d.get("escalations")
     if type(esc) is int and esc > 0:
         out["escalations"] = esc
@@ -308,6 +323,12 @@ def _quality_json(rec: RequestRecord, d: dict[str, Any]) -> None:
         d["valid"] = rec.valid
         if rec.invalid_reason is not None:
             d["invalid_reason"] = rec.invalid_reason
+        if rec.check_timeout:
+            d["check_timeout"] = True
+        if rec.check_error is not None:
+            d["check_error"] = rec.check_error
+    elif rec.judge_error is not None:
+        d["judge_error"] = rec.judge_error
     if rec.escalations:
         d["escalations"] = rec.escalations
     if rec.answers:

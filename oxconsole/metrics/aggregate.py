@@ -187,7 +187,8 @@ class RunStats:
             or rec.tool_calls
         ):
             self.reason.count(rec)
-        if (rec.valid is not None or rec.answers) and not self.per_model:  # the run's block, not a model's
+        judged = rec.valid is not None or rec.answers or rec.judge_error
+        if judged and not self.per_model:  # the run's block, not a model's
             (self.quality or self._judged()).count(rec)
         if rec.attempt_errors:
             ae = self.attempt_errors

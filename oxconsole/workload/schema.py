@@ -408,7 +408,8 @@ class JudgeConfig:
     prompt: str
     """The judge's prompt (read from its file): `{prompt}` and `{answer}` are filled in."""
     pass_: str
-    """The judge's answer must match this (Python `re.search`)."""
+    """The first non-empty line of the judge's answer must match this (Python's syntax, run on RE2
+    in linear time: `workload/userregex.py`)."""
     prompt_file: str = ""
     """The file the prompt came from, as written (for `validate`)."""
 
@@ -422,10 +423,15 @@ class QualityConfig:
     schema_source: str = ""
     """Where the schema came from: its file as written, or "inline"."""
     regex: str | None = None
-    """The answer must match this (Python `re.search`); None = no check."""
+    """The answer must match this (Python's `re.search` syntax and answer, run on RE2 in linear
+    time: no lookarounds or backreferences, `workload/userregex.py`); None = no check."""
     expected: bool = False
     """Prompts lines carry `"expected"`: the answer must equal it, trimmed, case-insensitive (a
     prompt without one is not held to it)."""
+    expected_path: tuple[str, ...] | None = None
+    """With `expected`: the answer must be JSON and its value at this dotted path (`"label"`,
+    `"items.0.name"`, read into its parts) must equal the expected answer
+    (`workload/answerpath.py` says how numbers, booleans and null compare); None = the whole answer."""
     judge: JudgeConfig | None = None
     """A judge model's verdict on each answer that passed the other checks; None = no judge."""
 

@@ -49,6 +49,9 @@ class Judge(Protocol):
     ) -> list[RequestRecord]:
         """A pack's task records, each judged on its own section (and sent on alone if it failed)."""
 
+    def close(self) -> None:
+        """The run is over: what runs the checks ends."""
+
 
 STREAM_ERRORS = frozenset({"stream_aborted", "bad_response", "stream_error"})
 
