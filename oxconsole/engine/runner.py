@@ -186,23 +186,31 @@ class Engine:
         self.live.stopping()
         self.shards.stop(cancel)
 
-    def apply(self, cmd: Command, by: By = "command") -> None:
+    def apply(self, cmd: Command, by: By = "command") -> list[dict[str, Any]]:
         """Apply a command on the run's loop (call only from the loop; `submit` from elsewhere);
-        its changes are logged as made `by` a key, a command, a stage or the auto controller.
-        Raises `CommandError`, having changed nothing and told no shard anything, for a command
-        `LiveSettings` refuses. Before dispatch can start (the run's clock and its log of changes
-        start then), a command other than `Stop` is held and applied when it does."""
+        its changes are logged as made `by` a key, a command, a stage, the auto controller or an
+        agent, and returned as logged. Raises `CommandError`, having changed nothing and told no
+        shard anything, for a command `LiveSettings` refuses. Before dispatch can start (the run's
+        clock and its log of changes start then), a command other than `Stop` is held and applied
+        when it does (nothing logged yet: an empty list)."""
         if self._state == "starting" and not isinstance(cmd, Stop):
             self._held.append((self.live.admit(cmd), by))
-            return
+            return []
         changes = self.live.apply(cmd)
         if isinstance(cmd, Stop):
             self.request_stop(cancel=cmd.cancel, interrupted=True)
         t = round(self.elapsed(), 3)
+        logged = len(self.collector.changes)
         for c in changes:
             self._act(c)
             self.collector.change(t, c.what, c.old, c.new, model=c.model, by=by)
         self._publish()
+        return [dict(c) for c in self.collector.changes[logged:]]
+
+    def summary_now(self) -> dict[str, Any]:
+        """The run so far in the summary's keys (the collector's; the shards' end figures, such as
+        their loop lag, come only with the run's end). Built when asked, never per snapshot."""
+        return self.collector.summary(self.w.name, self.elapsed())
 
     def _act(self, c: Change) -> None:
         """Make a changed setting so: each shard's part of it, and auto concurrency's turn."""
