@@ -9,23 +9,24 @@ of a content array) joined by a blank line, roles dropped. A prompt given as one
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final
 
 from oxconsole.workload import ModelConfig
+from oxconsole.workload.schema import API_PATHS
 
-PATHS: Final = {
-    "chat": "/chat/completions",
-    "completions": "/completions",
-    "embeddings": "/embeddings",
-    "responses": "/responses",
-}
-"""The path each API is called on, under the endpoint's base_url."""
+PATHS: Final[Mapping[str, str]] = API_PATHS
+"""The path each API is called on, under the endpoint's base_url (`workload/schema.py`)."""
+
+_UNSTREAMED: Final = frozenset({"embeddings", "rerank", "images"})
+"""APIs whose answer comes whole: a vector, a ranking, images (the contract: no TTFT for them)."""
 
 
 def streams(api: str, stream: bool) -> bool:
-    """Whether a request on this API is streamed in a run whose `stream` is `stream`
-    (embeddings never are: they have no tokens to stream)."""
-    return stream and api != "embeddings"
+    """Whether a request on this API is streamed in a run whose `stream` is `stream`: embeddings,
+    rankings and images never are; speech always is (its audio is read as it arrives, whatever
+    `run.stream` says: its TTFT is the first audio byte)."""
+    return api == "speech" or (stream and api not in _UNSTREAMED)
 
 
 def flatten(messages: list[dict[str, Any]]) -> str:
