@@ -28,7 +28,7 @@ APIS: tuple[Api, ...] = (
     "chat", "completions", "embeddings", "responses", "rerank", "transcriptions", "speech", "images"
 )  # fmt: skip
 """`[[models]] api`: the endpoint a model is called on (`engine/send/apis.py` `PATHS`)."""
-API_PATHS: dict[Api, str] = {
+API_PATHS: dict[str, str] = {
     "chat": "/chat/completions",
     "completions": "/completions",
     "embeddings": "/embeddings",

@@ -9,13 +9,12 @@ of a content array) joined by a blank line, roles dropped. A prompt given as one
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any, Final
 
 from oxconsole.workload import ModelConfig
 from oxconsole.workload.schema import API_PATHS
 
-PATHS: Final[Mapping[str, str]] = API_PATHS
+PATHS: Final = API_PATHS
 """The path each API is called on, under the endpoint's base_url (`workload/schema.py`)."""
 
 _UNSTREAMED: Final = frozenset({"embeddings", "rerank", "images"})
