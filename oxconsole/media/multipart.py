@@ -28,11 +28,21 @@ def _quote(value: str) -> str:
 
 
 class FormTemplate:
-    """The form for one model: its text fields (in order), then one file part.
+    """The form for one model: its text fields (in order), then one file part, whose name and
+    type may differ per request (a prompts line's own file).
 
     `content_type` goes in the request's Content-Type header (it carries the boundary)."""
 
-    __slots__ = ("_head", "_tail", "boundary", "content_type")
+    __slots__ = (
+        "_fields",
+        "_file",
+        "_file_field",
+        "_tail",
+        "boundary",
+        "content_type",
+        "file_type",
+        "filename",
+    )
 
     def __init__(
         self,
@@ -45,30 +55,47 @@ class FormTemplate:
     ) -> None:
         self.boundary = boundary or secrets.token_hex(16)
         b = self.boundary
-        parts = [
+        self._fields = "".join(
             f'--{b}\r\nContent-Disposition: form-data; name="{_quote(k)}"\r\n\r\n{v}\r\n'
             for k, v in fields.items()
-        ]
-        parts.append(
-            f'--{b}\r\nContent-Disposition: form-data; name="{_quote(file_field)}"; '
-            f'filename="{_quote(filename)}"\r\nContent-Type: {file_type}\r\n\r\n'
-        )
-        self._head = "".join(parts).encode("utf-8")
+        ).encode("utf-8")
+        self._file_field = file_field
+        self.filename = filename
+        self.file_type = file_type
+        self._file = self._file_head(filename, file_type)
         self._tail = f"\r\n--{b}--\r\n".encode("ascii")
         self.content_type = f"multipart/form-data; boundary={b}"
 
-    def body(self, *file_parts: bytes, check: bool = False) -> bytes:
-        """The whole body with the file made of `file_parts` (joined, not copied first)."""
+    def _file_head(self, filename: str, file_type: str) -> bytes:
+        return (
+            f'--{self.boundary}\r\nContent-Disposition: form-data; name="{_quote(self._file_field)}"; '
+            f'filename="{_quote(filename)}"\r\nContent-Type: {file_type}\r\n\r\n'
+        ).encode()
+
+    def body(
+        self,
+        *file_parts: bytes,
+        filename: str | None = None,
+        file_type: str | None = None,
+        check: bool = False,
+    ) -> bytes:
+        """The whole body with the file made of `file_parts` (joined, not copied first), named
+        `filename` and typed `file_type` (the template's own when not given)."""
         if check:
             marker = self.boundary.encode("ascii")
             for part in file_parts:
                 if marker in part:
                     raise ValueError("the file contains the form's boundary: make a new FormTemplate")
-        return b"".join((self._head, *file_parts, self._tail))
+        head = self._file
+        if (filename is not None and filename != self.filename) or (
+            file_type is not None and file_type != self.file_type
+        ):
+            head = self._file_head(filename or self.filename, file_type or self.file_type)
+        return b"".join((self._fields, head, *file_parts, self._tail))
 
     def size(self, file_size: int) -> int:
-        """The body's length for a file of `file_size` bytes."""
-        return len(self._head) + file_size + len(self._tail)
+        """The body's length for a file of `file_size` bytes (with the template's file name)."""
+        return len(self._fields) + len(self._file) + file_size + len(self._tail)
 
 
 def transcription_form(

@@ -108,3 +108,16 @@ def test_read_form_reads_ours_and_aiohttps() -> None:
 def test_read_form_refuses(ctype: str, body: bytes) -> None:
     with pytest.raises(ValueError):
         read_form(ctype, body)
+
+
+def test_a_request_names_its_own_file() -> None:
+    form = transcription_form("m")
+    data = b"ID3\x04" + bytes(20)
+    body = form.body(data, filename="a b.mp3", file_type="audio/mpeg")
+    parts = read_form(form.content_type, body)
+    assert (parts["file"].filename, parts["file"].content_type, parts["file"].data) == (
+        "a b.mp3",
+        "audio/mpeg",
+        data,
+    )
+    assert read_form(form.content_type, form.body(data))["file"].filename == "audio.wav"

@@ -46,19 +46,27 @@ def flatten(messages: list[dict[str, Any]]) -> str:
 
 def response_input(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Chat messages as Responses input items: the same roles, a content string as it is, chat's
-    text parts as `input_text` parts (other parts as given)."""
+    text parts as `input_text` parts, its `image_url` parts as `input_image` (whose `image_url` is
+    the URL itself, and `detail` required), `input_audio` as it is, other parts as given."""
     out: list[dict[str, Any]] = []
     for m in messages:
         c = m.get("content")
         if isinstance(c, list):
-            c = [
-                {"type": "input_text", "text": p["text"]}
-                if isinstance(p, dict) and p.get("type") == "text"
-                else p
-                for p in c
-            ]
+            c = [_response_part(p) for p in c]
         out.append({"role": m.get("role", "user"), "content": c})
     return out
+
+
+def _response_part(p: Any) -> Any:
+    kind = p.get("type") if isinstance(p, dict) else None
+    if kind == "text":
+        return {"type": "input_text", "text": p["text"]}
+    if kind == "image_url":
+        image = p.get("image_url")
+        url = image.get("url") if isinstance(image, dict) else image
+        detail = image.get("detail", "auto") if isinstance(image, dict) else "auto"
+        return {"type": "input_image", "image_url": url, "detail": detail}
+    return p
 
 
 def text_body(m: ModelConfig, messages: list[dict[str, Any]]) -> dict[str, Any]:
