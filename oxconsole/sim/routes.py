@@ -55,6 +55,7 @@ from oxconsole.sim.encoded import (
     last_text,
 )
 from oxconsole.sim.faults import arrival_faults, too_many
+from oxconsole.sim.mediaroutes import MediaRoutes, image_parts
 from oxconsole.sim.quality import Truth
 from oxconsole.sim.ratelimit import Limiter
 from oxconsole.sim.responses import BAD_INPUT as BAD_RESPONSES_INPUT
@@ -216,6 +217,10 @@ class SimState:
         finally:
             ms.release(loop)
 
+    async def raw_body(self, request: web.Request) -> bytes:
+        """A request's body, read within `MAX_BODY` (`_body`)."""
+        return await _body(request)
+
     def _model(self, body: dict[str, Any]) -> ModelState:
         """The model a request names, counted as received."""
         model = body.get("model")
@@ -248,6 +253,10 @@ class SimState:
             return read
         body, prompt = read
         ms = self._model(body)
+        if kind is not TEXT and ms.profile.image_tokens:
+            images = image_parts(body, kind is RESPONSES)
+            if images:  # each image's tokens, prefilled like text
+                prompt = (prompt[0] + images * ms.profile.image_tokens, prompt[1])
         charge = 0
         if self.limiter.on:
             charge = prompt[0] + ms.profile.reasoning_tokens + answer_length(body, ms.profile, kind)[0]
@@ -397,6 +406,7 @@ def build_app(
     app.router.add_post("/v1/responses", state.handle_responses)
     app.router.add_post("/v1/completions", state.handle_completions)
     app.router.add_post("/v1/embeddings", state.handle_embeddings)
+    MediaRoutes(state).add_to(app)
     app.router.add_get("/v1/models", state.handle_models)
     app.router.add_get("/v1/models/{model:.+}", state.handle_model)
     app.router.add_get("/health", state.handle_health)
