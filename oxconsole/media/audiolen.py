@@ -15,7 +15,7 @@ from __future__ import annotations
 import io
 import struct
 
-from oxconsole.media.kinds import MediaError, audio_type
+from oxconsole.media.kinds import MediaError, an, audio_type
 
 
 def audio_seconds(data: bytes, where: str = "audio") -> float:
@@ -34,9 +34,9 @@ def audio_seconds(data: bytes, where: str = "audio") -> float:
     except (struct.error, ValueError, IndexError) as e:
         if isinstance(e, MediaError):
             raise
-        raise MediaError(where, f"a readable {(kind or 'audio').upper()} header", str(e)) from None
+        raise MediaError(where, an(f"{(kind or 'audio').upper()} header that can be read"), str(e)) from None
     if seconds is None:
-        raise MediaError(where, f"a {kind.upper()} file whose headers tell its length", "none")
+        raise MediaError(where, an(f"{kind.upper()} file whose headers tell its length"), "none")
     return seconds
 
 
@@ -154,7 +154,10 @@ def webm_seconds(data: bytes) -> float | None:
 
 
 def _tinytag_seconds(data: bytes) -> float | None:
-    from tinytag import TinyTag  # only when such a file is met
+    from tinytag import TinyTag, TinyTagException  # only when such a file is met
 
-    tag = TinyTag.get(file_obj=io.BytesIO(data), tags=False, duration=True)
+    try:
+        tag = TinyTag.get(file_obj=io.BytesIO(data), tags=False, duration=True)
+    except TinyTagException as e:  # a broken header: what the file is not, said as a ValueError
+        raise ValueError(str(e)) from None
     return tag.duration

@@ -84,7 +84,7 @@ def audio_type(data: bytes) -> str | None:
     return None
 
 
-def _a(word: str) -> str:
+def an(word: str) -> str:
     """`word` with its article: "a PNG", "an MP3", "a FLAC" (enough for the names used here)."""
     return ("an " if word[:1] in "AEIOUM" else "a ") + word
 
@@ -95,7 +95,7 @@ def _starts(data: bytes) -> str:
         return "an empty file"
     kind = image_type(data) or audio_type(data)
     if kind is not None:
-        return _a(f"{kind.upper()} file")
+        return an(f"{kind.upper()} file")
     for magic, name in ((b"%PDF", "a PDF"), (b"PK\x03\x04", "a ZIP file"), (b"<", "text or HTML")):
         if data.startswith(magic):
             return name
@@ -152,5 +152,5 @@ def check_audio(data: bytes, where: str, *, allowed: frozenset[str] | None = Non
         raise MediaError(where, "a WAV, MP3, FLAC, Ogg, WebM or MP4 audio file", _starts(data))
     if allowed is not None and kind not in allowed:
         names = " or ".join(sorted(k.upper() for k in allowed))
-        raise MediaError(where, _a(f"{names} file (input_audio takes no other)"), _a(f"{kind.upper()} file"))
+        raise MediaError(where, an(f"{names} file (input_audio takes no other)"), an(f"{kind.upper()} file"))
     return kind

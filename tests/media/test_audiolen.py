@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import random
 import struct
 
 import pytest
@@ -66,3 +67,31 @@ def test_not_audio_or_broken(data: bytes) -> None:
     with pytest.raises(MediaError) as e:
         audio_seconds(data, "prompts.jsonl: line 4: audio (a.wav)")
     assert str(e.value).startswith("prompts.jsonl: line 4: audio (a.wav): expected ")
+
+
+MAGICS = [b"RIFF\x00\x00\x00\x00WAVE", b"ID3\x04", b"\xff\xfb\x90\x64", b"fLaC", b"OggS", b"\x1a\x45\xdf\xa3"]
+
+
+@pytest.mark.parametrize("magic", MAGICS)
+@pytest.mark.parametrize("seed", range(40))
+def test_garbage_after_a_magic_is_a_media_error_or_a_length(magic: bytes, seed: int) -> None:
+    # a prompts line's file is the user's, a server's audio is anyone's: a broken one is told, never
+    # a traceback from the header readers (tinytag's own exceptions included)
+    rng = random.Random(seed)
+    data = magic + rng.randbytes(rng.randint(0, 600))
+    try:
+        seconds = audio_seconds(data, "x.bin")
+    except MediaError as e:
+        assert str(e).startswith("x.bin: expected "), e
+    else:
+        assert seconds >= 0, seconds
+
+
+@pytest.mark.parametrize("name", ["tone.flac", "tone.ogg", "tone.m4a", "tone_cbr.mp3", "tone.webm"])
+def test_a_cut_file_is_a_media_error_or_a_length(name: str) -> None:
+    data = fixture_bytes(name)
+    for cut in (4, 40, 400, len(data) // 2):
+        try:
+            audio_seconds(data[:cut], name)
+        except MediaError as e:
+            assert str(e).startswith(f"{name}: expected "), e

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import random
 import struct
 
 import pytest
@@ -50,3 +51,25 @@ def test_jpeg_frame_after_exif_and_fill_bytes() -> None:
 def test_broken_or_other(data: bytes) -> None:
     with pytest.raises(MediaError):
         image_size(data, "prompts.jsonl: line 1: images.0")
+
+
+@pytest.mark.parametrize(
+    "magic",
+    [
+        b"\x89PNG\r\n\x1a\n",
+        b"\xff\xd8\xff",
+        b"RIFF\x00\x00\x00\x00WEBPVP8 ",
+        b"RIFF\x00\x00\x00\x00WEBPVP8L",
+        b"GIF89a",
+    ],
+)
+@pytest.mark.parametrize("seed", range(40))
+def test_garbage_after_a_magic_is_a_media_error_or_a_size(magic: bytes, seed: int) -> None:
+    rng = random.Random(seed)
+    data = magic + rng.randbytes(rng.randint(0, 300))
+    try:
+        w, h = image_size(data, "x.bin")
+    except MediaError as e:
+        assert str(e).startswith("x.bin: expected "), e
+    else:
+        assert w >= 0 and h >= 0
