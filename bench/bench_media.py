@@ -127,7 +127,11 @@ def main() -> None:
     worst = 0.0
     for name, m, media_of in cases:
         prompts = [prompt(i, media_of(i)) for i in range(args.n)]
-        us, size = cpu_per_body(lambda i, m=m, ps=prompts: build(bodies, m, ps[i]), args.n, args.reps)
+
+        def make(i: int, m: ModelConfig = m, ps: list[Prompt] = prompts) -> int:
+            return build(bodies, m, ps[i])
+
+        us, size = cpu_per_body(make, args.n, args.reps)
         if not base:
             base = us
         extra = us - base
