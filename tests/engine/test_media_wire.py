@@ -20,7 +20,10 @@ import orjson
 import pytest
 from aiohttp import web
 
+from oxconsole.engine.send.attempt import Encoded
+from oxconsole.engine.send.client import EndpointClient
 from oxconsole.media.audiostream import SILENT_MP3_FRAME
+from oxconsole.media.multipart import transcription_form
 from oxconsole.media.pixels import image_size
 from oxconsole.media.png import SyntheticPng
 from oxconsole.media.wav import header
@@ -408,3 +411,39 @@ async def test_a_wrong_answer_is_a_bad_response(
     (r,) = recs
     assert (r["status"], r["error"]) == ("error", "bad_response") and detail in r["error_detail"], r
     assert r["cost"] == 0.0
+
+
+async def test_our_transcription_form_is_the_sdks_own() -> None:
+    """The SDK builds the endpoint's request once (as JSON) and a transcription replaces its body
+    and Content-Type with a form: what reaches the server must be what the SDK's own
+    `audio.transcriptions.create` sends, but for the form's boundary (and so its length)."""
+    wav = fixture_bytes("tone16k.wav")
+    async with recording_server({"/audio/transcriptions": answer({"text": "ok"})}) as (url, got):
+        c = EndpointClient("e", url, "sk-test-123456", max_connections=2, timeout=5.0)
+        try:
+            tmpl = transcription_form("stt", filename="tone16k.wav")
+            res = await c.attempt(
+                Encoded(tmpl.body(wav), tmpl.content_type),
+                stream=False,
+                timeout=5.0,
+                save_text=True,
+                api="transcriptions",
+            )
+            assert res.ok and res.text == "ok", res
+            sdk = await c.sdk.audio.transcriptions.create(
+                model="stt", file=("tone16k.wav", wav, "audio/wav"), response_format="json"
+            )
+            assert sdk.text == "ok"
+        finally:
+            await c.close()
+    ours, theirs = got
+    assert form(ours) == form(theirs), (form(ours).keys(), form(theirs).keys())
+
+    def same(h: dict[str, str]) -> dict[str, str]:
+        skip = {"content-type", "content-length", "x-stainless-retry-count", "x-stainless-read-timeout"}
+        return {k.lower(): v for k, v in h.items() if k.lower() not in skip}
+
+    assert same(ours.headers) == same(theirs.headers), set(same(ours.headers).items()) ^ set(
+        same(theirs.headers).items()
+    )
+    assert theirs.headers["Content-Type"].startswith("multipart/form-data; boundary=")
