@@ -155,3 +155,39 @@ async def test_worker_processes_send_every_kind(tmp_path: Path) -> None:
     assert by_api["chat"]["images_in"] == 1 and by_api["chat"]["image_pixels"] == 64 * 64
     assert by_api["chat"]["audio_in_s"] == 0.5 and by_api["transcriptions"]["audio_in_s"] == 0.5
     assert out.summary["media"]["audio_in_s"] == pytest.approx(0.5 * 8)
+
+
+async def test_failed_media_requests_are_retried(tmp_path: Path) -> None:
+    # half the requests of each kind fail with a 500 (the simulator's seeded draw): each is retried
+    # until it answers, its body the same bytes (a transcription's form included)
+    sets: Sets = {
+        "retry.max_attempts": 8,
+        "retry.backoff": "1ms",
+        "sim.models.stt.error_rate": 0.5,
+        "sim.models.rr.error_rate": 0.5,
+        "sim.models.draw.error_rate": 0.5,
+        "sim.models.draw.image_s": "5ms",
+    }
+    lines = [{**x, "id": f"{x['id']}-{k}"} for k in range(4) for x in (LINES[2], LINES[3], LINES[6])]
+    w = media_workload(tmp_path, sets, lines)
+    out = await run(w)
+    recs = journal(w)
+    assert out.exit_code == 0 and all(r["status"] == "ok" for r in recs), recs
+    retried = [r for r in recs if r["attempts"] > 1]
+    assert retried and all(r["attempt_errors"] == {"http_500": r["attempts"] - 1} for r in retried), retried
+    assert all(r["audio_in_s"] == 1.5 for r in recs if r["api"] == "transcriptions"), recs
+
+
+async def test_a_transcription_falls_back_to_a_chat_model_with_the_audio(tmp_path: Path) -> None:
+    # the body is built again for each model: the fallback gets the audio as input_audio
+    sets: Sets = {
+        "sim.models.stt.error_rate": 1.0,
+        "retry.max_attempts": 1,
+        "routing.rules.1.fallback": ["vision"],
+    }
+    w = media_workload(tmp_path, sets, [LINES[3]])
+    out = await run(w)
+    (r,) = journal(w)
+    assert out.exit_code == 0 and r["status"] == "ok", r
+    assert (r["model"], r["models_tried"], r["audio_in_s"]) == ("vision", ["stt", "vision"], 1.5), r
+    assert "api" not in r and "rtf" not in r, "a chat answer: no transcription figures"
