@@ -25,7 +25,7 @@ import hashlib
 import math
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import orjson
 from aiohttp import web
@@ -40,9 +40,6 @@ from oxconsole.sim.encoded import SSE_HEADERS, TOKEN_WORDS, error_body, json_res
 from oxconsole.sim.faults import stream_faults
 from oxconsole.sim.state import ModelState
 from oxconsole.sim.streams import sleep_until
-
-if TYPE_CHECKING:
-    from oxconsole.sim.routes import SimState
 
 __all__ = ["CHARS_PER_S", "CHUNK_S", "MediaRoutes", "image_parts"]
 
@@ -79,7 +76,23 @@ def image_parts(body: dict[str, Any], responses: bool) -> int:
     return n
 
 
-def _bad(state: SimState, message: str) -> web.Response:
+class Server(Protocol):
+    """What these handlers use of the simulator's state (`routes.SimState`)."""
+
+    bad_requests: int
+
+    async def raw_body(self, request: web.Request) -> bytes: ...
+
+    def model_of(self, body: dict[str, Any]) -> ModelState: ...
+
+    def state_for(self, name: str) -> ModelState: ...
+
+    async def arrive(
+        self, request: web.Request, ms: ModelState, tokens: int
+    ) -> web.StreamResponse | None: ...
+
+
+def _bad(state: Server, message: str) -> web.Response:
     state.bad_requests += 1
     return json_response(400, error_body(message, "invalid_request_error", None))
 
@@ -87,7 +100,7 @@ def _bad(state: SimState, message: str) -> web.Response:
 class MediaRoutes:
     """The handlers of the other kinds, on one simulator's state."""
 
-    def __init__(self, state: SimState) -> None:
+    def __init__(self, state: Server) -> None:
         self.state = state
         self._pngs: dict[tuple[int, int], str] = {}
 
@@ -114,7 +127,7 @@ class MediaRoutes:
         answer: Callable[[ModelState, float], Awaitable[web.StreamResponse]],
     ) -> web.StreamResponse:
         """Arrival faults and rate limits, a capacity slot, the answer, the slot given back."""
-        refused = await self.state._arrive(request, ms, tokens)
+        refused = await self.state.arrive(request, ms, tokens)
         if refused is not None:
             return refused
         loop = asyncio.get_running_loop()
@@ -142,7 +155,7 @@ class MediaRoutes:
         top_n = body.get("top_n", len(docs))
         if type(top_n) is not int or top_n < 1:
             return _bad(self.state, "top_n must be an integer >= 1")
-        ms = self.state._model(body)
+        ms = self.state.model_of(body)
         tokens = (len(query) + sum(map(len, docs)) + 3) // 4
 
         async def answer(ms: ModelState, t_admit: float) -> web.StreamResponse:
@@ -216,7 +229,7 @@ class MediaRoutes:
         if fmt not in _FORMATS:
             return _bad(self.state, f"response_format {fmt!r}: the simulator speaks wav, pcm and mp3")
         sse = body.get("stream_format") == "sse"
-        ms = self.state._model(body)
+        ms = self.state.model_of(body)
         tokens = (len(text) + 3) // 4
 
         async def answer(ms: ModelState, t_admit: float) -> web.StreamResponse:
@@ -270,7 +283,7 @@ class MediaRoutes:
         wh = (1024, 1024) if size == "auto" else _size(size)
         if wh is None:
             return _bad(self.state, f"size must be WIDTHxHEIGHT (each 1 to {MAX_SIDE}) or auto, not {size!r}")
-        ms = self.state._model(body)
+        ms = self.state.model_of(body)
         tokens = (len(prompt) + 3) // 4
 
         async def answer(ms: ModelState, t_admit: float) -> web.StreamResponse:

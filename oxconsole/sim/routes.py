@@ -202,8 +202,8 @@ class SimState:
         dims = dimensions(body)
         if inputs is None or dims is None:
             return self._bad_request(BAD_INPUT if inputs is None else "dimensions must be an integer >= 1")
-        ms = self._model(body)
-        refused = await self._arrive(request, ms, read[1][0])
+        ms = self.model_of(body)
+        refused = await self.arrive(request, ms, read[1][0])
         if refused is not None:
             return refused
         loop = asyncio.get_running_loop()
@@ -221,14 +221,14 @@ class SimState:
         """A request's body, read within `MAX_BODY` (`_body`)."""
         return await _body(request)
 
-    def _model(self, body: dict[str, Any]) -> ModelState:
+    def model_of(self, body: dict[str, Any]) -> ModelState:
         """The model a request names, counted as received."""
         model = body.get("model")
         ms = self.state_for(model if isinstance(model, str) else "")
         ms.stats.received += 1
         return ms
 
-    async def _arrive(self, request: web.Request, ms: ModelState, tokens: int) -> web.StreamResponse | None:
+    async def arrive(self, request: web.Request, ms: ModelState, tokens: int) -> web.StreamResponse | None:
         """None when the request goes on to be served, else the 429 of the server's rate limits
         (`tokens`: what the request is charged) or the arrival fault it drew (a 429, a 500, a
         reset, ...)."""
@@ -252,7 +252,7 @@ class SimState:
         if isinstance(read, web.Response):
             return read
         body, prompt = read
-        ms = self._model(body)
+        ms = self.model_of(body)
         if kind is not TEXT and ms.profile.image_tokens:
             images = image_parts(body, kind is RESPONSES)
             if images:  # each image's tokens, prefilled like text
@@ -260,7 +260,7 @@ class SimState:
         charge = 0
         if self.limiter.on:
             charge = prompt[0] + ms.profile.reasoning_tokens + answer_length(body, ms.profile, kind)[0]
-        refused = await self._arrive(request, ms, charge)
+        refused = await self.arrive(request, ms, charge)
         if refused is not None:
             return refused
         loop = asyncio.get_running_loop()
