@@ -75,13 +75,13 @@ async def serve(path: str, handler: Any) -> AsyncIterator[str]:
 async def attempt(
     url: str, api: str, body: dict[str, Any] | Encoded, stream: bool = True
 ) -> tuple[AttemptResult, float, float]:
-    """One attempt with a 1 MiB body bound: its result, the seconds it took, Python's peak memory
-    while it ran (MiB)."""
-    c = EndpointClient("e", url, None, max_connections=2, timeout=20.0, limits=BodyLimits(body=LIMIT))
+    """One attempt with a 1 MiB body bound (and a minute's timeout, so a body cut by its bound is
+    told from one cut by time): its result, the seconds it took, Python's peak memory (MiB)."""
+    c = EndpointClient("e", url, None, max_connections=2, timeout=60.0, limits=BodyLimits(body=LIMIT))
     tracemalloc.start()
     t0 = time.perf_counter()
     try:
-        res = await c.attempt(body, stream=stream, timeout=20.0, save_text=True, api=api)
+        res = await c.attempt(body, stream=stream, timeout=60.0, save_text=True, api=api)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -96,7 +96,7 @@ async def test_a_speech_stream_that_never_ends_is_cut_at_the_bound() -> None:
     async with serve("/audio/speech", endless("audio/mpeg", b"", SILENT_MP3_FRAME * 2000)) as url:
         res, took, peak = await attempt(url, "speech", SPEECH)
     assert (res.error, res.detail) == ("bad_response", "audio over 1 MiB"), res
-    assert took < 10 and peak < 8, (took, peak)  # counted as it passed, never kept
+    assert took < 15 and peak < 8, (took, peak)  # counted as it passed, never kept
 
 
 async def test_a_kept_format_that_never_ends_is_cut_at_the_bound() -> None:
@@ -104,7 +104,7 @@ async def test_a_kept_format_that_never_ends_is_cut_at_the_bound() -> None:
     async with serve("/audio/speech", endless("audio/ogg", b"OggS", bytes(64 << 10))) as url:
         res, took, peak = await attempt(url, "speech", body)
     assert (res.error, res.detail) == ("bad_response", "audio over 1 MiB"), res
-    assert took < 10 and peak < 8, (took, peak)
+    assert took < 15 and peak < 8, (took, peak)
 
 
 async def test_an_image_body_that_never_ends_is_cut_at_the_bound() -> None:
@@ -112,7 +112,7 @@ async def test_an_image_body_that_never_ends_is_cut_at_the_bound() -> None:
     async with serve("/images/generations", endless("application/json", first, b"A" * (64 << 10))) as url:
         res, took, peak = await attempt(url, "images", {"model": "m", "prompt": "x", "size": "8x8", "n": 1})
     assert (res.error, res.detail) == ("bad_response", "answer body over 1 MiB"), res
-    assert took < 10 and peak < 8, (took, peak)
+    assert took < 15 and peak < 8, (took, peak)
 
 
 async def test_a_transcription_stream_that_never_finishes_is_cut_at_the_bound() -> None:
@@ -122,7 +122,7 @@ async def test_a_transcription_stream_that_never_finishes_is_cut_at_the_bound() 
     async with serve("/audio/transcriptions", endless("text/event-stream", b"", event * 1000)) as url:
         res, took, _ = await attempt(url, "transcriptions", body)
     assert (res.error, res.detail) == ("bad_response", "stream over 1 MiB"), res
-    assert took < 10
+    assert took < 15
 
 
 async def test_speech_cut_mid_stream_is_stream_aborted() -> None:
