@@ -227,6 +227,9 @@ class LocalShard:
         await self.endpoints.connect(ahead, min(CONNECT_WITHIN_S, self.w.run.timeout))
         self._ahead = ReadAhead(self._shard_prompts())
         self._ahead.fill(wave)
+        media = self.sender.bodies.media
+        for p in self._ahead.held():  # a synthetic size's first image (3-40 ms), files' data URLs
+            media.warm(p.media)
         for name, client in self.endpoints.clients.items():
             client.headroom = self.headroom.get(name)
 

@@ -30,6 +30,7 @@ from oxconsole.metrics.aggregate import (
 from oxconsole.metrics.due import DueStats
 from oxconsole.metrics.goodput import Goodput
 from oxconsole.metrics.histogram import LogHistogram, record_into
+from oxconsole.metrics.media import MediaLive
 from oxconsole.metrics.packing import live_packing
 from oxconsole.metrics.plans import PlanCost, Usage, plan_costs, project
 from oxconsole.metrics.quality import live_quality, with_steps
@@ -315,6 +316,7 @@ class Collector:
             packing=live_packing(al.packs, al.total, self.packing_size),
             reasoning=ReasoningLive.of(al.reason, al.input_tokens, al.output_tokens),
             quality=live_quality(al.quality, self.cascade),
+            media=MediaLive.of(al.media, run_span),
         )
 
     def _bursts(self) -> dict[str, Any] | None:

@@ -16,6 +16,7 @@ from functools import partial
 from typing import Any
 
 from oxconsole.metrics.goodput import Goodput
+from oxconsole.metrics.media import MediaLive
 from oxconsole.metrics.reasoning import ReasoningLive
 
 __all__ = [
@@ -228,6 +229,9 @@ class Snapshot:
     quality: Mapping[str, Any] | None = None
     """With `[quality]`: valid answers so far, per model asked, escalations and the cascade's steps
     in force (`metrics/quality.live_quality`); None without."""
+    media: MediaLive | None = None
+    """Images and audio per second, the real-time factor (`metrics/media.py`); None when no record
+    carried a media key."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON types (dicts, lists, str, int, float, bool, None); orjson-ready."""
@@ -290,6 +294,7 @@ class Snapshot:
             bursts=d.get("bursts"),
             reasoning=ReasoningLive.from_dict(d.get("reasoning")),
             quality=d.get("quality"),
+            media=MediaLive.from_dict(d.get("media")),
         )
 
     @classmethod
@@ -351,6 +356,7 @@ class Snapshot:
             ),
             reasoning=ReasoningLive.from_summary(summary),
             quality=_quality_from_summary(summary),
+            media=MediaLive.from_summary(summary),
         )
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oxconsole.metrics.reasoning import has_reasoning
+from oxconsole.reports.media import media_section
 from oxconsole.reports.plans import cost_by_plan, money_cell
 from oxconsole.reports.quality import quality_section
 from oxconsole.reports.reasoning import reasoning_section
@@ -118,6 +119,7 @@ def render_html(summary: Mapping[str, Any], tl: Timeline, *, journal_only: bool,
         _section("distributions", "Distributions (ok requests)", "", _distributions(summary, tl)),
         _section("models", "Models", "", [_model_table(summary.get("models") or {})]),
         reasoning_section(summary),
+        media_section(summary),
         cost_by_plan(summary),
         quality_section(summary),
         _section("errors", "Errors", "", _errors(summary, tl, markers)),

@@ -34,6 +34,7 @@ from oxconsole.metrics.ratelimit import ratelimit_lines
 from oxconsole.metrics.reasoning import has_reasoning, summary_lines
 from oxconsole.metrics.stages import stage_table
 from oxconsole.metrics.stepresponse import step_lines
+from oxconsole.reports.media import media_summary_lines
 
 __all__ = ["AUTO_ROWS", "WIDTH", "render_summary", "table_width"]
 
@@ -128,6 +129,7 @@ def _totals_lines(s: Mapping[str, Any]) -> list[str]:
         *goodput_lines(s),
         (f"tokens    in {tok.get('input', 0):,}  out {tok.get('output', 0):,}{estimated}"),
         *summary_lines(s),
+        *media_summary_lines(s),
         f"cost      {fmt_money(_g(s, 'cost', 'total'))}",
     ]
 

@@ -55,6 +55,7 @@ from oxconsole.sim.encoded import (
     last_text,
 )
 from oxconsole.sim.faults import arrival_faults, too_many
+from oxconsole.sim.mediaroutes import MediaRoutes, image_parts
 from oxconsole.sim.quality import Truth
 from oxconsole.sim.ratelimit import Limiter
 from oxconsole.sim.responses import BAD_INPUT as BAD_RESPONSES_INPUT
@@ -201,8 +202,8 @@ class SimState:
         dims = dimensions(body)
         if inputs is None or dims is None:
             return self._bad_request(BAD_INPUT if inputs is None else "dimensions must be an integer >= 1")
-        ms = self._model(body)
-        refused = await self._arrive(request, ms, read[1][0])
+        ms = self.model_of(body)
+        refused = await self.arrive(request, ms, read[1][0])
         if refused is not None:
             return refused
         loop = asyncio.get_running_loop()
@@ -216,14 +217,18 @@ class SimState:
         finally:
             ms.release(loop)
 
-    def _model(self, body: dict[str, Any]) -> ModelState:
+    async def raw_body(self, request: web.Request) -> bytes:
+        """A request's body, read within `MAX_BODY` (`_body`)."""
+        return await _body(request)
+
+    def model_of(self, body: dict[str, Any]) -> ModelState:
         """The model a request names, counted as received."""
         model = body.get("model")
         ms = self.state_for(model if isinstance(model, str) else "")
         ms.stats.received += 1
         return ms
 
-    async def _arrive(self, request: web.Request, ms: ModelState, tokens: int) -> web.StreamResponse | None:
+    async def arrive(self, request: web.Request, ms: ModelState, tokens: int) -> web.StreamResponse | None:
         """None when the request goes on to be served, else the 429 of the server's rate limits
         (`tokens`: what the request is charged) or the arrival fault it drew (a 429, a 500, a
         reset, ...)."""
@@ -247,11 +252,15 @@ class SimState:
         if isinstance(read, web.Response):
             return read
         body, prompt = read
-        ms = self._model(body)
+        ms = self.model_of(body)
+        if kind is not TEXT and ms.profile.image_tokens:
+            images = image_parts(body, kind is RESPONSES)
+            if images:  # each image's tokens, prefilled like text
+                prompt = (prompt[0] + images * ms.profile.image_tokens, prompt[1])
         charge = 0
         if self.limiter.on:
             charge = prompt[0] + ms.profile.reasoning_tokens + answer_length(body, ms.profile, kind)[0]
-        refused = await self._arrive(request, ms, charge)
+        refused = await self.arrive(request, ms, charge)
         if refused is not None:
             return refused
         loop = asyncio.get_running_loop()
@@ -397,6 +406,7 @@ def build_app(
     app.router.add_post("/v1/responses", state.handle_responses)
     app.router.add_post("/v1/completions", state.handle_completions)
     app.router.add_post("/v1/embeddings", state.handle_embeddings)
+    MediaRoutes(state).add_to(app)
     app.router.add_get("/v1/models", state.handle_models)
     app.router.add_get("/v1/models/{model:.+}", state.handle_model)
     app.router.add_get("/health", state.handle_health)

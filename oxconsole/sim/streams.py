@@ -392,7 +392,7 @@ class Writer:
         """A whole (non-streamed) answer, `body`, sent when its last token is due."""
         loop = asyncio.get_running_loop()
         times = schedule(ms, t_admit, ans.total, ans.prefill)
-        await _sleep_until(loop, times[-1])
+        await sleep_until(loop, times[-1])
         if ans.malformed:
             return json_response(200, body[: len(body) // 2])
         if ans.abort:
@@ -411,7 +411,7 @@ def _wake(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
-async def _sleep_until(loop: asyncio.AbstractEventLoop, when: float) -> None:
+async def sleep_until(loop: asyncio.AbstractEventLoop, when: float) -> None:
     """Sleep until the absolute loop time `when` (no drift from accumulated relative sleeps)."""
     if when <= loop.time():
         return

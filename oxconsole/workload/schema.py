@@ -21,9 +21,28 @@ from oxconsole.workload.values import fmt_duration, split_host_port
 Arrival = Literal["closed", "constant", "poisson"]
 PromptsFormat = Literal["jsonl", "sharegpt", "openai-batch", "mooncake", "azure-trace", "burstgpt"]
 Strategy = Literal["weighted", "round_robin", "least_loaded"]
-Api = Literal["chat", "completions", "embeddings", "responses"]
-APIS: tuple[Api, ...] = ("chat", "completions", "embeddings", "responses")
-"""`[[models]] api`: the endpoint a model is called on (/chat/completions, /completions, /embeddings)."""
+Api = Literal[
+    "chat", "completions", "embeddings", "responses", "rerank", "transcriptions", "speech", "images"
+]
+APIS: tuple[Api, ...] = (
+    "chat", "completions", "embeddings", "responses", "rerank", "transcriptions", "speech", "images"
+)  # fmt: skip
+"""`[[models]] api`: the endpoint a model is called on (`engine/send/apis.py` `PATHS`)."""
+API_PATHS: dict[str, str] = {
+    "chat": "/chat/completions",
+    "completions": "/completions",
+    "embeddings": "/embeddings",
+    "responses": "/responses",
+    "rerank": "/rerank",
+    "transcriptions": "/audio/transcriptions",
+    "speech": "/audio/speech",
+    "images": "/images/generations",
+}
+"""The path each API is called on, under the endpoint's base_url."""
+GENERATING_APIS: tuple[Api, ...] = ("chat", "completions", "responses")
+"""The APIs whose requests carry a cap on the tokens generated (`max_tokens`)."""
+MEDIA_APIS: tuple[Api, ...] = ("rerank", "transcriptions", "speech", "images")
+"""The APIs whose requests are not chat's: their records carry `api` (docs/media.md)."""
 
 DEFAULT_RETRY_ON: tuple[int | str, ...] = (429, 500, 502, 503, 504, "timeout", "connection", "stream")
 RETRY_WORDS = ("timeout", "connection", "stream")
@@ -166,7 +185,20 @@ class ModelConfig:
     """Send `ignore_eos = true` (vLLM, SGLang): answers run to max_tokens."""
     api: Api = "chat"
     """The endpoint the model is called on: "chat" (/chat/completions), "completions"
-    (/completions, the prompt as text) or "embeddings" (/embeddings: not streamed, no output)."""
+    (/completions, the prompt as text), "embeddings" (/embeddings: not streamed, no output),
+    "responses", "rerank", "transcriptions", "speech" or "images" (docs/media.md)."""
+    voice: str = "alloy"
+    """api = "speech": the voice asked for."""
+    size: str = "1024x1024"
+    """api = "images": the size of each image asked for ("WIDTHxHEIGHT" or "auto")."""
+    n: int = 1
+    """api = "images": images asked for per request."""
+    price_per_image: float = 0.0
+    """Price per image generated (api = "images")."""
+    price_per_audio_minute: float = 0.0
+    """Price per minute of audio: a transcription's input, a speech answer's output."""
+    price_per_1m_characters: float = 0.0
+    """Price per million characters of a speech request's input text."""
 
 
 Dist = Literal["normal", "lognormal", "uniform"]
@@ -189,6 +221,18 @@ class LengthDist:
 
 
 @dataclass(frozen=True)
+class SyntheticImages:
+    """`synthetic.images = { count, width, height }`: generated PNGs sent with every prompt."""
+
+    count: int = 1
+    """Images per request."""
+    width: int = 512
+    """Pixels across."""
+    height: int = 512
+    """Pixels down."""
+
+
+@dataclass(frozen=True)
 class SyntheticConfig:
     count: int
     """Number of distinct synthetic prompts in one pass."""
@@ -198,6 +242,12 @@ class SyntheticConfig:
     """max_tokens sent with each synthetic prompt, fixed or drawn per prompt."""
     prefix_tokens: int = 0
     """A prefix of this many tokens shared by every prompt, before its own text (prefix caching)."""
+    images: SyntheticImages | None = None
+    """Generated PNGs sent with each prompt (chat and Responses), a different one per request."""
+    audio_s: float = 0.0
+    """Seconds of generated WAV audio per prompt: a transcription's file, chat's `input_audio`; 0 = none."""
+    documents: int = 0
+    """Documents per prompt for a reranker, each of `input_tokens`; 0 = none."""
 
 
 @dataclass(frozen=True)
@@ -287,14 +337,24 @@ class Prices:
     """Price per million output tokens (reasoning tokens included)."""
     per_1m_cached_input: float | None = None
     """Price per million cached input tokens; None = `per_1m_input`."""
+    per_image: float = 0.0
+    """Price per image generated."""
+    per_audio_minute: float = 0.0
+    """Price per minute of audio (a transcription's input, a speech answer's output)."""
+    per_1m_characters: float = 0.0
+    """Price per million characters of speech input text."""
 
     def given(self) -> list[tuple[float, str]]:
-        """The prices set, each with what it is per ("request", "1M input", "1M output", "1M
-        cached input"), in that order: a price of 0 is not set, but a cached price of 0 is."""
+        """The prices set, each with what it is per ("request", "1M input", "1M output", "image",
+        "audio minute", "1M characters", "1M cached input"), in that order: a price of 0 is not
+        set, but a cached price of 0 is."""
         flat = [
             (self.per_request, "request"),
             (self.per_1m_input, "1M input"),
             (self.per_1m_output, "1M output"),
+            (self.per_image, "image"),
+            (self.per_audio_minute, "audio minute"),
+            (self.per_1m_characters, "1M characters"),
         ]
         given = [(v, what) for v, what in flat if v]
         if self.per_1m_cached_input is not None:
@@ -508,6 +568,17 @@ class SimModelProfile:
     """Replicas it may scale to while requests queue; 0 = `replicas` (no scaling)."""
     cold_start: float = 10.0
     """Seconds from a replica's start to its first request (only when it may scale)."""
+    # Every kind of model (docs/simulator.md, "Media").
+    rtf: float = 0.1
+    """Transcriptions: seconds of work per second of audio; latency = ttft + rtf x audio seconds."""
+    audio_rtf: float = 0.2
+    """Speech: audio streams at 1/audio_rtf times real time (15 characters a second of audio), the
+    first byte `ttft` after admission."""
+    image_s: float = 2.0
+    """Image generation: seconds per image; a request for n images is answered n x image_s after
+    admission."""
+    image_tokens: int = 256
+    """Chat and Responses: prompt tokens per image sent, prefilled like text."""
 
 
 REASONING_FIELDS = ("reasoning_content", "reasoning", "think_tags")

@@ -20,6 +20,7 @@ from oxconsole.workload.autoconc import check_auto, parse_concurrency
 from oxconsole.workload.cluster import parse_cluster
 from oxconsole.workload.errors import Problems, did_you_mean, join_key, show
 from oxconsole.workload.lengths import parse_length
+from oxconsole.workload.mediakeys import media_keys, synthetic_media
 from oxconsole.workload.packing import parse_packing
 from oxconsole.workload.plans import parse_plans
 from oxconsole.workload.quality import check_cascade, parse_quality
@@ -250,6 +251,7 @@ def _parse_models(errs: Problems, data: Any, endpoints: Collection[str] | None) 
             extra_body=extra_body(t),
             ignore_eos=t.bool_("ignore_eos", False),
             api=t.enum("api", "chat", APIS),  # type: ignore[arg-type]
+            **media_keys(t),
         )
         if name and not t.broken:
             out.append(model)
@@ -305,6 +307,7 @@ def _parse_prompts(errs: Problems, data: Any, base: Path) -> PromptsConfig:
         input_tokens=parse_length(s, "input_tokens", 200),
         output_tokens=parse_length(s, "output_tokens", 64),
         prefix_tokens=s.int_("prefix_tokens", 0, 0, b.MAX_TOKENS, " (tokens)"),
+        **synthetic_media(s),
     )
     return PromptsConfig(synthetic=syn, repeat=repeat, tokenizer=tok)
 

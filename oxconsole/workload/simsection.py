@@ -106,7 +106,15 @@ def _sim_profile(p: Table) -> SimModelProfile:
         replicas=p.int_("replicas", d.replicas, 1, b.MAX_CONCURRENCY, " (replicas ready at the start)"),
         max_replicas=_max_replicas(p, d.max_replicas),
         cold_start=p.duration("cold_start", d.cold_start),
+        rtf=p.num("rtf", d.rtf, _MAX_RTF, " (seconds of work per second of audio)"),
+        audio_rtf=p.num("audio_rtf", d.audio_rtf, _MAX_RTF, " (seconds of work per second of audio)"),
+        image_s=p.duration("image_s", d.image_s),
+        image_tokens=p.int_("image_tokens", d.image_tokens, 0, b.MAX_TOKENS, " (tokens per image)"),
     )
+
+
+_MAX_RTF = 1000.0
+"""The slowest real-time factor a simulated model may have (a 10 s clip would take 2.8 hours)."""
 
 
 def _max_replicas(p: Table, default: int) -> int:

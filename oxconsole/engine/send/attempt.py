@@ -38,6 +38,19 @@ class AttemptResult:
     """Reasoning tokens counted by the reader (chunks, or text / 4), for when usage says nothing."""
     cached_tokens: int | None = None
     tool_calls: int | None = None
+    audio_out_s: float | None = None
+    """Speech: the seconds of audio received."""
+    images_out: int | None = None
+    """Image generation: the images received."""
+
+
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    """A request body already in bytes, with its content type (a transcription's multipart form);
+    every other body is a dict, encoded as JSON by the attempt."""
+
+    data: bytes
+    content_type: str
 
 
 class BadResponse(Exception):

@@ -37,7 +37,8 @@ from oxconsole.base.redaction import secret_forms as secret_forms
 from oxconsole.engine.headroom import Headroom
 from oxconsole.engine.send import internals
 from oxconsole.engine.send.apis import PATHS
-from oxconsole.engine.send.attempt import AttemptResult, BadResponse
+from oxconsole.engine.send.attempt import AttemptResult, BadResponse, Encoded
+from oxconsole.engine.send.mediareaders import read_images, read_rerank, read_speech, read_transcription
 from oxconsole.engine.send.responses import read_response, read_response_stream
 from oxconsole.engine.send.stream import (
     BodyLimits,
@@ -47,6 +48,7 @@ from oxconsole.engine.send.stream import (
     read_stream,
     size_words,
 )
+from oxconsole.workload.schema import MEDIA_APIS
 
 __all__ = ["DETAIL_MAX", "RETRY_AFTER_MAX", "AttemptResult", "BodyLimits", "EndpointClient"]
 
@@ -223,10 +225,16 @@ class EndpointClient:
         self._templates[timeout, path] = prepared
         return prepared
 
-    async def _send(self, body: bytes, timeout: float, path: str) -> aiohttp.ClientResponse:
-        """The response once its headers are in, after any same-origin 307/308 redirects."""
+    async def _send(
+        self, body: bytes, timeout: float, path: str, content_type: str | None = None
+    ) -> aiohttp.ClientResponse:
+        """The response once its headers are in, after any same-origin 307/308 redirects; sent as
+        `content_type` when given (a multipart form), else as the SDK's JSON."""
         p = self._templates.get((timeout, path)) or await self._prepared(timeout, path)
         headers = p.headers
+        if content_type is not None:
+            headers = headers.copy()
+            headers["Content-Type"] = content_type
         if p.idempotency_header is not None:
             headers = headers.copy()
             headers[p.idempotency_header] = internals.idempotency_key(self.sdk)
@@ -244,12 +252,21 @@ class EndpointClient:
         return resp
 
     async def attempt(
-        self, body: dict[str, Any], *, stream: bool, timeout: float, save_text: bool, api: str = "chat"
+        self,
+        body: dict[str, Any] | Encoded,
+        *,
+        stream: bool,
+        timeout: float,
+        save_text: bool,
+        api: str = "chat",
     ) -> AttemptResult:
         """Send one request on `api` (`[[models]] api`) and read it to the end, all within
         `timeout`. Never raises except on cancellation."""
         res = AttemptResult(ok=False)
-        data = orjson.dumps(body)  # before the clock: encoding a 1 MB prompt is ours, not the server's
+        if type(body) is Encoded:
+            data, ctype = body.data, body.content_type
+        else:
+            data, ctype = orjson.dumps(body), None  # before the clock: a 1 MB prompt's is ours
         res.t_sent = time.time()
         t0 = time.perf_counter()
         headers_seen = False
@@ -257,12 +274,12 @@ class EndpointClient:
         seq = room.sending() if room is not None else 0
         try:
             async with asyncio.timeout(timeout):
-                resp = await self._send(data, timeout, PATHS[api])
+                resp = await self._send(data, timeout, PATHS[api], ctype)
                 headers_seen = True
                 if room is not None:
                     room.seen(resp.headers, seq)
                 try:
-                    await self._read(resp, res, t0, stream, save_text, api)
+                    await self._read(resp, res, t0, stream, save_text, api, body)
                 finally:
                     resp.release()
         except TimeoutError:
@@ -293,11 +310,14 @@ class EndpointClient:
         stream: bool,
         save_text: bool,
         api: str,
+        body: dict[str, Any] | Encoded,
     ) -> None:
         if not 200 <= resp.status < 300:
             await self._failed(resp, res)
         elif api == "embeddings":
             await read_embeddings(resp, res, t0, save_text, self.limits)
+        elif api in MEDIA_APIS:
+            await self._read_media(resp, res, t0, save_text, api, body)
         elif stream and not resp.headers.get("content-type", "").startswith("application/json"):
             reader = read_response_stream if api == "responses" else read_stream
             await reader(resp, res, t0, save_text, self.limits)
@@ -305,6 +325,31 @@ class EndpointClient:
             res.unstreamed = stream
             whole = read_response if api == "responses" else read_json
             await whole(resp, res, t0, save_text, self.limits)
+
+    async def _read_media(
+        self,
+        resp: aiohttp.ClientResponse,
+        res: AttemptResult,
+        t0: float,
+        save_text: bool,
+        api: str,
+        body: dict[str, Any] | Encoded,
+    ) -> None:
+        """An answer of the other kinds (`mediareaders.py`): a ranking, a transcription, speech,
+        images."""
+        sent = body if isinstance(body, dict) else {}
+        if api == "transcriptions":
+            await read_transcription(resp, res, t0, save_text, self.limits)
+        elif api == "speech":
+            fmt = sent.get("response_format")
+            await read_speech(resp, res, t0, self.limits, fmt if isinstance(fmt, str) else "mp3")
+        elif api == "rerank":
+            docs = sent.get("documents")
+            await read_rerank(
+                resp, res, t0, save_text, self.limits, len(docs) if isinstance(docs, list) else 0
+            )
+        else:
+            await read_images(resp, res, t0, save_text, self.limits)
 
     async def _failed(self, resp: aiohttp.ClientResponse, res: AttemptResult) -> None:
         """A status that is not 2xx: its class, detail (the SDK's reading of the error body, read
