@@ -20,7 +20,16 @@ from oxconsole.metrics.server.buckets import Buckets, merge
 from oxconsole.metrics.server.reading import Reading, Sums, percentiles
 from oxconsole.metrics.server.vocabulary import FigureName
 
-__all__ = ["GAUGES", "GAUGE_DIGITS", "PERCENTILES", "VALUES", "Round", "ServerSummary", "phase_delta"]
+__all__ = [
+    "GAUGES",
+    "GAUGE_DIGITS",
+    "PERCENTILES",
+    "VALUES",
+    "GpuSummary",
+    "Round",
+    "ServerSummary",
+    "phase_delta",
+]
 
 GAUGE_DIGITS: Final = 3
 """Gauges are kept to 3 decimals: KV usage to 0.1%, request counts exactly."""
@@ -117,6 +126,26 @@ class ServerSummary:
                 out[f] = {"p50": p.p50, "p90": p.p90, "p99": p.p99}
         out["missing"] = list(self.missing)
         return out
+
+
+class GpuSummary:
+    """Each GPU's utilisation (percent), memory used (MiB) and power (W) over the run: median and
+    maximum of the rounds, counted by value (the summary's `gpus`)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, dict[str, Counter[float]]] = {}
+
+    def add(self, gpu: str, figures: Mapping[str, float | None]) -> None:
+        seen = self._seen.setdefault(gpu, {})
+        for k, v in figures.items():
+            if v is not None:
+                seen.setdefault(k, Counter())[round(v, 1)] += 1
+
+    def as_dict(self) -> dict[str, dict[str, dict[str, float]]]:
+        return {
+            gpu: {k: {"p50": _median(c), "max": max(c)} for k, c in figs.items() if c}
+            for gpu, figs in self._seen.items()
+        }
 
 
 def phase_delta(before: Mapping[str, Any], now: Mapping[str, Any]) -> dict[str, float]:
