@@ -224,3 +224,28 @@ async def test_the_simulator_read_exactly_sample_by_sample(tmp_path: Path) -> No
     assert s["running"]["max"] == 4 and s["waiting"]["max"] == 2, s
     assert out.summary["phases"][0]["server"]["default"]["running"]["max"] == 4, out.summary["phases"]
     await asyncio.sleep(0)
+
+
+@pytest.mark.slow
+@pytest.mark.subprocess
+async def test_only_the_coordinator_scrapes_with_worker_processes(tmp_path: Path) -> None:
+    from oxconsole.engine.runner import make_engine
+
+    async with metrics_server(text(vllm(running=1))) as (origin, served):
+        w = load_workload(
+            "sim_exact",
+            tmp_path,
+            {
+                "run.workers": 2,
+                "run.requests": 40,
+                "prompts.synthetic.count": 40,
+                "endpoints.default.server_metrics": origin + "/metrics",
+                "endpoints.default.server_metrics_interval": FAST,
+            },
+        )
+        e = make_engine(w, results_path=w.results_path(), total_expected=40)
+        out = await run(w, e, sim="process")
+    s = out.summary["server"]["default"]
+    assert out.summary["workers"] == 2 and s["scrapes"] >= 2, (out.summary.get("workers"), s)
+    # one GET a round (and one cut short by the end): none from the workers
+    assert s["scrapes"] <= served.asked <= s["scrapes"] + 1, (served.asked, s)
