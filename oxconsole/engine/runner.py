@@ -427,7 +427,13 @@ class Engine:
         g = self.shards.gauges(self)
         if self.server is None:
             return g
-        return dataclasses.replace(g, server=self.server.gauges(), gpus=self.server.gpus())
+        server = self.server.gauges()
+        if server:  # beside the engine's running + waiting, what this run has out to it
+            for m in self.w.models:
+                e, mg = server.get(m.endpoint), g.models.get(m.name)
+                if e is not None and mg is not None:
+                    e["client_in_flight"] = e.get("client_in_flight", 0) + mg.in_flight
+        return dataclasses.replace(g, server=server, gpus=self.server.gpus())
 
     def _publish(self) -> None:
         self.latest = self.collector.snapshot(self.gauges())

@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from oxconsole.metrics.server.reading import Reading
 
-__all__ = ["QUEUE_WINDOW_S", "STALE_S", "LiveServer", "fresh"]
+__all__ = ["QUEUE_WINDOW_S", "STALE_S", "LiveServer", "fresh", "queue_place"]
 
 QUEUE_WINDOW_S: Final = 10.0
 """The span over which "the engine queues" is judged (the contract's "most of the last 10 s")."""
@@ -87,3 +87,24 @@ def fresh(g: Mapping[str, Any]) -> bool:
     judged on what it said long ago)."""
     age = g.get("age_s")
     return isinstance(age, int | float) and age <= STALE_S
+
+
+def queue_place(g: Mapping[str, Any], waiting_slot: int) -> tuple[str, int]:
+    """Where requests queue now, from an endpoint's live figures (`client_in_flight` beside the
+    engine's running + waiting) and the client's own queue for a slot: ("engine", waiting in the
+    engine), ("client", waiting for a slot), ("transit", out to the server and not counted by its
+    engine: on the network, in a proxy or the server's front before its scheduler), ("others",
+    the engine serves more than this run sends: other clients), or ("none", 0)."""
+    running, waiting = g.get("running"), g.get("waiting")
+    if isinstance(waiting, int | float) and waiting > 0:
+        return "engine", int(waiting)
+    if waiting_slot > 0:
+        return "client", waiting_slot
+    ours = g.get("client_in_flight")
+    if isinstance(ours, int) and isinstance(running, int | float):
+        theirs = int(running) + int(waiting or 0)
+        if ours > theirs:
+            return "transit", ours - theirs
+        if theirs > ours:
+            return "others", theirs - ours
+    return "none", 0
