@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from oxconsole.engine.serverwatch import ServerWatch
+from oxconsole.metrics.bound import server_bound
 from oxconsole.metrics.server.series import read_series, series_path
 from oxconsole.workload import Workload
 from tests.metrics.server.test_fixtures import ENGINE, EXPECTED, expected_value
@@ -206,9 +207,26 @@ async def test_the_simulator_read_exactly_sample_by_sample(tmp_path: Path) -> No
             "endpoints.default.server_metrics_interval": FAST,
         },
     )
-    e = engine_for(w)
+    e = engine_for(w, publish_interval=0.1)
+    seen: list[tuple[dict[str, Any], str]] = []
+
+    async def watch_live() -> None:
+        while True:
+            await asyncio.sleep(0.1)
+            snap = e.latest
+            if snap is not None and snap.gauges.server and "running" in snap.gauges.server["default"]:
+                seen.append((dict(snap.gauges.server["default"]), server_bound(snap)))
+
+    watcher = asyncio.create_task(watch_live())
     out = await run(w, e)
+    watcher.cancel()
     assert out.summary["requests"]["ok"] == 6, out.summary["requests"]
+    # live, beside the client's six in flight: four running, two waiting, and the server is the bound
+    # (the run itself is "draining": its six requests were all sent at once)
+    queued = [(g, b) for g, b in seen if g["waiting"] == 2]
+    assert queued, seen
+    assert all(g["running"] == 4 and g["client_in_flight"] == 6 for g, _ in queued), queued
+    assert any(b == "server queue" for _, b in queued), queued
     lines = [d for d in read_series(series_path(w.results_path())) if d.get("endpoint") == "default"]
     t0 = e.started_at
     held = 10 + 4  # each request's prompt (10 tokens) and answer (4 tokens)
@@ -223,7 +241,6 @@ async def test_the_simulator_read_exactly_sample_by_sample(tmp_path: Path) -> No
     assert s["engine"] == "vllm" and s["failed_scrapes"] == 0, s
     assert s["running"]["max"] == 4 and s["waiting"]["max"] == 2, s
     assert out.summary["phases"][0]["server"]["default"]["running"]["max"] == 4, out.summary["phases"]
-    await asyncio.sleep(0)
 
 
 @pytest.mark.slow
