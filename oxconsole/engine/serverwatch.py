@@ -327,7 +327,7 @@ class ServerWatch:
         if s is None:
             s = t.phases[phase] = ServerSummary(t.run.url)
         s.add(rnd)
-        self._write(line(self.clock(), t.name, r))
+        self._write(line(self.clock(), t.name, r, t.run.url))
         if not t.warned:
             t.warned = True
             failures = list(r.failed)

@@ -25,7 +25,7 @@ from oxconsole.metrics.server.reading import Gpu, Reading, Sums
 from oxconsole.metrics.server.summary import Round
 from oxconsole.metrics.server.vocabulary import FIGURES, FigureName
 
-__all__ = ["MAX_LINE", "SUFFIX", "gpu_line", "line", "read_series", "round_of", "series_path"]
+__all__ = ["MAX_LINE", "SUFFIX", "gpu_line", "line", "read_series", "round_of", "series_path", "url_of"]
 
 SUFFIX: Final = ".server.jsonl"
 MAX_LINE: Final = 1 << 20
@@ -40,9 +40,12 @@ def series_path(results: Path) -> Path:
     return results.with_name(stem + SUFFIX)
 
 
-def line(t: float, endpoint: str, reading: Reading) -> dict[str, Any]:
-    """One round of an endpoint as its series line (`t`: unix time)."""
+def line(t: float, endpoint: str, reading: Reading, url: str | list[str] | None = None) -> dict[str, Any]:
+    """One round of an endpoint as its series line (`t`: unix time; `url`: what it was read from,
+    as shown)."""
     d: dict[str, Any] = {"t": round(t, 3), "endpoint": endpoint, "engine": reading.engine}
+    if url is not None:
+        d["url"] = url
     d.update(reading.total.as_dict())
     if reading.span_s is not None:
         d["span_s"] = round(reading.span_s, 3)
@@ -115,6 +118,16 @@ def _sums(d: Any) -> Sums | None:
             out.append((b, c))
         buckets[f] = tuple(out)
     return Sums(counters, buckets)
+
+
+def url_of(d: Mapping[str, Any]) -> str | list[str]:
+    """The URL (or replicas' URLs) a line says it was read from; "" when it says none."""
+    u = d.get("url")
+    if isinstance(u, str):
+        return u
+    if isinstance(u, list) and all(isinstance(x, str) for x in u):
+        return list(u)
+    return ""
 
 
 def round_of(d: Any) -> tuple[str, float, Round] | None:
