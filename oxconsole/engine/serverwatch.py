@@ -116,14 +116,16 @@ async def fetch(
                 size = resp.content_length
                 if size is not None and size > MAX_BODY:
                     return Failed(f"an answer of {size:,} bytes, over {MAX_BODY // 2**20} MiB")
-                body = bytearray()
+                chunks: list[bytes] = []
+                got = 0
                 async for chunk in resp.content.iter_chunked(64 * 1024):
-                    body += chunk
-                    if len(body) > MAX_BODY:
+                    if not got and chunk[:64].lstrip()[:1] in (b"{", b"[", b'"'):
+                        return JSON_ANSWER_FAILED  # not the text format: no need to read on
+                    chunks.append(chunk)
+                    got += len(chunk)
+                    if got > MAX_BODY:  # refused before any copy: at most 8 MiB held
                         return Failed(f"an answer over {MAX_BODY // 2**20} MiB")
-                if bytes(body[:64]).lstrip()[:1] in (b"{", b"[", b'"'):
-                    return JSON_ANSWER_FAILED
-                return bytes(body)
+                return b"".join(chunks)
     except TimeoutError:
         return Failed(f"no whole answer within {FETCH_TIMEOUT_S:g} s")
     except aiohttp.ClientConnectorError as e:
