@@ -266,3 +266,25 @@ async def test_only_the_coordinator_scrapes_with_worker_processes(tmp_path: Path
     assert out.summary["workers"] == 2 and s["scrapes"] >= 2, (out.summary.get("workers"), s)
     # one GET a round (and one cut short by the end): none from the workers
     assert s["scrapes"] <= served.asked <= s["scrapes"] + 1, (served.asked, s)
+
+
+async def test_dcgm_gpus_over_http(tmp_path: Path) -> None:
+    body = fixture_text("dcgm")
+    async with metrics_server(text(body)) as (gpus, _), metrics_server(text(vllm(running=1))) as (origin, _):
+        w = workload(tmp_path, origin, **{"telemetry.dcgm": gpus + "/metrics"})
+        warnings: list[str] = []
+        watch = ServerWatch(w, {}, warnings, series=series_path(tmp_path / "results.jsonl"))
+        watch.start()
+        try:
+            await until(lambda: bool(watch.gpu_latest), 15.0, "a DCGM round")
+        finally:
+            await watch.stop()
+    assert warnings == [], warnings
+    util = {labels["UUID"]: v for labels, v in oracle(body)["DCGM_FI_DEV_GPU_UTIL"]}
+    live = watch.gpus()
+    assert live is not None and {g: d["gpu_util"] for g, d in live.items()} == util, live
+    summary: dict[str, Any] = {}
+    watch.into(summary)
+    assert {g: d["gpu_util"]["max"] for g, d in summary["gpus"].items()} == util, summary["gpus"]
+    lines = [d for d in read_series(series_path(tmp_path / "results.jsonl")) if "gpu" in d]
+    assert {d["gpu"] for d in lines} == set(util), lines
