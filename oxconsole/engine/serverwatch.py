@@ -38,6 +38,7 @@ import orjson
 import yarl
 
 from oxconsole.base.redaction import scrub
+from oxconsole.base.safetext import shown
 from oxconsole.engine.send import internals
 from oxconsole.metrics.server.advice import NO_ENGINE, warning
 from oxconsole.metrics.server.live import LiveServer
@@ -68,6 +69,7 @@ loop the requests are timed on."""
 ACCEPT: Final = "text/plain;version=0.0.4;q=1.0, */*;q=0.1"
 """The classic text format (no protobuf, no OpenMetrics: what the parser reads)."""
 JSON_ANSWER: Final = "a JSON answer, not Prometheus text"
+JSON_ANSWER_FAILED: Final = Failed(JSON_ANSWER)
 HEAD_BYTES: Final = 200
 """The part of a refusal's body quoted in the warning (llama-server's 501 names `--metrics`)."""
 _PROMETHEUS_PATH: Final = "/prometheus/metrics"
@@ -109,10 +111,11 @@ async def fetch(
     try:
         async with asyncio.timeout(FETCH_TIMEOUT_S):
             async with session.get(url, headers=headers, ssl=ssl, allow_redirects=False) as resp:
-                if resp.status != 200:
+                if resp.status != 200:  # its words, once safe to show: the warning quotes them
                     head = await resp.content.read(HEAD_BYTES)
-                    text = scrub(head.decode("utf-8", "replace").strip(), (), HEAD_BYTES)
-                    return Failed(f"HTTP {resp.status}" + (f": {' '.join(text.split())}" if text else ""))
+                    key = headers.get("Authorization", "").removeprefix("Bearer ")
+                    text = shown(scrub(head.decode("utf-8", "replace"), (key,) if key else (), HEAD_BYTES))
+                    return Failed(f"HTTP {resp.status}" + (f": {text}" if text else ""))
                 size = resp.content_length
                 if size is not None and size > MAX_BODY:
                     return Failed(f"an answer of {size:,} bytes, over {MAX_BODY // 2**20} MiB")
@@ -132,9 +135,6 @@ async def fetch(
         return Failed(f"cannot connect: {e.os_error.strerror or e.os_error}")
     except (aiohttp.ClientError, OSError, ValueError) as e:
         return Failed(f"a broken answer: {type(e).__name__}")
-
-
-JSON_ANSWER_FAILED: Final = Failed(JSON_ANSWER)
 
 
 async def _parse(body: bytes | Failed) -> tuple[Exposition | Failed, float]:

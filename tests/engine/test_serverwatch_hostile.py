@@ -83,3 +83,22 @@ async def test_a_run_beside_a_stalled_metrics_server_is_timed_as_without_it(tmp_
     s = out.summary["server"]["default"]
     assert s["failed_scrapes"] >= 1 and s["engine"] == "unknown", s
     assert any("no whole answer" in x for x in out.warnings), out.warnings
+
+
+async def test_a_refusal_is_quoted_safe_to_show(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refusal's body is quoted in the warning: never the key it may echo, never a terminal
+    escape it may carry."""
+    key = "sk-metrics-echo-0123456789"
+
+    async def echo(request: web.Request, n: int) -> web.StreamResponse:
+        return web.Response(
+            status=401, text=f"\x1b]52;c;aGk=\x07bad key {request.headers.get('Authorization')}"
+        )
+
+    monkeypatch.setenv("SRV_KEY", key)
+    async with metrics_server(echo) as (origin, _):
+        w = workload(tmp_path, origin, **{"endpoints.default.api_key_env": "SRV_KEY"})
+        _, warnings = await rounds(w, 1)
+    assert len(warnings) == 1 and "HTTP 401" in warnings[0], warnings
+    assert key not in warnings[0] and key[:12] not in warnings[0], warnings
+    assert "\x1b" not in warnings[0] and "\x07" not in warnings[0] and "\\x1b" in warnings[0], warnings
