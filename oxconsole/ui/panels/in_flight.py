@@ -91,8 +91,8 @@ def in_flight_lines(s: Snapshot, p: Palette, width: int, height: int = 6) -> lis
         lines.append(headroom_line(s.gauges.ratelimit, p, label("headroom"), label.narrow))
         if len(lines) >= height:  # a short panel: the limits before what is waiting
             del lines[1]
-    if s.gauges.server:
-        g = s.gauges
+    if s.gauges.server and any("running" in e or "waiting" in e for e in s.gauges.server.values()):
+        g = s.gauges  # a server never read has its warning; it takes no line here
         assert g.server is not None
         lines.append(server_line(g.server, g.waiting_slot, p, label("server"), label.narrow, width))
         if len(lines) >= height and len(lines) > 2:  # a short panel: the server before what is waiting

@@ -63,7 +63,7 @@ def server_line(
     Narrow, within `width`: the words for where the queue is go first when the engine queues
     (the `bound` line says it), then the KV usage unless it is high, before anything is cut."""
     name, e = busiest(server)
-    if "running" not in e and "waiting" not in e:
+    if "running" not in e and "waiting" not in e:  # the busiest never read: its warning says why
         head.append("no figures (see the warnings)" if e.get("failed") else "no figures yet", style=p.muted)
         return head
     sep = " " if narrow else " · "
