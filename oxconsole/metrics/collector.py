@@ -232,6 +232,11 @@ class Collector:
         if detail and error_class not in self._attempt_detail:  # the first says why
             self._attempt_detail[error_class] = f"{model}: {detail}" if model else detail
 
+    @property
+    def phase_index(self) -> int:
+        """The current phase's place in the summary's `phases` (0 until a change starts another)."""
+        return len(self._phases)
+
     def change(
         self, t: float, what: str, frm: Any, to: Any, model: str | None = None, by: str = "command"
     ) -> None:

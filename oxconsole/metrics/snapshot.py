@@ -75,6 +75,11 @@ class Gauges:
     """The concurrency is set by the auto controller (`run.concurrency = "auto"`, key `a`)."""
     ratelimit: Mapping[str, Mapping[str, Any]] | None = None
     """Endpoint -> its provider rate-limit figures (`metrics/ratelimit.py`); None = none heard."""
+    server: Mapping[str, Mapping[str, Any]] | None = None
+    """Endpoint -> what its server says of itself now (`metrics/server/live.py`: running, waiting,
+    kv_usage, ..., `queued_share`, `age_s`); None = no server's metrics asked for."""
+    gpus: Mapping[str, Mapping[str, float]] | None = None
+    """GPU -> its DCGM figures now (`gpu_util` %, `gpu_mem_used_mb`, `gpu_power_w`); None = none."""
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Gauges:
@@ -99,7 +104,17 @@ class Gauges:
             waiting_tpm=int(d.get("waiting_tpm", 0)),
             auto=bool(d.get("auto", False)),
             ratelimit=d.get("ratelimit"),
+            server=_mapping(d.get("server")),
+            gpus=_mapping(d.get("gpus")),
         )
+
+
+def _mapping(v: Any) -> Any:
+    """A mapping of mappings as it came over the socket; anything else (an older engine's, a
+    damaged message) as none."""
+    if isinstance(v, Mapping) and all(isinstance(x, Mapping) for x in v.values()):
+        return v
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -153,6 +153,12 @@ class EndpointConfig:
     the values are kept out of logs, journals and error details)."""
     pace_by_headers: bool = False
     """Wait for the reset its x-ratelimit-* headers state rather than draw a 429 (engine/headroom.py)."""
+    server_metrics: str | tuple[str, ...] = "auto"
+    """Where the server's own metrics are read (Prometheus text): "auto" = the base URL's scheme,
+    host and port + "/metrics"; "off"; or the URLs (replicas behind one endpoint: counts summed,
+    fractions averaged). docs/server.md."""
+    server_metrics_interval: float = 1.0
+    """Seconds between two scrapes of `server_metrics` (0.25 to 60)."""
 
 
 @dataclass(frozen=True)
@@ -506,6 +512,14 @@ class QualityConfig:
         return [k for k, on in given if on]
 
 
+@dataclass(frozen=True)
+class TelemetryConfig:
+    """`[telemetry]`: GPU telemetry read beside the run (`engine/serverwatch.py`)."""
+
+    dcgm: tuple[str, ...] = ()
+    """DCGM exporters' URLs (Prometheus text, such as "http://127.0.0.1:9400/metrics"); () = none."""
+
+
 # The simulator (`[sim.models.X]`, `[sim]`): read by the simulator and `simsection.py` only.
 
 
@@ -579,15 +593,23 @@ class SimModelProfile:
     admission."""
     image_tokens: int = 256
     """Chat and Responses: prompt tokens per image sent, prefilled like text."""
+    kv_tokens: int = 65536
+    """KV cache per replica, in tokens: `/metrics`' KV usage is the tokens held by the requests in
+    service (each its prompt and its whole answer, from admission to its end) over this."""
 
 
 REASONING_FIELDS = ("reasoning_content", "reasoning", "think_tags")
 """The values of `SimModelProfile.reasoning_field`."""
 
 
+METRICS_FORMATS = ("vllm", "llamacpp")
+"""The values of `SimLimits.metrics_format`: whose names the simulator's `/metrics` speaks."""
+
+
 @dataclass(frozen=True)
 class SimLimits:
-    """`[sim] rpm_limit` / `tpm_limit`: the simulator's provider-style rate limits, server-wide."""
+    """`[sim]`'s server-wide keys: provider-style rate limits (`rpm_limit` / `tpm_limit`) and the
+    names its `/metrics` speaks."""
 
     rpm_limit: int = 0
     """Requests per window (a minute); 0 = no limit."""
@@ -595,6 +617,9 @@ class SimLimits:
     """Tokens (prompt + completion) per window; 0 = no limit."""
     window: float = 60.0
     """Seconds per fixed window, from the first request (`ratelimit_window`: tests shorten it)."""
+    metrics_format: str = "vllm"
+    """`/metrics` in vLLM's names (label `model_name`) or, with "llamacpp", llama-server's
+    (no labels: the models' figures together, as one llama-server serves one model)."""
 
 
 @dataclass(frozen=True)
@@ -633,6 +658,8 @@ class Workload:
     """[sim] rpm_limit / tpm_limit for the embedded simulator."""
     quality: QualityConfig | None = None
     """[quality]: when an answer is valid (`workload/quality.py`); None = every ok answer stands."""
+    telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
+    """[telemetry]: GPU telemetry (DCGM exporters) read beside the run."""
 
     def model(self, name: str) -> ModelConfig:
         for m in self.models:

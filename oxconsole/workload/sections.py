@@ -44,6 +44,7 @@ from oxconsole.workload.schema import (
     fill_results,
     toml_keys,
 )
+from oxconsole.workload.serverkeys import parse_telemetry, server_metrics, server_metrics_interval
 from oxconsole.workload.simsection import parse_sim_section
 from oxconsole.workload.slo import parse_slo
 from oxconsole.workload.stages import parse_stages
@@ -191,6 +192,8 @@ def _parse_endpoints(errs: Problems, data: Any) -> dict[str, EndpointConfig]:
             headers=request_headers(t, "headers", "a header value (string)"),
             headers_env=request_headers(t, "headers_env", "the NAME of an environment variable"),
             pace_by_headers=t.bool_("pace_by_headers", False),
+            server_metrics=server_metrics(t),
+            server_metrics_interval=server_metrics_interval(t),
         )
     return out
 
@@ -471,6 +474,7 @@ def build_workload(raw: dict[str, Any], path: Path, errs: Problems) -> Workload:
     check_auto(errs, raw, run.concurrency_auto, run.workers)
     quality = parse_quality(errs, raw.get("quality"), path.parent, _model_names_in(raw.get("models")))
     check_cascade(errs, routing.cascade, quality, "quality" in raw)
+    telemetry = parse_telemetry(errs, raw.get("telemetry"))
     if output.batch_output is not None and prompts.format != "openai-batch" and not errs.has("prompts"):
         errs.add(
             "output.batch_output",
@@ -496,4 +500,5 @@ def build_workload(raw: dict[str, Any], path: Path, errs: Problems) -> Workload:
         plans=plans,
         packing=packing,
         quality=quality,
+        telemetry=telemetry,
     )

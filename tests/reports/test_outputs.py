@@ -365,9 +365,11 @@ def test_journals_sharing_a_folder_keep_their_own_summary_and_log(tmp_path: Path
     assert sorted(p.name for p in runs.iterdir() if not p.name.endswith(".meta.json")) == [
         "a.engine.log",
         "a.jsonl",
+        "a.server.jsonl",  # the simulator's /metrics read beside each run, each journal its own
         "a.summary.json",
         "b.engine.log",
         "b.jsonl",
+        "b.server.jsonl",
         "b.summary.json",
     ]
     for name, count in (("a", 5), ("b", 3)):

@@ -62,6 +62,7 @@ def test_every_key_of_every_table_reaches_its_field(tmp_path: Path) -> None:
         *left_at_default(w.plans["p"], "name"),
         *left_at_default(w.plans["p"].default),
         *left_at_default(w.packing),
+        *left_at_default(w.telemetry),
     ]
     assert w.slo is not None
     unread += left_at_default(w.slo)
