@@ -230,7 +230,7 @@ def test_headless_run_ends_saying_where_its_files_are_and_counts_kept_journals(t
     assert r.returncode == 0, r.stderr
     assert len(earlier_journals(journal)) == 3
     assert r.stderr.strip().splitlines()[-1] == (
-        f"oxconsole: 3 earlier journals beside it ({tmp_path / 'out' / 'results.*.jsonl'}); "
+        f"oxconsole: 3 earlier journals beside it ({tmp_path / 'out' / 'results.[0-9]*.jsonl'}); "
         "remove them when no longer needed"
     )
 
