@@ -14,8 +14,9 @@ from typing import Any
 from oxconsole.base.units import fmt_money
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.lines import Cell, Col, Line, Palette, fit, grid
+from oxconsole.ui.widgets import Panel
 
-__all__ = ["ACTUAL", "cascade_lines", "per_valid_rows"]
+__all__ = ["ACTUAL", "CascadePanel", "cascade_lines", "per_valid_rows"]
 
 ACTUAL = "actual prices"
 
@@ -76,3 +77,20 @@ def cascade_lines(s: Snapshot, p: Palette, width: int, height: int = 100) -> lis
     rows = [[Line(n), Line(fmt_money(a)), Line(fmt_money(b))] for n, a, b in per_valid_rows(s)]
     lines += grid(money, rows, width, p)
     return fit(lines[: max(1, height)], width)
+
+
+class CascadePanel(Panel):
+    """Each model's valid and escalation rates, and $ per valid answer now and projected."""
+
+    TITLE = "cascade"
+    EVERY = 2
+    DEFAULT_CSS = """
+    CascadePanel { height: auto; max-height: 12; }
+    """
+
+    def inputs(self, snap: Snapshot, width: int, height: int) -> object:
+        q = snap.quality or {}
+        return q.get("judged"), q.get("steps"), per_valid_rows(snap), width, height
+
+    def draw(self, snap: Snapshot, width: int, height: int) -> list[Line]:
+        return cascade_lines(snap, self.palette, width, height)

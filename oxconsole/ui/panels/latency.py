@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import math
 
+from textual.reactive import reactive
+
 from oxconsole.base.units import fmt_count, fmt_ms
 from oxconsole.metrics.snapshot import Bins, Snapshot
 from oxconsole.ui.charts import hbar
 from oxconsole.ui.lines import Line, Palette, fit
 from oxconsole.ui.numbers import ms
 from oxconsole.ui.panels.reasoning import reasoning_line
+from oxconsole.ui.widgets import Panel
 
-__all__ = ["LATENCY_METRICS", "latency_lines"]
+__all__ = ["LATENCY_METRICS", "LatencyPanel", "latency_lines"]
 
 LATENCY_METRICS: tuple[tuple[str, str], ...] = (
     ("ttft_ms", "TTFT"),
@@ -98,3 +101,27 @@ def _bin_lines(
             t.append(" ◂" + " ".join(in_bin), style=p.accent)
         lines.append(t)
     return lines
+
+
+class LatencyPanel(Panel):
+    """Histogram of one latency metric (`h` cycles), last window or whole run (`r`)."""
+
+    TITLE = "latency"
+    EVERY = 2
+    metric: reactive[str] = reactive("ttft_ms", repaint=False)
+    scope: reactive[str] = reactive("window", repaint=False)
+
+    def watch_metric(self) -> None:
+        self.redraw()
+
+    def watch_scope(self) -> None:
+        self.redraw()
+
+    def inputs(self, snap: Snapshot, width: int, height: int) -> object:
+        run = self.scope == "run"
+        summary = (snap.run if run else snap.window).get(self.metric)
+        bins = (snap.bins_run if run else snap.bins_window).get(self.metric)
+        return self.metric, self.scope, snap.window_s, summary, bins, snap.reasoning
+
+    def draw(self, snap: Snapshot, width: int, height: int) -> list[Line]:
+        return latency_lines(snap, self.palette, width, height, self.metric, self.scope)

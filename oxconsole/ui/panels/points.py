@@ -14,8 +14,9 @@ from typing import Any
 from oxconsole.base.units import fmt_ms
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.lines import Cell, Col, Line, Palette, fit, grid
+from oxconsole.ui.widgets import Panel
 
-__all__ = ["points_inputs", "points_lines"]
+__all__ = ["PointsPanel", "points_inputs", "points_lines"]
 
 
 def points_inputs(s: Snapshot) -> object:
@@ -56,3 +57,19 @@ def points_lines(s: Snapshot, p: Palette, width: int, height: int = 100) -> list
 
 def _ms(v: Any) -> str:
     return "-" if v is None else fmt_ms(float(v))
+
+
+class PointsPanel(Panel):
+    """Each ended point's value, req/s, goodput and p99, the knee so far, the point running."""
+
+    TITLE = "sweep points"
+    EVERY = 2
+    DEFAULT_CSS = """
+    PointsPanel { height: auto; max-height: 12; }
+    """
+
+    def inputs(self, snap: Snapshot, width: int, height: int) -> object:
+        return points_inputs(snap), height
+
+    def draw(self, snap: Snapshot, width: int, height: int) -> list[Line]:
+        return points_lines(snap, self.palette, width, height)

@@ -14,8 +14,9 @@ from oxconsole.ui.charts import axis, bar_chart, sparkline
 from oxconsole.ui.lines import Line, Palette, fit
 from oxconsole.ui.panels.goodput import goodput_part
 from oxconsole.ui.panels.packing import append_packing, rate_label
+from oxconsole.ui.widgets import Panel
 
-__all__ = ["throughput_lines"]
+__all__ = ["ThroughputPanel", "throughput_lines"]
 
 
 def throughput_lines(s: Snapshot, p: Palette, width: int, height: int) -> list[Line]:
@@ -74,3 +75,15 @@ def _marks_line(s: Snapshot, p: Palette, cols: int, shown: int) -> Line:
     for ch, same in itertools.groupby(marks):
         t.append(ch * len(list(same)), style=styles[ch])
     return t
+
+
+class ThroughputPanel(Panel):
+    """req/s and output tokens/s per second over the last minutes, ▲ where a setting changed."""
+
+    TITLE = "throughput"
+    DEFAULT_CSS = """
+    ThroughputPanel { height: 8; }
+    """
+
+    def draw(self, snap: Snapshot, width: int, height: int) -> list[Line]:
+        return throughput_lines(snap, self.palette, width, height)
