@@ -12,6 +12,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from oxconsole.base.figures import (
+    ITL,
+    LATENCY,
+    OUTPUT_TOKENS_PER_S,
+    QUEUE,
+    REQUESTS_PER_S,
+    SUMMARY_TIMINGS,
+    TTFT,
+    Figure,
+)
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.goodput import goodput_entry
 from oxconsole.metrics.histogram import LogHistogram
@@ -34,10 +44,16 @@ __all__ = [
     "iso_time",
     "phase_summary",
     "timing",
+    "timings",
 ]
 
-METRICS = ("latency_ms", "ttft_ms", "itl_ms", "queue_ms")
-"""The timing metrics kept as histograms, over `ok` requests only."""
+METRICS = tuple(f.key for f in SUMMARY_TIMINGS)
+"""The timing metrics kept as histograms, over `ok` requests only, by their summary keys."""
+
+MODEL_TIMINGS: tuple[Figure, ...] = (LATENCY, TTFT, ITL)
+"""The timings a model's block of the summary holds."""
+SPAN_TIMINGS: tuple[Figure, ...] = (LATENCY, TTFT)
+"""The timings a phase's and a stage's block hold."""
 
 
 class RunStats:
@@ -122,13 +138,14 @@ class RunStats:
         """With `[quality]`: valid answers and the cascade (`metrics/quality.py`)."""
 
     def hist(self, metric: str) -> LogHistogram:
-        if metric == "latency_ms":
+        """The histogram of the timing whose summary key is `metric` (one of `METRICS`)."""
+        if metric == LATENCY.key:
             return self.latency
-        if metric == "ttft_ms":
+        if metric == TTFT.key:
             return self.ttft
-        if metric == "itl_ms":
+        if metric == ITL.key:
             return self.itl
-        if metric == "queue_ms":
+        if metric == QUEUE.key:
             return self.queue
         raise KeyError(metric)
 
@@ -218,13 +235,15 @@ class RunStats:
             "mean_ms": round(self.backoff_ms / n, 3) if n else 0.0,
         }
 
-    def throughput_block(self, duration_s: float) -> dict[str, float]:
+    def throughput_block(self, duration_s: float | None) -> dict[str, float | None]:
+        """The rates over `duration_s` (0 when none passed; null for a span whose time is not
+        known: a stage rebuilt from a journal)."""
+        counts = ((REQUESTS_PER_S, self.ok), (OUTPUT_TOKENS_PER_S, self.ok_output_tokens))
+        if duration_s is None:
+            return {f.leaf: None for f, _ in counts}
         if duration_s <= 0:
-            return {"requests_per_s": 0.0, "output_tokens_per_s": 0.0}
-        return {
-            "requests_per_s": round(self.ok / duration_s, 3),
-            "output_tokens_per_s": round(self.ok_output_tokens / duration_s, 3),
-        }
+            return {f.leaf: 0.0 for f, _ in counts}
+        return {f.leaf: round(n / duration_s, 3) for f, n in counts}
 
     def _bill_pack(self, rec: RequestRecord) -> None:
         packed = self.ok_packed
@@ -254,9 +273,7 @@ class RunStats:
         block = {
             "requests": self.requests_block(),
             "throughput": self.throughput_block(duration_s),
-            "latency_ms": timing(self.latency),
-            "ttft_ms": timing(self.ttft),
-            "itl_ms": timing(self.itl),
+            **timings(self, MODEL_TIMINGS),
             "cost": model_cost_block(self.cost, self.total, name, self.usage(), plans),
             "tokens": {"input": self.input_tokens, "output": self.output_tokens},
             **goodput_entry(self.good, self.judged, duration_s, slo_target),
@@ -270,6 +287,11 @@ def timing(h: LogHistogram) -> dict[str, float | None]:
     if h.n == 0:
         return dict.fromkeys(h.summary())
     return dict(h.summary())
+
+
+def timings(stats: RunStats, figures: Iterable[Figure]) -> dict[str, dict[str, float | None]]:
+    """The timing blocks of `figures` (in that order), by their summary keys."""
+    return {f.key: timing(stats.hist(f.key)) for f in figures}
 
 
 def count_fallbacks(rec: RequestRecord, stats_of: Callable[[str], RunStats]) -> None:
@@ -326,8 +348,7 @@ def phase_summary(
         "settings": [dict(c) for c in settings],
         "requests": stats.requests_block(),
         "throughput": stats.throughput_block(t_end - t_start),
-        "latency_ms": timing(stats.latency),
-        "ttft_ms": timing(stats.ttft),
+        **timings(stats, SPAN_TIMINGS),
         **goodput_entry(stats.good, stats.judged, t_end - t_start, slo_target),
         **quality_entry(stats.quality),
     }
@@ -384,10 +405,7 @@ def build_summary(
         "requests": {**overall.requests_block(), "sessions": sessions},
         "throughput": overall.throughput_block(duration_s),
         **goodput_entry(overall.good, overall.judged, duration_s, slo_target),
-        "latency_ms": timing(overall.latency),
-        "ttft_ms": timing(overall.ttft),
-        "itl_ms": timing(overall.itl),
-        "queue_ms": timing(overall.queue),
+        **timings(overall, SUMMARY_TIMINGS),
         "tokens": {"input": overall.input_tokens, "output": overall.output_tokens},
         "tokens_source": {"usage": src.get("usage", 0), "estimate": src.get("estimate", 0)},
         "cost": cost,
