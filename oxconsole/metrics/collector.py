@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from oxconsole.base.figures import ITL, LATENCY, QUEUE, TTFT
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.aggregate import (
     METRICS,
@@ -111,10 +112,9 @@ class Collector:
         for m in model_names:
             self._model(m)
         self._roll = {m: RollingHistogram(window_s) for m in METRICS}
-        self._roll_lat = self._roll["latency_ms"]
-        self._roll_ttft = self._roll["ttft_ms"]
-        self._roll_itl = self._roll["itl_ms"]
-        self._roll_queue = self._roll["queue_ms"]
+        self._roll_lat, self._roll_ttft, self._roll_itl, self._roll_queue = (
+            self._roll[f.key] for f in (LATENCY, TTFT, ITL, QUEUE)
+        )
         self._ok_s = SecondSeries(ring_s)
         self._out_s = SecondSeries(ring_s)
         self._err_s = SecondSeries(ring_s)
