@@ -71,8 +71,8 @@ def reasoning_section(s: Mapping[str, Any]) -> str:
     th = "".join(f"<th>{escape(h)}</th>" for h in head)
     body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in r) + "</tr>" for r in rows)
     note = (
-        "TTFT is the first token of any kind; TTFOT the first answer token, after the reasoning. "
-        "Reasoning tokens are counted inside the output tokens, cached tokens inside the input."
+        f"{TTFT.label} is the first token of any kind; {TTFOT.label} the first answer token, after the "
+        "reasoning. Reasoning tokens are counted inside the output tokens, cached tokens inside the input."
     )
     return (
         '<section id="reasoning"><h2>Reasoning and cached prompts</h2>'

@@ -421,7 +421,7 @@ class ConsoleApp(KnobActions, App[str]):
                 return
         self._metric = (self._metric + 1) % len(LATENCY_METRICS)
         for p in main.query(LatencyPanel):
-            p.metric = LATENCY_METRICS[self._metric][0]
+            p.metric = LATENCY_METRICS[self._metric].key
 
     def action_scope(self) -> None:
         """Latency histogram: last window <-> whole run."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from textual.reactive import reactive
 
+from oxconsole.base.figures import OUTPUT_TOKENS_PER_S
 from oxconsole.base.units import fmt_count, fmt_duration, fmt_money, fmt_rate
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.metrics.stages import stage_text
@@ -162,7 +163,7 @@ def _status_line(
         else:
             t.append(" (no change yet)", style=p.muted)
     rates = Line(f"   {fmt_rate(s.req_per_s_10s, ' ' + rate_label(s)[:-1])}", style=p.primary)
-    rates.append(f"  {fmt_rate(s.output_tokens_per_s_10s, ' tok/s')}")
+    rates.append(f"  {fmt_rate(s.output_tokens_per_s_10s, ' ' + OUTPUT_TOKENS_PER_S.short)}")
     good = goodput_rate(s, p, "  good ")
     if good is not None:
         rates = Line().append_text(rates).append_text(good)

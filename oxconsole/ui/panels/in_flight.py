@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from oxconsole.base.figures import QUEUE
 from oxconsole.base.units import fmt_count, fmt_duration, fmt_rate
 from oxconsole.metrics.bound import LOOP_LAG_WARN_MS, TPM_FULL, bound_by
 from oxconsole.metrics.snapshot import Gauges, Snapshot
@@ -185,7 +186,7 @@ def _detail_lines(s: Snapshot, p: Palette, label: _Labels) -> list[Line]:
     t.append(f"{g.loop_lag_ms:.1f} ms", style=p.error if g.loop_lag_ms >= LOOP_LAG_WARN_MS else "")
     t.append(f"   sent {fmt_count(g.dispatched)}", style=p.muted)
     extra = [t]
-    q = s.window.get("queue_ms", {})
+    q = QUEUE.of(s.window) or {}
     t = label("queued")
     t.append(f"p50 {ms(q.get('p50', 0.0))}  p99 {ms(q.get('p99', 0.0))}")
     t.append("  (client, 10 s)", style=p.muted)

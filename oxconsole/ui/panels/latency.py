@@ -11,6 +11,7 @@ import math
 
 from textual.reactive import reactive
 
+from oxconsole.base.figures import TIMINGS, Figure
 from oxconsole.base.units import fmt_count, fmt_ms
 from oxconsole.metrics.snapshot import Bins, Snapshot
 from oxconsole.ui.charts import hbar
@@ -21,13 +22,8 @@ from oxconsole.ui.widgets import Panel
 
 __all__ = ["LATENCY_METRICS", "LatencyPanel", "latency_lines"]
 
-LATENCY_METRICS: tuple[tuple[str, str], ...] = (
-    ("ttft_ms", "TTFT"),
-    ("itl_ms", "inter-token"),
-    ("latency_ms", "end-to-end"),
-    ("queue_ms", "client queue"),
-)
-"""(snapshot key, label) in the order `h` cycles through them."""
+LATENCY_METRICS: tuple[Figure, ...] = TIMINGS
+"""The timings in the order `h` cycles through them, each titled by its declaration."""
 
 
 def _fit_bins(bins: Bins, rows: int) -> list[tuple[float, float, int]]:
@@ -50,7 +46,7 @@ def _fit_bins(bins: Bins, rows: int) -> list[tuple[float, float, int]]:
 def latency_lines(s: Snapshot, p: Palette, width: int, height: int, metric: str, scope: str) -> list[Line]:
     """One metric's histogram (``scope`` "window" = last window_s seconds, "run" = whole run),
     with p50/p90/p99 marked on the bins that hold them."""
-    label = dict(LATENCY_METRICS).get(metric, metric)
+    label = next((f.title for f in LATENCY_METRICS if f.key == metric), metric)
     summ = (s.window if scope == "window" else s.run).get(metric, {})
     bins = (s.bins_window if scope == "window" else s.bins_run).get(metric, ())
     lines: list[Line] = []
@@ -108,7 +104,7 @@ class LatencyPanel(Panel):
 
     TITLE = "latency"
     EVERY = 2
-    metric: reactive[str] = reactive("ttft_ms", repaint=False)
+    metric: reactive[str] = reactive(LATENCY_METRICS[0].key, repaint=False)
     scope: reactive[str] = reactive("window", repaint=False)
 
     def watch_metric(self) -> None:

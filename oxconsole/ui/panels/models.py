@@ -7,6 +7,7 @@ rate, TTFT and latency, errors, cost); the table decides which columns fit the r
 
 from __future__ import annotations
 
+from oxconsole.base.figures import COST, ERRORS, LATENCY, OK, REQUESTS_PER_S, TTFT
 from oxconsole.base.units import fmt_count, fmt_money, fmt_rate, fmt_weight
 from oxconsole.metrics.snapshot import ModelStats, Snapshot
 from oxconsole.ui.lines import Col, Line, Palette, fit, grid
@@ -22,15 +23,15 @@ _MODEL_HEADERS = {
     "target": "target",
     "share": "share",
     "in_fl": "in fl",
-    "rate": "req/s",
-    "ttft2": "TTFT p50/99",
-    "ttft": "TTFT p50",
-    "lat2": "lat p50/99",
-    "lat": "lat p50",
-    "ok": "ok",
-    "err": "err",
+    "rate": REQUESTS_PER_S.short,
+    "ttft2": f"{TTFT.at('p50').short}/99",
+    "ttft": TTFT.at("p50").short,
+    "lat2": f"{LATENCY.at('p50').short}/99",
+    "lat": LATENCY.at("p50").short,
+    "ok": OK.label,
+    "err": ERRORS.short,
     "tok": "tok in/out",
-    "cost": "cost",
+    "cost": COST.label,
 }
 
 _MODEL_LAYOUTS: tuple[tuple[str, ...], ...] = tuple(

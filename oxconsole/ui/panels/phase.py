@@ -7,6 +7,7 @@ list of changes to the height it is given.
 
 from __future__ import annotations
 
+from oxconsole.base.figures import ITL, LATENCY, QUEUE, REQUESTS_PER_S, TTFT, Figure
 from oxconsole.base.units import fmt_count, fmt_duration, fmt_rate
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.lines import Cell, Col, Line, Palette, fit, grid
@@ -16,15 +17,18 @@ from oxconsole.ui.widgets import Panel
 
 __all__ = ["PhasePanel", "phase_lines"]
 
-_PHASE_METRICS: tuple[tuple[str, str, str], ...] = (
-    ("TTFT p50", "ttft_ms", "p50"),
-    ("TTFT p99", "ttft_ms", "p99"),
-    ("latency p50", "latency_ms", "p50"),
-    ("latency p99", "latency_ms", "p99"),
-    ("ITL p50", "itl_ms", "p50"),
-    ("queue p50", "queue_ms", "p50"),
+_PHASE_METRICS: tuple[Figure, ...] = tuple(
+    f.at(q)
+    for f, q in (
+        (TTFT, "p50"),
+        (TTFT, "p99"),
+        (LATENCY, "p50"),
+        (LATENCY, "p99"),
+        (ITL, "p50"),
+        (QUEUE, "p50"),
+    )
 )
-"""(label, snapshot key, quantile) of the phase table's timing rows, as many as the height allows."""
+"""The phase table's timing rows, as many as the height allows."""
 
 
 def phase_lines(s: Snapshot, p: Palette, width: int, height: int) -> list[Line]:
@@ -76,7 +80,7 @@ def _phase_rows(s: Snapshot, p: Palette, height: int) -> list[list[Cell]]:
     re_ = rc.error / rc.total if rc.total else 0.0
     rows: list[list[Cell]] = [
         [
-            Line("req/s", style=p.muted),
+            Line(REQUESTS_PER_S.short, style=p.muted),
             fmt_rate(s.phase_req_per_s, ""),
             fmt_rate(s.req_per_s, ""),
             delta(s.phase_req_per_s, s.req_per_s, False),
@@ -90,10 +94,9 @@ def _phase_rows(s: Snapshot, p: Palette, height: int) -> list[list[Cell]]:
         [Line("error rate", style=p.muted), pct(pe), pct(re_), delta(pe, re_, True)],
         *goodput_rows(s, p),
     ]
-    for label, metric, q in _PHASE_METRICS[: max(1, height - 3 - len(rows))]:
-        a = s.phase.get(metric, {}).get(q, 0.0)
-        b = s.run.get(metric, {}).get(q, 0.0)
-        rows.append([Line(label, style=p.muted), ms(a), ms(b), delta(a, b, True)])
+    for f in _PHASE_METRICS[: max(1, height - 3 - len(rows))]:
+        a, b = f.of(s.phase) or 0.0, f.of(s.run) or 0.0
+        rows.append([Line(f.label, style=p.muted), ms(a), ms(b), delta(a, b, f.lower_is_better)])
     return rows
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from oxconsole.base.figures import REQUESTS_PER_S
 from oxconsole.base.units import fmt_ms
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.lines import Cell, Col, Line, Palette, fit, grid
@@ -33,7 +34,7 @@ def points_lines(s: Snapshot, p: Palette, width: int, height: int = 100) -> list
     knee = g.get("knee")
     slo = any(d.get("goodput_per_s") is not None for d in done)
     cols = [Col(""), Col("#"), Col(str(g.get("key", "value")), right=False, flex=True, min_width=5)]
-    cols += [Col("req/s"), *([Col("goodput")] if slo else []), Col("p99")]
+    cols += [Col(REQUESTS_PER_S.short), *([Col("goodput")] if slo else []), Col("p99")]
     rows: list[list[Cell]] = []
     for d in done:
         mark = Line("*", style=f"bold {p.success}") if knee is not None and d["value"] == knee else ""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 
+from oxconsole.base.figures import OUTPUT_TOKENS_PER_S
 from oxconsole.base.units import fmt_rate
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.charts import axis, bar_chart, sparkline
@@ -34,7 +35,7 @@ def throughput_lines(s: Snapshot, p: Palette, width: int, height: int) -> list[L
     if s.errors_per_s_10s > 0:
         t.append(f" · err {fmt_rate(s.errors_per_s_10s)}", style=p.error)
     if not tall:
-        t.append(" · tok/s ", style=p.muted)
+        t.append(f" · {OUTPUT_TOKENS_PER_S.short} ", style=p.muted)
         t.append(fmt_rate(s.output_tokens_per_s_10s, ""), style=f"bold {p.accent}")
     good = goodput_part(s, p, " · good ")
     if good is not None and len(t) + len(good) <= width:
@@ -46,7 +47,7 @@ def throughput_lines(s: Snapshot, p: Palette, width: int, height: int) -> list[L
     for row in bar_chart(recent, cols, chart_h, top=top or None):
         lines.append(Line(row, style=p.primary))
     if tall:
-        t = Line("tok/s ", style=p.muted)
+        t = Line(f"{OUTPUT_TOKENS_PER_S.short} ", style=p.muted)
         t.append(fmt_rate(s.output_tokens_per_s_10s, ""), style=f"bold {p.accent}")
         t.append(f" now · {fmt_rate(s.output_tokens_per_s, '')} run", style=p.muted)
         lines.append(t)
