@@ -194,7 +194,10 @@ def theme_names() -> set[str]:
 
     names: set[str] = set()
     # the folders oxconsole.ui.theming loads from (that module imports Textual's app: too slow here)
-    for folder in (Path(__file__).parent / "ui" / "themes", Path(user_config_dir("oxconsole")) / "themes"):
+    for folder in (
+        Path(__file__).parents[1] / "ui" / "themes",
+        Path(user_config_dir("oxconsole")) / "themes",
+    ):
         for path in sorted(folder.glob("*.toml")) if folder.is_dir() else ():
             try:
                 name = tomllib.loads(path.read_text(encoding="utf-8")).get("name")
