@@ -24,6 +24,7 @@ __all__ = [
     "COST",
     "COST_PER_TASK",
     "COST_PER_VALID",
+    "DRAWN",
     "ERRORS",
     "ERROR_RATE",
     "EXPORTED",
@@ -44,6 +45,7 @@ __all__ = [
     "REQUESTS_PER_S",
     "SCHEDULE_LAG",
     "SUMMARY_TIMINGS",
+    "TABLED",
     "TIMED",
     "TIMINGS",
     "TOKENS_IN",
@@ -55,6 +57,7 @@ __all__ = [
     "Column",
     "Figure",
     "at",
+    "has_reasoning",
     "journal_keys",
     "nested",
     "percent",
@@ -144,6 +147,8 @@ class Figure:
     lower_is_better: bool = True
     fmt: Callable[[Any], str] | None = field(default=None, compare=False)
     """How one value reads (with its unit); by the kind and unit when not given."""
+    when: Callable[[Any], bool] | None = field(default=None, compare=False)
+    """A figure not every run shows: whether a summary block has its row (None: every block)."""
 
     def __post_init__(self) -> None:
         for attr, default in (
@@ -203,9 +208,22 @@ class Figure:
         plain = _BY_UNIT.get(self.unit) or _BY_KIND.get(self.kind) or (lambda x: fmt_num(x, 2))
         return _interval(plain)(v) if self.kind == "interval" else plain(v)
 
-    def shown(self, v: float | None) -> float | None:
+    def shown_in(self, block: Any) -> bool:
+        """Whether a table of this summary block has the figure's row (see `when`)."""
+        return self.when is None or self.when(block)
+
+    def scaled(self, v: float | None) -> float | None:
         """The value in its display unit (a fraction as a percentage), for a table of numbers."""
         return None if v is None else 100.0 * v if self.kind == "fraction" else v
+
+
+def has_reasoning(block: Any) -> bool:
+    """Whether a summary block (the run's, a model's) counts reasoning or cached tokens, or tool
+    calls: the runs whose tables show TTFOT beside TTFT (a plain stream's TTFOT is its TTFT)."""
+    tokens = at(block, "tokens")
+    return (isinstance(tokens, Mapping) and bool({"reasoning", "cached"} & set(tokens))) or bool(
+        at(block, "tool_calls")
+    )
 
 
 # -- per request: percentile blocks of ok requests --------------------------------------------
@@ -215,8 +233,9 @@ TTFT = Figure(
     name="time to first token", journal="ttft_ms", prometheus="ttft_seconds",
 )  # fmt: skip
 TTFOT = Figure(
-    "ttfot_ms", "TTFOT", "percentiles", "ms", name="time to first answer token", journal="ttfot_ms"
-)
+    "ttfot_ms", "TTFOT", "percentiles", "ms",
+    name="time to first answer token", journal="ttfot_ms", when=has_reasoning,
+)  # fmt: skip
 """The first answer token, after any reasoning: shown beside TTFT for runs with reasoning."""
 ITL = Figure(
     "itl_ms", "ITL", "percentiles", "ms",
@@ -299,8 +318,15 @@ TIMINGS: tuple[Figure, ...] = (TTFT, ITL, LATENCY, QUEUE)
 SUMMARY_TIMINGS: tuple[Figure, ...] = (LATENCY, TTFT, ITL, QUEUE)
 """The same in the order a summary's JSON keeps them (the contract's)."""
 
+TABLED: tuple[Figure, ...] = (TTFT, TTFOT, ITL, LATENCY, QUEUE)
+"""The timings a summary's tables show, each where its block has it (`Figure.shown_in`)."""
+
 TIMED: tuple[Figure, ...] = (TTFT, ITL, LATENCY)
-"""The timings drawn over time and as distributions in the HTML report."""
+"""The timings drawn over time in the HTML report and kept per slot of its timeline."""
+
+DRAWN: tuple[Figure, ...] = (TTFT, TTFOT, ITL, LATENCY)
+"""The timings whose distributions the HTML report draws (and `report A B` bootstraps), each
+where the run has it."""
 
 FROM_DUE: tuple[Figure, ...] = (TTFT_FROM_DUE, LATENCY_FROM_DUE, SCHEDULE_LAG)
 """An open-loop run's figures from each request's due time (`metrics/due.py`)."""

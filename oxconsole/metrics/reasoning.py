@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from oxconsole.base.figures import CACHE_HIT_RATE, TTFOT, TTFT
+from oxconsole.base.figures import CACHE_HIT_RATE, TTFOT, TTFT, has_reasoning
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.histogram import LogHistogram
 
@@ -141,10 +141,8 @@ class ReasoningLive:
     @classmethod
     def from_summary(cls, summary: Mapping[str, Any]) -> ReasoningLive | None:
         """A finished run's figures as its summary keeps them (None when it has none)."""
-        tokens = summary.get("tokens") or {}
-        if not isinstance(tokens, Mapping) or not (
-            {"reasoning", "cached"} & set(tokens) or summary.get("tool_calls")
-        ):
+        tokens = summary.get("tokens")
+        if not isinstance(tokens, Mapping) or not has_reasoning(summary):
             return None
         t = TTFOT.of(summary) or {}
         out = tokens.get("output") or 0
@@ -175,14 +173,6 @@ class ReasoningLive:
             num("cache_hit_rate"),
             calls if type(calls) is int else 0,
         )
-
-
-def has_reasoning(s: Mapping[str, Any]) -> bool:
-    """Whether the summary (or a model's block) counts reasoning or cached tokens, or tool calls."""
-    tokens = s.get("tokens")
-    return (isinstance(tokens, Mapping) and bool({"reasoning", "cached"} & set(tokens))) or bool(
-        s.get("tool_calls")
-    )
 
 
 def output_share(s: Mapping[str, Any]) -> float | None:

@@ -25,13 +25,14 @@ import orjson
 
 from oxconsole.base.figures import (
     COMPARED,
+    DRAWN,
     ERROR_RATE,
     OUTPUT_TOKENS_PER_S,
     REQUESTS_PER_S,
     TIMED,
-    TTFOT,
 )
 from oxconsole.base.figures import FIGURES as SUMMARY_FIGURES
+from oxconsole.base.figures import Figure as DeclaredFigure
 from oxconsole.reports.plans import cost_figures, cost_rows, money_cell
 from oxconsole.reports.quality import quality_figures, quality_rows
 from oxconsole.reports.reasoning import reasoning_figures, reasoning_rows
@@ -141,18 +142,16 @@ def mean_interval(values: Sequence[float], seed: int = SEED) -> tuple[float, flo
     return _edges([sum(rnd.choices(values, k=n)) / n for _ in range(BOOTSTRAP)])
 
 
-def _timings(path: str | os.PathLike[str]) -> dict[str, array[float]]:
-    """The ok records' timings, by metric: TTFT, ITL, latency and TTFOT (empty when no record
-    carries it)."""
-    timed = [(f.key, f.journal) for f in (*TIMED, TTFOT)]
-    out = {key: array("d") for key, _ in timed}
+def _timings(path: str | os.PathLike[str]) -> dict[DeclaredFigure, array[float]]:
+    """The ok records' timings of each of `DRAWN` (empty when no record carries it)."""
+    out = {f: array("d") for f in DRAWN}
     for rec in read_journal(path):
         if rec.status != "ok":
             continue
-        for key, attr in timed:
-            v = getattr(rec, attr)
+        for f, values in out.items():
+            v = getattr(rec, f.journal)
             if v is not None:
-                out[key].append(v)
+                values.append(v)
     return out
 
 
@@ -177,25 +176,20 @@ def load_run(path: str | os.PathLike[str], plans: Mapping[str, PricePlan] | None
     whole = [i for i in range(len(tl.slots)) if tl.width(i) >= tl.step]  # a cut-short last slot is noisier
     for rate, what in ((REQUESTS_PER_S, "ok"), (OUTPUT_TOKENS_PER_S, "output_tokens")):
         rates = tl.rate(what)
-        figs[rate.id] = Figure(float(rate.of(s)), mean_interval([rates[i] for i in whole]))
-    timings = _timings(path)
-    ttfot = timings.pop(TTFOT.key)
-    for metric, vals in timings.items():
-        qs = (50.0, 90.0, 99.0)
-        intervals = percentile_intervals(vals, qs)
-        for q, iv in zip(qs, intervals, strict=True):
-            key = f"{metric}.p{q:.0f}"
-            figs[key] = Figure(float(s[metric][f"p{q:.0f}"]), iv if vals else None)
+        figs[rate.id] = Figure(rate.value(s), mean_interval([rates[i] for i in whole]))
+    for f in TIMED:  # every run's timings, at each percentile `FIGURES` may show
+        figs.update((m.id, Figure(m.value(s), None)) for m in (f.at(q) for q in ("p50", "p90", "p99")))
     req = s["requests"]
     if isinstance(s.get("goodput"), Mapping):
         for f in COMPARED["goodput"]:
-            figs[f.id] = Figure(f.shown(f.value(s)), None)
+            figs[f.id] = Figure(f.scaled(f.value(s)), None)
     figs[ERROR_RATE.id] = Figure(100.0 * req["error"] / req["total"] if req["total"] else None, None)
     figs.update((k, Figure(v, None)) for k, v in cost_figures(s).items())
     figs.update((k, Figure(v, None)) for k, v in step_values(s).items())
     figs.update((k, Figure(v, None)) for k, v in quality_figures(s).items())
     figs.update((k, Figure(v, None)) for k, v in reasoning_figures(s).items())
-    _with_intervals(figs, TTFOT.key, ttfot, (50.0, 99.0))  # the rows reasoning_figures gave
+    for f, vals in _timings(path).items():  # the others at their rows' (reasoning_figures gave TTFOT's)
+        _with_intervals(figs, f.key, vals, (50.0, 90.0, 99.0) if f in TIMED else (50.0, 99.0))
     return RunFigures(os.fspath(path), str(s.get("name", "")), figs)
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from oxconsole.base.figures import (
     COST,
+    DRAWN,
     LATENCY,
     OUTPUT_TOKENS_PER_S,
     REQUESTS,
@@ -27,7 +28,6 @@ from oxconsole.base.figures import (
     TTFT,
     Figure,
 )
-from oxconsole.metrics.reasoning import has_reasoning
 from oxconsole.reports.plans import cost_by_plan, money_cell
 from oxconsole.reports.quality import quality_section
 from oxconsole.reports.reasoning import reasoning_section
@@ -156,21 +156,20 @@ def _v(s: Mapping[str, Any], f: Figure) -> float:
     return f.value(s) or 0.0
 
 
+_CARDS = (TTFT.at("p50"), TTFOT.at("p50"), LATENCY.at("p50"), LATENCY.at("p99"))
+"""The timings the summary's cards show (each where the run has it)."""
+
+
 def _header(s: Mapping[str, Any]) -> str:
     req = s.get("requests") or {}
-    timings = [
-        (TTFT, "p50"),
-        *([(TTFOT, "p50")] if has_reasoning(s) else []),
-        (LATENCY, "p50"),
-        (LATENCY, "p99"),
-    ]
+    timings = [f for f in _CARDS if f.shown_in(s)]
     cards = [
         (REQUESTS.label, f"{req.get('total', 0):,}"),
         ("ok", f"{req.get('ok', 0):,}"),
         ("errors", f"{req.get('error', 0):,}"),
         (REQUESTS_PER_S.label, f"{_v(s, REQUESTS_PER_S):.2f}"),
         (OUTPUT_TOKENS_PER_S.name, fmt_num(_v(s, OUTPUT_TOKENS_PER_S))),
-        *((f"{f.at(q).label} ({f.unit})", fmt_num(_v(s, f.at(q)))) for f, q in timings),
+        *((f"{f.label} ({f.unit})", fmt_num(_v(s, f))) for f in timings),
         (COST.label, f"{_v(s, COST):.4f}"),
     ]
     card_html = "".join(
@@ -268,13 +267,14 @@ def _over_time(tl: Timeline, markers: list[Marker]) -> list[str]:
 
 
 def _distributions(s: Mapping[str, Any], tl: Timeline) -> list[str]:
-    """TTFT, ITL and latency; TTFOT beside TTFT when the records carry it and the run has the
-    reasoning section (a plain run's TTFOT is its TTFT: drawn once)."""
-    shown = [(f, PALETTE[i]) for i, f in enumerate(TIMED)]
-    if TTFOT.key in tl.whole and has_reasoning(s):
-        shown.insert(1, (TTFOT, PALETTE[len(TIMED)]))
+    """Each of `DRAWN` the records carry and the run shows (a plain run's TTFOT is its TTFT:
+    drawn once). Every run's timings keep their colours; the others take the next ones."""
+    colors = dict(zip((*TIMED, *(f for f in DRAWN if f not in TIMED)), PALETTE, strict=False))
     figs = []
-    for f, color in shown:
+    for f in DRAWN:
+        if f.key not in tl.whole or not f.shown_in(s):
+            continue
+        color = colors[f]
         marks = [(q, _v(s, f.at(q))) for q in ("p50", "p90", "p99")]
         chart = distribution(f.label, tl.whole[f.key].bins(32), color, marks)
         figs.append(_figure(f"{f.label} ({f.unit})", chart))

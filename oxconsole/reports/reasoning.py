@@ -14,9 +14,17 @@ from collections.abc import Iterable, Mapping
 from html import escape
 from typing import Any
 
-from oxconsole.base.figures import CACHE_HIT_RATE, COMPARED, REASONING_SHARE, TTFOT, TTFT, Figure
+from oxconsole.base.figures import (
+    CACHE_HIT_RATE,
+    COMPARED,
+    REASONING_SHARE,
+    TTFOT,
+    TTFT,
+    Figure,
+    has_reasoning,
+)
 from oxconsole.base.units import fmt_num
-from oxconsole.metrics.reasoning import has_reasoning, output_share, pct_cell
+from oxconsole.metrics.reasoning import output_share, pct_cell
 
 __all__ = ["reasoning_figures", "reasoning_rows", "reasoning_section"]
 
@@ -34,7 +42,7 @@ def reasoning_figures(s: Mapping[str, Any]) -> dict[str, float | None]:
     if not has_reasoning(s):
         return {}
     values = {REASONING_SHARE.id: output_share(s), CACHE_HIT_RATE.id: CACHE_HIT_RATE.value(s)}
-    return {f.id: f.shown(values[f.id] if f.id in values else f.value(s)) for f in COMPARED["reasoning"]}
+    return {f.id: f.scaled(values[f.id] if f.id in values else f.value(s)) for f in COMPARED["reasoning"]}
 
 
 def reasoning_rows(runs: Iterable[Mapping[str, Any]]) -> tuple[tuple[str, str], ...]:

@@ -22,10 +22,9 @@ from oxconsole.base.figures import (
     OUTPUT_TOKENS_PER_S,
     REQUESTS,
     REQUESTS_PER_S,
-    TIMINGS,
+    TABLED,
     TOKENS_IN,
     TOKENS_OUT,
-    TTFOT,
     Column,
     nested,
 )
@@ -36,7 +35,7 @@ from oxconsole.metrics.packing import packing_lines
 from oxconsole.metrics.plans import at_pace, cheapest
 from oxconsole.metrics.quality import quality_lines
 from oxconsole.metrics.ratelimit import ratelimit_lines
-from oxconsole.metrics.reasoning import has_reasoning, summary_lines
+from oxconsole.metrics.reasoning import summary_lines
 from oxconsole.metrics.stages import SPAN_COLUMNS, span_cells, span_head, stage_table
 from oxconsole.metrics.stepresponse import step_lines
 
@@ -162,7 +161,7 @@ def _timing_lines(s: Mapping[str, Any]) -> list[str]:
     """The latency table (10 + 6 * 11 = 76 columns), then the client's own loop lag and GC."""
     lines = [""]
     lines.append(f"{'ms':<10}" + "".join(f"{c:>11}" for c in BLOCK_KEYS))
-    for fig in (*TIMINGS[:1], *([TTFOT] if has_reasoning(s) else []), *TIMINGS[1:]):
+    for fig in (f for f in TABLED if f.shown_in(s)):
         row = fig.of(s) or {}
         lines.append(f"{fig.label:<10}" + "".join(f"{fmt_num(row.get(c), 1):>11}" for c in BLOCK_KEYS))
     lag = s.get("loop_lag_ms")

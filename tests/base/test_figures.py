@@ -124,3 +124,12 @@ def test_a_column_reads_its_figure_from_a_block() -> None:
     assert "".join(c.title() for c in cols) == "     cost  p50 lat     ok"
     assert "".join(c.cell(block) for c in cols) == "   0.2500      101   123k"
     assert "".join(c.cell({}) for c in cols) == "        –        –      –"
+
+
+def test_a_figure_not_every_run_shows_says_where_it_is_shown() -> None:
+    plain = {"tokens": {"input": 10, "output": 20}, "ttfot_ms": {"p50": 5.0}}
+    reasoning = {"tokens": {"input": 10, "output": 20, "reasoning": 4}, "ttfot_ms": {"p50": 9.0}}
+    assert TTFT.shown_in(plain) and TTFT.shown_in(reasoning)
+    assert not TTFOT.shown_in(plain), "a plain stream's TTFOT is its TTFT: no row of its own"
+    assert TTFOT.shown_in(reasoning) and TTFOT.at("p50").shown_in(reasoning), TTFOT
+    assert TTFOT.shown_in({"tool_calls": 2}), "a run with tool calls shows the answer's first token"
