@@ -16,7 +16,6 @@ from oxconsole.base.figures import (
     ITL,
     LATENCY,
     OUTPUT_TOKENS_PER_S,
-    QUEUE,
     REQUESTS_PER_S,
     SUMMARY_TIMINGS,
     TTFT,
@@ -44,11 +43,14 @@ __all__ = [
     "iso_time",
     "phase_summary",
     "timing",
-    "timings",
+    "timing_blocks",
 ]
 
 METRICS = tuple(f.key for f in SUMMARY_TIMINGS)
 """The timing metrics kept as histograms, over `ok` requests only, by their summary keys."""
+
+_JOURNALED = tuple((f.key, f.journal) for f in SUMMARY_TIMINGS)
+"""Each timing's summary key and the record field it is measured in."""
 
 MODEL_TIMINGS: tuple[Figure, ...] = (LATENCY, TTFT, ITL)
 """The timings a model's block of the summary holds."""
@@ -77,9 +79,7 @@ class RunStats:
         "fell_back",
         "good",
         "input_tokens",
-        "itl",
         "judged",
-        "latency",
         "left",
         "ok",
         "ok_input_tokens",
@@ -90,12 +90,11 @@ class RunStats:
         "packs",
         "per_model",
         "quality",
-        "queue",
         "reason",
         "retried",
+        "timings",
         "tokens_source",
         "total",
-        "ttft",
     )
 
     def __init__(self, *, per_model: bool = False) -> None:
@@ -119,10 +118,8 @@ class RunStats:
         self.cost = 0.0
         self.backoff_ms = 0.0
         self.backoff_requests = 0
-        self.latency = LogHistogram()
-        self.ttft = LogHistogram()
-        self.itl = LogHistogram()
-        self.queue = LogHistogram()
+        self.timings = {f.key: LogHistogram() for f in SUMMARY_TIMINGS}
+        """The timings of ok requests, by their summary keys (`METRICS`)."""
         self.errors: dict[str, int] = {}
         self.error_detail: dict[str, str] = {}
         self.attempt_errors: dict[str, int] = {}
@@ -139,26 +136,16 @@ class RunStats:
 
     def hist(self, metric: str) -> LogHistogram:
         """The histogram of the timing whose summary key is `metric` (one of `METRICS`)."""
-        if metric == LATENCY.key:
-            return self.latency
-        if metric == TTFT.key:
-            return self.ttft
-        if metric == ITL.key:
-            return self.itl
-        if metric == QUEUE.key:
-            return self.queue
-        raise KeyError(metric)
+        return self.timings[metric]
 
     def record(self, rec: RequestRecord) -> None:
         self.count(rec)
         if rec.status == "ok":
-            if rec.latency_ms is not None:
-                self.latency.record(rec.latency_ms)
-            if rec.ttft_ms is not None:
-                self.ttft.record(rec.ttft_ms)
-            if rec.itl_ms is not None:
-                self.itl.record(rec.itl_ms)
-            self.queue.record(rec.queue_ms)
+            hists = self.timings
+            for key, attr in _JOURNALED:
+                v = getattr(rec, attr)
+                if v is not None:
+                    hists[key].record(v)
 
     def count(self, rec: RequestRecord) -> None:
         """Everything in `record` but the timing histograms (the caller files those)."""
@@ -273,7 +260,7 @@ class RunStats:
         block = {
             "requests": self.requests_block(),
             "throughput": self.throughput_block(duration_s),
-            **timings(self, MODEL_TIMINGS),
+            **timing_blocks(self, MODEL_TIMINGS),
             "cost": model_cost_block(self.cost, self.total, name, self.usage(), plans),
             "tokens": {"input": self.input_tokens, "output": self.output_tokens},
             **goodput_entry(self.good, self.judged, duration_s, slo_target),
@@ -289,7 +276,7 @@ def timing(h: LogHistogram) -> dict[str, float | None]:
     return dict(h.summary())
 
 
-def timings(stats: RunStats, figures: Iterable[Figure]) -> dict[str, dict[str, float | None]]:
+def timing_blocks(stats: RunStats, figures: Iterable[Figure]) -> dict[str, dict[str, float | None]]:
     """The timing blocks of `figures` (in that order), by their summary keys."""
     return {f.key: timing(stats.hist(f.key)) for f in figures}
 
@@ -348,7 +335,7 @@ def phase_summary(
         "settings": [dict(c) for c in settings],
         "requests": stats.requests_block(),
         "throughput": stats.throughput_block(t_end - t_start),
-        **timings(stats, SPAN_TIMINGS),
+        **timing_blocks(stats, SPAN_TIMINGS),
         **goodput_entry(stats.good, stats.judged, t_end - t_start, slo_target),
         **quality_entry(stats.quality),
     }
@@ -405,7 +392,7 @@ def build_summary(
         "requests": {**overall.requests_block(), "sessions": sessions},
         "throughput": overall.throughput_block(duration_s),
         **goodput_entry(overall.good, overall.judged, duration_s, slo_target),
-        **timings(overall, SUMMARY_TIMINGS),
+        **timing_blocks(overall, SUMMARY_TIMINGS),
         "tokens": {"input": overall.input_tokens, "output": overall.output_tokens},
         "tokens_source": {"usage": src.get("usage", 0), "estimate": src.get("estimate", 0)},
         "cost": cost,

@@ -64,6 +64,9 @@ _Targets = tuple[
     tuple[LogHistogram, ...],
 ]
 
+_RECORDED = tuple(f.key for f in (LATENCY, TTFT, ITL, QUEUE))
+"""The timings `record` files, in the order of its targets (`_Targets`)."""
+
 PHASE_FOLD_S = 1.0
 """Changes this soon after the previous one, before any request finished, join its phase."""
 
@@ -112,9 +115,6 @@ class Collector:
         for m in model_names:
             self._model(m)
         self._roll = {m: RollingHistogram(window_s) for m in METRICS}
-        self._roll_lat, self._roll_ttft, self._roll_itl, self._roll_queue = (
-            self._roll[f.key] for f in (LATENCY, TTFT, ITL, QUEUE)
-        )
         self._ok_s = SecondSeries(ring_s)
         self._out_s = SecondSeries(ring_s)
         self._err_s = SecondSeries(ring_s)
@@ -211,13 +211,10 @@ class Collector:
         acc = self._models.get(model) or self._model(model)
         run, st, ph = self._all, acc.stats, self._phase
         stats = (run, st) if ph is run else (run, st, ph)
-        t: _Targets = (
-            acc,
-            (*(x.latency for x in stats), *self._roll_lat.targets(sec)),
-            (*(x.ttft for x in stats), *self._roll_ttft.targets(sec)),
-            (*(x.itl for x in stats), *self._roll_itl.targets(sec)),
-            (*(x.queue for x in stats), *self._roll_queue.targets(sec)),
+        lat, ttft, itl, queue = (
+            (*(x.timings[key] for x in stats), *self._roll[key].targets(sec)) for key in _RECORDED
         )
+        t: _Targets = (acc, lat, ttft, itl, queue)
         self._targets[model] = t
         return t
 
@@ -355,8 +352,8 @@ class Collector:
             st = acc.stats
             ok10 = int(acc.ok_s.total(w_start, sec))
             err10 = int(acc.err_s.total(w_start, sec))
-            lat = st.latency.summary()  # cached until the model finishes another request
-            tt = st.ttft.summary()
+            lat = st.hist(LATENCY.key).summary()  # cached until the model finishes another request
+            tt = st.hist(TTFT.key).summary()
             models.append(
                 ModelStats(
                     name=name,

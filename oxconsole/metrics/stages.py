@@ -21,7 +21,7 @@ from typing import Any
 from oxconsole.base.figures import LATENCY, OK, REQUESTS_PER_S, TTFT, Column, quantile_column
 from oxconsole.base.units import fmt_duration
 from oxconsole.journal.records import RequestRecord
-from oxconsole.metrics.aggregate import SPAN_TIMINGS, RunStats, timing, timings
+from oxconsole.metrics.aggregate import SPAN_TIMINGS, RunStats, timing, timing_blocks
 
 __all__ = ["StageLog", "StageSpan"]
 
@@ -99,7 +99,7 @@ class StageLog:
         }
         if s.warmup:  # the run's figures leave warm-up out: progress shows the stage's own
             out["done"] = s.stats.total
-            out[LATENCY.key] = timing(s.stats.latency)
+            out[LATENCY.key] = timing(s.stats.hist(LATENCY.key))
         return out
 
     def into(
@@ -151,7 +151,7 @@ def stage_block(s: StageSpan, now: float, known_times: bool = True) -> dict[str,
         "warmup": s.warmup,
         "requests": st.requests_block(),
         "throughput": st.throughput_block(span if known_times else None),
-        **timings(st, SPAN_TIMINGS),
+        **timing_blocks(st, SPAN_TIMINGS),
     }
 
 
