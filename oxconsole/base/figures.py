@@ -111,7 +111,7 @@ def _count(v: Any) -> str:
     return NONE if x is None else fmt_count(x)
 
 
-_BY_UNIT: dict[str, Callable[[Any], str]] = {"ms": fmt_ms, "s": lambda v: fmt_num(v, 1) + "s"}
+_BY_UNIT: dict[str, Callable[[Any], str]] = {"ms": fmt_ms}
 _BY_KIND: dict[str, Callable[[Any], str]] = {
     "rate": _rate,
     "count": _count,

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from oxconsole.base.figures import CACHE_HIT_RATE, TTFOT, TTFT, has_reasoning
+from oxconsole.base.figures import CACHE_HIT_RATE, TTFOT, TTFT, has_reasoning, percent
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.histogram import LogHistogram
 
@@ -23,7 +23,6 @@ __all__ = [
     "ReasoningStats",
     "has_reasoning",
     "output_share",
-    "pct_cell",
     "reasoning_entry",
     "summary_lines",
 ]
@@ -182,11 +181,6 @@ def output_share(s: Mapping[str, Any]) -> float | None:
     return r / out if isinstance(r, int) and isinstance(out, int) and out else None
 
 
-def pct_cell(v: float | None) -> str:
-    """A share as `60.0%`, a dash when unknown."""
-    return "–" if v is None else f"{100 * v:.1f}%"
-
-
 def summary_lines(s: Mapping[str, Any]) -> list[str]:
     """The text summary's line under the tokens (none without reasoning or a cache):
     `reasoning 1,200 (60.0% of output)  cached 9,000 (hit 71.5%)  tool calls 3`."""
@@ -195,9 +189,9 @@ def summary_lines(s: Mapping[str, Any]) -> list[str]:
     tokens = s.get("tokens") or {}
     parts = []
     if "reasoning" in tokens:
-        parts.append(f"reasoning {tokens['reasoning']:,} ({pct_cell(output_share(s))} of output)")
+        parts.append(f"reasoning {tokens['reasoning']:,} ({percent(output_share(s))} of output)")
     if "cached" in tokens:
-        parts.append(f"cached {tokens['cached']:,} (hit {pct_cell(CACHE_HIT_RATE.value(s))})")
+        parts.append(f"cached {tokens['cached']:,} (hit {percent(CACHE_HIT_RATE.value(s))})")
     if s.get("tool_calls"):
         parts.append(f"tool calls {s['tool_calls']:,}")
     return ["          " + "  ".join(parts)]

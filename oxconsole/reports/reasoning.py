@@ -22,9 +22,10 @@ from oxconsole.base.figures import (
     TTFT,
     Figure,
     has_reasoning,
+    percent,
 )
 from oxconsole.base.units import fmt_num
-from oxconsole.metrics.reasoning import output_share, pct_cell
+from oxconsole.metrics.reasoning import output_share
 
 __all__ = ["reasoning_figures", "reasoning_rows", "reasoning_section"]
 
@@ -58,9 +59,9 @@ def _row(name: str, s: Mapping[str, Any]) -> list[str]:
         fmt_num(_p(s, TTFOT, "p50")),
         fmt_num(_p(s, TTFOT, "p99")),
         f"{tokens['reasoning']:,}" if "reasoning" in tokens else "–",
-        pct_cell(output_share(s)),
+        percent(output_share(s)),
         f"{tokens['cached']:,}" if "cached" in tokens else "–",
-        pct_cell(CACHE_HIT_RATE.value(s)),
+        percent(CACHE_HIT_RATE.value(s)),
         f"{s.get('tool_calls') or 0:,}",
     ]
 
