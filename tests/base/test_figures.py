@@ -133,3 +133,13 @@ def test_a_figure_not_every_run_shows_says_where_it_is_shown() -> None:
     assert not TTFOT.shown_in(plain), "a plain stream's TTFOT is its TTFT: no row of its own"
     assert TTFOT.shown_in(reasoning) and TTFOT.at("p50").shown_in(reasoning), TTFOT
     assert TTFOT.shown_in({"tool_calls": 2}), "a run with tool calls shows the answer's first token"
+
+
+def test_the_live_collector_files_every_timing_a_summary_declares() -> None:
+    from oxconsole.metrics.aggregate import METRICS
+    from oxconsole.metrics.collector import RECORDED
+
+    assert tuple(f.key for f in RECORDED) == METRICS == tuple(f.key for f in SUMMARY_TIMINGS), (
+        RECORDED,
+        METRICS,
+    )
