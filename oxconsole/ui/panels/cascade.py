@@ -11,18 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from oxconsole.base.figures import percent
 from oxconsole.base.units import fmt_money
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.lines import Cell, Col, Line, Palette, fit, grid
+from oxconsole.ui.panels.cost import ACTUAL
 from oxconsole.ui.widgets import Panel
 
 __all__ = ["ACTUAL", "CascadePanel", "cascade_lines", "per_valid_rows"]
-
-ACTUAL = "actual prices"
-
-
-def _pct(v: float) -> str:
-    return f"{100.0 * v:.1f}%"
 
 
 def per_valid_rows(s: Snapshot) -> list[tuple[str, float | None, float | None]]:
@@ -50,7 +46,7 @@ def cascade_lines(s: Snapshot, p: Palette, width: int, height: int = 100) -> lis
     judged, valid = int(q.get("judged") or 0), int(q.get("valid") or 0)
     escalated = int(q.get("escalated") or 0)
     head = Line("cascade ", style=p.muted).append(steps, style="bold")
-    head.append(f" · valid {_pct(float(q.get('fraction') or 0.0))} ({valid:,}/{judged:,})")
+    head.append(f" · valid {percent(float(q.get('fraction') or 0.0))} ({valid:,}/{judged:,})")
     head.append(f" · escalated {escalated:,}", style=p.muted)
     cols = [
         Col("model", right=False, flex=True, min_width=8),
@@ -68,8 +64,8 @@ def cascade_lines(s: Snapshot, p: Palette, width: int, height: int = 100) -> lis
             [
                 Line(str(name)),
                 Line(f"{asked:,}"),
-                Line(_pct(frac), style=style),
-                Line(_pct(esc / asked) if asked else "–", style=p.muted),
+                Line(percent(frac), style=style),
+                Line(percent(esc / asked) if asked else "–", style=p.muted),
             ]
         )
     lines = [head, *grid(cols, cells, width, p)]
