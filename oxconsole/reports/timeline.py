@@ -13,7 +13,7 @@ import math
 import os
 from dataclasses import dataclass, field
 
-from oxconsole.base.figures import TIMED, TTFOT, Figure
+from oxconsole.base.figures import DRAWN, TIMED, Figure
 from oxconsole.metrics import LogHistogram
 from oxconsole.reports.summary import read_journal
 
@@ -49,7 +49,7 @@ class Timeline:
     span: float
     slots: list[Slot]
     whole: dict[str, LogHistogram]
-    """Each of `TIMED` by its key, and TTFOT's when some ok record has one (its distribution only)."""
+    """Each of `DRAWN` by its key: `TIMED` always, the others when some ok record has them."""
 
     def times(self) -> list[float]:
         """The middle of each slot, in seconds since the start."""
@@ -110,6 +110,7 @@ def build_timeline(path: str | os.PathLike[str], max_slots: int = MAX_SLOTS) -> 
     slots = [Slot() for _ in range(max(1, math.ceil(span / step)))]
     whole = {f.key: LogHistogram() for f in TIMED}
     timed = [(f.key, f.journal) for f in TIMED]
+    drawn = [(f.key, f.journal) for f in DRAWN if f not in TIMED]
     for rec in read_journal(path):
         end = rec.t_sent + (rec.latency_ms or 0.0) / 1000.0 - t0
         s = slots[min(len(slots) - 1, max(0, int(end // step)))]
@@ -124,6 +125,8 @@ def build_timeline(path: str | os.PathLike[str], max_slots: int = MAX_SLOTS) -> 
             if v is not None:
                 s.hists[key].record(v)
                 whole[key].record(v)
-        if rec.ttfot_ms is not None:
-            (whole.get(TTFOT.key) or whole.setdefault(TTFOT.key, LogHistogram())).record(rec.ttfot_ms)
+        for key, attr in drawn:  # their distributions only, when some record has them
+            v = getattr(rec, attr)
+            if v is not None:
+                (whole.get(key) or whole.setdefault(key, LogHistogram())).record(v)
     return Timeline(t0, step, span, slots, whole)
