@@ -12,6 +12,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from oxconsole.base.figures import (
+    ITL,
+    LATENCY,
+    OUTPUT_TOKENS_PER_S,
+    REQUESTS_PER_S,
+    SUMMARY_TIMINGS,
+    TTFT,
+    Figure,
+)
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.goodput import goodput_entry
 from oxconsole.metrics.histogram import LogHistogram
@@ -35,10 +44,19 @@ __all__ = [
     "iso_time",
     "phase_summary",
     "timing",
+    "timing_blocks",
 ]
 
-METRICS = ("latency_ms", "ttft_ms", "itl_ms", "queue_ms")
-"""The timing metrics kept as histograms, over `ok` requests only."""
+METRICS = tuple(f.key for f in SUMMARY_TIMINGS)
+"""The timing metrics kept as histograms, over `ok` requests only, by their summary keys."""
+
+_JOURNALED = tuple((f.key, f.journal) for f in SUMMARY_TIMINGS)
+"""Each timing's summary key and the record field it is measured in."""
+
+MODEL_TIMINGS: tuple[Figure, ...] = (LATENCY, TTFT, ITL)
+"""The timings a model's block of the summary holds."""
+SPAN_TIMINGS: tuple[Figure, ...] = (LATENCY, TTFT)
+"""The timings a phase's and a stage's block hold."""
 
 
 class RunStats:
@@ -62,9 +80,7 @@ class RunStats:
         "fell_back",
         "good",
         "input_tokens",
-        "itl",
         "judged",
-        "latency",
         "left",
         "media",
         "ok",
@@ -76,12 +92,11 @@ class RunStats:
         "packs",
         "per_model",
         "quality",
-        "queue",
         "reason",
         "retried",
+        "timings",
         "tokens_source",
         "total",
-        "ttft",
     )
 
     def __init__(self, *, per_model: bool = False) -> None:
@@ -105,10 +120,8 @@ class RunStats:
         self.cost = 0.0
         self.backoff_ms = 0.0
         self.backoff_requests = 0
-        self.latency = LogHistogram()
-        self.ttft = LogHistogram()
-        self.itl = LogHistogram()
-        self.queue = LogHistogram()
+        self.timings = {f.key: LogHistogram() for f in SUMMARY_TIMINGS}
+        """The timings of ok requests, by their summary keys (`METRICS`)."""
         self.errors: dict[str, int] = {}
         self.error_detail: dict[str, str] = {}
         self.attempt_errors: dict[str, int] = {}
@@ -126,26 +139,17 @@ class RunStats:
         """Images, audio, documents and the real-time factor (`metrics/media.py`)."""
 
     def hist(self, metric: str) -> LogHistogram:
-        if metric == "latency_ms":
-            return self.latency
-        if metric == "ttft_ms":
-            return self.ttft
-        if metric == "itl_ms":
-            return self.itl
-        if metric == "queue_ms":
-            return self.queue
-        raise KeyError(metric)
+        """The histogram of the timing whose summary key is `metric` (one of `METRICS`)."""
+        return self.timings[metric]
 
     def record(self, rec: RequestRecord) -> None:
         self.count(rec)
         if rec.status == "ok":
-            if rec.latency_ms is not None:
-                self.latency.record(rec.latency_ms)
-            if rec.ttft_ms is not None:
-                self.ttft.record(rec.ttft_ms)
-            if rec.itl_ms is not None:
-                self.itl.record(rec.itl_ms)
-            self.queue.record(rec.queue_ms)
+            hists = self.timings
+            for key, attr in _JOURNALED:
+                v = getattr(rec, attr)
+                if v is not None:
+                    hists[key].record(v)
 
     def count(self, rec: RequestRecord) -> None:
         """Everything in `record` but the timing histograms (the caller files those)."""
@@ -225,13 +229,15 @@ class RunStats:
             "mean_ms": round(self.backoff_ms / n, 3) if n else 0.0,
         }
 
-    def throughput_block(self, duration_s: float) -> dict[str, float]:
+    def throughput_block(self, duration_s: float | None) -> dict[str, float | None]:
+        """The rates over `duration_s` (0 when none passed; null for a span whose time is not
+        known: a stage rebuilt from a journal)."""
+        counts = ((REQUESTS_PER_S, self.ok), (OUTPUT_TOKENS_PER_S, self.ok_output_tokens))
+        if duration_s is None:
+            return {f.leaf: None for f, _ in counts}
         if duration_s <= 0:
-            return {"requests_per_s": 0.0, "output_tokens_per_s": 0.0}
-        return {
-            "requests_per_s": round(self.ok / duration_s, 3),
-            "output_tokens_per_s": round(self.ok_output_tokens / duration_s, 3),
-        }
+            return {f.leaf: 0.0 for f, _ in counts}
+        return {f.leaf: round(n / duration_s, 3) for f, n in counts}
 
     def _bill_pack(self, rec: RequestRecord) -> None:
         packed = self.ok_packed
@@ -270,9 +276,7 @@ class RunStats:
         block = {
             "requests": self.requests_block(),
             "throughput": self.throughput_block(duration_s),
-            "latency_ms": timing(self.latency),
-            "ttft_ms": timing(self.ttft),
-            "itl_ms": timing(self.itl),
+            **timing_blocks(self, MODEL_TIMINGS),
             "cost": model_cost_block(self.cost, self.total, name, self.usage(), plans),
             "tokens": {"input": self.input_tokens, "output": self.output_tokens},
             **goodput_entry(self.good, self.judged, duration_s, slo_target),
@@ -287,6 +291,11 @@ def timing(h: LogHistogram) -> dict[str, float | None]:
     if h.n == 0:
         return dict.fromkeys(h.summary())
     return dict(h.summary())
+
+
+def timing_blocks(stats: RunStats, figures: Iterable[Figure]) -> dict[str, dict[str, float | None]]:
+    """The timing blocks of `figures` (in that order), by their summary keys."""
+    return {f.key: timing(stats.hist(f.key)) for f in figures}
 
 
 def count_fallbacks(rec: RequestRecord, stats_of: Callable[[str], RunStats]) -> None:
@@ -343,8 +352,7 @@ def phase_summary(
         "settings": [dict(c) for c in settings],
         "requests": stats.requests_block(),
         "throughput": stats.throughput_block(t_end - t_start),
-        "latency_ms": timing(stats.latency),
-        "ttft_ms": timing(stats.ttft),
+        **timing_blocks(stats, SPAN_TIMINGS),
         **goodput_entry(stats.good, stats.judged, t_end - t_start, slo_target),
         **quality_entry(stats.quality),
         **media_entry(stats.media, t_end - t_start),
@@ -402,10 +410,7 @@ def build_summary(
         "requests": {**overall.requests_block(), "sessions": sessions},
         "throughput": overall.throughput_block(duration_s),
         **goodput_entry(overall.good, overall.judged, duration_s, slo_target),
-        "latency_ms": timing(overall.latency),
-        "ttft_ms": timing(overall.ttft),
-        "itl_ms": timing(overall.itl),
-        "queue_ms": timing(overall.queue),
+        **timing_blocks(overall, SUMMARY_TIMINGS),
         "tokens": {"input": overall.input_tokens, "output": overall.output_tokens},
         "tokens_source": {"usage": src.get("usage", 0), "estimate": src.get("estimate", 0)},
         "cost": cost,

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from oxconsole.base.figures import COST_PER_VALID, LATENCY
 from oxconsole.base.units import fmt_money, fmt_ms
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.histogram import LogHistogram
@@ -135,7 +136,7 @@ class QualityCounts:
             "check_timeouts": self.check_timeouts,
             "check_errors": self.check_errors,
             "judge_errors": self.judge_errors,
-            "latency_ms": dict(self.latency.summary())
+            LATENCY.key: dict(self.latency.summary())
             if self.latency.n
             else dict.fromkeys(self.latency.summary()),
             "models": {
@@ -201,7 +202,7 @@ def quality_lines(summary: Mapping[str, Any]) -> list[str]:
         return []
     valid, judged = int(q.get("valid") or 0), int(q.get("judged") or 0)
     head = f"quality   {valid:,} valid of {judged:,} ({_pct(q.get('fraction'))})"
-    lat = q.get("latency_ms") or {}
+    lat = LATENCY.of(q) or {}
     if lat.get("p50") is not None:
         head += f" · answer p50 {fmt_ms(lat['p50'])} p99 {fmt_ms(lat.get('p99'))}"
     for name, m in (q.get("models") or {}).items():
@@ -219,7 +220,7 @@ def quality_lines(summary: Mapping[str, Any]) -> list[str]:
     cascade = f"cascade   {int(c.get('escalated') or 0):,} escalated"
     final = ", ".join(f"{n} {int(k):,}" for n, k in (c.get("final") or {}).items())
     cost = summary.get("cost") or {}
-    per = [fmt_money(cost.get("per_valid"))]
+    per = [COST_PER_VALID.text(COST_PER_VALID.of(summary))]
     per += [f"{n} {fmt_money(p.get('per_valid'))}" for n, p in (cost.get("plans") or {}).items()]
     lines = [head]
     if faults:  # answers the checks or the judge could not decide on, said beside the verdicts

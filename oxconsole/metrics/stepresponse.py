@@ -28,6 +28,8 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from oxconsole.base.figures import TTFT
+
 __all__ = [
     "MAX_SAMPLES",
     "StepTracker",
@@ -243,7 +245,7 @@ def step_sentence(st: Mapping[str, Any]) -> str:
     head = f"{what}{frm_s} → {to_s} at {float(st.get('t') or 0.0):.0f} s"
     pen = st.get("penalty_ms")
     if not isinstance(pen, int | float):
-        return f"{head}: no TTFT before and after to compare"
+        return f"{head}: no {TTFT.label} before and after to compare"
     if no_penalty(st):
         return f"{head}: no penalty"
     rec = st.get("recovery_s")
@@ -251,7 +253,7 @@ def step_sentence(st: Mapping[str, Any]) -> str:
         tail = f"recovered in {rec:.0f} s" if rec >= 10 else f"recovered in {rec:.1f} s"
     else:
         tail = "not recovered by the end"
-    return f"{head}: TTFT p50 +{_secs(pen)}, {tail}"
+    return f"{head}: {TTFT.at('p50').label} +{_secs(pen)}, {tail}"
 
 
 def step_notes(summary: Mapping[str, Any]) -> list[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from oxconsole.base.figures import ITL, LATENCY, OUTPUT_TOKENS_PER_S, REQUESTS_PER_S, TTFT, Figure
 from oxconsole.base.units import fmt_duration, fmt_ms
 from oxconsole.metrics.goodput import progress_part
 from oxconsole.metrics.snapshot import Snapshot
@@ -39,20 +40,20 @@ BOUND_WORDS = {"paused": "paused", "tpm": "tpm", "rate": "rate", "concurrency": 
 """The progress line's `bound:` words for what `bound_by` found (none for the other states)."""
 
 
-def _p50(window: Mapping[str, Mapping[str, float]], key: str, label: str) -> str:
+def _p50(window: Mapping[str, Mapping[str, float]], f: Figure) -> str:
     """`TTFT 26.4ms`, or `TTFT –` when the window holds no measure (never a made-up 0.0ms)."""
-    d = window.get(key) or {}
+    d = window.get(f.key) or {}
     if not d or not d.get("max"):
-        return f"{label} –"
-    return f"{label} {fmt_ms(float(d.get('p50') or 0.0))}"
+        return f"{f.label} –"
+    return f"{f.label} {fmt_ms(float(d.get('p50') or 0.0))}"
 
 
 def _latency(window: Mapping[str, Mapping[str, float]], short: bool) -> str:
-    lat = window.get("latency_ms") or {}
+    lat = window.get(LATENCY.key) or {}
     if not lat or not lat.get("max"):
-        return "lat –" if short else "p50 – p99 –"
+        return f"{LATENCY.short} –" if short else "p50 – p99 –"
     p50, p99 = fmt_ms(float(lat.get("p50") or 0.0)), fmt_ms(float(lat.get("p99") or 0.0))
-    return f"lat {p50}/{p99}" if short else f"p50 {p50} p99 {p99}"
+    return f"{LATENCY.short} {p50}/{p99}" if short else f"p50 {p50} p99 {p99}"
 
 
 Part = tuple[int, str, str]
@@ -75,13 +76,17 @@ def progress_line(s: Snapshot, width: int | None = None) -> str:
     if warm:
         assert s.stage is not None
         head = short_head = f"warm-up {s.stage['done']} done"
-        window = {"latency_ms": s.stage.get("latency_ms") or {}}
+        window = {LATENCY.key: s.stage.get(LATENCY.key) or {}}
     in_flight = f"{g.in_flight}/{g.concurrency}" + (" auto" if g.auto else "")
-    ttft, itl = _p50(window, "ttft_ms", "TTFT"), _p50(window, "itl_ms", "ITL")
+    ttft, itl = _p50(window, TTFT), _p50(window, ITL)
+    rate, tokens = (
+        f"{s.req_per_s_10s:.1f} {REQUESTS_PER_S.short}",
+        f"{s.output_tokens_per_s_10s:.0f} {OUTPUT_TOKENS_PER_S.short}",
+    )
     parts: list[Part] = [
         (9, f"[{fmt_duration(s.elapsed_s):>6}] {head}", f"{fmt_duration(s.elapsed_s)} {short_head}"),
-        (8, f"{s.req_per_s_10s:.1f} req/s", f"{s.req_per_s_10s:.1f} req/s"),
-        (2, f"{s.output_tokens_per_s_10s:.0f} tok/s", ""),
+        (8, rate, rate),
+        (2, tokens, ""),
         *(((8, ttft, ttft), (1, itl, itl)) if not warm else ()),
         (7, _latency(window, False), _latency(window, True)),
         (4 if s.counts.error else 0, f"err {s.counts.error}", f"err {s.counts.error}"),

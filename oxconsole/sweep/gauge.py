@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from oxconsole.base.figures import GOODPUT, LATENCY, REQUESTS_PER_S
 from oxconsole.base.units import fmt_duration
 from oxconsole.metrics.knee import slo_met
 from oxconsole.sweep.table import knee_of
@@ -40,13 +41,12 @@ def done_rows(key: str, done: Mapping[int, Mapping[str, Any]]) -> tuple[list[dic
 
 def _row(index: int, point: Mapping[str, Any]) -> dict[str, Any]:
     s = point.get("summary") or {}
-    good = s.get("goodput")
     return {
         "index": index,
         "value": str(point.get("text", point.get("value"))),
-        "req_per_s": float((s.get("throughput") or {}).get("requests_per_s") or 0.0),
-        "goodput_per_s": float(good.get("requests_per_s") or 0.0) if isinstance(good, Mapping) else None,
-        "p99_ms": (s.get("latency_ms") or {}).get("p99"),
+        "req_per_s": REQUESTS_PER_S.value(s) or 0.0,
+        "goodput_per_s": (GOODPUT.value(s) or 0.0) if isinstance(s.get("goodput"), Mapping) else None,
+        "p99_ms": LATENCY.at("p99").of(s),
         "slo_met": slo_met(s),
     }
 

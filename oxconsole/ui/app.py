@@ -45,11 +45,12 @@ from oxconsole.ui.keysteps import (
     sweep_refusal,
 )
 from oxconsole.ui.knobs import KnobActions
-from oxconsole.ui.panels.latency import LATENCY_METRICS
+from oxconsole.ui.panels.header import HeaderPanel
+from oxconsole.ui.panels.latency import LATENCY_METRICS, LatencyPanel
 from oxconsole.ui.screens import HelpScreen, RoutingEditor, routes_of, routing_words
 from oxconsole.ui.theming import use_themes
 from oxconsole.ui.typeahead import plan as typeahead_plan
-from oxconsole.ui.widgets import HeaderPanel, LatencyPanel, Panel
+from oxconsole.ui.widgets import Panel
 
 __all__ = ["ConsoleApp", "MainScreen", "run_console"]
 
@@ -420,7 +421,7 @@ class ConsoleApp(KnobActions, App[str]):
                 return
         self._metric = (self._metric + 1) % len(LATENCY_METRICS)
         for p in main.query(LatencyPanel):
-            p.metric = LATENCY_METRICS[self._metric][0]
+            p.metric = LATENCY_METRICS[self._metric].key
 
     def action_scope(self) -> None:
         """Latency histogram: last window <-> whole run."""

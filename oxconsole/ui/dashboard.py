@@ -19,20 +19,17 @@ from textual.screen import Screen
 from textual.widgets import Footer, TabbedContent, TabPane
 from textual.widgets._footer import FooterKey
 
-from oxconsole.ui.cascadepanel import CascadePanel
-from oxconsole.ui.costpanel import CostPanel
-from oxconsole.ui.sweeppanel import PointsPanel
-from oxconsole.ui.widgets import (
-    ErrorsPanel,
-    HeaderPanel,
-    InFlightPanel,
-    LatencyPanel,
-    ModelsPanel,
-    Panel,
-    PhasePanel,
-    ThroughputPanel,
-    forget_palettes,
-)
+from oxconsole.ui.panels.cascade import CascadePanel
+from oxconsole.ui.panels.cost import CostPanel
+from oxconsole.ui.panels.errors import ErrorsPanel
+from oxconsole.ui.panels.header import HeaderPanel
+from oxconsole.ui.panels.in_flight import InFlightPanel
+from oxconsole.ui.panels.latency import LatencyPanel
+from oxconsole.ui.panels.models import ModelsPanel
+from oxconsole.ui.panels.phase import PhasePanel
+from oxconsole.ui.panels.points import PointsPanel
+from oxconsole.ui.panels.throughput import ThroughputPanel
+from oxconsole.ui.widgets import Panel, forget_palettes
 
 __all__ = ["PALETTE", "MainScreen"]
 

@@ -51,7 +51,7 @@ def test_the_console_errors_panel_shows_control_sequences_as_text() -> None:
     import dataclasses
 
     from oxconsole.ui.lines import Palette
-    from oxconsole.ui.panels.tables import errors_lines
+    from oxconsole.ui.panels.errors import errors_lines
     from tests.support.ui import fixed_snapshot
 
     base = fixed_snapshot()

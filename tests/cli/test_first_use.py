@@ -30,8 +30,9 @@ from oxconsole.reports.progress import progress_line
 from oxconsole.reports.summary import render_summary, summary_from_journal
 from oxconsole.reports.tuned import write_tuned
 from oxconsole.ui.lines import Palette
+from oxconsole.ui.panels.errors import errors_lines
 from oxconsole.ui.panels.header import header_lines
-from oxconsole.ui.panels.tables import errors_lines, models_lines
+from oxconsole.ui.panels.models import models_lines
 from oxconsole.ui.typeahead import TypeAhead, keys, plan
 from oxconsole.workload import load_workload
 from tests.support import oxconsole_here

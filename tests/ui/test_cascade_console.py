@@ -24,9 +24,8 @@ from oxconsole.metrics.collector import Collector
 from oxconsole.metrics.snapshot import Gauges, ModelGauge, Snapshot
 from oxconsole.reports.outputs import beside_journal
 from oxconsole.ui.app import ConsoleApp
-from oxconsole.ui.cascadepanel import CascadePanel
 from oxconsole.ui.lines import Palette
-from oxconsole.ui.panels.cascade import ACTUAL, cascade_lines, per_valid_rows
+from oxconsole.ui.panels.cascade import ACTUAL, CascadePanel, cascade_lines, per_valid_rows
 from oxconsole.ui.screens import RoutingEditor
 from oxconsole.workload import PricePlan, Prices
 from tests.support import run

@@ -25,8 +25,9 @@ from oxconsole.control import SocketSource
 from oxconsole.engine.commands import SetConcurrency
 from oxconsole.metrics import Collector, Snapshot
 from oxconsole.ui.app import ConsoleApp
+from oxconsole.ui.panels.errors import ErrorsPanel
+from oxconsole.ui.panels.header import HeaderPanel
 from oxconsole.ui.screens import RoutingEditor
-from oxconsole.ui.widgets import ErrorsPanel, HeaderPanel
 from tests.cli.test_first_use import HINT, no_v1, rec, sim_url_fixture  # noqa: F401  (the sim_url fixture)
 from tests.support.ui import EngineSource, StaticSource, fixed_snapshot
 

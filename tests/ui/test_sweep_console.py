@@ -23,8 +23,8 @@ from oxconsole.metrics import Snapshot
 from oxconsole.sweep.gauge import sweep_fraction, sweep_gauge, sweep_text
 from oxconsole.ui.app import ConsoleApp
 from oxconsole.ui.lines import Palette
+from oxconsole.ui.panels.header import HeaderPanel
 from oxconsole.ui.panels.points import points_lines
-from oxconsole.ui.widgets import HeaderPanel
 from tests.support import q_in_a_terminal, until
 from tests.support.ui import StaticSource, fixed_snapshot
 from tests.sweep.test_sweep import records, write

@@ -7,6 +7,9 @@ by its own function here.
 
 from __future__ import annotations
 
+from textual.reactive import reactive
+
+from oxconsole.base.figures import OUTPUT_TOKENS_PER_S
 from oxconsole.base.units import fmt_count, fmt_duration, fmt_money, fmt_rate
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.metrics.stages import stage_text
@@ -17,8 +20,9 @@ from oxconsole.ui.lines import Line, Palette, fit
 from oxconsole.ui.numbers import fmt_change, fmt_clock, pct
 from oxconsole.ui.panels.goodput import goodput_rate, goodput_share
 from oxconsole.ui.panels.packing import rate_label
+from oxconsole.ui.widgets import Panel
 
-__all__ = ["header_lines"]
+__all__ = ["HeaderPanel", "header_lines"]
 
 
 def header_lines(
@@ -159,10 +163,49 @@ def _status_line(
         else:
             t.append(" (no change yet)", style=p.muted)
     rates = Line(f"   {fmt_rate(s.req_per_s_10s, ' ' + rate_label(s)[:-1])}", style=p.primary)
-    rates.append(f"  {fmt_rate(s.output_tokens_per_s_10s, ' tok/s')}")
+    rates.append(f"  {fmt_rate(s.output_tokens_per_s_10s, ' ' + OUTPUT_TOKENS_PER_S.short)}")
     good = goodput_rate(s, p, "  good ")
     if good is not None:
         rates = Line().append_text(rates).append_text(good)
         if t.cell_len + rates.cell_len > width:
             t.truncate(max(1, width - rates.cell_len))
     return t.append_text(rates)
+
+
+class HeaderPanel(Panel):
+    """Run name, state, elapsed, progress with ETA, ok/error, cost so far and projected; one
+    status line (phase, or what the console is doing: stopping, finished, disconnected)."""
+
+    DEFAULT_CSS = """
+    HeaderPanel {
+        border: none;
+        height: 3;
+        padding: 0;
+        background: $panel;
+    }
+    """
+
+    run_name: reactive[str] = reactive("", repaint=False)
+    state: reactive[str] = reactive("starting", repaint=False)
+    note: reactive[str] = reactive("", repaint=False)
+    note_level: reactive[str] = reactive("", repaint=False)
+    flash: reactive[str] = reactive("", repaint=False)
+    flash_level: reactive[str] = reactive("", repaint=False)
+    duration: float = 0.0
+    """The run's ``run.duration`` (0: none): a time bar when it has no fixed request count."""
+
+    def draw(self, snap: Snapshot, width: int, height: int) -> list[Line]:
+        p = self.palette
+        levels = {"error": p.error, "warn": p.warning, "info": p.primary}
+        return header_lines(
+            snap,
+            p,
+            width,
+            name=self.run_name,
+            state=self.state,
+            note=self.note,
+            note_style=levels.get(self.note_level, ""),
+            flash=self.flash,
+            flash_style=p.warning if self.flash_level == "warn" else p.accent,
+            duration=self.duration,
+        )
