@@ -18,7 +18,6 @@ from pathlib import Path
 
 from textual import on
 from textual.app import App, SystemCommand
-from textual.binding import Binding
 from textual.markup import escape as escape_markup
 from textual.notifications import Notification, SeverityLevel
 from textual.screen import Screen
@@ -35,7 +34,7 @@ from oxconsole.engine.commands import (
 )
 from oxconsole.engine.live import check
 from oxconsole.metrics.snapshot import Snapshot
-from oxconsole.ui.dashboard import PALETTE, MainScreen
+from oxconsole.ui.dashboard import MainScreen, palette
 from oxconsole.ui.keysteps import (
     Pending,
     console_status,
@@ -46,7 +45,7 @@ from oxconsole.ui.keysteps import (
 )
 from oxconsole.ui.knobs import KnobActions
 from oxconsole.ui.panels.latency import LATENCY_METRICS
-from oxconsole.ui.screens import HelpScreen, RoutingEditor, routes_of, routing_words
+from oxconsole.ui.screens import ConfirmStop, HelpScreen, RoutingEditor, routes_of, routing_words
 from oxconsole.ui.theming import use_themes
 from oxconsole.ui.typeahead import plan as typeahead_plan
 from oxconsole.ui.widgets import HeaderPanel, LatencyPanel, Panel
@@ -78,9 +77,12 @@ class ConsoleApp(KnobActions, App[str]):
         theme_dirs: Sequence[Path] | None = None,
         cursor_blink: bool = True,
         typeahead: str = "",
+        attached: bool = False,
     ) -> None:
         super().__init__()
         self.source = source
+        self.attached = attached
+        """Opened by `oxconsole attach`: `q` and ctrl+c close the console, the run goes on."""
         self.refresh_hz = max(0.2, float(refresh))
         self.requested_theme = theme
         self.theme_dirs = theme_dirs
@@ -118,7 +120,7 @@ class ConsoleApp(KnobActions, App[str]):
         self._theme_problems = use_themes(self, self.requested_theme, self.theme_dirs)
 
     def get_default_screen(self) -> Screen[None]:
-        return MainScreen(self.source.name, on_ready=self.tick)
+        return MainScreen(self.source.name, on_ready=self.tick, attached=self.attached)
 
     async def on_mount(self) -> None:
         self.title = f"oxconsole · {self.source.name}"
@@ -232,6 +234,7 @@ class ConsoleApp(KnobActions, App[str]):
             connected=src.connected,
             stopping=self.stopping,
             cancelling=self.cancelling,
+            attached=self.attached,
         )
 
     # -- telling the user ------------------------------------------------------------------------
@@ -327,12 +330,7 @@ class ConsoleApp(KnobActions, App[str]):
     async def _apply_typeahead(self, typed: str) -> None:
         """Apply the keys typed before the console was up, in order, as if pressed now, and say
         so in the status line (with what the last one did)."""
-        bound = {
-            k.strip(): b.action
-            for b in self.main.BINDINGS
-            if isinstance(b, Binding)
-            for k in b.key.split(",")
-        }
+        bound = self.main.key_actions()
         actions, shown, dropped = typeahead_plan(typed, bound)
         for action in actions:
             await self.run_action(action)
@@ -405,10 +403,42 @@ class ConsoleApp(KnobActions, App[str]):
 
     async def action_quit(self) -> None:
         """ctrl+q: the same as q (a run is never dropped without its journal flushed)."""
-        self.action_stop()
+        if self.attached:
+            await self.action_close()
+        else:
+            self.action_stop()
+
+    async def action_close(self) -> None:
+        """q and ctrl+c in a console opened with `oxconsole attach`: close the console and leave
+        the run going, as d does; a run already over leaves with its summary, as q does."""
+        src = self.source
+        if src.finished or not src.connected:
+            await self.leave("quit")
+            return
+        await self.leave("detach")
+
+    def action_stop_asked(self) -> None:
+        """Q: stop the run (or, while it drains, cancel what is in flight) once y confirms it."""
+        src = self.source
+        if src.finished or not src.connected:
+            self.call_later(self.leave, "quit")
+            return
+        if self.cancelling:
+            self.tell("already cancelling the requests in flight", "warn")
+            return
+        if isinstance(self.screen, ConfirmStop):
+            return
+        in_flight = self.last.gauges.in_flight if self.last is not None else 0
+        self.push_screen(ConfirmStop(draining=self.stopping, in_flight=in_flight), self._stop_confirmed)
+
+    def _stop_confirmed(self, yes: bool | None) -> None:
+        if yes:
+            self.action_stop()
+        else:
+            self.tell("not stopped: the run goes on")
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen())
+        self.push_screen(HelpScreen(attached=self.attached))
 
     def action_histogram(self) -> None:
         """Next latency metric; in the compact layout also shows the latency tab."""
@@ -458,15 +488,19 @@ class ConsoleApp(KnobActions, App[str]):
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         # Textual's own "Keys" (its key panel) would sit beside ours (the help screen)
         yield from (c for c in super().get_system_commands(screen) if c.title != "Keys")
-        for title, help_text, action in PALETTE:  # the palette reads help as markup: `[slo]` escaped
+        # the palette reads help as markup: `[slo]` escaped
+        for title, help_text, action in palette(self.attached):
             yield SystemCommand(title, escape_markup(help_text), partial(self.run_action, action))
 
 
-def run_console(source: RunSource, *, theme: str | None = None, refresh: float = 4.0) -> str:
+def run_console(
+    source: RunSource, *, theme: str | None = None, refresh: float = 4.0, attached: bool = False
+) -> str:
     """Run the console until the user quits ("quit", the run stopped) or detaches ("detach").
-    Keys typed while it started (held by `typeahead.hold`) are applied with the first figures."""
+    Keys typed while it started (held by `typeahead.hold`) are applied with the first figures.
+    ``attached``: opened by `oxconsole attach` (`q` closes the console, `Q` stops the run)."""
     from oxconsole.ui.typeahead import take
 
-    app = ConsoleApp(source, theme=theme, refresh=refresh, typeahead=take())
+    app = ConsoleApp(source, theme=theme, refresh=refresh, typeahead=take(), attached=attached)
     result = app.run()
     return result if result in ("quit", "detach") else "quit"

@@ -34,7 +34,7 @@ from oxconsole.ui.widgets import (
     forget_palettes,
 )
 
-__all__ = ["PALETTE", "MainScreen"]
+__all__ = ["ATTACHED_KEYS", "PALETTE", "MainScreen", "palette"]
 
 PALETTE: tuple[tuple[str, str, str], ...] = (
     ("Concurrency up (+)", "10% more requests in flight", "app.concurrency(1)"),
@@ -50,11 +50,25 @@ PALETTE: tuple[tuple[str, str, str], ...] = (
     ("Save tuned workload (s)", "write NAME.tuned.toml beside the workload", "app.save"),
     ("Detach (d)", "close the console, the run goes on", "app.detach"),
     ("Stop the run (q)", "finish what is in flight, then exit", "app.stop"),
+    ("Stop the run, asked first (Q)", "y confirms: finish what is in flight, then exit", "app.stop_asked"),
     ("Keys and help (?)", "the help screen with every key", "app.help"),
     ("Latency: next metric (h)", "TTFT, inter-token, end-to-end, queue", "app.histogram"),
     ("Latency: window / whole run (r)", "last 10 s or the whole run", "app.scope"),
 )
 """The command palette's entries (ctrl+p): (title, help, action), every key's action by name."""
+
+ATTACHED_PALETTE: dict[str, tuple[str, str, str]] = {
+    "app.stop": ("Close the console (q)", "the run goes on; oxconsole attach brings it back", "app.close"),
+}
+"""In a console opened with `oxconsole attach`, `q` closes the console (the run goes on)."""
+
+
+def palette(attached: bool) -> tuple[tuple[str, str, str], ...]:
+    """The palette's entries for a console that started its run, or one `attached` to it."""
+    if not attached:
+        return PALETTE
+    return tuple(ATTACHED_PALETTE.get(action, (title, what, action)) for title, what, action in PALETTE)
+
 
 _CONC = Binding.Group("conc", compact=True)
 _RATE = Binding.Group("rate", compact=True)
@@ -65,12 +79,15 @@ FOOTER_WIDTH = 80
 FOOTER_NARROW_DROP = frozenset({"0", "s", "d"})
 """Keys the footer leaves out below FOOTER_WIDTH (they still work; the help screen and the palette
 list them), so that `q stop` and `? help` stay in sight at 60 columns."""
+ATTACHED_NARROW_DROP = FOOTER_NARROW_DROP | {"w"}
+"""An attached console's footer has `Q stop` beside `q close`: `w` makes room for it."""
 
 
 class KeysFooter(Footer):
     """The footer, without `FOOTER_NARROW_DROP` on a narrow terminal."""
 
     narrow = False
+    drop = FOOTER_NARROW_DROP
 
     def fit(self, width: int) -> None:
         narrow = width < FOOTER_WIDTH
@@ -80,7 +97,7 @@ class KeysFooter(Footer):
 
     def compose(self) -> ComposeResult:
         for widget in super().compose():
-            if self.narrow and isinstance(widget, FooterKey) and widget.key in FOOTER_NARROW_DROP:
+            if self.narrow and isinstance(widget, FooterKey) and widget.key in self.drop:
                 continue
             yield widget
 
@@ -99,6 +116,17 @@ TABS: tuple[tuple[str, type[Panel]], ...] = (
 SHOWN_BY = {"cost": "-plans", "points": "-sweep", "cascade": "-quality"}
 """The tabs hidden until the run has what they show, and the screen's class that shows them
 (`MainScreen.reveal`; wide, the panel under the models)."""
+
+
+ATTACHED_KEYS: tuple[Binding, ...] = (
+    Binding("d", "app.detach", "detach", show=False),
+    Binding("q", "app.close", "close"),
+    Binding("Q", "app.stop_asked", "stop"),
+    Binding("ctrl+c", "app.close", "close", show=False),
+)
+"""A console opened with `oxconsole attach` is a viewer: people leave a viewer with `q` (less,
+htop, k9s) or ctrl+c, and a long run must not end by that reflex. There `q` and ctrl+c close the
+console as `d` does (which leaves the footer to `Q`), and `Q` stops the run after a confirmation."""
 
 
 class MainScreen(Screen[None]):
@@ -199,6 +227,7 @@ class MainScreen(Screen[None]):
         Binding("s", "app.save", "save"),
         Binding("d", "app.detach", "detach"),
         Binding("q", "app.stop", "stop"),
+        Binding("Q", "app.stop_asked", "stop", show=False),
         Binding("question_mark", "app.help", "help", key_display="?"),
         Binding("h", "app.histogram", "metric", show=False),
         Binding("r", "app.scope", "window/run", show=False),
@@ -206,8 +235,14 @@ class MainScreen(Screen[None]):
         Binding("ctrl+c", "app.stop", "stop", show=False),
     ]
 
-    def __init__(self, run_name: str, on_ready: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, run_name: str, on_ready: Callable[[], None] | None = None, *, attached: bool = False
+    ) -> None:
         super().__init__(id="main")
+        self.attached = attached
+        if attached:  # q and ctrl+c close the console; Q (shown) stops the run after a confirmation
+            for binding in ATTACHED_KEYS:
+                self._bindings.key_to_bindings[binding.key] = [binding]
         self.run_name = run_name
         self.on_ready = on_ready
         """Called once the panels are mounted (the app renders its first snapshot then)."""
@@ -234,7 +269,13 @@ class MainScreen(Screen[None]):
             for name, panel in TABS:
                 with TabPane(name, id=f"tab-{name}"):
                     yield panel(id=f"{name}-tab")
-        yield KeysFooter(show_command_palette=False)
+        footer = KeysFooter(show_command_palette=False)
+        footer.drop = ATTACHED_NARROW_DROP if self.attached else FOOTER_NARROW_DROP
+        yield footer
+
+    def key_actions(self) -> dict[str, str]:
+        """Each key of this screen and the action it runs (this console's: attached or not)."""
+        return {key: bindings[0].action for key, bindings in self._bindings.key_to_bindings.items()}
 
     def on_mount(self) -> None:
         self.panels = list(self.query(Panel))

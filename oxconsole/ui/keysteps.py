@@ -127,9 +127,16 @@ def failed_mostly(snap: Snapshot) -> bool:
 
 
 def console_status(
-    snap: Snapshot, *, finished: bool, connected: bool, stopping: bool, cancelling: bool
+    snap: Snapshot,
+    *,
+    finished: bool,
+    connected: bool,
+    stopping: bool,
+    cancelling: bool,
+    attached: bool = False,
 ) -> tuple[str, str, str]:
-    """(state shown, note line, note level) from the run and what the console is doing."""
+    """(state shown, note line, note level) from the run and what the console is doing
+    (`attached`: opened by `oxconsole attach`, where Q, not q, stops and cancels)."""
     g = snap.gauges
     if finished or g.state == "done":
         if stopping:
@@ -150,7 +157,8 @@ def console_status(
     if stopping:
         if cancelling:
             return "draining", f"cancelling {g.in_flight} in flight…", "warn"
-        return "draining", f"draining… {g.in_flight} in flight finishing (q again cancels them)", "warn"
+        again = "Q" if attached else "q"
+        return "draining", f"draining… {g.in_flight} in flight finishing ({again} again cancels them)", "warn"
     if g.state == "paused":
         if paused_by_user(snap):
             if snap.sweep is not None:  # held by a key (`sweep/served.py`)

@@ -14,7 +14,7 @@ from typing import ClassVar
 
 from rich.table import Table
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
@@ -25,7 +25,17 @@ from oxconsole.base.units import fmt_weight
 from oxconsole.engine.commands import Command, EnableModel, SetCascade, SetWeight
 from oxconsole.metrics.snapshot import Snapshot
 
-__all__ = ["KEYS", "EnabledBox", "HelpScreen", "ModelRoute", "RoutingEditor", "routes_of", "routing_words"]
+__all__ = [
+    "KEYS",
+    "ConfirmStop",
+    "EnabledBox",
+    "HelpScreen",
+    "ModelRoute",
+    "RoutingEditor",
+    "keys_of",
+    "routes_of",
+    "routing_words",
+]
 
 KEYS: tuple[tuple[str, str], ...] = (
     ("+ / -", "concurrency up / down by 10% (at least 1; turns auto off)"),
@@ -37,7 +47,8 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("space", "pause / resume dispatch (requests in flight finish)"),
     ("s", "save the tuned workload as NAME.tuned.toml beside the original"),
     ("d", "detach: close the console, the run goes on (oxconsole attach)"),
-    ("q", "stop: finish what is in flight (q again: cancel it), then exit"),
+    ("q", "stop: finish what is in flight (q again: cancel it), then exit; ctrl+c too"),
+    ("Q", "stop, asked first (y confirms), from any console"),
     ("h", "latency histogram: next metric (TTFT, inter-token, end-to-end, queue)"),
     ("r", "latency histogram: last 10 s / whole run"),
     ("t", "next tab (compact layout: models, latency, errors, phase; cost with plans)"),
@@ -45,6 +56,16 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("ctrl+p", "command palette: every action by name, and the theme"),
 )
 """Every key of the console, in the order the help screen lists them."""
+
+ATTACHED_Q = "close the console, the run goes on (as d); ctrl+c too. Q stops the run"
+"""What `q` does in a console opened with `oxconsole attach` (a viewer: q must not end a run)."""
+
+
+def keys_of(attached: bool) -> tuple[tuple[str, str], ...]:
+    """The help screen's keys for a console that started its run, or one `attached` to it."""
+    if not attached:
+        return KEYS
+    return tuple((key, ATTACHED_Q if key == "q" else what) for key, what in KEYS)
 
 
 def dialog_css(screen: str, box: str, width: int) -> str:
@@ -84,16 +105,49 @@ class HelpScreen(ModalScreen[None]):
         Binding("escape,question_mark,q", "dismiss", "close", show=False),
     ]
 
+    def __init__(self, *, attached: bool = False) -> None:
+        super().__init__()
+        self.attached = attached
+
     def compose(self) -> ComposeResult:
         table = Table.grid(padding=(0, 2))
         table.add_column(style="bold", no_wrap=True)
         table.add_column()
-        for key, what in KEYS:
+        for key, what in keys_of(self.attached):
             table.add_row(Text(key), Text(what))  # plain text: `[slo]` is not markup
         with VerticalScroll() as v:
             v.border_title = "oxconsole keys"
             yield Static(table, id="help-keys")
             yield Static(Text("escape or ? closes this"), id="help-foot")
+
+
+class ConfirmStop(ModalScreen[bool]):
+    """Q asks before it stops the run: y stops it (or, while it drains, cancels what is in
+    flight); any other key dismisses the question and the run goes on."""
+
+    DEFAULT_CSS = dialog_css("ConfirmStop", "Vertical", 60)
+
+    def __init__(self, *, draining: bool = False, in_flight: int = 0) -> None:
+        super().__init__()
+        self.draining = draining
+        self.in_flight = in_flight
+
+    def compose(self) -> ComposeResult:
+        if self.draining:
+            title = "cancel the requests in flight?"
+            what = f"y cancels the {self.in_flight} in flight now (they are sent again by --resume)"
+        else:
+            title = "stop the run?"
+            what = "y stops it: no new requests, the ones in flight finish, then the summary"
+        with Vertical() as v:
+            v.border_title = title
+            yield Static(Text(what), id="confirm-what")
+            yield Static(Text("any other key: the run goes on"), id="confirm-no")
+
+    def on_key(self, event: events.Key) -> None:
+        event.stop()
+        event.prevent_default()
+        self.dismiss(event.key == "y")
 
 
 @dataclass(frozen=True)

@@ -210,7 +210,9 @@ async def test_pause_holds_the_sweep_and_runs_the_paused_point_again(run_dirs: P
 # -- `oxconsole sweep` on a terminal --------------------------------------------------------------
 
 
-def wait_for_end(source: Any, *, theme: str | None = None, refresh: float = 4.0) -> str:
+def wait_for_end(
+    source: Any, *, theme: str | None = None, refresh: float = 4.0, attached: bool = False
+) -> str:
     """The real console under Pilot, left alone: it closes itself when the sweep ends."""
 
     async def go() -> str:
@@ -283,7 +285,9 @@ def test_stop_over_the_socket_stops_the_sweep_with_130(run_dirs: Path, tmp_path:
     assert "sweep stopped; continue with:" in err
 
 
-def detach_at_once(source: Any, *, theme: str | None = None, refresh: float = 4.0) -> str:
+def detach_at_once(
+    source: Any, *, theme: str | None = None, refresh: float = 4.0, attached: bool = False
+) -> str:
     """The real console under Pilot: `d` once the first figures show."""
 
     async def go() -> str:
