@@ -171,7 +171,9 @@ def load_run(path: str | os.PathLike[str], plans: Mapping[str, PricePlan] | None
     whole = [i for i in range(len(tl.slots)) if tl.width(i) >= tl.step]  # a cut-short last slot is noisier
     for key, what in (("requests_per_s", "ok"), ("output_tokens_per_s", "output_tokens")):
         rates = tl.rate(what)
-        figs[key] = Figure(float(s["throughput"][key]), mean_interval([rates[i] for i in whole]))
+        figs[key] = Figure(
+            float(s["throughput"][key]), mean_interval([r for i in whole if (r := rates[i]) is not None])
+        )
     timings = _timings(path)
     ttfot = timings.pop("ttfot_ms")
     for metric, vals in timings.items():

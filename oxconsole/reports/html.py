@@ -316,7 +316,11 @@ def _errors(s: Mapping[str, Any], tl: Timeline, markers: list[Marker]) -> list[s
         return ['<p class="note">No errors.</p>']
     classes = tl.error_classes()
     stacks = [
-        Line(c, [s_.errors.get(c, 0) / tl.width(i) for i, s_ in enumerate(tl.slots)], PALETTE[(k + 2) % 8])
+        Line(
+            c,
+            [tl.per_second(i, slot.errors.get(c, 0)) for i, slot in enumerate(tl.slots)],
+            PALETTE[(k + 2) % 8],
+        )
         for k, c in enumerate(classes)
     ]
     out = []
