@@ -29,7 +29,7 @@ from oxconsole.base.units import (
 from oxconsole.metrics.goodput import goodput_lines
 from oxconsole.metrics.packing import packing_lines
 from oxconsole.metrics.plans import at_pace, cheapest
-from oxconsole.metrics.quality import quality_lines
+from oxconsole.metrics.quality import has_cascade, quality_lines
 from oxconsole.metrics.ratelimit import ratelimit_lines
 from oxconsole.metrics.reasoning import has_reasoning, summary_lines
 from oxconsole.metrics.stages import stage_table
@@ -159,6 +159,11 @@ def _timing_lines(s: Mapping[str, Any]) -> list[str]:
     for fig in (*TIMINGS[:1], *([TTFOT] if has_reasoning(s) else []), *TIMINGS[1:]):
         row = s.get(fig.key) or {}
         lines.append(f"{fig.label:<10}" + "".join(f"{fmt_num(row.get(c), 1):>11}" for c in cols))
+        if fig.key == "latency_ms" and has_cascade(s):  # the answer's time, beside the last step's
+            answer = _g(s, "quality", "latency_ms") or {}
+            lines.append(f"{'answer':<10}" + "".join(f"{fmt_num(answer.get(c), 1):>11}" for c in cols))
+    if has_cascade(s):
+        lines.append("TTFT/ITL/latency: the last step's request; answer: first request to the answer")
     lag = s.get("loop_lag_ms")
     if lag:
         # the client's own event-loop lag: every timing above may include up to this much
