@@ -12,6 +12,7 @@ import time
 import orjson
 
 from oxconsole.base.exits import Parser
+from oxconsole.base.safetext import shown
 from oxconsole.base.units import fmt_duration
 from oxconsole.control import RunEntry, list_runs, run_dirs
 
@@ -31,7 +32,7 @@ def render_ps(entries: list[RunEntry], now: float | None = None) -> str:
     head = ("NAME", "PID", "STATE", "PROGRESS", "REQ/S", "ERR", "ELAPSED")
     rows = [
         (
-            e.name,
+            shown(e.name, one_line=True),  # a run's name comes from its workload: text only
             str(e.pid),
             e.state,
             _progress(e),

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from oxconsole.base.safetext import shown_lines
 from oxconsole.base.units import FIGURES as SUMMARY_FIGURES
 from oxconsole.reports.plans import cost_figures, cost_rows, money_cell
 from oxconsole.reports.quality import quality_figures, quality_rows
@@ -311,7 +312,7 @@ def compare_main(
 
         sys.stdout.write(compare_markdown(c))
     else:
-        sys.stdout.write(render_compare(c))
+        sys.stdout.write(shown_lines(render_compare(c)))  # runs' labels and paths are text
     if html:
         from oxconsole.reports.html import write_compare_html
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from oxconsole.base.safetext import csv_cell, csv_value, md_cell
 from oxconsole.journal.records import RequestRecord
 from oxconsole.reports.plans import money_cell, plan_table
 from oxconsole.reports.quality import MONEY_HEAD, QUALITY_HEAD, quality_tables
@@ -47,6 +48,8 @@ def _cell(v: Any) -> str:
         return ""
     if isinstance(v, dict):
         return orjson.dumps(v).decode()
+    if isinstance(v, str):  # a name or a text: never a formula (`=HYPERLINK(...)`) in a spreadsheet
+        return csv_cell(v)
     return str(v)  # str(float) round-trips exactly
 
 
@@ -72,7 +75,7 @@ def write_csv(
 
 def record_from_row(row: Mapping[str, str]) -> RequestRecord:
     """A CSV row back into a record (what the round-trip test checks)."""
-    d: dict[str, Any] = {k: v for k, v in row.items() if v != ""}
+    d: dict[str, Any] = {k: csv_value(v) for k, v in row.items() if v != ""}
     if "attempt_errors" in d:
         d["attempt_errors"] = orjson.loads(d["attempt_errors"])
     return RequestRecord.from_json_dict(d)
@@ -82,9 +85,7 @@ def record_from_row(row: Mapping[str, str]) -> RequestRecord:
 
 
 def _md_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    def esc(s: str) -> str:
-        return s.replace("|", "\\|")
-
+    esc = md_cell  # a name is text: no `|` splitting the row, no HTML, no code, no control character
     align = ["---"] + ["---:"] * (len(head) - 1)
     return [
         "| " + " | ".join(map(esc, head)) + " |",
@@ -107,7 +108,12 @@ def render_markdown(s: Mapping[str, Any]) -> str:
     """The summary as Markdown: totals, timings, models, errors, plans, quality and the cascade."""
     req = s.get("requests") or {}
     thr = s.get("throughput") or {}
-    out = [f"### {s.get('name', '')}", "", f"{_f(s.get('duration_s'))} s from {s.get('started_at', '?')}", ""]
+    out = [
+        f"### {md_cell(str(s.get('name', '')))}",
+        "",
+        f"{_f(s.get('duration_s'))} s from {md_cell(str(s.get('started_at', '?')))}",
+        "",
+    ]
     out += _md_table(
         ["requests", "ok", "error", "retried", "req/s", "output tok/s", "cost"],
         [[f"{req.get('total', 0):,}", f"{req.get('ok', 0):,}", f"{req.get('error', 0):,}",

@@ -68,7 +68,10 @@ def render_summary(summary: Mapping[str, Any], width: int = WIDTH) -> str:
     lines += _phase_lines(s.get("phases") or [], s.get("changes") or [])
     lines += stage_table(s.get("stages") or [], s.get("stages_end"))
     lines += step_lines(s.get("steps") or [])
-    return "\n".join(out for line in lines for out in _wrap(line.rstrip(), width)) + "\n"
+    # every name in it (a model, an error class, a change, a stage, a plan) came from a workload or
+    # a journal: shown as text, each control character written out, never a terminal command
+    safe = (shown(line.rstrip(), one_line=True) for line in lines)
+    return "\n".join(out for line in safe for out in _wrap(line, width)) + "\n"
 
 
 def table_width(stream: TextIO) -> int:
@@ -94,7 +97,7 @@ def _wrap(line: str, width: int) -> list[str]:
 def _in_order(models: Mapping[str, Any]) -> dict[str, Any]:
     """The models by name: the run's own summary and one rebuilt from its journal (which meet
     the models in a different order) list them alike."""
-    return {str(name): models[name] for name in sorted(models, key=str)}
+    return {shown(str(name), one_line=True): models[name] for name in sorted(models, key=str)}
 
 
 def _totals_lines(s: Mapping[str, Any]) -> list[str]:

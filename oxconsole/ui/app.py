@@ -24,6 +24,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import TabbedContent
 
+from oxconsole.base.safetext import shown
 from oxconsole.control import RunSource
 from oxconsole.engine.commands import (
     Command,
@@ -123,7 +124,7 @@ class ConsoleApp(KnobActions, App[str]):
         return MainScreen(self.source.name, on_ready=self.tick, attached=self.attached)
 
     async def on_mount(self) -> None:
-        self.title = f"oxconsole · {self.source.name}"
+        self.title = shown(f"oxconsole · {self.source.name}", one_line=True)
         for problem in self._theme_problems:
             self.toast(problem, title="theme", severity="warning", timeout=8)
         try:
@@ -274,7 +275,9 @@ class ConsoleApp(KnobActions, App[str]):
             if keep:
                 return
             self._unnotify(old, refresh=False)
-        note = Notification(message, title, severity, timeout)
+        # the run's words may carry a model's name: no control character (a Notification made
+        # here is plain text, never markup: `[bold]` in a name shows as it is)
+        note = Notification(shown(message), shown(title, one_line=True), severity, timeout)
         if kind:
             self._toasts[kind] = note
         # what App.notify does once its message arrives, done now so that keys pressed before

@@ -21,6 +21,7 @@ from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Static
 
+from oxconsole.base.safetext import shown
 from oxconsole.base.units import fmt_weight
 from oxconsole.engine.commands import Command, EnableModel, SetCascade, SetWeight
 from oxconsole.metrics.snapshot import Snapshot
@@ -304,7 +305,7 @@ class RoutingEditor(ModalScreen[list[Command] | None]):
                 rows.can_focus = False  # tab goes from field to field; focus scrolls the rows
                 for i, m in enumerate(self.models):
                     with Grid(classes="route" if m.enabled else "route -off", id=f"route-{i}"):
-                        yield Label(m.name)
+                        yield Label(shown(m.name, one_line=True), markup=False)  # a name is text
                         weight = Input(
                             fmt_weight(m.weight),
                             type="number",
