@@ -104,6 +104,10 @@ class EndedEarly:
         if self.final is None:
             self.source.send(cmd)
 
+    def take_error(self) -> str | None:
+        """What the run answered to a command it refused (the console says it), once."""
+        return self.source.take_error()
+
     async def start(self) -> None:
         try:
             await self.source.start()
