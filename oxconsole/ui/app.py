@@ -40,13 +40,21 @@ from oxconsole.ui.keysteps import (
     Pending,
     console_status,
     failed_mostly,
+    filtered,
     paused_by_user,
     run_duration,
     sweep_refusal,
 )
 from oxconsole.ui.knobs import KnobActions
 from oxconsole.ui.panels.latency import LATENCY_METRICS
-from oxconsole.ui.screens import ConfirmStop, HelpScreen, RoutingEditor, routes_of, routing_words
+from oxconsole.ui.screens import (
+    ConfirmStop,
+    FilterPrompt,
+    HelpScreen,
+    RoutingEditor,
+    routes_of,
+    routing_words,
+)
 from oxconsole.ui.theming import use_themes
 from oxconsole.ui.typeahead import plan as typeahead_plan
 from oxconsole.ui.widgets import HeaderPanel, LatencyPanel, Panel
@@ -55,6 +63,9 @@ __all__ = ["ConsoleApp", "MainScreen", "run_console"]
 
 FLASH_S = 2.0
 """How long a confirmation (``concurrency 48 → 53``) stays in the header's status line."""
+
+FILTERED = {"models": "models", "models-tab": "models", "errors": "errors", "errors-tab": "errors"}
+"""The panels `/` filters (wide and compact), by id, and their tab's name."""
 
 
 class ConsoleApp(KnobActions, App[str]):
@@ -113,6 +124,8 @@ class ConsoleApp(KnobActions, App[str]):
         self._ended_shown = False
         self.duration = 0.0
         """The run's ``run.duration`` (0: none), for the header's time bar."""
+        self.filter = ""
+        """What `/` filters the models and errors tables by ("": every row)."""
         self._register_themes()
 
     # -- start-up --------------------------------------------------------------------------------
@@ -189,6 +202,7 @@ class ConsoleApp(KnobActions, App[str]):
             self._ended_shown = True
             if failed_mostly(snap):  # the compact layout shows why it failed, not the models
                 main.query_one(TabbedContent).active = "tab-errors"
+        shown_rows = filtered(snap, self.filter) if self.filter else snap
         with self.batch_update():
             for panel in main.panels:
                 skip = panel.EVERY > 1 and self.renders % panel.EVERY and panel.snapshot is not None
@@ -199,7 +213,7 @@ class ConsoleApp(KnobActions, App[str]):
                     panel.duration = self.duration
                     if panel.snapshot is snap:
                         panel.redraw()  # only the status line changed
-                panel.snapshot = snap
+                panel.snapshot = shown_rows if panel.id in FILTERED else snap
 
     def _frozen_at_end(self, snap: Snapshot | None) -> Snapshot | None:
         """The run's figures as they were at its end: once a snapshot says "done", later ones
@@ -461,6 +475,45 @@ class ConsoleApp(KnobActions, App[str]):
         for p in self.main.query(LatencyPanel):
             p.scope = self._scope
         self.tell("latency: whole run" if self._scope == "run" else "latency: last 10 s")
+
+    def action_filter(self) -> None:
+        """/: type a part of a name; the models and errors tables show the rows that hold it."""
+        if not isinstance(self.screen, FilterPrompt):
+            self.push_screen(FilterPrompt(self.filter, self.set_filter, cursor_blink=self.cursor_blink))
+
+    def action_clear_filter(self) -> None:
+        """escape: every model and error class again."""
+        if self.filter:
+            self.set_filter("")
+            self.tell("filter cleared")
+
+    def set_filter(self, text: str) -> None:
+        """Filter the models and errors tables by ``text`` (a part of a name, any case; "": none),
+        said in their titles (wide) or their tabs (compact), and drawn at once."""
+        self.filter = text.strip()
+        main = self.main
+        said = f" /{shown(self.filter, one_line=True)}" if self.filter else ""
+        tabs = main.query_one(TabbedContent)
+        snap = self.last
+        for panel in main.panels:
+            name = FILTERED.get(panel.id or "")
+            if name is None:
+                continue
+            panel.border_subtitle = f"filter{said} · esc clears" if said else ""
+            tabs.get_tab(f"tab-{name}").label = name + said
+            if snap is not None:  # drawn now, whichever snapshot the panel takes next
+                panel.snapshot = filtered(snap, self.filter)
+
+    def action_show_tab(self, name: str) -> None:
+        """The palette's "Tab: NAME": that tab in the compact layout (on a wide terminal every
+        panel is on screen already)."""
+        main = self.main
+        if f"tab-{name}" not in main.shown_tabs():
+            self.tell(f"this run has no {name} view", "warn")
+            return
+        main.query_one(TabbedContent).active = f"tab-{name}"
+        if not main.compact:
+            self.tell(f"{name}: on screen (the tabs are for smaller terminals)")
 
     def action_next_tab(self) -> None:
         tabs = self.main.query_one(TabbedContent)

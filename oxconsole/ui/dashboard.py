@@ -54,6 +54,16 @@ PALETTE: tuple[tuple[str, str, str], ...] = (
     ("Keys and help (?)", "the help screen with every key", "app.help"),
     ("Latency: next metric (h)", "TTFT, inter-token, end-to-end, queue", "app.histogram"),
     ("Latency: window / whole run (r)", "last 10 s or the whole run", "app.scope"),
+    ("Filter models and errors (/)", "by a part of a name; esc clears it", "app.filter"),
+    ("Clear the filter (esc)", "every model and error class again", "app.clear_filter"),
+    ("Next tab (t)", "the compact layout's next tab", "app.next_tab"),
+    ("Tab: models", "one row per model", "app.show_tab('models')"),
+    ("Tab: latency", "the latency histogram", "app.show_tab('latency')"),
+    ("Tab: errors", "error classes and their first detail", "app.show_tab('errors')"),
+    ("Tab: phase", "this phase against the whole run", "app.show_tab('phase')"),
+    ("Tab: cost", "what the run costs under each plan", "app.show_tab('cost')"),
+    ("Tab: points", "a sweep's points so far", "app.show_tab('points')"),
+    ("Tab: cascade", "valid answers and escalations per model", "app.show_tab('cascade')"),
 )
 """The command palette's entries (ctrl+p): (title, help, action), every key's action by name."""
 
@@ -232,6 +242,9 @@ class MainScreen(Screen[None]):
         Binding("h", "app.histogram", "metric", show=False),
         Binding("r", "app.scope", "window/run", show=False),
         Binding("t", "app.next_tab", "next tab", show=False),
+        Binding("slash", "app.filter", "filter", key_display="/", show=False),
+        Binding("escape", "app.clear_filter", "clear filter", show=False),
+        Binding("colon", "app.command_palette", "palette", key_display=":", show=False),
         Binding("ctrl+c", "app.stop", "stop", show=False),
     ]
 

@@ -9,6 +9,7 @@ is not imported here.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,6 +24,7 @@ __all__ = [
     "concurrency_step",
     "console_status",
     "failed_mostly",
+    "filtered",
     "paused_by_user",
     "rate_step",
     "run_duration",
@@ -118,6 +120,21 @@ def paused_by_user(snap: Snapshot) -> bool:
         if c.get("what") == "paused":
             return bool(c.get("to"))
     return False
+
+
+def filtered(snap: Snapshot, text: str) -> Snapshot:
+    """`snap` with only the models and error classes whose name holds ``text`` (any case): what
+    the models and errors tables show while `/` filters them. The rest of the run is untouched."""
+    part = text.casefold()
+    if not part:
+        return snap
+    return dataclasses.replace(
+        snap,
+        models=tuple(m for m in snap.models if part in m.name.casefold()),
+        errors={k: v for k, v in snap.errors.items() if part in k.casefold()},
+        attempt_errors={k: v for k, v in snap.attempt_errors.items() if part in k.casefold()},
+        error_details={k: v for k, v in snap.error_details.items() if part in k.casefold()},
+    )
 
 
 def failed_mostly(snap: Snapshot) -> bool:

@@ -8,7 +8,7 @@ dismisses with the list of commands that would make the edits true; the app send
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -30,6 +30,7 @@ __all__ = [
     "KEYS",
     "ConfirmStop",
     "EnabledBox",
+    "FilterPrompt",
     "HelpScreen",
     "ModelRoute",
     "RoutingEditor",
@@ -48,13 +49,14 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("space", "pause / resume dispatch (requests in flight finish)"),
     ("s", "save the tuned workload as NAME.tuned.toml beside the original"),
     ("d", "detach: close the console, the run goes on (oxconsole attach)"),
-    ("q", "stop: finish what is in flight (q again: cancel it), then exit; ctrl+c too"),
+    ("q", "stop: finish what is in flight (again: cancel it), exit; ctrl+c too"),
     ("Q", "stop, asked first (y confirms), from any console"),
     ("h", "latency histogram: next metric (TTFT, inter-token, end-to-end, queue)"),
     ("r", "latency histogram: last 10 s / whole run"),
-    ("t", "next tab (compact layout: models, latency, errors, phase; cost with plans)"),
+    ("t", "next tab (compact layout: models, latency, errors, phase, ...)"),
+    ("/", "filter the models and errors tables by a part of a name; esc clears"),
     ("?", "this help"),
-    ("ctrl+p", "command palette: every action by name, and the theme"),
+    (": / ctrl+p", "command palette: every action by name (tabs too), and the theme"),
 )
 """Every key of the console, in the order the help screen lists them."""
 
@@ -149,6 +151,50 @@ class ConfirmStop(ModalScreen[bool]):
         event.stop()
         event.prevent_default()
         self.dismiss(event.key == "y")
+
+
+class FilterPrompt(ModalScreen[None]):
+    """`/`: a line at the bottom to type a part of a name; the models and errors tables show only
+    the rows whose name holds it (any case) as it is typed. Enter keeps the filter, escape
+    clears it (as escape does on the main screen)."""
+
+    DEFAULT_CSS = """
+    FilterPrompt {
+        align: left bottom;
+        background: $background 0%;
+    }
+    FilterPrompt > Input {
+        width: 100%;
+        border: none;
+        height: 1;
+        padding: 0 1;
+    }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "clear", "clear", show=False)]
+
+    def __init__(self, text: str, on_change: Callable[[str], None], *, cursor_blink: bool = True) -> None:
+        super().__init__()
+        self.text = text
+        self.on_change = on_change
+        self._blink = cursor_blink
+
+    def compose(self) -> ComposeResult:
+        field = Input(self.text, placeholder="/ filter models and errors by name", id="filter", compact=True)
+        field.cursor_blink = self._blink
+        yield field
+
+    @on(Input.Changed)
+    def _typed(self, event: Input.Changed) -> None:
+        self.on_change(event.value)
+
+    @on(Input.Submitted)
+    def _kept(self) -> None:
+        self.dismiss(None)
+
+    def action_clear(self) -> None:
+        self.on_change("")
+        self.dismiss(None)
 
 
 @dataclass(frozen=True)
