@@ -35,9 +35,12 @@ from oxconsole.metrics.reasoning import has_reasoning, summary_lines
 from oxconsole.metrics.stages import stage_table
 from oxconsole.metrics.stepresponse import step_lines
 
-__all__ = ["AUTO_ROWS", "WIDTH", "render_summary", "table_width"]
+__all__ = ["AUTO_ROWS", "UNCUT", "WIDTH", "render_summary", "table_width"]
 
 WIDTH = 80
+UNCUT = 100_000
+"""The width of a table written to a file or a pipe: its lines are as long as they need, nothing
+cut and nothing wrapped (a file has no width, and `grep` finds a whole row)."""
 
 
 def _g(d: Mapping[str, Any], *keys: str) -> Any:
@@ -55,17 +58,17 @@ def render_summary(summary: Mapping[str, Any], width: int = WIDTH) -> str:
     only the heading is cut (its run name and start are whole in the JSON)."""
     s = summary
     models = _in_order(s.get("models") or {})
-    lines = _totals_lines(s)
+    lines = _totals_lines(s, width)
     lines += packing_lines(dict(s))
     lines += quality_lines(s)
     lines += _timing_lines(s)
     lines += _model_lines(models, width)
     lines += _fallback_lines(models)
     lines += _error_lines(s.get("errors") or {}, s.get("attempt_errors") or {})
-    lines += _error_detail_lines(s.get("error_details") or {})
+    lines += _error_detail_lines(s.get("error_details") or {}, width)
     lines += _plan_lines(s)
     lines += ratelimit_lines(s)
-    lines += _phase_lines(s.get("phases") or [], s.get("changes") or [])
+    lines += _phase_lines(s.get("phases") or [], s.get("changes") or [], width)
     lines += stage_table(s.get("stages") or [], s.get("stages_end"))
     lines += step_lines(s.get("steps") or [])
     # every name in it (a model, an error class, a change, a stage, a plan) came from a workload or
@@ -76,12 +79,12 @@ def render_summary(summary: Mapping[str, Any], width: int = WIDTH) -> str:
 
 def table_width(stream: TextIO) -> int:
     """The columns a table may take on ``stream``: a terminal's width (80 at least, `COLUMNS`
-    honoured), else 80; a longer line wraps, it is never cut."""
+    honoured; a longer line wraps, it is never cut), else `UNCUT` (a file: no line wraps)."""
     try:
         tty = stream.isatty()
     except (AttributeError, ValueError):
         tty = False
-    return max(WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns) if tty else WIDTH
+    return max(WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns) if tty else UNCUT
 
 
 def _wrap(line: str, width: int) -> list[str]:
@@ -100,7 +103,7 @@ def _in_order(models: Mapping[str, Any]) -> dict[str, Any]:
     return {shown(str(name), one_line=True): models[name] for name in sorted(models, key=str)}
 
 
-def _totals_lines(s: Mapping[str, Any]) -> list[str]:
+def _totals_lines(s: Mapping[str, Any], width: int = WIDTH) -> list[str]:
     """Name, duration and start; requests, rates, tokens (how many estimated) and cost."""
     req = s.get("requests") or {}
     thr = s.get("throughput") or {}
@@ -117,7 +120,7 @@ def _totals_lines(s: Mapping[str, Any]) -> list[str]:
     not_sent = req.get("not_sent", 0)
     unsent = f"  {not_sent:,} not sent" if not_sent else "  stopped early" if not_sent is None else ""
     return [
-        cut(title, WIDTH),  # the heading: its name and start are whole in the JSON
+        cut(title, width),  # the heading: its name and start are whole in the JSON (and a file)
         *_not_saved_lines(s),
         (
             f"requests  {req.get('total', 0):,} total  {req.get('ok', 0):,} ok  "
@@ -237,7 +240,7 @@ def _error_lines(errors: Mapping[str, Any], attempts: Mapping[str, Any]) -> list
     return lines
 
 
-def _error_detail_lines(details: Mapping[str, Any]) -> list[str]:
+def _error_detail_lines(details: Mapping[str, Any], width: int = WIDTH) -> list[str]:
     """The first detail of each error class, wrapped (not cut) to 80 columns: the hint that says
     why (``is base_url ... missing /v1?``) is often at the end."""
     lines: list[str] = []
@@ -245,7 +248,7 @@ def _error_detail_lines(details: Mapping[str, Any]) -> list[str]:
         lead = "detail    " if not lines else " " * 10
         lines += textwrap.wrap(
             shown(f"{cls}: {detail}", one_line=True),  # a server's words, never its terminal commands
-            WIDTH,
+            width,
             initial_indent=lead,
             subsequent_indent=" " * 12,
             break_on_hyphens=False,
@@ -259,7 +262,7 @@ that run is folded into one row (holding, auto probes a step up every few second
 be hundreds of rows). The summary JSON keeps every phase."""
 
 
-def _phase_lines(phases: list[Any], changes: list[Any]) -> list[str]:
+def _phase_lines(phases: list[Any], changes: list[Any], width: int = WIDTH) -> list[str]:
     """One row per phase with what started it (15 + 7 + 8 + 9 + 9 + 9 = 57 columns, the rest for
     what changed, wrapped in its column); a long run of auto's phases folded after `AUTO_ROWS`;
     with changes but one phase, the list of changes."""
@@ -288,7 +291,7 @@ def _phase_lines(phases: list[Any], changes: list[Any]) -> list[str]:
                 f"{cut(span, 14):<15}{_count(ok):>7}{fmt_num(per_s, 2):>8}"
                 f"{fmt_num(p50, 0):>9}{fmt_num(p99, 0):>9}{fmt_num(ttft, 0):>9}  "
             )
-            wrapped = textwrap.wrap(what, WIDTH - len(row), break_on_hyphens=False) or [""]
+            wrapped = textwrap.wrap(what, width - len(row), break_on_hyphens=False) or [""]
             lines.append(row + wrapped[0])
             lines += [" " * len(row) + more for more in wrapped[1:]]
         return lines
