@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from oxconsole.base.safetext import csv_cell, csv_value, md_cell
+from oxconsole.base.units import fmt_money
 from oxconsole.journal.records import RequestRecord
 from oxconsole.reports.plans import money_cell, plan_table
 from oxconsole.reports.quality import MONEY_HEAD, QUALITY_HEAD, quality_tables
@@ -118,7 +119,7 @@ def render_markdown(s: Mapping[str, Any]) -> str:
         ["requests", "ok", "error", "retried", "req/s", "output tok/s", "cost"],
         [[f"{req.get('total', 0):,}", f"{req.get('ok', 0):,}", f"{req.get('error', 0):,}",
           f"{req.get('retried', 0):,}", _f(thr.get("requests_per_s"), 2), _f(thr.get("output_tokens_per_s")),
-          _f((s.get("cost") or {}).get("total"), 4)]],
+          fmt_money((s.get("cost") or {}).get("total"))]],
     )  # fmt: skip
     cols = ("mean", "p50", "p90", "p95", "p99", "max")
     out += ["", *_md_table(["ms", *cols], [
@@ -134,7 +135,7 @@ def render_markdown(s: Mapping[str, Any]) -> str:
                          _f((m.get("throughput") or {}).get("requests_per_s"), 2),
                          _f((m.get("ttft_ms") or {}).get("p50")), _f((m.get("latency_ms") or {}).get("p50")),
                          _f((m.get("latency_ms") or {}).get("p99")),
-                         _f((m.get("cost") or {}).get("total"), 4)])  # fmt: skip
+                         fmt_money((m.get("cost") or {}).get("total"))])  # fmt: skip
         out += [
             "",
             *_md_table(

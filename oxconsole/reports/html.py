@@ -16,6 +16,7 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from oxconsole.base.units import fmt_money
 from oxconsole.metrics.reasoning import has_reasoning
 from oxconsole.reports.plans import cost_by_plan, money_cell
 from oxconsole.reports.quality import quality_section
@@ -160,7 +161,7 @@ def _header(s: Mapping[str, Any]) -> str:
         *([("TTFOT p50 (ms)", fmt_num(float(_g(s, "ttfot_ms", "p50") or 0)))] if has_reasoning(s) else []),
         ("latency p50 (ms)", fmt_num(float(_g(s, "latency_ms", "p50") or 0))),
         ("latency p99 (ms)", fmt_num(float(_g(s, "latency_ms", "p99") or 0))),
-        ("cost", f"{float(_g(s, 'cost', 'total') or 0):.4f}"),
+        ("cost", fmt_money(_g(s, "cost", "total") or 0)),
     ]
     card_html = "".join(
         f'<div class="card"><b>{escape(v)}</b><span>{escape(k)}</span></div>' for k, v in cards
@@ -290,7 +291,7 @@ def _model_table(models: Mapping[str, Any]) -> str:
                         ("latency_ms", "p99"),
                     )
                 ),
-                f"{float(_g(m, 'cost', 'total') or 0):.4f}",
+                fmt_money(_g(m, "cost", "total") or 0),
             ]
         )
     head = [
