@@ -16,7 +16,7 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from oxconsole.base.units import fmt_money
+from oxconsole.base.units import change_text, fmt_money
 from oxconsole.metrics.reasoning import has_reasoning
 from oxconsole.reports.plans import cost_by_plan, money_cell
 from oxconsole.reports.quality import quality_section
@@ -185,8 +185,7 @@ def _markers(s: Mapping[str, Any]) -> list[Marker]:
             autos += 1
             if autos > AUTO_ROWS:
                 continue
-        model = f" {c['model']}" if c.get("model") is not None else ""
-        label = f"{c.get('what')}{model} {c.get('from')}→{c.get('to')}{step_label(s, c)}"
+        label = f"{change_text(c, arrow='→')}{step_label(s, c)}"  # rate 9.99/s→unlimited
         out.append(Marker(float(c.get("t") or 0.0), label))
     for st in s.get("stages") or []:
         if isinstance(st, Mapping) and "t" in st:
@@ -358,9 +357,7 @@ def _phases(s: Mapping[str, Any]) -> str:
     for ph in phases:
         what = (
             ", ".join(
-                f"stage {c.get('to', 0) + 1}"
-                if c.get("what") == "stage"
-                else f"{c.get('what')} {c.get('from')}→{c.get('to')}"
+                f"stage {c.get('to', 0) + 1}" if c.get("what") == "stage" else change_text(c, arrow="→")
                 for c in ph.get("settings") or []
             )
             or "start"
