@@ -68,8 +68,11 @@ def render_summary(summary: Mapping[str, Any], width: int = WIDTH) -> str:
     lines += _error_detail_lines(s.get("error_details") or {}, width)
     lines += _plan_lines(s)
     lines += ratelimit_lines(s)
-    lines += _phase_lines(s.get("phases") or [], s.get("changes") or [], width)
-    lines += stage_table(s.get("stages") or [], s.get("stages_end"))
+    phases = _phase_lines(s.get("phases") or [], s.get("changes") or [], width)
+    stages = stage_table(s.get("stages") or [], s.get("stages_end"))
+    lines += phases + stages
+    if phases and stages:  # the same span counts different requests in each: say why
+        lines.append(BY_TIME)
     lines += step_lines(s.get("steps") or [])
     # every name in it (a model, an error class, a change, a stage, a plan) came from a workload or
     # a journal: shown as text, each control character written out, never a terminal command
@@ -185,6 +188,10 @@ def _timing_lines(s: Mapping[str, Any]) -> list[str]:
         )
     return lines
 
+
+BY_TIME = "phases count a request when it ended, stages when it was sent"
+"""Under a run's phase and stage tables: a request sent in one stage may end in the next phase,
+so a stage and the phase over the same span count different requests."""
 
 MODEL_FIGURES = 64
 """Columns of a model's row after its name: 7 + 7 + 6 + 8 + 9 + 9 + 9 + 9."""
