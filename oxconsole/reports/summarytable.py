@@ -173,6 +173,8 @@ def _timing_lines(s: Mapping[str, Any]) -> list[str]:
             lines.append(f"{'answer':<10}" + "".join(f"{fmt_num(answer.get(c), 1):>11}" for c in cols))
     if has_cascade(s):
         lines.append("TTFT/ITL/latency: the last step's request; answer: first request to the answer")
+    if "schedule_lag_ms" not in s and (s.get("queue_ms") or {}).get("p99"):  # a closed loop
+        lines.append(CLOSED_QUEUE)
     lag = s.get("loop_lag_ms")
     if lag:
         # the client's own event-loop lag: every timing above may include up to this much
@@ -192,6 +194,11 @@ def _timing_lines(s: Mapping[str, Any]) -> list[str]:
 BY_TIME = "phases count a request when it ended, stages when it was sent"
 """Under a run's phase and stage tables: a request sent in one stage may end in the next phase,
 so a stage and the phase over the same span count different requests."""
+
+CLOSED_QUEUE = "queue: the next request waiting for a free slot (closed loop), or for the rate"
+"""Under a closed loop's timings: its next request is read ahead and always waits for a free
+slot, so its queue time is the concurrency limit at work (and the rate's or token budget's wait,
+when set), not a sign that the client holds the run back."""
 
 MODEL_FIGURES = 64
 """Columns of a model's row after its name: 7 + 7 + 6 + 8 + 9 + 9 + 9 + 9."""

@@ -46,3 +46,22 @@ def test_money_and_prices_are_never_shown_with_an_exponent(tmp_path: Path) -> No
     packing = next(line for line in r.stdout.splitlines() if line.startswith("packing   size"))
     assert "per task" in packing and "e-0" not in packing, packing
     assert "e-0" not in r.stdout, r.stdout
+
+
+def test_a_closed_loops_queue_says_what_it_is(tmp_path: Path) -> None:
+    """4 in flight, 200 ms each: the next request read ahead waits ~200 ms for a slot, which is
+    the concurrency at work; the table says so under a closed loop's timings, not an open one's."""
+    from oxconsole.reports.summarytable import CLOSED_QUEUE
+    from tests.support.workloads import write_workload
+
+    sets = {"run.requests": 24, "prompts.synthetic.count": 24}
+    closed = write_workload("sim_exact", tmp_path, sets, file="closed.toml")
+    r = oxconsole_here(str(closed), "--headless", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    queue = next(line for line in r.stdout.splitlines() if line.startswith("queue "))
+    assert float(queue.split()[-1].replace(",", "")) > 100, queue  # its max: a slot's wait
+    assert CLOSED_QUEUE in r.stdout, r.stdout
+    opened = write_workload("sim_exact", tmp_path, {**sets, "run.arrival": "constant", "run.rate": 40.0})
+    r = oxconsole_here(str(opened), "--headless", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "queue " in r.stdout and CLOSED_QUEUE not in r.stdout, r.stdout
