@@ -182,7 +182,8 @@ def load_run(path: str | os.PathLike[str], plans: Mapping[str, PricePlan] | None
         intervals = percentile_intervals(vals, qs)
         for q, iv in zip(qs, intervals, strict=True):
             key = f"{metric}.p{q:.0f}"
-            figs[key] = Figure(float(s[metric][f"p{q:.0f}"]), iv if vals else None)
+            v = s[metric][f"p{q:.0f}"]  # null when nothing was measured (no stream: no ITL)
+            figs[key] = Figure(None if v is None else float(v), iv if vals else None)
     req = s["requests"]
     good = s.get("goodput")
     if isinstance(good, Mapping):
