@@ -18,6 +18,7 @@ __all__ = [
     "change_text",
     "cut",
     "fmt_count",
+    "fmt_decimal",
     "fmt_duration",
     "fmt_money",
     "fmt_ms",
@@ -57,6 +58,18 @@ def fmt_money(v: Any) -> str:
     if abs(x) >= 0.01:
         return f"{x:.4f}"
     return f"{x:.{2 - math.floor(math.log10(abs(x)))}f}"
+
+
+def fmt_decimal(v: Any) -> str:
+    """A number as the user wrote it, in decimals and never an exponent (a price of 0.0000177
+    per request, not ``1.77e-05``), to 12 significant digits: ``0.1``, ``2``, ``0.0000177367``."""
+    x = number(v)
+    if x is None:
+        return NONE
+    if x == 0 or not 1e-12 <= abs(x) < 1e15:
+        return f"{x:g}" if x else "0"
+    digits = max(0, 11 - math.floor(math.log10(abs(x))))
+    return f"{x:.{digits}f}".rstrip("0").rstrip(".")
 
 
 def fmt_duration(s: float, decimals: int = 0) -> str:

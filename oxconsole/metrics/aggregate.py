@@ -8,6 +8,7 @@ format it with the functions below; neither knows about the engine or the UI.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -39,6 +40,7 @@ __all__ = [
     "RunStats",
     "Tally",
     "build_summary",
+    "count_answers",
     "count_fallbacks",
     "error_details",
     "iso_time",
@@ -90,6 +92,7 @@ class RunStats:
         "ok_repacked",
         "output_tokens",
         "packs",
+        "passed",
         "per_model",
         "quality",
         "reason",
@@ -137,6 +140,10 @@ class RunStats:
         """With `[quality]`: valid answers and the cascade (`metrics/quality.py`)."""
         self.media = MediaStats()
         """Images, audio, documents and the real-time factor (`metrics/media.py`)."""
+        self.passed = 0
+        """Per model: requests it answered whose answer did not stand (a cascade moved on from
+        it, or it judged an answer), counted in `total` and `ok` beside the requests that ended
+        here (`count_answer`)."""
 
     def hist(self, metric: str) -> LogHistogram:
         """The histogram of the timing whose summary key is `metric` (one of `METRICS`)."""
@@ -205,6 +212,24 @@ class RunStats:
             for cls, n in rec.attempt_errors.items():
                 ae[cls] = ae.get(cls, 0) + int(n)
 
+    def count_answer(self, a: Mapping[str, Any]) -> None:
+        """Per model: one request it answered that did not stand (an entry of a record's
+        `answers`): a request it served, with its tokens, cost and timings when the entry has
+        them. The record's own model paid it so far (`count_answers` moves the cost here)."""
+        self.passed += 1
+        self.total += 1
+        self.ok += 1
+        inp, out = _count(a.get("input_tokens")), _count(a.get("output_tokens"))
+        self.input_tokens += inp
+        self.output_tokens += out
+        self.ok_input_tokens += inp
+        self.ok_output_tokens += out
+        self.cost += _amount(a.get("cost"))
+        for f in (LATENCY, TTFT):  # what an entry of `answers` times (engine/send/cascade.py)
+            v = _number(a.get(f.journal))
+            if v is not None:
+                self.hist(f.key).record(v)
+
     def _judged(self) -> QualityCounts:
         self.quality = QualityCounts()
         return self.quality
@@ -212,13 +237,16 @@ class RunStats:
     # -- summary blocks ----------------------------------------------------------------------
 
     def requests_block(self) -> dict[str, int]:
-        return {
+        block = {
             "total": self.total,
             "ok": self.ok,
             "error": self.error,
             "retried": self.retried,
             "fallbacks": self.left if self.per_model else self.fell_back,
         }
+        if self.passed:  # a model of a cascade (or a judge): of `total`, the answers passed on
+            block["passed_on"] = self.passed
+        return block
 
     def backoff_block(self) -> dict[str, float]:
         """Time spent waiting between attempts: never part of `latency_ms`, reported here instead."""
@@ -254,12 +282,13 @@ class RunStats:
             self.ok - sum(packed.values()) + self.ok_repacked + sum(n / size for size, n in packed.items())
         )
         md = self.media
+        tasks = self.ok - self.passed  # the answers that did not stand are requests, not tasks
         return Usage(
             requests,
             self.ok_input_tokens,
             self.ok_output_tokens,
-            self.total,
-            self.ok,
+            self.total - self.passed,
+            tasks,
             self.reason.ok_cached,
             md.billed_images,
             md.billed_audio_s,
@@ -304,6 +333,32 @@ def count_fallbacks(rec: RequestRecord, stats_of: Callable[[str], RunStats]) -> 
         stats_of(name).left += 1
 
 
+def count_answers(rec: RequestRecord, stats_of: Callable[[str], RunStats]) -> None:
+    """Count each request in `rec.answers` (answers that did not stand, judge requests) at the
+    model that answered it, with its cost: the record's `cost` is every model's, so its own
+    model keeps only what its own answer cost. A cascade's first step then has a row counting
+    every request it answered, not only those whose answer stood."""
+    own = stats_of(rec.model)
+    for a in rec.answers or ():
+        name = a.get("model")
+        if isinstance(name, str):
+            own.cost -= _amount(a.get("cost"))
+            stats_of(name).count_answer(a)
+
+
+def _count(v: Any) -> int:
+    return v if type(v) is int and v >= 0 else 0
+
+
+def _number(v: Any) -> float | None:
+    """`v` when it is a finite number >= 0 (a journal's entry is read, not trusted), else None."""
+    return float(v) if type(v) in (int, float) and 0 <= v < math.inf else None
+
+
+def _amount(v: Any) -> float:
+    return _number(v) or 0.0
+
+
 class Tally:
     """The whole run's and each model's figures from finished records, counted as the live
     collector counts them: per-model retries, and a fallback charged to each model it left. What
@@ -326,12 +381,8 @@ class Tally:
         self.of(rec.model).record(rec)
         if rec.models_tried:
             count_fallbacks(rec, self.of)
-
-
-def billed_usage(overall: RunStats, usage: Mapping[str, Usage]) -> Mapping[str, Usage]:
-    """The models' usage as a plan bills it: with `[quality]`, the answers that did not stand and
-    the judge requests too (`metrics/quality.py`)."""
-    return usage if overall.quality is None else overall.quality.billed(usage)
+        if rec.answers:
+            count_answers(rec, self.of)
 
 
 def iso_time(unix: float) -> str:
@@ -401,7 +452,7 @@ def build_summary(
             attempt_errors[cls] = attempt_errors.get(cls, 0) + n
     src = overall.tokens_source
     usage = {m: st.usage() for m, st in models}
-    cost = cost_block(overall.cost, overall.total, billed_usage(overall, usage), plans)
+    cost = cost_block(overall.cost, overall.total, usage, plans)
     add_per_valid(cost, overall.quality)
     summary = {
         "name": name,

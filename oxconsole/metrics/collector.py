@@ -22,8 +22,8 @@ from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.aggregate import (
     METRICS,
     RunStats,
-    billed_usage,
     build_summary,
+    count_answers,
     count_fallbacks,
     error_details,
     phase_summary,
@@ -177,6 +177,12 @@ class Collector:
             ph.count(rec)
         if rec.models_tried:
             count_fallbacks(rec, self._model_stats_of)
+        if rec.answers:  # each model that answered counts it, a cascade's first step included
+            count_answers(rec, self._model_stats_of)
+            for a in rec.answers:
+                name = a.get("model")
+                if isinstance(name, str):
+                    self._model(name).ok_s.add(sec)
         if rec.slo_ok:
             self._good_s.add(sec)
         if rec.status == "ok":
@@ -441,7 +447,6 @@ class Collector:
         if not self._plans:
             return ()
         usage: dict[str, Usage] = {m: acc.stats.usage() for m, acc in self._models.items()}
-        usage = dict(billed_usage(self._all, usage))
         remaining = None if g.total_expected is None else max(0, g.total_expected - self._all.total)
         return plan_costs(self._plans.values(), usage, self._all.total, remaining, self._weights(g))
 

@@ -52,15 +52,15 @@ _SETTINGS: Final = frozenset({"concurrency", "rate"})
 
 
 def is_step(c: Mapping[str, Any]) -> bool:
-    """A change that at least doubles concurrency or rate; a rate made unlimited (0) from a
-    limit is one too (the offered load is no longer bounded)."""
+    """A change that at least doubles concurrency or rate. A rate made unlimited (0) is not one:
+    no rate doubled, and what it offers then is bounded by the concurrency (a closed loop at 20
+    in flight offers what it offered at 9.99/s if its requests take two seconds); a change that
+    does double the load is a step by its concurrency or its rate."""
     if c.get("what") not in _SETTINGS:
         return False
     frm, to = c.get("from"), c.get("to")
-    if not isinstance(frm, int | float) or not isinstance(to, int | float) or frm <= 0:
+    if not isinstance(frm, int | float) or not isinstance(to, int | float) or frm <= 0 or to <= 0:
         return False
-    if c["what"] == "rate" and to == 0:
-        return True
     return bool(to >= 2 * frm)
 
 

@@ -33,6 +33,7 @@ from oxconsole.base.figures import (
 )
 from oxconsole.base.figures import FIGURES as SUMMARY_FIGURES
 from oxconsole.base.figures import Figure as DeclaredFigure
+from oxconsole.base.safetext import shown_lines
 from oxconsole.reports.media import media_figures, media_rows
 from oxconsole.reports.plans import cost_figures, cost_rows, money_cell
 from oxconsole.reports.quality import quality_figures, quality_rows
@@ -178,7 +179,9 @@ def load_run(path: str | os.PathLike[str], plans: Mapping[str, PricePlan] | None
     whole = [i for i in range(len(tl.slots)) if tl.width(i) >= tl.step]  # a cut-short last slot is noisier
     for rate, what in ((REQUESTS_PER_S, "ok"), (OUTPUT_TOKENS_PER_S, "output_tokens")):
         rates = tl.rate(what)
-        figs[rate.id] = Figure(rate.value(s), mean_interval([rates[i] for i in whole]))
+        figs[rate.id] = Figure(
+            rate.value(s), mean_interval([r for i in whole if (r := rates[i]) is not None])
+        )
     for f in TIMED:  # every run's timings, at each percentile `FIGURES` may show
         figs.update((m.id, Figure(m.value(s), None)) for m in (f.at(q) for q in ("p50", "p90", "p99")))
     req = s["requests"]
@@ -313,7 +316,7 @@ def compare_main(
 
         sys.stdout.write(compare_markdown(c))
     else:
-        sys.stdout.write(render_compare(c))
+        sys.stdout.write(shown_lines(render_compare(c)))  # runs' labels and paths are text
     if html:
         from oxconsole.reports.html import write_compare_html
 

@@ -31,6 +31,8 @@ from oxconsole.base.figures import (
     TOKENS_OUT,
     TTFT,
 )
+from oxconsole.base.safetext import csv_cell, csv_value, md_cell
+from oxconsole.base.units import fmt_money
 from oxconsole.journal.records import RequestRecord
 from oxconsole.reports.plans import money_cell, plan_table
 from oxconsole.reports.quality import MONEY_HEAD, QUALITY_HEAD, quality_tables
@@ -61,6 +63,8 @@ def _cell(v: Any) -> str:
         return ""
     if isinstance(v, dict):
         return orjson.dumps(v).decode()
+    if isinstance(v, str):  # a name or a text: never a formula (`=HYPERLINK(...)`) in a spreadsheet
+        return csv_cell(v)
     return str(v)  # str(float) round-trips exactly
 
 
@@ -86,7 +90,7 @@ def write_csv(
 
 def record_from_row(row: Mapping[str, str]) -> RequestRecord:
     """A CSV row back into a record (what the round-trip test checks)."""
-    d: dict[str, Any] = {k: v for k, v in row.items() if v != ""}
+    d: dict[str, Any] = {k: csv_value(v) for k, v in row.items() if v != ""}
     if "attempt_errors" in d:
         d["attempt_errors"] = orjson.loads(d["attempt_errors"])
     return RequestRecord.from_json_dict(d)
@@ -96,9 +100,7 @@ def record_from_row(row: Mapping[str, str]) -> RequestRecord:
 
 
 def _md_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    def esc(s: str) -> str:
-        return s.replace("|", "\\|")
-
+    esc = md_cell  # a name is text: no `|` splitting the row, no HTML, no code, no control character
     align = ["---"] + ["---:"] * (len(head) - 1)
     return [
         "| " + " | ".join(map(esc, head)) + " |",
@@ -117,7 +119,12 @@ def _f(v: Any, nd: int = 1) -> str:
 def render_markdown(s: Mapping[str, Any]) -> str:
     """The summary as Markdown: totals, timings, models, errors, plans, quality and the cascade."""
     req = s.get("requests") or {}
-    out = [f"### {s.get('name', '')}", "", f"{_f(s.get('duration_s'))} s from {s.get('started_at', '?')}", ""]
+    out = [
+        f"### {md_cell(str(s.get('name', '')))}",
+        "",
+        f"{_f(s.get('duration_s'))} s from {md_cell(str(s.get('started_at', '?')))}",
+        "",
+    ]
     head = [
         REQUESTS.label,
         "ok",
@@ -131,7 +138,7 @@ def render_markdown(s: Mapping[str, Any]) -> str:
         head,
         [[f"{req.get('total', 0):,}", f"{req.get('ok', 0):,}", f"{req.get('error', 0):,}",
           f"{req.get('retried', 0):,}", _f(REQUESTS_PER_S.of(s), 2), _f(OUTPUT_TOKENS_PER_S.of(s)),
-          _f(COST.of(s), 4)]],
+          fmt_money(COST.of(s))]],
     )  # fmt: skip
     out += ["", *_md_table(["ms", *BLOCK_KEYS], [
         [f.label, *(_f(f.at(c).of(s)) for c in BLOCK_KEYS)] for f in TIMINGS
@@ -144,7 +151,7 @@ def render_markdown(s: Mapping[str, Any]) -> str:
             r = m.get("requests") or {}
             rows.append([str(name), f"{r.get('total', 0):,}", f"{r.get('error', 0):,}",
                          _f(REQUESTS_PER_S.of(m), 2), *(_f(f.of(m)) for f in timings),
-                         _f(COST.of(m), 4)])  # fmt: skip
+                         fmt_money(COST.of(m))])  # fmt: skip
         head = [
             "model",
             REQUESTS.label,

@@ -28,6 +28,7 @@ from oxconsole.base.figures import (
     TTFT,
     Figure,
 )
+from oxconsole.base.units import change_text, fmt_money
 from oxconsole.reports.media import media_section
 from oxconsole.reports.plans import cost_by_plan, money_cell
 from oxconsole.reports.quality import quality_section
@@ -188,7 +189,7 @@ def _header(s: Mapping[str, Any]) -> str:
         (REQUESTS_PER_S.label, f"{_v(s, REQUESTS_PER_S):.2f}"),
         (OUTPUT_TOKENS_PER_S.name, fmt_num(_v(s, OUTPUT_TOKENS_PER_S))),
         *((f"{f.label} ({f.unit})", fmt_num(_v(s, f))) for f in timings),
-        (COST.label, f"{_v(s, COST):.4f}"),
+        (COST.label, fmt_money(_v(s, COST))),
     ]
     card_html = "".join(
         f'<div class="card"><b>{escape(v)}</b><span>{escape(k)}</span></div>' for k, v in cards
@@ -212,8 +213,7 @@ def _markers(s: Mapping[str, Any]) -> list[Marker]:
             autos += 1
             if autos > AUTO_ROWS:
                 continue
-        model = f" {c['model']}" if c.get("model") is not None else ""
-        label = f"{c.get('what')}{model} {c.get('from')}→{c.get('to')}{step_label(s, c)}"
+        label = f"{change_text(c, arrow='→')}{step_label(s, c)}"  # rate 9.99/s→unlimited
         out.append(Marker(float(c.get("t") or 0.0), label))
     for st in s.get("stages") or []:
         if isinstance(st, Mapping) and "t" in st:
@@ -321,7 +321,7 @@ def _model_table(models: Mapping[str, Any]) -> str:
                 f"{_v(m, REQUESTS_PER_S):.2f}",
                 fmt_num(_v(m, OUTPUT_TOKENS_PER_S)),
                 *(fmt_num(_v(m, f)) for f in _MODEL_TIMINGS),
-                f"{_v(m, COST):.4f}",
+                fmt_money(_v(m, COST)),
             ]
         )
     head = [
@@ -344,7 +344,11 @@ def _errors(s: Mapping[str, Any], tl: Timeline, markers: list[Marker]) -> list[s
         return ['<p class="note">No errors.</p>']
     classes = tl.error_classes()
     stacks = [
-        Line(c, [s_.errors.get(c, 0) / tl.width(i) for i, s_ in enumerate(tl.slots)], PALETTE[(k + 2) % 8])
+        Line(
+            c,
+            [tl.per_second(i, slot.errors.get(c, 0)) for i, slot in enumerate(tl.slots)],
+            PALETTE[(k + 2) % 8],
+        )
         for k, c in enumerate(classes)
     ]
     out = []
@@ -393,9 +397,7 @@ def _phases(s: Mapping[str, Any]) -> str:
     for ph in phases:
         what = (
             ", ".join(
-                f"stage {c.get('to', 0) + 1}"
-                if c.get("what") == "stage"
-                else f"{c.get('what')} {c.get('from')}→{c.get('to')}"
+                f"stage {c.get('to', 0) + 1}" if c.get("what") == "stage" else change_text(c, arrow="→")
                 for c in ph.get("settings") or []
             )
             or "start"

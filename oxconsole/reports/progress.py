@@ -15,12 +15,13 @@ from oxconsole.metrics.goodput import progress_part
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.metrics.stages import stage_text
 
-__all__ = ["BOUND_WORDS", "eta_seconds", "progress_line"]
+__all__ = ["BOUND_WORDS", "eta_seconds", "progress_line", "reset_hold"]
 
 
 def eta_seconds(s: Snapshot) -> float | None:
     """Seconds left at the last 10 s rate, while the run is running with a fixed total (no ETA
-    while paused, draining or done: nothing new is being sent)."""
+    while paused, draining or done: nothing new is being sent). While requests are held for a
+    provider's reset (`pace_by_headers`), that wait first: a reset a day away is a day of ETA."""
     if s.gauges.state != "running":
         return None
     total = s.gauges.total_expected
@@ -28,9 +29,29 @@ def eta_seconds(s: Snapshot) -> float | None:
     if not total or done <= 0 or s.elapsed_s <= 0:
         return None
     rate = s.req_per_s_10s or done / s.elapsed_s
-    if rate <= 0:
+    hold = reset_hold(s)
+    if rate <= 0 or hold is None:
         return None
-    return max(0, total - done) / rate
+    return hold + max(0, total - done) / rate
+
+
+def reset_hold(s: Snapshot) -> float | None:
+    """Seconds until the provider's reset that requests are held for now (the latest, over the
+    endpoints holding some); 0 when none is held, None when some are and their reset is unknown."""
+    hold = 0.0
+    for e in (s.gauges.ratelimit or {}).values():
+        if not e.get("waiting"):
+            continue
+        found = [_seconds(e.get(k)) for k in ("reset_requests_s", "reset_tokens_s")]
+        resets = [r for r in found if r is not None]
+        if not resets:
+            return None
+        hold = max(hold, *resets)
+    return hold
+
+
+def _seconds(v: object) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and v >= 0 else None
 
 
 BOUND_WORDS = {"paused": "paused", "tpm": "tpm", "rate": "rate", "concurrency": "concurrency",

@@ -124,7 +124,7 @@ def _knee_note(key: str, points: list[SweepPoint], knee: int | None, slo: bool) 
     if knee is None:
         return escape(f"{n}; no knee: no point qualifies ({rule}).")
     p = points[knee]
-    return f"{escape(n)}; knee: <b>{escape(f'{key}={p.text}')}</b> (point {p.index}), {escape(rule)}."
+    return f"{escape(n)}; knee: <b>{escape(f'{key}={p.text}')}</b> (point #{p.index}), {escape(rule)}."
 
 
 def _figure(caption: str, svg: str) -> str:
@@ -322,7 +322,7 @@ def sweep_report(results: str | os.PathLike[str]) -> tuple[str, dict[str, Any]] 
         lines.append("no knee: no point qualifies")
     else:
         rule = "highest goodput with the SLO met" if slo else "highest throughput before p99 latency doubles"
-        lines.append(f"knee: {key}={points[knee].text} (point {points[knee].index}, *): the {rule}")
+        lines.append(f"knee: {key}={points[knee].text} (point #{points[knee].index}, *): the {rule}")
     data = {
         "over": key,
         "points": [

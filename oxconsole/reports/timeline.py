@@ -61,8 +61,20 @@ class Timeline:
         """Seconds slot ``i`` covers (the last one may be cut short by the end of the run)."""
         return max(1e-9, min(self.step, self.span - i * self.step)) if self.span > 0 else self.step
 
-    def rate(self, what: str) -> list[float]:
-        """Per second in each slot: ``ok`` requests, ``output_tokens`` or ``errors``."""
+    def cut_short(self, i: int) -> bool:
+        """Slot ``i`` is the run's last, shorter than a slot, and not its only one. The run's end
+        is the end of its last request, so that slot always holds at least one request: over a
+        fraction of a second, it would read as a spike (one request in 0.18 s: 5.6 req/s in a run
+        that never passed 1), so the rate charts leave it out (`per_second`)."""
+        return 0 < i == len(self.slots) - 1 and self.width(i) < self.step
+
+    def per_second(self, i: int, n: float) -> float | None:
+        """``n`` things that happened in slot ``i``, per second; None for a cut-short last slot."""
+        return None if self.cut_short(i) else n / self.width(i)
+
+    def rate(self, what: str) -> list[float | None]:
+        """Per second in each slot: ``ok`` requests, ``output_tokens`` or ``errors``; None for a
+        cut-short last slot (`cut_short`)."""
         out = []
         for i, s in enumerate(self.slots):
             n = (
@@ -72,7 +84,7 @@ class Timeline:
                 if what == "output_tokens"
                 else sum(s.errors.values())
             )
-            out.append(n / self.width(i))
+            out.append(self.per_second(i, n))
         return out
 
     def in_flight(self) -> list[float]:

@@ -84,13 +84,14 @@ def sweep_gauge(
 
 
 def sweep_text(g: Gauge) -> str:
-    """`sweep 2/5 concurrency=8 · ETA 1m30s`; a search: `sweep point 3 concurrency=16 · searching`."""
+    """`sweep #1 (2/5) concurrency=8 · ETA 1m30s`: point #1 (points are numbered from 0, as in
+    the table and the JSON), the second of five; a search: `sweep #2 concurrency=16 · searching`."""
     what = f"{g['key']}={g['value']}"
     if g.get("count") is None:
-        return f"sweep point {int(g['index']) + 1} {what} · searching"
+        return f"sweep #{int(g['index'])} {what} · searching"
     eta = g.get("eta_s")
     tail = "" if eta is None else f" · ETA {fmt_duration(float(eta))}"
-    return f"sweep {int(g['index']) + 1}/{g['count']} {what}{tail}"
+    return f"sweep #{int(g['index'])} ({int(g['index']) + 1}/{g['count']}) {what}{tail}"
 
 
 def sweep_fraction(g: Gauge, elapsed_s: float) -> float:

@@ -139,7 +139,7 @@ def _cells(i: int, point: Point, knee: int | None) -> dict[str, str]:
     s = point["summary"]
     cells = (
         "*" if i == knee else "",
-        str(i + 1),
+        str(i),  # numbered from 0, as the JSON's index and the journal's point
         str(point.get("text", point["value"])),
         offered(point.get("load") or {}),
         f"{REQUESTS_PER_S.value(s) or 0.0:.2f}",
@@ -175,8 +175,9 @@ def _by_value(points: list[Point]) -> list[int]:
 
 
 def render_table(over: str, points: list[Point]) -> str:
-    """One row per ended point, by value; `#` numbers the points in the order they ran (as the
-    progress line counts them, from 1), the knee marked `*` and named below."""
+    """One row per ended point, by value; `#` numbers the points in the order they ran, from 0, as
+    the JSON's `index`, the journal's `point` and the ids' `@POINT` do; the knee marked `*` and
+    named below (`knee: point #2`)."""
     if not points:
         return f"sweep over {over}: no point ended"
     k = _knee(over, [p["value"] for p in points], [p["summary"] for p in points])
@@ -207,7 +208,7 @@ def render_table(over: str, points: list[Point]) -> str:
             if has_slo
             else "the highest throughput before p99 latency doubles"
         )
-        lines.append(f"knee: point {k + 1}, {over}={points[k].get('text', points[k]['value'])} ({rule})")
+        lines.append(f"knee: point #{k}, {over}={points[k].get('text', points[k]['value'])} ({rule})")
     lines += _plans_table(points, k)
     lines += quality_table(points, k)
     return "\n".join(lines)

@@ -81,3 +81,36 @@ def test_a_prompts_file_tells_every_bad_line(tmp_path: Path) -> None:
         "p.jsonl: line 4: prompt: expected a non-empty string, got 5",
     ):
         assert said in r.stderr, (said, r.stderr)
+
+
+def test_a_batch_file_tells_an_unknown_model_a_delete_and_a_repeated_custom_id_together(
+    tmp_path: Path,
+) -> None:
+    import orjson
+
+    def line(cid: str, model: str = "small", method: str = "POST") -> bytes:
+        body = {"model": model, "messages": [{"role": "user", "content": f"q {cid}"}]}
+        return orjson.dumps({"custom_id": cid, "method": method, "url": "/v1/chat/completions", "body": body})
+
+    lines = [
+        line("a"),
+        line("b", model="gpt-4o"),
+        line("c", method="DELETE"),
+        line("a"),
+        line("d"),
+        line("d"),
+    ]
+    (tmp_path / "batch.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    (tmp_path / "w.toml").write_text(
+        GOOD.replace('items = ["a"]', 'file = "batch.jsonl"\nformat = "openai-batch"')
+    )
+    r = oxconsole_here("validate", "w.toml", cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    for said in (
+        'batch.jsonl: line 2: body.model: expected the name of a model in [[models]], got "gpt-4o"',
+        'batch.jsonl: line 3: method: expected "POST", got "DELETE"',
+        'batch.jsonl: line 4: id: expected a unique id (line 1 has the same id), got "a"',
+        'batch.jsonl: line 6: id: expected a unique id (line 5 has the same id), got "d"',
+    ):
+        assert said in r.stderr, (said, r.stderr)
+    assert "Traceback" not in r.stderr, r.stderr

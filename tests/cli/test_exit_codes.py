@@ -232,7 +232,9 @@ async def test_stop_over_the_socket_exits_130(run_dirs: Path, tmp_path: Path, wo
     assert resume_line(err) == (summary["requests"]["not_sent"], "oxconsole w.toml --resume")
 
 
-def pilot_console(source: Any, *, theme: str | None = None, refresh: float = 4.0) -> str:
+def pilot_console(
+    source: Any, *, theme: str | None = None, refresh: float = 4.0, attached: bool = False
+) -> str:
     """The real console app, driven by Textual's Pilot instead of a terminal: `q` once some
     requests are done, then wait for the app to leave (the run drained)."""
     from oxconsole.ui.app import ConsoleApp

@@ -270,7 +270,9 @@ def test_a_headless_run_is_listed_and_stops_on_sigterm(
 def fake_console(monkeypatch: pytest.MonkeyPatch, action: str, seen: list[str]) -> None:
     """Stand in for `oxconsole.ui.app.run_console`: wait for a snapshot, then quit or detach."""
 
-    def run_console(source: RunSource, *, theme: str | None = None, refresh: float = 4.0) -> str:
+    def run_console(
+        source: RunSource, *, theme: str | None = None, refresh: float = 4.0, attached: bool = False
+    ) -> str:
         async def go() -> None:
             await source.start()
             await until(lambda: source.latest() is not None, 10)
@@ -429,7 +431,9 @@ def opened(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int | None]]:
     """Stand in for the console: record which run it was opened on, and detach."""
     seen: list[tuple[str, int | None]] = []
 
-    def run_console(source: RunSource, *, theme: str | None = None, refresh: float = 4.0) -> str:
+    def run_console(
+        source: RunSource, *, theme: str | None = None, refresh: float = 4.0, attached: bool = False
+    ) -> str:
         seen.append((source.name, getattr(source, "pid", None)))
         return "detach"
 

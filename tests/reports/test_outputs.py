@@ -255,7 +255,9 @@ def quitting_console(monkeypatch: pytest.MonkeyPatch) -> None:
     import asyncio
     import time
 
-    def run_console(source: RunSource, *, theme: str | None = None, refresh: float = 4.0) -> str:
+    def run_console(
+        source: RunSource, *, theme: str | None = None, refresh: float = 4.0, attached: bool = False
+    ) -> str:
         async def go() -> None:
             await source.start()
             deadline = time.monotonic() + 10

@@ -139,7 +139,7 @@ def test_auto_concurrency_draws_its_search_not_every_probe(tmp_path: Path) -> No
     s["changes"].append({"t": 5.5, "what": "rate", "from": 0, "to": 5.0, "by": "key"})
     s["phases"] = [{**s["phases"][0], "t_start": c["t"], "settings": [c]} for c in s["changes"]]
     text = write_html_report(journal, tmp_path / "r.html", s).read_text()
-    everywhere = text.count("rate 0→5.0")  # a rule on each chart over time, and its phase row
+    everywhere = text.count("rate unlimited→5.00/s")  # a rule on each chart over time, and its phase row
     assert everywhere >= 3
     counts = [text.count(f"concurrency {a}→{b}") for a, b in steps]
     assert counts == [everywhere] * AUTO_ROWS + [1] * (len(steps) - AUTO_ROWS), counts

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from oxconsole.reports.summarytable import render_summary
+from oxconsole.reports.summarytable import BY_TIME, UNCUT, render_summary
 from tests.support import oxconsole_here, wait_until
 from tests.support.metrics import assert_histograms_close
 from tests.support.report import sim_workload
@@ -61,9 +61,11 @@ def test_report_of_a_run_with_stages_and_errors_has_its_sections(tmp_path: Path)
     # The text is the report's own summary rendered: figures outside the keys compared above
     # (ITL, queue time) come from the journal's 3-decimal values and may differ from the run's in
     # their last printed digit, as tests/test_metrics.assert_histograms_close allows.
-    assert text == render_summary(rep), (text, render_summary(rep))
+    assert text == render_summary(rep, UNCUT), (text, render_summary(rep, UNCUT))  # a pipe: no width
     for words in ("phase", "stage", "detail", "retried"):
         assert words in text, (words, text)
+    # a stage counts the requests sent in it, a phase those that ended in it: said under them
+    assert BY_TIME in text[text.index("\nstage ") :], text
 
 
 def test_report_of_a_stopped_run_says_what_was_not_sent(tmp_path: Path) -> None:

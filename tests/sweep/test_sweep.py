@@ -67,8 +67,8 @@ def test_points_and_the_knee_on_a_simulator_with_known_capacity(
     assert (
         rps[1] > 1.6 * rps[0] and rps[2] > 1.6 * rps[1] and rps[3] < 1.4 * rps[2]
     )  # past C: queueing, not throughput
-    assert "knee: point 3, concurrency=4" in out  # numbered from 1, as the progress line
-    assert "point 1 of 4 (concurrency=1), ETA" in err and "point 4 of 4" in err
+    assert "knee: point #2, concurrency=4" in out  # numbered from 0, as the JSON and the journal
+    assert "point #0, 1 of 4 (concurrency=1), ETA" in err and "point #3, 4 of 4" in err
     recs = records(tmp_path)
     assert all("point" in r for r in recs), [r for r in recs if "point" not in r][:5]
     assert {r["point"] for r in recs} == {0, 1, 2, 3}
@@ -164,7 +164,7 @@ def test_resume_after_a_stop_midway_runs_only_the_points_not_ended(tmp_path: Pat
     first = subprocess.run([*cmd, "--resume"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert first.returncode == 0, first.stderr
     assert "1 point(s) already ended" in first.stderr
-    assert "point 1 of 3" not in first.stderr and "point 2 of 3" in first.stderr
+    assert "point #0," not in first.stderr and "point #1, 2 of 3" in first.stderr
     after = records(tmp_path)
     assert after[: len(before)] == before
     new = after[len(before) :]

@@ -244,3 +244,40 @@ def test_two_workers_take_their_rows_due_from_the_one_start(tmp_path: Path) -> N
     starts = {r["id"]: r["t_scheduled"] - rows[int(r["id"].removeprefix("row-")) - 1] for r in recs}
     off = {k: round((v - start) * 1000, 3) for k, v in starts.items() if abs(v - start) > 1e-4}
     assert not off, f"rows due off the run's start by (ms): {off}"
+
+
+FAR = (
+    "mooncake",
+    [
+        '{"timestamp": 0, "input_length": 8, "output_length": 1}',
+        '{"timestamp": 978307200000000000, "input_length": 8, "output_length": 1}',
+    ],
+    "timestamp",
+)
+FAR_CSV = (
+    "burstgpt",
+    [
+        "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type",
+        "5,ChatGPT,8,1,9,Conversation log",
+        "1e15,ChatGPT,8,1,9,Conversation log",
+    ],
+    "Timestamp",
+)
+
+
+@pytest.mark.parametrize(("fmt", "rows", "key"), [FAR, FAR_CSV])
+def test_a_row_due_millions_of_years_ahead_is_bad_input(
+    tmp_path: Path, fmt: str, rows: list[str], key: str
+) -> None:
+    """A row whose timestamp puts it 31 million years after the first: `validate` and the run
+    both exit 2 naming the file, the line and the key, before anything is sent (the run would
+    idle for it, its ETA saying 2 s)."""
+    (tmp_path / "t.trace").write_text("\n".join(rows) + "\n")
+    (tmp_path / "w.toml").write_text(BASE.format(speed=1.0, file="t.trace", fmt=fmt))
+    line = len(rows)
+    for args in (("validate", "w.toml"), ("w.toml", "--headless")):
+        res = oxconsole(*args, cwd=tmp_path)
+        assert res.returncode == 2, (args, res.stdout, res.stderr)
+        said = f"t.trace: line {line}: {key}: expected a time at most a year after the first row's (line"
+        assert said in res.stderr and "years after it" in res.stderr, res.stderr
+        assert "Traceback" not in res.stderr, res.stderr

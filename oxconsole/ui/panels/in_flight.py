@@ -208,7 +208,7 @@ def _detail_lines(s: Snapshot, p: Palette, label: _Labels) -> list[Line]:
     q = QUEUE.of(s.window) or {}
     t = label("queued")
     t.append(f"p50 {ms(q.get('p50', 0.0))}  p99 {ms(q.get('p99', 0.0))}")
-    t.append("  (client, 10 s)", style=p.muted)
+    t.append("  (slot or rate)", style=p.muted)  # a closed loop always waits for a slot
     extra.append(t)
     if g.models:
         t = label("per model")
