@@ -1,11 +1,14 @@
 """Shared fixtures: workloads written to a temporary folder, run against the embedded simulator;
-private folders for run sockets and registry entries; the session's local Ray. And which tests
+private folders for run sockets and registry entries; the session's local Ray; a simulator process
+for a module. And which tests
 pytest-xdist keeps together, and the order of the Ray tests."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import textwrap
 from collections.abc import Iterator
@@ -48,6 +51,20 @@ def run_dirs(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         yield base
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def sim_url() -> Iterator[str]:
+    """The simulator in its own process (`oxconsole sim`), one for the module; its base URL
+    *with* /v1."""
+    p = subprocess.Popen(
+        [sys.executable, "-m", "oxconsole", "sim", "--port", "0"], stdout=subprocess.PIPE, text=True
+    )
+    assert p.stdout is not None
+    url = p.stdout.readline().strip()
+    yield url
+    p.terminate()
+    p.wait(10)
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.metrics.stages import StageSpan, stage_table
 from oxconsole.reports.progress import progress_line
 from tests.support import oxconsole_here
-from tests.support.metrics import gauges
+from tests.support.metrics import gauges, make_records
 from tests.support.report import sim_workload
 from tests.support.ui import fixed_snapshot
 
@@ -62,8 +62,6 @@ def test_warm_up_progress_shows_the_stage_s_own_figures() -> None:
     now = [0.0]
     c = Collector(["m"], started_at=0.0, clock=lambda: now[0])
     c.stage_log.begin(StageSpan(0, 0.0, True, False, 10.0), 0.0, 2, 20.0)
-    from tests.metrics.test_metrics import make_records
-
     recs = [r for r in make_records(40) if r.status == "ok"][:20]
     for r in recs:
         r.stage, r.warmup = 0, True

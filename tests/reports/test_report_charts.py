@@ -24,7 +24,7 @@ from oxconsole.reports.svg import (
     line_chart,
     time_ticks,
 )
-from tests.support.report import sim_run
+from tests.support.report import STAGES, sim_run
 
 
 def _x_labels(svg: str) -> list[str]:
@@ -84,7 +84,6 @@ def test_percentile_markers_sit_in_the_bar_holding_the_value() -> None:
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     from oxconsole.reports.command import ReportRequest, report_command
-    from tests.reports.test_report_sections import STAGES
 
     root = tmp_path_factory.mktemp("charts")
     a = sim_run(root / "a", extra=STAGES, count=300)

@@ -14,21 +14,8 @@ import orjson
 from oxconsole.reports.summarytable import render_summary
 from tests.support import oxconsole_here, wait_until
 from tests.support.metrics import assert_histograms_close
-from tests.support.report import sim_workload
-
-STAGES = """
-[slo]
-ttft = "200ms"
-target = 0.5
-[[stages]]
-duration = "0.6s"
-concurrency = 2
-warmup = true
-[[stages]]
-duration = "0.8s"
-concurrency = 6
-"""
-
+from tests.support.report import STAGES, sim_workload
+from tests.support.sweep import write
 
 RUN_ONLY = ("changes", "phases", "stages", "stages_end", "attempt_errors", "error_details", "warmup")
 """What no record holds: before the manifest kept them, a report had none of them."""
@@ -104,8 +91,6 @@ def test_a_later_session_never_takes_an_earlier_sessions_sections(tmp_path: Path
 def test_report_of_a_sweep_has_the_point_table_and_the_knee(tmp_path: Path) -> None:
     """A sweep run out of order (4, 1, 2): the report's table lists the points by value, marks the
     knee the sweep's own JSON named, and `--json` holds the same sweep object."""
-    from tests.sweep.test_sweep import write
-
     wl = write(tmp_path, capacity=2, ttft="30ms")
     args = ["--over", "concurrency=4,1,2", "--point-duration", "0.5s", "--summary-json", "s.json"]
     r = oxconsole_here("sweep", str(wl), *args, cwd=tmp_path)

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from oxconsole.cli.main import main
-from tests.reports.test_report_html import parse
-from tests.sweep.test_sweep import write
+from tests.support.report import parse
+from tests.support.sweep import write
 
 
 def _section(text: str) -> str:

@@ -1,13 +1,16 @@
-"""Shared helpers for the report tests: journals from records, and real runs on the simulator."""
+"""Shared helpers for the report tests: journals from records, real runs on the simulator, and an
+HTML report read back (its tags, ids and anything that would fetch)."""
 
 from __future__ import annotations
 
+from html.parser import HTMLParser
 from pathlib import Path
 
 import orjson
 
 from oxconsole.journal.records import RequestRecord
 from tests.support import oxconsole_here
+from tests.support.metrics import make_records
 
 SECRET_TEXT = "RESPONSE-TEXT-SECRET"
 SECRET_DETAIL = "DETAIL-SECRET"
@@ -34,6 +37,22 @@ jitter = {jitter}
 """
 
 
+STAGES = """
+[slo]
+ttft = "200ms"
+target = 0.5
+[[stages]]
+duration = "0.6s"
+concurrency = 2
+warmup = true
+[[stages]]
+duration = "0.8s"
+concurrency = 6
+"""
+"""A run's `extra` with an SLO and two stages, the first a warm-up: a report then has phases,
+stages and goodput to show."""
+
+
 def write_journal(path: Path, recs: list[RequestRecord]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as f:
@@ -44,8 +63,6 @@ def write_journal(path: Path, recs: list[RequestRecord]) -> Path:
 
 def secret_records(n: int = 2000) -> list[RequestRecord]:
     """`make_records` with response text and error details that must never reach a report."""
-    from tests.metrics.test_metrics import make_records
-
     recs = make_records(n)
     for r in recs:
         if r.status == "ok":
@@ -96,3 +113,28 @@ def sim_run(
     r = oxconsole_here(str(wl), "--headless", *args, cwd=folder)
     assert r.returncode == 0, r.stderr
     return folder / "results.jsonl"
+
+
+class Page(HTMLParser):
+    """Every tag, the ids, and any attribute that could fetch something."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.ids: set[str] = set()
+        self.fetches: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        for k, v in attrs:
+            if k == "id" and v:
+                self.ids.add(v)
+            if k in ("src", "href", "srcset", "data", "action", "poster", "xlink:href"):
+                self.fetches.append(f"{tag} {k}={v}")
+
+
+def parse(text: str) -> Page:
+    """An HTML report read into a `Page`."""
+    p = Page()
+    p.feed(text)
+    return p

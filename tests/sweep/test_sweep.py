@@ -9,36 +9,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from oxconsole.cli.main import main
-from tests.support.workloads import write_workload
-
-
-def write(folder: Path, *, capacity: int = 4, ttft: str = "50ms") -> Path:
-    """The sweeps' workload as folder/w.toml: 50 prompts at 4 in flight, each answered whole
-    `ttft` after admission, `capacity` at once."""
-    sets = {
-        "name": "sw",
-        "run": {"concurrency": 4, "timeout": "20s", "grace": "5s"},
-        "output.results": "out/results.jsonl",
-        "prompts.synthetic": {"count": 50, "input_tokens": 5, "output_tokens": 8},
-        "sim.models.m": {
-            "ttft": ttft,
-            "tokens_per_s": 0,
-            "output_tokens": 8,
-            "capacity": capacity,
-            "jitter": 0,
-        },
-    }
-    return write_workload("sim_short", folder, sets, file="w.toml")
-
-
-def records(folder: Path) -> list[dict[str, Any]]:
-    text = (folder / "out" / "results.jsonl").read_text()
-    return [json.loads(x) for x in text.splitlines() if x.strip()]
+from tests.support.sweep import records, write
 
 
 def sweep(folder: Path, *args: str, monkeypatch: pytest.MonkeyPatch) -> int:

@@ -27,7 +27,7 @@ from oxconsole.metrics import Collector, Snapshot
 from oxconsole.ui.app import ConsoleApp
 from oxconsole.ui.screens import RoutingEditor
 from oxconsole.ui.widgets import ErrorsPanel, HeaderPanel
-from tests.cli.test_first_use import HINT, no_v1, rec, sim_url_fixture  # noqa: F401  (the sim_url fixture)
+from tests.support.firstuse import HINT, no_v1, rec
 from tests.support.ui import EngineSource, StaticSource, fixed_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -26,8 +26,8 @@ from oxconsole.ui.lines import Palette
 from oxconsole.ui.panels.points import points_lines
 from oxconsole.ui.widgets import HeaderPanel
 from tests.support import q_in_a_terminal, until
+from tests.support.sweep import records, write
 from tests.support.ui import StaticSource, fixed_snapshot
-from tests.sweep.test_sweep import records, write
 
 DONE = [
     {"index": 0, "value": "1", "req_per_s": 9.8, "goodput_per_s": None, "p99_ms": 51.0, "slo_met": None},
