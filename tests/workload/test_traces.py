@@ -77,9 +77,13 @@ WRITERS = {
 }
 
 
-def sent_offsets(recs: list[dict[str, Any]]) -> dict[str, float]:
-    t0 = min(r["t_sent"] for r in recs)
-    return {r["id"]: r["t_sent"] - t0 for r in recs}
+def offsets(recs: list[dict[str, Any]], key: str) -> dict[str, float]:
+    """Each record's `key` time (`t_sent`, `t_scheduled`) from the trace's start: the first row's
+    due time, the earliest `t_scheduled` (a fresh run's first row is due at its start). Measured
+    from the first row's send instead, a first row sent late makes every later row look early by
+    as much (row 2 "sent 34 ms early", when it was sent on time and row 1 34 ms late)."""
+    t0 = min(r["t_scheduled"] for r in recs)
+    return {r["id"]: r[key] - t0 for r in recs}
 
 
 @pytest.mark.asyncio
@@ -94,10 +98,11 @@ async def test_each_row_is_sent_at_its_offset_with_its_lengths(
     out = await run(w)
     assert out.exit_code == 0, out.summary["errors"]
     recs = journal(w)
-    got = sent_offsets(recs)
+    got, scheduled = offsets(recs, "t_sent"), offsets(recs, "t_scheduled")
     for i, t in enumerate(OFFSETS):
         rid = f"row-{i + 1}"
         due = t / 2.0
+        assert abs(scheduled[rid] - due) < 1e-3, f"{fmt}: {rid} due at {scheduled[rid]:.4f}s, not {due:.3f}s"
         assert abs(got[rid] - due) < 0.03, f"{fmt}: {rid} sent at {got[rid]:.3f}s, due {due:.3f}s: {got}"
     by_id = {r["id"]: r for r in recs}
     for i, (n_in, n_out) in enumerate(LENGTHS):
