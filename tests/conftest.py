@@ -1,7 +1,8 @@
 """Shared fixtures: workloads written to a temporary folder, run against the embedded simulator;
 private folders for run sockets and registry entries; the session's local Ray; a simulator process
-for a module. And which tests
-pytest-xdist keeps together, and the order of the Ray tests."""
+for a module. And which tests pytest-xdist keeps together, the order of the Ray tests, and which
+tests start processes (marked `subprocess` from tests/processes.txt, which runs keep:
+tests/support/processes.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ import pytest
 from oxconsole.workload import Workload, load_workload
 from tests.support.ray import local_ray
 from tests.support.workloads import WorkloadFactory
+
+pytest_plugins = ("tests.support.processes",)
 
 
 @pytest.fixture

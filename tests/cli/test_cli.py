@@ -15,8 +15,6 @@ from tests.support import oxconsole as oxc
 from tests.support import oxconsole_here as here
 from tests.support import read_jsonl, wait_until
 
-pytestmark = pytest.mark.subprocess  # every test here runs the command line as a user does
-
 WL = """
 name = "cli"
 [run]

@@ -17,7 +17,6 @@ import termios
 from pathlib import Path
 
 import orjson
-import pytest
 
 from oxconsole.engine.commands import EnableModel
 from oxconsole.engine.runner import Engine
@@ -79,7 +78,6 @@ def test_report_of_a_journal_wraps_each_first_detail_under_the_table(tmp_path: P
     assert " ".join(tail.split()).startswith(f"detail http_404: {' '.join(long.split())}")
 
 
-@pytest.mark.subprocess
 def test_headless_run_against_a_base_url_without_v1_prints_the_hint(tmp_path: Path, sim_url: str) -> None:
     assert sim_url.endswith("/v1")
     w = no_v1(tmp_path, tmp_path / "out" / "results.jsonl", sim_url[: -len("/v1")])
@@ -154,7 +152,6 @@ def _routes(results: Path) -> dict[str, set[str]]:
     return out
 
 
-@pytest.mark.subprocess
 async def test_saved_tuned_file_routes_as_the_tuned_run_did(tmp_path: Path) -> None:
     path = write_workload(
         "routed",

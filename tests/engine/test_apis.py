@@ -32,7 +32,6 @@ async def run(w: Workload, code: int = 0) -> list[dict[str, Any]]:
 TWO = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
 
 
-@pytest.mark.subprocess
 async def test_each_api_against_the_simulator(tmp_path: Path) -> None:
     prompts = [
         {"id": "c", "prompt": "say something", "model": "chat"},
@@ -194,7 +193,6 @@ def test_batch_lines_must_match_their_models_api(tmp_path: Path, line: dict[str,
         check_prompts(w)
 
 
-@pytest.mark.subprocess
 def test_batch_completions_and_embeddings_write_their_output(tmp_path: Path) -> None:
     _write(
         tmp_path,

@@ -212,7 +212,6 @@ def settings_of(snap: Snapshot) -> tuple[Any, ...]:
 
 @pytest.mark.parametrize("workers", [1, 2])
 @pytest.mark.slow
-@pytest.mark.subprocess
 async def test_bad_commands_over_the_socket_change_nothing_and_the_run_ends_well(
     run_dirs: Path, workers: int
 ) -> None:
@@ -280,7 +279,6 @@ async def test_bad_commands_over_the_socket_change_nothing_and_the_run_ends_well
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 async def test_a_socket_client_sending_inf_gets_an_answer(run_dirs: Path) -> None:
     """`SocketSource.send(SetRate(inf))`: JSON has no inf, so it arrives as null and is refused."""
     path = run_dirs / "inf.toml"

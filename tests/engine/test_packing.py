@@ -116,7 +116,6 @@ def test_split_needs_exactly_n_sections_in_order() -> None:
 # --- runs -----------------------------------------------------------------------------------------
 
 
-@pytest.mark.subprocess
 def test_clean_split_each_record_has_its_own_section_and_sums_are_the_bill(tmp_path: Path) -> None:
     setup(tmp_path, plain(10))
     code, recs, s = run(tmp_path)
@@ -146,7 +145,6 @@ def test_clean_split_each_record_has_its_own_section_and_sums_are_the_bill(tmp_p
     assert s["cost"]["total"] == pytest.approx(bill(total_in, total_out, 3), abs=1e-6)
 
 
-@pytest.mark.subprocess
 def test_save_text_false_still_splits_but_keeps_no_text(tmp_path: Path) -> None:
     setup(tmp_path, plain(4), save_text=False)
     code, recs, s = run(tmp_path)
@@ -156,7 +154,6 @@ def test_save_text_false_still_splits_but_keeps_no_text(tmp_path: Path) -> None:
     ][:5]
 
 
-@pytest.mark.subprocess
 def test_missing_section_resends_alone_and_bills_the_failed_pack(tmp_path: Path) -> None:
     setup(tmp_path, plain(8), pack_error_rate=1.0)
     code, recs, s = run(tmp_path)
@@ -183,7 +180,6 @@ def test_missing_section_resends_alone_and_bills_the_failed_pack(tmp_path: Path)
     assert s["cost"]["total"] == pytest.approx(expected, abs=1e-6)
 
 
-@pytest.mark.subprocess
 def test_only_the_given_tags_are_packed(tmp_path: Path) -> None:
     prompts = [{"id": f"a{i}", "prompt": words(i), "tag": "a"} for i in range(4)]
     prompts += [{"id": f"b{i}", "prompt": words(10 + i), "tag": "b"} for i in range(3)]
@@ -200,7 +196,6 @@ def test_only_the_given_tags_are_packed(tmp_path: Path) -> None:
     assert s["packing"] == {"size": 4, "requests_sent": 5, "repacked": 0}
 
 
-@pytest.mark.subprocess
 def test_mixed_tags_are_never_in_one_pack(tmp_path: Path) -> None:
     prompts = [{"id": f"x{i}", "prompt": words(i), "tag": "ab"[i % 2]} for i in range(8)]
     setup(tmp_path, prompts)
@@ -212,7 +207,6 @@ def test_mixed_tags_are_never_in_one_pack(tmp_path: Path) -> None:
     assert len(tags) == 2 and all(len(t) == 1 for t in tags.values())
 
 
-@pytest.mark.subprocess
 def test_differing_earlier_messages_are_not_packed_together(tmp_path: Path) -> None:
     prompts = []
     for i in range(6):
@@ -230,7 +224,6 @@ def test_differing_earlier_messages_are_not_packed_together(tmp_path: Path) -> N
     assert s["packing"]["requests_sent"] == 2
 
 
-@pytest.mark.subprocess
 def test_max_input_tokens_closes_a_pack_early(tmp_path: Path) -> None:
     long = [{"id": f"l{i}", "prompt": f"{words(i)} " + "x" * 120} for i in range(6)]
     setup(tmp_path, long, "[packing]\nsize = 6\nmax_input_tokens = 120")
@@ -241,7 +234,6 @@ def test_max_input_tokens_closes_a_pack_early(tmp_path: Path) -> None:
     assert s["packing"]["requests_sent"] == 3
 
 
-@pytest.mark.subprocess
 def test_resume_sends_only_tasks_not_yet_ok(tmp_path: Path) -> None:
     setup(tmp_path, plain(16))
     code, first, _ = run(tmp_path, "--set", "sim.models.m.error_rate=0.5")
@@ -260,7 +252,6 @@ def test_resume_sends_only_tasks_not_yet_ok(tmp_path: Path) -> None:
     assert s["packing"]["requests_sent"] == 4  # the packs that answered them
 
 
-@pytest.mark.subprocess
 def test_size_1_is_no_packing(tmp_path: Path) -> None:
     setup(tmp_path, plain(5), "[packing]\nsize = 1")
     code, recs, s = run(tmp_path)
@@ -276,7 +267,6 @@ def test_size_1_is_no_packing(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_set_packing_size_and_workers(tmp_path: Path) -> None:
     setup(tmp_path, plain(16), "")
     code, recs, s = run(tmp_path, "--set", "packing.size=8", "--set", "run.workers=2")
@@ -301,7 +291,6 @@ def test_bad_packing_values_exit_2_naming_every_key(
     assert "sim.models.z.pack_error_rate" in capsys.readouterr().err
 
 
-@pytest.mark.subprocess
 def test_a_pack_falls_back_as_one_request_and_still_splits(tmp_path: Path) -> None:
     setup(
         tmp_path,
@@ -320,7 +309,6 @@ def test_a_pack_falls_back_as_one_request_and_still_splits(tmp_path: Path) -> No
     assert s["packing"]["requests_sent"] == 1 and s["requests"]["fallbacks"] == 4
 
 
-@pytest.mark.subprocess
 def test_tpm_budgets_a_packs_tokens(tmp_path: Path) -> None:
     setup(tmp_path, plain(16), "[packing]\nsize = 8")
     code, recs, s = run(tmp_path, "--set", "run.tpm=100000")

@@ -61,7 +61,6 @@ def test_to_buckets_is_cumulative_and_exact() -> None:
 
 @pytest.mark.timeout(120)
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_scraped_during_a_run_then_released(tmp_path: Path) -> None:
     port = free_port()
     wl = tmp_path / "w.toml"
@@ -102,7 +101,6 @@ def test_scraped_during_a_run_then_released(tmp_path: Path) -> None:
     assert scrape(port) is None
 
 
-@pytest.mark.subprocess
 def test_loopback_default_and_bad_address(tmp_path: Path) -> None:
     base = SIM_WORKLOAD.format(name="x", concurrency=1, seed=1, results=tmp_path / "r.jsonl",
                                extra='prometheus = ":9464"', count=1, ttft="1ms", jitter=0)  # fmt: skip

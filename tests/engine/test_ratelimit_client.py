@@ -117,7 +117,6 @@ async def test_pace_by_headers_waits_for_the_reset(make_workload: WorkloadFactor
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 async def test_workers_headers_reach_the_coordinator_and_pace_together(
     make_workload: WorkloadFactory,
 ) -> None:

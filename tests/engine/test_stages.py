@@ -164,7 +164,6 @@ def test_bad_stages_are_refused_naming_the_key(
     assert key in str(e.value) and expected in str(e.value)
 
 
-@pytest.mark.subprocess
 def test_validate_exits_2_naming_the_key_and_says_what_the_stages_need(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text(BASE.format(count=10) + '[[stages]]\nduration = "-1s"\n[[stages]]\nduraton = "1s"\n')
@@ -180,7 +179,6 @@ def test_validate_exits_2_naming_the_key_and_says_what_the_stages_need(tmp_path:
 
 @pytest.mark.asyncio
 @pytest.mark.slow
-@pytest.mark.subprocess
 async def test_stages_with_two_workers(tmp_path: Path) -> None:
     w = load_workload(
         "sim_stages",
@@ -235,7 +233,6 @@ def test_the_console_and_the_progress_line_show_the_stage() -> None:
 
 @pytest.mark.asyncio
 @pytest.mark.slow
-@pytest.mark.subprocess
 async def test_commands_over_the_socket_say_who_sent_them(run_dirs: Path) -> None:
     """A script's raw command is by "command"; the console's client (SocketSource) sends by "key"."""
     import orjson

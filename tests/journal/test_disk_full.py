@@ -136,7 +136,6 @@ def assert_stopped_and_honest(
 # loop; worker processes sending them to the parent): the journal's failure handling is one code
 # path whatever the errno, so the four combinations would test it twice over.
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_a_file_that_may_not_grow_stops_the_run_with_exit_4(tmp_path: Path, sim_url: str) -> None:
     results = tmp_path / "out" / "results.jsonl"
     before = received(sim_url)
@@ -164,7 +163,6 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_a_full_file_system_stops_the_run_with_exit_4(tmp_path: Path, sim_url: str, small_disk: Path) -> None:
     results = small_disk / "results.jsonl"
     before = received(sim_url)

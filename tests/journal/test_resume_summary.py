@@ -115,7 +115,6 @@ def manifest(results: Path) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("older", [False, True], ids=["sessions-recorded", "journal-from-before-sessions"])
-@pytest.mark.subprocess
 def test_resumed_summary_covers_every_session_and_report_agrees(
     tmp_path: Path, first_run: Path, older: bool
 ) -> None:
@@ -181,7 +180,6 @@ def test_resumed_summary_covers_every_session_and_report_agrees(
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_console_engine_writes_the_whole_summary(tmp_path: Path, first_run: Path) -> None:
     """The engine process a console starts (`oxconsole.cli.detached`) ends a resumed run with the whole
     journal's summary in summary.json: what it also sends the console as its final summary."""
@@ -213,7 +211,6 @@ def test_console_engine_writes_the_whole_summary(tmp_path: Path, first_run: Path
     assert figures(summary_from_journal(results)) == figures(final)
 
 
-@pytest.mark.subprocess
 def test_a_new_run_keeps_the_old_journal_with_its_sessions(tmp_path: Path, first_run: Path) -> None:
     w, results, _ = first_session(tmp_path, first_run)
     r = oxc(str(w), "--headless", "--resume", "--set", "sim.models.m.error_rate=0", cwd=tmp_path)

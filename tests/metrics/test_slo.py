@@ -181,7 +181,6 @@ def oxc_process(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.subprocess
 @pytest.mark.slow
 def test_exit_codes_and_report(tmp_path: Path) -> None:
     """Headless: 3 when goodput is below the target, 0 at or above it, 1 for errors with the SLO
@@ -279,7 +278,6 @@ def test_phases_each_have_goodput() -> None:
 
 @pytest.mark.asyncio
 @pytest.mark.slow
-@pytest.mark.subprocess
 async def test_workers_mark_every_record(tmp_path: Path) -> None:
     from oxconsole.engine.runner import make_engine
 

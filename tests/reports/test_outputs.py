@@ -181,7 +181,6 @@ def test_resume_checks_the_journal_too(tmp_path: Path) -> None:
 
 # --- the summary on a stream ----------------------------------------------------------------------
 @pytest.mark.parametrize("target", ["-", pytest.param("/dev/stdout", marks=pytest.mark.slow)])
-@pytest.mark.subprocess
 def test_summary_json_on_stdout_leaves_stdout_parseable(tmp_path: Path, target: str) -> None:
     w = workload(tmp_path, tmp_path / "out" / "results.jsonl")
     run = oxc if target == "-" else oxc_process
@@ -194,7 +193,6 @@ def test_summary_json_on_stdout_leaves_stdout_parseable(tmp_path: Path, target: 
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_summary_json_on_stderr(tmp_path: Path) -> None:
     w = workload(tmp_path, tmp_path / "out" / "results.jsonl")
     r = oxc_process(str(w), "--headless", "--summary-json", "/dev/stderr", cwd=tmp_path)
@@ -204,7 +202,6 @@ def test_summary_json_on_stderr(tmp_path: Path) -> None:
 
 # --- where are my results -----------------------------------------------------------------------
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_headless_run_ends_saying_where_its_files_are_and_counts_kept_journals(tmp_path: Path) -> None:
     journal = tmp_path / "out" / "results.jsonl"
     w = workload(tmp_path, journal)
@@ -273,7 +270,6 @@ def quitting_console(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_console_run_ends_saying_where_its_files_are(
     run_dirs: Path,
     tmp_path: Path,
@@ -312,7 +308,6 @@ def test_console_run_ends_saying_where_its_files_are(
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_console_run_with_summary_on_stdout(
     run_dirs: Path,
     tmp_path: Path,
@@ -330,7 +325,6 @@ def test_console_run_with_summary_on_stdout(
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_host_process_log_is_owner_only(tmp_path: Path, run_dirs: Path) -> None:
     journal = tmp_path / "hosted" / "results.jsonl"
     w = workload(tmp_path, journal)
@@ -379,7 +373,6 @@ def test_journals_sharing_a_folder_keep_their_own_summary_and_log(tmp_path: Path
 
 # --- oxconsole sim's port ----------------------------------------------------------------------------
 @pytest.mark.xdist_group("sim-default-port")  # never beside the other test that takes the port
-@pytest.mark.subprocess
 def test_sim_has_a_fixed_default_port(tmp_path: Path) -> None:
     import socket
 

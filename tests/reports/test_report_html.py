@@ -71,7 +71,6 @@ def test_empty_journal_still_renders(tmp_path: Path) -> None:
     assert parse(text).ids >= SECTIONS
 
 
-@pytest.mark.subprocess
 def test_run_writes_report_html_beside_its_journal(tmp_path: Path) -> None:
     journal = sim_run(tmp_path / "run", count=40, extra="html = true")
     report = journal.parent / "report.html"

@@ -81,7 +81,6 @@ def refused(tmp_path: Path, path: Path) -> str:
     return msg
 
 
-@pytest.mark.subprocess
 def test_files_that_are_not_journals_exit_2(
     tmp_path: Path, healthy: tuple[subprocess.CompletedProcess[str], Path]
 ) -> None:
@@ -142,7 +141,6 @@ def test_records_without_run_times_are_ignored_and_said(
     assert s["requests"] == clean["requests"] and s["duration_s"] == clean["duration_s"]
 
 
-@pytest.mark.subprocess
 def test_a_run_where_every_request_failed_shows_no_made_up_figures(tmp_path: Path) -> None:
     # 4 requests, 4 slots: all sent before the failing model could be cooled down
     r, results = run(tmp_path, count=4, error_rate=1.0)

@@ -63,7 +63,6 @@ def test_a_sweeps_report_has_the_curve_and_the_knee(
     assert "cost per task" in sec
 
 
-@pytest.mark.subprocess
 def test_a_run_that_is_not_a_sweep_has_no_sweep_section(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

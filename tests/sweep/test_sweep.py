@@ -118,7 +118,6 @@ def test_every_bad_value_and_a_bad_duration_are_told_at_once(
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_resume_after_a_stop_midway_runs_only_the_points_not_ended(tmp_path: Path) -> None:
     write(tmp_path, capacity=8)
     cmd = [sys.executable, "-m", "oxconsole", "sweep", "w.toml", "--over", "concurrency=1,2,3"]

@@ -54,7 +54,6 @@ def shown(app: ConsoleApp, panel_id: str) -> str:
 # -- point 2: a run that fails fast shows why -------------------------------------------------------
 
 
-@pytest.mark.subprocess
 async def test_console_stays_on_a_run_that_failed_fast_with_the_errors_showing_why(
     tmp_path: Path, sim_url: str
 ) -> None:

@@ -142,7 +142,6 @@ async def attach(proc: subprocess.Popen[str]) -> Any:
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 async def test_one_socket_stays_attached_across_points_and_ends_with_the_sweep(
     run_dirs: Path, tmp_path: Path
 ) -> None:
@@ -223,7 +222,6 @@ def wait_for_end(source: Any, *, theme: str | None = None, refresh: float = 4.0)
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_sweep_on_a_terminal_opens_the_console_and_prints_the_table_at_its_end(
     run_dirs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -244,7 +242,6 @@ def test_sweep_on_a_terminal_opens_the_console_and_prints_the_table_at_its_end(
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_q_on_a_sweep_in_a_real_terminal_stops_it_with_130_and_the_resume_hint(
     run_dirs: Path, tmp_path: Path
 ) -> None:
@@ -259,7 +256,6 @@ def test_q_on_a_sweep_in_a_real_terminal_stops_it_with_130_and_the_resume_hint(
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_stop_over_the_socket_stops_the_sweep_with_130(run_dirs: Path, tmp_path: Path) -> None:
     write(tmp_path, capacity=8)
     proc = start_headless(tmp_path, "--over", "concurrency=1,2", "--point-duration", "20s")

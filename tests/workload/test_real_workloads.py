@@ -185,7 +185,6 @@ def test_validate_describes_the_drawn_lengths(tmp_path: Path) -> None:
     assert inputs is not None and inputs.min >= 50  # the prefix counts
 
 
-@pytest.mark.subprocess
 async def test_drawn_max_tokens_reach_the_server(tmp_path: Path) -> None:
     w = _dists(tmp_path, count=60, prefix=20, output={"dist": "uniform", "min": 3, "max": 30})
     recs = await run(w)
@@ -282,7 +281,6 @@ def test_sharegpt_array_streams_in_constant_memory(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 async def test_sharegpt_example_runs_against_the_simulator(make_workload: WorkloadFactory) -> None:
     text = (
         (EXAMPLES / "sharegpt.toml").read_text().replace('"sharegpt.json"', f'"{EXAMPLES / "sharegpt.json"}"')
@@ -387,7 +385,6 @@ async def test_batch_bodies_are_sent_as_given(tmp_path: Path) -> None:
     assert {r["id"]: r["model"] for r in recs} == {"x1": "m", "x2": "m2"}
 
 
-@pytest.mark.subprocess
 def test_batch_run_writes_output_and_errors_files(tmp_path: Path) -> None:
     _batch_file(tmp_path, [_line("ok-1"), _line("bad-1", model="broken"), _line("ok-2", max_tokens=3)])
     write_workload(

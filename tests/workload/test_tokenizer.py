@@ -78,7 +78,6 @@ def test_fixed_lengths_and_a_tokenizer_without_prefix(make_workload: WorkloadFac
     assert [n_tokens(tok, p.messages[0]["content"]) for p in iter_prompts(w)] == [64] * 5
 
 
-@pytest.mark.subprocess
 async def test_estimates_are_counted_with_the_tokenizer(make_workload: WorkloadFactory, tok: Any) -> None:
     items = ["the quick answer to everything", "gentle rapid careful early final green heavy world"]
     w = make_workload(
@@ -133,7 +132,6 @@ def test_tokenizer_errors_name_the_key(
         make_workload(SIM + f'[prompts]\ntokenizer = {value}\nitems = ["x"]\n')
 
 
-@pytest.mark.subprocess
 def test_without_the_package_exit_2_says_how_to_install(tmp_path: Path, tok: Any) -> None:
     (tmp_path / "w.toml").write_text(SIM + '[prompts]\ntokenizer = "tok/tokenizer.json"\nitems = ["x"]\n')
     code = (
@@ -148,7 +146,6 @@ def test_without_the_package_exit_2_says_how_to_install(tmp_path: Path, tok: Any
     )
 
 
-@pytest.mark.subprocess
 async def test_a_sessions_history_is_counted_turn_by_turn(make_workload: WorkloadFactory, tok: Any) -> None:
     turns = ["simple quick bright", "the model reads a token stream"]
     w = make_workload(

@@ -69,7 +69,6 @@ def test_a_poll_answers_what_the_worker_sent_at_most_every_gather_s() -> None:
 
 @pytest.mark.usefixtures("ray_local")
 @pytest.mark.slow
-@pytest.mark.subprocess
 @pytest.mark.xdist_group("ray")
 async def test_two_actors_one_journal_commands_in_shares_loopback_only(
     make_workload: WorkloadFactory,
@@ -98,7 +97,6 @@ async def test_two_actors_one_journal_commands_in_shares_loopback_only(
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 @pytest.mark.xdist_group("ray")
 async def test_killed_actor_is_reported_not_hung(make_workload: WorkloadFactory, ray_local: Any) -> None:
     w = make_workload(WL.format(count=2000, ttft="50ms"))
@@ -124,7 +122,6 @@ async def test_killed_actor_is_reported_not_hung(make_workload: WorkloadFactory,
 
 @pytest.mark.usefixtures("ray_local")
 @pytest.mark.slow
-@pytest.mark.subprocess
 @pytest.mark.xdist_group("ray")
 def test_command_line_ray_address_runs_on_ray(
     make_workload: WorkloadFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -179,7 +176,6 @@ def test_the_workloads_files_are_shipped_and_run_from_copies(
 
 @pytest.mark.usefixtures("ray_local")
 @pytest.mark.slow
-@pytest.mark.subprocess
 @pytest.mark.xdist_group("ray")
 async def test_actors_run_a_prompts_file_the_driver_shipped(
     make_workload: WorkloadFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -217,7 +213,6 @@ def _caught_sigterm(pid: int) -> bool:
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 @pytest.mark.xdist_group("ray")
 def test_a_stop_while_joining_ends_the_run_at_once_with_the_resume_hint(tmp_path: Path) -> None:
     """Ray tries to join an address for 20 to 60 s before it says it cannot; a SIGTERM meanwhile
@@ -255,7 +250,6 @@ def _ray_servers() -> set[int]:
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 @pytest.mark.xdist_group("ray")
 def test_ray_address_local_starts_a_ray_of_its_own_and_stops_it(tmp_path: Path) -> None:
     """`--ray-address local` from a process of its own (not already in a Ray, as the tests above

@@ -27,7 +27,7 @@ from tests.support import free_port, journal, oxconsole, until, wait_until
 from tests.support.ray import WL, assert_loopback, descendants, stop_ray, stopped_once
 from tests.support.workloads import WorkloadFactory
 
-pytestmark = [pytest.mark.slow, pytest.mark.subprocess, pytest.mark.xdist_group("ray")]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
 NODE: dict[str, Any] = {"num_cpus": 1, "node_ip_address": "127.0.0.1"}
 

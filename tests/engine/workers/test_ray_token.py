@@ -18,7 +18,7 @@ import pytest
 
 from tests.support.ray import WL
 
-pytestmark = [pytest.mark.slow, pytest.mark.subprocess, pytest.mark.xdist_group("ray")]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
 HEAD = """
 import os, sys
