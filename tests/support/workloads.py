@@ -29,7 +29,7 @@ WORKLOADS = Path(__file__).resolve().parents[1] / "workloads"
 
 Sets = Mapping[str, Any]
 """Dotted key -> value, as `--set KEY=VALUE` takes them (`{"run.concurrency": 8}`); the value
-None removes the key (TOML has no null, so None can say "not in this file")."""
+None removes the key if the file has it (TOML has no null, so None can say "not in this file")."""
 
 
 def toml_value(value: Any) -> str:
@@ -58,11 +58,17 @@ def workload_doc(name: str, sets: Sets | None = None) -> dict[str, Any]:
 
 
 def _remove(raw: dict[str, Any], key: str) -> None:
+    """`key` out of the document, wherever it was (absent already: nothing to do)."""
     *parents, last = key.split(".")
     table: Any = raw
     for part in parents:
-        table = table[int(part)] if isinstance(table, list) else table[part]
-    del table[last]
+        if isinstance(table, list):
+            table = table[int(part)]
+        elif part in table:
+            table = table[part]
+        else:
+            return
+    table.pop(last, None)
 
 
 def write_workload(
@@ -74,12 +80,14 @@ def write_workload(
     prompts: str | None = None,
 ) -> Path:
     """tests/workloads/NAME.toml with `sets` applied, written as folder/FILE (its path). Without an
-    `output.results` of its own, the journal is folder/results.jsonl; `prompts`, when given, is
+    `output.results` of its own, the journal is folder/results.jsonl (`{"output.results": None}`
+    leaves the key out: the journal goes where the product puts it); `prompts`, when given, is
     written as folder/prompts.jsonl."""
     if prompts is not None:
         (folder / "prompts.jsonl").write_text(prompts)
     raw = workload_doc(name, sets)
-    raw.setdefault("output", {}).setdefault("results", str(folder / "results.jsonl"))
+    if (sets or {}).get("output.results", "") is not None:
+        raw.setdefault("output", {}).setdefault("results", str(folder / "results.jsonl"))
     path = folder / file
     path.write_text(tomli_w.dumps(raw))
     return path
