@@ -23,33 +23,12 @@ import pytest
 from oxconsole.journal.records import RequestRecord
 from oxconsole.reports.summary import summary_from_journal
 from tests.support import oxconsole_here
+from tests.support.workloads import write_workload
 
 COUNT = 30
 
 # one worker for the whole file under xdist: its module fixture then runs once
 pytestmark = pytest.mark.xdist_group("resume-summary")
-
-WL = """
-name = "two-sessions"
-[run]
-concurrency = 4
-seed = 7
-[output]
-results = "{results}"
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "m"
-[prompts]
-synthetic = {{ count = {count}, input_tokens = 5, output_tokens = 4 }}
-[retry]
-max_attempts = 1
-[sim.models.m]
-ttft = "10ms"
-tokens_per_s = 200
-jitter = 0
-error_rate = 0.3
-"""
 
 FIGURES = (
     "name",
@@ -77,6 +56,21 @@ def oxc(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.
     return oxconsole_here(*args, cwd=cwd, env=env)
 
 
+def workload(folder: Path) -> Path:
+    """tests/workloads/sim_paced.toml as folder/w.toml: COUNT prompts, 30% of them failing, one
+    attempt each; journaled in folder/out/."""
+    sets = {
+        "name": "two-sessions",
+        "run.concurrency": 4,
+        "run.seed": 7,
+        "output.results": str(folder / "out" / "results.jsonl"),
+        "prompts.synthetic.count": COUNT,
+        "retry.max_attempts": 1,
+        "sim.models.m.error_rate": 0.3,
+    }
+    return write_workload("sim_paced", folder, sets, file="w.toml")
+
+
 def figures(s: dict[str, Any]) -> dict[str, Any]:
     out = {k: s[k] for k in FIGURES}
     out["requests"] = {k: v for k, v in s["requests"].items() if k != "not_sent"}  # the session's
@@ -88,8 +82,7 @@ def first_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The first session, run once for this file: a folder with its workload, journal and summary.
     Each test works on a copy (`first_session`)."""
     folder = tmp_path_factory.mktemp("first")
-    w = folder / "w.toml"
-    w.write_text(WL.format(results=folder / "out" / "results.jsonl", count=COUNT))
+    w = workload(folder)
     r = oxc(str(w), "--headless", "--summary-json", str(folder / "s1.json"), cwd=folder)
     assert r.returncode == 1, r.stderr  # some requests failed: the resume sends them again
     return folder
@@ -98,9 +91,8 @@ def first_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def first_session(tmp_path: Path, first_run: Path) -> tuple[Path, Path, dict[str, Any]]:
     """A copy of the first session in tmp_path: its workload, journal (with manifest), summary."""
     shutil.copytree(first_run / "out", tmp_path / "out")
-    w = tmp_path / "w.toml"
+    w = workload(tmp_path)
     results = tmp_path / "out" / "results.jsonl"
-    w.write_text(WL.format(results=results, count=COUNT))
     s1 = json.loads((first_run / "s1.json").read_text())
     assert s1["requests"]["error"] > 0 and s1["requests"]["sessions"] == 1
     return w, results, s1

@@ -21,25 +21,7 @@ from oxconsole.control import RunSource
 from oxconsole.engine.commands import Stop
 from oxconsole.reports.outputs import earlier_journals, journal_lines, keep_aside
 from tests.support import oxconsole_here
-
-WL = """
-name = "outs"
-[run]
-concurrency = 8
-[output]
-results = "{results}"
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "m"
-[prompts]
-synthetic = {{ count = {count}, input_tokens = 5, output_tokens = 4 }}
-[sim.models.m]
-ttft = "10ms"
-tokens_per_s = 0
-output_tokens = 4
-jitter = 0
-"""
+from tests.support.workloads import write_workload
 
 
 def oxc(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -56,9 +38,15 @@ def oxc_process(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def workload(tmp_path: Path, results: Path, count: int = 20) -> Path:
-    p = tmp_path / "w.toml"
-    p.write_text(WL.format(results=results, count=count))
-    return p
+    """tests/workloads/sim_paced.toml as tmp_path/w.toml: `count` prompts answered whole 10 ms after
+    admission, journaled at `results`."""
+    sets = {
+        "name": "outs",
+        "output.results": str(results),
+        "prompts.synthetic.count": count,
+        "sim.models.m": {"ttft": "10ms", "tokens_per_s": 0, "output_tokens": 4, "jitter": 0},
+    }
+    return write_workload("sim_paced", tmp_path, sets, file="w.toml")
 
 
 @pytest.fixture

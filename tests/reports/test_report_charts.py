@@ -86,7 +86,7 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     from oxconsole.reports.command import ReportRequest, report_command
 
     root = tmp_path_factory.mktemp("charts")
-    a = sim_run(root / "a", extra=STAGES, count=300)
+    a = sim_run(root / "a", sets=STAGES, count=300)
     b = sim_run(root / "b", ttft="40ms", count=300)
     assert report_command(ReportRequest((str(a),), html=str(root / "a.html"))) == 0
     assert report_command(ReportRequest((str(a), str(b)), html=str(root / "cmp.html"))) == 0

@@ -72,7 +72,7 @@ def test_empty_journal_still_renders(tmp_path: Path) -> None:
 
 
 def test_run_writes_report_html_beside_its_journal(tmp_path: Path) -> None:
-    journal = sim_run(tmp_path / "run", count=40, extra="html = true")
+    journal = sim_run(tmp_path / "run", count=40, sets={"output.html": True})
     report = journal.parent / "report.html"
     page = parse(report.read_text())
     assert page.ids >= SECTIONS and page.fetches == []

@@ -16,13 +16,14 @@ from tests.support import oxconsole_here, wait_until
 from tests.support.metrics import assert_histograms_close
 from tests.support.report import STAGES, sim_workload
 from tests.support.sweep import write
+from tests.support.workloads import Sets
 
 RUN_ONLY = ("changes", "phases", "stages", "stages_end", "attempt_errors", "error_details", "warmup")
 """What no record holds: before the manifest kept them, a report had none of them."""
 
 
-def _run_and_report(folder: Path, extra: str, *args: str) -> tuple[dict[str, Any], dict[str, Any], str]:
-    wl = sim_workload(folder, count=2000, concurrency=4, ttft="10ms", extra=extra)
+def _run_and_report(folder: Path, sets: Sets, *args: str) -> tuple[dict[str, Any], dict[str, Any], str]:
+    wl = sim_workload(folder, count=2000, concurrency=4, ttft="10ms", sets=sets)
     r = oxconsole_here(str(wl), "--headless", "--summary-json", str(folder / "s.json"), *args, cwd=folder)
     assert r.returncode in (0, 1), r.stderr
     run = orjson.loads((folder / "s.json").read_bytes())
@@ -124,7 +125,7 @@ def test_compare_heads_columns_by_the_journals_and_adds_goodput(tmp_path: Path) 
     ]
     for name in ("a", "b"):
         folder = tmp_path / "runs" / name
-        wl = sim_workload(folder, count=40, extra='[slo]\nttft = "1s"\n')
+        wl = sim_workload(folder, count=40, sets={"slo.ttft": "1s"})
         r = oxconsole_here(
             str(wl), "--headless", "--output", str(tmp_path / "runs" / f"{name}.jsonl"), cwd=folder
         )

@@ -11,45 +11,19 @@ import orjson
 from oxconsole.journal.records import RequestRecord
 from tests.support import oxconsole_here
 from tests.support.metrics import make_records
+from tests.support.workloads import Sets, write_workload
 
 SECRET_TEXT = "RESPONSE-TEXT-SECRET"
 SECRET_DETAIL = "DETAIL-SECRET"
 
-SIM_WORKLOAD = """
-name = "{name}"
-[run]
-concurrency = {concurrency}
-seed = {seed}
-[output]
-results = "{results}"
-{extra}
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "m"
-price_per_request = 0.001
-[prompts]
-synthetic = {{ count = {count}, input_tokens = 5, output_tokens = 8 }}
-[sim.models.m]
-ttft = "{ttft}"
-tokens_per_s = 400
-jitter = {jitter}
-"""
-
-
-STAGES = """
-[slo]
-ttft = "200ms"
-target = 0.5
-[[stages]]
-duration = "0.6s"
-concurrency = 2
-warmup = true
-[[stages]]
-duration = "0.8s"
-concurrency = 6
-"""
-"""A run's `extra` with an SLO and two stages, the first a warm-up: a report then has phases,
+STAGES: Sets = {
+    "slo": {"ttft": "200ms", "target": 0.5},
+    "stages": [
+        {"duration": "0.6s", "concurrency": 2, "warmup": True},
+        {"duration": "0.8s", "concurrency": 6},
+    ],
+}
+"""A run's `sets` for an SLO and two stages, the first a warm-up: a report then has phases,
 stages and goodput to show."""
 
 
@@ -80,18 +54,22 @@ def sim_workload(
     seed: int = 1,
     jitter: float = 0.2,
     concurrency: int = 8,
-    extra: str = "",
+    sets: Sets | None = None,
 ) -> Path:
-    """Write `SIM_WORKLOAD` as folder/w.toml (its journal in the same folder); its path."""
+    """tests/workloads/sim_paced.toml as folder/w.toml (its path): a run named after the folder and
+    journaled in it, `count` prompts answered with 8 tokens by "m" (at $0.001 a request) `ttft`
+    after admission, then at 400 tokens a second; then `sets`."""
     folder.mkdir(parents=True, exist_ok=True)
-    wl = folder / "w.toml"
-    wl.write_text(
-        SIM_WORKLOAD.format(
-            name=folder.name, concurrency=concurrency, seed=seed, results=folder / "results.jsonl",
-            extra=extra, count=count, ttft=ttft, jitter=jitter,
-        )
-    )  # fmt: skip
-    return wl
+    run: Sets = {
+        "name": folder.name,
+        "run.concurrency": concurrency,
+        "run.seed": seed,
+        "output.results": str(folder / "results.jsonl"),
+        "models.0.price_per_request": 0.001,
+        "prompts.synthetic": {"count": count, "input_tokens": 5, "output_tokens": 8},
+        "sim.models.m": {"ttft": ttft, "tokens_per_s": 400, "jitter": jitter},
+    }
+    return write_workload("sim_paced", folder, {**run, **(sets or {})}, file="w.toml")
 
 
 def sim_run(
@@ -102,13 +80,13 @@ def sim_run(
     seed: int = 1,
     jitter: float = 0.2,
     concurrency: int = 8,
-    extra: str = "",
+    sets: Sets | None = None,
     args: tuple[str, ...] = (),
 ) -> Path:
     """Run a workload headless against the simulator (the command line, in this process); its
     journal's path."""
     wl = sim_workload(
-        folder, ttft=ttft, count=count, seed=seed, jitter=jitter, concurrency=concurrency, extra=extra
+        folder, ttft=ttft, count=count, seed=seed, jitter=jitter, concurrency=concurrency, sets=sets
     )
     r = oxconsole_here(str(wl), "--headless", *args, cwd=folder)
     assert r.returncode == 0, r.stderr
