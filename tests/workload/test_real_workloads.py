@@ -29,18 +29,6 @@ from tests.support import oxconsole_here
 from tests.support.http import chat_server, ok_answer
 from tests.support.workloads import Sets, WorkloadFactory, load_workload, write_workload
 
-SIM = """
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "m"
-[sim.models.m]
-ttft = "1ms"
-tokens_per_s = 0
-output_tokens = 100000
-jitter = 0
-"""
-
 
 def journal(w: Workload) -> list[dict[str, Any]]:
     return [orjson.loads(line) for line in w.results_path().read_bytes().splitlines() if line.strip()]
@@ -128,18 +116,15 @@ def test_a_million_synthetic_prompts_stream_in_constant_memory(tmp_path: Path) -
     assert at[3_000] - at[1_000] < 100_000, at
 
 
-def test_every_distribution_error_is_reported_at_once(make_workload: WorkloadFactory) -> None:
+def test_every_distribution_error_is_reported_at_once(tmp_path: Path) -> None:
+    synthetic = {
+        "count": 3,
+        "prefix_tokens": -1,
+        "input_tokens": {"dist": "gauss", "mean": -3, "stdev": 1, "min": 10, "max": 5},
+        "output_tokens": {"dist": "uniform", "mean": 3, "min": 16},
+    }
     with pytest.raises(WorkloadError) as e:
-        make_workload(
-            SIM
-            + """
-            [prompts.synthetic]
-            count = 3
-            prefix_tokens = -1
-            input_tokens = { dist = "gauss", mean = -3, stdev = 1, min = 10, max = 5 }
-            output_tokens = { dist = "uniform", mean = 3, min = 16 }
-            """
-        )
+        load_workload("sim_m", tmp_path, {"prompts": {"synthetic": synthetic}})
     text = str(e.value)
     for fragment in (
         'input_tokens.dist: expected "normal" | "lognormal" | "uniform", got "gauss"',
@@ -154,17 +139,14 @@ def test_every_distribution_error_is_reported_at_once(make_workload: WorkloadFac
     assert len(e.value.errors) == 7
 
 
-def test_mean_outside_min_max_and_wrong_types(make_workload: WorkloadFactory) -> None:
+def test_mean_outside_min_max_and_wrong_types(tmp_path: Path) -> None:
+    synthetic = {
+        "count": 3,
+        "input_tokens": {"dist": "normal", "mean": 500, "stddev": 5, "max": 100},
+        "output_tokens": "lots",
+    }
     with pytest.raises(WorkloadError) as e:
-        make_workload(
-            SIM
-            + """
-            [prompts.synthetic]
-            count = 3
-            input_tokens = { dist = "normal", mean = 500, stddev = 5, max = 100 }
-            output_tokens = "lots"
-            """
-        )
+        load_workload("sim_m", tmp_path, {"prompts": {"synthetic": synthetic}})
     assert "input_tokens.mean: expected a number between min (1) and max (100), got 500" in str(e.value)
     assert "output_tokens: expected an integer >= 1 or a distribution" in str(e.value)
 
@@ -339,11 +321,11 @@ def test_batch_bad_lines_are_named(tmp_path: Path, line: Any, fragment: str) -> 
         check_prompts(w)
 
 
-def test_batch_output_needs_a_batch_file(make_workload: WorkloadFactory) -> None:
+def test_batch_output_needs_a_batch_file(tmp_path: Path) -> None:
     with pytest.raises(
         WorkloadError, match=re.escape("output.batch_output: expected a prompts file of format")
     ):
-        make_workload(SIM + '[prompts]\nitems = ["x"]\n[output]\nbatch_output = "o.jsonl"\n')
+        load_workload("sim_m", tmp_path, {"output.batch_output": "o.jsonl"})
 
 
 async def test_batch_bodies_are_sent_as_given(tmp_path: Path) -> None:
@@ -507,24 +489,15 @@ async def test_extra_body_ignore_eos_and_headers_reach_the_server(
     assert "bad org ***" in everything
 
 
-def test_header_errors_and_missing_variables(
-    make_workload: WorkloadFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_header_errors_and_missing_variables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bad = {
+        "endpoints.default.headers": {"Bad Name": "x", "X-A": 3},
+        "endpoints.default.headers_env": {"X-Org": "not a name"},
+        "models.0": {"name": "m", "extra_body": {"model": "other", "top_k": 2}, "ignore_eos": "yes"},
+        "prompts.items": ["a"],
+    }
     with pytest.raises(WorkloadError) as e:
-        make_workload(
-            """
-            [endpoints.default]
-            base_url = "sim"
-            headers = { "Bad Name" = "x", "X-A" = 3 }
-            headers_env = { "X-Org" = "not a name" }
-            [[models]]
-            name = "m"
-            extra_body = { model = "other", top_k = 2 }
-            ignore_eos = "yes"
-            [prompts]
-            items = ["a"]
-            """
-        )
+        load_workload("minimal", tmp_path, bad)
     text = str(e.value)
     assert len(e.value.errors) == 5, text
     assert 'headers."Bad Name": expected a header name' in text
