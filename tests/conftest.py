@@ -1,8 +1,7 @@
-"""Shared fixtures: workloads written to a temporary folder, run against the embedded simulator;
-private folders for run sockets and registry entries; the session's local Ray; a simulator process
-for a module. And which tests pytest-xdist keeps together, the order of the Ray tests, and which
-tests start processes (marked `subprocess` from tests/processes.txt, which runs keep:
-tests/support/processes.py)."""
+"""Shared fixtures: private folders for run sockets and registry entries, the session's local Ray, a
+simulator process for a module. And which tests pytest-xdist keeps together, the order of the Ray
+tests, and which tests start processes (marked `subprocess` from tests/processes.txt, which runs
+keep: tests/support/processes.py)."""
 
 from __future__ import annotations
 
@@ -11,35 +10,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from oxconsole.workload import Workload, load_workload
 from tests.support.ray import local_ray
-from tests.support.workloads import WorkloadFactory
 
 pytest_plugins = ("tests.support.processes",)
-
-
-@pytest.fixture
-def make_workload(tmp_path: Path) -> WorkloadFactory:
-    """Write TOML text (dedented) as workload.toml in tmp_path and load it; results go to tmp_path."""
-
-    def make(text: str, *, overrides: tuple[str, ...] = (), prompts: str | None = None) -> Workload:
-        if prompts is not None:
-            (tmp_path / "prompts.jsonl").write_text(textwrap.dedent(prompts).lstrip())
-        body = textwrap.dedent(text)
-        if "[output]" not in body:
-            body += f'\n[output]\nresults = "{tmp_path / "results.jsonl"}"\n'
-        path = tmp_path / "workload.toml"
-        path.write_text(body)
-        return load_workload(path, overrides)
-
-    return make
 
 
 @pytest.fixture

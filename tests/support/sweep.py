@@ -8,13 +8,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tests.support.workloads import write_workload
+from tests.support.workloads import Sets, write_workload
 
 
-def write(folder: Path, *, capacity: int = 4, ttft: str = "50ms") -> Path:
+def write(folder: Path, *, capacity: int = 4, ttft: str = "50ms", sets: Sets | None = None) -> Path:
     """The sweeps' workload as folder/w.toml: 50 prompts at 4 in flight, each answered whole
-    `ttft` after admission, `capacity` at once."""
-    sets = {
+    `ttft` after admission, `capacity` at once; then `sets`."""
+    sweep: Sets = {
         "name": "sw",
         "run": {"concurrency": 4, "timeout": "20s", "grace": "5s"},
         "output.results": "out/results.jsonl",
@@ -27,7 +27,7 @@ def write(folder: Path, *, capacity: int = 4, ttft: str = "50ms") -> Path:
             "jitter": 0,
         },
     }
-    return write_workload("sim_short", folder, sets, file="w.toml")
+    return write_workload("sim_short", folder, {**sweep, **(sets or {})}, file="w.toml")
 
 
 def records(folder: Path) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ unless the file or an override says otherwise.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +20,6 @@ import tomli_w
 
 from oxconsole.workload import Workload, apply_override
 from oxconsole.workload import load_workload as load_file
-
-WorkloadFactory = Callable[..., Workload]
-"""The `make_workload` fixture (tests/conftest.py): TOML text in, a loaded workload out."""
 
 WORKLOADS = Path(__file__).resolve().parents[1] / "workloads"
 """tests/workloads/: one TOML file per shared shape."""

@@ -228,8 +228,7 @@ def test_with_slo_the_knee_is_the_highest_goodput_with_the_slo_met(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # 300 ms served at once, 600 ms when waiting: 150 ms either side of the SLO, for a loaded machine
-    path = write(tmp_path, capacity=4, ttft="300ms")
-    path.write_text(path.read_text() + '\n[slo]\nlatency = "450ms"\ntarget = 0.9\n')
+    write(tmp_path, capacity=4, ttft="300ms", sets={"slo": {"latency": "450ms", "target": 0.9}})
     args = ("--over", "concurrency=2,4,8", "--point-duration", "2s", "--summary-json", "s.json")
     assert sweep(tmp_path, *args, monkeypatch=monkeypatch) == 0
     data = json.loads((tmp_path / "s.json").read_text())
@@ -248,8 +247,7 @@ def test_with_slo_the_knee_is_the_highest_goodput_with_the_slo_met(
 def test_no_point_meeting_the_slo_is_no_knee_and_exit_3(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = write(tmp_path, capacity=4, ttft="60ms")
-    path.write_text(path.read_text() + '\n[slo]\nlatency = "10ms"\ntarget = 0.9\n')
+    write(tmp_path, capacity=4, ttft="60ms", sets={"slo": {"latency": "10ms", "target": 0.9}})
     args = ("--over", "concurrency=1,2", "--point-duration", "0.5s", "--summary-json", "s.json")
     assert sweep(tmp_path, *args, monkeypatch=monkeypatch) == 3
     data = json.loads((tmp_path / "s.json").read_text())

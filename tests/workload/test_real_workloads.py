@@ -25,9 +25,10 @@ from oxconsole.workload import (
     jsonarray,
     resolve_headers,
 )
+from oxconsole.workload import load_workload as load_file
 from tests.support import oxconsole_here
 from tests.support.http import chat_server, ok_answer
-from tests.support.workloads import Sets, WorkloadFactory, load_workload, write_workload
+from tests.support.workloads import Sets, load_workload, toml_value, write_workload
 
 
 def journal(w: Workload) -> list[dict[str, Any]]:
@@ -263,11 +264,9 @@ def test_sharegpt_array_streams_in_constant_memory(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-async def test_sharegpt_example_runs_against_the_simulator(make_workload: WorkloadFactory) -> None:
-    text = (
-        (EXAMPLES / "sharegpt.toml").read_text().replace('"sharegpt.json"', f'"{EXAMPLES / "sharegpt.json"}"')
-    )
-    w = make_workload(text)
+async def test_sharegpt_example_runs_against_the_simulator(tmp_path: Path) -> None:
+    results = f"output.results={toml_value(str(tmp_path / 'results.jsonl'))}"
+    w = load_file(EXAMPLES / "sharegpt.toml", (results,))  # its prompts file beside it, its journal here
     recs = await run(w)
     assert len(recs) == 35
     wanted = {p.id: p.max_tokens for p in iter_prompts(w)}
