@@ -8,6 +8,8 @@ written on tests: a run watches each test's setup and call through an audit hook
 `os.spawn`, `os.system`), keeps the node ids of the tests that started a process in
 `tests/processes.txt` (committed, sorted), and marks those tests `subprocess` at collection.
 
+- What the interpreter probes once by starting a process (`platform.processor()` runs
+  `uname -p`) is probed before the first test (PROBES), not counted for whichever test asks first.
 - multiprocessing starts its `spawn` and `forkserver` processes with `_posixsubprocess.fork_exec`,
   which raises no audit event: the hook wraps that one function to raise one.
 - A process started while a fixture wider than a function is set up (a simulator for the
@@ -25,6 +27,7 @@ written on tests: a run watches each test's setup and call through an audit hook
 from __future__ import annotations
 
 import os
+import platform
 import sys
 from collections.abc import Callable, Generator, Iterable
 from pathlib import Path
@@ -57,6 +60,11 @@ STARTS = frozenset(
     }
 )
 """The audit events that start a process."""
+
+PROBES = "platform.processor()"
+"""What a process asks once and keeps, by starting a process (`uname -p`), and is asked before
+any test runs: the OpenAI SDK reads it for its request headers, so the first test of a worker to
+build an SDK client was seen starting a process, and which test that was depended on the order."""
 
 PROPERTY = ("starts_process", True)
 """What a test's report carries (`user_properties`) when the test started a process."""
@@ -125,6 +133,7 @@ def pytest_configure(config: pytest.Config) -> None:
     record = read_record()
     if not _is_worker(config):
         config.pluginmanager.register(Recorder(config, record), "process-record")
+    platform.processor()  # see PROBES
     if hasattr(sys, "addaudithook"):
         sys.addaudithook(_audit)
         _watch_fork_exec()
