@@ -149,7 +149,9 @@ def test_resumed_summary_covers_every_session_and_report_agrees(
     second = sessions[-1]["running_s"]
     first = s1["duration_s"]
     recs = records(results)
-    mine = [x for x in recs if x.t_scheduled < sessions[-1]["started_at"]]  # the first session's
+    # the first session's: the journal keeps times to the microsecond, and the resume's first
+    # requests are due the instant it started, so compare with its start rounded the same way
+    mine = [x for x in recs if x.t_scheduled < round(sessions[-1]["started_at"], 6)]
     first_end = max(x.t_sent + (x.latency_ms or 0) / 1000 for x in mine)
     if older:  # no running time recorded: from its first due time to its last answer
         first = first_end - min(x.t_scheduled for x in mine)
