@@ -11,25 +11,9 @@ from aiohttp import web
 
 from tests.support import oxconsole
 from tests.support.http import chat_server
+from tests.support.workloads import write_workload
 
 HOSTILE = "boom \x1b]52;c;SGVsbG8=\x07 and \x1b[2J \x9b31m done"
-
-WL = """
-name = "esc"
-[run]
-concurrency = 2
-timeout = "5s"
-[output]
-results = "{results}"
-[endpoints.default]
-base_url = "{base}/v1"
-[[models]]
-name = "m"
-[prompts]
-items = ["a", "b", "c"]
-[retry]
-max_attempts = 1
-"""
 
 
 async def test_server_control_sequences_never_reach_the_terminal(tmp_path: Path) -> None:
@@ -38,7 +22,15 @@ async def test_server_control_sequences_never_reach_the_terminal(tmp_path: Path)
 
     journal = tmp_path / "run" / "results.jsonl"
     async with chat_server(handler) as base:
-        (tmp_path / "w.toml").write_text(WL.format(results=journal, base=base))
+        sets = {
+            "name": "esc",
+            "run.concurrency": 2,
+            "output.results": str(journal),
+            "prompts.items": ["a", "b", "c"],
+        }
+        write_workload(
+            "server", tmp_path, {**sets, "endpoints.default.base_url": f"{base}/v1"}, file="w.toml"
+        )
         run = await asyncio.to_thread(oxconsole, "w.toml", "--headless", cwd=tmp_path)
     assert "SGVsbG8=" in run.stdout + run.stderr, (run.returncode, run.stdout, run.stderr)
     report = await asyncio.to_thread(oxconsole, "report", str(journal), cwd=tmp_path)

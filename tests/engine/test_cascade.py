@@ -44,7 +44,6 @@ async def run(w: Workload) -> Any:
     return await engine.run()
 
 
-@pytest.mark.subprocess
 async def test_simulated_small_model_escalates_exactly_its_wrong_answers(tmp_path: Path) -> None:
     w = load_workload("cascade", tmp_path, prompts=prompts())
     out = await run(w)
@@ -143,7 +142,6 @@ async def test_own_server_escalations_and_costs_equal_the_known_set(tmp_path: Pa
     assert summary_from_journal(w.results_path())["cost"] == s["cost"]
 
 
-@pytest.mark.subprocess
 async def test_simulator_answers_a_schema_with_a_valid_instance_or_text(tmp_path: Path) -> None:
     schema = {
         "type": "object",

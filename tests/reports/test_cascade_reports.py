@@ -35,7 +35,6 @@ def cascade_run(folder: Path) -> tuple[Path, dict[str, Any]]:
     return path, summary
 
 
-@pytest.mark.subprocess
 def test_html_section_and_compare_rows_from_the_journals(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -75,7 +74,6 @@ def test_html_section_and_compare_rows_from_the_journals(
     assert "valid %" in text and "cost/valid" in text and "flat /valid" in text
 
 
-@pytest.mark.subprocess
 def test_markdown_has_the_quality_and_cascade_tables(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

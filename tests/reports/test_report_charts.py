@@ -26,7 +26,7 @@ from oxconsole.reports.svg import (
     stretches,
     time_ticks,
 )
-from tests.support.report import sim_run
+from tests.support.report import STAGES, sim_run
 
 
 def _x_labels(svg: str) -> list[str]:
@@ -86,10 +86,9 @@ def test_percentile_markers_sit_in_the_bar_holding_the_value() -> None:
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     from oxconsole.reports.command import ReportRequest, report_command
-    from tests.reports.test_report_sections import STAGES
 
     root = tmp_path_factory.mktemp("charts")
-    a = sim_run(root / "a", extra=STAGES, count=300)
+    a = sim_run(root / "a", sets=STAGES, count=300)
     b = sim_run(root / "b", ttft="40ms", count=300)
     assert report_command(ReportRequest((str(a),), html=str(root / "a.html"))) == 0
     assert report_command(ReportRequest((str(a), str(b)), html=str(root / "cmp.html"))) == 0

@@ -9,36 +9,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from oxconsole.cli.main import main
-from tests.support.workloads import write_workload
-
-
-def write(folder: Path, *, capacity: int = 4, ttft: str = "50ms") -> Path:
-    """The sweeps' workload as folder/w.toml: 50 prompts at 4 in flight, each answered whole
-    `ttft` after admission, `capacity` at once."""
-    sets = {
-        "name": "sw",
-        "run": {"concurrency": 4, "timeout": "20s", "grace": "5s"},
-        "output.results": "out/results.jsonl",
-        "prompts.synthetic": {"count": 50, "input_tokens": 5, "output_tokens": 8},
-        "sim.models.m": {
-            "ttft": ttft,
-            "tokens_per_s": 0,
-            "output_tokens": 8,
-            "capacity": capacity,
-            "jitter": 0,
-        },
-    }
-    return write_workload("sim_short", folder, sets, file="w.toml")
-
-
-def records(folder: Path) -> list[dict[str, Any]]:
-    text = (folder / "out" / "results.jsonl").read_text()
-    return [json.loads(x) for x in text.splitlines() if x.strip()]
+from tests.support.sweep import records, write
 
 
 def sweep(folder: Path, *args: str, monkeypatch: pytest.MonkeyPatch) -> int:
@@ -143,7 +118,6 @@ def test_every_bad_value_and_a_bad_duration_are_told_at_once(
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_resume_after_a_stop_midway_runs_only_the_points_not_ended(tmp_path: Path) -> None:
     write(tmp_path, capacity=8)
     cmd = [sys.executable, "-m", "oxconsole", "sweep", "w.toml", "--over", "concurrency=1,2,3"]
@@ -254,8 +228,7 @@ def test_with_slo_the_knee_is_the_highest_goodput_with_the_slo_met(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # 300 ms served at once, 600 ms when waiting: 150 ms either side of the SLO, for a loaded machine
-    path = write(tmp_path, capacity=4, ttft="300ms")
-    path.write_text(path.read_text() + '\n[slo]\nlatency = "450ms"\ntarget = 0.9\n')
+    write(tmp_path, capacity=4, ttft="300ms", sets={"slo": {"latency": "450ms", "target": 0.9}})
     args = ("--over", "concurrency=2,4,8", "--point-duration", "2s", "--summary-json", "s.json")
     assert sweep(tmp_path, *args, monkeypatch=monkeypatch) == 0
     data = json.loads((tmp_path / "s.json").read_text())
@@ -274,8 +247,7 @@ def test_with_slo_the_knee_is_the_highest_goodput_with_the_slo_met(
 def test_no_point_meeting_the_slo_is_no_knee_and_exit_3(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = write(tmp_path, capacity=4, ttft="60ms")
-    path.write_text(path.read_text() + '\n[slo]\nlatency = "10ms"\ntarget = 0.9\n')
+    write(tmp_path, capacity=4, ttft="60ms", sets={"slo": {"latency": "10ms", "target": 0.9}})
     args = ("--over", "concurrency=1,2", "--point-duration", "0.5s", "--summary-json", "s.json")
     assert sweep(tmp_path, *args, monkeypatch=monkeypatch) == 3
     data = json.loads((tmp_path / "s.json").read_text())

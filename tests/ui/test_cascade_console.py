@@ -242,7 +242,6 @@ async def test_a_real_cascade_runs_summary_opens_with_its_cascade_view(tmp_path:
     assert head.startswith(f"cascade small → big · valid {100 * summary['quality']['fraction']:.1f}%"), head
 
 
-@pytest.mark.subprocess
 @pytest.mark.slow
 def test_a_console_on_a_cascade_run_already_over_shows_its_cascade_tab(tmp_path: Path) -> None:
     """The whole path: a real headless cascade run on the simulator writes its summary beside its

@@ -26,8 +26,8 @@ from oxconsole.ui.lines import Palette
 from oxconsole.ui.panels.header import HeaderPanel
 from oxconsole.ui.panels.points import points_lines
 from tests.support import q_in_a_terminal, until
+from tests.support.sweep import records, write
 from tests.support.ui import StaticSource, fixed_snapshot
-from tests.sweep.test_sweep import records, write
 
 DONE = [
     {"index": 0, "value": "1", "req_per_s": 9.8, "goodput_per_s": None, "p99_ms": 51.0, "slo_met": None},
@@ -142,7 +142,6 @@ async def attach(proc: subprocess.Popen[str]) -> Any:
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 async def test_one_socket_stays_attached_across_points_and_ends_with_the_sweep(
     run_dirs: Path, tmp_path: Path
 ) -> None:
@@ -225,7 +224,6 @@ def wait_for_end(
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_sweep_on_a_terminal_opens_the_console_and_prints_the_table_at_its_end(
     run_dirs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -248,7 +246,6 @@ def test_sweep_on_a_terminal_opens_the_console_and_prints_the_table_at_its_end(
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_q_on_a_sweep_in_a_real_terminal_stops_it_with_130_and_the_resume_hint(
     run_dirs: Path, tmp_path: Path
 ) -> None:
@@ -263,7 +260,6 @@ def test_q_on_a_sweep_in_a_real_terminal_stops_it_with_130_and_the_resume_hint(
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_stop_over_the_socket_stops_the_sweep_with_130(run_dirs: Path, tmp_path: Path) -> None:
     write(tmp_path, capacity=8)
     proc = start_headless(tmp_path, "--over", "concurrency=1,2", "--point-duration", "20s")
