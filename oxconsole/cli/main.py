@@ -61,6 +61,12 @@ def _run_parser(prog: str = "oxconsole") -> argparse.ArgumentParser:
     p.add_argument("--output", metavar="PATH", help="override [output] results")
     p.add_argument("--prometheus", metavar="HOST:PORT", help="serve /metrics while the run lasts")
     p.add_argument(
+        "--trials",
+        type=int,
+        metavar="N",
+        help="run the workload N times in a row into one journal (run.trials): how much its figures vary",
+    )
+    p.add_argument(
         "--progress-interval",
         type=float,
         default=2.0,
@@ -179,6 +185,12 @@ def _check_flags(ns: argparse.Namespace) -> None:
         if ns.theme not in known:
             raise BadInput(f"--theme: expected one of {', '.join(sorted(known))}, got {json.dumps(ns.theme)}")
     check_progress_interval(ns.progress_interval)
+    from oxconsole.workload.bounds import MAX_TRIALS
+
+    if ns.trials is not None and not 1 <= ns.trials <= MAX_TRIALS:
+        raise BadInput(
+            f"--trials: expected an integer between 1 and {MAX_TRIALS} (runs in a row), got {ns.trials}"
+        )
     if ns.ray_address is not None and not ns.ray_address.strip():
         raise BadInput(
             '--ray-address: expected a Ray address (HOST:PORT, ray://HOST:PORT or "local"), got ""'
@@ -212,6 +224,8 @@ def theme_names() -> set[str]:
 def _run(ns: argparse.Namespace) -> int:
     if ns.prometheus:  # the same as [output] prometheus, checked with the workload
         ns.overrides.append(f"output.prometheus={json.dumps(ns.prometheus)}")
+    if ns.trials is not None:
+        ns.overrides.append(f"run.trials={ns.trials}")
     if ns.ray_address is not None:  # RAY_ADDRESS is what Ray reads; the engine process inherits it
         os.environ["RAY_ADDRESS"] = ns.ray_address
         ns.overrides.append(RAY_OVERRIDE)
