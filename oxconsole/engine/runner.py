@@ -61,6 +61,7 @@ def new_collector(w: Workload, started_at: float) -> Collector:
         prices={m.name: (m.price_per_request, m.price_per_1m_input, m.price_per_1m_output) for m in w.models},
         plans=w.plans,
         slo_target=None if w.slo is None else w.slo.target,
+        settle_tolerance=w.run.settle_tolerance,
     )
     c.packing_size = w.packing.size
     c.cascade = None if w.quality is None else tuple(w.routing.cascade)

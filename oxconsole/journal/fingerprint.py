@@ -21,7 +21,7 @@ import orjson
 
 from oxconsole.base.idset import IdSet
 from oxconsole.journal.journal import Journal
-from oxconsole.journal.manifest import manifest_path, read_manifest, write_manifest_data
+from oxconsole.journal.manifest import SETTLE_KEY, manifest_path, read_manifest, write_manifest_data
 from oxconsole.workload import Workload, WorkloadError, iter_prompts, plans_to_toml, request_ids
 
 VERSION = 1
@@ -101,6 +101,7 @@ def write_manifest(w: Workload, results: Path, fp: dict[str, Any] | None = None)
     data: dict[str, Any] = {"name": w.name, "workload": str(w.path), "prompts": fp or fingerprint(w)}
     if w.slo is not None:
         data["slo"] = w.slo.to_dict()
+    data[SETTLE_KEY] = w.run.settle_tolerance  # `oxconsole report` judges settledness with it again
     if results.exists() and results.stat().st_size > 0:
         old = read_manifest(results)
         data.update((k, old[k]) for k in KEPT if k in old)

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.ci import BatchMeans, Interval, quantile_interval
 from oxconsole.metrics.histogram import LogHistogram
 from oxconsole.metrics.settle import (
@@ -35,9 +37,9 @@ from oxconsole.metrics.settle import (
     judged,
     phase_intervals,
 )
-from oxconsole.metrics.steady import MAX_SECONDS
+from oxconsole.metrics.steady import MAX_SECONDS, Timeline, steady_window
 
-__all__ = ["RECENT_S", "Confidence", "Counted", "Span"]
+__all__ = ["RECENT_S", "Confidence", "Counted", "Replay", "Span", "run_blocks"]
 
 RECENT_S = 10
 """The "still moving" check compares a phase's figure with its last this-many seconds (the
@@ -160,3 +162,84 @@ class Confidence:
         to close (`Span.block`)."""
         self.phase = Span(stats, t0, self.tolerance)
         return self.phase
+
+
+def run_blocks(run: Span, timeline: Timeline, duration_s: float) -> dict[str, Any]:
+    """The whole run's `settled_at_s`, `ci` (its requests/s over ``duration_s``) and `steady` (null
+    when nothing was in flight), as the live summary and `oxconsole report` both write them."""
+    steady = steady_window(timeline.in_flight(), timeline.ok, timeline.tokens)
+    return {**run.block(duration_s), "steady": None if steady is None else steady.to_dict()}
+
+
+class _Timed:
+    """What a replayed span counts: ok requests and their TTFT and latency (`Counted`)."""
+
+    __slots__ = ("latency", "ok", "ttft")
+
+    def __init__(self) -> None:
+        self.ok = 0
+        self.ttft = LogHistogram()
+        self.latency = LogHistogram()
+
+    def add(self, rec: RequestRecord) -> None:
+        if rec.status != "ok":
+            return
+        self.ok += 1
+        if rec.ttft_ms is not None:
+            self.ttft.record(rec.ttft_ms)
+        if rec.latency_ms is not None:
+            self.latency.record(rec.latency_ms)
+
+
+class Replay:
+    """The collector's `Confidence` and `Timeline` fed again from a journal (`oxconsole report`):
+    each record, in journal order, by its end time on the run's clock (``clock``: `(t_scheduled,
+    t)` -> seconds since the run started, `SessionSpans.clock`), its phase the one whose start
+    (``phase_starts``, the run's changes after the first phase) its end is at or after. Live, a
+    record goes to the phase current when it is counted, so the two differ only by a record that
+    ended just before a change and was counted just after it."""
+
+    def __init__(
+        self,
+        clock: Callable[[float, float], float],
+        tolerance: float = SETTLE_TOLERANCE,
+        phase_starts: Sequence[float] = (),
+    ) -> None:
+        self._clock = clock
+        self._run = _Timed()
+        self._phase = self._run
+        self.confidence = Confidence(self._run, tolerance)
+        self.timeline = Timeline()
+        self._starts = list(phase_starts)
+        self._ended: list[dict[str, Any]] = []
+
+    def add(self, rec: RequestRecord) -> None:
+        if rec.warmup:  # [[stages]] warm-up: left out of every figure, as live
+            return
+        sent = self._clock(rec.t_scheduled, rec.t_sent)
+        end = sent + (rec.latency_ms or 0.0) / 1000.0
+        while self._starts and end >= self._starts[0]:
+            self._next_phase(self._starts.pop(0))
+        ok = rec.status == "ok"
+        self.confidence.record(end, ok)
+        self.timeline.add(sent, end, ok, rec.output_tokens)
+        self._run.add(rec)
+        if self._phase is not self._run:
+            self._phase.add(rec)
+
+    def _next_phase(self, t: float) -> None:
+        self._ended.append(self.confidence.phase.block(t))
+        self._phase = _Timed()
+        self.confidence.new_phase(self._phase, t)
+
+    def finish(
+        self, duration_s: float, phase_ends: Sequence[float]
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """The run's blocks (`run_blocks` over ``duration_s``) and each phase's `settled_at_s` and
+        `ci`, the last closed at its end in ``phase_ends`` (one per phase; the run's duration
+        when there is none)."""
+        while self._starts:
+            self._next_phase(self._starts.pop(0))
+        last = phase_ends[len(self._ended)] if len(phase_ends) > len(self._ended) else duration_s
+        phases = [*self._ended, self.confidence.phase.block(last)]
+        return run_blocks(self.confidence.run, self.timeline, duration_s), phases

@@ -47,6 +47,7 @@ __all__ = [
     "judged",
     "moved",
     "phase_intervals",
+    "settle_from_summary",
 ]
 
 SETTLE_TOLERANCE = 0.05
@@ -216,3 +217,50 @@ def _worst(intervals: Mapping[str, Interval | None]) -> tuple[float | None, str 
         if s > worst_s:
             worst_s, worst_k = s, k
     return (worst_s, worst_k) if worst_k is not None else (None, None)
+
+
+def _spread(value: Any, ci: Any) -> float | None:
+    """A summary's figure and its ``[low, high]`` as a spread (`Interval.spread`); None without."""
+    if not isinstance(value, int | float) or not isinstance(ci, list) or len(ci) != 2:
+        return None
+    low, high = ci
+    if not isinstance(low, int | float) or not isinstance(high, int | float):
+        return None
+    return Interval(float(value), float(low), float(high)).spread
+
+
+def _ended(block: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A summary's phase (or the run) as `Span.live` gives it, from its `settled_at_s` and `ci`."""
+    ci = block.get("ci")
+    if not isinstance(ci, Mapping):
+        return None
+    at = block.get("settled_at_s")
+    first = TTFT if ci.get(TTFT) is not None else LATENCY
+    metric, _, q = first.partition(".")
+    figures = [
+        (first, (block.get(metric) or {}).get(q)),
+        (RATE, (block.get("throughput") or {}).get("requests_per_s")),
+    ]
+    spreads = [(_spread(v, ci.get(k)), k) for k, v in figures]
+    known = [(s, k) for s, k in spreads if s is not None]
+    spread, worst = (
+        max(known) if len(known) == len(spreads) else (None, next((k for s, k in spreads if s is None), None))
+    )
+    view = SettleView(
+        "settled" if isinstance(at, int | float) else "settling",
+        spread,
+        worst,
+        float(at) if isinstance(at, int | float) else None,
+    )
+    return {**view.to_dict(), "ci": dict(ci)}
+
+
+def settle_from_summary(summary: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The snapshot's `settle` of a run already over (its last phase and the run, as the summary
+    kept them; a phase that settled once reads settled); None for a summary without `ci`."""
+    phases = summary.get("phases") or []
+    last = phases[-1] if phases and isinstance(phases[-1], Mapping) else {}
+    run = _ended(summary)
+    if run is None:
+        return None
+    return {"phase": _ended(last) or run, "run": run}

@@ -17,6 +17,7 @@ from typing import Any
 
 from oxconsole.metrics.goodput import Goodput
 from oxconsole.metrics.reasoning import ReasoningLive
+from oxconsole.metrics.settle import settle_from_summary
 
 __all__ = [
     "Bins",
@@ -228,6 +229,10 @@ class Snapshot:
     quality: Mapping[str, Any] | None = None
     """With `[quality]`: valid answers so far, per model asked, escalations and the cascade's steps
     in force (`metrics/quality.live_quality`); None without."""
+    settle: Mapping[str, Any] | None = None
+    """Whether the figures hold still: {"phase": ..., "run": ...}, each {"state": "settling" |
+    "settled", "spread", "worst", "settled_at_s", "ci"} (`metrics/confidence.Span.live`; read
+    with `settle.SettleView.from_dict`); None when not known (a snapshot of an older engine)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON types (dicts, lists, str, int, float, bool, None); orjson-ready."""
@@ -290,6 +295,7 @@ class Snapshot:
             bursts=d.get("bursts"),
             reasoning=ReasoningLive.from_dict(d.get("reasoning")),
             quality=d.get("quality"),
+            settle=d.get("settle"),
         )
 
     @classmethod
@@ -351,6 +357,7 @@ class Snapshot:
             ),
             reasoning=ReasoningLive.from_summary(summary),
             quality=_quality_from_summary(summary),
+            settle=settle_from_summary(summary),
         )
 
 
