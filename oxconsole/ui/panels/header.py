@@ -17,6 +17,7 @@ from oxconsole.ui.lines import Line, Palette, fit
 from oxconsole.ui.numbers import fmt_change, fmt_clock, pct
 from oxconsole.ui.panels.goodput import goodput_rate, goodput_share
 from oxconsole.ui.panels.packing import rate_label
+from oxconsole.ui.panels.settled import settle_label
 
 __all__ = ["header_lines"]
 
@@ -153,6 +154,10 @@ def _status_line(
         return t
     if not flash:
         t.append(f" phase {s.phase_index}", style=p.muted)
+        settled = settle_label(s, p)
+        if settled is not None:
+            t.append(" ")
+            t.append_text(settled)
         if s.phase_settings:
             t.append(f" since {fmt_clock(s.phase_t_start)}: ", style=p.muted)
             t.append(", ".join(fmt_change(c) for c in s.phase_settings))
@@ -163,6 +168,7 @@ def _status_line(
     good = goodput_rate(s, p, "  good ")
     if good is not None:
         rates = Line().append_text(rates).append_text(good)
-        if t.cell_len + rates.cell_len > width:
-            t.truncate(max(1, width - rates.cell_len))
+    fits = t.cell_len + rates.cell_len <= width
+    if not fits and (good is not None or not flash):  # the phase's settings give way (its state stays)
+        t.truncate(max(1, width - rates.cell_len))
     return t.append_text(rates)
