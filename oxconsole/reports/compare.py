@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from oxconsole.base.units import FIGURES as SUMMARY_FIGURES
+from oxconsole.reports.confidence import trials_verdicts
 from oxconsole.reports.plans import cost_figures, cost_rows, money_cell
 from oxconsole.reports.quality import quality_figures, quality_rows
 from oxconsole.reports.reasoning import reasoning_figures, reasoning_rows
@@ -53,6 +54,12 @@ CONFIDENCE = 0.95
 
 FIGURES: tuple[tuple[str, str], ...] = tuple((f.key, f.header) for f in SUMMARY_FIGURES)
 """(dotted key, label with its unit) of each figure compared, as `oxconsole.base.units` declares them."""
+
+STEADY: tuple[tuple[str, str], ...] = (
+    ("steady.requests_per_s", "steady req/s"),
+    ("steady.output_tokens_per_s", "steady tok/s"),
+)
+"""The steady window's rates (`metrics/steady.py`), shown after the whole run's."""
 
 GOODPUT: tuple[tuple[str, str], ...] = (
     ("goodput.requests_per_s", "goodput/s"),
@@ -88,6 +95,8 @@ class RunFigures:
     path: str
     name: str
     figures: Mapping[str, Figure]
+    trials: Mapping[str, Any] | None = None
+    """The summary's `trials` block, for runs of several trials (`reports/confidence.py`)."""
 
 
 def _quantile(sorted_vals: Sequence[float], q: float) -> float:
@@ -180,6 +189,10 @@ def load_run(path: str | os.PathLike[str], plans: Mapping[str, PricePlan] | None
         for q, iv in zip(qs, intervals, strict=True):
             key = f"{metric}.p{q:.0f}"
             figs[key] = Figure(float(s[metric][f"p{q:.0f}"]), iv if vals else None)
+    steady = s.get("steady")
+    for key, _ in STEADY:
+        v = steady.get(key.partition(".")[2]) if isinstance(steady, Mapping) else None
+        figs[key] = Figure(None if v is None else float(v), None)
     req = s["requests"]
     good = s.get("goodput")
     if isinstance(good, Mapping):
@@ -192,7 +205,10 @@ def load_run(path: str | os.PathLike[str], plans: Mapping[str, PricePlan] | None
     figs.update((k, Figure(v, None)) for k, v in quality_figures(s).items())
     figs.update((k, Figure(v, None)) for k, v in reasoning_figures(s).items())
     _with_intervals(figs, "ttfot_ms", ttfot, (50.0, 99.0))  # the rows reasoning_figures gave
-    return RunFigures(os.fspath(path), str(s.get("name", "")), figs)
+    trials = s.get("trials")
+    return RunFigures(
+        os.fspath(path), str(s.get("name", "")), figs, trials if isinstance(trials, Mapping) else None
+    )
 
 
 def _delta(base: Figure, other: Figure) -> tuple[float | None, bool | None]:
@@ -215,7 +231,12 @@ def compare(runs: Sequence[RunFigures]) -> dict[str, Any]:
     quality = quality_rows(r.figures for r in runs)
     answer = reasoning_rows(r.figures for r in runs)
     costs = cost_rows(r.figures for r in runs)
-    keys = (*FIGURES[:2], *slo, *FIGURES[2:], *answer, *costs, *quality, *steps)
+    steady = (
+        STEADY
+        if any(r.figures.get(k, Figure(None, None)).value is not None for r in runs for k, _ in STEADY)
+        else ()
+    )
+    keys = (*FIGURES[:2], *steady, *slo, *FIGURES[2:], *answer, *costs, *quality, *steps)
     for key, label in keys:
         figs = [r.figures.get(key, Figure(None, None)) for r in runs]
         deltas = [_delta(figs[0], f) for f in figs[1:]]
@@ -228,16 +249,24 @@ def compare(runs: Sequence[RunFigures]) -> dict[str, Any]:
             "delta_pct": [None, *(_round(d) for d, _ in deltas)],
             "within_noise": [None, *(n for _, n in deltas)],
         })  # fmt: skip
-    return {
+    labels = short_names([r.path for r in runs])
+    out: dict[str, Any] = {
         "runs": [
-            {"path": r.path, "name": r.name, "label": label}
-            for r, label in zip(runs, short_names([r.path for r in runs]), strict=True)
+            {"path": r.path, "name": r.name, "label": label} for r, label in zip(runs, labels, strict=True)
         ],
         "baseline": runs[0].path,
         "confidence": CONFIDENCE,
         "bootstrap": {"resamples": BOOTSTRAP, "seed": SEED},
         "figures": rows,
     }
+    said = [
+        line
+        for r, label in zip(runs[1:], labels[1:], strict=True)
+        for line in trials_verdicts({"trials": runs[0].trials}, {"trials": r.trials}, (labels[0], label))
+    ]
+    if said:
+        out["trials"] = said
+    return out
 
 
 def _round(v: float | None) -> float | None:
@@ -276,6 +305,12 @@ def render_compare(c: Mapping[str, Any], cell: Callable[[float | None], str] = _
             line += f"{fmt(v):>{w}}{_dcell(d, n):>10}"
         lines.append(line)
     lines += ["", f"~ within noise, * beyond it ({c['confidence']:.0%} bootstrap intervals, seed {SEED})"]
+    if c.get("trials"):
+        lines += [
+            "",
+            "over the trials (95% t-intervals of each run's trials):",
+            *(f"  {t}" for t in c["trials"]),
+        ]
     return "\n".join(lines) + "\n"
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oxconsole.metrics.reasoning import has_reasoning
+from oxconsole.reports.confidence import confidence_section
 from oxconsole.reports.plans import cost_by_plan, money_cell
 from oxconsole.reports.quality import quality_section
 from oxconsole.reports.reasoning import reasoning_section
@@ -106,6 +107,7 @@ def render_html(summary: Mapping[str, Any], tl: Timeline, *, journal_only: bool,
     markers = _markers(summary)
     body = [
         _header(summary),
+        confidence_section(summary),
         sweep,
         steps_section(summary),
         _section(
@@ -368,11 +370,20 @@ def _phases(s: Mapping[str, Any]) -> str:
                 fmt_num(float(_g(ph, "latency_ms", "p50") or 0)),
                 fmt_num(float(_g(ph, "latency_ms", "p99") or 0)),
                 fmt_num(float(_g(ph, "ttft_ms", "p50") or 0)),
+                _settled(ph),
                 what,
             ]
         )
-    head = ["phase", "ok", "req/s", "latency p50", "latency p99", "TTFT p50", "changed"]
+    head = ["phase", "ok", "req/s", "latency p50", "latency p99", "TTFT p50", "settled", "changed"]
     return _section("phases", "Phases", "", [_table(head, rows)])
+
+
+def _settled(ph: Mapping[str, Any]) -> str:
+    """When a phase settled (seconds after it began), "no", or "-" for a summary without it."""
+    at = ph.get("settled_at_s")
+    if isinstance(at, int | float):
+        return f"at {at:.1f} s"
+    return "no" if "ci" in ph else "-"
 
 
 def write_compare_html(c: Mapping[str, Any], out: str | os.PathLike[str]) -> Path:
@@ -400,12 +411,22 @@ def write_compare_html(c: Mapping[str, Any], out: str | os.PathLike[str]) -> Pat
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>oxconsole compare</title><style>{CSS}</style></head><body><main>"
         f'<section id="compare"><h1>Compared runs</h1><p class="note">{note}</p>'
-        f"{_table(head, rows)}</section>{compare_charts([r['path'] for r in c['runs']], names)}"
+        f"{_table(head, rows)}{_trials_said(c)}</section>"
+        f"{compare_charts([r['path'] for r in c['runs']], names)}"
         "</main></body></html>\n"
     )
     dest = Path(out)
     dest.write_text(page, encoding="utf-8")
     return dest
+
+
+def _trials_said(c: Mapping[str, Any]) -> str:
+    """The comparison of the runs' trials, in words (none unless two runs had trials)."""
+    said = c.get("trials") or []
+    if not said:
+        return ""
+    items = "".join(f"<li>{escape(str(t))}</li>" for t in said)
+    return f"<h3>Over the trials (95% t-intervals of each run's trials)</h3><ul>{items}</ul>"
 
 
 def _num(v: Any) -> str:

@@ -34,6 +34,7 @@ from oxconsole.metrics.ratelimit import ratelimit_lines
 from oxconsole.metrics.reasoning import has_reasoning, summary_lines
 from oxconsole.metrics.stages import stage_table
 from oxconsole.metrics.stepresponse import step_lines
+from oxconsole.reports.confidence import confidence_lines, trials_lines
 
 __all__ = ["AUTO_ROWS", "WIDTH", "render_summary", "table_width"]
 
@@ -59,6 +60,7 @@ def render_summary(summary: Mapping[str, Any], width: int = WIDTH) -> str:
     lines += packing_lines(dict(s))
     lines += quality_lines(s)
     lines += _timing_lines(s)
+    lines += trials_lines(s)
     lines += _model_lines(models, width)
     lines += _fallback_lines(models)
     lines += _error_lines(s.get("errors") or {}, s.get("attempt_errors") or {})
@@ -129,6 +131,7 @@ def _totals_lines(s: Mapping[str, Any]) -> list[str]:
         (f"tokens    in {tok.get('input', 0):,}  out {tok.get('output', 0):,}{estimated}"),
         *summary_lines(s),
         f"cost      {fmt_money(_g(s, 'cost', 'total'))}",
+        *confidence_lines(s),
     ]
 
 
