@@ -92,9 +92,10 @@ def _sha256(path: Path) -> str | None:
         return None
 
 
-KEPT = ("sessions",)
-"""Keys other modules record in the manifest about the journal's content (`sessions.py`): kept
-when the manifest is written again while the journal has records, dropped with a new journal."""
+KEPT = ("sessions", "trials")
+"""Keys other modules record in the manifest about the journal's content (`sessions.py`,
+`trialstate.py`): kept when the manifest is written again while the journal has records, dropped
+with a new journal."""
 
 
 def write_manifest(w: Workload, results: Path, fp: dict[str, Any] | None = None) -> None:

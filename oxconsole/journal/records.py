@@ -107,6 +107,9 @@ class RequestRecord:
     cascade_ms: float | None = None
     """With `answers`: from the first answer's send to the last byte of the one that stands, every
     model asked and judge request included (`latency_ms` is the final attempt's alone)."""
+    trial: int | None = None
+    """With `run.trials` > 1: the trial (1..N) the request was sent in; its `id` ends in
+    `@trialN` (`trial_id`), so that every trial's ids stay unique in the one journal."""
 
     def __post_init__(self) -> None:
         """The record boundary: what a server sent becomes text any encoder takes (a lone
@@ -201,6 +204,8 @@ class RequestRecord:
                 d[key] = v
         if self.valid is not None or self.escalations or self.answers:
             _quality_json(self, d)
+        if self.trial is not None:
+            d["trial"] = self.trial
         if self.text is not None:
             d["text"] = self.text
         return d
@@ -238,6 +243,7 @@ class RequestRecord:
             ttfot_ms=_f(d.get("ttfot_ms")),
             **{k: d[k] for k in OPTIONAL_COUNTS if type(d.get(k)) is int},
             **_quality_fields(d),
+            trial=d["trial"] if type(d.get("trial")) is int and d["trial"] >= 1 else None,
         )
 
 
@@ -291,6 +297,21 @@ def _counts(v: Any, names: Any) -> list[int] | None:
     if not isinstance(v, list) or not isinstance(names, list) or len(v) != len(names) or len(v) < 2:
         return None
     return [int(x) for x in v]
+
+
+TRIAL_MARK = "@trial"
+"""What a trial's request ids end in, before the trial's number (`trial_id`)."""
+
+
+def trial_id(request_id: str, trial: int) -> str:
+    """The id a request of trial `trial` is journaled under: ``p17@trial2``."""
+    return f"{request_id}{TRIAL_MARK}{trial}"
+
+
+def untrial_id(request_id: str, trial: int) -> str | None:
+    """The request's own id when ``request_id`` is trial `trial`'s (`trial_id`), else None."""
+    suffix = f"{TRIAL_MARK}{trial}"
+    return request_id[: -len(suffix)] if request_id.endswith(suffix) else None
 
 
 def has_run_times(d: Mapping[str, Any]) -> bool:

@@ -141,6 +141,22 @@ class SessionSpans:
                 total += max(0.0, self._last[i] - s.started_at)
         return total
 
+    def slot(self, t_scheduled: float) -> int:
+        """The session (0: records older than the first recorded; then 1, 2, ... in order) a
+        request due at `t_scheduled` was sent in."""
+        return bisect_right(self._starts, t_scheduled + SLACK_S)
+
+    def lengths(self) -> list[float]:
+        """Each session's running time less its warm-up (as `running_s` less `warmup_s` adds them
+        up), by `slot`."""
+        out = [max(0.0, self._last[0] - self._first[0]) if self._first[0] < math.inf else 0.0]
+        for i, s in enumerate(self._sessions, 1):
+            if s.running_s is not None:
+                out.append(max(0.0, s.running_s - s.warmup_s))
+            else:
+                out.append(max(0.0, self._last[i] - s.started_at) if self._last[i] > -math.inf else 0.0)
+        return out
+
     def clock(self) -> Callable[[float, float], float]:
         """After every record was added: ``(t_scheduled, t)`` -> seconds of running time at unix
         time ``t`` of the request due at ``t_scheduled``: from its session's start, plus the

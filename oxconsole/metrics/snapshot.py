@@ -229,6 +229,9 @@ class Snapshot:
     quality: Mapping[str, Any] | None = None
     """With `[quality]`: valid answers so far, per model asked, escalations and the cascade's steps
     in force (`metrics/quality.live_quality`); None without."""
+    trial: Mapping[str, int] | None = None
+    """With `run.trials` > 1: which trial is running, {"index": 1..N, "count": N} (`engine/trials.py`);
+    None for a run of one trial."""
     settle: Mapping[str, Any] | None = None
     """Whether the figures hold still: {"phase": ..., "run": ...}, each {"state": "settling" |
     "settled", "spread", "worst", "settled_at_s", "ci"} (`metrics/confidence.Span.live`; read
@@ -296,6 +299,7 @@ class Snapshot:
             reasoning=ReasoningLive.from_dict(d.get("reasoning")),
             quality=d.get("quality"),
             settle=d.get("settle"),
+            trial=d.get("trial"),
         )
 
     @classmethod

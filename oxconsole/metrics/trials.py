@@ -12,13 +12,23 @@ says in words whether two runs' intervals overlap, as `report A B` does.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from oxconsole.journal.records import RequestRecord
+from oxconsole.metrics.aggregate import RunStats, timing
 from oxconsole.metrics.ci import CONFIDENCE, t_critical
 
-__all__ = ["TRIAL_FIGURES", "TrialStats", "Verdict", "overlap", "trial_stats", "trials_block"]
+__all__ = [
+    "TRIAL_FIGURES",
+    "TrialStats",
+    "TrialTally",
+    "Verdict",
+    "overlap",
+    "trial_stats",
+    "trials_block",
+]
 
 TRIAL_FIGURES = (
     "throughput.requests_per_s",
@@ -84,6 +94,47 @@ def trials_block(summaries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         if st is not None:
             out[key] = st.to_dict()
     return out
+
+
+class TrialTally:
+    """Each trial's figures from a journal's records (those that carry `trial`): its requests/s
+    over the running time of the sessions it was sent in (``slot_of``: a record's due time ->
+    its session, `SessionSpans.slot`), its TTFT and latency percentiles."""
+
+    def __init__(self, slot_of: Callable[[float], int]) -> None:
+        self._slot_of = slot_of
+        self.stats: dict[int, RunStats] = {}
+        self.slots: dict[int, set[int]] = {}
+
+    def add(self, rec: RequestRecord) -> None:
+        k = rec.trial
+        if k is None or rec.warmup:
+            return
+        st = self.stats.get(k)
+        if st is None:
+            st = self.stats[k] = RunStats()
+            self.slots[k] = set()
+        st.record(rec)
+        self.slots[k].add(self._slot_of(rec.t_scheduled))
+
+    def block(self, lengths: Sequence[float], ended: Collection[int] | None = None) -> dict[str, Any] | None:
+        """The summary's `trials` over the trials that ended (``ended``; None: every trial
+        present), each over its sessions' running time (``lengths``, by session); None when no
+        record carries a trial."""
+        summaries = []
+        for k in sorted(self.stats):
+            if ended is not None and k not in ended:
+                continue
+            st = self.stats[k]
+            seconds = math.fsum(lengths[i] for i in self.slots[k] if i < len(lengths))
+            summaries.append(
+                {
+                    "throughput": st.throughput_block(seconds),
+                    "ttft_ms": timing(st.ttft),
+                    "latency_ms": timing(st.latency),
+                }
+            )
+        return trials_block(summaries) if summaries else None
 
 
 Verdict = Literal["overlap", "higher", "lower", "unknown"]

@@ -30,11 +30,13 @@ from oxconsole.journal.manifest import (
 from oxconsole.journal.reading import JournalIssues, read_journal
 from oxconsole.journal.records import RequestRecord
 from oxconsole.journal.sessions import SessionSpans, sessions_of
+from oxconsole.journal.trialstate import TrialState
 from oxconsole.metrics.aggregate import RunStats, Tally, build_summary, phase_summary
 from oxconsole.metrics.confidence import Replay
 from oxconsole.metrics.goodput import slo_target_of
 from oxconsole.metrics.plans import project_costs, stored_plans, unused_overrides
 from oxconsole.metrics.stages import StageLog, journal_stages
+from oxconsole.metrics.trials import TrialTally
 from oxconsole.reports.summarytable import render_summary, table_width
 
 if TYPE_CHECKING:
@@ -80,7 +82,8 @@ def summary_from_journal(
     kept = run_sections(manifest, sessions[-1].started_at if sessions else None)
     phases = _kept_phases(kept) if spans.count() == 1 else []
     replay = Replay(spans.clock(), settle_tolerance_of(manifest), [ph[0] for ph in phases[1:]])
-    overall, models, stages = _tally(p, twice, replay)
+    trials = TrialTally(spans.slot)
+    overall, models, stages = _tally(p, twice, replay, trials)
     started_at = spans.started_at()
     duration = spans.running_s() - spans.warmup_s()  # rates leave warm-up stages out, as the run's
     if started_at is None:
@@ -105,6 +108,10 @@ def summary_from_journal(
     summary = journal_stages(summary, stages, spans.running_s())
     blocks, phase_blocks = replay.finish(duration, [ph[1] for ph in phases])
     summary.update(blocks)
+    state = TrialState.of(manifest)
+    block = trials.block(spans.lengths(), None if state is None else state.done)
+    if block is not None:
+        summary["trials"] = block
     summary = with_run_sections(summary, kept)
     if len(phase_blocks) == len(summary["phases"]):  # else the run's own, as kept
         for ph, block in zip(summary["phases"], phase_blocks, strict=True):
@@ -153,12 +160,14 @@ def _scan(p: Path, issues: JournalIssues, spans: SessionSpans) -> set[int]:
     return repeated(keys)
 
 
-def _tally(p: Path, twice: set[int], replay: Replay) -> tuple[RunStats, dict[str, RunStats], StageLog]:
+def _tally(
+    p: Path, twice: set[int], replay: Replay, trials: TrialTally
+) -> tuple[RunStats, dict[str, RunStats], StageLog]:
     """Pass 2: the whole run's and each model's figures. Records of ids whose hash repeats (few:
     resumed ids) are held until the end so that the last one of each id counts (this second read
     reports nothing new). The intervals and the steady window (`replay`) need the records in
     journal order: fed here, or, when some ids repeat, by a third read that skips every record
-    but the last of its id."""
+    but the last of its id. Each trial's figures go to `trials`."""
     tally = Tally()
     stages = StageLog()
     held: dict[str, RequestRecord] = {}
@@ -173,10 +182,12 @@ def _tally(p: Path, twice: set[int], replay: Replay) -> tuple[RunStats, dict[str
         if not twice:
             replay.add(rec)
         tally.count(rec)
+        trials.add(rec)
         if rec.stage is not None:
             stages.record(rec)
     for rec in held.values():
         tally.count(rec)
+        trials.add(rec)
         if rec.stage is not None:
             stages.record(rec)
     if twice:

@@ -127,6 +127,11 @@ class Sweep:
             self.warnings.append(
                 f"run.workers = {first.run.workers}: a sweep runs every point in this one process"
             )
+        if first.run.trials > 1:
+            self.warnings.append(
+                f"run.trials = {first.run.trials}: a sweep runs each point once (a point is read "
+                "once its phase has settled instead)"
+            )
         if first.run.cluster != "local":
             self.warnings.append(
                 f'run.cluster = "{first.run.cluster}": a sweep runs every point in this one process'

@@ -127,8 +127,10 @@ def _progress_line(s: Snapshot, p: Palette, width: int, state: str, duration: fl
             tail += f"  {ending}"
     else:
         return Line(
-            f" {fmt_count(done)} finished · {fmt_count(g.dispatched)} sent · no fixed total", style=p.muted
+            f"{_trial(s)} {fmt_count(done)} finished · {fmt_count(g.dispatched)} sent · no fixed total",
+            style=p.muted,
         )
+    tail = _trial(s) + tail
     t = Line()
     filled, empty = hbar(frac, max(10, width - len(tail) - 2))
     t.append(" ")
@@ -136,6 +138,12 @@ def _progress_line(s: Snapshot, p: Palette, width: int, state: str, duration: fl
     t.append(empty, style=p.bar_empty)
     t.append(tail)
     return t
+
+
+def _trial(s: Snapshot) -> str:
+    """`` trial 2/5`` while one of several trials runs (`run.trials`); empty otherwise."""
+    t = s.trial
+    return f" trial {t.get('index')}/{t.get('count')}" if t else ""
 
 
 def _status_line(
