@@ -353,6 +353,11 @@ class Engine:
 
     def _stages_done(self) -> None:
         """The last stage ended: the run ends as when run.duration runs out (not a user's stop)."""
+        self.end_as_planned()
+
+    def end_as_planned(self) -> None:
+        """End the run as its own end does (run.duration or the stages running out, a sweep point
+        that settled): dispatch stops and what is in flight finishes; not a user's stop."""
         if not self.live.stopped:
             self._planned_end = True
             self.request_stop()

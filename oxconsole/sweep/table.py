@@ -141,6 +141,7 @@ COLUMNS = (
     ("latency", "latency"),
     ("err", "errors"),
     ("cost/task", "cost/task"),
+    ("settled", "settled"),
 )
 """The table's columns: (header, name). A column is left out when it would say nothing (see
 `_shown`), so that the table fits 80 columns in the usual cases."""
@@ -162,7 +163,17 @@ def _cells(i: int, point: Point, knee: int | None) -> dict[str, str]:
         "latency": _pair(s, "latency_ms"),
         "errors": str(int((s.get("requests") or {}).get("error") or 0)),
         "cost/task": _cost_per_task(s),
+        "settled": _settled(s),
     }
+
+
+def _settled(summary: Mapping[str, Any]) -> str:
+    """When the point settled (seconds in), "no" when it was read at `--point-duration` (not
+    settled), "-" for a summary from before points settled."""
+    at = summary.get("settled_at_s")
+    if isinstance(at, int | float):
+        return f"{at:.0f}s"
+    return "no" if "ci" in summary else "-"
 
 
 def _shown(over: str, cells: list[dict[str, str]]) -> list[tuple[str, str]]:
@@ -175,7 +186,7 @@ def _shown(over: str, cells: list[dict[str, str]]) -> list[tuple[str, str]]:
     for head, name in COLUMNS:
         if name == "offered" and offers_value:
             continue
-        if name in ("goodput", "itl") and all(c[name] == "-" for c in cells):
+        if name in ("goodput", "itl", "settled") and all(c[name] == "-" for c in cells):
             continue
         out.append((head, name))
     return out
@@ -220,6 +231,9 @@ def render_table(over: str, points: list[Point]) -> str:
             else "the highest throughput before p99 latency doubles"
         )
         lines.append(f"knee: point {k + 1}, {over}={points[k].get('text', points[k]['value'])} ({rule})")
+    unsettled = [c["index"] for c in cells if c["settled"] == "no"]
+    if unsettled:
+        lines.append(f"not settled (read at --point-duration): point {', '.join(unsettled)}")
     lines += _plans_table(points, k)
     lines += quality_table(points, k)
     return "\n".join(lines)
