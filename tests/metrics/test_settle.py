@@ -136,3 +136,37 @@ def test_view_crosses_a_socket() -> None:
     assert SettleView.from_dict(None) is None
     inf = SettleView("settling", float("inf"), "ttft_ms.p50", None)
     assert inf.to_dict()["spread"] is None and inf.label() == "settling"
+
+
+def test_a_finished_runs_summary_says_it_to_a_console() -> None:
+    from oxconsole.metrics.settle import settle_from_summary
+
+    summary = {
+        "settled_at_s": 12.0,
+        "ci": {
+            "ttft_ms.p50": [95.0, 104.0],
+            "latency_ms.p50": [1.0, 9.0],
+            "throughput.requests_per_s": [9.8, 10.1],
+        },
+        "ttft_ms": {"p50": 100.0},
+        "throughput": {"requests_per_s": 10.0},
+        "phases": [
+            {
+                "settled_at_s": None,
+                "ci": {
+                    "ttft_ms.p50": None,
+                    "latency_ms.p50": [900.0, 1200.0],
+                    "throughput.requests_per_s": None,
+                },
+                "latency_ms": {"p50": 1000.0},
+                "throughput": {"requests_per_s": 10.0},
+            }
+        ],
+    }
+    got = settle_from_summary(summary)
+    assert got is not None
+    run = SettleView.from_dict(got["run"])
+    assert run == SettleView("settled", 0.05, "ttft_ms.p50", 12.0), run  # the latency is not judged
+    phase = SettleView.from_dict(got["phase"])
+    assert phase == SettleView("settling", None, "throughput.requests_per_s", None), phase  # no ttft: latency
+    assert settle_from_summary({"name": "old"}) is None
