@@ -42,7 +42,7 @@ async def test_a_ramped_run_is_steady_in_its_high_stage(tmp_path: Path) -> None:
         {"duration": "10s", "concurrency": 24},
         {"duration": "3s", "concurrency": 2},
     ]
-    w = load_workload("sim_stages", tmp_path, {"stages": stages, "sim.models.m.ttft": "40ms"})
+    w = load_workload("sim_stages", tmp_path, {"stages": stages, "sim.models.m.ttft": "200ms"})
     s = (await run(w)).summary
     steady = s["steady"]
     assert steady is not None and 3.0 <= steady["from_s"] <= 6.0 and 10.0 <= steady["to_s"] <= 13.5, steady
