@@ -8,8 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
+from oxconsole.workload import Workload
 from tests.support import journal, run
 from tests.support.workloads import load_workload
 
@@ -29,10 +31,9 @@ def ended_in(records: list[dict[str, Any]], started_at: float, a: float, b: floa
     return n, tokens
 
 
-def start_of(w: Any) -> float:
+def start_of(w: Workload) -> float:
+    """When the run's clock started (its session, in the journal's manifest)."""
     manifest = w.results_path().with_name(w.results_path().name + ".meta.json")
-    import orjson
-
     return float(orjson.loads(manifest.read_bytes())["sessions"][0]["started_at"])
 
 
