@@ -90,9 +90,12 @@ class Trials:
 
     @property
     def state(self) -> str:
-        """The trial's state; "running" between two trials (only the last one's end is "done")."""
+        """The trial's state; "starting" before the first, "running" between two trials (only the
+        last one's end is "done")."""
         e = self.engine
-        if e is None or (e.state == "done" and not self._last()):
+        if e is None:
+            return "starting"
+        if e.state == "done" and not self._last():
             return "running" if not self._stopping else "draining"
         return e.state
 
@@ -164,7 +167,11 @@ class Trials:
             engine = self._make(trial_workload(self.w, k), skip, total)
             engine.publish_interval = self._interval
             self.engine = engine
-            out = await engine.run()
+            running = asyncio.ensure_future(engine.run())
+            await asyncio.sleep(0)  # the engine has taken the loop: a stop now is a stop while starting
+            if self._stopping:  # stopped before the first trial could start
+                engine.request_stop(interrupted=True)
+            out = await running
             ok, error, crashed, last = ok + out.ok, error + out.error, crashed or out.crashed, out
             self.warnings.extend(x for x in out.warnings if x not in self.warnings)
             cut = out.stopped_early or out.journal_failure is not None or out.crashed

@@ -173,3 +173,19 @@ def test_trials_with_worker_processes(tmp_path: Path) -> None:
     records = read_jsonl(folder / "results.jsonl")
     assert Counter(x["trial"] for x in records) == {1: 80, 2: 80}, Counter(x.get("trial") for x in records)
     assert len({x["id"] for x in records}) == 160
+
+
+async def test_a_stop_before_the_first_trial_sends_nothing(tmp_path: Path) -> None:
+    """A signal while the trials are starting stops them as it stops a run that is starting."""
+    from oxconsole.cli.headless import runner_for
+    from oxconsole.cli.prepare import prepare_run
+
+    wl = sim_workload(tmp_path / "early", count=50, concurrency=4, ttft="5ms")
+    prep = prepare_run(str(wl), ["run.trials=3"], None, False)
+    trials = runner_for(prep, 100.0)
+    assert trials.state == "starting", trials.state
+    trials.request_stop(interrupted=True)
+    out = await trials.run()
+    assert out.interrupted and out.exit_code == 130, (out.interrupted, out.not_sent)
+    journal = tmp_path / "early" / "results.jsonl"
+    assert not journal.exists() or not read_jsonl(journal), read_jsonl(journal)[:3]
