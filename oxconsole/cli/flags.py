@@ -54,6 +54,12 @@ def run_parser(prog: str = "oxconsole") -> argparse.ArgumentParser:
     p.add_argument("--output", metavar="PATH", help="override [output] results")
     p.add_argument("--prometheus", metavar="HOST:PORT", help="serve /metrics while the run lasts")
     p.add_argument(
+        "--trials",
+        type=int,
+        metavar="N",
+        help="run the workload N times in a row into one journal (run.trials): how much its figures vary",
+    )
+    p.add_argument(
         "--progress-interval",
         type=float,
         default=2.0,

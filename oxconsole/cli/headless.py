@@ -21,6 +21,8 @@ from oxconsole.reports.hints import end_notes, resume_command
 from oxconsole.reports.outputs import summary_stream, where_lines
 
 if TYPE_CHECKING:
+    from collections.abc import Set as AbstractSet
+
     from oxconsole.engine.runner import RunEngine, RunOutcome
     from oxconsole.metrics import Snapshot
     from oxconsole.workload import Workload
@@ -33,6 +35,32 @@ __all__ = [
     "served_lines",
     "tell_where",
 ]
+
+
+def runner_for(prep: PreparedRun, progress_interval: float) -> RunEngine:
+    """The run a prepared workload asks for: one engine, or `run.trials` of them in a row
+    (`engine/trials.py`), each printing its progress line."""
+    w = prep.workload
+    if w.run.trials <= 1:
+        return engine_with_progress(prep, progress_interval)
+    import dataclasses
+
+    from oxconsole.engine.runner import Engine
+    from oxconsole.engine.trials import Trials
+    from oxconsole.journal.trialstate import TrialState
+
+    state = (TrialState.read(prep.results_path) if prep.resume else None) or TrialState(w.run.trials)
+    state.n = w.run.trials  # a resume may ask for more trials (or fewer) than the run began with
+
+    def make(wk: Workload, skip: AbstractSet[str], total: int | None) -> Engine:
+        one = dataclasses.replace(prep, workload=wk, skip=skip, total=total)
+        engine = engine_with_progress(one, progress_interval)
+        assert isinstance(engine, Engine)
+        return engine
+
+    return Trials(
+        w, prep.results_path, state, make, first=prep.first_trial, skip=prep.skip, total=prep.trial_total
+    )
 
 
 def engine_with_progress(prep: PreparedRun, progress_interval: float) -> RunEngine:
@@ -88,7 +116,7 @@ def run_headless(
     from oxconsole.control import RunInfo, serve_run
 
     w = prep.workload
-    engine = engine_with_progress(prep, interval)
+    engine = runner_for(prep, interval)
     before_end = _whole_journal_first(prep, before_end)
     info = RunInfo(
         name=w.name,
@@ -173,7 +201,7 @@ def _whole_journal_first(
     def end(outcome: RunOutcome) -> None:
         from oxconsole.journal.manifest import manifest_path, store_run_sections
 
-        if prep.resume:
+        if prep.resume or prep.workload.run.trials > 1:
             from oxconsole.journal.identify import NotAJournal
             from oxconsole.reports.summary import whole_journal_summary
 

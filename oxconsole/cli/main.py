@@ -121,6 +121,12 @@ def check_flags(ns: argparse.Namespace) -> None:
         if ns.theme not in known:
             raise BadInput(f"--theme: expected one of {', '.join(sorted(known))}, got {json.dumps(ns.theme)}")
     check_progress_interval(ns.progress_interval)
+    from oxconsole.workload.bounds import MAX_TRIALS
+
+    if ns.trials is not None and not 1 <= ns.trials <= MAX_TRIALS:
+        raise BadInput(
+            f"--trials: expected an integer between 1 and {MAX_TRIALS} (runs in a row), got {ns.trials}"
+        )
     if ns.ray_address is not None and not ns.ray_address.strip():
         raise BadInput(
             '--ray-address: expected a Ray address (HOST:PORT, ray://HOST:PORT or "local"), got ""'
@@ -157,6 +163,8 @@ def theme_names() -> set[str]:
 def _run(ns: argparse.Namespace) -> int:
     if ns.prometheus:  # the same as [output] prometheus, checked with the workload
         ns.overrides.append(f"output.prometheus={json.dumps(ns.prometheus)}")
+    if ns.trials is not None:
+        ns.overrides.append(f"run.trials={ns.trials}")
     if ns.ray_address is not None:  # RAY_ADDRESS is what Ray reads; the engine process inherits it
         os.environ["RAY_ADDRESS"] = ns.ray_address
         ns.overrides.append(RAY_OVERRIDE)

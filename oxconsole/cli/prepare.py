@@ -186,6 +186,11 @@ class PreparedRun:
     """Appending to an existing journal (--resume): the run ends with the whole journal's summary."""
     lock: JournalLock | None = None
     """The journal's lock (`journal/lock.py`), held until this process ends or hands it over."""
+    first_trial: int = 1
+    """With `run.trials` > 1: the trial to run first (after --resume, the one that was cut; past
+    the last when every trial had ended). `skip` and `total` are that trial's."""
+    trial_total: int | None = None
+    """With `run.trials` > 1: the requests of one whole trial, when known."""
 
 
 def prepare_run(
@@ -201,14 +206,53 @@ def prepare_run(
     w, stats = load_checked(workload, overrides)
     path, aside, lock = _results_path(w, output, resume, summary_json)
     skip: AbstractSet[str] = set()
+    first = 1
     if resume:
         from oxconsole.journal.journal import ok_ids
 
-        skip, issues = ok_ids(path)
+        first = _first_trial(w, path)
+        skip, issues = ok_ids(path, first if w.run.trials > 1 and first <= w.run.trials else 0)
         for msg in issues.messages(path):  # the same lines, counted the same way, as `report`
             print(f"oxconsole: warning: {msg}", file=sys.stderr)
         print(f"oxconsole: resuming: {len(skip)} request(s) already ok in {path}", file=sys.stderr)
     total = stats.total_requests
     if total is not None and skip:
         total = max(0, total - len(skip))
-    return PreparedRun(w, path, skip, total, tuple(overrides), aside, resume, lock)
+    return PreparedRun(
+        w, path, skip, total, tuple(overrides), aside, resume, lock, first, stats.total_requests
+    )
+
+
+def _first_trial(w: Workload, path: Path) -> int:
+    """The trial a resume continues: the first that has not ended (past the last when all have);
+    1 for a run of one trial. BadInput when the journal and the workload disagree on trials."""
+    from oxconsole.journal.trialstate import TrialState
+
+    state = TrialState.read(path)
+    has_trials = state is not None or _has_trial_records(path)
+    if w.run.trials == 1 and has_trials:
+        n = f" of {state.n}" if state is not None else ""
+        raise BadInput(
+            f"{path}: --resume: expected a run of one trial, but the journal holds trials{n} "
+            "(resume with the same run.trials, or --trials N)"
+        )
+    if w.run.trials == 1:
+        return 1
+    if not has_trials and path.is_file() and path.stat().st_size > 0:
+        raise BadInput(
+            f"{path}: --resume: expected a journal of trials (run.trials = {w.run.trials}), but it "
+            "holds a run of one; start a new run without --resume (the journal is kept aside)"
+        )
+    if state is None:
+        return 1
+    return state.next() or w.run.trials + 1
+
+
+def _has_trial_records(path: Path) -> bool:
+    """Whether some record of the journal carries `trial` (read until the first that does)."""
+    from oxconsole.journal.reading import journal_items
+
+    try:
+        return any(journal_items(path, lambda d: d.get("trial") is not None))
+    except OSError:
+        return False

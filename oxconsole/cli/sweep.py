@@ -48,7 +48,10 @@ def _parser() -> Parser:
         help="concurrency, rate or any --set path, and its values; concurrency=auto searches for the knee",
     )
     p.add_argument(
-        "--point-duration", default="30s", metavar="DURATION", help="each point's length (default 30s)"
+        "--point-duration",
+        default="30s",
+        metavar="DURATION",
+        help="each point's limit; a point ends sooner once its figures have settled (default 30s)",
     )
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--summary-json", metavar="PATH", help="also write the sweep's JSON to PATH")

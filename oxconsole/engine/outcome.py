@@ -107,10 +107,14 @@ class RunEngine(Protocol):
     """What the CLI, the control socket and the console need of a run: `Engine` or a served sweep."""
 
     w: Workload
-    latest: Snapshot | None
     warnings: list[str]
     publish_interval: float
     total_expected: int | None
+
+    @property
+    def latest(self) -> Snapshot | None:
+        """The newest snapshot of the run (None before the first)."""
+        ...
 
     @property
     def state(self) -> str: ...

@@ -64,6 +64,7 @@ def new_collector(w: Workload, started_at: float) -> Collector:
         prices={m.name: (m.price_per_request, m.price_per_1m_input, m.price_per_1m_output) for m in w.models},
         plans=w.plans,
         slo_target=None if w.slo is None else w.slo.target,
+        settle_tolerance=w.run.settle_tolerance,
     )
     c.packing_size = w.packing.size
     c.cascade = None if w.quality is None else tuple(w.routing.cascade)
@@ -385,6 +386,11 @@ class Engine:
 
     def _stages_done(self) -> None:
         """The last stage ended: the run ends as when run.duration runs out (not a user's stop)."""
+        self.end_as_planned()
+
+    def end_as_planned(self) -> None:
+        """End the run as its own end does (run.duration or the stages running out, a sweep point
+        that settled): dispatch stops and what is in flight finishes; not a user's stop."""
         if not self.live.stopped:
             self._planned_end = True
             self.request_stop()

@@ -18,6 +18,7 @@ from oxconsole.engine.outcome import count_not_sent
 from oxconsole.journal.journal import Journal, saved_records
 from oxconsole.metrics.aggregate import Tally, build_summary, phase_summary
 from oxconsole.metrics.collector import Collector
+from oxconsole.metrics.confidence import Replay
 from oxconsole.metrics.plans import project_costs
 
 __all__ = ["run_summary"]
@@ -52,8 +53,11 @@ def _figures(name: str, duration_s: float, collector: Collector, journal: Journa
     if journal is None or journal.failure is None:
         return collector.summary(name, duration_s)
     tally = Tally()
+    start = collector.started_at
+    replay = Replay(lambda _, t: t - start, collector.confidence.tolerance)
     for rec in saved_records(journal.path, journal.start):
         rec.text = None
+        replay.add(rec)
         tally.count(rec)
     overall = tally.overall
     summary = build_summary(
@@ -67,6 +71,9 @@ def _figures(name: str, duration_s: float, collector: Collector, journal: Journa
         slo_target=collector.slo_target,
         plans=collector.plans,
     )
+    blocks, (phase,) = replay.finish(duration_s, [duration_s])
+    summary.update(blocks)
+    summary["phases"][0].update(phase)
     summary["saved"] = False
     summary["save_error"] = journal.failure
     return summary

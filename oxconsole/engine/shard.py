@@ -43,7 +43,7 @@ from oxconsole.engine.send.conversations import Sessions
 from oxconsole.engine.send.health import ModelHealth
 from oxconsole.engine.send.packing import packer_for
 from oxconsole.engine.send.request import Sender, Story
-from oxconsole.journal.records import RequestRecord
+from oxconsole.journal.records import RequestRecord, trial_id
 from oxconsole.metrics.histogram import LogHistogram
 from oxconsole.metrics.snapshot import Gauges, ModelGauge
 from oxconsole.workload import Prompt, Workload, iter_prompts
@@ -356,7 +356,7 @@ class LocalShard:
                 self._wake.set()
         if hold is not None:
             self.dispatch.settle(hold, rec)
-        slo, sink = self.w.slo, self.record_sink
+        slo, sink, trial = self.w.slo, self.record_sink, self.w.run.trial
         for r in (rec,) if recs is None else recs:
             if mark is not None:
                 r.stage, r.warmup = mark
@@ -364,6 +364,8 @@ class LocalShard:
                 self.sessions.finished(r)
             if slo is not None:  # with [quality] a good answer is also a valid one
                 r.slo_ok = slo.good(r) and r.valid is not False
+            if trial:  # one of several trials in one journal: its ids stay apart from the others'
+                r.trial, r.id = trial, trial_id(r.id, trial)
             sink(r)
 
     def _pack_prefix(self) -> str:

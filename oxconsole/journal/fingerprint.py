@@ -21,7 +21,7 @@ import orjson
 
 from oxconsole.base.idset import IdSet
 from oxconsole.journal.journal import Journal
-from oxconsole.journal.manifest import manifest_path, read_manifest, write_manifest_data
+from oxconsole.journal.manifest import SETTLE_KEY, manifest_path, read_manifest, write_manifest_data
 from oxconsole.workload import Workload, WorkloadError, iter_prompts, plans_to_toml, request_ids
 
 VERSION = 1
@@ -92,15 +92,17 @@ def _sha256(path: Path) -> str | None:
         return None
 
 
-KEPT = ("sessions",)
-"""Keys other modules record in the manifest about the journal's content (`sessions.py`): kept
-when the manifest is written again while the journal has records, dropped with a new journal."""
+KEPT = ("sessions", "trials")
+"""Keys other modules record in the manifest about the journal's content (`sessions.py`,
+`trialstate.py`): kept when the manifest is written again while the journal has records, dropped
+with a new journal."""
 
 
 def write_manifest(w: Workload, results: Path, fp: dict[str, Any] | None = None) -> None:
     data: dict[str, Any] = {"name": w.name, "workload": str(w.path), "prompts": fp or fingerprint(w)}
     if w.slo is not None:
         data["slo"] = w.slo.to_dict()
+    data[SETTLE_KEY] = w.run.settle_tolerance  # `oxconsole report` judges settledness with it again
     if results.exists() and results.stat().st_size > 0:
         old = read_manifest(results)
         data.update((k, old[k]) for k in KEPT if k in old)

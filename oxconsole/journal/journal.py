@@ -32,7 +32,7 @@ import orjson
 
 from oxconsole.base.idset import IdSet
 from oxconsole.journal.reading import JournalIssues, journal_items
-from oxconsole.journal.records import RequestRecord
+from oxconsole.journal.records import RequestRecord, untrial_id
 
 GONE = "the journal was deleted or moved while the run wrote it (its folder removed?): its lines are lost"
 
@@ -221,22 +221,36 @@ def _ok_id(d: dict[str, Any]) -> str | None:
     return str(d["id"]) if d.get("status") == "ok" else None
 
 
-def _ok_lines(path: Path, issues: JournalIssues | None = None) -> Iterator[str]:
-    """The ids of the `ok` records of a journal, streamed, read as `report` reads them."""
+def _trial_ok_id(trial: int) -> Callable[[dict[str, Any]], str | None]:
+    """`_ok_id` of trial `trial`'s records, as the request's own id (without `@trialN`)."""
+
+    def ok_id(d: dict[str, Any]) -> str | None:
+        if d.get("status") != "ok" or d.get("trial") != trial:
+            return None
+        return untrial_id(str(d["id"]), trial)
+
+    return ok_id
+
+
+def _ok_lines(path: Path, issues: JournalIssues | None = None, trial: int = 0) -> Iterator[str]:
+    """The ids of the `ok` records of a journal (of one trial's, by its requests' own ids, for
+    `trial` > 0), streamed, read as `report` reads them."""
     if not path.exists():
         return
-    for rid in journal_items(path, _ok_id, issues):
+    for rid in journal_items(path, _trial_ok_id(trial) if trial else _ok_id, issues):
         if rid is not None:
             yield rid
 
 
-def ok_ids(path: Path) -> tuple[IdSet, JournalIssues]:
+def ok_ids(path: Path, trial: int = 0) -> tuple[IdSet, JournalIssues]:
     """Ids recorded `ok` in a journal, and what was skipped reading it (`JournalIssues`: a torn
-    last line, records no run wrote), counted exactly as `oxconsole report` counts them.
+    last line, records no run wrote), counted exactly as `oxconsole report` counts them. With
+    `trial` > 0 (`run.trials`): that trial's, as the ids of the prompts it sent (what a resumed
+    trial skips).
 
     The set holds 8 bytes an id (`IdSet`), not the id strings: a resume of a million-line journal
     stays small; iterating it reads the ids from the journal again.
     """
     issues = JournalIssues()
-    done = IdSet(_ok_lines(path, issues), reread=lambda: _ok_lines(path))
+    done = IdSet(_ok_lines(path, issues, trial), reread=lambda: _ok_lines(path, trial=trial))
     return done, issues

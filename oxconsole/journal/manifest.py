@@ -12,6 +12,7 @@ replaces it whole, so that a reader never sees half a file.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +21,11 @@ import orjson
 from oxconsole.base.figures import FROM_DUE
 
 __all__ = [
+    "SETTLE_KEY",
     "manifest_path",
     "read_manifest",
     "run_sections",
+    "settle_tolerance_of",
     "store_run_sections",
     "write_manifest_data",
 ]
@@ -99,3 +102,18 @@ def run_sections(manifest: dict[str, Any], last_session: float | None) -> dict[s
     if not isinstance(kept, dict) or kept.get("session") != last_session:
         return {}
     return kept
+
+
+SETTLE_KEY = "settle_tolerance"
+"""The manifest's key for the run's `run.settle_tolerance` (`oxconsole report` judges settledness
+with it again)."""
+
+
+def settle_tolerance_of(manifest: Mapping[str, Any]) -> float:
+    """The run's settle tolerance as its manifest kept it; the default when absent or not a share."""
+    v = manifest.get(SETTLE_KEY)
+    if isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < 1:
+        return float(v)
+    from oxconsole.workload.schema import RunConfig
+
+    return RunConfig.settle_tolerance

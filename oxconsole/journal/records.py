@@ -167,6 +167,9 @@ class RequestRecord:
     """Real-time factor of an ok transcription or speech: latency over its audio's seconds."""
     characters: int | None = None
     """Characters of speech's input text (what `price_per_1m_characters` bills)."""
+    trial: int | None = None
+    """With `run.trials` > 1: the trial (1..N) the request was sent in; its `id` ends in
+    `@trialN` (`trial_id`), so that every trial's ids stay unique in the one journal."""
 
     def __post_init__(self) -> None:
         """The record boundary: what a server sent becomes text any encoder takes (a lone
@@ -265,6 +268,8 @@ class RequestRecord:
             _quality_json(self, d)
         if self.api is not None or self.images_in is not None or self.audio_in_s is not None:
             _media_json(self, d)
+        if self.trial is not None:
+            d["trial"] = self.trial
         if self.text is not None:
             d["text"] = self.text
         return d
@@ -303,6 +308,7 @@ class RequestRecord:
             **{k: d[k] for k in OPTIONAL_COUNTS if type(d.get(k)) is int},
             **_quality_fields(d),
             **_media_fields(d),
+            trial=d["trial"] if type(d.get("trial")) is int and d["trial"] >= 1 else None,
         )
 
 
@@ -380,6 +386,21 @@ def _counts(v: Any, names: Any) -> list[int] | None:
     if not isinstance(v, list) or not isinstance(names, list) or len(v) != len(names) or len(v) < 2:
         return None
     return [int(x) for x in v]
+
+
+TRIAL_MARK = "@trial"
+"""What a trial's request ids end in, before the trial's number (`trial_id`)."""
+
+
+def trial_id(request_id: str, trial: int) -> str:
+    """The id a request of trial `trial` is journaled under: ``p17@trial2``."""
+    return f"{request_id}{TRIAL_MARK}{trial}"
+
+
+def untrial_id(request_id: str, trial: int) -> str | None:
+    """The request's own id when ``request_id`` is trial `trial`'s (`trial_id`), else None."""
+    suffix = f"{TRIAL_MARK}{trial}"
+    return request_id[: -len(suffix)] if request_id.endswith(suffix) else None
 
 
 def has_run_times(d: Mapping[str, Any]) -> bool:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -140,6 +140,52 @@ class SessionSpans:
             elif self._last[i] > -math.inf:
                 total += max(0.0, self._last[i] - s.started_at)
         return total
+
+    def slot(self, t_scheduled: float) -> int:
+        """The session (0: records older than the first recorded; then 1, 2, ... in order) a
+        request due at `t_scheduled` was sent in."""
+        return bisect_right(self._starts, t_scheduled + SLACK_S)
+
+    def lengths(self) -> list[float]:
+        """Each session's running time less its warm-up (as `running_s` less `warmup_s` adds them
+        up), by `slot`."""
+        out = [max(0.0, self._last[0] - self._first[0]) if self._first[0] < math.inf else 0.0]
+        for i, s in enumerate(self._sessions, 1):
+            if s.running_s is not None:
+                out.append(max(0.0, s.running_s - s.warmup_s))
+            else:
+                out.append(max(0.0, self._last[i] - s.started_at) if self._last[i] > -math.inf else 0.0)
+        return out
+
+    def clock(self) -> Callable[[float, float], float]:
+        """After every record was added: ``(t_scheduled, t)`` -> seconds of running time at unix
+        time ``t`` of the request due at ``t_scheduled``: from its session's start, plus the
+        running time of the sessions before it (the gaps between them left out). One session's
+        records read as seconds since it started, as the run's own collector counted them."""
+        origins: list[float] = []
+        offsets: list[float] = []
+        at = 0.0
+        if self._first[0] < math.inf:  # records older than the first session recorded
+            origins.append(self._first[0])
+            offsets.append(0.0)
+            at = max(0.0, self._last[0] - self._first[0])
+        else:
+            origins.append(0.0)
+            offsets.append(0.0)
+        for i, s in enumerate(self._sessions, 1):
+            origins.append(s.started_at)
+            offsets.append(at)
+            if s.running_s is not None:
+                at += s.running_s
+            elif self._last[i] > -math.inf:
+                at += max(0.0, self._last[i] - s.started_at)
+        starts = self._starts
+
+        def running(t_scheduled: float, t: float) -> float:
+            i = bisect_right(starts, t_scheduled + SLACK_S)
+            return offsets[i] + (t - origins[i])
+
+        return running
 
     def warmup_s(self) -> float:
         """The time the sessions spent in warm-up stages, added up (as their runs recorded it)."""

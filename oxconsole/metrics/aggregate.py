@@ -145,6 +145,16 @@ class RunStats:
         it, or it judged an answer), counted in `total` and `ok` beside the requests that ended
         here (`count_answer`)."""
 
+    @property
+    def ttft(self) -> LogHistogram:
+        """The TTFT histogram (what the confidence intervals read, `metrics/confidence.py`)."""
+        return self.timings[TTFT.key]
+
+    @property
+    def latency(self) -> LogHistogram:
+        """The latency histogram."""
+        return self.timings[LATENCY.key]
+
     def hist(self, metric: str) -> LogHistogram:
         """The histogram of the timing whose summary key is `metric` (one of `METRICS`)."""
         return self.timings[metric]

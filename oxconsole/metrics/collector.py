@@ -28,6 +28,7 @@ from oxconsole.metrics.aggregate import (
     error_details,
     phase_summary,
 )
+from oxconsole.metrics.confidence import Confidence, run_blocks
 from oxconsole.metrics.due import DueStats
 from oxconsole.metrics.goodput import Goodput
 from oxconsole.metrics.histogram import LogHistogram, record_into
@@ -36,6 +37,7 @@ from oxconsole.metrics.packing import live_packing
 from oxconsole.metrics.plans import PlanCost, Usage, plan_costs, project
 from oxconsole.metrics.quality import live_quality, with_steps
 from oxconsole.metrics.reasoning import ReasoningLive
+from oxconsole.metrics.settle import SETTLE_TOLERANCE
 from oxconsole.metrics.snapshot import (
     Bins,
     Counts,
@@ -46,6 +48,7 @@ from oxconsole.metrics.snapshot import (
     Snapshot,
 )
 from oxconsole.metrics.stages import StageLog, fold_change
+from oxconsole.metrics.steady import Timeline
 from oxconsole.metrics.stepresponse import StepTracker
 from oxconsole.metrics.window import RollingHistogram, SecondSeries
 
@@ -103,6 +106,7 @@ class Collector:
         ring_s: int = 600,
         slo_target: float | None = None,
         plans: Mapping[str, PricePlan] | None = None,
+        settle_tolerance: float = SETTLE_TOLERANCE,
     ) -> None:
         self.started_at = started_at
         self.slo_target = slo_target
@@ -137,6 +141,10 @@ class Collector:
         """Changes that at least double concurrency or rate, and what they did to TTFT."""
         self.due: DueStats | None = None
         """Open-loop runs (set by the engine): the figures from each request's due time."""
+        self.confidence = Confidence(self._all, settle_tolerance)
+        """The run's and its phase's intervals and settledness, by each request's end time."""
+        self.timeline = Timeline()
+        """Requests in flight per second, for the summary's `steady` window."""
 
     def _model(self, name: str) -> _ModelAcc:
         acc = self._models.get(name)
@@ -160,6 +168,11 @@ class Collector:
                 return
         if self.due is not None:
             self.due.record(rec)
+        sent = rec.t_sent - self.started_at
+        end = sent + (rec.latency_ms or 0.0) / 1000.0  # binned by its end, as a journal's replay is
+        ok = rec.status == "ok"
+        self.confidence.record(end, ok)  # before it is counted: a second is judged on those before
+        self.timeline.add(sent, end, ok, rec.output_tokens)
         sec = int(self._clock() - self._t0)
         if sec < 0:
             sec = 0
@@ -263,13 +276,10 @@ class Collector:
         ):
             self._phase_settings.append(c)  # e.g. several weights edited at once: one phase
             return
-        self._phases.append(
-            with_steps(
-                phase_summary(self._phase, self._phase_t, t, self._phase_settings, self.slo_target),
-                in_force,
-            )
-        )
+        ended = phase_summary(self._phase, self._phase_t, t, self._phase_settings, self.slo_target)
+        self._phases.append(with_steps({**ended, **self.confidence.phase.block(t)}, in_force))
         self._phase = RunStats()
+        self.confidence.new_phase(self._phase, t)
         self._targets.clear()
         self._phase_t = t
         self._phase_settings = [c]
@@ -328,6 +338,7 @@ class Collector:
             reasoning=ReasoningLive.of(al.reason, al.input_tokens, al.output_tokens),
             quality=live_quality(al.quality, self.cascade),
             media=MediaLive.of(al.media, run_span),
+            settle={"phase": self.confidence.phase.live(), "run": self.confidence.run.live()},
         )
 
     def _bursts(self) -> dict[str, Any] | None:
@@ -454,12 +465,13 @@ class Collector:
 
     def summary(self, name: str, duration_s: float) -> dict[str, Any]:
         """The contract's summary object for the run so far, with ``duration_s`` of wall time."""
-        last = phase_summary(
-            self._phase, self._phase_t, max(duration_s, self._phase_t), self._phase_settings, self.slo_target
-        )
-        phases = [*self._phases, with_steps(last, self.cascade)]
+        end = max(duration_s, self._phase_t)
+        last = phase_summary(self._phase, self._phase_t, end, self._phase_settings, self.slo_target)
+        phases = [*self._phases, with_steps({**last, **self.confidence.phase.block(end)}, self.cascade)]
         measured_s = duration_s - self.stage_log.warmup_s(duration_s)  # rates leave warm-up out
-        whole = with_steps(self._summary(name, measured_s, phases), self.cascade)
+        whole = self._summary(name, measured_s, phases)
+        whole.update(run_blocks(self.confidence.run, self.timeline, measured_s))
+        whole = with_steps(whole, self.cascade)
         out = self.stage_log.into(whole, duration_s)
         out["steps"] = self.steps.steps(self.started_at + duration_s)
         if self.due is not None:

@@ -28,6 +28,7 @@ from oxconsole.base.figures import (
 from oxconsole.metrics.goodput import Goodput
 from oxconsole.metrics.media import MediaLive
 from oxconsole.metrics.reasoning import ReasoningLive
+from oxconsole.metrics.settle import settle_from_summary
 
 __all__ = [
     "Bins",
@@ -257,6 +258,13 @@ class Snapshot:
     media: MediaLive | None = None
     """Images and audio per second, the real-time factor (`metrics/media.py`); None when no record
     carried a media key."""
+    trial: Mapping[str, int] | None = None
+    """With `run.trials` > 1: which trial is running, {"index": 1..N, "count": N} (`engine/trials.py`);
+    None for a run of one trial."""
+    settle: Mapping[str, Any] | None = None
+    """Whether the figures hold still: {"phase": ..., "run": ...}, each {"state": "settling" |
+    "settled", "spread", "worst", "settled_at_s", "ci"} (`metrics/confidence.Span.live`; read
+    with `settle.SettleView.from_dict`); None when not known (a snapshot of an older engine)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON types (dicts, lists, str, int, float, bool, None); orjson-ready."""
@@ -320,6 +328,8 @@ class Snapshot:
             reasoning=ReasoningLive.from_dict(d.get("reasoning")),
             quality=d.get("quality"),
             media=MediaLive.from_dict(d.get("media")),
+            settle=d.get("settle"),
+            trial=d.get("trial"),
         )
 
     @classmethod
@@ -382,6 +392,7 @@ class Snapshot:
             reasoning=ReasoningLive.from_summary(summary),
             quality=_quality_from_summary(summary),
             media=MediaLive.from_summary(summary),
+            settle=settle_from_summary(summary),
         )
 
 

@@ -34,6 +34,7 @@ from oxconsole.base.figures import (
 from oxconsole.base.figures import FIGURES as SUMMARY_FIGURES
 from oxconsole.base.figures import Figure as DeclaredFigure
 from oxconsole.base.safetext import shown_lines
+from oxconsole.reports.confidence import trials_verdicts
 from oxconsole.reports.media import media_figures, media_rows
 from oxconsole.reports.plans import cost_figures, cost_rows, money_cell
 from oxconsole.reports.quality import quality_figures, quality_rows
@@ -66,6 +67,12 @@ CONFIDENCE = 0.95
 FIGURES: tuple[tuple[str, str], ...] = tuple((f.id, f.header) for f in SUMMARY_FIGURES)
 """(id, label with its unit) of each figure compared, as `oxconsole.base.figures` declares them."""
 
+STEADY: tuple[tuple[str, str], ...] = (
+    ("steady.requests_per_s", "steady req/s"),
+    ("steady.output_tokens_per_s", "steady tok/s"),
+)
+"""The steady window's rates (`metrics/steady.py`), shown after the whole run's."""
+
 GOODPUT: tuple[tuple[str, str], ...] = tuple((f.id, f.header) for f in COMPARED["goodput"])
 """Rows shown when some run had `[slo]`."""
 
@@ -97,6 +104,8 @@ class RunFigures:
     path: str
     name: str
     figures: Mapping[str, Figure]
+    trials: Mapping[str, Any] | None = None
+    """The summary's `trials` block, for runs of several trials (`reports/confidence.py`)."""
 
 
 def _quantile(sorted_vals: Sequence[float], q: float) -> float:
@@ -184,6 +193,10 @@ def load_run(path: str | os.PathLike[str], plans: Mapping[str, PricePlan] | None
         )
     for f in TIMED:  # every run's timings, at each percentile `FIGURES` may show
         figs.update((m.id, Figure(m.value(s), None)) for m in (f.at(q) for q in ("p50", "p90", "p99")))
+    steady = s.get("steady")
+    for key, _ in STEADY:
+        v = steady.get(key.partition(".")[2]) if isinstance(steady, Mapping) else None
+        figs[key] = Figure(None if v is None else float(v), None)
     req = s["requests"]
     if isinstance(s.get("goodput"), Mapping):
         for f in COMPARED["goodput"]:
@@ -197,7 +210,10 @@ def load_run(path: str | os.PathLike[str], plans: Mapping[str, PricePlan] | None
     figs.update((k, Figure(v, None)) for k, v in server_figures(s).items())
     for f, vals in _timings(path).items():  # the others at their rows' (reasoning_figures gave TTFOT's)
         _with_intervals(figs, f.key, vals, (50.0, 90.0, 99.0) if f in TIMED else (50.0, 99.0))
-    return RunFigures(os.fspath(path), str(s.get("name", "")), figs)
+    trials = s.get("trials")
+    return RunFigures(
+        os.fspath(path), str(s.get("name", "")), figs, trials if isinstance(trials, Mapping) else None
+    )
 
 
 def _delta(base: Figure, other: Figure) -> tuple[float | None, bool | None]:
@@ -222,7 +238,12 @@ def compare(runs: Sequence[RunFigures]) -> dict[str, Any]:
     media = media_rows({k: f.value for k, f in r.figures.items()} for r in runs)
     costs = cost_rows(r.figures for r in runs)
     server = server_rows(r.figures for r in runs)
-    keys = (*FIGURES[:2], *slo, *FIGURES[2:], *answer, *media, *costs, *quality, *steps, *server)
+    steady = (
+        STEADY
+        if any(r.figures.get(k, Figure(None, None)).value is not None for r in runs for k, _ in STEADY)
+        else ()
+    )
+    keys = (*FIGURES[:2], *steady, *slo, *FIGURES[2:], *answer, *media, *costs, *quality, *steps, *server)
     for key, label in keys:
         figs = [r.figures.get(key, Figure(None, None)) for r in runs]
         deltas = [_delta(figs[0], f) for f in figs[1:]]
@@ -235,16 +256,24 @@ def compare(runs: Sequence[RunFigures]) -> dict[str, Any]:
             "delta_pct": [None, *(_round(d) for d, _ in deltas)],
             "within_noise": [None, *(n for _, n in deltas)],
         })  # fmt: skip
-    return {
+    labels = short_names([r.path for r in runs])
+    out: dict[str, Any] = {
         "runs": [
-            {"path": r.path, "name": r.name, "label": label}
-            for r, label in zip(runs, short_names([r.path for r in runs]), strict=True)
+            {"path": r.path, "name": r.name, "label": label} for r, label in zip(runs, labels, strict=True)
         ],
         "baseline": runs[0].path,
         "confidence": CONFIDENCE,
         "bootstrap": {"resamples": BOOTSTRAP, "seed": SEED},
         "figures": rows,
     }
+    said = [
+        line
+        for r, label in zip(runs[1:], labels[1:], strict=True)
+        for line in trials_verdicts({"trials": runs[0].trials}, {"trials": r.trials}, (labels[0], label))
+    ]
+    if said:
+        out["trials"] = said
+    return out
 
 
 def _round(v: float | None) -> float | None:
@@ -283,6 +312,12 @@ def render_compare(c: Mapping[str, Any], cell: Callable[[float | None], str] = _
             line += f"{fmt(v):>{w}}{_dcell(d, n):>10}"
         lines.append(line)
     lines += ["", f"~ within noise, * beyond it ({c['confidence']:.0%} bootstrap intervals, seed {SEED})"]
+    if c.get("trials"):
+        lines += [
+            "",
+            "over the trials (95% t-intervals of each run's trials):",
+            *(f"  {t}" for t in c["trials"]),
+        ]
     return "\n".join(lines) + "\n"
 
 

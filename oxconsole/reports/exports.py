@@ -190,4 +190,6 @@ def compare_markdown(c: Mapping[str, Any]) -> str:
             cells += [fmt(v), "-" if d is None else f"{d:+.1f}%{mark}"]
         rows.append(cells)
     note = f"(~) within noise: {c['confidence']:.0%} bootstrap intervals overlap"
-    return "\n".join([*_md_table(head, rows), "", note]) + "\n"
+    said = [f"- {t}" for t in c.get("trials") or ()]
+    trials = ["", "Over the trials (95% t-intervals of each run's trials):", "", *said] if said else []
+    return "\n".join([*_md_table(head, rows), "", note, *trials]) + "\n"

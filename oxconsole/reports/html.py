@@ -29,6 +29,7 @@ from oxconsole.base.figures import (
     Figure,
 )
 from oxconsole.base.units import change_text, fmt_money
+from oxconsole.reports.confidence import confidence_section
 from oxconsole.reports.media import media_section
 from oxconsole.reports.plans import cost_by_plan, money_cell
 from oxconsole.reports.quality import quality_section
@@ -126,6 +127,7 @@ def render_html(
     markers = _markers(summary)
     body = [
         _header(summary),
+        confidence_section(summary),
         sweep,
         steps_section(summary),
         _section(
@@ -408,11 +410,20 @@ def _phases(s: Mapping[str, Any]) -> str:
                 f"{int(_g(ph, 'requests', 'ok') or 0):,}",
                 f"{_v(ph, REQUESTS_PER_S):.2f}",
                 *(fmt_num(_v(ph, f)) for f in _PHASE_TIMINGS),
+                _settled(ph),
                 what,
             ]
         )
-    head = ["phase", "ok", REQUESTS_PER_S.short, *(f.label for f in _PHASE_TIMINGS), "changed"]
+    head = ["phase", "ok", REQUESTS_PER_S.short, *(f.label for f in _PHASE_TIMINGS), "settled", "changed"]
     return _section("phases", "Phases", "", [_table(head, rows)])
+
+
+def _settled(ph: Mapping[str, Any]) -> str:
+    """When a phase settled (seconds after it began), "no", or "-" for a summary without it."""
+    at = ph.get("settled_at_s")
+    if isinstance(at, int | float):
+        return f"at {at:.1f} s"
+    return "no" if "ci" in ph else "-"
 
 
 def write_compare_html(c: Mapping[str, Any], out: str | os.PathLike[str]) -> Path:
@@ -440,12 +451,22 @@ def write_compare_html(c: Mapping[str, Any], out: str | os.PathLike[str]) -> Pat
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>oxconsole compare</title><style>{CSS}</style></head><body><main>"
         f'<section id="compare"><h1>Compared runs</h1><p class="note">{note}</p>'
-        f"{_table(head, rows)}</section>{compare_charts([r['path'] for r in c['runs']], names)}"
+        f"{_table(head, rows)}{_trials_said(c)}</section>"
+        f"{compare_charts([r['path'] for r in c['runs']], names)}"
         "</main></body></html>\n"
     )
     dest = Path(out)
     dest.write_text(page, encoding="utf-8")
     return dest
+
+
+def _trials_said(c: Mapping[str, Any]) -> str:
+    """The comparison of the runs' trials, in words (none unless two runs had trials)."""
+    said = c.get("trials") or []
+    if not said:
+        return ""
+    items = "".join(f"<li>{escape(str(t))}</li>" for t in said)
+    return f"<h3>Over the trials (95% t-intervals of each run's trials)</h3><ul>{items}</ul>"
 
 
 def _num(v: Any) -> str:

@@ -20,14 +20,23 @@ import orjson
 
 from oxconsole.base.idset import repeated
 from oxconsole.journal.identify import NotAJournal, not_a_journal, sniff
-from oxconsole.journal.manifest import RUN_REQUESTS, RUN_SECTIONS, read_manifest, run_sections
+from oxconsole.journal.manifest import (
+    RUN_REQUESTS,
+    RUN_SECTIONS,
+    read_manifest,
+    run_sections,
+    settle_tolerance_of,
+)
 from oxconsole.journal.reading import JournalIssues, read_journal
 from oxconsole.journal.records import RequestRecord
 from oxconsole.journal.sessions import SessionSpans, sessions_of
+from oxconsole.journal.trialstate import TrialState
 from oxconsole.metrics.aggregate import RunStats, Tally, build_summary, phase_summary
+from oxconsole.metrics.confidence import Replay
 from oxconsole.metrics.goodput import slo_target_of
 from oxconsole.metrics.plans import project_costs, stored_plans, unused_overrides
 from oxconsole.metrics.stages import StageLog, journal_stages
+from oxconsole.metrics.trials import TrialTally
 from oxconsole.reports.server import with_server
 from oxconsole.reports.summarytable import render_summary, table_width
 
@@ -71,7 +80,11 @@ def summary_from_journal(
     twice = _scan(p, iss, spans)
     if not iss.records and iss.first_problem is not None:
         raise NotAJournal(not_a_journal(p, *iss.first_problem))
-    overall, models, stages = _tally(p, twice)
+    kept = run_sections(manifest, sessions[-1].started_at if sessions else None)
+    phases = _kept_phases(kept) if spans.count() == 1 else []
+    replay = Replay(spans.clock(), settle_tolerance_of(manifest), [ph[0] for ph in phases[1:]])
+    trials = TrialTally(spans.slot)
+    overall, models, stages = _tally(p, twice, replay, trials)
     started_at = spans.started_at()
     duration = spans.running_s() - spans.warmup_s()  # rates leave warm-up stages out, as the run's
     if started_at is None:
@@ -94,10 +107,29 @@ def summary_from_journal(
         plans=stored_plans(p, manifest) if plans is None else plans,
     )
     summary = journal_stages(summary, stages, spans.running_s())
-    summary = with_run_sections(
-        summary, run_sections(manifest, sessions[-1].started_at if sessions else None)
-    )
+    blocks, phase_blocks = replay.finish(duration, [ph[1] for ph in phases])
+    summary.update(blocks)
+    state = TrialState.of(manifest)
+    block = trials.block(spans.lengths(), None if state is None else state.done)
+    if block is not None:
+        summary["trials"] = block
+    summary = with_run_sections(summary, kept)
+    if len(phase_blocks) == len(summary["phases"]):  # else the run's own, as kept
+        for ph, block in zip(summary["phases"], phase_blocks, strict=True):
+            ph.update(block)
     return with_server(summary, p)
+
+
+def _kept_phases(kept: Mapping[str, Any]) -> list[tuple[float, float]]:
+    """(t_start, t_end) of each phase the run's end kept, when every one has both; else none."""
+    phases = kept.get("phases")
+    out: list[tuple[float, float]] = []
+    for ph in phases if isinstance(phases, list) else ():
+        a, b = (ph.get(k) if isinstance(ph, Mapping) else None for k in ("t_start", "t_end"))
+        if not isinstance(a, int | float) or not isinstance(b, int | float):
+            return []
+        out.append((float(a), float(b)))
+    return out
 
 
 def with_run_sections(summary: dict[str, Any], kept: Mapping[str, Any]) -> dict[str, Any]:
@@ -129,27 +161,43 @@ def _scan(p: Path, issues: JournalIssues, spans: SessionSpans) -> set[int]:
     return repeated(keys)
 
 
-def _tally(p: Path, twice: set[int]) -> tuple[RunStats, dict[str, RunStats], StageLog]:
+def _tally(
+    p: Path, twice: set[int], replay: Replay, trials: TrialTally
+) -> tuple[RunStats, dict[str, RunStats], StageLog]:
     """Pass 2: the whole run's and each model's figures. Records of ids whose hash repeats (few:
     resumed ids) are held until the end so that the last one of each id counts (this second read
-    reports nothing new)."""
+    reports nothing new). The intervals and the steady window (`replay`) need the records in
+    journal order: fed here, or, when some ids repeat, by a third read that skips every record
+    but the last of its id. Each trial's figures go to `trials`."""
     tally = Tally()
     stages = StageLog()
     held: dict[str, RequestRecord] = {}
-
+    seen: dict[str, int] = {}
     for rec in read_journal(p):
         if twice and hash(rec.id) in twice:
             rec.text = None
             held.pop(rec.id, None)  # re-inserted: the dict keeps journal order of last records
             held[rec.id] = rec
+            seen[rec.id] = seen.get(rec.id, 0) + 1
             continue
+        if not twice:
+            replay.add(rec)
         tally.count(rec)
+        trials.add(rec)
         if rec.stage is not None:
             stages.record(rec)
     for rec in held.values():
         tally.count(rec)
+        trials.add(rec)
         if rec.stage is not None:
             stages.record(rec)
+    if twice:
+        for rec in read_journal(p):
+            if hash(rec.id) in twice:
+                seen[rec.id] -= 1
+                if seen[rec.id]:
+                    continue  # a later record of this id counts
+            replay.add(rec)
     return tally.overall, tally.models, stages
 
 

@@ -41,6 +41,7 @@ from oxconsole.metrics.ratelimit import ratelimit_lines
 from oxconsole.metrics.reasoning import summary_lines
 from oxconsole.metrics.stages import SPAN_COLUMNS, span_cells, span_head, stage_table
 from oxconsole.metrics.stepresponse import step_lines
+from oxconsole.reports.confidence import confidence_lines, trials_lines
 from oxconsole.reports.media import media_summary_lines
 from oxconsole.reports.server import server_lines
 
@@ -71,6 +72,7 @@ def render_summary(summary: Mapping[str, Any], width: int = WIDTH) -> str:
     lines += packing_lines(dict(s))
     lines += quality_lines(s)
     lines += _timing_lines(s)
+    lines += trials_lines(s)
     lines += _model_lines(models, width)
     lines += _fallback_lines(models)
     lines += _error_lines(s.get("errors") or {}, s.get("attempt_errors") or {})
@@ -147,6 +149,7 @@ def _totals_lines(s: Mapping[str, Any], width: int = WIDTH) -> list[str]:
         *summary_lines(s),
         *media_summary_lines(s),
         f"cost      {COST.text(COST.of(s))}",
+        *confidence_lines(s),
     ]
 
 

@@ -5,8 +5,10 @@ Why this module exists: a sweep is many short runs that must measure the server,
 setup, and leave one journal a `--resume` can continue. Each point is an ordinary `Engine` run
 (the engine's own dispatch, limits, retries and summary) whose records come here (`record_sink`):
 their id gets the point's suffix, they get `point`, they go to the sweep's journal and the point's
-collector. A point's end (its summary) goes into the manifest at once; that is what `--resume`
-trusts.
+collector. A point ends once its phase has settled (its TTFT p50 and requests/s known to
+`run.settle_tolerance`, `metrics/settle.py`), or at `--point-duration`, its limit: a knee read
+off settled points does not move with the noise of a point cut short. A point's end (its
+summary) goes into the manifest at once; that is what `--resume` trusts.
 """
 
 from __future__ import annotations
@@ -31,7 +33,11 @@ from oxconsole.sweep.plan import AUTO_CAP, AUTO_START, Over, PointPlan, SweepSta
 if TYPE_CHECKING:
     from oxconsole.workload import Workload
 
-__all__ = ["Sweep", "SweepEnd"]
+__all__ = ["SETTLE_POLL_S", "Sweep", "SweepEnd"]
+
+SETTLE_POLL_S = 0.25
+"""How often a point's settledness is looked at: the engine's snapshot interval. It is judged once
+a second (`metrics/confidence.py`), so a point ends within a quarter second of settling."""
 
 
 @dataclass
@@ -127,6 +133,11 @@ class Sweep:
             self.warnings.append(
                 f"run.workers = {first.run.workers}: a sweep runs every point in this one process"
             )
+        if first.run.trials > 1:
+            self.warnings.append(
+                f"run.trials = {first.run.trials}: a sweep runs each point once (a point is read "
+                "once its phase has settled instead)"
+            )
         if first.run.cluster != "local":
             self.warnings.append(
                 f'run.cluster = "{first.run.cluster}": a sweep runs every point in this one process'
@@ -199,7 +210,11 @@ class Sweep:
         )
         self.engine = engine
         t0 = time.monotonic()
-        outcome = await engine.run()
+        watch = asyncio.create_task(self._until_settled(engine, plan))
+        try:
+            outcome = await engine.run()
+        finally:
+            watch.cancel()
         self.engine = None
         spoiled, self._spoiled = self._spoiled, False
         self.warnings.extend(w for w in outcome.warnings if w not in self.warnings)
@@ -214,6 +229,21 @@ class Sweep:
         load = {"concurrency": run.concurrency, "rate": run.rate}
         st.done[index] = {"value": plan.value, "text": plan.text, "load": load, "summary": outcome.summary}
         st.save(self.results, plan.workload.name, str(plan.workload.path))
+
+    async def _until_settled(self, engine: Engine, plan: PointPlan) -> None:
+        """End the point once its phase has settled (`metrics/settle.py`): its figures are read
+        then, not at `--point-duration`, which stays the limit (a point it ends is "not settled")."""
+        while True:
+            await asyncio.sleep(SETTLE_POLL_S)
+            if engine.state != "running":
+                continue
+            view = engine.collector.confidence.phase.view
+            if view.state == "settled":
+                self.say(
+                    f"oxconsole: sweep: point {plan.index + 1} {view.label()} after {engine.elapsed():.0f}s"
+                )
+                engine.end_as_planned()
+                return
 
     def _warn_connections(self, w: Workload) -> None:
         """A point whose concurrency is above an endpoint's connection pool: requests beyond it wait."""

@@ -129,7 +129,7 @@ def _columns(rows: list[tuple[str, ...]], left: int) -> list[str]:
 
 COLUMNS = (
     "", "#", "value", "offered", REQUESTS_PER_S.short, OUTPUT_TOKENS_PER_S.short, "goodput",
-    TTFT.label, ITL.label, LATENCY.label, ERRORS.short, COST_PER_TASK.label,
+    TTFT.label, ITL.label, LATENCY.label, ERRORS.short, COST_PER_TASK.label, "settled",
 )  # fmt: skip
 """The table's columns by their heads. A column is left out when it would say nothing (see
 `_shown`), so that the table fits 80 columns in the usual cases."""
@@ -148,8 +148,18 @@ def _cells(i: int, point: Point, knee: int | None) -> dict[str, str]:
         *(_pair(s, f) for f in (TTFT, ITL, LATENCY)),
         str(int(ERRORS.value(s) or 0)),
         _cost_per_task(s),
+        _settled(s),
     )
     return dict(zip(COLUMNS, cells, strict=True))
+
+
+def _settled(summary: Mapping[str, Any]) -> str:
+    """When the point settled (seconds in), "no" when it was read at `--point-duration` (not
+    settled), "-" for a summary from before points settled."""
+    at = summary.get("settled_at_s")
+    if isinstance(at, int | float):
+        return f"{at:.0f}s"
+    return "no" if "ci" in summary else "-"
 
 
 def _shown(over: str, cells: list[dict[str, str]]) -> list[str]:
@@ -162,7 +172,7 @@ def _shown(over: str, cells: list[dict[str, str]]) -> list[str]:
     for head in COLUMNS:
         if head == "offered" and offers_value:
             continue
-        if head in ("goodput", ITL.label) and all(c[head] == "-" for c in cells):
+        if head in ("goodput", ITL.label, "settled") and all(c[head] == "-" for c in cells):
             continue
         out.append(head)
     return out
@@ -209,6 +219,9 @@ def render_table(over: str, points: list[Point]) -> str:
             else "the highest throughput before p99 latency doubles"
         )
         lines.append(f"knee: point #{k}, {over}={points[k].get('text', points[k]['value'])} ({rule})")
+    unsettled = [c["#"] for c in cells if c["settled"] == "no"]
+    if unsettled:
+        lines.append(f"not settled (read at --point-duration): point #{', #'.join(unsettled)}")
     lines += _plans_table(points, k)
     lines += quality_table(points, k)
     return "\n".join(lines)

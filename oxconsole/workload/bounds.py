@@ -26,6 +26,10 @@ MAX_COUNT = 10**12
 """run.requests, run.tpm, prompts.repeat, prompts.synthetic.count: a trillion is beyond any run and
 keeps counts (and counts times prices) exact in the summary."""
 
+MAX_TRIALS = 1000
+"""run.trials: a thousand runs of one workload in a row is beyond any study of its noise (the
+interval of a mean narrows as 1/sqrt(N): 1000 trials say it to 3% of what 1 trial says)."""
+
 MAX_TOKENS = 10_000_000
 """models.*.max_tokens, synthetic input/output tokens, sim output_tokens: beyond any model's context."""
 

@@ -193,6 +193,8 @@ def _run_lines(w: Workload) -> list[str]:
         f"  duration {fmt_duration(run.duration) if run.duration else 'none'}, "
         f"timeout {fmt_duration(run.timeout)} per attempt, grace {fmt_duration(run.grace)}, "
         f"stream {'on' if run.stream else 'off'}, seed {run.seed}, workers {run.workers}",
+        f"  settled within ±{_fmt_num(100 * run.settle_tolerance)}%"
+        + (f", {run.trials} trials in a row (same seed, fresh connections)" if run.trials > 1 else ""),
     ]
     rt = w.retry
     on = sorted((x for x in rt.on if isinstance(x, int)), key=int)

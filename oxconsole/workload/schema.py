@@ -113,6 +113,16 @@ class RunConfig:
     (engine/workers/raypool.py)."""
     trace_speed: float = 1.0
     """A trace's replay speed: 2.0 sends its rows twice as fast (at half their offsets)."""
+    settle_tolerance: float = 0.05
+    """A phase counts as settled once the 95% interval of its TTFT p50 (latency p50 when the run
+    has no TTFT) and of its requests/s lies within this share of the figure (0.05 = ±5%); in (0, 1)
+    (docs/statistics.md)."""
+    trials: int = 1
+    """Run the workload this many times in a row, each with fresh connections and the same seed,
+    into one journal whose records carry `trial`; the summary's `trials` says how much the
+    figures vary from one to the next (not `prompts.repeat`: passes over the prompts in one run)."""
+    trial: int = 0
+    """Not a key: the trial this workload runs (1..trials), set by the trial runner; 0 outside trials."""
 
 
 @dataclass(frozen=True)

@@ -49,11 +49,11 @@ from oxconsole.workload.simsection import parse_sim_section
 from oxconsole.workload.slo import parse_slo
 from oxconsole.workload.stages import parse_stages
 from oxconsole.workload.tokens import tokenizer_path
-from oxconsole.workload.values import Table, fmt_duration, is_int, split_host_port
+from oxconsole.workload.values import Table, fmt_duration, is_int, is_num, split_host_port
 
 _TOP = toml_keys(Workload, "path", "raw", "sim_limits")  # sim_limits: keys of [sim]
 PROMPT_FORMATS: tuple[PromptsFormat, ...] = get_args(PromptsFormat)
-_RUN = toml_keys(RunConfig, "concurrency_auto")  # set by concurrency = "auto"
+_RUN = toml_keys(RunConfig, "concurrency_auto", "trial")  # set by concurrency = "auto", the trial runner
 _OUTPUT = toml_keys(OutputConfig)
 _ENDPOINT = toml_keys(EndpointConfig, "name")  # the table's name
 _MODEL = toml_keys(ModelConfig)
@@ -124,7 +124,23 @@ def _parse_run(errs: Problems, data: Any) -> RunConfig:
         concurrency_max=concurrency_max,
         cluster=parse_cluster(t),
         trace_speed=_trace_speed(t, d.trace_speed),
+        settle_tolerance=_settle_tolerance(t, d.settle_tolerance),
+        trials=t.int_("trials", d.trials, 1, b.MAX_TRIALS, " (runs of the workload in a row)"),
     )
+
+
+def _settle_tolerance(t: Table, default: float) -> float:
+    """`run.settle_tolerance`: a share strictly between 0 and 1."""
+    if not t.has("settle_tolerance"):
+        return default
+    v = t.data["settle_tolerance"]
+    if not is_num(v) or not 0 < v < 1:
+        t.fail(
+            "settle_tolerance",
+            "a number > 0 and < 1 (each figure's 95% interval within this share of it, such as 0.05)",
+        )
+        return default
+    return float(v)
 
 
 def _trace_speed(t: Table, default: float) -> float:

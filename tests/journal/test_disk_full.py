@@ -124,6 +124,9 @@ def assert_stopped_and_honest(
     assert req["not_sent"] == TOTAL - lines
     assert f"{TOTAL - lines:,} requests not sent; continue with: oxconsole w.toml --resume" in r.stderr
     assert 0 < lines < sent < TOTAL // 4, (lines, sent)  # dispatch stopped at once
+    # its intervals and steady window are the saved lines' too (`metrics/confidence.Replay`)
+    assert set(summary["ci"]) == {"ttft_ms.p50", "latency_ms.p50", "throughput.requests_per_s"}, summary
+    assert "steady" in summary and "settled_at_s" in summary["phases"][0], summary["phases"]
 
 
 # Each cause runs once, each with one of the two ways records reach the journal (the engine's own

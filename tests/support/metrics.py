@@ -115,3 +115,35 @@ def make_records(n: int, seed: int = 11) -> list[RequestRecord]:
             )
         )
     return out
+
+
+CONFIDENCE_KEYS = ("settled_at_s", "ci")
+"""A phase's keys that `report` rebuilds from the journal rather than copies from the run's end."""
+
+
+def without_confidence(phases: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Phases with the keys `report` rebuilds left out (compared with `assert_confidence_close`)."""
+    return [{k: v for k, v in p.items() if k not in CONFIDENCE_KEYS} for p in phases]
+
+
+def assert_confidence_close(rep: dict[str, object], run: dict[str, object], what: str = "run") -> None:
+    """`settled_at_s` and `ci` of a report against the run's: the same seconds judged (at most a
+    second apart, where a record that ended as a change was made falls on the other side of it),
+    and intervals whose edges are within 1% (the journal's 3-decimal times may put a value in the
+    next histogram bucket, 0.2% away, and a phase may gain or lose that one record)."""
+    a, b = rep.get("settled_at_s"), run.get("settled_at_s")
+    assert (a is None) == (b is None), (what, "settled_at_s", a, b)
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        assert abs(a - b) <= 1.0, (what, "settled_at_s", a, b)
+    ci_a, ci_b = rep.get("ci"), run.get("ci")
+    assert isinstance(ci_a, dict) and isinstance(ci_b, dict) and ci_a.keys() == ci_b.keys(), (
+        what,
+        ci_a,
+        ci_b,
+    )
+    for key, x in ci_a.items():
+        y = ci_b[key]
+        if x is None or y is None:
+            continue
+        for u, v in zip(x, y, strict=True):
+            assert math.isclose(u, v, rel_tol=0.01, abs_tol=0.002), (what, key, x, y)

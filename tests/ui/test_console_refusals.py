@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from oxconsole.control import LocalSource, RunInfo, SocketSource
 from oxconsole.engine.commands import Stop
 from oxconsole.engine.runner import Engine
@@ -29,6 +31,13 @@ async def wait_for(pred: Callable[[], bool], timeout: float = 20.0, what: str = 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         await asyncio.sleep(0.02)
+
+
+@pytest.fixture(autouse=True)
+def long_flash(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refusal is said in the status line for `FLASH_S` (2 s) from the key's press, and a loaded
+    machine may take longer than that to return from `pilot.press`: here it stays to be read."""
+    monkeypatch.setattr("oxconsole.ui.app.FLASH_S", 60.0)
 
 
 def screen_rows(app: ConsoleApp) -> list[str]:

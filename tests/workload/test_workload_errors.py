@@ -428,3 +428,29 @@ def test_a_300_character_name_is_exit_2_not_a_traceback(tmp_path: Path) -> None:
         out.stderr.startswith("oxconsole: w.toml: name: expected a name of at most 64")
         and "(300 characters)" in out.stderr
     )
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("settle_tolerance = 0", "run.settle_tolerance: expected a number > 0 and < 1"),
+        ("settle_tolerance = 1", "run.settle_tolerance: expected a number > 0 and < 1"),
+        ('settle_tolerance = "5%"', "run.settle_tolerance: expected a number > 0 and < 1"),
+        ("trials = 0", "run.trials: expected an integer >= 1, got 0"),
+        ("trials = 5000", "run.trials: expected an integer between 1 and 1_000"),
+        ("trial = 2", 'run.trial: expected a key of [run] (did you mean "trials"?)'),
+    ],
+)
+def test_statistics_keys_refused_in_toml_words(tmp_path: Path, line: str, said: str) -> None:
+    path = tmp_path / "w.toml"
+    path.write_text(f"[run]\n{line}\n\n{GOOD}")
+    with pytest.raises(WorkloadError) as e:
+        load_workload(path)
+    assert said in str(e.value) and str(path) in str(e.value), str(e.value)
+
+
+def test_statistics_keys_read(tmp_path: Path) -> None:
+    path = tmp_path / "w.toml"
+    path.write_text("[run]\nsettle_tolerance = 0.1\ntrials = 4\n\n" + GOOD)
+    w = load_workload(path)
+    assert (w.run.settle_tolerance, w.run.trials, w.run.trial) == (0.1, 4, 0), w.run

@@ -46,7 +46,7 @@ def test_every_key_of_every_table_reaches_its_field(tmp_path: Path) -> None:
     unread = [
         *left_at_default(w, "path", "raw", "sim_limits"),
         *left_at_default(w.sim_limits, "window"),
-        *left_at_default(w.run, "concurrency_auto", skip=() if ray_installed() else ("cluster",)),
+        *left_at_default(w.run, "concurrency_auto", "trial", skip=() if ray_installed() else ("cluster",)),
         *left_at_default(w.output),
         *left_at_default(w.endpoints["e"], "name"),
         *left_at_default(w.models[0], skip=("voice", "size", "n")),  # the keys of one API each:

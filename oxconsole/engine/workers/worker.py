@@ -53,7 +53,7 @@ def worker_main(
         os.environ.clear()
         os.environ.update(env)
         os.chdir(cwd)
-    skip = ok_ids(Path(resume))[0] if resume else set()
+    skip = ok_ids(Path(resume), w.run.trial)[0] if resume else set()  # a trial's own, with trials
     run_loop(Worker(w, shard, urls, skip, conn).run())
     conn.close()
 

@@ -20,6 +20,7 @@ from oxconsole.ui.lines import Line, Palette, fit
 from oxconsole.ui.numbers import fmt_change, fmt_clock, pct
 from oxconsole.ui.panels.goodput import goodput_rate, goodput_share
 from oxconsole.ui.panels.packing import rate_label
+from oxconsole.ui.panels.settled import settle_label
 from oxconsole.ui.widgets import Panel
 
 __all__ = ["HeaderPanel", "header_lines"]
@@ -143,8 +144,10 @@ def _progress_line(s: Snapshot, p: Palette, width: int, state: str, duration: fl
             tail += f"  {ending}"
     else:
         return Line(
-            f" {fmt_count(done)} finished · {fmt_count(g.dispatched)} sent · no fixed total", style=p.muted
+            f"{_trial(s)} {fmt_count(done)} finished · {fmt_count(g.dispatched)} sent · no fixed total",
+            style=p.muted,
         )
+    tail = _trial(s) + tail
     t = Line()
     filled, empty = hbar(frac, max(10, width - len(tail) - 2))
     t.append(" ")
@@ -152,6 +155,12 @@ def _progress_line(s: Snapshot, p: Palette, width: int, state: str, duration: fl
     t.append(empty, style=p.bar_empty)
     t.append(tail)
     return t
+
+
+def _trial(s: Snapshot) -> str:
+    """`` trial 2/5`` while one of several trials runs (`run.trials`); empty otherwise."""
+    t = s.trial
+    return f" trial {t.get('index')}/{t.get('count')}" if t else ""
 
 
 def _status_line(
@@ -170,6 +179,10 @@ def _status_line(
         return t
     if not flash:
         t.append(f" phase {s.phase_index}", style=p.muted)
+        settled = settle_label(s, p)
+        if settled is not None:
+            t.append(" ")
+            t.append_text(settled)
         if s.phase_settings:
             t.append(f" since {fmt_clock(s.phase_t_start)}: ", style=p.muted)
             t.append(", ".join(fmt_change(c) for c in s.phase_settings))
@@ -180,8 +193,9 @@ def _status_line(
     good = goodput_rate(s, p, "  good ")
     if good is not None:
         rates = Line().append_text(rates).append_text(good)
-        if t.cell_len + rates.cell_len > width:
-            t.truncate(max(1, width - rates.cell_len))
+    fits = t.cell_len + rates.cell_len <= width
+    if not fits and (good is not None or not flash):  # the phase's settings give way (its state stays)
+        t.truncate(max(1, width - rates.cell_len))
     return t.append_text(rates)
 
 

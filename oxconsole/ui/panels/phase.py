@@ -13,6 +13,7 @@ from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.lines import Cell, Col, Line, Palette, fit, grid
 from oxconsole.ui.numbers import fmt_change, fmt_clock, ms, pct
 from oxconsole.ui.panels.goodput import goodput_rows
+from oxconsole.ui.panels.settled import settle_label
 from oxconsole.ui.widgets import Panel
 
 __all__ = ["PhasePanel", "phase_lines"]
@@ -51,9 +52,14 @@ def phase_lines(s: Snapshot, p: Palette, width: int, height: int) -> list[Line]:
 
 
 def _phase_head(s: Snapshot, p: Palette) -> Line:
-    """Which phase, since when and for how long, and the settings that started it."""
+    """Which phase, whether its figures hold still, since when and for how long, and the settings
+    that started it."""
     head = Line()
     head.append(f"phase {s.phase_index}", style=f"bold {p.primary}")
+    settled = settle_label(s, p)
+    if settled is not None:
+        head.append(" ")
+        head.append_text(settled)
     if s.phase_settings:
         dur = max(0.0, s.elapsed_s - s.phase_t_start)
         head.append(f" · {fmt_clock(s.phase_t_start)} (+{fmt_duration(dur)}) ", style=p.muted)

@@ -35,7 +35,9 @@ async def test_resources_are_listed_read_and_updated(run_dirs: Path, tmp_path: P
             assert [t.uri_template for t in templates] == [SNAPSHOT_TEMPLATE]
             runs = _json(await client.read_resource(RUNS_URI))["runs"]
             assert [r["pid"] for r in runs] == [entry.pid], runs
-            snap = _json(await client.read_resource(snapshot_uri(entry.key)))
+            with anyio.fail_after(20):  # the live settings come with the run's first published snapshot
+                while "in_flight" not in (snap := _json(await client.read_resource(snapshot_uri(entry.key)))):
+                    await anyio.sleep(TICK_S)
             assert snap["run"] == entry.key and snap["state"] == "running" and "in_flight" in snap, snap
             with pytest.raises(MCPError) as e:
                 await client.read_resource(snapshot_uri("gone"))
