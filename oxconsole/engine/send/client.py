@@ -47,6 +47,7 @@ from oxconsole.engine.send.stream import (
     read_stream,
     size_words,
 )
+from oxconsole.engine.send.usage import bound_usage
 
 __all__ = ["DETAIL_MAX", "RETRY_AFTER_MAX", "AttemptResult", "BodyLimits", "EndpointClient"]
 
@@ -277,6 +278,7 @@ class EndpointClient:
         finally:
             if room is not None and not headers_seen:
                 room.unanswered(seq)
+        bound_usage(res, body)
         if res.error is None:
             res.ok = True
         elif res.detail:

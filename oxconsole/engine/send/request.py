@@ -24,6 +24,7 @@ from oxconsole.engine.send.apis import streams
 from oxconsole.engine.send.client import RETRY_AFTER_MAX, AttemptResult, EndpointClient
 from oxconsole.engine.send.health import FAIL, NEUTRAL, OK, ModelHealth, counts_against_model
 from oxconsole.engine.send.thinking import record_fields
+from oxconsole.engine.send.usage import doubt_warning
 from oxconsole.journal.records import RequestRecord
 from oxconsole.workload import ModelConfig, Prompt, Workload
 
@@ -149,6 +150,8 @@ class Sender:
         self.save_text = w.output.save_text
         """Keep answers' text (packing keeps it to split a pack's answer, whatever save_text says)."""
         self._unstreamed: set[str] = set()
+        self._doubted: set[str] = set()
+        """Endpoints whose usage was not believed once (said once each)."""
         self.cascade: Judge | None = None
         """With `[quality]`: each answer judged, a failed one sent on down the cascade (set by the
         shard: `engine/send/cascade.py`)."""
@@ -243,6 +246,9 @@ class Sender:
                     f"endpoint {m.endpoint}: a streamed request was answered with one JSON "
                     "body (the server does not stream): no TTFT or inter-token latency"
                 )
+            if res.usage_doubt is not None and m.endpoint not in self._doubted:
+                self._doubted.add(m.endpoint)
+                self.warnings.append(doubt_warning(m.endpoint, res.usage_doubt))
             if res.ok:
                 outcome = OK
             elif not adapted and counts_against_model(res):
