@@ -165,7 +165,7 @@ class EndpointClient:
         as the SDK verifies it, no aiohttp timers (each attempt is bounded as a whole), bodies
         decompressed by aiohttp a bounded piece at a time."""
         if self._session is None:
-            connector = aiohttp.TCPConnector(
+            connector = internals.PooledConnector(
                 limit=self._max_connections,
                 keepalive_timeout=internals.KEEPALIVE_S,
                 ssl=self._ssl,
@@ -224,8 +224,11 @@ class EndpointClient:
         self._templates[timeout, path] = prepared
         return prepared
 
-    async def _send(self, body: bytes, timeout: float, path: str) -> aiohttp.ClientResponse:
-        """The response once its headers are in, after any same-origin 307/308 redirects."""
+    async def _send(
+        self, body: bytes, timeout: float, path: str, new_connection: bool = False
+    ) -> aiohttp.ClientResponse:
+        """The response once its headers are in, after any same-origin 307/308 redirects
+        (`new_connection`: on a new connection, not one of the pool's)."""
         p = self._templates.get((timeout, path)) or await self._prepared(timeout, path)
         headers = p.headers
         if p.idempotency_header is not None:
@@ -234,6 +237,7 @@ class EndpointClient:
         session = self.session()
         url = p.url
         for _ in range(MAX_REDIRECTS + 1):
+            internals.next_request(new_connection=new_connection)
             resp = await session.post(url, data=body, headers=headers, allow_redirects=False)
             if resp.status not in (307, 308):
                 return resp
@@ -258,7 +262,17 @@ class EndpointClient:
         seq = room.sending() if room is not None else 0
         try:
             async with asyncio.timeout(timeout):
-                resp = await self._send(data, timeout, PATHS[api])
+                try:
+                    resp = await self._send(data, timeout, PATHS[api])
+                except aiohttp.ClientConnectionError:
+                    if not internals.reused():
+                        raise
+                    # A kept-alive connection the server had closed, found closed before any byte
+                    # of an answer: the request never reached the server. Again at once, once, on
+                    # a new connection (curl's rule): not an attempt, and its clock starts again.
+                    res.t_sent = time.time()
+                    t0 = time.perf_counter()
+                    resp = await self._send(data, timeout, PATHS[api], new_connection=True)
                 headers_seen = True
                 if room is not None:
                     room.seen(resp.headers, seq)
