@@ -113,6 +113,7 @@ class Endpoints:
                 self.warnings.append(
                     f"endpoints.{name}.max_connections = {ep.max_connections} is below run.concurrency"
                     f" = {w.run.concurrency}: requests beyond it wait for a connection"
+                    " (queue time, not the server's)"
                 )
             headers, secrets = resolve_headers(w, name)
             self.clients[name] = EndpointClient(

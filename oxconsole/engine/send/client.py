@@ -131,6 +131,10 @@ class EndpointClient:
         self.limits = limits or BodyLimits()
         """How much of an answer is read (`stream.BodyLimits`)."""
         self._max_connections = max_connections
+        self.pool_room = asyncio.Semaphore(max_connections)
+        """A place in the connection pool, taken by each attempt before its clock starts
+        (`request.Sender`): with more requests in flight than `max_connections`, the wait for a
+        connection is the request's queue time, never counted in its TTFT, latency or timeout."""
         # Made here, not in the first attempt (loading the CA bundle is ~0.1 s of CPU, which would
         # count against that attempt's timeout); an http endpoint never needs one (a redirect
         # never leaves its origin).

@@ -221,7 +221,15 @@ class Sender:
         self, story: Story, m: ModelConfig, client: EndpointClient, body: dict[str, Any]
     ) -> tuple[AttemptResult, bool]:
         """One attempt, classified: its result, and whether a rejected field was adapted (then the
-        body must be built again). Its outcome goes to the model's health in every case."""
+        body must be built again). Its outcome goes to the model's health in every case. It starts
+        once a place in the endpoint's connection pool is free: the wait for one is queue time
+        (the first attempt's `queue_ms`), not the server's."""
+        async with client.pool_room:
+            return await self._sent(story, m, client, body)
+
+    async def _sent(
+        self, story: Story, m: ModelConfig, client: EndpointClient, body: dict[str, Any]
+    ) -> tuple[AttemptResult, bool]:
         story.attempts += 1
         story.tried_attempts[-1] += 1
         if story.t_first_send is None:
