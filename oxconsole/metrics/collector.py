@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.aggregate import (
+    CANCELLED,
     METRICS,
     RunStats,
     billed_usage,
@@ -191,7 +192,7 @@ class Collector:
             if v is not None:
                 record_into(itl, v)
             record_into(queue, rec.queue_ms)
-        else:
+        elif rec.error != CANCELLED:  # a stop's cancellation is not an error of the server's
             acc.err_s.add(sec)
             self._err_s.add(sec)
         if rec.attempt_errors and self._live_attempts:
