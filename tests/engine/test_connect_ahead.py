@@ -23,7 +23,7 @@ import pytest
 from oxconsole.engine.endpoints import CONNECT_AHEAD_MAX, connections_ahead, first_wave
 from oxconsole.engine.readahead import ReadAhead
 from oxconsole.engine.router import Router
-from oxconsole.engine.send.client import EndpointClient
+from oxconsole.engine.send.client import EndpointClient, Refused
 from oxconsole.workload import Prompt
 from tests import support
 from tests.support.http import needs_openssl, read_request, self_signed
@@ -108,8 +108,8 @@ def test_a_run_opens_its_first_waves_connections_before_its_clock(tmp_path: Path
     assert server.requests == 30
 
 
-def test_a_client_holds_at_most_its_pool_tops_it_up_and_gives_up_on_a_refused_port() -> None:
-    async def go() -> tuple[int, int, int, int, int]:
+def test_a_client_holds_at_most_its_pool_tops_it_up_and_says_a_refused_port() -> None:
+    async def go() -> tuple[int, int, int, int, str]:
         async with counting_server() as server:
             c = EndpointClient("e", server.url, None, max_connections=3, timeout=5.0)
             await c.warm(5.0, ["/chat/completions"])
@@ -128,14 +128,15 @@ def test_a_client_holds_at_most_its_pool_tops_it_up_and_gives_up_on_a_refused_po
         )
         await refused.warm(5.0, ["/chat/completions"])
         try:
-            none = await refused.connect(4, 2.0)
+            with pytest.raises(Refused) as info:  # nothing can be sent there: bad input (the engine's)
+                await refused.connect(4, 2.0)
         finally:
             await refused.close()
-        return first, again, accepted, after, none
+        return first, again, accepted, after, str(info.value)
 
-    first, again, accepted, after, none = asyncio.run(go())
+    first, again, accepted, after, why = asyncio.run(go())
     assert (first, again, accepted, after) == (3, 3, 3, 3), (first, again, accepted, after)
-    assert none == 0, none
+    assert why.startswith("connection refused at 127.0.0.1:"), why
 
 
 @needs_openssl

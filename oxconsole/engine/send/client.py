@@ -49,7 +49,7 @@ from oxconsole.engine.send.stream import (
 )
 from oxconsole.engine.send.usage import bound_usage
 
-__all__ = ["DETAIL_MAX", "RETRY_AFTER_MAX", "AttemptResult", "BodyLimits", "EndpointClient"]
+__all__ = ["DETAIL_MAX", "RETRY_AFTER_MAX", "AttemptResult", "BodyLimits", "EndpointClient", "Refused"]
 
 RETRY_AFTER_MAX = 60.0
 """The longest wait a server's Retry-After (or retry-after-ms) is honoured for, in seconds. A server
@@ -197,16 +197,22 @@ class EndpointClient:
         """Before the run's clock: have `count` connections (at most `max_connections`) open and
         idle in the pool, so that the first wave's TTFT holds no TCP or TLS handshake, as no later
         request on a kept-alive connection does. Gives up at the first failure or after `within`
-        seconds (the attempts then open and report their own); returns how many were opened."""
+        seconds (the attempts then open and report their own); returns how many were opened.
+        Raises `Refused` when the server refused them and none opened: nothing can be sent."""
         count = min(count, self._max_connections)
         if count <= 0 or not self._templates:
             return 0
         session = self.session()
         url = next(iter(self._templates.values())).url
         held: list[aiohttp.connector.Connection] = []
+        failed: list[BaseException] = []
 
         async def one() -> None:
-            held.append(await internals.open_connection(session, url, within))
+            try:
+                held.append(await internals.open_connection(session, url, within))
+            except Exception as err:
+                failed.append(err)
+                raise
 
         tasks = [asyncio.create_task(one()) for _ in range(count)]
         try:
@@ -220,6 +226,8 @@ class EndpointClient:
             await asyncio.gather(*tasks, return_exceptions=True)
             for conn in held:  # all held until here: a released one would be taken again
                 conn.release()
+        if not held and failed and _refused(failed[0]):
+            raise Refused(scrub(_cause_detail(failed[0]), self._secrets))
         return len(held)
 
     async def _prepared(self, timeout: float, path: str) -> _Prepared:
@@ -356,6 +364,14 @@ class EndpointClient:
             res.detail = scrub(res.detail, self._secrets, DETAIL_MAX - len(hint)) + hint
 
 
+class Refused(Exception):
+    """The endpoint refused every connection opened before the run's clock: its detail says where."""
+
+
+def _refused(err: BaseException) -> bool:
+    return isinstance(err, aiohttp.ClientConnectorError) and isinstance(err.os_error, ConnectionRefusedError)
+
+
 class _Prepared:
     """An endpoint's request as the SDK built it, in aiohttp's types (parsed once)."""
 
@@ -419,6 +435,7 @@ def _cause_detail(err: BaseException) -> str:
             reason = getattr(e, "verify_message", None) or "certificate verify failed"
             return f"TLS: {reason}{TLS_HINT}"
         e = e.__cause__ or e.__context__
-    if isinstance(err, aiohttp.ClientConnectorError) and isinstance(err.os_error, ConnectionRefusedError):
+    if _refused(err):
+        assert isinstance(err, aiohttp.ClientConnectorError)
         return f"connection refused at {err.host}:{err.port}: is the server running?"
     return f"{type(err).__name__}: {err}"
