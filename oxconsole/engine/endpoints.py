@@ -16,6 +16,7 @@ import yarl
 
 from oxconsole.engine.send.apis import PATHS
 from oxconsole.engine.send.client import EndpointClient, Refused
+from oxconsole.engine.send.listed import LIST_WITHIN_S, unlisted
 from oxconsole.workload import Workload, WorkloadError, resolve_api_key, resolve_headers
 from oxconsole.workload.errors import error, printable, show
 from oxconsole.workload.prompts import one_pass
@@ -131,6 +132,19 @@ class Endpoints:
             )
             paths = sorted({PATHS[m.api] for m in w.models if m.endpoint == name})
             await self.clients[name].warm(w.run.timeout, paths)
+        await self._check_models()
+
+    async def _check_models(self) -> None:
+        """Each endpoint that is a real server asked what it serves (at once, each within
+        `LIST_WITHIN_S`): a model it does not list is a warning naming those it does."""
+        w = self.w
+        names = [n for n in self.clients if w.endpoints[n].base_url != "sim"]
+        within = min(LIST_WITHIN_S, w.run.timeout)
+        lists = await asyncio.gather(*(self.clients[n].listed(within) for n in names))
+        for name, listing in zip(names, lists, strict=True):
+            if listing is not None:
+                mine = [m.name for m in w.models if m.endpoint == name]
+                self.warnings.extend(unlisted(name, self.clients[name].models_url, mine, listing))
 
     async def connect(self, counts: dict[str, int], within: float) -> dict[str, int]:
         """Open `counts[name]` connections to each endpoint before the clock, all at once

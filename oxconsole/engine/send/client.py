@@ -38,6 +38,7 @@ from oxconsole.engine.headroom import Headroom
 from oxconsole.engine.send import internals
 from oxconsole.engine.send.apis import PATHS
 from oxconsole.engine.send.attempt import AttemptResult, BadResponse
+from oxconsole.engine.send.listed import LIST_BYTES_MAX, did_you_mean, model_names
 from oxconsole.engine.send.responses import read_response, read_response_stream
 from oxconsole.engine.send.stream import (
     BodyLimits,
@@ -158,6 +159,8 @@ class EndpointClient:
         self.headroom: Headroom | None = None
         """Told of every attempt and its answer's rate-limit headers (set by the run's shard)."""
         self._session: aiohttp.ClientSession | None = None
+        self.listing: tuple[str, ...] | None = None
+        """The models the endpoint lists (`listed`), when it said."""
 
     async def close(self) -> None:
         if self._session is not None:
@@ -229,6 +232,32 @@ class EndpointClient:
         if not held and failed and _refused(failed[0]):
             raise Refused(scrub(_cause_detail(failed[0]), self._secrets))
         return len(held)
+
+    @property
+    def models_url(self) -> str:
+        return str(self.sdk.base_url).rstrip("/") + "/models"
+
+    async def listed(self, within: float) -> tuple[str, ...] | None:
+        """Before the run's clock: the models `GET base_url/models` lists, its answer read within
+        `listed.LIST_BYTES_MAX` bytes and `within` seconds; None when the server does not say
+        (no such route, an error, another shape). Kept for the did-you-mean of a 404."""
+        if not self._templates:
+            return None
+        built = next(iter(self._templates.values())).headers
+        headers = {k: v for k, v in built.items() if k.lower() != "content-type"}
+        try:
+            async with asyncio.timeout(within):
+                resp = await self.session().get(self.models_url, headers=headers, allow_redirects=False)
+                try:
+                    if resp.status != 200:
+                        return None
+                    raw, _ = await collect(resp, LIST_BYTES_MAX, "model list")
+                finally:
+                    resp.release()
+        except (TimeoutError, BadResponse, aiohttp.ClientError, OSError):
+            return None
+        self.listing = model_names(raw)
+        return self.listing
 
     async def _prepared(self, timeout: float, path: str) -> _Prepared:
         tmpl = await internals.template(self.sdk, timeout, path)
@@ -309,6 +338,8 @@ class EndpointClient:
             res.ok = True
         elif res.detail:
             res.detail = scrub(res.detail, self._secrets)
+            if res.status == 404 and self.listing:
+                res.detail = _model_hint(res.detail, body.get("model"), self.listing)
         if res.latency_ms is None and res.ok:
             res.latency_ms = (time.perf_counter() - t0) * 1000.0
         return res
@@ -381,6 +412,17 @@ class _Prepared:
         self.url = url
         self.headers = headers
         self.idempotency_header = idempotency_header
+
+
+def _model_hint(detail: str, model: Any, listing: Sequence[str]) -> str:
+    """A 404's detail for a model the endpoint does not list, with the name it most likely meant."""
+    if not isinstance(model, str) or model in listing:
+        return detail
+    guess = did_you_mean(model, listing)
+    if guess is None:
+        return detail
+    hint = f' (did you mean "{guess}"? the endpoint lists it)'
+    return detail[: DETAIL_MAX - len(hint)] + hint
 
 
 def _origin(url: yarl.URL) -> tuple[str, str | None, int | None]:
