@@ -230,6 +230,7 @@ class Sender:
     async def _sent(
         self, story: Story, m: ModelConfig, client: EndpointClient, body: dict[str, Any]
     ) -> tuple[AttemptResult, bool]:
+        """The attempt itself, its place in the pool taken: from here its request is sent."""
         story.attempts += 1
         story.tried_attempts[-1] += 1
         if story.t_first_send is None:
