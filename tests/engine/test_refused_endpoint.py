@@ -4,6 +4,11 @@ as `--url` does; not six retried attempts and exit 1. With worker processes too.
 
 from __future__ import annotations
 
+import os
+import pty
+import select
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -69,3 +74,45 @@ def test_a_refused_endpoint_is_bad_input_with_worker_processes(tmp_path: Path) -
     wl, port = write(tmp_path, workers=2)
     p = oxconsole(str(wl), "--headless", cwd=tmp_path, timeout=120)
     check(p, tmp_path, port)
+
+
+@pytest.mark.subprocess
+def test_under_the_console_the_refusal_is_said_before_it_opens(tmp_path: Path) -> None:
+    """`oxconsole w.toml` in a terminal: the engine process finds the refusal in its set-up, before
+    its control socket opens, so the console that started it prints why and exits 2."""
+    wl, port = write(tmp_path)
+    master, slave = pty.openpty()
+    p = subprocess.Popen(
+        [sys.executable, "-m", "oxconsole", str(wl)],
+        cwd=tmp_path,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env={**os.environ, "TERM": "xterm-256color"},
+        start_new_session=True,
+    )
+    os.close(slave)
+    screen = b""
+    deadline = time.monotonic() + 90
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.1)
+            if ready:
+                try:
+                    data = os.read(master, 65536)
+                except OSError:  # the other end closed: the command has exited
+                    break
+                if not data:
+                    break
+                screen += data
+        rc = p.wait(30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        os.close(master)
+    text = screen.decode(errors="replace")
+    assert rc == 2, (rc, text[-2000:])
+    assert f"connection refused at 127.0.0.1:{port}" in text and "endpoints.gone.base_url" in text, text[
+        -2000:
+    ]
