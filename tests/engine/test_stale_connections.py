@@ -87,11 +87,14 @@ async def raw(script: Script) -> AsyncIterator[tuple[str, Served]]:
 async def closes_after_each_answer(reader: asyncio.StreamReader, writer: Any, served: Served) -> None:
     """llama-server's way: one answer a connection, though it says keep-alive; a request that
     comes on it afterwards is never read as a request (the connection closes under it)."""
-    await read_request(reader)
-    served.requests += 1
-    writer.write(answer())
+    head = await read_request(reader)
+    if head.startswith(b"GET"):  # the run's GET /models before its clock: not served here
+        writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n" + KEEP_ALIVE + b"\r\n")
+    else:
+        served.requests += 1
+        writer.write(answer())
+        served.answered += 1
     await writer.drain()
-    served.answered += 1
     await reader.read(1)  # the next request's first byte: close without taking it
 
 
