@@ -233,11 +233,14 @@ def wait_listening(
     *,
     timeout: float = 10.0,
     show_end: Callable[[dict[str, Any], Path], None] | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> RunEntry | int:
-    """The run's registry entry once its socket is up; else an exit code, having said why.
+    """The run's registry entry once its socket is up; else an exit code, having said why (to
+    `say`, default stderr).
 
     A run over before the console could open is shown by `show_end(summary, results)` (default:
     its summary table)."""
+    tell = say if say is not None else _stderr
     from oxconsole.control import list_runs
 
     proc, name, log, offset = host.proc, host.name, host.log, host.log_offset
@@ -259,20 +262,22 @@ def wait_listening(
                     print_summary(data, None)
                 return rc
             tail = _tail(log, offset)
-            print(
+            tell(
                 f"oxconsole: the engine process for {name} exited (code {rc}) before the console "
-                f"could attach; the end of {log}:\n{tail}",
-                file=sys.stderr,
+                f"could attach; the end of {log}:\n{tail}"
             )
             return rc if rc == EXIT_INTERRUPTED else EXIT_BAD_INPUT
         time.sleep(0.05)
     proc.terminate()
-    print(
+    tell(
         f"oxconsole: the engine process for {name} (pid {proc.pid}) did not open its control socket "
-        f"within {timeout:g}s; it was stopped. The end of {log}:\n{_tail(log, offset)}",
-        file=sys.stderr,
+        f"within {timeout:g}s; it was stopped. The end of {log}:\n{_tail(log, offset)}"
     )
     return EXIT_BAD_INPUT
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr)
 
 
 if __name__ == "__main__":

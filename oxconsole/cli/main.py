@@ -15,70 +15,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from oxconsole import __version__
 from oxconsole.base.exits import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, BadInput, Parser
+from oxconsole.cli.flags import run_parser, validate_parser
 from oxconsole.cli.prepare import PreparedRun, check_progress_interval, load_checked, prepare_run
-from oxconsole.cli.quickstart import add_flags, workload_for, workload_to_validate
+from oxconsole.cli.quickstart import workload_for, workload_to_validate
 from oxconsole.reports.hints import RAY_OVERRIDE
 
-SUBCOMMANDS = ("run", "init", "validate", "sim", "report", "attach", "ps", "sweep")
-
-
-def _run_parser(prog: str = "oxconsole") -> argparse.ArgumentParser:
-    p = Parser(
-        prog=prog,
-        description="Run an LLM inference workload against any OpenAI-compatible endpoint and watch it live.",
-        epilog=(
-            'without a file: oxconsole run --url URL [--model M] (docs/workload.md, "Without a file"); '
-            "other commands: oxconsole init [PATH] | oxconsole validate WORKLOAD.toml | "
-            "oxconsole sim [--port N] | "
-            "oxconsole report RESULTS.jsonl [--json] | oxconsole attach [NAME] | oxconsole ps | "
-            "oxconsole sweep WORKLOAD.toml --over KEY=V1,V2,..."
-        ),
-    )
-    p.add_argument(
-        "workload", metavar="WORKLOAD.toml", nargs="?", help="the workload file (none: built from --url ...)"
-    )
-    p.add_argument(
-        "--headless", action="store_true", help="no console: progress on stderr, summary on stdout"
-    )
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a workload key by dotted path, value parsed as TOML (repeatable)",
-    )
-    p.add_argument(
-        "--resume", action="store_true", help="continue from the results journal: ids already ok are not sent"
-    )
-    p.add_argument(
-        "--summary-json",
-        metavar="PATH",
-        help="also write the summary JSON to PATH; - (or /dev/stdout): on stdout, and the table on stderr",
-    )
-    p.add_argument("--output", metavar="PATH", help="override [output] results")
-    p.add_argument("--prometheus", metavar="HOST:PORT", help="serve /metrics while the run lasts")
-    p.add_argument(
-        "--progress-interval",
-        type=float,
-        default=2.0,
-        metavar="S",
-        help="headless progress line interval (default 2)",
-    )
-    p.add_argument(
-        "--ray-address",
-        metavar="ADDR",
-        help='Ray actors on the cluster at ADDR ("local": start Ray here); implies run.cluster="ray"',
-    )
-    p.add_argument("--theme", metavar="NAME", help="console theme")
-    p.add_argument(
-        "--refresh", type=float, default=4.0, metavar="HZ", help="console refresh rate (default 4)"
-    )
-    p.add_argument("--version", action="version", version=f"oxconsole {__version__}")
-    add_flags(p)
-    return p
+SUBCOMMANDS = ("run", "init", "validate", "sim", "report", "attach", "ps", "sweep", "mcp")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,8 +49,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_command(args: list[str], prog: str) -> int:
     """`oxconsole [run] [WORKLOAD.toml] [flags]`: a file, or a workload built from the flags."""
-    ns = _run_parser(prog).parse_args(args)
-    _check_flags(ns)
+    ns = run_parser(prog).parse_args(args)
+    check_flags(ns)
     ns.workload = workload_for(ns, ["run", *args])
     return _run(ns)
 
@@ -140,14 +83,7 @@ def _subcommand(name: str, rest: list[str]) -> int:
 
         return int(report_main(ns.results[0], ns.json))
     if name == "validate":
-        p = Parser(
-            prog="oxconsole validate", description="Check a workload, its prompts and its key variables."
-        )
-        p.add_argument("workload", metavar="WORKLOAD.toml", nargs="?")
-        p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-        p.add_argument("--output", metavar="PATH", help=argparse.SUPPRESS)
-        add_flags(p)
-        ns = p.parse_args(rest)
+        ns = validate_parser().parse_args(rest)
         with workload_to_validate(ns, ["validate", *rest]) as path:
             return _validate(path, ns.overrides)
     if name == "sweep":
@@ -158,6 +94,10 @@ def _subcommand(name: str, rest: list[str]) -> int:
         from oxconsole.cli.ps import ps_main
 
         return ps_main(rest)
+    if name == "mcp":
+        from oxconsole.cli.agents.launch import mcp_main
+
+        return mcp_main(rest)
     from oxconsole.cli.attach import attach_main
 
     return attach_main(rest)
@@ -171,7 +111,8 @@ def _validate(path: str, overrides: list[str]) -> int:
     return EXIT_OK
 
 
-def _check_flags(ns: argparse.Namespace) -> None:
+def check_flags(ns: argparse.Namespace) -> None:
+    """The run flags no parser checks (a refresh rate, a theme, the progress interval, a Ray address)."""
     if ns.refresh <= 0:
         raise BadInput(f"--refresh: expected a number of updates per second > 0, got {ns.refresh}")
     if ns.theme is not None:
@@ -194,7 +135,10 @@ def theme_names() -> set[str]:
 
     names: set[str] = set()
     # the folders oxconsole.ui.theming loads from (that module imports Textual's app: too slow here)
-    for folder in (Path(__file__).parent / "ui" / "themes", Path(user_config_dir("oxconsole")) / "themes"):
+    for folder in (
+        Path(__file__).parents[1] / "ui" / "themes",
+        Path(user_config_dir("oxconsole")) / "themes",
+    ):
         for path in sorted(folder.glob("*.toml")) if folder.is_dir() else ():
             try:
                 name = tomllib.loads(path.read_text(encoding="utf-8")).get("name")

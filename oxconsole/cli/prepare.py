@@ -123,6 +123,8 @@ def _results_path(
         aside = keep_aside(path)
         _manifest_aside(path, aside)
         return path, aside, lock
+    if not resume:
+        _series_aside(path, None)
     return path, None, lock
 
 
@@ -146,6 +148,25 @@ def _manifest_aside(path: Path, aside: Path) -> None:
     manifest = manifest_path(path)
     if manifest.exists():
         manifest.rename(manifest_path(aside))
+    _series_aside(path, aside)
+
+
+def _series_aside(path: Path, aside: Path | None) -> None:
+    """The server series beside the journal (`<stem>.server.jsonl`, appended by a run) goes with
+    it; one left without its journal is kept aside by its own time, so a new run starts its own."""
+    from oxconsole.metrics.server.series import series_path
+    from oxconsole.reports.outputs import keep_aside
+
+    series = series_path(path)
+    try:
+        if not series.is_file():
+            return
+        if aside is not None:
+            series.rename(series_path(aside))
+        else:
+            keep_aside(series)
+    except OSError:
+        pass  # the new run's series is then appended to it: `report` reads both runs' rounds
 
 
 @dataclass

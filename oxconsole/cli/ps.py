@@ -1,21 +1,23 @@
 """`oxconsole ps`: the runs going on this machine for this user, as a table or JSON.
 
-Why this module exists: `ps` and `attach` list runs the same way (the same table, the same notes
-on folders not looked in), and listing them needs neither the engine nor the UI.
+Why this module exists: `ps`, `attach` and the agents' tools list runs the same way (the same
+table, the same notes on folders not looked in) and pick the run a name means the same way
+(`choose`); listing them needs neither the engine nor the UI.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Iterator
 
 import orjson
 
-from oxconsole.base.exits import Parser
+from oxconsole.base.exits import BadInput, Parser
 from oxconsole.base.units import fmt_duration
 from oxconsole.control import RunEntry, list_runs, run_dirs
 
-__all__ = ["NO_RUN", "ps_main", "render_ps", "say_run_dirs"]
+__all__ = ["NO_RUN", "choose", "ps_main", "render_ps", "say_run_dirs"]
 
 NO_RUN = "no run is going; start one with oxconsole WORKLOAD.toml"
 
@@ -75,3 +77,26 @@ def ps_main(argv: list[str]) -> int:
         return 0
     print(render_ps(entries))
     return 0
+
+
+def _match(entries: list[RunEntry], name: str) -> Iterator[RunEntry]:
+    exact = [e for e in entries if e.key == name]
+    yield from exact or [e for e in entries if e.name == name]
+
+
+def choose(entries: list[RunEntry], name: str | None) -> RunEntry:
+    """The one run `name` means among those going (NAME-PID, or NAME while one run has it; none:
+    the only run); `BadInput` saying why, with the runs going, if not exactly one. The agents'
+    tools (`oxconsole mcp`) pick a run by the same words."""
+    if not entries:
+        raise BadInput(NO_RUN)
+    if name is None:
+        if len(entries) == 1:
+            return entries[0]
+        raise BadInput("several runs are going; name one (NAME or NAME-PID):\n" + render_ps(entries))
+    found = list(_match(entries, name))
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise BadInput(f"no run named {name!r} is going; the runs going are:\n" + render_ps(entries))
+    raise BadInput(f"several runs are named {name!r}; name one as NAME-PID:\n" + render_ps(found))

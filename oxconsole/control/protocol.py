@@ -1,6 +1,6 @@
 """The wire between a run and its consoles: newline-delimited orjson objects on a Unix socket.
 
-Why this module exists: the server (`control.server`) and the client (`control.client`) must agree
+Why this module exists: the server (`control.server`) and the client (`control.socketsource`) must agree
 on every message; this is where the messages are written down, once.
 
 One JSON object a line, each with an `op`:
@@ -10,7 +10,14 @@ One JSON object a line, each with an `op`:
                        {"op": "cmd", "cmd": "set_concurrency", "value": 200}
                            a live command, the fields of `engine.commands.command_to_dict`,
                            and optionally "by": who sent it, as `changes` log it ("key" from
-                           the console, "command" when absent, "stage", "auto")
+                           the console, "agent" from `oxconsole mcp`, "command" when absent),
+                           and optionally "id": then the server answers "done" or "error"
+                           with that id
+                       {"op": "cmds", "id": 7, "cmds": [{"cmd": ...}, ...], "by": "agent"}
+                           several commands, all admitted before any is applied: one refused
+                           changes nothing; answered "done" (every change made) or "error"
+                       {"op": "summary", "id": 8}
+                           the run so far in the summary's keys, answered "summary"
                        {"op": "bye"}
                            the client leaves; the run goes on
     server -> client   {"op": "hello", "name", "workload_path", "overrides", "results_path", "pid",
@@ -22,14 +29,24 @@ One JSON object a line, each with an `op`:
                            the run has ended: its summary JSON, exit code and warnings (a
                            sweep's: {"sweep": its --summary-json object, "lines": [[stream,
                            text], ...] what it printed at its end}, `sweep/served.py`)
-                       {"op": "error", "message": "..."}
+                       {"op": "done", "id": 7, "changes": [{"t", "what", "from", "to", "by"}],
+                        "held": false}
+                           the commands of a "cmd" or "cmds" with an id were applied: the
+                           changes they made, as `changes` logs them (empty: nothing moved);
+                           "held": true while the run starts (applied, and logged, when its
+                           clock starts)
+                       {"op": "summary", "id": 8, "summary": {...}, "live": {...}}
+                           the run so far (`RunEngine.summary_now`) and its live settings:
+                           in_flight, concurrency, rate, paused, auto, state, phase
+                       {"op": "error", "message": "...", "id": 7}
                            a message the server could not use (bad JSON, unknown op, a command
                            not applied, a command after the end); a line over SERVER_MAX_LINE
                            is answered so, then the connection is closed. A command the run
                            refuses (`engine.commands.CommandError`: a wrong type, a value not
                            finite or out of range, an unknown model) changed nothing, and the
                            message says why: "set_rate: expected a finite number >= 0 and <= 1e6
-                           ..., got inf". A command that was applied gets no answer.
+                           ..., got inf". A command that was applied gets no answer unless it
+                           carried an id. A message with an id is answered with that id.
 """
 
 from __future__ import annotations

@@ -55,9 +55,12 @@ LISTEN_BACKLOG = 1024
 """Connections the kernel queues before the loop accepts them (asyncio's default, 100, refused
 part of a burst of 200 connects made while the loop was busy; Linux caps it at
 net.core.somaxconn, 4096 by default since 5.4)."""
-CLIENT_BY = ("key", "command")
-"""The origins a client may give its command: a console key or a script's command. A stage
-boundary and the adaptive controller are the engine's own, never claimed over the socket."""
+CLIENT_BY = ("key", "command", "agent")
+"""The origins a client may give its command: a console key, a script's command or an agent
+(`oxconsole mcp`). A stage boundary and the adaptive controller are the engine's own, never
+claimed over the socket."""
+MAX_BATCH = 64
+"""Commands one "cmds" message may carry (an agent's `set` sends a handful)."""
 DISCARD_MAX = 64 * 1024 * 1024
 """Bytes of an over-long line read and dropped after its error reply, so that the sender sees the
 reply and a clean close rather than a reset; past this (or `DISCARD_S`) the connection is closed."""
@@ -202,6 +205,10 @@ class ControlServer:
                     self._hello(client, msg)
                 elif op == "cmd":
                     self._command(client, msg)
+                elif op == "cmds":
+                    self._commands(client, msg)
+                elif op == "summary":
+                    self._summary(client, msg)
                 elif op == "bye":
                     break
                 else:
@@ -264,19 +271,59 @@ class ControlServer:
             self._kick.set()
 
     def _command(self, client: _Client, msg: dict[str, Any]) -> None:
+        self._apply(client, msg.get("id"), [{k: v for k, v in msg.items() if k not in ("op", "id")}], msg)
+
+    def _commands(self, client: _Client, msg: dict[str, Any]) -> None:
+        cmds = msg.get("cmds")
+        if not isinstance(cmds, list) or not cmds or len(cmds) > MAX_BATCH:
+            self._error(client, msg.get("id"), f"cmds: expected a list of 1 to {MAX_BATCH} commands")
+            return
+        self._apply(client, msg.get("id"), cmds, msg)
+
+    def _apply(self, client: _Client, rid: Any, raw: list[Any], msg: dict[str, Any]) -> None:
+        """Admit every command, then apply them in order: one refused changes nothing. With an `id`
+        the client is told the changes made (`done`); a refusal is always answered."""
         if self._ended:
-            self._reply(client, {"op": "error", "message": "the run has ended"})
+            self._error(client, rid, "the run has ended")
             return
         try:
-            cmd = command_from_dict({k: v for k, v in msg.items() if k != "op"})
             by = msg.get("by", "command")
-            if by not in CLIENT_BY:  # a stage boundary or the controller is the engine's own word
-                raise CommandError(f"{command_name(cmd)}: by: expected key or command, got {by!r}")
-            self.engine.apply(cmd, origin(by))
+            admitted = []
+            for d in raw:
+                if not isinstance(d, dict):
+                    raise CommandError(f"expected a command object, got {type(d).__name__}")
+                cmd = command_from_dict(d)  # a `by` in it is checked as an origin there
+                if by not in CLIENT_BY:  # a stage boundary or the controller is the engine's own word
+                    raise CommandError(f"{command_name(cmd)}: by: expected key, command or agent, got {by!r}")
+                admitted.append(self.engine.admit(cmd))
+            changes: list[dict[str, Any]] = []
+            for cmd in admitted:
+                changes += self.engine.apply(cmd, origin(by))
         except CommandError as e:  # refused before anything changed: say why, in its own words
-            self._reply(client, {"op": "error", "message": str(e)})
+            self._error(client, rid, str(e))
+            return
         except Exception as e:  # a bad command is the client's problem, never the run's
-            self._reply(client, {"op": "error", "message": f"command not applied: {e!r}"})
+            self._error(client, rid, f"command not applied: {e!r}")
+            return
+        if rid is not None:  # held: the run's clock has not started; applied (and logged) when it does
+            held = self.engine.state == "starting"
+            self._reply(client, {"op": "done", "id": rid, "changes": changes, "held": held})
+
+    def _summary(self, client: _Client, msg: dict[str, Any]) -> None:
+        """The run so far in the summary's keys and its live settings, built now (never per frame)."""
+        rid = msg.get("id")
+        try:
+            summary = self.engine.summary_now()
+        except Exception as e:  # a summary the run cannot make is the asker's answer, not a crash
+            self._error(client, rid, f"summary not available: {e!r}")
+            return
+        self._reply(client, {"op": "summary", "id": rid, "summary": summary, "live": live_view(self.engine)})
+
+    def _error(self, client: _Client, rid: Any, message: str) -> None:
+        reply: dict[str, Any] = {"op": "error", "message": message}
+        if rid is not None:
+            reply["id"] = rid
+        self._reply(client, reply)
 
     def _reply(self, client: _Client, msg: dict[str, Any]) -> None:
         if not client.writer.is_closing():
@@ -469,3 +516,27 @@ async def serve_run(
 
 def _stderr(msg: str) -> None:
     print(f"oxconsole: warning: {msg}", file=sys.stderr, flush=True)
+
+
+def live_view(engine: RunEngine) -> dict[str, Any]:
+    """What a run is doing now beside its figures: its state, requests in flight, the limits in
+    force, paused, auto, and the phase it is in (since when, and the changes that began it)."""
+    snap = engine.latest
+    out: dict[str, Any] = {"state": engine.state}
+    if snap is None:
+        return out
+    g = snap.gauges
+    out.update(
+        in_flight=g.in_flight,
+        concurrency=g.concurrency,
+        rate=g.rate,
+        tpm=g.tpm,
+        paused=g.state == "paused",
+        auto=g.auto,
+        phase={
+            "index": snap.phase_index,
+            "since_s": round(snap.phase_t_start, 3),
+            "settings": [dict(c) for c in snap.phase_settings],
+        },
+    )
+    return out

@@ -68,9 +68,11 @@ class SocketSource:
         self._ended = False
         self._connected = False
         self._closed = False
+        self._asked: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._next_id = 0
 
     @classmethod
-    def from_entry(cls, entry: RunEntry, *, hz: float = 4.0) -> SocketSource:
+    def from_entry(cls, entry: RunEntry, *, hz: float = 4.0, by: By = "key") -> SocketSource:
         return cls(
             entry.socket,
             name=entry.name,
@@ -80,6 +82,7 @@ class SocketSource:
             pid=entry.pid,
             started_at=entry.started_at,
             hz=hz,
+            by=by,
         )
 
     # RunSource
@@ -107,6 +110,23 @@ class SocketSource:
             return
         if not w.is_closing():
             w.write(data)
+
+    async def ask(self, msg: dict[str, Any], timeout: float = 10.0) -> dict[str, Any]:
+        """Send `msg` with an id of its own and wait for the run's answer to it (`done`, `summary`
+        or `error`, whose `message` is the run's own words). Raises ConnectionError when the run is
+        gone before it answers, TimeoutError past `timeout`."""
+        w = self._writer
+        if w is None or w.is_closing() or not self._connected:
+            raise ConnectionError(f"{self.path}: not connected to the run")
+        self._next_id += 1
+        rid = self._next_id
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._asked[rid] = fut
+        try:
+            w.write(encode({**msg, "id": rid}))
+            return await asyncio.wait_for(fut, timeout)
+        finally:
+            self._asked.pop(rid, None)
 
     async def start(self, timeout: float = 5.0) -> None:
         """Connect and say hello. Raises OSError when the run is not there (any more)."""
@@ -188,6 +208,9 @@ class SocketSource:
             self._connected = False
             if self._writer is not None:
                 self._writer.close()
+            for fut in self._asked.values():  # nobody will answer them now
+                if not fut.done():
+                    fut.set_exception(ConnectionError(f"{self.path}: the run closed the connection"))
 
     def _on_message(self, line: bytes) -> None:
         msg = parse(line)
@@ -213,3 +236,10 @@ class SocketSource:
             self.started_at = float(started) if isinstance(started, int | float) else self.started_at
         elif op == "error":
             self.last_error = str(msg.get("message"))
+        rid = msg.get("id")
+        if isinstance(rid, int) and op in ("done", "summary", "error"):  # the answer to `ask`
+            fut = self._asked.get(rid)
+            if fut is not None and not fut.done():
+                fut.set_result(msg)
+            if op == "error":
+                self.last_error = None  # answered to its asker, not a console's refusal

@@ -80,11 +80,12 @@ Command = (
     SetConcurrency | SetRate | SetTpm | SetWeight | EnableModel | Pause | Resume | Stop | SetAuto | SetCascade
 )
 
-By = Literal["key", "command", "stage", "auto"]
+By = Literal["key", "command", "stage", "auto", "agent"]
 """Who made a change (`by` in `changes`): a console key, a control-socket command (a script), a
-stage boundary or ramp step (`[[stages]]`), the adaptive-concurrency controller. A command travels
-with its origin beside it (`Engine.apply(cmd, by=...)`), never inside it."""
-BY: tuple[By, ...] = ("key", "command", "stage", "auto")
+stage boundary or ramp step (`[[stages]]`), the adaptive-concurrency controller, or an agent
+through `oxconsole mcp`. A command travels with its origin beside it (`Engine.apply(cmd, by=...)`),
+never inside it."""
+BY: tuple[By, ...] = ("key", "command", "stage", "auto", "agent")
 
 
 def origin(v: object, name: str = "command") -> By:

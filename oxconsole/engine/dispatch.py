@@ -43,6 +43,10 @@ OUTPUT_GUESS = 256
 """Output tokens reserved for a request with no max_tokens anywhere, until answers show more."""
 
 
+_NO_OUTPUT = frozenset({"embeddings", "rerank", "speech", "images"})
+"""APIs whose answers count no output tokens (a vector, a ranking, audio, images)."""
+
+
 class Dispatcher:
     """Starts a request (`start(prompt, model, t_sched, hold)`) for each prompt as soon as it may go.
 
@@ -74,7 +78,7 @@ class Dispatcher:
         self.schedule: ArrivalSchedule | None = None
         self.budget: TokenBudget | None = None
         """The token budget, from the first time `set_tpm` turns it on (then kept: 0 = off)."""
-        caps = [0 if m.api == "embeddings" else m.max_tokens for m in w.models]  # (no output)
+        caps = [0 if m.api in _NO_OUTPUT else m.max_tokens for m in w.models]
         self._out_cap = max(c for c in caps if c is not None) if None not in caps else None
         """The most output any model may give (every model sets max_tokens); None otherwise."""
         self._out_seen = [0, 0]  # output tokens and answers seen, for requests with no max_tokens

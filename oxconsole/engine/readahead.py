@@ -44,6 +44,10 @@ class ReadAhead:
             read += p.input_chars
         return len(self._ahead)
 
+    def held(self) -> tuple[Prompt, ...]:
+        """The prompts read ahead and not yet served."""
+        return tuple(self._ahead)
+
     def __iter__(self) -> Iterator[Prompt]:
         while self._ahead:
             yield self._ahead.popleft()

@@ -17,6 +17,7 @@ old home) for code written before the split.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
@@ -36,6 +37,7 @@ from oxconsole.engine.saved import run_summary
 from oxconsole.engine.send.adapt import rejected_field as rejected_field
 from oxconsole.engine.send.conversations import merge_counts
 from oxconsole.engine.send.request import backoff_delay as backoff_delay
+from oxconsole.engine.serverwatch import ServerWatch
 from oxconsole.engine.shard import LocalShard
 from oxconsole.engine.workers.shardset import LocalShards, Shards
 from oxconsole.engine.workers.split import shard_commands, worker_count
@@ -47,6 +49,7 @@ from oxconsole.metrics import ratelimit
 from oxconsole.metrics.aggregate import CANCELLED
 from oxconsole.metrics.collector import Collector
 from oxconsole.metrics.due import DueStats
+from oxconsole.metrics.server.series import series_path
 from oxconsole.metrics.snapshot import Gauges, Snapshot
 from oxconsole.workload import Workload
 from oxconsole.workload.traces import TRACE_FORMATS
@@ -134,6 +137,8 @@ class Engine:
         self.stages: StageDriver | None = None
         self.metrics: MetricsEndpoint | None = None
         """`/metrics` while the run lasts (`[output] prometheus`), fed at each publish."""
+        self.server: ServerWatch | None = None
+        """The servers' own metrics, scraped while the run lasts (`serverwatch.py`)."""
         self.live = LiveSettings.of(workload)
         self.auto = AutoRun.of(workload)
         """Adaptive concurrency (engine/drivers/autorun.py) while `live.auto`; None without [slo]."""
@@ -187,23 +192,31 @@ class Engine:
         self.live.stopping()
         self.shards.stop(cancel)
 
-    def apply(self, cmd: Command, by: By = "command") -> None:
+    def apply(self, cmd: Command, by: By = "command") -> list[dict[str, Any]]:
         """Apply a command on the run's loop (call only from the loop; `submit` from elsewhere);
-        its changes are logged as made `by` a key, a command, a stage or the auto controller.
-        Raises `CommandError`, having changed nothing and told no shard anything, for a command
-        `LiveSettings` refuses. Before dispatch can start (the run's clock and its log of changes
-        start then), a command other than `Stop` is held and applied when it does."""
+        its changes are logged as made `by` a key, a command, a stage, the auto controller or an
+        agent, and returned as logged. Raises `CommandError`, having changed nothing and told no
+        shard anything, for a command `LiveSettings` refuses. Before dispatch can start (the run's
+        clock and its log of changes start then), a command other than `Stop` is held and applied
+        when it does (nothing logged yet: an empty list)."""
         if self._state == "starting" and not isinstance(cmd, Stop):
             self._held.append((self.live.admit(cmd), by))
-            return
+            return []
         changes = self.live.apply(cmd)
         if isinstance(cmd, Stop):
             self.request_stop(cancel=cmd.cancel, interrupted=True)
         t = round(self.elapsed(), 3)
+        logged = len(self.collector.changes)
         for c in changes:
             self._act(c)
             self.collector.change(t, c.what, c.old, c.new, model=c.model, by=by)
         self._publish()
+        return [dict(c) for c in self.collector.changes[logged:]]
+
+    def summary_now(self) -> dict[str, Any]:
+        """The run so far in the summary's keys (the collector's; the shards' end figures, such as
+        their loop lag, come only with the run's end). Built when asked, never per snapshot."""
+        return self.collector.summary(self.w.name, self.elapsed())
 
     def _act(self, c: Change) -> None:
         """Make a changed setting so: each shard's part of it, and auto concurrency's turn."""
@@ -303,6 +316,8 @@ class Engine:
                 self.stages.cancel()
             if ticker is not None:
                 ticker.cancel()
+            if self.server is not None:
+                await self.server.stop()
             await self.shards.close()
             if self._journal is not None:
                 self._journal.close()
@@ -339,11 +354,29 @@ class Engine:
         if self.journal_failure is not None:  # failed as it opened: nothing may run
             self.request_stop(cancel=True)
         self._state = "running"
+        self._watch_servers()
         held, self._held = self._held, []
         for cmd, by in held:
             self.apply(cmd, by)
         if staged:
             self.stages = StageDriver.start(self, self._stages_done)
+
+    def _watch_servers(self) -> None:
+        """Scrape the endpoints' own metrics (and DCGM's) beside the run, from now on: the series
+        beside the journal (`<stem>.server.jsonl`, not for a sweep's points, whose journal is the
+        sweep's), each round in the phase in force when it was read."""
+        series = series_path(self.results_path) if self._journal is not None else None
+        watch = ServerWatch(
+            self.w,
+            self.shards.served_urls(),
+            self.warnings,
+            series=series,
+            phase=lambda: self.collector.phase_index,
+            ending=lambda: self.state == "done",
+        )
+        if watch.active:
+            self.server = watch
+            watch.start()
 
     @property
     def dispatch_complete(self) -> bool:
@@ -388,6 +421,8 @@ class Engine:
         rl = ratelimit.summary(e.get("ratelimit") for e in ends)
         if rl:
             summary["ratelimit"] = rl
+        if self.server is not None:
+            self.server.into(summary)
         gcs = [e["gc"] for e in ends if e.get("gc")]
         if gcs:
             summary["gc"] = {
@@ -398,7 +433,16 @@ class Engine:
 
     # --- snapshots ----------------------------------------------------------------------------
     def gauges(self) -> Gauges:
-        return self.shards.gauges(self)
+        g = self.shards.gauges(self)
+        if self.server is None:
+            return g
+        server = self.server.gauges()
+        if server:  # beside the engine's running + waiting, what this run has out to it
+            for m in self.w.models:
+                e, mg = server.get(m.endpoint), g.models.get(m.name)
+                if e is not None and mg is not None:
+                    e["client_in_flight"] = e.get("client_in_flight", 0) + mg.in_flight
+        return dataclasses.replace(g, server=server, gpus=self.server.gpus())
 
     def _publish(self) -> None:
         self.latest = self.collector.snapshot(self.gauges())

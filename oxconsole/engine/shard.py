@@ -38,7 +38,6 @@ from oxconsole.engine.limits import Hold
 from oxconsole.engine.readahead import ReadAhead
 from oxconsole.engine.router import Router
 from oxconsole.engine.send.adapt import Bodies
-from oxconsole.engine.send.cascade import cascade_for
 from oxconsole.engine.send.client import AttemptResult
 from oxconsole.engine.send.conversations import Sessions
 from oxconsole.engine.send.health import ModelHealth
@@ -153,7 +152,10 @@ class LocalShard:
             stopping=lambda: self.stopping,
             attempt_failed=self._attempt_failed,
         )
-        self.sender.cascade = cascade_for(workload, self.sender)
+        if workload.quality is not None:  # only then: RE2 and the schema validator (3 MB, 15 ms)
+            from oxconsole.engine.send.cascade import cascade_for
+
+            self.sender.cascade = cascade_for(workload, self.sender)
         self.packer = packer_for(
             workload, self.sender, self.router, self.dispatch, prefix=self._pack_prefix()
         )
@@ -225,6 +227,9 @@ class LocalShard:
         await self.endpoints.connect(ahead, min(CONNECT_WITHIN_S, self.w.run.timeout))
         self._ahead = ReadAhead(self._shard_prompts())
         self._ahead.fill(wave)
+        media = self.sender.bodies.media
+        for p in self._ahead.held():  # a synthetic size's first image (3-40 ms), files' data URLs
+            media.warm(p.media)
         for name, client in self.endpoints.clients.items():
             client.headroom = self.headroom.get(name)
 
@@ -280,6 +285,8 @@ class LocalShard:
             t.cancel()
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.sender.cascade is not None:
+            self.sender.cascade.close()
         if self._shared_endpoints is None:
             await self.endpoints.close()
 

@@ -39,12 +39,47 @@ _TEXT_FIELDS = (
     "text",
     "tag",
     "pack",
+    "check_error",
+    "judge_error",
+    "api",
 )
 """The str fields of a record; a server's text (an error body, an answer) reaches several."""
 
 
 OPTIONAL_COUNTS = ("reasoning_tokens", "cached_tokens", "tool_calls")
 """Token and call counts a record carries only when the server sent them (absent otherwise)."""
+
+MEDIA_COUNTS = ("images_in", "image_pixels", "images_out", "documents", "characters")
+"""What a request of another kind sent or got, counted (docs/media.md); absent when they do not apply."""
+
+MEDIA_SECONDS = ("audio_in_s", "audio_out_s", "rtf")
+"""Seconds of audio sent and received, and the real-time factor (latency over the audio's seconds)."""
+
+MEDIA_KEYS = (*MEDIA_COUNTS, *MEDIA_SECONDS)
+
+MEDIA_SECONDS_MAX = 1e9
+"""The most seconds of audio (or the largest real-time factor) a record may hold: 30 years of audio.
+A server's answer is not believed past it (clamped when the record is made, refused when read)."""
+
+
+def billed_units(
+    api: str | None,
+    images_out: int | None,
+    audio_in_s: float | None,
+    audio_out_s: float | None,
+    characters: int | None,
+) -> tuple[int, float, int]:
+    """What the prices per image, per audio minute and per million characters bill of one request
+    (docs/media.md): (images generated, seconds of audio, characters). The audio is a
+    transcription's input or speech's output; images and audio inside chat are billed through its
+    tokens, so nothing here."""
+    if api == "images":
+        return images_out or 0, 0.0, 0
+    if api == "transcriptions":
+        return 0, audio_in_s or 0.0, 0
+    if api == "speech":
+        return 0, audio_out_s or 0.0, characters or 0
+    return 0, 0.0, 0
 
 
 @dataclass(slots=True)
@@ -99,6 +134,13 @@ class RequestRecord:
     """With `[quality]`, on an ok record: whether its answer passed every check."""
     invalid_reason: str | None = None
     """With `valid` false: the first check it failed (`json`, `schema`, `regex`, `expected`, `judge`)."""
+    check_timeout: bool = False
+    """With `valid` false: that check ran past its deadline on this answer and was stopped."""
+    check_error: str | None = None
+    """With `valid` false: that check raised this exception (its class) on this answer."""
+    judge_error: str | None = None
+    """With `[quality] judge`, on an ok record: the judge request failed (its error class), so the
+    answer stands unjudged (no `valid`)."""
     escalations: int = 0
     """Times the cascade sent it on to the next model (`models_tried` then lists them all)."""
     answers: list[dict[str, Any]] | None = None
@@ -107,6 +149,24 @@ class RequestRecord:
     cascade_ms: float | None = None
     """With `answers`: from the first answer's send to the last byte of the one that stands, every
     model asked and judge request included (`latency_ms` is the final attempt's alone)."""
+    api: str | None = None
+    """The model's api when it is one of the other kinds (rerank, transcriptions, speech, images)."""
+    images_in: int | None = None
+    """Images sent (chat, Responses)."""
+    image_pixels: int | None = None
+    """Their pixels (width x height, summed), of those whose size is known (not remote URLs)."""
+    audio_in_s: float | None = None
+    """Seconds of audio sent: chat's `input_audio`, a transcription's file."""
+    audio_out_s: float | None = None
+    """Seconds of speech received."""
+    images_out: int | None = None
+    """Images generated."""
+    documents: int | None = None
+    """Documents a reranker was given."""
+    rtf: float | None = None
+    """Real-time factor of an ok transcription or speech: latency over its audio's seconds."""
+    characters: int | None = None
+    """Characters of speech's input text (what `price_per_1m_characters` bills)."""
 
     def __post_init__(self) -> None:
         """The record boundary: what a server sent becomes text any encoder takes (a lone
@@ -125,6 +185,8 @@ class RequestRecord:
             v = getattr(self, key)
             if v is not None and not 0 <= v <= RECORD_TOKENS_MAX:
                 setattr(self, key, min(max(0, v), RECORD_TOKENS_MAX))
+        if self.api is not None or self.images_in is not None or self.audio_in_s is not None:
+            _clamp_media(self)
         if self.models_tried:
             self.models_tried = [valid_text(m) for m in self.models_tried]
         if self.attempt_errors:
@@ -199,8 +261,10 @@ class RequestRecord:
             v = getattr(self, key)
             if v is not None:
                 d[key] = v
-        if self.valid is not None or self.escalations or self.answers:
+        if self.valid is not None or self.escalations or self.answers or self.judge_error is not None:
             _quality_json(self, d)
+        if self.api is not None or self.images_in is not None or self.audio_in_s is not None:
+            _media_json(self, d)
         if self.text is not None:
             d["text"] = self.text
         return d
@@ -238,6 +302,7 @@ class RequestRecord:
             ttfot_ms=_f(d.get("ttfot_ms")),
             **{k: d[k] for k in OPTIONAL_COUNTS if type(d.get(k)) is int},
             **_quality_fields(d),
+            **_media_fields(d),
         )
 
 
@@ -249,6 +314,12 @@ def _quality_fields(d: dict[str, Any]) -> dict[str, Any]:
         reason = d.get("invalid_reason")
         if isinstance(reason, str) and not d["valid"]:
             out["invalid_reason"] = reason
+            if d.get("check_timeout") is True:
+                out["check_timeout"] = True
+            if isinstance(d.get("check_error"), str):
+                out["check_error"] = d["check_error"]
+    elif isinstance(d.get("judge_error"), str):
+        out["judge_error"] = d["judge_error"]
     esc = d.get("escalations")
     if type(esc) is int and esc > 0:
         out["escalations"] = esc
@@ -308,9 +379,58 @@ def _quality_json(rec: RequestRecord, d: dict[str, Any]) -> None:
         d["valid"] = rec.valid
         if rec.invalid_reason is not None:
             d["invalid_reason"] = rec.invalid_reason
+        if rec.check_timeout:
+            d["check_timeout"] = True
+        if rec.check_error is not None:
+            d["check_error"] = rec.check_error
+    elif rec.judge_error is not None:
+        d["judge_error"] = rec.judge_error
     if rec.escalations:
         d["escalations"] = rec.escalations
     if rec.answers:
         d["answers"] = rec.answers
     if rec.cascade_ms is not None:
         d["cascade_ms"] = _r(rec.cascade_ms)
+
+
+def _clamp_media(rec: RequestRecord) -> None:
+    """Media counts within `RECORD_TOKENS_MAX`, seconds finite and within `MEDIA_SECONDS_MAX`."""
+    for key in MEDIA_COUNTS:
+        v = getattr(rec, key)
+        if v is not None and not 0 <= v <= RECORD_TOKENS_MAX:
+            setattr(rec, key, min(max(0, v), RECORD_TOKENS_MAX))
+    for key in MEDIA_SECONDS:
+        v = getattr(rec, key)
+        if v is not None and not 0.0 <= v <= MEDIA_SECONDS_MAX:  # (NaN fails both)
+            setattr(rec, key, MEDIA_SECONDS_MAX if v > 0 else 0.0)
+
+
+def _media_json(rec: RequestRecord, d: dict[str, Any]) -> None:
+    """The media keys of a record's JSON, each where it applies."""
+    if rec.api is not None:
+        d["api"] = rec.api
+    for key in MEDIA_COUNTS:
+        v = getattr(rec, key)
+        if v is not None:
+            d[key] = v
+    for key in MEDIA_SECONDS:
+        v = getattr(rec, key)
+        if v is not None:
+            d[key] = round(v, 6)
+
+
+def _media_fields(d: dict[str, Any]) -> dict[str, Any]:
+    """The media keys a journal line carries, each of its type and range (others left out)."""
+    out: dict[str, Any] = {}
+    api = d.get("api")
+    if isinstance(api, str):
+        out["api"] = api
+    for key in MEDIA_COUNTS:
+        v = d.get(key)
+        if type(v) is int and 0 <= v <= RECORD_TOKENS_MAX:
+            out[key] = v
+    for key in MEDIA_SECONDS:
+        v = d.get(key)
+        if isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v <= MEDIA_SECONDS_MAX:
+            out[key] = float(v)
+    return out

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.goodput import goodput_entry
 from oxconsole.metrics.histogram import LogHistogram
+from oxconsole.metrics.media import MediaStats, media_entry
 from oxconsole.metrics.packing import PackCounts, packing_block
 from oxconsole.metrics.plans import Usage, cost_block, model_cost_block
 from oxconsole.metrics.quality import QualityCounts, add_per_valid, quality_entry
@@ -70,6 +71,7 @@ class RunStats:
         "judged",
         "latency",
         "left",
+        "media",
         "ok",
         "ok_input_tokens",
         "ok_output_tokens",
@@ -128,6 +130,8 @@ class RunStats:
         """TTFOT, reasoning and cached tokens, tool calls (`metrics/reasoning.py`)."""
         self.quality: QualityCounts | None = None
         """With `[quality]`: valid answers and the cascade (`metrics/quality.py`)."""
+        self.media = MediaStats()
+        """Images, audio, documents and the real-time factor (`metrics/media.py`)."""
 
     def hist(self, metric: str) -> LogHistogram:
         if metric == "latency_ms":
@@ -197,7 +201,10 @@ class RunStats:
             or rec.tool_calls
         ):
             self.reason.count(rec)
-        if (rec.valid is not None or rec.answers) and not self.per_model:  # the run's block, not a model's
+        if rec.api is not None or rec.images_in is not None or rec.audio_in_s is not None:
+            self.media.count(rec)
+        judged = rec.valid is not None or rec.answers or rec.judge_error
+        if judged and not self.per_model:  # the run's block, not a model's
             (self.quality or self._judged()).count(rec)
         if rec.attempt_errors:
             ae = self.attempt_errors
@@ -251,8 +258,17 @@ class RunStats:
         requests = (
             self.ok - sum(packed.values()) + self.ok_repacked + sum(n / size for size, n in packed.items())
         )
+        md = self.media
         return Usage(
-            requests, self.ok_input_tokens, self.ok_output_tokens, self.total, self.ok, self.reason.ok_cached
+            requests,
+            self.ok_input_tokens,
+            self.ok_output_tokens,
+            self.total,
+            self.ok,
+            self.reason.ok_cached,
+            md.billed_images,
+            md.billed_audio_s,
+            md.billed_chars,
         )
 
     def model_block(
@@ -271,6 +287,7 @@ class RunStats:
             "cost": model_cost_block(self.cost, self.total, name, self.usage(), plans),
             "tokens": {"input": self.input_tokens, "output": self.output_tokens},
             **goodput_entry(self.good, self.judged, duration_s, slo_target),
+            **media_entry(self.media, duration_s),
         }
         return with_reasoning(block, self.reason, self.input_tokens)
 
@@ -341,6 +358,7 @@ def phase_summary(
         "ttft_ms": timing(stats.ttft),
         **goodput_entry(stats.good, stats.judged, t_end - t_start, slo_target),
         **quality_entry(stats.quality),
+        **media_entry(stats.media, t_end - t_start),
     }
     return with_reasoning(block, stats.reason, stats.input_tokens)
 
@@ -411,5 +429,6 @@ def build_summary(
         "phases": [dict(p) for p in phases],
         **packing_block(overall.packs, overall.total, packing_size),
         **quality_entry(overall.quality),
+        **media_entry(overall.media, duration_s),
     }
     return with_reasoning(summary, overall.reason, overall.input_tokens)

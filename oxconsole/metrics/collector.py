@@ -31,6 +31,7 @@ from oxconsole.metrics.aggregate import (
 from oxconsole.metrics.due import DueStats
 from oxconsole.metrics.goodput import Goodput
 from oxconsole.metrics.histogram import LogHistogram, record_into
+from oxconsole.metrics.media import MediaLive
 from oxconsole.metrics.packing import live_packing
 from oxconsole.metrics.plans import PlanCost, Usage, plan_costs, project
 from oxconsole.metrics.quality import live_quality, with_steps
@@ -232,6 +233,11 @@ class Collector:
         if detail and error_class not in self._attempt_detail:  # the first says why
             self._attempt_detail[error_class] = f"{model}: {detail}" if model else detail
 
+    @property
+    def phase_index(self) -> int:
+        """The current phase's place in the summary's `phases` (0 until a change starts another)."""
+        return len(self._phases)
+
     def change(
         self, t: float, what: str, frm: Any, to: Any, model: str | None = None, by: str = "command"
     ) -> None:
@@ -316,6 +322,7 @@ class Collector:
             packing=live_packing(al.packs, al.total, self.packing_size),
             reasoning=ReasoningLive.of(al.reason, al.input_tokens, al.output_tokens),
             quality=live_quality(al.quality, self.cascade),
+            media=MediaLive.of(al.media, run_span),
         )
 
     def _bursts(self) -> dict[str, Any] | None:

@@ -42,12 +42,28 @@ class _Model:
 class QualityCounts:
     """Valid answers among the judged ones, per model asked, and where the cascade left them."""
 
-    __slots__ = ("escalated", "final", "judged", "latency", "models", "valid")
+    __slots__ = (
+        "check_errors",
+        "check_timeouts",
+        "escalated",
+        "final",
+        "judge_errors",
+        "judged",
+        "latency",
+        "models",
+        "valid",
+    )
 
     def __init__(self) -> None:
         self.judged = 0
         """Records whose standing answer was judged (ok records of a run with `[quality]`)."""
         self.valid = 0
+        self.check_timeouts = 0
+        """Answers (standing or not) whose checks were stopped at their deadline: invalid."""
+        self.check_errors = 0
+        """Answers whose check raised: invalid."""
+        self.judge_errors = 0
+        """Ok records whose judge request failed: their answer stands unjudged (not in `judged`)."""
         self.escalated = 0
         """Records the cascade moved on at least once."""
         self.final: dict[str, int] = {}
@@ -77,8 +93,13 @@ class QualityCounts:
             else:
                 m.asked += 1
                 m.valid += a.get("valid") is True
+                self.check_timeouts += a.get("check_timeout") is True
+                self.check_errors += isinstance(a.get("check_error"), str)
         if rec.valid is None:
+            self.judge_errors += rec.judge_error is not None and rec.status == "ok"
             return
+        self.check_timeouts += rec.check_timeout
+        self.check_errors += rec.check_error is not None
         ms = rec.cascade_ms if rec.cascade_ms is not None else rec.latency_ms
         if ms is not None:
             self.latency.record(ms)
@@ -111,6 +132,9 @@ class QualityCounts:
             "valid": self.valid,
             "fraction": _share(self.valid, self.judged),
             "judged": self.judged,
+            "check_timeouts": self.check_timeouts,
+            "check_errors": self.check_errors,
+            "judge_errors": self.judge_errors,
             "latency_ms": dict(self.latency.summary())
             if self.latency.n
             else dict.fromkeys(self.latency.summary()),
@@ -145,7 +169,7 @@ def live_quality(q: QualityCounts | None, steps: tuple[str, ...] | None) -> dict
 
 def quality_entry(q: QualityCounts | None) -> dict[str, Any]:
     """`quality` and `cascade` for a summary or a phase (nothing when the run has no `[quality]`)."""
-    if q is None or not (q.judged or q.models):
+    if q is None or not (q.judged or q.models or q.judge_errors):
         return {}
     return {"quality": q.block(), "cascade": q.cascade_block()}
 
@@ -162,7 +186,7 @@ def with_steps(block: dict[str, Any], steps: tuple[str, ...] | None) -> dict[str
 def add_per_valid(cost: dict[str, Any], q: QualityCounts | None) -> None:
     """`cost.per_valid` and each plan's `per_valid`: the total over the valid answers (None before
     any), beside `per_task`."""
-    if q is None or not (q.judged or q.models):
+    if q is None or not (q.judged or q.models or q.judge_errors):
         return
     cost["per_valid"] = _per(cost.get("total"), q.valid)
     for plan in (cost.get("plans") or {}).values():
@@ -182,13 +206,25 @@ def quality_lines(summary: Mapping[str, Any]) -> list[str]:
         head += f" · answer p50 {fmt_ms(lat['p50'])} p99 {fmt_ms(lat.get('p99'))}"
     for name, m in (q.get("models") or {}).items():
         head += f" · {name} {_pct(m.get('fraction'))} of {int(m.get('asked') or 0):,}"
+    faults = [
+        f"{int(q.get(key) or 0):,} {label}"
+        for key, label in (
+            ("judge_errors", "unjudged (judge errors)"),
+            ("check_timeouts", "checks stopped at their deadline"),
+            ("check_errors", "checks that raised"),
+        )
+        if q.get(key)
+    ]
     c = summary.get("cascade") or {}
     cascade = f"cascade   {int(c.get('escalated') or 0):,} escalated"
     final = ", ".join(f"{n} {int(k):,}" for n, k in (c.get("final") or {}).items())
     cost = summary.get("cost") or {}
     per = [fmt_money(cost.get("per_valid"))]
     per += [f"{n} {fmt_money(p.get('per_valid'))}" for n, p in (cost.get("plans") or {}).items()]
-    return [head, cascade + (f" · ended: {final}" if final else ""), "per valid " + " · ".join(per)]
+    lines = [head]
+    if faults:  # answers the checks or the judge could not decide on, said beside the verdicts
+        lines.append("          " + ", ".join(faults))
+    return [*lines, cascade + (f" · ended: {final}" if final else ""), "per valid " + " · ".join(per)]
 
 
 def _pct(v: Any) -> str:

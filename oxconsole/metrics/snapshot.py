@@ -16,6 +16,7 @@ from functools import partial
 from typing import Any
 
 from oxconsole.metrics.goodput import Goodput
+from oxconsole.metrics.media import MediaLive
 from oxconsole.metrics.reasoning import ReasoningLive
 
 __all__ = [
@@ -74,6 +75,11 @@ class Gauges:
     """The concurrency is set by the auto controller (`run.concurrency = "auto"`, key `a`)."""
     ratelimit: Mapping[str, Mapping[str, Any]] | None = None
     """Endpoint -> its provider rate-limit figures (`metrics/ratelimit.py`); None = none heard."""
+    server: Mapping[str, Mapping[str, Any]] | None = None
+    """Endpoint -> what its server says of itself now (`metrics/server/live.py`: running, waiting,
+    kv_usage, ..., `queued_share`, `age_s`); None = no server's metrics asked for."""
+    gpus: Mapping[str, Mapping[str, float]] | None = None
+    """GPU -> its DCGM figures now (`gpu_util` %, `gpu_mem_used_mb`, `gpu_power_w`); None = none."""
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Gauges:
@@ -98,7 +104,17 @@ class Gauges:
             waiting_tpm=int(d.get("waiting_tpm", 0)),
             auto=bool(d.get("auto", False)),
             ratelimit=d.get("ratelimit"),
+            server=_mapping(d.get("server")),
+            gpus=_mapping(d.get("gpus")),
         )
+
+
+def _mapping(v: Any) -> Any:
+    """A mapping of mappings as it came over the socket; anything else (an older engine's, a
+    damaged message) as none."""
+    if isinstance(v, Mapping) and all(isinstance(x, Mapping) for x in v.values()):
+        return v
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +244,9 @@ class Snapshot:
     quality: Mapping[str, Any] | None = None
     """With `[quality]`: valid answers so far, per model asked, escalations and the cascade's steps
     in force (`metrics/quality.live_quality`); None without."""
+    media: MediaLive | None = None
+    """Images and audio per second, the real-time factor (`metrics/media.py`); None when no record
+    carried a media key."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON types (dicts, lists, str, int, float, bool, None); orjson-ready."""
@@ -290,6 +309,7 @@ class Snapshot:
             bursts=d.get("bursts"),
             reasoning=ReasoningLive.from_dict(d.get("reasoning")),
             quality=d.get("quality"),
+            media=MediaLive.from_dict(d.get("media")),
         )
 
     @classmethod
@@ -351,6 +371,7 @@ class Snapshot:
             ),
             reasoning=ReasoningLive.from_summary(summary),
             quality=_quality_from_summary(summary),
+            media=MediaLive.from_summary(summary),
         )
 
 

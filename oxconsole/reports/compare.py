@@ -24,9 +24,11 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from oxconsole.base.units import FIGURES as SUMMARY_FIGURES
+from oxconsole.reports.media import media_figures, media_rows
 from oxconsole.reports.plans import cost_figures, cost_rows, money_cell
 from oxconsole.reports.quality import quality_figures, quality_rows
 from oxconsole.reports.reasoning import reasoning_figures, reasoning_rows
+from oxconsole.reports.server import server_figures, server_rows
 from oxconsole.reports.steps import step_rows, step_values
 from oxconsole.reports.summary import read_journal, summary_from_journal
 from oxconsole.reports.timeline import build_timeline
@@ -191,6 +193,8 @@ def load_run(path: str | os.PathLike[str], plans: Mapping[str, PricePlan] | None
     figs.update((k, Figure(v, None)) for k, v in step_values(s).items())
     figs.update((k, Figure(v, None)) for k, v in quality_figures(s).items())
     figs.update((k, Figure(v, None)) for k, v in reasoning_figures(s).items())
+    figs.update((k, Figure(v, None)) for k, v in media_figures(s).items())
+    figs.update((k, Figure(v, None)) for k, v in server_figures(s).items())
     _with_intervals(figs, "ttfot_ms", ttfot, (50.0, 99.0))  # the rows reasoning_figures gave
     return RunFigures(os.fspath(path), str(s.get("name", "")), figs)
 
@@ -214,8 +218,10 @@ def compare(runs: Sequence[RunFigures]) -> dict[str, Any]:
     steps = step_rows(r.figures for r in runs)
     quality = quality_rows(r.figures for r in runs)
     answer = reasoning_rows(r.figures for r in runs)
+    media = media_rows({k: f.value for k, f in r.figures.items()} for r in runs)
     costs = cost_rows(r.figures for r in runs)
-    keys = (*FIGURES[:2], *slo, *FIGURES[2:], *answer, *costs, *quality, *steps)
+    server = server_rows(r.figures for r in runs)
+    keys = (*FIGURES[:2], *slo, *FIGURES[2:], *answer, *media, *costs, *quality, *steps, *server)
     for key, label in keys:
         figs = [r.figures.get(key, Figure(None, None)) for r in runs]
         deltas = [_delta(figs[0], f) for f in figs[1:]]

@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from oxconsole.metrics.reasoning import has_reasoning
+from oxconsole.reports.media import media_section
 from oxconsole.reports.plans import cost_by_plan, money_cell
 from oxconsole.reports.quality import quality_section
 from oxconsole.reports.reasoning import reasoning_section
+from oxconsole.reports.server import server_section
 from oxconsole.reports.steps import step_label, steps_section
 from oxconsole.reports.summary import summary_from_journal
 from oxconsole.reports.summarytable import AUTO_ROWS
@@ -81,7 +83,13 @@ def write_html_report(
     phases); without it the summary is rebuilt from the journal alone (priced under ``plans``).
     """
     s = summary if summary is not None else summary_from_journal(results, plans=plans)
-    page = render_html(s, build_timeline(results), journal_only=summary is None, sweep=sweep_section(results))
+    page = render_html(
+        s,
+        build_timeline(results),
+        journal_only=summary is None,
+        sweep=sweep_section(results),
+        results=results,
+    )
     dest = Path(out)
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_name(dest.name + ".tmp")
@@ -100,8 +108,16 @@ def write_run_report(results: Path, summary: Mapping[str, Any]) -> Path | None:
         return None
 
 
-def render_html(summary: Mapping[str, Any], tl: Timeline, *, journal_only: bool, sweep: str = "") -> str:
-    """The whole page as one string (``sweep``: a sweep's section, `reports/sweep.py`)."""
+def render_html(
+    summary: Mapping[str, Any],
+    tl: Timeline,
+    *,
+    journal_only: bool,
+    sweep: str = "",
+    results: str | os.PathLike[str] | None = None,
+) -> str:
+    """The whole page as one string (``sweep``: a sweep's section, `reports/sweep.py`; ``results``:
+    the journal, whose server series beside it is drawn, `reports/server.py`)."""
     name = str(summary.get("name", ""))
     markers = _markers(summary)
     body = [
@@ -118,9 +134,11 @@ def render_html(summary: Mapping[str, Any], tl: Timeline, *, journal_only: bool,
         _section("distributions", "Distributions (ok requests)", "", _distributions(summary, tl)),
         _section("models", "Models", "", [_model_table(summary.get("models") or {})]),
         reasoning_section(summary),
+        media_section(summary),
         cost_by_plan(summary),
         quality_section(summary),
         _section("errors", "Errors", "", _errors(summary, tl, markers)),
+        _server(summary, results, tl, markers) if results is not None else "",
         _phases(summary),
     ]
     return (
@@ -343,6 +361,15 @@ def _errors(s: Mapping[str, Any], tl: Timeline, markers: list[Marker]) -> list[s
     ]
     out.append(_table(["class", "requests ended", "attempts retried"], rows))
     return out
+
+
+def _server(
+    summary: Mapping[str, Any], results: str | os.PathLike[str], tl: Timeline, markers: list[Marker]
+) -> str:
+    """The server's charts on the journal's time slots (`reports/server.py`)."""
+    return server_section(
+        summary, results, tl.times(), tl.t0, tl.step, max(tl.span, tl.step), tl.in_flight(), markers
+    )
 
 
 def _phases(s: Mapping[str, Any]) -> str:

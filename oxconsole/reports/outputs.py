@@ -236,6 +236,6 @@ def where_lines(
         lines.append(f"the previous journal was kept as {kept_aside}")
     earlier = earlier_journals(results)
     if len(earlier) >= MANY_EARLIER:
-        glob = results.with_name(f"{results.stem}.*{results.suffix}")
+        glob = results.with_name(f"{results.stem}.[0-9]*{results.suffix}")  # not the .server.jsonl beside it
         lines.append(f"{len(earlier)} earlier journals beside it ({glob}); remove them when no longer needed")
     return lines

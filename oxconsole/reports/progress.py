@@ -34,7 +34,8 @@ def eta_seconds(s: Snapshot) -> float | None:
 
 BOUND_WORDS = {"paused": "paused", "tpm": "tpm", "rate": "rate", "concurrency": "concurrency",
                "slow rate": "client (rate not reached)", "loop lag": "client (loop lag)",
-               "pushback": "server pushback", "ratelimit": "provider rate limit"}  # fmt: skip
+               "pushback": "server pushback", "ratelimit": "provider rate limit",
+               "server queue": "server queue", "server KV": "server KV cache"}  # fmt: skip
 """The progress line's `bound:` words for what `bound_by` found (none for the other states)."""
 
 

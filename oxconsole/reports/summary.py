@@ -28,6 +28,7 @@ from oxconsole.metrics.aggregate import RunStats, Tally, build_summary, phase_su
 from oxconsole.metrics.goodput import slo_target_of
 from oxconsole.metrics.plans import project_costs, stored_plans, unused_overrides
 from oxconsole.metrics.stages import StageLog, journal_stages
+from oxconsole.reports.server import with_server
 from oxconsole.reports.summarytable import render_summary, table_width
 
 if TYPE_CHECKING:
@@ -93,7 +94,10 @@ def summary_from_journal(
         plans=stored_plans(p, manifest) if plans is None else plans,
     )
     summary = journal_stages(summary, stages, spans.running_s())
-    return with_run_sections(summary, run_sections(manifest, sessions[-1].started_at if sessions else None))
+    summary = with_run_sections(
+        summary, run_sections(manifest, sessions[-1].started_at if sessions else None)
+    )
+    return with_server(summary, p)
 
 
 def with_run_sections(summary: dict[str, Any], kept: Mapping[str, Any]) -> dict[str, Any]:

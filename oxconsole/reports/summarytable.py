@@ -34,6 +34,8 @@ from oxconsole.metrics.ratelimit import ratelimit_lines
 from oxconsole.metrics.reasoning import has_reasoning, summary_lines
 from oxconsole.metrics.stages import stage_table
 from oxconsole.metrics.stepresponse import step_lines
+from oxconsole.reports.media import media_summary_lines
+from oxconsole.reports.server import server_lines
 
 __all__ = ["AUTO_ROWS", "WIDTH", "render_summary", "table_width"]
 
@@ -65,6 +67,7 @@ def render_summary(summary: Mapping[str, Any], width: int = WIDTH) -> str:
     lines += _error_detail_lines(s.get("error_details") or {})
     lines += _plan_lines(s)
     lines += ratelimit_lines(s)
+    lines += server_lines(s)
     lines += _phase_lines(s.get("phases") or [], s.get("changes") or [])
     lines += stage_table(s.get("stages") or [], s.get("stages_end"))
     lines += step_lines(s.get("steps") or [])
@@ -130,6 +133,7 @@ def _totals_lines(s: Mapping[str, Any]) -> list[str]:
         *goodput_lines(s),
         (f"tokens    in {tok.get('input', 0):,}  out {tok.get('output', 0):,}{estimated}"),
         *summary_lines(s),
+        *media_summary_lines(s),
         f"cost      {fmt_money(_g(s, 'cost', 'total'))}",
     ]
 

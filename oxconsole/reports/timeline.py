@@ -35,6 +35,8 @@ class Slot:
 
     ok: int = 0
     output_tokens: int = 0
+    busy: float = 0.0
+    """Request-seconds in flight within the slot (sent to answered, every request)."""
     errors: dict[str, int] = field(default_factory=dict)
     hists: dict[str, LogHistogram] = field(
         default_factory=lambda: {m: LogHistogram(_SLOT_ALPHA) for m in TIMED}
@@ -75,6 +77,10 @@ class Timeline:
             out.append(n / self.width(i))
         return out
 
+    def in_flight(self) -> list[float]:
+        """The client's requests in flight in each slot, on average over the slot."""
+        return [s.busy / self.width(i) for i, s in enumerate(self.slots)]
+
     def percentile(self, metric: str, q: float) -> list[float | None]:
         """Percentile ``q`` of ``metric`` in each slot; None where no ok request ended."""
         return [s.hists[metric].percentile(q) if s.hists[metric].count else None for s in self.slots]
@@ -96,6 +102,19 @@ def slot_width(span: float, max_slots: int = MAX_SLOTS) -> float:
     return float(_STEPS[-1])
 
 
+def _spread(slots: list[Slot], step: float, start: float, end: float) -> None:
+    """A request in flight from `start` to `end` (seconds from the first slot's start), as its
+    share of each slot it overlaps."""
+    if end <= start:
+        return
+    first = max(0, int(start // step))
+    last = min(len(slots) - 1, int(end // step))
+    for i in range(first, last + 1):
+        lo, hi = max(start, i * step), min(end, (i + 1) * step)
+        if hi > lo:
+            slots[i].busy += hi - lo
+
+
 def build_timeline(path: str | os.PathLike[str], max_slots: int = MAX_SLOTS) -> Timeline:
     """Read the journal twice: its span (earliest ``t_scheduled`` to latest end), then each
     record into the slot where it ended. Raises OSError when the journal cannot be read."""
@@ -112,6 +131,7 @@ def build_timeline(path: str | os.PathLike[str], max_slots: int = MAX_SLOTS) -> 
     whole = {m: LogHistogram() for m in TIMED}
     for rec in read_journal(path):
         end = rec.t_sent + (rec.latency_ms or 0.0) / 1000.0 - t0
+        _spread(slots, step, rec.t_sent - t0, end)
         s = slots[min(len(slots) - 1, max(0, int(end // step)))]
         if rec.status != "ok":
             cls = rec.error or "error"

@@ -26,7 +26,7 @@ from oxconsole.base.gcpace import PacedGC
 from oxconsole.sim.quality import Truth, truth_for
 from oxconsole.sim.routes import SIM_STATE, SimState, is_loopback, start_sim
 from oxconsole.workload import SimLimits, SimModelProfile
-from oxconsole.workload.schema import REASONING_FIELDS
+from oxconsole.workload.schema import METRICS_FORMATS, REASONING_FIELDS
 
 DEFAULT_PORT = 8765
 """`oxconsole sim`'s port unless told otherwise: fixed, so that a base URL written in a workload
@@ -34,7 +34,7 @@ keeps working, and clear of the usual servers' defaults (vLLM 8000, llama.cpp 80
 Ollama 11434). Runs with `base_url = "sim"` start their own simulator on any free port."""
 _FIELDS = {f.name: f for f in dataclasses.fields(SimModelProfile)}
 _INT_FIELDS = frozenset(
-    {"output_tokens", "capacity", "reasoning_tokens", "cache_block", "replicas", "max_replicas"}
+    {"output_tokens", "capacity", "reasoning_tokens", "cache_block", "replicas", "max_replicas", "kv_tokens"}
 )
 _BOOL_FIELDS = frozenset({"usage", "prefix_cache"})
 _CHOICE_FIELDS = {"reasoning_field": REASONING_FIELDS}
@@ -104,13 +104,20 @@ def limits_to_json(limits: SimLimits) -> str:
 
 
 def limits_from_json(text: str) -> SimLimits:
-    """Parse ``--limits-json``: ``{"rpm_limit": 60, "tpm_limit": 0, "window": 60.0}``; raises
-    ValueError when bad."""
-    data = _json_object(text, "--limits-json", "an object of rpm_limit, tpm_limit, window")
+    """Parse ``--limits-json``: ``{"rpm_limit": 60, "tpm_limit": 0, "window": 60.0,
+    "metrics_format": "vllm"}``; raises ValueError when bad."""
+    data = _json_object(text, "--limits-json", "an object of rpm_limit, tpm_limit, window, metrics_format")
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
+        if key == "metrics_format":
+            if value not in METRICS_FORMATS:
+                raise ValueError(f"--limits-json: {key}: expected one of {', '.join(METRICS_FORMATS)}")
+            kwargs[key] = value
+            continue
         if key not in ("rpm_limit", "tpm_limit", "window"):
-            raise ValueError(f"--limits-json: {key}: unknown key (expected rpm_limit, tpm_limit or window)")
+            raise ValueError(
+                f"--limits-json: {key}: unknown key (expected rpm_limit, tpm_limit, window or metrics_format)"
+            )
         if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
             raise ValueError(f"--limits-json: {key}: expected a number >= 0, got {value!r}")
         if key != "window" and value != int(value):

@@ -20,7 +20,9 @@ answered `ttft` after admission, `embeddings.py`) from a `SimModelProfile` per m
   open streams at 10 tokens/s cost the simulator little more than its `send` calls;
 * counters per model are served at ``GET /sim/stats`` so tests can check what the client did, with
   the simulator's own lateness (each timed write against its schedule) and GC pauses, so a
-  benchmark can tell the server's error from the client's.
+  benchmark can tell the server's error from the client's;
+* ``GET /metrics`` is what a serving engine says about itself, in vLLM's names (or llama.cpp's),
+  rendered when asked (`exposition`).
 
 The Authorization header is accepted whatever it holds (or without one) and never logged; the access
 log is off.
@@ -54,7 +56,9 @@ from oxconsole.sim.encoded import (
     json_response,
     last_text,
 )
+from oxconsole.sim.exposition import render
 from oxconsole.sim.faults import arrival_faults, too_many
+from oxconsole.sim.mediaroutes import MediaRoutes, image_parts
 from oxconsole.sim.quality import Truth
 from oxconsole.sim.ratelimit import Limiter
 from oxconsole.sim.responses import BAD_INPUT as BAD_RESPONSES_INPUT
@@ -73,6 +77,7 @@ __all__ = [
 ]
 
 _MAX_MODEL_STATES: Final = 4096
+PROMETHEUS_TEXT: Final = "text/plain; version=0.0.4; charset=utf-8"
 _OTHER_MODELS: Final = "<other>"
 
 _Read = tuple[dict[str, Any], tuple[int, str]]
@@ -97,6 +102,8 @@ class SimState:
     ) -> None:
         self.profiles = dict(profiles)
         self.limiter = Limiter(limits or SimLimits())
+        self.metrics_format = (limits or SimLimits()).metrics_format
+        """Whose names `/metrics` speaks (`[sim] metrics_format`)."""
         """`[sim] rpm_limit` / `tpm_limit`, server-wide (`ratelimit`)."""
         self.default = default if default is not None else SimModelProfile()
         self.seed = seed
@@ -160,6 +167,11 @@ class SimState:
     async def handle_stats(self, request: web.Request) -> web.Response:
         return json_response(200, orjson.dumps(self.stats()))
 
+    async def handle_metrics(self, request: web.Request) -> web.Response:
+        """``GET /metrics``: the models' figures in vLLM's names (or llama.cpp's), rendered now."""
+        body = render(self.metrics_format, {name: st.figures() for name, st in self.models.items()})
+        return web.Response(body=body, headers={"Content-Type": PROMETHEUS_TEXT})
+
     async def handle_trace(self, request: web.Request) -> web.Response:
         return json_response(200, orjson.dumps(self.trace or []))
 
@@ -201,8 +213,8 @@ class SimState:
         dims = dimensions(body)
         if inputs is None or dims is None:
             return self._bad_request(BAD_INPUT if inputs is None else "dimensions must be an integer >= 1")
-        ms = self._model(body)
-        refused = await self._arrive(request, ms, read[1][0])
+        ms = self.model_of(body)
+        refused = await self.arrive(request, ms, read[1][0])
         if refused is not None:
             return refused
         loop = asyncio.get_running_loop()
@@ -216,14 +228,18 @@ class SimState:
         finally:
             ms.release(loop)
 
-    def _model(self, body: dict[str, Any]) -> ModelState:
+    async def raw_body(self, request: web.Request) -> bytes:
+        """A request's body, read within `MAX_BODY` (`_body`)."""
+        return await _body(request)
+
+    def model_of(self, body: dict[str, Any]) -> ModelState:
         """The model a request names, counted as received."""
         model = body.get("model")
         ms = self.state_for(model if isinstance(model, str) else "")
         ms.stats.received += 1
         return ms
 
-    async def _arrive(self, request: web.Request, ms: ModelState, tokens: int) -> web.StreamResponse | None:
+    async def arrive(self, request: web.Request, ms: ModelState, tokens: int) -> web.StreamResponse | None:
         """None when the request goes on to be served, else the 429 of the server's rate limits
         (`tokens`: what the request is charged) or the arrival fault it drew (a 429, a 500, a
         reset, ...)."""
@@ -247,19 +263,30 @@ class SimState:
         if isinstance(read, web.Response):
             return read
         body, prompt = read
-        ms = self._model(body)
+        ms = self.model_of(body)
+        if kind is not TEXT and ms.profile.image_tokens:
+            images = image_parts(body, kind is RESPONSES)
+            if images:  # each image's tokens, prefilled like text
+                prompt = (prompt[0] + images * ms.profile.image_tokens, prompt[1])
         charge = 0
         if self.limiter.on:
             charge = prompt[0] + ms.profile.reasoning_tokens + answer_length(body, ms.profile, kind)[0]
-        refused = await self._arrive(request, ms, charge)
+        refused = await self.arrive(request, ms, charge)
         if refused is not None:
             return refused
         loop = asyncio.get_running_loop()
         ans = plan(body, kind, prompt[0], ms)
-        t_admit = loop.time() if ms.try_acquire() else await ms.acquire(loop)
+        t_gate = loop.time()
+        t_admit = t_gate if ms.try_acquire() else await ms.acquire(loop)
         traced = (t_in, time.monotonic(), trace_key(prompt[1])) if t_in else None
+        held = ans.prompt_tokens + ans.total
+        ans.queued = t_admit - t_gate
+        ms.served.admitted(ans.queued, ans.prompt_tokens, ans.cached, held)
+        generated = 0
         try:
-            return await self._answer(request, ms, kind, ans, t_admit, traced, body)
+            resp = await self._answer(request, ms, kind, ans, t_admit, traced, body)
+            generated = ans.total // 2 if ans.abort else ans.total
+            return resp
         except ConnectionError:
             # The client went away mid-response (a write hit the closing transport). Nothing can be
             # sent; returning quietly keeps aiohttp from logging it as a server error.
@@ -272,6 +299,7 @@ class SimState:
                 self.gc.failures += 1
             raise
         finally:
+            ms.served.ended(held, generated)
             ms.release(loop)
 
     async def _read(self, request: web.Request, kind: Kind) -> _Read | web.Response:
@@ -327,6 +355,7 @@ class SimState:
         elif ans.stream:
             slot = rid + kind.slot_mid + b"%d" % created
             if ms.zero_latency and not ans.faulty and ans.pieces is None:
+                ms.served.first_token(ans.queued)
                 ms.stats.completed += 1
                 return whole_stream(ms, kind, slot, ans)
             wire = stream_wire(kind, ms.model_json, slot, ans)
@@ -397,10 +426,12 @@ def build_app(
     app.router.add_post("/v1/responses", state.handle_responses)
     app.router.add_post("/v1/completions", state.handle_completions)
     app.router.add_post("/v1/embeddings", state.handle_embeddings)
+    MediaRoutes(state).add_to(app)
     app.router.add_get("/v1/models", state.handle_models)
     app.router.add_get("/v1/models/{model:.+}", state.handle_model)
     app.router.add_get("/health", state.handle_health)
     app.router.add_get("/sim/stats", state.handle_stats)
+    app.router.add_get("/metrics", state.handle_metrics)
     app.router.add_get("/sim/trace", state.handle_trace)
     return app
 

@@ -18,6 +18,7 @@ import orjson
 
 from oxconsole.sim.curve import Batch
 from oxconsole.sim.encoded import HEAD, Kind
+from oxconsole.sim.exposition import ModelFigures, Served
 from oxconsole.sim.prefix import PrefixCache
 from oxconsole.sim.replicas import Replicas, scales
 from oxconsole.workload import SimModelProfile
@@ -79,6 +80,7 @@ class ModelState:
         "replicas",
         "rng",
         "seed",
+        "served",
         "stats",
         "stream_faults",
         "templates",
@@ -110,6 +112,8 @@ class ModelState:
         # A string seed is hashed deterministically (sha512), unlike hash(str).
         self.rng = random.Random(f"{seed}:{name}")
         self.stats = ModelStats(replicas=profile.replicas)
+        self.served = Served()
+        """What `/metrics` counts (`exposition.py`)."""
         self.batch = Batch()
         """The requests decoding now, for the load curve (`knee`; unused without one)."""
         self._waiters: deque[asyncio.Future[float]] = deque()
@@ -118,6 +122,12 @@ class ModelState:
         self.templates: dict[tuple[int, str, Kind], list[bytes]] = {}
         self.truth: Truth | None = None
         """With `quality` in the profile: what a right answer is (`sim/quality.py`), set by the app."""
+
+    def figures(self) -> ModelFigures:
+        """This model as `/metrics` shows it now: KV usage over `kv_tokens` per ready replica."""
+        st = self.stats
+        kv = self.served.held_tokens / (self.profile.kv_tokens * max(1, st.replicas))
+        return ModelFigures(st.in_service, st.queued, min(1.0, max(0.0, kv)), self.served)
 
     # -- admission (FIFO; a released slot is handed straight to the next waiter) ------------------
 

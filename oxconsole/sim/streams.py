@@ -53,6 +53,8 @@ class Answer:
     """Prompt tokens the prefix cache remembered afresh for this request."""
     prefill: float = 0.0
     """Seconds of prefill (uncached prompt tokens / prefill_tokens_per_s) added to ttft."""
+    queued: float = 0.0
+    """Seconds it waited for a slot (its TTFT on `/metrics` counts from its arrival at the gate)."""
 
     @property
     def faulty(self) -> bool:
@@ -349,6 +351,7 @@ class Writer:
         loop = asyncio.get_running_loop()
         n = ans.total
         times = schedule(ms, t_admit, n, ans.prefill)
+        ms.served.first_token(ans.queued + times[0] - t_admit)
         head = wire.head
         resp = web.StreamResponse(headers=SSE_HEADERS)
         await resp.prepare(request)  # a StreamResponse sends its headers at once
@@ -392,7 +395,8 @@ class Writer:
         """A whole (non-streamed) answer, `body`, sent when its last token is due."""
         loop = asyncio.get_running_loop()
         times = schedule(ms, t_admit, ans.total, ans.prefill)
-        await _sleep_until(loop, times[-1])
+        ms.served.first_token(ans.queued + times[0] - t_admit)
+        await sleep_until(loop, times[-1])
         if ans.malformed:
             return json_response(200, body[: len(body) // 2])
         if ans.abort:
@@ -411,7 +415,7 @@ def _wake(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
-async def _sleep_until(loop: asyncio.AbstractEventLoop, when: float) -> None:
+async def sleep_until(loop: asyncio.AbstractEventLoop, when: float) -> None:
     """Sleep until the absolute loop time `when` (no drift from accumulated relative sleeps)."""
     if when <= loop.time():
         return

@@ -158,24 +158,34 @@ class ServedSweep:
         e = self.sweep.engine
         return e.admit(cmd) if e is not None else check(cmd)
 
-    def apply(self, cmd: Command, by: By = "command") -> None:
+    def apply(self, cmd: Command, by: By = "command") -> list[dict[str, Any]]:
         """Stop and pause/resume act on the sweep; the swept setting is refused; anything else
-        goes to the point running."""
+        goes to the point running (its changes are what it returns; the sweep's own acts log none)."""
         self._refuse_locked(cmd)
         sw, e = self.sweep, self.sweep.engine
         if isinstance(cmd, Stop):
             sw.stop(cancel=cmd.cancel)
-            return
+            return []
         if isinstance(cmd, Resume):  # a point paused is spoiled: `resume` runs it again
             sw.resume()
-            return
+            return []
         if isinstance(cmd, Pause):
             sw.pause()
         if e is None:
             if isinstance(cmd, Pause):
-                return
+                return []
             raise CommandError("between two points of the sweep: nothing to change yet, try again")
-        e.apply(cmd, by)
+        return e.apply(cmd, by)
+
+    def summary_now(self) -> dict[str, Any]:
+        """The point running so far (its own summary: a point is a run of its own), with where the
+        sweep is (`sweep`: the gauge the console reads); between points, only where the sweep is."""
+        e = self.sweep.engine
+        out = e.summary_now() if e is not None else {}
+        snap = self.latest
+        if snap is not None and snap.sweep is not None:
+            out["sweep"] = dict(snap.sweep)
+        return out
 
     def _refuse_locked(self, cmd: Command) -> None:
         setting = _SETTING.get(type(cmd))

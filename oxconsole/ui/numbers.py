@@ -37,8 +37,10 @@ def pct(x: float) -> str:
 
 
 def fmt_change(c: Mapping[str, Any]) -> str:
-    """One logged change in words, tight: ``concurrency 32→28``, ``rate ∞→20.0/s``, ``qwen off``."""
-    return change_text(c, arrow="→", unlimited="∞")
+    """One logged change in words, tight: ``concurrency 32→28``, ``rate ∞→20.0/s``, ``qwen off``;
+    an agent's (`oxconsole mcp`) says so: ``concurrency 32→64 (agent)``."""
+    text = change_text(c, arrow="→", unlimited="∞")
+    return f"{text} (agent)" if c.get("by") == "agent" else text
 
 
 def round_sig(x: float, digits: int = 3) -> float:

@@ -26,7 +26,8 @@ run can use, the name rule), `sections` (one parser per table), `overrides` (--s
 (file -> Workload, API keys), `prompts` (streaming and checking prompts), `describe` (validate's text),
 `stages` ([[stages]], the load shape).
 
-Stdlib only (plus orjson for the prompts file): importing this package never loads the UI or HTTP stack.
+Stdlib only (plus orjson for the prompts file, and `oxconsole.media` to read the images and audio
+prompts name): importing this package never loads the UI or HTTP stack.
 """
 
 from __future__ import annotations

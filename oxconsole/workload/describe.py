@@ -16,7 +16,7 @@ from oxconsole.workload.packing import describe_packing
 from oxconsole.workload.plans import describe_plans
 from oxconsole.workload.promptdata import PromptStats
 from oxconsole.workload.quality import quality_lines
-from oxconsole.workload.schema import RETRY_WORDS, Prices, Workload, fill_results
+from oxconsole.workload.schema import API_PATHS, GENERATING_APIS, RETRY_WORDS, Prices, Workload, fill_results
 from oxconsole.workload.slo import slo_lines, slo_warnings
 from oxconsole.workload.stages import describe_stages
 from oxconsole.workload.traces import TRACE_FORMATS
@@ -76,8 +76,12 @@ def _model_lines(w: Workload) -> list[str]:
     for m in w.models:
         bits = [f"endpoint {m.endpoint}", f"weight {_fmt_num(m.weight)} ({m.weight / total_w:.0%})"]
         if m.api != "chat":
-            bits.insert(0, f"api {m.api} (/{m.api})")
-        if m.api != "embeddings":  # (an embedding has no output to cap)
+            bits.insert(0, f"api {m.api} ({API_PATHS[m.api]})")
+        if m.api == "speech":
+            bits.append(f"voice {m.voice}")
+        elif m.api == "images":
+            bits.append(f"{m.n} x {m.size} per request")
+        if m.api in GENERATING_APIS:  # (an embedding, a ranking, audio or an image has no tokens to cap)
             bits.append(
                 f"{m.max_tokens_param} {m.max_tokens}" if m.max_tokens is not None else "max_tokens not sent"
             )
@@ -88,7 +92,13 @@ def _model_lines(w: Workload) -> list[str]:
         if m.extra_body:
             bits.append("extra_body " + ", ".join(m.extra_body))
         own = Prices(
-            m.price_per_request, m.price_per_1m_input, m.price_per_1m_output, m.price_per_1m_cached_input
+            m.price_per_request,
+            m.price_per_1m_input,
+            m.price_per_1m_output,
+            m.price_per_1m_cached_input,
+            m.price_per_image,
+            m.price_per_audio_minute,
+            m.price_per_1m_characters,
         )
         prices = [f"{_fmt_num(v)}/{what}" for v, what in own.given()]
         bits.append("price " + " + ".join(prices) if prices else "no pricing")

@@ -21,7 +21,7 @@ __all__ = ["PricePlan", "Prices", "describe_plans", "parse_plans", "plans_to_tom
 
 _PLAN = toml_keys(PricePlan, "name")
 _PRICES = toml_keys(Prices)
-_WHY = " (a price per request or per million tokens)"
+_WHY = " (a price per request, per million tokens, per image, per audio minute or per million characters)"
 
 
 def parse_plans(errs: Problems, data: Any, models: Collection[str] | None) -> dict[str, PricePlan]:
@@ -86,6 +86,9 @@ def _prices(errs: Problems, value: Any, path: str, base: Prices) -> Prices:
         per_1m_cached_input=t.num("per_1m_cached_input", 0.0, b.MAX_PRICE, _WHY)
         if t.has("per_1m_cached_input")
         else base.per_1m_cached_input,
+        per_image=t.num("per_image", base.per_image, b.MAX_PRICE, _WHY),
+        per_audio_minute=t.num("per_audio_minute", base.per_audio_minute, b.MAX_PRICE, _WHY),
+        per_1m_characters=t.num("per_1m_characters", base.per_1m_characters, b.MAX_PRICE, _WHY),
     )
 
 
@@ -93,7 +96,13 @@ def _price_table(p: Prices) -> dict[str, float]:
     out = {"per_request": p.per_request, "per_1m_input": p.per_1m_input, "per_1m_output": p.per_1m_output}
     if p.per_1m_cached_input is not None:
         out["per_1m_cached_input"] = p.per_1m_cached_input
+    for key in _MEDIA_PRICES:  # written only when set: a manifest of a text run keeps its shape
+        if v := getattr(p, key):
+            out[key] = v
     return out
+
+
+_MEDIA_PRICES = ("per_image", "per_audio_minute", "per_1m_characters")
 
 
 def plans_to_toml(plans: Mapping[str, PricePlan]) -> dict[str, Any]:

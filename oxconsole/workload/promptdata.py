@@ -8,7 +8,65 @@ engine, `validate` and the journal read.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from oxconsole.workload.mediafiles import MediaFile
+    from oxconsole.workload.schema import SyntheticImages
+
+
+@dataclass(frozen=True, slots=True)
+class ImageInput:
+    """One image a prompt sends: a URL sent as given (`https://...`, or a data URL the line
+    wrote), or a file read once and sent as a data URL."""
+
+    url: str | None = None
+    file: MediaFile | None = None
+    pixels: int | None = None
+    """Width x height, where the bytes are known (files and data URLs; not a remote URL)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PromptMedia:
+    """What a prompt sends besides its text; each API takes the parts it has a place for
+    (`engine/send/mediabodies.py`): chat and Responses the images and the audio, a transcription
+    the audio, a reranker the query and documents."""
+
+    images: tuple[ImageInput, ...] = ()
+    """A prompts line's `images`."""
+    audio: MediaFile | None = None
+    """A prompts line's `audio` file."""
+    synthetic_images: SyntheticImages | None = None
+    """Generated PNGs of this size, a different one per request (`synthetic.images`)."""
+    audio_s: float = 0.0
+    """Seconds of generated WAV (`synthetic.audio_s`); 0 = none."""
+    seed: int = 0
+    """What the generated images and audio are made from: the same id, the same bytes (so
+    `--resume` and retries send what the first attempt sent)."""
+    query: str | None = None
+    """A reranker's query (a line's `query`; else the prompt's text)."""
+    documents: tuple[str, ...] | None = None
+    """A reranker's documents."""
+
+    @property
+    def image_count(self) -> int:
+        syn = self.synthetic_images
+        return len(self.images) + (syn.count if syn is not None else 0)
+
+    @property
+    def image_pixels(self) -> int | None:
+        """Pixels of the images whose size is known; None when none is."""
+        known = [i.pixels for i in self.images if i.pixels is not None]
+        syn = self.synthetic_images
+        if syn is not None:
+            known.append(syn.count * syn.width * syn.height)
+        return sum(known) if known else None
+
+    @property
+    def audio_seconds(self) -> float | None:
+        if self.audio is not None:
+            return self.audio.seconds
+        return self.audio_s or None
 
 
 @dataclass(frozen=True)
@@ -41,6 +99,8 @@ class Prompt:
     due: float | None = None
     """A trace's row: seconds after the first row that it is due (`traces.py`, replayed at
     `run.trace_speed`); None = the run's arrival decides."""
+    media: PromptMedia | None = None
+    """Images, audio, a query and documents (docs/media.md); None = text only."""
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,16 @@ from oxconsole.workload.errors import (
 )
 from oxconsole.workload.lengths import SAMPLE_MAX, draws, length_stats
 from oxconsole.workload.lines import Line, bounded_lines
-from oxconsole.workload.promptdata import LengthStats, Prompt, PromptStats, content_chars
+from oxconsole.workload.mediaprompts import (
+    MEDIA_KEYS,
+    check_needs,
+    line_media,
+    reach,
+    source_needs,
+    synthetic_documents,
+    synthetic_media,
+)
+from oxconsole.workload.promptdata import LengthStats, Prompt, PromptMedia, PromptStats, content_chars
 from oxconsole.workload.quality import line_expected
 from oxconsole.workload.schema import SyntheticConfig, Workload
 from oxconsole.workload.sources import check_records, records
@@ -42,8 +51,9 @@ def _prompts_label(w: Workload) -> str:
     return printable(str(w.prompts.file) if w.prompts.file is not None else f"{w.path}: prompts")
 
 
-_LineParts = tuple[str, str | None, str | None, int | None, Any, str | None]
-"""(id, tag, model, max_tokens, prompt string, messages list or a session's turns tuple, expected)"""
+_LineParts = tuple[str, str | None, str | None, int | None, Any, str | None, PromptMedia | None]
+"""(id, tag, model, max_tokens, prompt string, messages list or a session's turns tuple, expected,
+media)"""
 
 
 def _line_turns(turns: Any, label: str, where: str) -> tuple[str, ...]:
@@ -80,13 +90,22 @@ def _line_body(obj: dict[str, Any], label: str, where: str) -> Any:
             if c is not None and type(c) is not str and type(c) is not list:
                 fail(label, f"{where}: messages.{j}.content", "a string or an array of content parts", c)
         return messages
+    if any(k in obj for k in MEDIA_KEYS):  # a reranker's query, or images or audio alone
+        query = obj.get("query")
+        return query if type(query) is str else ""
     keys = ", ".join(f'"{k}"' for k in list(obj)[:6]) or "no keys"
-    what = 'a JSON object with "prompt" or "messages" (or "turns": a multi-turn session)'
+    what = (
+        'a JSON object with "prompt" or "messages" (or "turns": a multi-turn session; "query" and '
+        '"documents" for a reranker; "audio" for a transcription)'
+    )
     raise error(label, where, what, f"an object with {keys}")
 
 
-def _parse_line(line: Line, lineno: int, label: str, models: frozenset[str]) -> _LineParts:
-    """Validate one non-blank JSONL line; raise WorkloadError naming the line."""
+def _parse_line(
+    line: Line, lineno: int, label: str, models: frozenset[str], base: Path, check: bool = False
+) -> _LineParts:
+    """Validate one non-blank JSONL line; raise WorkloadError naming the line. `base`: the folder
+    its media files are found from; `check`: data URLs decoded whole (the check before a run)."""
     try:
         obj = orjson.loads(line)
     except orjson.JSONDecodeError as e:
@@ -130,7 +149,11 @@ def _parse_line(line: Line, lineno: int, label: str, models: frozenset[str]) -> 
             f"an integer between 1 and {fmt_limit(MAX_TOKENS)} (tokens)",
             max_tokens,
         )
-    return sid, tag, model, max_tokens, body, line_expected(obj, label, where)
+    media = line_media(obj, label, where, base, check)
+    if media is not None and isinstance(body, tuple):
+        keys = " and ".join(f'"{k}"' for k in MEDIA_KEYS if k in obj)
+        raise error(label, where, 'no images or audio with "turns" (a session sends text)', keys)
+    return sid, tag, model, max_tokens, body, line_expected(obj, label, where), media
 
 
 READ_BUFFER = 4 << 20
@@ -193,8 +216,11 @@ def _source_pass(w: Workload, suffix: str) -> Iterator[Prompt]:
     elif pc.file is not None:
         label = _prompts_label(w)
         models = frozenset(m.name for m in w.models)
+        base = pc.file.parent
         for lineno, line in _file_lines(w):
-            sid, tag, model, max_tokens, body, expected = _parse_line(line, lineno, label, models)
+            sid, tag, model, max_tokens, body, expected, media = _parse_line(
+                line, lineno, label, models, base
+            )
             if isinstance(body, tuple):  # a session: its first turn, the rest sent by the engine
                 first = [{"role": "user", "content": body[0]}]
                 yield Prompt(sid + suffix, first, tag, model, max_tokens, len(body[0]), turns=body)
@@ -205,7 +231,9 @@ def _source_pass(w: Workload, suffix: str) -> Iterator[Prompt]:
             else:
                 messages = body
                 chars = content_chars(messages)
-            yield Prompt(sid + suffix, messages, tag, model, max_tokens, chars, expected=expected)
+            yield Prompt(
+                sid + suffix, messages, tag, model, max_tokens, chars, expected=expected, media=media
+            )
     elif pc.items is not None:
         for i, text in enumerate(pc.items):
             yield Prompt(f"item-{i}{suffix}", [{"role": "user", "content": text}], input_chars=len(text))
@@ -235,12 +263,15 @@ def _synthetic_pass(
             text, tokens = prefix + _synthetic_text(seed, i, n), None
         else:
             text, tokens = _exact(tokenizer, seed, i, pre + n, prefix), pre + n
+        pid = f"syn-{i}{suffix}"
+        docs = synthetic_documents(syn, seed, i, n)
         yield Prompt(
-            f"syn-{i}{suffix}",
+            pid,
             [{"role": "user", "content": text}],
             max_tokens=next(outs),
-            input_chars=len(text),
+            input_chars=len(text) + (sum(map(len, docs)) if docs else 0),
             input_tokens=tokens,
+            media=synthetic_media(syn, seed, pid, docs),
         )
 
 
@@ -339,6 +370,8 @@ def check_prompts(w: Workload) -> PromptStats:
         if pc.synthetic is not None:
             lengths = _synthetic_stats(pc.synthetic, run.seed)
             _warm_text(pc.synthetic)
+    if pc.file is None or pc.format != "jsonl":
+        source_needs(w, _prompts_label(w))
     if run.requests > 0:
         total: int | None = run.requests
     elif run.duration > 0:
@@ -365,6 +398,9 @@ def _check_jsonl(w: Workload) -> tuple[int, frozenset[str], frozenset[str], tupl
     pinned: set[str] = set()
     label = _prompts_label(w)
     models = frozenset(m.name for m in w.models)
+    assert w.prompts.file is not None
+    base = w.prompts.file.parent
+    apis = reach(w)
     # Ids are checked for uniqueness by their 64-bit hashes (8 bytes a line, not a set of
     # strings); the few lines whose hashes repeat are then compared by their ids.
     keys = array("q")
@@ -374,7 +410,9 @@ def _check_jsonl(w: Workload) -> tuple[int, frozenset[str], frozenset[str], tupl
     bad = 0
     for lineno, line in _file_lines(w):
         try:
-            sid, tag, model, _, body, _ = _parse_line(line, lineno, label, models)
+            sid, tag, model, _, body, _, media = _parse_line(line, lineno, label, models, base, check=True)
+            has_text = bool(body.strip()) if isinstance(body, str) else content_chars(body) > 0
+            check_needs(apis(tag, model), media, has_text, label, f"line {lineno}")
         except WorkloadError as e:  # every bad line is told (up to a screenful), not only the first
             bad += 1
             if len(problems) < MAX_LINE_ERRORS:
@@ -420,11 +458,13 @@ def _repeated_ids(w: Workload, keys: array[int], label: str, models: frozenset[s
     twice = repeated(keys)
     if not twice:
         return []
+    assert w.prompts.file is not None
+    base = w.prompts.file.parent
     first: dict[str, int] = {}
     found: list[str] = []
     for lineno, line in _file_lines(w):
         try:
-            sid = _parse_line(line, lineno, label, models)[0]
+            sid = _parse_line(line, lineno, label, models, base)[0]
         except WorkloadError:
             continue
         if hash(sid) not in twice:

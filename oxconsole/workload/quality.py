@@ -1,9 +1,11 @@
 """The `[quality]` table (when an answer is good) and `[routing] cascade` (where a bad one goes next).
 
 Why this module exists: the checks an answer must pass are read once, with the same error texts as
-every other section, and everything a check needs is made ready here (the schema read from its
-file and found to be a schema, the regexes compiled once), so no request pays for parsing. The
-checks themselves run in the engine (`engine/send/checks.py`); the simulator reads the same table to
+every other section, and everything a check needs is made ready here (the schema read within its
+bounds and compiled, `workload/userschema.py`; the regexes compiled for RE2,
+`workload/userregex.py`; `expected_path` read into its parts), so no request pays for parsing and
+whatever could not run bounded on every answer is refused before the run, exit 2. The checks
+themselves run in the engine (`engine/send/checks.py`); the simulator reads the same table to
 answer right (`sim/quality.py`).
 
 A cascade needs `[quality]` (without it no answer ever fails) and names each model once.
@@ -11,7 +13,6 @@ A cascade needs `[quality]` (without it no answer ever fails) and names each mod
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
@@ -58,11 +59,14 @@ def parse_quality(
     schema, source = _schema(t, base) if t.has("json_schema") else (None, "")
     regex = _regex(t, "regex") if t.has("regex") else None
     judge = _judge(errs, t.data["judge"], base, models) if t.has("judge") else None
+    expected = t.bool_("expected", False)
+    path = _path(t, expected) if t.has("expected_path") else None
     q = QualityConfig(
         json_schema=schema,
         schema_source=source,
         regex=regex,
-        expected=t.bool_("expected", False),
+        expected=expected,
+        expected_path=path,
         judge=judge,
     )
     if not t.data:
@@ -72,60 +76,83 @@ def parse_quality(
 
 def _schema(t: Table, base: Path) -> tuple[dict[str, Any] | bool | None, str]:
     """The schema: a file (relative to the workload) holding one JSON object, or an inline table;
-    compiled once to prove it is a schema."""
+    read within its bounds (its size before a byte is read) and compiled, once a process, to prove
+    it can run on every answer in bounded time and without the network."""
+    # only workloads with a schema load the validator (fastjsonschema: 12 ms of import)
+    from oxconsole.workload.userschema import SchemaError, compiled_schema, read_schema
+
     v = t.data["json_schema"]
+    key = t.p("json_schema")
     if isinstance(v, dict):
         schema: Any = v
         source = "inline"
     elif isinstance(v, str) and v:
         path = base / v
         try:
-            schema = orjson.loads(path.read_bytes())
+            schema = read_schema(path)
         except OSError as e:
-            t.errs.add(t.p("json_schema"), "a readable JSON Schema file", f"{show(v)} ({e.strerror}: {path})")
+            t.errs.add(key, "a readable JSON Schema file", f"{show(v)} ({e.strerror}: {path})")
             return None, ""
         except orjson.JSONDecodeError as e:
-            got = f"{show(v)} (invalid JSON: {e.msg})"
-            t.errs.add(t.p("json_schema"), "a file of JSON (a JSON Schema)", got)
+            t.errs.add(key, "a file of JSON (a JSON Schema)", f"{show(v)} (invalid JSON: {e.msg})")
+            return None, ""
+        except SchemaError as e:
+            t.errs.add(key, e.expected, f"{show(v)} ({e.detail()})")
             return None, ""
         source = v
     else:
         t.fail("json_schema", "a JSON Schema file (a path relative to the workload) or an inline table")
         return None, ""
     if not isinstance(schema, dict | bool):
-        t.errs.add(t.p("json_schema"), "a JSON Schema (an object)", f"{show(source)} holds {show(schema)}")
+        t.errs.add(key, "a JSON Schema (an object)", f"{show(source)} holds {show(schema)}")
         return None, ""
-    problem = schema_problem(schema)
-    if problem is not None:
-        t.errs.add(t.p("json_schema"), "a valid JSON Schema", f"{show(source)} ({problem})")
+    try:
+        compiled_schema(schema)
+    except SchemaError as e:
+        t.errs.add(key, e.expected, f"{show(source)} ({e.detail()})")
         return None, ""
     return schema, source
 
 
-def schema_problem(schema: dict[str, Any] | bool) -> str | None:
-    """Why a schema is not one a validator can compile (None when it is)."""
-    import fastjsonschema  # only workloads with a schema load the validator
-
-    try:
-        fastjsonschema.compile(schema)
-    except fastjsonschema.JsonSchemaDefinitionException as e:
-        return str(e)[:200]
-    except (ValueError, TypeError, KeyError, re.error) as e:
-        return f"{type(e).__name__}: {str(e)[:200]}"
-    return None
-
-
 def _regex(t: Table, key: str) -> str | None:
+    """A user's pattern, compiled for RE2 to prove it can run in linear time (refused, naming
+    why, when it cannot: a lookaround, a backreference...)."""
+    from oxconsole.workload.userregex import PatternError, compile_pattern  # [quality] only
+
     v = t.data[key]
     if not isinstance(v, str) or not v:
         t.fail(key, "a regular expression (a non-empty string)")
         return None
     try:
-        re.compile(v)
-    except re.error as e:
-        t.errs.add(t.p(key), "a valid Python regular expression", f"{show(v)} ({e})")
+        compile_pattern(v)
+    except PatternError as e:
+        t.errs.add(t.p(key), e.expected, f"{show(v)} ({e.why})")
         return None
     return v
+
+
+def _path(t: Table, expected: bool) -> tuple[str, ...] | None:
+    """`expected_path`: a dotted path, beside `expected = true` (the value it names is compared
+    with the prompts line's "expected")."""
+    from oxconsole.workload.answerpath import PathError, parse_path  # [quality] only
+
+    v = t.data["expected_path"]
+    if not isinstance(v, str):
+        t.fail("expected_path", PathError.expected)
+        return None
+    try:
+        parts = parse_path(v)
+    except PathError as e:
+        t.errs.add(t.p("expected_path"), e.expected, f"{show(v)} ({e.got})")
+        return None
+    if not expected:
+        t.errs.add(
+            t.p("expected_path"),
+            'expected = true beside it (the path names the value compared with each prompt\'s "expected")',
+            f"{show(v)} without it",
+        )
+        return None
+    return parts
 
 
 def _judge(errs: Problems, data: Any, base: Path, models: Sequence[str] | None) -> JudgeConfig | None:
@@ -203,7 +230,9 @@ def quality_lines(q: QualityConfig | None, cascade: Sequence[str]) -> list[str]:
         checks.append(f"is JSON valid against {where}")
     if q.regex is not None:
         checks.append(f"matches {q.regex!r}")
-    if q.expected:
+    if q.expected and q.expected_path is not None:
+        checks.append(f'is JSON whose value at {".".join(q.expected_path)} equals the prompt\'s "expected"')
+    elif q.expected:
         checks.append('equals the prompt\'s "expected"')
     if q.judge is not None:
         checks.append(f"is judged by {q.judge.model} ({q.judge.prompt_file}) to match {q.judge.pass_!r}")

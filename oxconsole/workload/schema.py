@@ -21,9 +21,28 @@ from oxconsole.workload.values import fmt_duration, split_host_port
 Arrival = Literal["closed", "constant", "poisson"]
 PromptsFormat = Literal["jsonl", "sharegpt", "openai-batch", "mooncake", "azure-trace", "burstgpt"]
 Strategy = Literal["weighted", "round_robin", "least_loaded"]
-Api = Literal["chat", "completions", "embeddings", "responses"]
-APIS: tuple[Api, ...] = ("chat", "completions", "embeddings", "responses")
-"""`[[models]] api`: the endpoint a model is called on (/chat/completions, /completions, /embeddings)."""
+Api = Literal[
+    "chat", "completions", "embeddings", "responses", "rerank", "transcriptions", "speech", "images"
+]
+APIS: tuple[Api, ...] = (
+    "chat", "completions", "embeddings", "responses", "rerank", "transcriptions", "speech", "images"
+)  # fmt: skip
+"""`[[models]] api`: the endpoint a model is called on (`engine/send/apis.py` `PATHS`)."""
+API_PATHS: dict[str, str] = {
+    "chat": "/chat/completions",
+    "completions": "/completions",
+    "embeddings": "/embeddings",
+    "responses": "/responses",
+    "rerank": "/rerank",
+    "transcriptions": "/audio/transcriptions",
+    "speech": "/audio/speech",
+    "images": "/images/generations",
+}
+"""The path each API is called on, under the endpoint's base_url."""
+GENERATING_APIS: tuple[Api, ...] = ("chat", "completions", "responses")
+"""The APIs whose requests carry a cap on the tokens generated (`max_tokens`)."""
+MEDIA_APIS: tuple[Api, ...] = ("rerank", "transcriptions", "speech", "images")
+"""The APIs whose requests are not chat's: their records carry `api` (docs/media.md)."""
 
 DEFAULT_RETRY_ON: tuple[int | str, ...] = (429, 500, 502, 503, 504, "timeout", "connection", "stream")
 RETRY_WORDS = ("timeout", "connection", "stream")
@@ -134,6 +153,12 @@ class EndpointConfig:
     the values are kept out of logs, journals and error details)."""
     pace_by_headers: bool = False
     """Wait for the reset its x-ratelimit-* headers state rather than draw a 429 (engine/headroom.py)."""
+    server_metrics: str | tuple[str, ...] = "auto"
+    """Where the server's own metrics are read (Prometheus text): "auto" = the base URL's scheme,
+    host and port + "/metrics"; "off"; or the URLs (replicas behind one endpoint: counts summed,
+    fractions averaged). docs/server.md."""
+    server_metrics_interval: float = 1.0
+    """Seconds between two scrapes of `server_metrics` (0.25 to 60)."""
 
 
 @dataclass(frozen=True)
@@ -166,7 +191,20 @@ class ModelConfig:
     """Send `ignore_eos = true` (vLLM, SGLang): answers run to max_tokens."""
     api: Api = "chat"
     """The endpoint the model is called on: "chat" (/chat/completions), "completions"
-    (/completions, the prompt as text) or "embeddings" (/embeddings: not streamed, no output)."""
+    (/completions, the prompt as text), "embeddings" (/embeddings: not streamed, no output),
+    "responses", "rerank", "transcriptions", "speech" or "images" (docs/media.md)."""
+    voice: str = "alloy"
+    """api = "speech": the voice asked for."""
+    size: str = "1024x1024"
+    """api = "images": the size of each image asked for ("WIDTHxHEIGHT" or "auto")."""
+    n: int = 1
+    """api = "images": images asked for per request."""
+    price_per_image: float = 0.0
+    """Price per image generated (api = "images")."""
+    price_per_audio_minute: float = 0.0
+    """Price per minute of audio: a transcription's input, a speech answer's output."""
+    price_per_1m_characters: float = 0.0
+    """Price per million characters of a speech request's input text."""
 
 
 Dist = Literal["normal", "lognormal", "uniform"]
@@ -189,6 +227,18 @@ class LengthDist:
 
 
 @dataclass(frozen=True)
+class SyntheticImages:
+    """`synthetic.images = { count, width, height }`: generated PNGs sent with every prompt."""
+
+    count: int = 1
+    """Images per request."""
+    width: int = 512
+    """Pixels across."""
+    height: int = 512
+    """Pixels down."""
+
+
+@dataclass(frozen=True)
 class SyntheticConfig:
     count: int
     """Number of distinct synthetic prompts in one pass."""
@@ -198,6 +248,12 @@ class SyntheticConfig:
     """max_tokens sent with each synthetic prompt, fixed or drawn per prompt."""
     prefix_tokens: int = 0
     """A prefix of this many tokens shared by every prompt, before its own text (prefix caching)."""
+    images: SyntheticImages | None = None
+    """Generated PNGs sent with each prompt (chat and Responses), a different one per request."""
+    audio_s: float = 0.0
+    """Seconds of generated WAV audio per prompt: a transcription's file, chat's `input_audio`; 0 = none."""
+    documents: int = 0
+    """Documents per prompt for a reranker, each of `input_tokens`; 0 = none."""
 
 
 @dataclass(frozen=True)
@@ -287,14 +343,24 @@ class Prices:
     """Price per million output tokens (reasoning tokens included)."""
     per_1m_cached_input: float | None = None
     """Price per million cached input tokens; None = `per_1m_input`."""
+    per_image: float = 0.0
+    """Price per image generated."""
+    per_audio_minute: float = 0.0
+    """Price per minute of audio (a transcription's input, a speech answer's output)."""
+    per_1m_characters: float = 0.0
+    """Price per million characters of speech input text."""
 
     def given(self) -> list[tuple[float, str]]:
-        """The prices set, each with what it is per ("request", "1M input", "1M output", "1M
-        cached input"), in that order: a price of 0 is not set, but a cached price of 0 is."""
+        """The prices set, each with what it is per ("request", "1M input", "1M output", "image",
+        "audio minute", "1M characters", "1M cached input"), in that order: a price of 0 is not
+        set, but a cached price of 0 is."""
         flat = [
             (self.per_request, "request"),
             (self.per_1m_input, "1M input"),
             (self.per_1m_output, "1M output"),
+            (self.per_image, "image"),
+            (self.per_audio_minute, "audio minute"),
+            (self.per_1m_characters, "1M characters"),
         ]
         given = [(v, what) for v, what in flat if v]
         if self.per_1m_cached_input is not None:
@@ -408,7 +474,8 @@ class JudgeConfig:
     prompt: str
     """The judge's prompt (read from its file): `{prompt}` and `{answer}` are filled in."""
     pass_: str
-    """The judge's answer must match this (Python `re.search`)."""
+    """The first non-empty line of the judge's answer must match this (Python's syntax, run on RE2
+    in linear time: `workload/userregex.py`)."""
     prompt_file: str = ""
     """The file the prompt came from, as written (for `validate`)."""
 
@@ -422,10 +489,15 @@ class QualityConfig:
     schema_source: str = ""
     """Where the schema came from: its file as written, or "inline"."""
     regex: str | None = None
-    """The answer must match this (Python `re.search`); None = no check."""
+    """The answer must match this (Python's `re.search` syntax and answer, run on RE2 in linear
+    time: no lookarounds or backreferences, `workload/userregex.py`); None = no check."""
     expected: bool = False
     """Prompts lines carry `"expected"`: the answer must equal it, trimmed, case-insensitive (a
     prompt without one is not held to it)."""
+    expected_path: tuple[str, ...] | None = None
+    """With `expected`: the answer must be JSON and its value at this dotted path (`"label"`,
+    `"items.0.name"`, read into its parts) must equal the expected answer
+    (`workload/answerpath.py` says how numbers, booleans and null compare); None = the whole answer."""
     judge: JudgeConfig | None = None
     """A judge model's verdict on each answer that passed the other checks; None = no judge."""
 
@@ -438,6 +510,14 @@ class QualityConfig:
             ("judge", self.judge is not None),
         )
         return [k for k, on in given if on]
+
+
+@dataclass(frozen=True)
+class TelemetryConfig:
+    """`[telemetry]`: GPU telemetry read beside the run (`engine/serverwatch.py`)."""
+
+    dcgm: tuple[str, ...] = ()
+    """DCGM exporters' URLs (Prometheus text, such as "http://127.0.0.1:9400/metrics"); () = none."""
 
 
 # The simulator (`[sim.models.X]`, `[sim]`): read by the simulator and `simsection.py` only.
@@ -502,15 +582,34 @@ class SimModelProfile:
     """Replicas it may scale to while requests queue; 0 = `replicas` (no scaling)."""
     cold_start: float = 10.0
     """Seconds from a replica's start to its first request (only when it may scale)."""
+    # Every kind of model (docs/simulator.md, "Media").
+    rtf: float = 0.1
+    """Transcriptions: seconds of work per second of audio; latency = ttft + rtf x audio seconds."""
+    audio_rtf: float = 0.2
+    """Speech: audio streams at 1/audio_rtf times real time (15 characters a second of audio), the
+    first byte `ttft` after admission."""
+    image_s: float = 2.0
+    """Image generation: seconds per image; a request for n images is answered n x image_s after
+    admission."""
+    image_tokens: int = 256
+    """Chat and Responses: prompt tokens per image sent, prefilled like text."""
+    kv_tokens: int = 65536
+    """KV cache per replica, in tokens: `/metrics`' KV usage is the tokens held by the requests in
+    service (each its prompt and its whole answer, from admission to its end) over this."""
 
 
 REASONING_FIELDS = ("reasoning_content", "reasoning", "think_tags")
 """The values of `SimModelProfile.reasoning_field`."""
 
 
+METRICS_FORMATS = ("vllm", "llamacpp")
+"""The values of `SimLimits.metrics_format`: whose names the simulator's `/metrics` speaks."""
+
+
 @dataclass(frozen=True)
 class SimLimits:
-    """`[sim] rpm_limit` / `tpm_limit`: the simulator's provider-style rate limits, server-wide."""
+    """`[sim]`'s server-wide keys: provider-style rate limits (`rpm_limit` / `tpm_limit`) and the
+    names its `/metrics` speaks."""
 
     rpm_limit: int = 0
     """Requests per window (a minute); 0 = no limit."""
@@ -518,6 +617,9 @@ class SimLimits:
     """Tokens (prompt + completion) per window; 0 = no limit."""
     window: float = 60.0
     """Seconds per fixed window, from the first request (`ratelimit_window`: tests shorten it)."""
+    metrics_format: str = "vllm"
+    """`/metrics` in vLLM's names (label `model_name`) or, with "llamacpp", llama-server's
+    (no labels: the models' figures together, as one llama-server serves one model)."""
 
 
 @dataclass(frozen=True)
@@ -556,6 +658,8 @@ class Workload:
     """[sim] rpm_limit / tpm_limit for the embedded simulator."""
     quality: QualityConfig | None = None
     """[quality]: when an answer is valid (`workload/quality.py`); None = every ok answer stands."""
+    telemetry: TelemetryConfig = field(default_factory=TelemetryConfig)
+    """[telemetry]: GPU telemetry (DCGM exporters) read beside the run."""
 
     def model(self, name: str) -> ModelConfig:
         for m in self.models:

@@ -20,6 +20,7 @@ from oxconsole.workload.autoconc import check_auto, parse_concurrency
 from oxconsole.workload.cluster import parse_cluster
 from oxconsole.workload.errors import Problems, did_you_mean, join_key, show
 from oxconsole.workload.lengths import parse_length
+from oxconsole.workload.mediakeys import media_keys, synthetic_media
 from oxconsole.workload.packing import parse_packing
 from oxconsole.workload.plans import parse_plans
 from oxconsole.workload.quality import check_cascade, parse_quality
@@ -43,6 +44,7 @@ from oxconsole.workload.schema import (
     fill_results,
     toml_keys,
 )
+from oxconsole.workload.serverkeys import parse_telemetry, server_metrics, server_metrics_interval
 from oxconsole.workload.simsection import parse_sim_section
 from oxconsole.workload.slo import parse_slo
 from oxconsole.workload.stages import parse_stages
@@ -190,6 +192,8 @@ def _parse_endpoints(errs: Problems, data: Any) -> dict[str, EndpointConfig]:
             headers=request_headers(t, "headers", "a header value (string)"),
             headers_env=request_headers(t, "headers_env", "the NAME of an environment variable"),
             pace_by_headers=t.bool_("pace_by_headers", False),
+            server_metrics=server_metrics(t),
+            server_metrics_interval=server_metrics_interval(t),
         )
     return out
 
@@ -250,6 +254,7 @@ def _parse_models(errs: Problems, data: Any, endpoints: Collection[str] | None) 
             extra_body=extra_body(t),
             ignore_eos=t.bool_("ignore_eos", False),
             api=t.enum("api", "chat", APIS),  # type: ignore[arg-type]
+            **media_keys(t),
         )
         if name and not t.broken:
             out.append(model)
@@ -305,6 +310,7 @@ def _parse_prompts(errs: Problems, data: Any, base: Path) -> PromptsConfig:
         input_tokens=parse_length(s, "input_tokens", 200),
         output_tokens=parse_length(s, "output_tokens", 64),
         prefix_tokens=s.int_("prefix_tokens", 0, 0, b.MAX_TOKENS, " (tokens)"),
+        **synthetic_media(s),
     )
     return PromptsConfig(synthetic=syn, repeat=repeat, tokenizer=tok)
 
@@ -468,6 +474,7 @@ def build_workload(raw: dict[str, Any], path: Path, errs: Problems) -> Workload:
     check_auto(errs, raw, run.concurrency_auto, run.workers)
     quality = parse_quality(errs, raw.get("quality"), path.parent, _model_names_in(raw.get("models")))
     check_cascade(errs, routing.cascade, quality, "quality" in raw)
+    telemetry = parse_telemetry(errs, raw.get("telemetry"))
     if output.batch_output is not None and prompts.format != "openai-batch" and not errs.has("prompts"):
         errs.add(
             "output.batch_output",
@@ -493,4 +500,5 @@ def build_workload(raw: dict[str, Any], path: Path, errs: Problems) -> Workload:
         plans=plans,
         packing=packing,
         quality=quality,
+        telemetry=telemetry,
     )

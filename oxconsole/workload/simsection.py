@@ -12,7 +12,7 @@ from typing import Any
 
 from oxconsole.workload import bounds as b
 from oxconsole.workload.errors import Problems, join_key
-from oxconsole.workload.schema import REASONING_FIELDS, SimLimits, SimModelProfile, toml_keys
+from oxconsole.workload.schema import METRICS_FORMATS, REASONING_FIELDS, SimLimits, SimModelProfile, toml_keys
 from oxconsole.workload.values import Table, is_num
 
 __all__ = ["parse_sim", "parse_sim_limits", "parse_sim_profiles", "parse_sim_section"]
@@ -52,6 +52,7 @@ def parse_sim_section(errs: Problems, table: Any) -> tuple[dict[str, SimModelPro
         rpm_limit=t.int_("rpm_limit", 0, 0, b.MAX_COUNT, " (requests per minute; 0 = no limit)"),
         tpm_limit=t.int_("tpm_limit", 0, 0, b.MAX_COUNT, " (tokens per minute; 0 = no limit)"),
         window=t.duration("ratelimit_window", 60.0, positive=True),
+        metrics_format=t.enum("metrics_format", "vllm", METRICS_FORMATS),
     )
     return _parse_models(errs, t), limits
 
@@ -106,7 +107,16 @@ def _sim_profile(p: Table) -> SimModelProfile:
         replicas=p.int_("replicas", d.replicas, 1, b.MAX_CONCURRENCY, " (replicas ready at the start)"),
         max_replicas=_max_replicas(p, d.max_replicas),
         cold_start=p.duration("cold_start", d.cold_start),
+        rtf=p.num("rtf", d.rtf, _MAX_RTF, " (seconds of work per second of audio)"),
+        audio_rtf=p.num("audio_rtf", d.audio_rtf, _MAX_RTF, " (seconds of work per second of audio)"),
+        image_s=p.duration("image_s", d.image_s),
+        image_tokens=p.int_("image_tokens", d.image_tokens, 0, b.MAX_TOKENS, " (tokens per image)"),
+        kv_tokens=p.int_("kv_tokens", d.kv_tokens, 1, b.MAX_COUNT, " (tokens of KV cache per replica)"),
     )
+
+
+_MAX_RTF = 1000.0
+"""The slowest real-time factor a simulated model may have (a 10 s clip would take 2.8 hours)."""
 
 
 def _max_replicas(p: Table, default: int) -> int:

@@ -83,8 +83,11 @@ def test_headless_run_summary_json_and_report(tmp_path: Path) -> None:
     # a second run keeps the first journal aside instead of overwriting it
     r2 = here(str(w), "--headless", cwd=tmp_path)
     assert r2.returncode == 0
-    kept = list((tmp_path / "out").glob("results.*.jsonl"))
+    kept = [p for p in (tmp_path / "out").glob("results.*.jsonl") if not p.name.endswith(".server.jsonl")]
     assert len(kept) == 1 and len(kept[0].read_text().splitlines()) == 20
+    # the server series went with it (the simulator's /metrics, read beside the run)
+    series = kept[0].with_name(kept[0].name.removesuffix(".jsonl") + ".server.jsonl")
+    assert series.is_file() and (tmp_path / "out" / "results.server.jsonl").is_file(), kept
 
 
 def test_bad_input_exits_2_without_traceback(tmp_path: Path) -> None:

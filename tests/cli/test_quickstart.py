@@ -196,6 +196,20 @@ def test_an_unknown_theme_is_bad_input_even_headless(tmp_path: Path) -> None:
     assert not (tmp_path / "runs").exists()
 
 
+def test_every_shipped_theme_is_a_theme_the_flag_takes() -> None:
+    """The themes oxconsole ships (oxconsole/ui/themes) are among the names `--theme` accepts, read
+    without starting the console."""
+    import tomllib
+
+    from oxconsole.cli.main import theme_names
+
+    shipped = {
+        tomllib.loads(p.read_text())["name"]
+        for p in (Path(__file__).resolve().parents[2] / "oxconsole" / "ui" / "themes").glob("*.toml")
+    }
+    assert shipped and shipped <= theme_names(), (shipped, sorted(theme_names()))
+
+
 def test_request_errors_say_what_was_asked(tmp_path: Path, models_server: Any) -> None:
     """A 404 says which request drew it and the /v1 hint; a server that refuses the connections
     opened before the first request is bad input asking whether it is running, nothing sent."""

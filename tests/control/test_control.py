@@ -102,6 +102,17 @@ async def test_snapshots_and_commands_over_the_socket(
     frames, took = client.snapshots_received - n0, time.monotonic() - t0
     assert 2 <= frames <= 4 * took + 2, (frames, took)
 
+    # the server's own figures cross the socket with the rest (the simulator's /metrics, read as vLLM)
+    def server_seen() -> bool:
+        s = client.latest()
+        server = None if s is None else s.gauges.server
+        return server is not None and server.get("default", {}).get("engine") == "vllm"
+
+    await until(server_seen, what="the server's figures in the attached snapshot")
+    snap = client.latest()
+    assert snap is not None and snap.gauges.server is not None
+    assert snap.gauges.server["default"]["running"] <= 4, snap.gauges.server
+
     client.send(SetConcurrency(9))
     await until(lambda: (s := client.latest()) is not None and s.gauges.concurrency == 9)
     engine = local.engine

@@ -200,6 +200,7 @@ async def test_with_workers_the_warning_shows_while_the_run_goes(tmp_path: Path)
             {
                 "run": {"concurrency": 4, "workers": 2, "timeout": "5s"},
                 "endpoints.default.base_url": f"{base}/v1",
+                "endpoints.default.server_metrics": "off",  # this server has no /metrics to warn of
                 "models": [{"name": "o-model", "max_tokens": 64}],
                 "prompts": {"synthetic": {"count": 120, "input_tokens": 5, "output_tokens": 8}},
                 "sim": None,

@@ -86,7 +86,7 @@ BAD: list[tuple[dict[str, Any], str]] = [
     ({"cmd": "set_rate"}, 'set_rate: missing field "value"'),
     (
         {"cmd": "set_rate", "value": 1, "by": "me"},
-        'set_rate: by: expected one of key, command, stage, auto, got "me"',
+        'set_rate: by: expected one of key, command, stage, auto, agent, got "me"',
     ),
     ({"cmd": "pause", "value": 1}, 'pause: unknown field "value" (fields: none)'),
 ]  # fmt: skip

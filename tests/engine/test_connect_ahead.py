@@ -89,6 +89,7 @@ def test_a_run_opens_its_first_waves_connections_before_its_clock(tmp_path: Path
                 tmp_path,
                 {
                     "endpoints.default.base_url": server.url,
+                    "endpoints.default.server_metrics": "off",  # its connections are not the run's
                     "run.stream": False,
                     "run.concurrency": 6,
                     "prompts.synthetic.count": 30,

@@ -216,8 +216,11 @@ def test_a_new_run_keeps_the_old_journal_with_its_sessions(tmp_path: Path, first
     assert r.returncode == 0, r.stderr
     r = oxc(str(w), "--headless", "--set", "sim.models.m.error_rate=0", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    kept = [p for p in results.parent.glob("results.*.jsonl")]
-    assert len(kept) == 1
+    kept = [p for p in results.parent.glob("results.*.jsonl") if not p.name.endswith(".server.jsonl")]
+    assert len(kept) == 1, kept
+    # the server series went aside with its journal, both sessions' rounds in it (--resume appends)
+    series = kept[0].with_name(kept[0].name.removesuffix(".jsonl") + ".server.jsonl")
+    assert summary_from_journal(kept[0])["server"]["default"]["scrapes"] >= 2, series
     assert summary_from_journal(kept[0])["requests"]["sessions"] == 2
     assert len(manifest(results)["sessions"]) == 1  # the new journal: one session so far
     assert summary_from_journal(results)["requests"]["sessions"] == 1

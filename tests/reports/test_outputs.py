@@ -231,7 +231,7 @@ def test_headless_run_ends_saying_where_its_files_are_and_counts_kept_journals(t
     assert r.returncode == 0, r.stderr
     assert len(earlier_journals(journal)) == 3
     assert r.stderr.strip().splitlines()[-1] == (
-        f"oxconsole: 3 earlier journals beside it ({tmp_path / 'out' / 'results.*.jsonl'}); "
+        f"oxconsole: 3 earlier journals beside it ({tmp_path / 'out' / 'results.[0-9]*.jsonl'}); "
         "remove them when no longer needed"
     )
 
@@ -366,9 +366,11 @@ def test_journals_sharing_a_folder_keep_their_own_summary_and_log(tmp_path: Path
     assert sorted(p.name for p in runs.iterdir() if not p.name.endswith(".meta.json")) == [
         "a.engine.log",
         "a.jsonl",
+        "a.server.jsonl",  # the simulator's /metrics read beside each run, each journal its own
         "a.summary.json",
         "b.engine.log",
         "b.jsonl",
+        "b.server.jsonl",
         "b.summary.json",
     ]
     for name, count in (("a", 5), ("b", 3)):

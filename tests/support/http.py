@@ -8,6 +8,7 @@ import ssl
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,45 @@ async def chat_server(handler: Handler) -> AsyncIterator[str]:
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     try:
         yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+
+
+@dataclass
+class Recorded:
+    """One request a `recording_server` received: its path under /v1, its headers and body."""
+
+    path: str
+    headers: dict[str, str]
+    body: bytes
+
+
+@asynccontextmanager
+async def recording_server(
+    answers: dict[str, Handler],
+) -> AsyncIterator[tuple[str, list[Recorded]]]:
+    """Serve POST /v1/PATH for each PATH of `answers` (its handler answers), recording every request
+    (headers and body, read whole) in the list yielded with the base URL (with /v1)."""
+    got: list[Recorded] = []
+
+    def recorder(handler: Handler) -> Handler:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            body = await request.read()
+            got.append(Recorded(request.path.removeprefix("/v1"), dict(request.headers), body))
+            return await handler(request)
+
+        return handle
+
+    app = web.Application(client_max_size=64 << 20)
+    for path, handler in answers.items():
+        app.router.add_post("/v1" + path, recorder(handler))
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"http://127.0.0.1:{port}/v1", got
     finally:
         await runner.cleanup()
 

@@ -30,7 +30,10 @@ def prompts(n: int) -> str:
             {"quality.json_schema": {"type": "nonsense"}},
             r"quality\.json_schema: expected a valid JSON Schema",
         ),
-        ({"quality.regex": "(unclosed"}, r"quality\.regex: expected a valid Python regular expression"),
+        (
+            {"quality.regex": "(unclosed"},
+            r"quality\.regex: expected a valid regular expression \(Python syntax\)",
+        ),
         (
             {"quality.judge": {"model": "nobody", "prompt": "j.txt", "pass": "x"}},
             r"quality\.judge\.model: expected the name of a model",

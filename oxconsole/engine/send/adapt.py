@@ -13,9 +13,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from oxconsole.engine.send.apis import response_input, text_body
-from oxconsole.engine.send.attempt import AttemptResult
+from oxconsole.engine.send.apis import response_input, streams, text_body
+from oxconsole.engine.send.attempt import AttemptResult, Encoded
+from oxconsole.engine.send.mediabodies import MediaBodies
 from oxconsole.workload import ModelConfig, Prompt
+
+_MEDIA = frozenset(("rerank", "transcriptions", "speech", "images"))
 
 _ADAPTABLE = ("max_tokens", "max_completion_tokens", "temperature", "stream_options")
 _REJECTED = (
@@ -71,20 +74,26 @@ class Bodies:
         self.warnings = warnings
         """The run's warnings: a field found rejected is announced here once."""
         self._send_as = {m.name: SendAs(m.max_tokens_param) for m in models}
+        self.media = MediaBodies()
+        """Images, audio and the bodies of the other kinds (`mediabodies.py`)."""
 
-    def body(self, prompt: Prompt, m: ModelConfig) -> dict[str, Any]:
+    def body(self, prompt: Prompt, m: ModelConfig) -> dict[str, Any] | Encoded:
         if prompt.body is not None:
             return self.given(prompt.body, m)
+        api = m.api
+        if api in _MEDIA:
+            return self._media_body(prompt, m)
         send = self._send_as[m.name]
-        if m.api == "responses":
+        if api == "responses":
             return self._response_body(prompt, m)
-        if m.api != "chat":
+        if api != "chat":
             body = text_body(m, prompt.messages)
             if m.api == "embeddings":
                 body.update(m.extra_body)
                 return body
         else:
-            body = {"model": m.name, "messages": prompt.messages}
+            messages = prompt.messages if prompt.media is None else self.media.messages(prompt)
+            body = {"model": m.name, "messages": messages}
         if self.stream:
             body["stream"] = True
             if send.stream_options:
@@ -105,9 +114,10 @@ class Bodies:
     def _response_body(self, prompt: Prompt, m: ModelConfig) -> dict[str, Any]:
         """A Responses API body: the messages as `input`, the cap as `max_output_tokens` (the
         API's only name for it), no `stream_options` (usage always comes with the last event)."""
+        messages = prompt.messages if prompt.media is None else self.media.messages(prompt)
         body: dict[str, Any] = {
             "model": m.name,
-            "input": response_input(prompt.messages),
+            "input": response_input(messages),
             "stream": self.stream,
         }
         max_tokens = prompt.max_tokens if prompt.max_tokens is not None else m.max_tokens
@@ -118,6 +128,16 @@ class Bodies:
         if m.extra_body:
             body.update(m.extra_body)
         return body
+
+    def _media_body(self, prompt: Prompt, m: ModelConfig) -> dict[str, Any] | Encoded:
+        media, api = self.media, m.api
+        if api == "transcriptions":
+            return media.transcription(m, prompt, streams(api, self.stream))
+        if api == "rerank":
+            return media.rerank(m, prompt)
+        if api == "speech":
+            return media.speech(m, prompt)
+        return media.images(m, prompt)
 
     def given(self, given: dict[str, Any], m: ModelConfig) -> dict[str, Any]:
         """A body as the prompt gives it (an OpenAI Batch line's): only `model` set to the model's

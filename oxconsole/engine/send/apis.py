@@ -12,20 +12,20 @@ from __future__ import annotations
 from typing import Any, Final
 
 from oxconsole.workload import ModelConfig
+from oxconsole.workload.schema import API_PATHS
 
-PATHS: Final = {
-    "chat": "/chat/completions",
-    "completions": "/completions",
-    "embeddings": "/embeddings",
-    "responses": "/responses",
-}
-"""The path each API is called on, under the endpoint's base_url."""
+PATHS: Final = API_PATHS
+"""The path each API is called on, under the endpoint's base_url (`workload/schema.py`)."""
+
+_UNSTREAMED: Final = frozenset({"embeddings", "rerank", "images"})
+"""APIs whose answer comes whole: a vector, a ranking, images (the contract: no TTFT for them)."""
 
 
 def streams(api: str, stream: bool) -> bool:
-    """Whether a request on this API is streamed in a run whose `stream` is `stream`
-    (embeddings never are: they have no tokens to stream)."""
-    return stream and api != "embeddings"
+    """Whether a request on this API is streamed in a run whose `stream` is `stream`: embeddings,
+    rankings and images never are; speech always is (its audio is read as it arrives, whatever
+    `run.stream` says: its TTFT is the first audio byte)."""
+    return api == "speech" or (stream and api not in _UNSTREAMED)
 
 
 def flatten(messages: list[dict[str, Any]]) -> str:
@@ -46,19 +46,27 @@ def flatten(messages: list[dict[str, Any]]) -> str:
 
 def response_input(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Chat messages as Responses input items: the same roles, a content string as it is, chat's
-    text parts as `input_text` parts (other parts as given)."""
+    text parts as `input_text` parts, its `image_url` parts as `input_image` (whose `image_url` is
+    the URL itself, and `detail` required), `input_audio` as it is, other parts as given."""
     out: list[dict[str, Any]] = []
     for m in messages:
         c = m.get("content")
         if isinstance(c, list):
-            c = [
-                {"type": "input_text", "text": p["text"]}
-                if isinstance(p, dict) and p.get("type") == "text"
-                else p
-                for p in c
-            ]
+            c = [_response_part(p) for p in c]
         out.append({"role": m.get("role", "user"), "content": c})
     return out
+
+
+def _response_part(p: Any) -> Any:
+    kind = p.get("type") if isinstance(p, dict) else None
+    if kind == "text":
+        return {"type": "input_text", "text": p["text"]}
+    if kind == "image_url":
+        image = p.get("image_url")
+        url = image.get("url") if isinstance(image, dict) else image
+        detail = image.get("detail", "auto") if isinstance(image, dict) else "auto"
+        return {"type": "input_image", "image_url": url, "detail": detail}
+    return p
 
 
 def text_body(m: ModelConfig, messages: list[dict[str, Any]]) -> dict[str, Any]:

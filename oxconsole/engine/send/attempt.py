@@ -40,6 +40,19 @@ class AttemptResult:
     tool_calls: int | None = None
     usage_doubt: str | None = None
     """The first count of the answer's usage that was not believed (`usage.py`): then it keeps none."""
+    audio_out_s: float | None = None
+    """Speech: the seconds of audio received."""
+    images_out: int | None = None
+    """Image generation: the images received."""
+
+
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    """A request body already in bytes, with its content type (a transcription's multipart form);
+    every other body is a dict, encoded as JSON by the attempt."""
+
+    data: bytes
+    content_type: str
 
 
 class BadResponse(Exception):

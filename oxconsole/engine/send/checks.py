@@ -1,30 +1,37 @@
 """Whether one answer is valid under `[quality]`: JSON and its schema, the regex, the expected answer.
 
 Why this module exists: the checks run once per ok answer on the client, so everything they need is
-built once here (the schema compiled by fastjsonschema: 5-24x faster than jsonschema on
-bench/bench_validators.py's schemas; the regexes compiled) and a check is a few calls. The judge,
-a request of its own, is sent by `engine/send/cascade.py`; this module only reads its verdict.
+built once here and a check is a few calls: the schema compiled once a process by fastjsonschema
+with its patterns and formats on RE2 (`workload/userschema.py`), the regexes on RE2
+(`workload/userregex.py`: linear in the answer whatever the pattern), `expected_path`'s parts
+(`workload/answerpath.py`). The judge, a request of its own, is sent by `engine/send/cascade.py`;
+this module only reads its verdict.
 
 The checks run in the order of `workload.quality.REASONS` and the first that fails names the
-reason, so a cheap check spares a dear one (the judge comes last).
+reason, so a cheap check spares a dear one (the judge comes last). `check` runs on the check
+thread (`engine/send/checkthread.py`), and says which check it is in as it goes (`Stage`), so a
+check stopped at its deadline, or one that raised, is charged to that check.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 
-import fastjsonschema
 import orjson
 
+from oxconsole.engine.send.judgeprompt import verdict_line
+from oxconsole.workload.answerpath import equals_expected, value_at
 from oxconsole.workload.promptdata import Prompt
 from oxconsole.workload.schema import QualityConfig
+from oxconsole.workload.userregex import compile_pattern
+from oxconsole.workload.userschema import compiled_schema
 
-__all__ = ["Checker", "answer_json", "fill_judge"]
+__all__ = ["Checker", "Stage", "answer_json", "prompt_text"]
 
 _FENCE = re.compile(r"\A```[A-Za-z]*[ \t]*\r?\n(.*?)\r?\n?```\Z", re.DOTALL)
-"""An answer wrapped in a Markdown code fence (```json ... ```): its inside is the JSON."""
+"""An answer wrapped in a Markdown code fence (```json ... ```): its inside is the JSON (the
+project's own pattern: one lazy scan to the closing fence, linear)."""
 
 
 def answer_json(text: str) -> tuple[bool, Any]:
@@ -41,9 +48,14 @@ def answer_json(text: str) -> tuple[bool, Any]:
         return False, None
 
 
-def fill_judge(template: str, prompt: str, answer: str) -> str:
-    """The judge's prompt: `{prompt}` and `{answer}` filled in (no other braces are read)."""
-    return template.replace("{prompt}", prompt).replace("{answer}", answer)
+class Stage:
+    """Which check an answer's `check` is in (a reason of `workload.quality.REASONS`), written as
+    it goes and read by the caller when the check was stopped or raised."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self) -> None:
+        self.reason = "json"
 
 
 class Checker:
@@ -52,36 +64,47 @@ class Checker:
 
     def __init__(self, q: QualityConfig) -> None:
         self.config = q
-        self._validate: Callable[[Any], Any] | None = None
-        if q.json_schema is not None:
-            self._validate = fastjsonschema.compile(q.json_schema)
-        self._regex = re.compile(q.regex) if q.regex is not None else None
+        self._schema = compiled_schema(q.json_schema) if q.json_schema is not None else None
+        self._regex = compile_pattern(q.regex) if q.regex is not None else None
         self._expected = q.expected
+        self._path = q.expected_path
         self.judge = q.judge
-        self.judge_pass = re.compile(q.judge.pass_) if q.judge is not None else None
+        self.judge_pass = compile_pattern(q.judge.pass_) if q.judge is not None else None
 
-    def check(self, prompt: Prompt, text: str | None) -> str | None:
+    def check(self, prompt: Prompt, text: str | None, at: Stage | None = None) -> str | None:
         """Why the answer is not valid (`json`, `schema`, `regex`, `expected`), or None."""
+        at = at or Stage()
         answer = text or ""
-        if self._validate is not None:
+        expected = prompt.expected if self._expected else None
+        path = self._path if expected is not None else None
+        value: Any = None
+        if self._schema is not None or path is not None:
+            at.reason = "json"
             parsed, value = answer_json(answer)
             if not parsed:
                 return "json"
-            try:
-                self._validate(value)
-            except fastjsonschema.JsonSchemaException:
-                return "schema"
-        if self._regex is not None and self._regex.search(answer) is None:
-            return "regex"
-        expected = prompt.expected if self._expected else None
-        if expected is not None and answer.strip().casefold() != expected.strip().casefold():
-            return "expected"
+            if self._schema is not None:
+                at.reason = "schema"
+                if not self._schema.valid(value):
+                    return "schema"
+        if self._regex is not None:
+            at.reason = "regex"
+            if not self._regex.search(answer):
+                return "regex"
+        if expected is not None:
+            at.reason = "expected"
+            if path is not None:
+                found, v = value_at(value, path)
+                if not found or not equals_expected(v, expected):
+                    return "expected"
+            elif answer.strip().casefold() != expected.strip().casefold():
+                return "expected"
         return None
 
     def judged(self, verdict: str | None) -> bool:
-        """Whether the judge's answer passes (`judge.pass`)."""
+        """Whether the judge's answer passes: `judge.pass` on its first non-empty line."""
         assert self.judge_pass is not None
-        return verdict is not None and self.judge_pass.search(verdict) is not None
+        return verdict is not None and self.judge_pass.search(verdict_line(verdict))
 
 
 def prompt_text(prompt: Prompt) -> str:

@@ -37,8 +37,9 @@ from oxconsole.base.redaction import secret_forms as secret_forms
 from oxconsole.engine.headroom import Headroom
 from oxconsole.engine.send import internals
 from oxconsole.engine.send.apis import PATHS
-from oxconsole.engine.send.attempt import AttemptResult, BadResponse
+from oxconsole.engine.send.attempt import AttemptResult, BadResponse, Encoded
 from oxconsole.engine.send.listed import LIST_BYTES_MAX, did_you_mean, model_names
+from oxconsole.engine.send.mediareaders import read_images, read_rerank, read_speech, read_transcription
 from oxconsole.engine.send.responses import read_response, read_response_stream
 from oxconsole.engine.send.stream import (
     BodyLimits,
@@ -49,6 +50,7 @@ from oxconsole.engine.send.stream import (
     size_words,
 )
 from oxconsole.engine.send.usage import bound_usage
+from oxconsole.workload.schema import MEDIA_APIS
 
 __all__ = ["DETAIL_MAX", "RETRY_AFTER_MAX", "AttemptResult", "BodyLimits", "EndpointClient", "Refused"]
 
@@ -266,12 +268,21 @@ class EndpointClient:
         return prepared
 
     async def _send(
-        self, body: bytes, timeout: float, path: str, new_connection: bool = False
+        self,
+        body: bytes,
+        timeout: float,
+        path: str,
+        content_type: str | None = None,
+        new_connection: bool = False,
     ) -> aiohttp.ClientResponse:
-        """The response once its headers are in, after any same-origin 307/308 redirects
-        (`new_connection`: on a new connection, not one of the pool's)."""
+        """The response once its headers are in, after any same-origin 307/308 redirects; sent as
+        `content_type` when given (a multipart form), else as the SDK's JSON (`new_connection`: on
+        a new connection, not one of the pool's)."""
         p = self._templates.get((timeout, path)) or await self._prepared(timeout, path)
         headers = p.headers
+        if content_type is not None:
+            headers = headers.copy()
+            headers["Content-Type"] = content_type
         if p.idempotency_header is not None:
             headers = headers.copy()
             headers[p.idempotency_header] = internals.idempotency_key(self.sdk)
@@ -290,12 +301,21 @@ class EndpointClient:
         return resp
 
     async def attempt(
-        self, body: dict[str, Any], *, stream: bool, timeout: float, save_text: bool, api: str = "chat"
+        self,
+        body: dict[str, Any] | Encoded,
+        *,
+        stream: bool,
+        timeout: float,
+        save_text: bool,
+        api: str = "chat",
     ) -> AttemptResult:
         """Send one request on `api` (`[[models]] api`) and read it to the end, all within
         `timeout`. Never raises except on cancellation."""
         res = AttemptResult(ok=False)
-        data = orjson.dumps(body)  # before the clock: encoding a 1 MB prompt is ours, not the server's
+        if type(body) is Encoded:
+            data, ctype = body.data, body.content_type
+        else:
+            data, ctype = orjson.dumps(body), None  # before the clock: a 1 MB prompt's is ours
         res.t_sent = time.time()
         t0 = time.perf_counter()
         headers_seen = False
@@ -304,7 +324,7 @@ class EndpointClient:
         try:
             async with asyncio.timeout(timeout):
                 try:
-                    resp = await self._send(data, timeout, PATHS[api])
+                    resp = await self._send(data, timeout, PATHS[api], ctype)
                 except aiohttp.ClientConnectionError:
                     if not internals.reused():
                         raise
@@ -313,12 +333,12 @@ class EndpointClient:
                     # a new connection (curl's rule): not an attempt, and its clock starts again.
                     res.t_sent = time.time()
                     t0 = time.perf_counter()
-                    resp = await self._send(data, timeout, PATHS[api], new_connection=True)
+                    resp = await self._send(data, timeout, PATHS[api], ctype, new_connection=True)
                 headers_seen = True
                 if room is not None:
                     room.seen(resp.headers, seq)
                 try:
-                    await self._read(resp, res, t0, stream, save_text, api)
+                    await self._read(resp, res, t0, stream, save_text, api, body)
                 finally:
                     resp.release()
         except TimeoutError:
@@ -333,13 +353,14 @@ class EndpointClient:
         finally:
             if room is not None and not headers_seen:
                 room.unanswered(seq)
-        bound_usage(res, body)
+        fields = body if isinstance(body, dict) else {}  # a multipart form caps nothing we read
+        bound_usage(res, fields)
         if res.error is None:
             res.ok = True
         elif res.detail:
             res.detail = scrub(res.detail, self._secrets)
             if res.status == 404 and self.listing:
-                res.detail = _model_hint(res.detail, body.get("model"), self.listing)
+                res.detail = _model_hint(res.detail, fields.get("model"), self.listing)
         if res.latency_ms is None and res.ok:
             res.latency_ms = (time.perf_counter() - t0) * 1000.0
         return res
@@ -352,11 +373,14 @@ class EndpointClient:
         stream: bool,
         save_text: bool,
         api: str,
+        body: dict[str, Any] | Encoded,
     ) -> None:
         if not 200 <= resp.status < 300:
             await self._failed(resp, res)
         elif api == "embeddings":
             await read_embeddings(resp, res, t0, save_text, self.limits)
+        elif api in MEDIA_APIS:
+            await self._read_media(resp, res, t0, save_text, api, body)
         elif stream and not resp.headers.get("content-type", "").startswith("application/json"):
             reader = read_response_stream if api == "responses" else read_stream
             await reader(resp, res, t0, save_text, self.limits)
@@ -364,6 +388,31 @@ class EndpointClient:
             res.unstreamed = stream
             whole = read_response if api == "responses" else read_json
             await whole(resp, res, t0, save_text, self.limits)
+
+    async def _read_media(
+        self,
+        resp: aiohttp.ClientResponse,
+        res: AttemptResult,
+        t0: float,
+        save_text: bool,
+        api: str,
+        body: dict[str, Any] | Encoded,
+    ) -> None:
+        """An answer of the other kinds (`mediareaders.py`): a ranking, a transcription, speech,
+        images."""
+        sent = body if isinstance(body, dict) else {}
+        if api == "transcriptions":
+            await read_transcription(resp, res, t0, save_text, self.limits)
+        elif api == "speech":
+            fmt = sent.get("response_format")
+            await read_speech(resp, res, t0, self.limits, fmt if isinstance(fmt, str) else "mp3")
+        elif api == "rerank":
+            docs = sent.get("documents")
+            await read_rerank(
+                resp, res, t0, save_text, self.limits, len(docs) if isinstance(docs, list) else 0
+            )
+        else:
+            await read_images(resp, res, t0, save_text, self.limits)
 
     async def _failed(self, resp: aiohttp.ClientResponse, res: AttemptResult) -> None:
         """A status that is not 2xx: its class, detail (the SDK's reading of the error body, read

@@ -118,8 +118,8 @@ class Packer:
 
     def _key(self, p: Prompt) -> _Key | None:
         """What a prompt shares a pack by, or None when it goes alone."""
-        if p.body is not None or (self.tags and p.tag not in self.tags):
-            return None
+        if p.body is not None or p.media is not None or (self.tags and p.tag not in self.tags):
+            return None  # (a prompt's images, audio or documents have no place in a pack)
         last = p.messages[-1]
         if last.get("role") != "user" or type(last.get("content")) is not str:
             return None

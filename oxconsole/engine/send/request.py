@@ -21,12 +21,15 @@ from oxconsole.engine.limits import Hold
 from oxconsole.engine.router import Router
 from oxconsole.engine.send.adapt import Bodies
 from oxconsole.engine.send.apis import streams
+from oxconsole.engine.send.attempt import Encoded
 from oxconsole.engine.send.client import RETRY_AFTER_MAX, AttemptResult, EndpointClient
 from oxconsole.engine.send.health import FAIL, NEUTRAL, OK, ModelHealth, counts_against_model
+from oxconsole.engine.send.mediabodies import media_fields
 from oxconsole.engine.send.thinking import record_fields
 from oxconsole.engine.send.usage import doubt_warning
-from oxconsole.journal.records import RequestRecord
+from oxconsole.journal.records import RequestRecord, billed_units
 from oxconsole.workload import ModelConfig, Prompt, Workload
+from oxconsole.workload.schema import MEDIA_APIS
 
 
 class Verdicts(Protocol):
@@ -49,6 +52,9 @@ class Judge(Protocol):
         self, packer: Any, story: Story, recs: list[RequestRecord], sections: list[str]
     ) -> list[RequestRecord]:
         """A pack's task records, each judged on its own section (and sent on alone if it failed)."""
+
+    def close(self) -> None:
+        """The run is over: what runs the checks ends."""
 
 
 STREAM_ERRORS = frozenset({"stream_aborted", "bad_response", "stream_error"})
@@ -218,7 +224,7 @@ class Sender:
             )
 
     async def _attempt(
-        self, story: Story, m: ModelConfig, client: EndpointClient, body: dict[str, Any]
+        self, story: Story, m: ModelConfig, client: EndpointClient, body: dict[str, Any] | Encoded
     ) -> tuple[AttemptResult, bool]:
         """One attempt, classified: its result, and whether a rejected field was adapted (then the
         body must be built again). Its outcome goes to the model's health in every case. It starts
@@ -228,7 +234,7 @@ class Sender:
             return await self._sent(story, m, client, body)
 
     async def _sent(
-        self, story: Story, m: ModelConfig, client: EndpointClient, body: dict[str, Any]
+        self, story: Story, m: ModelConfig, client: EndpointClient, body: dict[str, Any] | Encoded
     ) -> tuple[AttemptResult, bool]:
         """The attempt itself, its place in the pool taken: from here its request is sent."""
         story.attempts += 1
@@ -248,7 +254,7 @@ class Sender:
                 save_text=self.save_text or self.judging or story.prompt.keep_text,
                 api=m.api,
             )
-            adapted = res.status == 400 and self.bodies.adapt(m.name, res, body)
+            adapted = res.status == 400 and isinstance(body, dict) and self.bodies.adapt(m.name, res, body)
             if res.unstreamed and m.endpoint not in self._unstreamed:
                 self._unstreamed.add(m.endpoint)
                 self.warnings.append(
@@ -314,6 +320,11 @@ def finished_record(story: Story, res: AttemptResult, m: ModelConfig, save_text:
         output_tokens = res.content_chunks
     extras, reasoning_estimated = record_fields(res, input_tokens, output_tokens)
     cost = request_cost(m, input_tokens, extras.get("cached_tokens"), output_tokens) if res.ok else 0.0
+    if prompt.media is not None or m.api in MEDIA_APIS:
+        media = media_record(prompt, m.api, res)
+        extras.update(media)
+        if res.ok:
+            cost += media_cost(m, media)
     t_sent_loop = story.t_first_send if story.t_first_send is not None else story.t_sched
     tried, tried_attempts = story.fallback_trail()
     return RequestRecord(
@@ -354,6 +365,37 @@ def request_cost(m: ModelConfig, input_tokens: int, cached: int | None, output_t
             + ((input_tokens - cached) * m.price_per_1m_input + cached * m.price_per_1m_cached_input) / 1e6
         )
     return cost + input_tokens * m.price_per_1m_input / 1e6
+
+
+def media_record(prompt: Prompt, api: str, res: AttemptResult) -> dict[str, Any]:
+    """A record's media keys: what was sent (`media_fields`), what came back (`audio_out_s`,
+    `images_out`), and for an ok transcription or speech its `rtf`: latency over the seconds of
+    its audio (the input audio's, the audio received)."""
+    out = media_fields(prompt, api)
+    if res.audio_out_s is not None:
+        out["audio_out_s"] = res.audio_out_s
+    if res.images_out is not None:
+        out["images_out"] = res.images_out
+    if res.ok and res.latency_ms is not None:
+        seconds = out.get("audio_out_s") if api == "speech" else out.get("audio_in_s")
+        if api in ("speech", "transcriptions") and seconds:
+            out["rtf"] = res.latency_ms / 1000.0 / seconds
+    return out
+
+
+def media_cost(m: ModelConfig, media: dict[str, Any]) -> float:
+    """What one ok request of the other kinds costs beyond its tokens: images generated at
+    `price_per_image`, a transcription's input or speech's output audio at `price_per_audio_minute`,
+    speech's input text at `price_per_1m_characters` (`billed_units`)."""
+    g = media.get
+    images, audio_s, chars = billed_units(
+        g("api"), g("images_out"), g("audio_in_s"), g("audio_out_s"), g("characters")
+    )
+    return (
+        images * m.price_per_image
+        + audio_s / 60.0 * m.price_per_audio_minute
+        + chars * m.price_per_1m_characters / 1e6
+    )
 
 
 def cancelled_record(story: Story, endpoint: str) -> RequestRecord:

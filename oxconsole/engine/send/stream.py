@@ -426,7 +426,7 @@ async def read_stream(
     await read_events(resp, _Events(res, save_text, limits), t0, shapes, "SSE chunk")
 
 
-async def _json_body(
+async def json_body(
     resp: aiohttp.ClientResponse, res: AttemptResult, t0: float, limits: BodyLimits
 ) -> tuple[bytearray, Any]:
     """A whole JSON answer, its latency taken when its last byte came; malformed: `bad_response`."""
@@ -443,7 +443,7 @@ async def json_answer(
 ) -> dict[str, Any]:
     """A whole JSON answer that is an object with a list at `key` ("choices", "output"); any
     other body is a `bad_response`."""
-    raw, obj = await _json_body(resp, res, t0, limits)
+    raw, obj = await json_body(resp, res, t0, limits)
     if not isinstance(obj, dict) or not isinstance(obj.get(key), list):
         raise BadResponse("bad_response", f"unexpected response body: {bytes(raw[:80])!r}")
     return obj
@@ -485,7 +485,7 @@ async def read_embeddings(
 ) -> None:
     """An embeddings answer: latency and input tokens (`usage.prompt_tokens`), no output tokens;
     with `save_text` its vectors as a JSON array (one per input) for `batch_output`."""
-    raw, obj = await _json_body(resp, res, t0, limits)
+    raw, obj = await json_body(resp, res, t0, limits)
     data = obj.get("data") if isinstance(obj, dict) else None
     if not isinstance(data, list) or not all(isinstance(d, dict) for d in data):
         raise BadResponse("bad_response", f"unexpected embeddings body: {bytes(raw[:80])!r}")

@@ -19,6 +19,7 @@ import multiprocessing
 import os
 import signal
 import threading
+from collections.abc import Mapping
 from multiprocessing.context import ForkServerContext, SpawnContext
 from typing import TYPE_CHECKING, Any
 
@@ -116,6 +117,8 @@ class ProcessShards:
         self._ready = 0
         self._all_ready = asyncio.Event()
         self._sim: SimProcess | None = None
+        self.urls: dict[str, str] = {}
+        """The simulator's URL for each `base_url = "sim"` endpoint, once it started."""
 
     def bind(self, host: Host) -> None:
         self.host = host
@@ -149,6 +152,7 @@ class ProcessShards:
         """The simulator (one for every worker, in this process) and the worker processes."""
         sims = [e.name for e in self.w.endpoints.values() if e.base_url == "sim"]
         self._sim, urls = await start_sim(self.w, sims)
+        self.urls = dict(urls)
         self._spawn(worker_context(), urls)
 
     def _spawn(self, ctx: ForkServerContext | SpawnContext, urls: dict[str, str]) -> None:
@@ -296,6 +300,9 @@ class ProcessShards:
 
     def ends(self) -> list[dict[str, Any]]:
         return [wk.end for wk in self.workers if wk.end]
+
+    def served_urls(self) -> Mapping[str, str]:
+        return self.urls
 
     @property
     def dispatch_complete(self) -> bool:

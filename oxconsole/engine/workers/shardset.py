@@ -10,6 +10,7 @@ process nothing crosses a queue: a command is one call into the shard, a record 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any, Protocol
@@ -47,7 +48,7 @@ class Host(Protocol):
     def attempt(self, model: str, error_class: str, detail: str) -> None: ...
     def elapsed(self) -> float: ...
     def request_stop(self, *, cancel: bool = False, interrupted: bool = False) -> None: ...
-    def apply(self, cmd: Command, by: By = "command") -> None: ...
+    def apply(self, cmd: Command, by: By = "command") -> object: ...
 
 
 class Shards(Protocol):
@@ -95,6 +96,13 @@ class Shards(Protocol):
     def gauges(self, host: Host) -> Gauges: ...
     def ends(self) -> list[dict[str, Any]]:
         """What each shard's run left (`LocalShard.end`), for the shards that ended."""
+        ...
+
+    def served_urls(self) -> Mapping[str, str]:
+        """Endpoint -> the base URL its requests go to where that is not its `base_url` (a
+        simulator the run started), once started: where the coordinator reads the server's
+        metrics. A simulator each Ray actor runs beside itself is not in it (it may be on another
+        node)."""
         ...
 
     @property
@@ -182,6 +190,9 @@ class LocalShards:
 
     def ends(self) -> list[dict[str, Any]]:
         return [self.one.end()]
+
+    def served_urls(self) -> Mapping[str, str]:
+        return self.one.endpoints.urls
 
     @property
     def cooldowns(self) -> list[dict[str, Any]]:

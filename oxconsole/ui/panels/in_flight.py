@@ -16,6 +16,7 @@ from oxconsole.ui.lines import Line, Palette, fit
 from oxconsole.ui.numbers import ms
 from oxconsole.ui.panels.bursts import burst_lines
 from oxconsole.ui.panels.headroom import headroom_line
+from oxconsole.ui.panels.server import busiest, server_line
 
 __all__ = ["LOOP_LAG_WARN_MS", "TPM_FULL", "bottleneck", "in_flight_lines"]
 
@@ -58,6 +59,12 @@ def bottleneck(s: Snapshot) -> tuple[str, str]:
         return "info", "rate (the sweep's)" if "rate" in locked else "rate (] raises it)"
     if what == "pushback":
         return "info", "server pushback (retries backing off)"
+    if what == "server KV":
+        _, e = busiest(g.server or {})
+        return "info", f"server KV cache {100 * float(e.get('kv_usage') or 0):.0f}% full"
+    if what == "server queue":
+        _, e = busiest(g.server or {})
+        return "info", f"server queue: {int(e.get('waiting') or 0)} waiting"
     return "info", "not limited by the client"
 
 
@@ -75,13 +82,20 @@ class _Labels:
 
 def in_flight_lines(s: Snapshot, p: Palette, width: int, height: int = 6) -> list[Line]:
     """In flight vs limit, what is waiting and why, target vs achieved rate, the token budget (when
-    the run has one), and what bounds throughput; more detail (loop lag, client queue time, in
-    flight per model) when tall."""
+    the run has one), the server's own running, waiting and KV usage (when read) and where the queue
+    is, and what bounds throughput; more detail (loop lag, client queue time, in flight per model)
+    when tall."""
     label = _Labels(p, width < 44)
     lines = _load_lines(s, p, width, label)
     if s.gauges.ratelimit:
         lines.append(headroom_line(s.gauges.ratelimit, p, label("headroom"), label.narrow))
         if len(lines) >= height:  # a short panel: the limits before what is waiting
+            del lines[1]
+    if s.gauges.server and any("running" in e or "waiting" in e for e in s.gauges.server.values()):
+        g = s.gauges  # a server never read has its warning; it takes no line here
+        assert g.server is not None
+        lines.append(server_line(g.server, g.waiting_slot, p, label("server"), label.narrow, width))
+        if len(lines) >= height and len(lines) > 2:  # a short panel: the server before what is waiting
             del lines[1]
     lines += _bursts_in(s, p, label, lines, height, width)
     lines.extend(_detail_lines(s, p, label)[: max(0, height - len(lines) - 1)])
@@ -98,7 +112,12 @@ def _bursts_in(
     """The burst lines that fit above the bound line; in a short panel they go before what is
     waiting (unless the rate limits took its place already)."""
     extra = burst_lines(s.bursts, p, label, width)
-    if extra and len(lines) + len(extra) + 1 > height and not s.gauges.ratelimit and len(lines) > 1:
+    if (
+        extra
+        and len(lines) + len(extra) + 1 > height
+        and not (s.gauges.ratelimit or s.gauges.server)
+        and len(lines) > 1
+    ):
         del lines[1]
     return extra[: max(0, height - len(lines) - 1)]
 

@@ -16,6 +16,7 @@ from oxconsole.metrics.snapshot import ModelStats, Snapshot
 from oxconsole.ui.lines import Cell, Col, Line, Palette, fit, grid
 from oxconsole.ui.numbers import fmt_change, fmt_clock, ms, pct
 from oxconsole.ui.panels.goodput import goodput_rows
+from oxconsole.ui.panels.media import media_line
 
 __all__ = ["errors_lines", "models_lines", "phase_lines"]
 
@@ -59,7 +60,8 @@ follows the name). The first layout that fits is drawn; cost stays down to 80 co
 
 def models_lines(s: Snapshot, p: Palette, width: int) -> list[Line]:
     """One row per model. The name column is as wide as the longest name, and the first of
-    `_MODEL_LAYOUTS` that fits ``width`` is drawn; in the last, names are cut to fit."""
+    `_MODEL_LAYOUTS` that fits ``width`` is drawn; in the last, names are cut to fit. A run with
+    images or audio ends with the media line (`media.py`)."""
     wsum = sum(
         m.gauge.weight for m in s.models if m.gauge is not None and m.gauge.enabled and m.gauge.weight > 0
     )
@@ -80,7 +82,11 @@ def models_lines(s: Snapshot, p: Palette, width: int) -> list[Line]:
         for k in layout
     ]
     rows = [[c[key] for key in keys] for c in cells]
-    return fit(grid(cols, rows, width, p), width)
+    lines = grid(cols, rows, width, p)
+    media = media_line(s, p, width)
+    if media is not None:  # the kinds in the run at their rates, under the models serving them
+        lines.append(media)
+    return fit(lines, width)
 
 
 def _model_state(m: ModelStats, p: Palette) -> tuple[str, str]:

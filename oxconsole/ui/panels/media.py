@@ -1,0 +1,63 @@
+"""The console's media line: the kinds in the run at their rates, and the real-time factor.
+
+Why this module exists: requests per second say little of a vision, speech or transcription
+model; what it serves is images and seconds of audio. One line under the models table (the
+console's first view, at full width), says the kinds present (images in and out, audio in and out,
+documents ranked) and the real-time factor's p50 and p99, in as many words as the width allows,
+and only for runs whose records carry them.
+"""
+
+from __future__ import annotations
+
+from oxconsole.base.units import fmt_rate
+from oxconsole.metrics.snapshot import Snapshot
+from oxconsole.ui.lines import Line, Palette
+
+__all__ = ["media_line"]
+
+
+def _rtf(v: float | None) -> str:
+    return "–" if v is None else f"{v:.2f}" if v < 10 else f"{v:.0f}"
+
+
+def media_line(s: Snapshot, p: Palette, width: int) -> Line | None:
+    """`img 2.00/s in · 0.50/s out · audio 12.3 s/s in · docs 40.0/s · RTF p50/p99 0.12/0.31`
+    (the kinds present only; shorter words, then fewer parts when narrow); None when the run has
+    no media."""
+    m = s.media
+    if m is None:
+        return None
+    parts: list[tuple[str, str, str]] = []  # (long label, short label, value)
+    if m.images_in_per_s:
+        parts.append(("images in ", "img ", fmt_rate(m.images_in_per_s)))
+    if m.images_out_per_s:
+        parts.append(("images out ", "drawn ", fmt_rate(m.images_out_per_s)))
+    if m.audio_in_per_s:
+        parts.append(("audio in ", "heard ", fmt_rate(m.audio_in_per_s, " s/s")))
+    if m.audio_out_per_s:
+        parts.append(("audio out ", "spoken ", fmt_rate(m.audio_out_per_s, " s/s")))
+    if m.documents_per_s:
+        parts.append(("documents ", "docs ", fmt_rate(m.documents_per_s)))
+    if m.rtf_p50 is not None:
+        parts.append(("RTF p50/p99 ", "RTF ", f"{_rtf(m.rtf_p50)}/{_rtf(m.rtf_p99)}"))
+    if not parts:
+        return None
+    t = _line(parts, p, short=False)
+    if t.cell_len <= width:
+        return t
+    while parts:
+        t = _line(parts, p, short=True)
+        if t.cell_len <= width or len(parts) == 1:
+            return t
+        parts.pop(-2 if len(parts) > 1 and parts[-1][1] == "RTF " else -1)  # the RTF stays last
+    return None
+
+
+def _line(parts: list[tuple[str, str, str]], p: Palette, *, short: bool) -> Line:
+    t = Line()
+    for i, (long_label, short_label, value) in enumerate(parts):
+        if i:
+            t.append(" " if short else " · ", style=p.muted)
+        t.append(short_label if short else long_label, style=p.muted)
+        t.append(value, style="bold")
+    return t
