@@ -1,39 +1,24 @@
-"""Shared fixtures: workloads written to a temporary folder, run against the embedded simulator;
-private folders for run sockets and registry entries; the session's local Ray. And which tests
-pytest-xdist keeps together, and the order of the Ray tests."""
+"""Shared fixtures: private folders for run sockets and registry entries, the session's local Ray, a
+simulator process for a module. And which tests pytest-xdist keeps together, the order of the Ray
+tests, and which tests start processes (marked `subprocess` from tests/processes.txt, which runs
+keep: tests/support/processes.py)."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from oxconsole.workload import Workload, load_workload
 from tests.support.ray import local_ray
-from tests.support.workloads import WorkloadFactory
 
-
-@pytest.fixture
-def make_workload(tmp_path: Path) -> WorkloadFactory:
-    """Write TOML text (dedented) as workload.toml in tmp_path and load it; results go to tmp_path."""
-
-    def make(text: str, *, overrides: tuple[str, ...] = (), prompts: str | None = None) -> Workload:
-        if prompts is not None:
-            (tmp_path / "prompts.jsonl").write_text(textwrap.dedent(prompts).lstrip())
-        body = textwrap.dedent(text)
-        if "[output]" not in body:
-            body += f'\n[output]\nresults = "{tmp_path / "results.jsonl"}"\n'
-        path = tmp_path / "workload.toml"
-        path.write_text(body)
-        return load_workload(path, overrides)
-
-    return make
+pytest_plugins = ("tests.support.processes",)
 
 
 @pytest.fixture
@@ -48,6 +33,20 @@ def run_dirs(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
         yield base
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def sim_url() -> Iterator[str]:
+    """The simulator in its own process (`oxconsole sim`), one for the module; its base URL
+    *with* /v1."""
+    p = subprocess.Popen(
+        [sys.executable, "-m", "oxconsole", "sim", "--port", "0"], stdout=subprocess.PIPE, text=True
+    )
+    assert p.stdout is not None
+    url = p.stdout.readline().strip()
+    yield url
+    p.terminate()
+    p.wait(10)
 
 
 @pytest.fixture(scope="session")

@@ -15,9 +15,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.ui_support import StaticSource, fixed_snapshot  # noqa: E402
-
 from oxconsole.ui.app import ConsoleApp  # noqa: E402
+from tests.support.ui import StaticSource, fixed_snapshot  # noqa: E402
 
 SHOTS = [
     ("console-80x24.svg", (80, 24), []),

@@ -1,5 +1,5 @@
 """How every figure reads: one formatter per kind (money, durations, milliseconds, counts, rates),
-the figures a summary holds with their label and unit said once, and a logged change in words.
+and a logged change in words (the figures themselves are declared in `figures.py`).
 
 Why this module exists: the console, the summary table, the sweep table and the reports show the
 same cost, latency and rate; each kind is written one way here, so a cost below a cent, an ETA
@@ -11,19 +11,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
-    "FIGURES",
     "NONE",
-    "TIMING",
-    "TIMINGS",
-    "TTFOT",
-    "Figure",
     "change_text",
     "cut",
     "fmt_count",
+    "fmt_decimal",
     "fmt_duration",
     "fmt_money",
     "fmt_ms",
@@ -63,6 +58,18 @@ def fmt_money(v: Any) -> str:
     if abs(x) >= 0.01:
         return f"{x:.4f}"
     return f"{x:.{2 - math.floor(math.log10(abs(x)))}f}"
+
+
+def fmt_decimal(v: Any) -> str:
+    """A number as the user wrote it, in decimals and never an exponent (a price of 0.0000177
+    per request, not ``1.77e-05``), to 12 significant digits: ``0.1``, ``2``, ``0.0000177367``."""
+    x = number(v)
+    if x is None:
+        return NONE
+    if x == 0 or not 1e-12 <= abs(x) < 1e15:
+        return f"{x:g}" if x else "0"
+    digits = max(0, 11 - math.floor(math.log10(abs(x))))
+    return f"{x:.{digits}f}".rstrip("0").rstrip(".")
 
 
 def fmt_duration(s: float, decimals: int = 0) -> str:
@@ -136,51 +143,6 @@ def fmt_seconds_header(seconds: float) -> str:
 def cut(s: str, width: int) -> str:
     """`s` in at most `width` columns, an ellipsis where it was cut."""
     return s if len(s) <= width else s[: max(0, width - 1)] + "…"
-
-
-@dataclass(frozen=True, slots=True)
-class Figure:
-    """A figure of a summary, declared once: where it is (`key`, dotted), what it is called
-    (`label`) and its unit; every table and report that shows it reads these."""
-
-    key: str
-    label: str
-    unit: str = ""
-
-    @property
-    def header(self) -> str:
-        """The label with its unit, for a table's head (``TTFT p50 ms``)."""
-        return f"{self.label} {self.unit}" if self.unit else self.label
-
-
-TIMINGS: tuple[Figure, ...] = (
-    Figure("ttft_ms", "TTFT", "ms"),
-    Figure("itl_ms", "ITL", "ms"),
-    Figure("latency_ms", "latency", "ms"),
-    Figure("queue_ms", "queue", "ms"),
-)
-"""The timings a summary holds as percentiles (`mean`, `p50` ... `max`), in the order shown."""
-
-TTFOT = Figure("ttfot_ms", "TTFOT", "ms")
-"""The first answer token, after any reasoning: shown beside TTFT for runs with reasoning."""
-
-TIMING = {f.key: f for f in (*TIMINGS, TTFOT)}
-
-
-def _percentiles(key: str, qs: tuple[int, ...]) -> list[Figure]:
-    t = TIMING[key]
-    return [Figure(f"{key}.p{q}", f"{t.label} p{q}", t.unit) for q in qs]
-
-
-FIGURES: tuple[Figure, ...] = (
-    Figure("requests_per_s", "requests/s"),
-    Figure("output_tokens_per_s", "output tok/s"),
-    *_percentiles("ttft_ms", (50, 90, 99)),
-    *_percentiles("itl_ms", (50, 99)),
-    *_percentiles("latency_ms", (50, 90, 99)),
-    Figure("error_rate", "error", "%"),
-)
-"""The single figures `report A B ...` compares, in the order shown."""
 
 
 def change_text(c: Mapping[str, Any], arrow: str = " → ", unlimited: str = "unlimited") -> str:

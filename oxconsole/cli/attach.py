@@ -50,4 +50,4 @@ def attach_main(argv: list[str]) -> int:
         print(f"oxconsole attach: {why}", file=sys.stderr)
         return EXIT_BAD_INPUT
     source = SocketSource.from_entry(entry, hz=ns.refresh)
-    return console.console_session(source, run_console, theme=ns.theme, refresh=ns.refresh)
+    return console.console_session(source, run_console, theme=ns.theme, refresh=ns.refresh, attached=True)

@@ -47,9 +47,12 @@ def console_session(
     refresh: float,
     wait_exit: Callable[[float], object] | None = None,
     ended: RunEnd | None = None,
+    attached: bool = False,
 ) -> int:
     """Open the console on a run; after `q` print its summary and where its files are, after `d`
-    how to come back. A run already over (with its summary written) opens on how it ended."""
+    how to come back. A run already over (with its summary written) opens on how it ended.
+    `attached`: the console of `oxconsole attach`, where `q` closes the console and leaves the run
+    going (`Q` stops it after a confirmation)."""
     if not answers(source.path) and run_loop(ended_summary(source)) is None:
         print(
             f"oxconsole: run {source.name} (pid {source.pid}) does not answer on {source.path}",
@@ -58,7 +61,7 @@ def console_session(
         return EXIT_BAD_INPUT
     shown = EndedEarly(source)
     try:
-        result = run_console(shown, theme=theme, refresh=refresh)
+        result = run_console(shown, theme=theme, refresh=refresh, attached=attached)
     except Exception:
         import traceback
 
@@ -100,6 +103,10 @@ class EndedEarly:
     def send(self, cmd: Command) -> None:
         if self.final is None:
             self.source.send(cmd)
+
+    def take_error(self) -> str | None:
+        """What the run answered to a command it refused (the console says it), once."""
+        return self.source.take_error()
 
     async def start(self) -> None:
         try:

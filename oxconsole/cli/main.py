@@ -104,10 +104,11 @@ def _subcommand(name: str, rest: list[str]) -> int:
 
 
 def _validate(path: str, overrides: list[str]) -> int:
+    from oxconsole.base.safetext import shown_lines
     from oxconsole.workload import describe
 
     w, stats = load_checked(path, overrides)
-    print(describe(w, stats))
+    print(shown_lines(describe(w, stats)))  # a model's name is text, never a terminal command
     return EXIT_OK
 
 

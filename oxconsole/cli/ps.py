@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import orjson
 
 from oxconsole.base.exits import BadInput, Parser
+from oxconsole.base.safetext import shown
 from oxconsole.base.units import fmt_duration
 from oxconsole.control import RunEntry, list_runs, run_dirs
 
@@ -33,7 +34,7 @@ def render_ps(entries: list[RunEntry], now: float | None = None) -> str:
     head = ("NAME", "PID", "STATE", "PROGRESS", "REQ/S", "ERR", "ELAPSED")
     rows = [
         (
-            e.name,
+            shown(e.name, one_line=True),  # a run's name comes from its workload: text only
             str(e.pid),
             e.state,
             _progress(e),

@@ -22,6 +22,7 @@ from typing import Any
 
 from oxconsole.base.exits import EXIT_ERRORS, EXIT_INTERRUPTED, EXIT_NOT_SAVED, EXIT_OK, BadInput, Parser
 from oxconsole.base.jsonfile import write_json
+from oxconsole.base.safetext import shown_lines
 from oxconsole.cli.prepare import PreparedRun, check_progress_interval, load_checked, prepare_run
 from oxconsole.metrics.knee import has_slo
 from oxconsole.reports.outputs import summary_stream
@@ -165,7 +166,7 @@ def _report_end(
         said.append(("err", f"oxconsole: warning: {warning}"))
     points = list(end.points.values())
     to_stdout = bool(ns.summary_json) and summary_stream(ns.summary_json) == "stdout"
-    said.append(("err" if to_stdout else "out", render_table(over.key, points)))
+    said.append(("err" if to_stdout else "out", shown_lines(render_table(over.key, points))))
     data = sweep_json(over.key, points)
     saved = _write_summary(ns.summary_json, data, said)
     said.append(("err", f"oxconsole: journal: {results}"))

@@ -282,11 +282,15 @@ class LiveSettings:
         return change
 
 
+NO_SLO = "auto concurrency needs an [slo] table in the workload (the SLO it holds the limit to)"
+"""Why a run without `[slo]` refuses auto concurrency (the console says it before asking)."""
+
+
 def auto_refusal(w: Workload) -> str | None:
     """Why this workload's run cannot have auto concurrency (None: it can): auto looks for the
     highest limit meeting [slo], and one engine must judge every request."""
     if w.slo is None:
-        return "auto concurrency needs an [slo] table in the workload (the SLO it holds the limit to)"
+        return NO_SLO
     if w.run.workers != 1:
         return "auto concurrency needs run.workers = 1 (one engine judges every request)"
     return None

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
+from oxconsole.base.figures import COST, EXPORTED, REQUESTS, TOKENS_OUT
 from oxconsole.workload import Workload
 from oxconsole.workload.values import every_interface
 
@@ -33,8 +34,6 @@ __all__ = ["BUCKETS_S", "MetricsEndpoint", "metrics_endpoint"]
 BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 """Histogram bounds (seconds): ITL in the first few, TTFT and latency in the rest."""
 
-_HISTS = (("ttft", "ttft_seconds", "time to first token"), ("itl", "itl_seconds", "mean gap between tokens"),
-          ("latency", "latency_seconds", "send to last byte"))  # fmt: skip
 
 _SHIFT = 4
 """LogHistogram keeps counts per group of 2**4 buckets (`sb`) beside each bucket's (`b`)."""
@@ -85,7 +84,7 @@ class MetricsEndpoint:
         """The engine published a snapshot (on its loop): keep it with the histograms copied now,
         before any other request is recorded, as one value."""
         hists = {
-            model: {name: to_buckets(getattr(st, attr)) for attr, name, _ in _HISTS}
+            model: {f.prometheus: to_buckets(st.hist(f.key)) for f in EXPORTED}
             for model, st in collector.models_stats().items()
         }
         g = snap.gauges
@@ -103,9 +102,10 @@ class MetricsEndpoint:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
         now = self._now
-        reqs = CounterMetricFamily("oxconsole_requests", "finished requests", labels=["model", "status"])
-        toks = CounterMetricFamily("oxconsole_output_tokens", "output tokens", labels=["model"])
-        cost = CounterMetricFamily("oxconsole_cost", "cost in the prices' currency", labels=["model"])
+        reqs, toks, cost = (
+            CounterMetricFamily(f"oxconsole_{f.prometheus}", f.name, labels=labels)
+            for f, labels in ((REQUESTS, ["model", "status"]), (TOKENS_OUT, ["model"]), (COST, ["model"]))
+        )
         for name, ok, error, out, spent in now.models:
             reqs.add_metric([name, "ok"], ok)
             reqs.add_metric([name, "error"], error)
@@ -117,10 +117,10 @@ class MetricsEndpoint:
         yield GaugeMetricFamily("oxconsole_concurrency_limit", "the concurrency limit", value=concurrency)
         yield GaugeMetricFamily("oxconsole_rate_limit", "requests/s limit (0 = none)", value=rate)
         bounds = [*(str(b) for b in BUCKETS_S), "+Inf"]
-        for _, name, doc in _HISTS:
-            h = HistogramMetricFamily(f"oxconsole_{name}", doc, labels=["model"])
+        for f in EXPORTED:
+            h = HistogramMetricFamily(f"oxconsole_{f.prometheus}", f.name, labels=["model"])
             for model, per in now.hists.items():
-                cum, total, _n = per[name]
+                cum, total, _n = per[f.prometheus]
                 h.add_metric([model], list(zip(bounds, cum, strict=True)), sum_value=total)
             yield h
 
@@ -141,7 +141,7 @@ class Moment:
         return cls(
             tuple((m, 0, 0, 0, 0.0) for m in models),
             (0.0, concurrency, rate),
-            {m: {name: empty for _, name, _ in _HISTS} for m in models},
+            {m: {f.prometheus: empty for f in EXPORTED} for m in models},
         )
 
 

@@ -17,6 +17,8 @@ from typing import Any
 
 import orjson
 
+from oxconsole.base.figures import FROM_DUE
+
 __all__ = [
     "manifest_path",
     "read_manifest",
@@ -54,9 +56,7 @@ RUN_SECTIONS = (
     "changes",
     "phases",
     "steps",
-    "ttft_from_due_ms",
-    "latency_from_due_ms",
-    "schedule_lag_ms",
+    *(f.key for f in FROM_DUE),
     "schedule",
     "stages",
     "stages_end",

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 import orjson
 
+from oxconsole.base.figures import ITL, LATENCY, QUEUE, TTFOT, TTFT, journal_keys
 from oxconsole.journal.identify import not_a_record
 from oxconsole.journal.records import (
     OPTIONAL_COUNTS,
@@ -38,7 +39,8 @@ COST_MAX = 1e15
 """The largest cost of one request: 10^9 tokens at the largest price a workload accepts (1e6 per
 million) is 1e9; far beyond it is a value no run produced."""
 
-_MS_KEYS = ("latency_ms", "ttft_ms", "itl_ms", "backoff_ms", "ttfot_ms")
+_MS_KEYS = (*journal_keys((LATENCY, TTFT, ITL)), "backoff_ms", TTFOT.journal)
+"""Times a record keeps in ms, from 0 up (the queue's may be below 0: a clock's step)."""
 _TOKEN_KEYS = ("input_tokens", "output_tokens", *OPTIONAL_COUNTS)
 SHOWN_LINES = 5
 """Line numbers kept to show for each kind of skipped line."""
@@ -58,9 +60,9 @@ def implausible(d: Mapping[str, Any], now: float) -> str | None:
         v = d.get(key)
         if v is not None and not (_number(v) and 0 <= v <= RECORD_MS_MAX):
             return f"{key}={v!r}"
-    q = d.get("queue_ms")
+    q = d.get(QUEUE.journal)
     if q is not None and not (_number(q) and abs(q) <= RECORD_MS_MAX):
-        return f"queue_ms={q!r}"
+        return f"{QUEUE.journal}={q!r}"
     for key in _TOKEN_KEYS:
         v = d.get(key)
         if v is not None and not (_number(v) and 0 <= v <= RECORD_TOKENS_MAX):

@@ -287,12 +287,12 @@ class RequestRecord:
             output_tokens=int(d.get("output_tokens") or 0),
             tokens_source=str(d.get("tokens_source", "usage")),
             cost=float(d.get("cost") or 0.0),
-            error=d.get("error"),
-            error_detail=d.get("error_detail"),
-            text=d.get("text"),
-            tag=d.get("tag"),
+            error=_text(d, "error"),
+            error_detail=_text(d, "error_detail"),
+            text=_text(d, "text"),
+            tag=_text(d, "tag"),
             backoff_ms=float(d.get("backoff_ms") or 0.0),
-            attempt_errors=d.get("attempt_errors"),
+            attempt_errors=_tally(d.get("attempt_errors")),
             models_tried=_names(d.get("models_tried")),
             model_attempts=_counts(d.get("model_attempts"), d.get("models_tried")),
             slo_ok=d["slo_ok"] if isinstance(d.get("slo_ok"), bool) else None,
@@ -351,6 +351,24 @@ def _r(v: float | None) -> float | None:
 
 def _f(v: Any) -> float | None:
     return None if v is None else float(v)
+
+
+def _text(d: dict[str, Any], key: str) -> str | None:
+    """A text field of a line: a string, or absent; any other value is a line of the wrong type
+    (TypeError: the reader skips it and says so, as any bad line)."""
+    v = d.get(key)
+    if v is None or isinstance(v, str):
+        return v
+    raise TypeError(f"{key}: expected a string, got {type(v).__name__}")
+
+
+def _tally(v: Any) -> dict[str, int] | None:
+    """`attempt_errors`: error class -> attempts, or absent; anything else is the wrong type."""
+    if v is None:
+        return None
+    if not isinstance(v, dict) or not all(type(n) is int and n >= 0 for n in v.values()):
+        raise TypeError(f"attempt_errors: expected an object of counts, got {type(v).__name__}")
+    return v
 
 
 def _names(v: Any) -> list[str] | None:

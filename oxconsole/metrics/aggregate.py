@@ -8,10 +8,20 @@ format it with the functions below; neither knows about the engine or the UI.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from oxconsole.base.figures import (
+    ITL,
+    LATENCY,
+    OUTPUT_TOKENS_PER_S,
+    REQUESTS_PER_S,
+    SUMMARY_TIMINGS,
+    TTFT,
+    Figure,
+)
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.goodput import goodput_entry
 from oxconsole.metrics.histogram import LogHistogram
@@ -31,18 +41,28 @@ __all__ = [
     "RunStats",
     "Tally",
     "build_summary",
+    "count_answers",
     "count_fallbacks",
     "error_details",
     "iso_time",
     "phase_summary",
     "timing",
+    "timing_blocks",
 ]
 
 CANCELLED = "cancelled"
 """The error class of a request a stop cancelled before it finished (`RunStats.cancelled`)."""
 
-METRICS = ("latency_ms", "ttft_ms", "itl_ms", "queue_ms")
-"""The timing metrics kept as histograms, over `ok` requests only."""
+METRICS = tuple(f.key for f in SUMMARY_TIMINGS)
+"""The timing metrics kept as histograms, over `ok` requests only, by their summary keys."""
+
+_JOURNALED = tuple((f.key, f.journal) for f in SUMMARY_TIMINGS)
+"""Each timing's summary key and the record field it is measured in."""
+
+MODEL_TIMINGS: tuple[Figure, ...] = (LATENCY, TTFT, ITL)
+"""The timings a model's block of the summary holds."""
+SPAN_TIMINGS: tuple[Figure, ...] = (LATENCY, TTFT)
+"""The timings a phase's and a stage's block hold."""
 
 
 class RunStats:
@@ -67,9 +87,7 @@ class RunStats:
         "fell_back",
         "good",
         "input_tokens",
-        "itl",
         "judged",
-        "latency",
         "left",
         "media",
         "ok",
@@ -79,14 +97,14 @@ class RunStats:
         "ok_repacked",
         "output_tokens",
         "packs",
+        "passed",
         "per_model",
         "quality",
-        "queue",
         "reason",
         "retried",
+        "timings",
         "tokens_source",
         "total",
-        "ttft",
     )
 
     def __init__(self, *, per_model: bool = False) -> None:
@@ -113,10 +131,8 @@ class RunStats:
         self.cost = 0.0
         self.backoff_ms = 0.0
         self.backoff_requests = 0
-        self.latency = LogHistogram()
-        self.ttft = LogHistogram()
-        self.itl = LogHistogram()
-        self.queue = LogHistogram()
+        self.timings = {f.key: LogHistogram() for f in SUMMARY_TIMINGS}
+        """The timings of ok requests, by their summary keys (`METRICS`)."""
         self.errors: dict[str, int] = {}
         self.error_detail: dict[str, str] = {}
         self.attempt_errors: dict[str, int] = {}
@@ -132,28 +148,23 @@ class RunStats:
         """With `[quality]`: valid answers and the cascade (`metrics/quality.py`)."""
         self.media = MediaStats()
         """Images, audio, documents and the real-time factor (`metrics/media.py`)."""
+        self.passed = 0
+        """Per model: requests it answered whose answer did not stand (a cascade moved on from
+        it, or it judged an answer), counted in `total` and `ok` beside the requests that ended
+        here (`count_answer`)."""
 
     def hist(self, metric: str) -> LogHistogram:
-        if metric == "latency_ms":
-            return self.latency
-        if metric == "ttft_ms":
-            return self.ttft
-        if metric == "itl_ms":
-            return self.itl
-        if metric == "queue_ms":
-            return self.queue
-        raise KeyError(metric)
+        """The histogram of the timing whose summary key is `metric` (one of `METRICS`)."""
+        return self.timings[metric]
 
     def record(self, rec: RequestRecord) -> None:
         self.count(rec)
         if rec.status == "ok":
-            if rec.latency_ms is not None:
-                self.latency.record(rec.latency_ms)
-            if rec.ttft_ms is not None:
-                self.ttft.record(rec.ttft_ms)
-            if rec.itl_ms is not None:
-                self.itl.record(rec.itl_ms)
-            self.queue.record(rec.queue_ms)
+            hists = self.timings
+            for key, attr in _JOURNALED:
+                v = getattr(rec, attr)
+                if v is not None:
+                    hists[key].record(v)
 
     def count(self, rec: RequestRecord) -> None:
         """Everything in `record` but the timing histograms (the caller files those)."""
@@ -211,6 +222,24 @@ class RunStats:
             for cls, n in rec.attempt_errors.items():
                 ae[cls] = ae.get(cls, 0) + int(n)
 
+    def count_answer(self, a: Mapping[str, Any]) -> None:
+        """Per model: one request it answered that did not stand (an entry of a record's
+        `answers`): a request it served, with its tokens, cost and timings when the entry has
+        them. The record's own model paid it so far (`count_answers` moves the cost here)."""
+        self.passed += 1
+        self.total += 1
+        self.ok += 1
+        inp, out = _count(a.get("input_tokens")), _count(a.get("output_tokens"))
+        self.input_tokens += inp
+        self.output_tokens += out
+        self.ok_input_tokens += inp
+        self.ok_output_tokens += out
+        self.cost += _amount(a.get("cost"))
+        for f in (LATENCY, TTFT):  # what an entry of `answers` times (engine/send/cascade.py)
+            v = _number(a.get(f.journal))
+            if v is not None:
+                self.hist(f.key).record(v)
+
     def _judged(self) -> QualityCounts:
         self.quality = QualityCounts()
         return self.quality
@@ -218,7 +247,7 @@ class RunStats:
     # -- summary blocks ----------------------------------------------------------------------
 
     def requests_block(self) -> dict[str, int]:
-        return {
+        block = {
             "total": self.total,
             "ok": self.ok,
             "error": self.error,
@@ -226,6 +255,9 @@ class RunStats:
             "retried": self.retried,
             "fallbacks": self.left if self.per_model else self.fell_back,
         }
+        if self.passed:  # a model of a cascade (or a judge): of `total`, the answers passed on
+            block["passed_on"] = self.passed
+        return block
 
     def backoff_block(self) -> dict[str, float]:
         """Time spent waiting between attempts: never part of `latency_ms`, reported here instead."""
@@ -236,13 +268,15 @@ class RunStats:
             "mean_ms": round(self.backoff_ms / n, 3) if n else 0.0,
         }
 
-    def throughput_block(self, duration_s: float) -> dict[str, float]:
+    def throughput_block(self, duration_s: float | None) -> dict[str, float | None]:
+        """The rates over `duration_s` (0 when none passed; null for a span whose time is not
+        known: a stage rebuilt from a journal)."""
+        counts = ((REQUESTS_PER_S, self.ok), (OUTPUT_TOKENS_PER_S, self.ok_output_tokens))
+        if duration_s is None:
+            return {f.leaf: None for f, _ in counts}
         if duration_s <= 0:
-            return {"requests_per_s": 0.0, "output_tokens_per_s": 0.0}
-        return {
-            "requests_per_s": round(self.ok / duration_s, 3),
-            "output_tokens_per_s": round(self.ok_output_tokens / duration_s, 3),
-        }
+            return {f.leaf: 0.0 for f, _ in counts}
+        return {f.leaf: round(n / duration_s, 3) for f, n in counts}
 
     def _bill_pack(self, rec: RequestRecord) -> None:
         packed = self.ok_packed
@@ -259,12 +293,13 @@ class RunStats:
             self.ok - sum(packed.values()) + self.ok_repacked + sum(n / size for size, n in packed.items())
         )
         md = self.media
+        tasks = self.ok - self.passed  # the answers that did not stand are requests, not tasks
         return Usage(
             requests,
             self.ok_input_tokens,
             self.ok_output_tokens,
-            self.total,
-            self.ok,
+            self.total - self.passed,
+            tasks,
             self.reason.ok_cached,
             md.billed_images,
             md.billed_audio_s,
@@ -281,9 +316,7 @@ class RunStats:
         block = {
             "requests": self.requests_block(),
             "throughput": self.throughput_block(duration_s),
-            "latency_ms": timing(self.latency),
-            "ttft_ms": timing(self.ttft),
-            "itl_ms": timing(self.itl),
+            **timing_blocks(self, MODEL_TIMINGS),
             "cost": model_cost_block(self.cost, self.total, name, self.usage(), plans),
             "tokens": {"input": self.input_tokens, "output": self.output_tokens},
             **goodput_entry(self.good, self.judged, duration_s, slo_target),
@@ -300,10 +333,41 @@ def timing(h: LogHistogram) -> dict[str, float | None]:
     return dict(h.summary())
 
 
+def timing_blocks(stats: RunStats, figures: Iterable[Figure]) -> dict[str, dict[str, float | None]]:
+    """The timing blocks of `figures` (in that order), by their summary keys."""
+    return {f.key: timing(stats.hist(f.key)) for f in figures}
+
+
 def count_fallbacks(rec: RequestRecord, stats_of: Callable[[str], RunStats]) -> None:
     """Count `rec` at each model it fell back from (`stats_of(name)` is that model's stats)."""
     for name in rec.fell_back_from():
         stats_of(name).left += 1
+
+
+def count_answers(rec: RequestRecord, stats_of: Callable[[str], RunStats]) -> None:
+    """Count each request in `rec.answers` (answers that did not stand, judge requests) at the
+    model that answered it, with its cost: the record's `cost` is every model's, so its own
+    model keeps only what its own answer cost. A cascade's first step then has a row counting
+    every request it answered, not only those whose answer stood."""
+    own = stats_of(rec.model)
+    for a in rec.answers or ():
+        name = a.get("model")
+        if isinstance(name, str):
+            own.cost -= _amount(a.get("cost"))
+            stats_of(name).count_answer(a)
+
+
+def _count(v: Any) -> int:
+    return v if type(v) is int and v >= 0 else 0
+
+
+def _number(v: Any) -> float | None:
+    """`v` when it is a finite number >= 0 (a journal's entry is read, not trusted), else None."""
+    return float(v) if type(v) in (int, float) and 0 <= v < math.inf else None
+
+
+def _amount(v: Any) -> float:
+    return _number(v) or 0.0
 
 
 class Tally:
@@ -328,12 +392,8 @@ class Tally:
         self.of(rec.model).record(rec)
         if rec.models_tried:
             count_fallbacks(rec, self.of)
-
-
-def billed_usage(overall: RunStats, usage: Mapping[str, Usage]) -> Mapping[str, Usage]:
-    """The models' usage as a plan bills it: with `[quality]`, the answers that did not stand and
-    the judge requests too (`metrics/quality.py`)."""
-    return usage if overall.quality is None else overall.quality.billed(usage)
+        if rec.answers:
+            count_answers(rec, self.of)
 
 
 def iso_time(unix: float) -> str:
@@ -354,8 +414,7 @@ def phase_summary(
         "settings": [dict(c) for c in settings],
         "requests": stats.requests_block(),
         "throughput": stats.throughput_block(t_end - t_start),
-        "latency_ms": timing(stats.latency),
-        "ttft_ms": timing(stats.ttft),
+        **timing_blocks(stats, SPAN_TIMINGS),
         **goodput_entry(stats.good, stats.judged, t_end - t_start, slo_target),
         **quality_entry(stats.quality),
         **media_entry(stats.media, t_end - t_start),
@@ -404,7 +463,7 @@ def build_summary(
             attempt_errors[cls] = attempt_errors.get(cls, 0) + n
     src = overall.tokens_source
     usage = {m: st.usage() for m, st in models}
-    cost = cost_block(overall.cost, overall.total, billed_usage(overall, usage), plans)
+    cost = cost_block(overall.cost, overall.total, usage, plans)
     add_per_valid(cost, overall.quality)
     summary = {
         "name": name,
@@ -413,10 +472,7 @@ def build_summary(
         "requests": {**overall.requests_block(), "sessions": sessions},
         "throughput": overall.throughput_block(duration_s),
         **goodput_entry(overall.good, overall.judged, duration_s, slo_target),
-        "latency_ms": timing(overall.latency),
-        "ttft_ms": timing(overall.ttft),
-        "itl_ms": timing(overall.itl),
-        "queue_ms": timing(overall.queue),
+        **timing_blocks(overall, SUMMARY_TIMINGS),
         "tokens": {"input": overall.input_tokens, "output": overall.output_tokens},
         "tokens_source": {"usage": src.get("usage", 0), "estimate": src.get("estimate", 0)},
         "cost": cost,

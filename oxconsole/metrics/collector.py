@@ -17,13 +17,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from oxconsole.base.figures import ITL, LATENCY, QUEUE, TTFT
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.aggregate import (
     CANCELLED,
     METRICS,
     RunStats,
-    billed_usage,
     build_summary,
+    count_answers,
     count_fallbacks,
     error_details,
     phase_summary,
@@ -64,6 +65,11 @@ _Targets = tuple[
     tuple[LogHistogram, ...],
     tuple[LogHistogram, ...],
 ]
+
+RECORDED = (LATENCY, TTFT, ITL, QUEUE)
+"""The timings `record` files, in the order of its targets (`_Targets`): one line each in its
+hot path rather than a loop, so a timing added to the summary's must be added there too (a test
+holds `RECORDED` to `metrics.aggregate.METRICS`)."""
 
 PHASE_FOLD_S = 1.0
 """Changes this soon after the previous one, before any request finished, join its phase."""
@@ -113,10 +119,6 @@ class Collector:
         for m in model_names:
             self._model(m)
         self._roll = {m: RollingHistogram(window_s) for m in METRICS}
-        self._roll_lat = self._roll["latency_ms"]
-        self._roll_ttft = self._roll["ttft_ms"]
-        self._roll_itl = self._roll["itl_ms"]
-        self._roll_queue = self._roll["queue_ms"]
         self._ok_s = SecondSeries(ring_s)
         self._out_s = SecondSeries(ring_s)
         self._err_s = SecondSeries(ring_s)
@@ -176,6 +178,12 @@ class Collector:
             ph.count(rec)
         if rec.models_tried:
             count_fallbacks(rec, self._model_stats_of)
+        if rec.answers:  # each model that answered counts it, a cascade's first step included
+            count_answers(rec, self._model_stats_of)
+            for a in rec.answers:
+                name = a.get("model")
+                if isinstance(name, str):
+                    self._model(name).ok_s.add(sec)
         if rec.slo_ok:
             self._good_s.add(sec)
         if rec.status == "ok":
@@ -213,13 +221,11 @@ class Collector:
         acc = self._models.get(model) or self._model(model)
         run, st, ph = self._all, acc.stats, self._phase
         stats = (run, st) if ph is run else (run, st, ph)
-        t: _Targets = (
-            acc,
-            (*(x.latency for x in stats), *self._roll_lat.targets(sec)),
-            (*(x.ttft for x in stats), *self._roll_ttft.targets(sec)),
-            (*(x.itl for x in stats), *self._roll_itl.targets(sec)),
-            (*(x.queue for x in stats), *self._roll_queue.targets(sec)),
+        lat, ttft, itl, queue = (
+            (*(x.timings[key] for x in stats), *self._roll[key].targets(sec))
+            for key in (f.key for f in RECORDED)
         )
+        t: _Targets = (acc, lat, ttft, itl, queue)
         self._targets[model] = t
         return t
 
@@ -363,8 +369,8 @@ class Collector:
             st = acc.stats
             ok10 = int(acc.ok_s.total(w_start, sec))
             err10 = int(acc.err_s.total(w_start, sec))
-            lat = st.latency.summary()  # cached until the model finishes another request
-            tt = st.ttft.summary()
+            lat = st.hist(LATENCY.key).summary()  # cached until the model finishes another request
+            tt = st.hist(TTFT.key).summary()
             models.append(
                 ModelStats(
                     name=name,
@@ -442,7 +448,6 @@ class Collector:
         if not self._plans:
             return ()
         usage: dict[str, Usage] = {m: acc.stats.usage() for m, acc in self._models.items()}
-        usage = dict(billed_usage(self._all, usage))
         remaining = None if g.total_expected is None else max(0, g.total_expected - self._all.total)
         return plan_costs(self._plans.values(), usage, self._all.total, remaining, self._weights(g))
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from oxconsole.base.figures import FROM_DUE, LATENCY, LATENCY_FROM_DUE, SCHEDULE_LAG, TTFT, TTFT_FROM_DUE
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.histogram import LogHistogram
 
@@ -58,13 +59,9 @@ class DueStats:
 
     def into(self, summary: dict[str, Any]) -> dict[str, Any]:
         """`summary` with the blocks from due (`timing` blocks: every key, null when unmeasured)."""
-        for key, h in (
-            ("ttft_from_due_ms", self.ttft),
-            ("latency_from_due_ms", self.latency),
-            ("schedule_lag_ms", self.lag),
-        ):
+        for f, h in zip(FROM_DUE, (self.ttft, self.latency, self.lag), strict=True):
             s = h.summary()
-            summary[key] = dict(s) if h.count else dict.fromkeys(s)
+            summary[f.key] = dict(s) if h.count else dict.fromkeys(s)
         n = self.lag.count
         summary["schedule"] = {
             "requests": n,
@@ -77,13 +74,13 @@ class DueStats:
 def behind(summary: Mapping[str, Any]) -> str | None:
     """The end-of-run sentence when the client fell behind its schedule, else None."""
     sched = summary.get("schedule")
-    lag = summary.get("schedule_lag_ms")
+    lag = SCHEDULE_LAG.of(summary)
     if not isinstance(sched, Mapping) or not sched.get("behind") or not isinstance(lag, Mapping):
         return None
     share = sched.get("within_10ms") or 0.0
     return (
         f"the client fell behind its schedule: sends were {lag.get('p50', 0):.0f} ms late at p50, "
         f"{lag.get('p99', 0):.0f} ms at p99, {share:.0%} within 10 ms of due. That lag is the "
-        "client's (its concurrency limit or a busy loop), not the server's: ttft_from_due_ms and "
-        "latency_from_due_ms include it, ttft_ms and latency_ms do not."
+        f"client's (its concurrency limit or a busy loop), not the server's: {TTFT_FROM_DUE.key} and "
+        f"{LATENCY_FROM_DUE.key} include it, {TTFT.key} and {LATENCY.key} do not."
     )

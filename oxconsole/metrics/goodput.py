@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from oxconsole.base.figures import GOOD_FRACTION, GOODPUT, REQUESTS_PER_S
+
 __all__ = [
     "Goodput",
     "goodput_entry",
@@ -49,8 +51,8 @@ def goodput_entry(good: int, judged: int, duration_s: float, target: float | Non
     fraction = fraction_of(good, judged)
     return {
         "goodput": {
-            "requests_per_s": round(good / duration_s, 3) if duration_s > 0 else 0.0,
-            "fraction": fraction,
+            GOODPUT.leaf: round(good / duration_s, 3) if duration_s > 0 else 0.0,
+            GOOD_FRACTION.leaf: fraction,
             "target": target,
             "met": met(fraction, target),
         }
@@ -63,7 +65,10 @@ def goodput_lines(summary: Mapping[str, Any]) -> list[str]:
     g = summary.get("goodput")
     if not isinstance(g, Mapping):
         return []
-    text = f"goodput   {float(g.get('requests_per_s') or 0.0):,.2f} req/s  {_share(g.get('fraction'))} good"
+    text = (
+        f"goodput   {GOODPUT.value(summary) or 0.0:,.2f} {REQUESTS_PER_S.short}  "
+        f"{_share(GOOD_FRACTION.of(summary))} {GOOD_FRACTION.label}"
+    )
     if g.get("target") is not None:
         text += f"  target {100 * g['target']:g}%"
         verdict = g.get("met")
@@ -160,7 +165,7 @@ class Goodput:
         frac = g.get("fraction")
         good = round(float(frac) * judged) if frac is not None else 0
         t = g.get("target")
-        rate = float(g.get("requests_per_s") or 0.0)
+        rate = GOODPUT.value(summary) or 0.0
         return cls(None if t is None else float(t), good, judged, rate, 0.0, good, judged)
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from oxconsole.base.figures import GOODPUT, LATENCY, OK, REQUESTS_PER_S
+
 __all__ = [
     "LATENCY_BREAK",
     "LOAD_KEYS",
@@ -21,6 +23,7 @@ __all__ = [
     "has_slo",
     "knee_index",
     "next_auto_value",
+    "offered",
     "score",
     "slo_met",
 ]
@@ -47,6 +50,15 @@ RISE = 0.1
 "stops rising"."""
 
 
+def offered(load: Mapping[str, Any]) -> str:
+    """The load a point offered (`{"rate", "concurrency"}`, as a sweep's manifest keeps it): its
+    rate when it had one, else its concurrency."""
+    rate, conc = load.get("rate"), load.get("concurrency")
+    if rate:
+        return f"{float(rate):g}/s"
+    return f"c={conc}" if conc is not None else "-"
+
+
 def has_slo(summaries: Sequence[Summary]) -> bool:
     return any(isinstance(s.get("goodput"), Mapping) for s in summaries)
 
@@ -59,18 +71,16 @@ def slo_met(summary: Summary) -> bool | None:
 
 def score(summary: Summary) -> float:
     """What the knee maximises: goodput (good requests per second) with `[slo]`, else throughput."""
-    g = summary.get("goodput")
-    if isinstance(g, Mapping):
-        return float(g.get("requests_per_s") or 0.0)
-    return float((summary.get("throughput") or {}).get("requests_per_s") or 0.0)
+    rate = GOODPUT if isinstance(summary.get("goodput"), Mapping) else REQUESTS_PER_S
+    return rate.value(summary) or 0.0
 
 
 def _p99(summary: Summary) -> float:
-    return float((summary.get("latency_ms") or {}).get("p99") or 0.0)
+    return LATENCY.at("p99").value(summary) or 0.0
 
 
 def _ok(summary: Summary) -> int:
-    return int((summary.get("requests") or {}).get("ok") or 0)
+    return int(OK.value(summary) or 0)
 
 
 def _eligible(order: Sequence[int], summaries: Sequence[Summary]) -> list[int]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from oxconsole.base.units import fmt_money
 from oxconsole.journal.records import RequestRecord
 
 __all__ = ["PackCounts", "live_packing", "packing_block", "packing_lines"]
@@ -78,7 +79,7 @@ def packing_lines(summary: dict[str, Any]) -> list[str]:
     sent = pk.get("requests_sent", 0)
     rate = f"{sent / duration:,.2f}/s" if duration else "-"
     cost = (summary.get("cost") or {}).get("total") or 0.0
-    per_task = f"{cost / tasks:.6g}" if tasks else "-"
+    per_task = fmt_money(cost / tasks) if tasks else "-"
     return [
         f"packing   size {pk.get('size')} · {sent:,} requests ({rate}) · "
         f"{pk.get('repacked', 0):,} repacked · {per_task} per task"

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from oxconsole.base.figures import COST, COST_PER_TASK, REQUESTS
 from oxconsole.metrics.snapshot import PlanCost
 from oxconsole.workload.errors import Problems, join_key
 from oxconsole.workload.plans import PricePlan, Prices, parse_plans
@@ -34,6 +35,7 @@ __all__ = [
     "project",
     "project_costs",
     "stored_plans",
+    "summary_per_task",
     "unit_cost",
     "unused_overrides",
 ]
@@ -87,6 +89,16 @@ def plan_total(plan: PricePlan, usage: Mapping[str, Usage]) -> float:
 def per_task(total: float, tasks: int) -> float:
     """`total` per finished task (0 before any)."""
     return total / tasks if tasks else 0.0
+
+
+def summary_per_task(summary: Mapping[str, Any]) -> float | None:
+    """A summary's `cost.per_task`; for one written before plans, its cost over the tasks that
+    ended (None when none did)."""
+    v = COST_PER_TASK.value(summary)
+    if v is None:
+        n = int(REQUESTS.value(summary) or 0)
+        v = (COST.value(summary) or 0.0) / n if n else None
+    return v
 
 
 def project(

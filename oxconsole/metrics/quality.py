@@ -6,37 +6,40 @@ the same records with one class (`QualityCounts`, O(1) a record: a few integer u
 loop over the answers that did not stand), so a summary from the journal equals the run's. A
 record's `valid` is its standing answer's verdict; its `answers` hold the answers that did not
 stand (each failed, or the cascade would not have moved on) and the judge requests, with the
-tokens each model was billed, so a price plan prices every request the cascade made.
+tokens each model was billed: each is counted at the model that answered it, in its row and its
+bill (`aggregate.count_answers`), so a price plan prices every request the cascade made.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
+from oxconsole.base.figures import COST_PER_VALID, LATENCY
+from oxconsole.base.safetext import shown
 from oxconsole.base.units import fmt_money, fmt_ms
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.histogram import LogHistogram
-from oxconsole.metrics.plans import Usage
 from oxconsole.metrics.snapshot import quality_view
 
-__all__ = ["QualityCounts", "add_per_valid", "live_quality", "quality_entry", "quality_lines", "with_steps"]
+__all__ = [
+    "QualityCounts",
+    "add_per_valid",
+    "has_cascade",
+    "live_quality",
+    "quality_entry",
+    "quality_lines",
+    "with_steps",
+]
 
 
 class _Model:
-    __slots__ = ("asked", "input_tokens", "judge_requests", "output_tokens", "unbilled", "valid")
+    __slots__ = ("asked", "valid")
 
     def __init__(self) -> None:
         self.asked = 0
         """Answers this model gave that were judged."""
         self.valid = 0
-        self.unbilled = 0
-        """Requests made to it that no record's own usage counts (answers that did not stand,
-        judge requests): what a plan must bill besides."""
-        self.judge_requests = 0
-        self.input_tokens = 0
-        self.output_tokens = 0
 
 
 class QualityCounts:
@@ -84,13 +87,8 @@ class QualityCounts:
         if rec.escalations:
             self.escalated += 1
         for a in rec.answers or ():
-            m = self._of(str(a.get("model")))
-            m.unbilled += 1
-            m.input_tokens += _int(a.get("input_tokens"))
-            m.output_tokens += _int(a.get("output_tokens"))
-            if a.get("judge") is True:
-                m.judge_requests += 1
-            else:
+            if a.get("judge") is not True:
+                m = self._of(str(a.get("model")))
                 m.asked += 1
                 m.valid += a.get("valid") is True
                 self.check_timeouts += a.get("check_timeout") is True
@@ -110,22 +108,6 @@ class QualityCounts:
         m.asked += 1
         m.valid += rec.valid
 
-    def billed(self, usage: Mapping[str, Usage]) -> dict[str, Usage]:
-        """Each model's usage with the requests no record's own figures count added (answers that
-        did not stand, judge requests): what a plan bills."""
-        out = dict(usage)
-        for name, m in self.models.items():
-            if not m.unbilled:
-                continue
-            u = out.get(name) or Usage(0, 0, 0)
-            out[name] = replace(
-                u,
-                requests=u.requests + m.unbilled,
-                input_tokens=u.input_tokens + m.input_tokens,
-                output_tokens=u.output_tokens + m.output_tokens,
-            )
-        return out
-
     def block(self) -> dict[str, Any]:
         """The summary's `quality` block."""
         return {
@@ -135,7 +117,7 @@ class QualityCounts:
             "check_timeouts": self.check_timeouts,
             "check_errors": self.check_errors,
             "judge_errors": self.judge_errors,
-            "latency_ms": dict(self.latency.summary())
+            LATENCY.key: dict(self.latency.summary())
             if self.latency.n
             else dict.fromkeys(self.latency.summary()),
             "models": {
@@ -201,11 +183,14 @@ def quality_lines(summary: Mapping[str, Any]) -> list[str]:
         return []
     valid, judged = int(q.get("valid") or 0), int(q.get("judged") or 0)
     head = f"quality   {valid:,} valid of {judged:,} ({_pct(q.get('fraction'))})"
-    lat = q.get("latency_ms") or {}
-    if lat.get("p50") is not None:
+    lat = LATENCY.of(q) or {}
+    cascaded = has_cascade(summary)
+    if lat.get("p50") is not None and not cascaded:  # with a cascade: a row of the timings table
         head += f" · answer p50 {fmt_ms(lat['p50'])} p99 {fmt_ms(lat.get('p99'))}"
     for name, m in (q.get("models") or {}).items():
-        head += f" · {name} {_pct(m.get('fraction'))} of {int(m.get('asked') or 0):,}"
+        head += (
+            f" · {shown(str(name), one_line=True)} {_pct(m.get('fraction'))} of {int(m.get('asked') or 0):,}"
+        )
     faults = [
         f"{int(q.get(key) or 0):,} {label}"
         for key, label in (
@@ -217,14 +202,29 @@ def quality_lines(summary: Mapping[str, Any]) -> list[str]:
     ]
     c = summary.get("cascade") or {}
     cascade = f"cascade   {int(c.get('escalated') or 0):,} escalated"
-    final = ", ".join(f"{n} {int(k):,}" for n, k in (c.get("final") or {}).items())
+    final = ", ".join(f"{shown(str(n), one_line=True)} {int(k):,}" for n, k in (c.get("final") or {}).items())
     cost = summary.get("cost") or {}
-    per = [fmt_money(cost.get("per_valid"))]
-    per += [f"{n} {fmt_money(p.get('per_valid'))}" for n, p in (cost.get("plans") or {}).items()]
+    per = [COST_PER_VALID.text(COST_PER_VALID.of(summary))]
+    per += [
+        f"{shown(str(n), one_line=True)} {fmt_money(p.get('per_valid'))}"
+        for n, p in (cost.get("plans") or {}).items()
+    ]
     lines = [head]
     if faults:  # answers the checks or the judge could not decide on, said beside the verdicts
         lines.append("          " + ", ".join(faults))
-    return [*lines, cascade + (f" · ended: {final}" if final else ""), "per valid " + " · ".join(per)]
+    if cascaded:  # `[quality]` alone judges answers; nothing moves on, so no cascade line
+        lines.append(cascade + (f" · ended: {final}" if final else ""))
+    return [*lines, "per valid " + " · ".join(per)]
+
+
+def has_cascade(summary: Mapping[str, Any]) -> bool:
+    """The run sent answers on to a next model, or could: its cascade has two steps or more, or
+    some request escalated (a summary rebuilt from a journal may not know the steps)."""
+    c = summary.get("cascade")
+    if not isinstance(c, Mapping):
+        return False
+    steps = c.get("steps")
+    return (isinstance(steps, list) and len(steps) > 1) or bool(c.get("escalated"))
 
 
 def _pct(v: Any) -> str:
@@ -239,7 +239,3 @@ def _per(total: Any, valid: int) -> float | None:
 
 def _share(n: int, of: int) -> float:
     return round(n / of, 6) if of else 0.0
-
-
-def _int(v: Any) -> int:
-    return v if type(v) is int and v >= 0 else 0

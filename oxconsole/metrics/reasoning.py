@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from oxconsole.base.figures import CACHE_HIT_RATE, TTFOT, TTFT, has_reasoning, percent
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.histogram import LogHistogram
 
@@ -22,7 +23,6 @@ __all__ = [
     "ReasoningStats",
     "has_reasoning",
     "output_share",
-    "pct_cell",
     "reasoning_entry",
     "summary_lines",
 ]
@@ -76,9 +76,9 @@ def reasoning_entry(st: ReasoningStats, input_tokens: int) -> dict[str, Any]:
     `cache_hit_rate` when the server reported its cache, `tool_calls` when any came."""
     out: dict[str, Any] = {}
     if st.ttfot.n:
-        out["ttfot_ms"] = dict(st.ttfot.summary())
+        out[TTFOT.key] = dict(st.ttfot.summary())
     if st.cached_seen:
-        out["cache_hit_rate"] = hit_rate(st.cached, input_tokens)
+        out[CACHE_HIT_RATE.key] = hit_rate(st.cached, input_tokens)
     if st.tool_calls:
         out["tool_calls"] = st.tool_calls
     return out
@@ -104,8 +104,8 @@ def into(block: dict[str, Any], st: ReasoningStats, input_tokens: int) -> dict[s
     out: dict[str, Any] = {}
     for k, v in block.items():
         out[k] = v
-        if k == "ttft_ms" and "ttfot_ms" in extra:
-            out["ttfot_ms"] = extra.pop("ttfot_ms")
+        if k == TTFT.key and TTFOT.key in extra:
+            out[TTFOT.key] = extra.pop(TTFOT.key)
         if k == "tokens" and isinstance(v, dict):
             out[k] = {**v, **counts}
     if counts and "tokens" not in out:
@@ -140,19 +140,17 @@ class ReasoningLive:
     @classmethod
     def from_summary(cls, summary: Mapping[str, Any]) -> ReasoningLive | None:
         """A finished run's figures as its summary keeps them (None when it has none)."""
-        tokens = summary.get("tokens") or {}
-        if not isinstance(tokens, Mapping) or not (
-            {"reasoning", "cached"} & set(tokens) or summary.get("tool_calls")
-        ):
+        tokens = summary.get("tokens")
+        if not isinstance(tokens, Mapping) or not has_reasoning(summary):
             return None
-        t = summary.get("ttfot_ms") or {}
+        t = TTFOT.of(summary) or {}
         out = tokens.get("output") or 0
         r = tokens.get("reasoning")
         d = {
             "ttfot_p50": t.get("p50") if isinstance(t, Mapping) else None,
             "ttfot_p99": t.get("p99") if isinstance(t, Mapping) else None,
             "reasoning_share": round(r / out, 4) if isinstance(r, int) and out else None,
-            "cache_hit_rate": summary.get("cache_hit_rate"),
+            "cache_hit_rate": CACHE_HIT_RATE.of(summary),
             "tool_calls": summary.get("tool_calls"),
         }
         return cls.from_dict(d)
@@ -176,24 +174,11 @@ class ReasoningLive:
         )
 
 
-def has_reasoning(s: Mapping[str, Any]) -> bool:
-    """Whether the summary (or a model's block) counts reasoning or cached tokens, or tool calls."""
-    tokens = s.get("tokens")
-    return (isinstance(tokens, Mapping) and bool({"reasoning", "cached"} & set(tokens))) or bool(
-        s.get("tool_calls")
-    )
-
-
 def output_share(s: Mapping[str, Any]) -> float | None:
     """Reasoning over output tokens in a summary block; None when not counted."""
     tokens = s.get("tokens") or {}
     r, out = tokens.get("reasoning"), tokens.get("output")
     return r / out if isinstance(r, int) and isinstance(out, int) and out else None
-
-
-def pct_cell(v: float | None) -> str:
-    """A share as `60.0%`, a dash when unknown."""
-    return "–" if v is None else f"{100 * v:.1f}%"
 
 
 def summary_lines(s: Mapping[str, Any]) -> list[str]:
@@ -204,12 +189,9 @@ def summary_lines(s: Mapping[str, Any]) -> list[str]:
     tokens = s.get("tokens") or {}
     parts = []
     if "reasoning" in tokens:
-        parts.append(f"reasoning {tokens['reasoning']:,} ({pct_cell(output_share(s))} of output)")
+        parts.append(f"reasoning {tokens['reasoning']:,} ({percent(output_share(s))} of output)")
     if "cached" in tokens:
-        rate = s.get("cache_hit_rate")
-        parts.append(
-            f"cached {tokens['cached']:,} (hit {pct_cell(rate if isinstance(rate, int | float) else None)})"
-        )
+        parts.append(f"cached {tokens['cached']:,} (hit {percent(CACHE_HIT_RATE.value(s))})")
     if s.get("tool_calls"):
         parts.append(f"tool calls {s['tool_calls']:,}")
     return ["          " + "  ".join(parts)]

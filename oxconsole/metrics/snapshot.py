@@ -15,6 +15,16 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from oxconsole.base.figures import (
+    COST,
+    LATENCY,
+    OUTPUT_TOKENS_PER_S,
+    REQUESTS_PER_S,
+    SUMMARY_TIMINGS,
+    TOKENS_IN,
+    TOKENS_OUT,
+    TTFT,
+)
 from oxconsole.metrics.goodput import Goodput
 from oxconsole.metrics.media import MediaLive
 from oxconsole.metrics.reasoning import ReasoningLive
@@ -333,13 +343,13 @@ class Snapshot:
             gauges=Gauges("done", duration, total.total, total.total, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0),
             elapsed_s=duration,
             counts=total,
-            input_tokens=int(get("tokens", "input") or 0),
-            output_tokens=int(get("tokens", "output") or 0),
+            input_tokens=int(TOKENS_IN.value(summary) or 0),
+            output_tokens=int(TOKENS_OUT.value(summary) or 0),
             tokens_estimated=int(get("tokens_source", "estimate") or 0),
-            cost=float(get("cost", "total") or 0.0),
+            cost=COST.value(summary) or 0.0,
             projected_cost=None,
-            req_per_s=float(get("throughput", "requests_per_s") or 0.0),
-            output_tokens_per_s=float(get("throughput", "output_tokens_per_s") or 0.0),
+            req_per_s=REQUESTS_PER_S.value(summary) or 0.0,
+            output_tokens_per_s=OUTPUT_TOKENS_PER_S.value(summary) or 0.0,
             req_per_s_10s=0.0,
             output_tokens_per_s_10s=0.0,
             errors_per_s_10s=0.0,
@@ -353,7 +363,7 @@ class Snapshot:
             phase_t_start=float(last.get("t_start") or 0.0),
             phase_settings=tuple(dict(c) for c in last.get("settings") or ()),
             phase_counts=_counts(last.get("requests")),
-            phase_req_per_s=float((last.get("throughput") or {}).get("requests_per_s") or 0.0),
+            phase_req_per_s=REQUESTS_PER_S.value(last) or 0.0,
             models=models,
             series=Series(),
             errors={
@@ -375,7 +385,7 @@ class Snapshot:
         )
 
 
-_METRICS = ("latency_ms", "ttft_ms", "itl_ms", "queue_ms")
+_METRICS = tuple(f.key for f in SUMMARY_TIMINGS)
 """The timing summaries a snapshot carries (as `metrics.aggregate.METRICS`, not imported: this
 module imports nothing of the collector's)."""
 
@@ -480,9 +490,7 @@ def _counts(d: Any) -> Counts:
 def _model_from_summary(name: str, m: Mapping[str, Any], run_total: int) -> ModelStats:
     """One model's block of a summary as the row a snapshot would carry (no live gauge)."""
     c = _counts(m.get("requests"))
-    lat = m.get("latency_ms") or {}
-    ttft = m.get("ttft_ms") or {}
-    tok = m.get("tokens") or {}
+    lat, ttft = LATENCY.of(m) or {}, TTFT.of(m) or {}
     return ModelStats(
         name=name,
         gauge=None,
@@ -495,9 +503,9 @@ def _model_from_summary(name: str, m: Mapping[str, Any], run_total: int) -> Mode
         latency_p99=float(lat.get("p99") or 0.0),
         ttft_p50=float(ttft.get("p50") or 0.0),
         ttft_p99=float(ttft.get("p99") or 0.0),
-        input_tokens=int(tok.get("input") or 0),
-        output_tokens=int(tok.get("output") or 0),
-        cost=float((m.get("cost") or {}).get("total") or 0.0),
+        input_tokens=int(TOKENS_IN.value(m) or 0),
+        output_tokens=int(TOKENS_OUT.value(m) or 0),
+        cost=COST.value(m) or 0.0,
     )
 
 

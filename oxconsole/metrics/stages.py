@@ -18,9 +18,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from oxconsole.base.figures import LATENCY, OK, REQUESTS_PER_S, TTFT, Column, quantile_column
 from oxconsole.base.units import fmt_duration
 from oxconsole.journal.records import RequestRecord
-from oxconsole.metrics.aggregate import RunStats, timing
+from oxconsole.metrics.aggregate import SPAN_TIMINGS, RunStats, timing, timing_blocks
 
 __all__ = ["StageLog", "StageSpan"]
 
@@ -98,7 +99,7 @@ class StageLog:
         }
         if s.warmup:  # the run's figures leave warm-up out: progress shows the stage's own
             out["done"] = s.stats.total
-            out["latency_ms"] = timing(s.stats.latency)
+            out[LATENCY.key] = timing(s.stats.hist(LATENCY.key))
         return out
 
     def into(
@@ -149,11 +150,8 @@ def stage_block(s: StageSpan, now: float, known_times: bool = True) -> dict[str,
         "ramp": s.ramp,
         "warmup": s.warmup,
         "requests": st.requests_block(),
-        "throughput": st.throughput_block(span)
-        if known_times
-        else dict.fromkeys(("requests_per_s", "output_tokens_per_s")),
-        "latency_ms": timing(st.latency),
-        "ttft_ms": timing(st.ttft),
+        "throughput": st.throughput_block(span if known_times else None),
+        **timing_blocks(st, SPAN_TIMINGS),
     }
 
 
@@ -230,12 +228,32 @@ def stage_end_line(end: Mapping[str, Any] | None) -> list[str]:
     return [f"the {why} in stage {stage} at {t:.1f}s: the run ended before its stages' {planned:g}s"]
 
 
+SPAN_COLUMNS: tuple[Column, ...] = (
+    Column(OK, 7),
+    Column(REQUESTS_PER_S, 8, 2),
+    quantile_column(LATENCY, "p50", 9),
+    quantile_column(LATENCY, "p99", 9),
+    quantile_column(TTFT, "p50", 9),
+)
+"""The figures of a span of the run (a stage, a phase) in the summary table: 7 + 8 + 3 * 9 = 42
+columns, the rest for what set it."""
+
+
+def span_head() -> str:
+    return "".join(c.title() for c in SPAN_COLUMNS)
+
+
+def span_cells(block: Mapping[str, Any]) -> str:
+    """A stage's or a phase's figures under `span_head`."""
+    return "".join(c.cell(block) for c in SPAN_COLUMNS)
+
+
 def stage_table(stages: Sequence[Mapping[str, Any]], end: Mapping[str, Any] | None = None) -> list[str]:
     """The summary's `stages` as text rows (at most 80 columns, the settings wrapped in their
     column): each stage's figures and settings; then why the stages did not all run, if so."""
     if not stages:
         return []
-    lines = ["", f"{'stage':<14}{'ok':>7}{'req/s':>8}{'p50 lat':>9}{'p99 lat':>9}{'p50 ttft':>9}  settings"]
+    lines = ["", f"{'stage':<14}{span_head()}  settings"]
     for st in stages:
         t0, t1 = st.get("t_start"), st.get("t_end")
         span = f" {float(t0):.0f}-{float(t1):.0f}s" if t0 is not None and t1 is not None else ""
@@ -244,14 +262,7 @@ def stage_table(stages: Sequence[Mapping[str, Any]], end: Mapping[str, Any] | No
             settings.append(f"{'ramp to ' if st.get('ramp') else ''}{st['concurrency']} in flight")
         if st.get("rate"):
             settings.append(f"{st['rate']:g}/s")
-        figures = [
-            _n(st, "requests", "ok", 0, 7),
-            _n(st, "throughput", "requests_per_s", 2, 8),
-            _n(st, "latency_ms", "p50", 0, 9),
-            _n(st, "latency_ms", "p99", 0, 9),
-            _n(st, "ttft_ms", "p50", 0, 9),
-        ]
-        row = f"{(str(int(st.get('index') or 0) + 1) + span)[:13]:<14}{''.join(figures)}"
+        row = f"{(str(int(st.get('index') or 0) + 1) + span)[:13]:<14}{span_cells(st)}"
         wrapped = _wrap(", ".join(settings), 80 - len(row) - 2)
         lines.append(f"{row}  {wrapped[0]}".rstrip())
         lines += [" " * (len(row) + 2) + more for more in wrapped[1:]]
@@ -263,8 +274,3 @@ def _wrap(text: str, width: int) -> list[str]:
     import textwrap
 
     return textwrap.wrap(text, max(8, width), break_on_hyphens=False) or [""]
-
-
-def _n(st: Mapping[str, Any], block: str, key: str, decimals: int, width: int) -> str:
-    v = (st.get(block) or {}).get(key)
-    return f"{'–' if v is None else f'{float(v):,.{decimals}f}':>{width}}"

@@ -28,6 +28,8 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from oxconsole.base.figures import TTFT
+
 __all__ = [
     "MAX_SAMPLES",
     "StepTracker",
@@ -50,15 +52,15 @@ _SETTINGS: Final = frozenset({"concurrency", "rate"})
 
 
 def is_step(c: Mapping[str, Any]) -> bool:
-    """A change that at least doubles concurrency or rate; a rate made unlimited (0) from a
-    limit is one too (the offered load is no longer bounded)."""
+    """A change that at least doubles concurrency or rate. A rate made unlimited (0) is not one:
+    no rate doubled, and what it offers then is bounded by the concurrency (a closed loop at 20
+    in flight offers what it offered at 9.99/s if its requests take two seconds); a change that
+    does double the load is a step by its concurrency or its rate."""
     if c.get("what") not in _SETTINGS:
         return False
     frm, to = c.get("from"), c.get("to")
-    if not isinstance(frm, int | float) or not isinstance(to, int | float) or frm <= 0:
+    if not isinstance(frm, int | float) or not isinstance(to, int | float) or frm <= 0 or to <= 0:
         return False
-    if c["what"] == "rate" and to == 0:
-        return True
     return bool(to >= 2 * frm)
 
 
@@ -243,7 +245,7 @@ def step_sentence(st: Mapping[str, Any]) -> str:
     head = f"{what}{frm_s} → {to_s} at {float(st.get('t') or 0.0):.0f} s"
     pen = st.get("penalty_ms")
     if not isinstance(pen, int | float):
-        return f"{head}: no TTFT before and after to compare"
+        return f"{head}: no {TTFT.label} before and after to compare"
     if no_penalty(st):
         return f"{head}: no penalty"
     rec = st.get("recovery_s")
@@ -251,7 +253,7 @@ def step_sentence(st: Mapping[str, Any]) -> str:
         tail = f"recovered in {rec:.0f} s" if rec >= 10 else f"recovered in {rec:.1f} s"
     else:
         tail = "not recovered by the end"
-    return f"{head}: TTFT p50 +{_secs(pen)}, {tail}"
+    return f"{head}: {TTFT.at('p50').label} +{_secs(pen)}, {tail}"
 
 
 def step_notes(summary: Mapping[str, Any]) -> list[str]:

@@ -68,9 +68,10 @@ def _warn_skipped(path: str) -> None:
     """What the outputs leave out of the journal (torn, invalid, implausible lines), said as the
     summary says it; the summary's own run says it when it runs."""
     from oxconsole.journal.reading import JournalIssues, journal_items
+    from oxconsole.journal.records import RequestRecord
 
     issues = JournalIssues()
-    for _ in journal_items(path, lambda d: None, issues):
+    for _ in journal_items(path, RequestRecord.from_json_dict, issues):  # a value of the wrong type too
         pass
     for msg in issues.messages(path):
         print(f"oxconsole report: warning: {msg}", file=sys.stderr)
@@ -87,6 +88,11 @@ def report_command(req: ReportRequest) -> int:
     if len(req.results) > 1:
         from oxconsole.reports.compare import compare_main
 
+        for path in req.results:
+            try:
+                _warn_skipped(path)
+            except OSError:
+                pass  # said by compare_main, which cannot read it either
         return compare_main(
             req.results, as_json=req.as_json, markdown=req.markdown, html=req.html, plans=plans
         )

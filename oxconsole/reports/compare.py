@@ -23,7 +23,17 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from oxconsole.base.units import FIGURES as SUMMARY_FIGURES
+from oxconsole.base.figures import (
+    COMPARED,
+    DRAWN,
+    ERROR_RATE,
+    OUTPUT_TOKENS_PER_S,
+    REQUESTS_PER_S,
+    TIMED,
+)
+from oxconsole.base.figures import FIGURES as SUMMARY_FIGURES
+from oxconsole.base.figures import Figure as DeclaredFigure
+from oxconsole.base.safetext import shown_lines
 from oxconsole.reports.media import media_figures, media_rows
 from oxconsole.reports.plans import cost_figures, cost_rows, money_cell
 from oxconsole.reports.quality import quality_figures, quality_rows
@@ -53,13 +63,10 @@ BOOTSTRAP = 200
 EXACT_LIMIT = 20_000
 CONFIDENCE = 0.95
 
-FIGURES: tuple[tuple[str, str], ...] = tuple((f.key, f.header) for f in SUMMARY_FIGURES)
-"""(dotted key, label with its unit) of each figure compared, as `oxconsole.base.units` declares them."""
+FIGURES: tuple[tuple[str, str], ...] = tuple((f.id, f.header) for f in SUMMARY_FIGURES)
+"""(id, label with its unit) of each figure compared, as `oxconsole.base.figures` declares them."""
 
-GOODPUT: tuple[tuple[str, str], ...] = (
-    ("goodput.requests_per_s", "goodput/s"),
-    ("goodput.fraction", "good %"),
-)
+GOODPUT: tuple[tuple[str, str], ...] = tuple((f.id, f.header) for f in COMPARED["goodput"])
 """Rows shown when some run had `[slo]`."""
 
 
@@ -138,17 +145,16 @@ def mean_interval(values: Sequence[float], seed: int = SEED) -> tuple[float, flo
     return _edges([sum(rnd.choices(values, k=n)) / n for _ in range(BOOTSTRAP)])
 
 
-def _timings(path: str | os.PathLike[str]) -> dict[str, array[float]]:
-    """The ok records' timings, by metric: TTFT, ITL, latency and TTFOT (empty when no record
-    carries it)."""
-    out = {m: array("d") for m in ("ttft_ms", "itl_ms", "latency_ms", "ttfot_ms")}
+def _timings(path: str | os.PathLike[str]) -> dict[DeclaredFigure, array[float]]:
+    """The ok records' timings of each of `DRAWN` (empty when no record carries it)."""
+    out = {f: array("d") for f in DRAWN}
     for rec in read_journal(path):
         if rec.status != "ok":
             continue
-        for m, v in (("ttft_ms", rec.ttft_ms), ("itl_ms", rec.itl_ms), ("latency_ms", rec.latency_ms),
-                     ("ttfot_ms", rec.ttfot_ms)):  # fmt: skip
+        for f, values in out.items():
+            v = getattr(rec, f.journal)
             if v is not None:
-                out[m].append(v)
+                values.append(v)
     return out
 
 
@@ -171,31 +177,26 @@ def load_run(path: str | os.PathLike[str], plans: Mapping[str, PricePlan] | None
     figs: dict[str, Figure] = {}
     tl = build_timeline(path)
     whole = [i for i in range(len(tl.slots)) if tl.width(i) >= tl.step]  # a cut-short last slot is noisier
-    for key, what in (("requests_per_s", "ok"), ("output_tokens_per_s", "output_tokens")):
+    for rate, what in ((REQUESTS_PER_S, "ok"), (OUTPUT_TOKENS_PER_S, "output_tokens")):
         rates = tl.rate(what)
-        figs[key] = Figure(float(s["throughput"][key]), mean_interval([rates[i] for i in whole]))
-    timings = _timings(path)
-    ttfot = timings.pop("ttfot_ms")
-    for metric, vals in timings.items():
-        qs = (50.0, 90.0, 99.0)
-        intervals = percentile_intervals(vals, qs)
-        for q, iv in zip(qs, intervals, strict=True):
-            key = f"{metric}.p{q:.0f}"
-            figs[key] = Figure(float(s[metric][f"p{q:.0f}"]), iv if vals else None)
+        figs[rate.id] = Figure(
+            rate.value(s), mean_interval([r for i in whole if (r := rates[i]) is not None])
+        )
+    for f in TIMED:  # every run's timings, at each percentile `FIGURES` may show
+        figs.update((m.id, Figure(m.value(s), None)) for m in (f.at(q) for q in ("p50", "p90", "p99")))
     req = s["requests"]
-    good = s.get("goodput")
-    if isinstance(good, Mapping):
-        figs["goodput.requests_per_s"] = Figure(good.get("requests_per_s"), None)
-        fraction = good.get("fraction")
-        figs["goodput.fraction"] = Figure(None if fraction is None else 100.0 * float(fraction), None)
-    figs["error_rate"] = Figure(100.0 * req["error"] / req["total"] if req["total"] else None, None)
+    if isinstance(s.get("goodput"), Mapping):
+        for f in COMPARED["goodput"]:
+            figs[f.id] = Figure(f.scaled(f.value(s)), None)
+    figs[ERROR_RATE.id] = Figure(100.0 * req["error"] / req["total"] if req["total"] else None, None)
     figs.update((k, Figure(v, None)) for k, v in cost_figures(s).items())
     figs.update((k, Figure(v, None)) for k, v in step_values(s).items())
     figs.update((k, Figure(v, None)) for k, v in quality_figures(s).items())
     figs.update((k, Figure(v, None)) for k, v in reasoning_figures(s).items())
     figs.update((k, Figure(v, None)) for k, v in media_figures(s).items())
     figs.update((k, Figure(v, None)) for k, v in server_figures(s).items())
-    _with_intervals(figs, "ttfot_ms", ttfot, (50.0, 99.0))  # the rows reasoning_figures gave
+    for f, vals in _timings(path).items():  # the others at their rows' (reasoning_figures gave TTFOT's)
+        _with_intervals(figs, f.key, vals, (50.0, 90.0, 99.0) if f in TIMED else (50.0, 99.0))
     return RunFigures(os.fspath(path), str(s.get("name", "")), figs)
 
 
@@ -214,7 +215,7 @@ def compare(runs: Sequence[RunFigures]) -> dict[str, Any]:
     """The comparison as plain JSON types: each figure's values, intervals, Δ% and noise verdict
     (against the first run)."""
     rows = []
-    slo = GOODPUT if any("goodput.requests_per_s" in r.figures for r in runs) else ()
+    slo = GOODPUT if any(GOODPUT[0][0] in r.figures for r in runs) else ()
     steps = step_rows(r.figures for r in runs)
     quality = quality_rows(r.figures for r in runs)
     answer = reasoning_rows(r.figures for r in runs)
@@ -315,7 +316,7 @@ def compare_main(
 
         sys.stdout.write(compare_markdown(c))
     else:
-        sys.stdout.write(render_compare(c))
+        sys.stdout.write(shown_lines(render_compare(c)))  # runs' labels and paths are text
     if html:
         from oxconsole.reports.html import write_compare_html
 

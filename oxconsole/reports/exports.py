@@ -17,6 +17,22 @@ from typing import Any
 
 import orjson
 
+from oxconsole.base.figures import (
+    BLOCK_KEYS,
+    COST,
+    ITL,
+    LATENCY,
+    OUTPUT_TOKENS_PER_S,
+    QUEUE,
+    REQUESTS,
+    REQUESTS_PER_S,
+    TIMINGS,
+    TOKENS_IN,
+    TOKENS_OUT,
+    TTFT,
+)
+from oxconsole.base.safetext import csv_cell, csv_value, md_cell
+from oxconsole.base.units import fmt_money
 from oxconsole.journal.records import RequestRecord
 from oxconsole.reports.plans import money_cell, plan_table
 from oxconsole.reports.quality import MONEY_HEAD, QUALITY_HEAD, quality_tables
@@ -32,9 +48,9 @@ __all__ = [
 ]
 
 CSV_COLUMNS = (
-    "id", "model", "endpoint", "status", "error", "attempts", "t_scheduled", "t_sent", "queue_ms",
-    "ttft_ms", "latency_ms", "itl_ms", "input_tokens", "output_tokens", "tokens_source", "cost",
-    "tag", "backoff_ms", "attempt_errors",
+    "id", "model", "endpoint", "status", "error", "attempts", "t_scheduled", "t_sent",
+    *(f.journal for f in (QUEUE, TTFT, LATENCY, ITL, TOKENS_IN, TOKENS_OUT)), "tokens_source",
+    COST.journal, "tag", "backoff_ms", "attempt_errors",
 )  # fmt: skip
 """The journal's keys, in its order (`attempt_errors` as a JSON object)."""
 
@@ -47,6 +63,8 @@ def _cell(v: Any) -> str:
         return ""
     if isinstance(v, dict):
         return orjson.dumps(v).decode()
+    if isinstance(v, str):  # a name or a text: never a formula (`=HYPERLINK(...)`) in a spreadsheet
+        return csv_cell(v)
     return str(v)  # str(float) round-trips exactly
 
 
@@ -72,7 +90,7 @@ def write_csv(
 
 def record_from_row(row: Mapping[str, str]) -> RequestRecord:
     """A CSV row back into a record (what the round-trip test checks)."""
-    d: dict[str, Any] = {k: v for k, v in row.items() if v != ""}
+    d: dict[str, Any] = {k: csv_value(v) for k, v in row.items() if v != ""}
     if "attempt_errors" in d:
         d["attempt_errors"] = orjson.loads(d["attempt_errors"])
     return RequestRecord.from_json_dict(d)
@@ -82,9 +100,7 @@ def record_from_row(row: Mapping[str, str]) -> RequestRecord:
 
 
 def _md_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    def esc(s: str) -> str:
-        return s.replace("|", "\\|")
-
+    esc = md_cell  # a name is text: no `|` splitting the row, no HTML, no code, no control character
     align = ["---"] + ["---:"] * (len(head) - 1)
     return [
         "| " + " | ".join(map(esc, head)) + " |",
@@ -100,41 +116,51 @@ def _f(v: Any, nd: int = 1) -> str:
         return "-"
 
 
-_TIMINGS = (("TTFT", "ttft_ms"), ("ITL", "itl_ms"), ("latency", "latency_ms"), ("queue", "queue_ms"))
-
-
 def render_markdown(s: Mapping[str, Any]) -> str:
     """The summary as Markdown: totals, timings, models, errors, plans, quality and the cascade."""
     req = s.get("requests") or {}
-    thr = s.get("throughput") or {}
-    out = [f"### {s.get('name', '')}", "", f"{_f(s.get('duration_s'))} s from {s.get('started_at', '?')}", ""]
+    out = [
+        f"### {md_cell(str(s.get('name', '')))}",
+        "",
+        f"{_f(s.get('duration_s'))} s from {md_cell(str(s.get('started_at', '?')))}",
+        "",
+    ]
+    head = [
+        REQUESTS.label,
+        "ok",
+        "error",
+        "retried",
+        REQUESTS_PER_S.short,
+        OUTPUT_TOKENS_PER_S.label,
+        COST.label,
+    ]
     out += _md_table(
-        ["requests", "ok", "error", "retried", "req/s", "output tok/s", "cost"],
+        head,
         [[f"{req.get('total', 0):,}", f"{req.get('ok', 0):,}", f"{req.get('error', 0):,}",
-          f"{req.get('retried', 0):,}", _f(thr.get("requests_per_s"), 2), _f(thr.get("output_tokens_per_s")),
-          _f((s.get("cost") or {}).get("total"), 4)]],
+          f"{req.get('retried', 0):,}", _f(REQUESTS_PER_S.of(s), 2), _f(OUTPUT_TOKENS_PER_S.of(s)),
+          fmt_money(COST.of(s))]],
     )  # fmt: skip
-    cols = ("mean", "p50", "p90", "p95", "p99", "max")
-    out += ["", *_md_table(["ms", *cols], [
-        [label, *(_f((s.get(key) or {}).get(c)) for c in cols)]
-        for label, key in _TIMINGS
+    out += ["", *_md_table(["ms", *BLOCK_KEYS], [
+        [f.label, *(_f(f.at(c).of(s)) for c in BLOCK_KEYS)] for f in TIMINGS
     ])]  # fmt: skip
     models = s.get("models") or {}
     if models:
         rows = []
+        timings = (TTFT.at("p50"), LATENCY.at("p50"), LATENCY.at("p99"))
         for name, m in models.items():
             r = m.get("requests") or {}
             rows.append([str(name), f"{r.get('total', 0):,}", f"{r.get('error', 0):,}",
-                         _f((m.get("throughput") or {}).get("requests_per_s"), 2),
-                         _f((m.get("ttft_ms") or {}).get("p50")), _f((m.get("latency_ms") or {}).get("p50")),
-                         _f((m.get("latency_ms") or {}).get("p99")),
-                         _f((m.get("cost") or {}).get("total"), 4)])  # fmt: skip
-        out += [
-            "",
-            *_md_table(
-                ["model", "requests", "error", "req/s", "TTFT p50", "lat p50", "lat p99", "cost"], rows
-            ),
+                         _f(REQUESTS_PER_S.of(m), 2), *(_f(f.of(m)) for f in timings),
+                         fmt_money(COST.of(m))])  # fmt: skip
+        head = [
+            "model",
+            REQUESTS.label,
+            "error",
+            REQUESTS_PER_S.short,
+            *(f.short for f in timings),
+            COST.label,
         ]
+        out += ["", *_md_table(head, rows)]
     errors = s.get("errors") or {}
     if errors:
         out += ["", *_md_table(["error", "requests"], [[k, f"{v:,}"] for k, v in errors.items()])]

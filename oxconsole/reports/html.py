@@ -16,7 +16,19 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from oxconsole.metrics.reasoning import has_reasoning
+from oxconsole.base.figures import (
+    COST,
+    DRAWN,
+    LATENCY,
+    OUTPUT_TOKENS_PER_S,
+    REQUESTS,
+    REQUESTS_PER_S,
+    TIMED,
+    TTFOT,
+    TTFT,
+    Figure,
+)
+from oxconsole.base.units import change_text, fmt_money
 from oxconsole.reports.media import media_section
 from oxconsole.reports.plans import cost_by_plan, money_cell
 from oxconsole.reports.quality import quality_section
@@ -27,7 +39,7 @@ from oxconsole.reports.summary import summary_from_journal
 from oxconsole.reports.summarytable import AUTO_ROWS
 from oxconsole.reports.svg import PALETTE, Line, Marker, distribution, fmt_num, line_chart, stacked_bars
 from oxconsole.reports.sweep import sweep_section
-from oxconsole.reports.timeline import TIMED, Timeline, build_timeline
+from oxconsole.reports.timeline import Timeline, build_timeline
 
 if TYPE_CHECKING:
     from oxconsole.workload.plans import PricePlan
@@ -36,14 +48,6 @@ __all__ = ["REPORT_NAME", "render_html", "write_compare_html", "write_html_repor
 
 REPORT_NAME = "report.html"
 """What `[output] html = true` writes beside the journal."""
-
-_LABEL = {
-    "ttft_ms": "TTFT",
-    "ttfot_ms": "TTFOT",
-    "itl_ms": "ITL",
-    "latency_ms": "latency",
-    "queue_ms": "queue",
-}
 
 CSS = """
 :root { color-scheme: light; }
@@ -166,19 +170,26 @@ def _g(d: Mapping[str, Any], *keys: str) -> Any:
     return cur
 
 
+def _v(s: Mapping[str, Any], f: Figure) -> float:
+    """The figure's value in a summary block, 0 when it has none (a chart's or a card's)."""
+    return f.value(s) or 0.0
+
+
+_CARDS = (TTFT.at("p50"), TTFOT.at("p50"), LATENCY.at("p50"), LATENCY.at("p99"))
+"""The timings the summary's cards show (each where the run has it)."""
+
+
 def _header(s: Mapping[str, Any]) -> str:
     req = s.get("requests") or {}
+    timings = [f for f in _CARDS if f.shown_in(s)]
     cards = [
-        ("requests", f"{req.get('total', 0):,}"),
+        (REQUESTS.label, f"{req.get('total', 0):,}"),
         ("ok", f"{req.get('ok', 0):,}"),
         ("errors", f"{req.get('error', 0):,}"),
-        ("requests/s", f"{float(_g(s, 'throughput', 'requests_per_s') or 0):.2f}"),
-        ("output tokens/s", fmt_num(float(_g(s, "throughput", "output_tokens_per_s") or 0))),
-        ("TTFT p50 (ms)", fmt_num(float(_g(s, "ttft_ms", "p50") or 0))),
-        *([("TTFOT p50 (ms)", fmt_num(float(_g(s, "ttfot_ms", "p50") or 0)))] if has_reasoning(s) else []),
-        ("latency p50 (ms)", fmt_num(float(_g(s, "latency_ms", "p50") or 0))),
-        ("latency p99 (ms)", fmt_num(float(_g(s, "latency_ms", "p99") or 0))),
-        ("cost", f"{float(_g(s, 'cost', 'total') or 0):.4f}"),
+        (REQUESTS_PER_S.label, f"{_v(s, REQUESTS_PER_S):.2f}"),
+        (OUTPUT_TOKENS_PER_S.name, fmt_num(_v(s, OUTPUT_TOKENS_PER_S))),
+        *((f"{f.label} ({f.unit})", fmt_num(_v(s, f))) for f in timings),
+        (COST.label, fmt_money(_v(s, COST))),
     ]
     card_html = "".join(
         f'<div class="card"><b>{escape(v)}</b><span>{escape(k)}</span></div>' for k, v in cards
@@ -202,8 +213,7 @@ def _markers(s: Mapping[str, Any]) -> list[Marker]:
             autos += 1
             if autos > AUTO_ROWS:
                 continue
-        model = f" {c['model']}" if c.get("model") is not None else ""
-        label = f"{c.get('what')}{model} {c.get('from')}→{c.get('to')}{step_label(s, c)}"
+        label = f"{change_text(c, arrow='→')}{step_label(s, c)}"  # rate 9.99/s→unlimited
         out.append(Marker(float(c.get("t") or 0.0), label))
     for st in s.get("stages") or []:
         if isinstance(st, Mapping) and "t" in st:
@@ -230,10 +240,11 @@ def _note_changes(markers: list[Marker], journal_only: bool, summary: Mapping[st
 
 
 _RATES = (
-    ("Requests/s (ok)", "requests/s", "ok req/s", "ok", "req/s"),
-    ("Output tokens/s", "output tokens/s", "tokens/s", "output_tokens", "tok/s"),
+    (REQUESTS_PER_S, "Requests/s (ok)", f"ok {REQUESTS_PER_S.short}", "ok"),
+    (OUTPUT_TOKENS_PER_S, "Output tokens/s", "tokens/s", "output_tokens"),
 )
-"""The throughput charts: title, chart label, line label, the timeline's counter, unit."""
+"""The throughput charts: the figure (its name labels the chart, its short name the unit), title,
+line label, the timeline's counter."""
 
 
 def _throughput(tl: Timeline, markers: list[Marker]) -> list[str]:
@@ -242,10 +253,15 @@ def _throughput(tl: Timeline, markers: list[Marker]) -> list[str]:
         _figure(
             title,
             line_chart(
-                label, xs, [Line(line, tl.rate(key), PALETTE[i])], x_max=span, y_unit=unit, markers=markers
+                f.name,
+                xs,
+                [Line(line, tl.rate(key), PALETTE[i])],
+                x_max=span,
+                y_unit=f.short,
+                markers=markers,
             ),
         )
-        for i, (title, label, line, key, unit) in enumerate(_RATES)
+        for i, (f, title, line, key) in enumerate(_RATES)
     ]
     return ['<div class="charts">', *figs, "</div>"]
 
@@ -253,31 +269,33 @@ def _throughput(tl: Timeline, markers: list[Marker]) -> list[str]:
 def _over_time(tl: Timeline, markers: list[Marker]) -> list[str]:
     xs, span = tl.times(), max(tl.span, tl.step)
     figs = []
-    for m in TIMED:
+    for f in TIMED:
         lines = [
-            Line("p50", tl.percentile(m, 50), PALETTE[0]),
-            Line("p90", tl.percentile(m, 90), PALETTE[4]),
-            Line("p99", tl.percentile(m, 99), PALETTE[2], dashed=True),
+            Line("p50", tl.percentile(f, 50), PALETTE[0]),
+            Line("p90", tl.percentile(f, 90), PALETTE[4]),
+            Line("p99", tl.percentile(f, 99), PALETTE[2], dashed=True),
         ]
         figs.append(
             _figure(
-                f"{_LABEL[m]} (ms)",
-                line_chart(_LABEL[m], xs, lines, x_max=span, y_unit="ms", markers=markers),
+                f"{f.label} ({f.unit})",
+                line_chart(f.label, xs, lines, x_max=span, y_unit=f.unit, markers=markers),
             )
         )
     return ['<div class="charts">', *figs, "</div>"]
 
 
 def _distributions(s: Mapping[str, Any], tl: Timeline) -> list[str]:
-    """TTFT, ITL and latency; TTFOT beside TTFT when the records carry it and the run has the
-    reasoning section (a plain run's TTFOT is its TTFT: drawn once)."""
-    shown = [(m, PALETTE[i]) for i, m in enumerate(TIMED)]
-    if "ttfot_ms" in tl.whole and has_reasoning(s):
-        shown.insert(1, ("ttfot_ms", PALETTE[len(TIMED)]))
+    """Each of `DRAWN` the records carry and the run shows (a plain run's TTFOT is its TTFT:
+    drawn once). Every run's timings keep their colours; the others take the next ones."""
+    colors = dict(zip((*TIMED, *(f for f in DRAWN if f not in TIMED)), PALETTE, strict=False))
     figs = []
-    for m, color in shown:
-        marks = [(q, float(_g(s, m, q) or 0.0)) for q in ("p50", "p90", "p99")]
-        figs.append(_figure(f"{_LABEL[m]} (ms)", distribution(_LABEL[m], tl.whole[m].bins(32), color, marks)))
+    for f in DRAWN:
+        if f.key not in tl.whole or not f.shown_in(s):
+            continue
+        color = colors[f]
+        marks = [(q, _v(s, f.at(q))) for q in ("p50", "p90", "p99")]
+        chart = distribution(f.label, tl.whole[f.key].bins(32), color, marks)
+        figs.append(_figure(f"{f.label} ({f.unit})", chart))
     return ['<div class="charts">', *figs, "</div>"]
 
 
@@ -285,6 +303,9 @@ def _table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     th = "".join(f"<th>{escape(h)}</th>" for h in head)
     body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in r) + "</tr>" for r in rows)
     return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+_MODEL_TIMINGS = (TTFT.at("p50"), TTFT.at("p99"), LATENCY.at("p50"), LATENCY.at("p99"))
 
 
 def _model_table(models: Mapping[str, Any]) -> str:
@@ -297,32 +318,21 @@ def _model_table(models: Mapping[str, Any]) -> str:
                 f"{r.get('total', 0):,}",
                 f"{r.get('ok', 0):,}",
                 f"{r.get('error', 0):,}",
-                f"{float(_g(m, 'throughput', 'requests_per_s') or 0):.2f}",
-                fmt_num(float(_g(m, "throughput", "output_tokens_per_s") or 0)),
-                *(
-                    fmt_num(float(_g(m, k, q) or 0))
-                    for k, q in (
-                        ("ttft_ms", "p50"),
-                        ("ttft_ms", "p99"),
-                        ("latency_ms", "p50"),
-                        ("latency_ms", "p99"),
-                    )
-                ),
-                f"{float(_g(m, 'cost', 'total') or 0):.4f}",
+                f"{_v(m, REQUESTS_PER_S):.2f}",
+                fmt_num(_v(m, OUTPUT_TOKENS_PER_S)),
+                *(fmt_num(_v(m, f)) for f in _MODEL_TIMINGS),
+                fmt_money(_v(m, COST)),
             ]
         )
     head = [
         "model",
-        "requests",
+        REQUESTS.label,
         "ok",
         "error",
-        "req/s",
-        "tok/s",
-        "TTFT p50",
-        "TTFT p99",
-        "latency p50",
-        "latency p99",
-        "cost",
+        REQUESTS_PER_S.short,
+        OUTPUT_TOKENS_PER_S.short,
+        *(f.label for f in _MODEL_TIMINGS),
+        COST.label,
     ]
     return _table(head, rows) if rows else '<p class="note">No requests.</p>'
 
@@ -334,7 +344,11 @@ def _errors(s: Mapping[str, Any], tl: Timeline, markers: list[Marker]) -> list[s
         return ['<p class="note">No errors.</p>']
     classes = tl.error_classes()
     stacks = [
-        Line(c, [s_.errors.get(c, 0) / tl.width(i) for i, s_ in enumerate(tl.slots)], PALETTE[(k + 2) % 8])
+        Line(
+            c,
+            [tl.per_second(i, slot.errors.get(c, 0)) for i, slot in enumerate(tl.slots)],
+            PALETTE[(k + 2) % 8],
+        )
         for k, c in enumerate(classes)
     ]
     out = []
@@ -372,6 +386,9 @@ def _server(
     )
 
 
+_PHASE_TIMINGS = (LATENCY.at("p50"), LATENCY.at("p99"), TTFT.at("p50"))
+
+
 def _phases(s: Mapping[str, Any]) -> str:
     phases = s.get("phases") or []
     if len(phases) <= 1:
@@ -380,9 +397,7 @@ def _phases(s: Mapping[str, Any]) -> str:
     for ph in phases:
         what = (
             ", ".join(
-                f"stage {c.get('to', 0) + 1}"
-                if c.get("what") == "stage"
-                else f"{c.get('what')} {c.get('from')}→{c.get('to')}"
+                f"stage {c.get('to', 0) + 1}" if c.get("what") == "stage" else change_text(c, arrow="→")
                 for c in ph.get("settings") or []
             )
             or "start"
@@ -391,14 +406,12 @@ def _phases(s: Mapping[str, Any]) -> str:
             [
                 f"{float(ph.get('t_start') or 0):.1f}–{float(ph.get('t_end') or 0):.1f} s",
                 f"{int(_g(ph, 'requests', 'ok') or 0):,}",
-                f"{float(_g(ph, 'throughput', 'requests_per_s') or 0):.2f}",
-                fmt_num(float(_g(ph, "latency_ms", "p50") or 0)),
-                fmt_num(float(_g(ph, "latency_ms", "p99") or 0)),
-                fmt_num(float(_g(ph, "ttft_ms", "p50") or 0)),
+                f"{_v(ph, REQUESTS_PER_S):.2f}",
+                *(fmt_num(_v(ph, f)) for f in _PHASE_TIMINGS),
                 what,
             ]
         )
-    head = ["phase", "ok", "req/s", "latency p50", "latency p99", "TTFT p50", "changed"]
+    head = ["phase", "ok", REQUESTS_PER_S.short, *(f.label for f in _PHASE_TIMINGS), "changed"]
     return _section("phases", "Phases", "", [_table(head, rows)])
 
 

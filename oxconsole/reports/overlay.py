@@ -14,6 +14,7 @@ import os
 from collections.abc import Sequence
 from html import escape
 
+from oxconsole.base.figures import LATENCY, REQUESTS_PER_S, TTFT
 from oxconsole.reports.svg import (
     BOTTOM,
     PALETTE,
@@ -35,7 +36,8 @@ __all__ = ["compare_charts", "overlay_distribution"]
 
 BINS = 32
 """Common log-spaced bins of the overlaid distributions."""
-METRICS = (("ttft_ms", "TTFT"), ("latency_ms", "Latency"))
+METRICS = (TTFT, LATENCY)
+"""The distributions overlaid."""
 
 
 def overlay_distribution(title: str, runs: Sequence[tuple[str, Sequence[tuple[float, float, int]]]]) -> str:
@@ -85,26 +87,24 @@ def compare_charts(paths: Sequence[str | os.PathLike[str]], names: Sequence[str]
     """The compare page's charts section: distributions, then requests/s and latency p50 over time."""
     tls: list[Timeline] = [build_timeline(p) for p in paths]
     figs = []
-    for metric, label in METRICS:
-        runs = [(n, tl.whole[metric].bins(BINS)) for n, tl in zip(names, tls, strict=True)]
-        figs.append(
-            _figure(f"{label} distributions (ms)", overlay_distribution(f"{label} distributions", runs))
-        )
+    for metric in METRICS:
+        runs = [(n, tl.whole[metric.key].bins(BINS)) for n, tl in zip(names, tls, strict=True)]
+        title = f"{metric.label[:1].upper()}{metric.label[1:]} distributions"
+        figs.append(_figure(f"{title} ({metric.unit})", overlay_distribution(title, runs)))
     span = max((max(tl.span, tl.step) for tl in tls), default=1.0)
     rate = [
         Line(n, tl.rate("ok"), PALETTE[k % len(PALETTE)], xs=tl.times())
         for k, (n, tl) in enumerate(zip(names, tls, strict=True))
     ]
-    figs.append(
-        _figure("Requests/s (ok) over time", line_chart("requests/s", [], rate, x_max=span, y_unit="req/s"))
-    )
+    chart = line_chart(REQUESTS_PER_S.label, [], rate, x_max=span, y_unit=REQUESTS_PER_S.short)
+    figs.append(_figure("Requests/s (ok) over time", chart))
     lat = [
-        Line(n, tl.percentile("latency_ms", 50), PALETTE[k % len(PALETTE)], xs=tl.times())
+        Line(n, tl.percentile(LATENCY, 50), PALETTE[k % len(PALETTE)], xs=tl.times())
         for k, (n, tl) in enumerate(zip(names, tls, strict=True))
     ]
-    figs.append(
-        _figure("Latency p50 over time (ms)", line_chart("latency p50", [], lat, x_max=span, y_unit="ms"))
-    )
+    p50 = LATENCY.at("p50")
+    chart = line_chart(p50.label, [], lat, x_max=span, y_unit=LATENCY.unit)
+    figs.append(_figure(f"Latency p50 over time ({LATENCY.unit})", chart))
     return (
         f'<section id="overlay"><h2>The runs overlaid</h2><div class="charts">{"".join(figs)}</div></section>'
     )

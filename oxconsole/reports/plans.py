@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from html import escape
 from typing import Any
 
+from oxconsole.base.figures import COST, COST_PER_TASK
 from oxconsole.base.units import fmt_money
 from oxconsole.metrics.plans import cheapest
 from oxconsole.reports.svg import PALETTE, W
@@ -32,7 +33,7 @@ def cost_figures(s: Mapping[str, Any]) -> dict[str, float]:
     plans = cost.get("plans")
     if not plans:
         return {}
-    out = {"cost.total": float(cost.get("total") or 0.0), "cost.per_task": float(cost.get("per_task") or 0.0)}
+    out = {f.id: f.value(s) or 0.0 for f in (COST, COST_PER_TASK)}
     for name, p in plans.items():
         out[f"cost.plans.{name}.total"] = float(p["total"])
         out[f"cost.plans.{name}.per_task"] = float(p["per_task"])
@@ -49,10 +50,9 @@ def cost_rows(runs: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
 
 
 def _label(key: str) -> str:
-    if key == "cost.total":
-        return "cost"
-    if key == "cost.per_task":
-        return "cost/task"
+    for f in (COST, COST_PER_TASK):
+        if key == f.id:
+            return f.label
     name, _, what = key.removeprefix("cost.plans.").rpartition(".")
     suffix = " /task" if what == "per_task" else ""
     room = 15 - len(suffix)
@@ -91,16 +91,9 @@ def plan_table(s: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
 def cost_by_plan(s: Mapping[str, Any]) -> str:
     """The "Cost by plan" section: a bar per plan (the actual prices first, the cheapest marked)
     and a table of total, per task and projected; empty without plans."""
-    cost = s.get("cost") or {}
-    plans = cost.get("plans")
-    if not plans:
+    rows = _plan_rows(s)
+    if not rows:
         return ""
-    rows: list[_Row] = [
-        ("actual prices", float(cost.get("total") or 0.0), float(cost.get("per_task") or 0.0), None)
-    ]
-    for name, p in plans.items():
-        pr = p.get("projected")
-        rows.append((str(name), float(p["total"]), float(p["per_task"]), None if pr is None else float(pr)))
     best = cheapest({n: t for n, t, _, _ in rows})
     table = _table(rows, best)
     note = (

@@ -9,17 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from oxconsole.base.figures import ITL, LATENCY, OUTPUT_TOKENS_PER_S, REQUESTS_PER_S, TTFT, Figure
 from oxconsole.base.units import fmt_duration, fmt_ms
 from oxconsole.metrics.goodput import progress_part
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.metrics.stages import stage_text
 
-__all__ = ["BOUND_WORDS", "eta_seconds", "progress_line"]
+__all__ = ["BOUND_WORDS", "eta_seconds", "progress_line", "reset_hold"]
 
 
 def eta_seconds(s: Snapshot) -> float | None:
     """Seconds left at the last 10 s rate, while the run is running with a fixed total (no ETA
-    while paused, draining or done: nothing new is being sent)."""
+    while paused, draining or done: nothing new is being sent). While requests are held for a
+    provider's reset (`pace_by_headers`), that wait first: a reset a day away is a day of ETA."""
     if s.gauges.state != "running":
         return None
     total = s.gauges.total_expected
@@ -27,9 +29,29 @@ def eta_seconds(s: Snapshot) -> float | None:
     if not total or done <= 0 or s.elapsed_s <= 0:
         return None
     rate = s.req_per_s_10s or done / s.elapsed_s
-    if rate <= 0:
+    hold = reset_hold(s)
+    if rate <= 0 or hold is None:
         return None
-    return max(0, total - done) / rate
+    return hold + max(0, total - done) / rate
+
+
+def reset_hold(s: Snapshot) -> float | None:
+    """Seconds until the provider's reset that requests are held for now (the latest, over the
+    endpoints holding some); 0 when none is held, None when some are and their reset is unknown."""
+    hold = 0.0
+    for e in (s.gauges.ratelimit or {}).values():
+        if not e.get("waiting"):
+            continue
+        found = [_seconds(e.get(k)) for k in ("reset_requests_s", "reset_tokens_s")]
+        resets = [r for r in found if r is not None]
+        if not resets:
+            return None
+        hold = max(hold, *resets)
+    return hold
+
+
+def _seconds(v: object) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) and v >= 0 else None
 
 
 BOUND_WORDS = {"paused": "paused", "tpm": "tpm", "rate": "rate", "concurrency": "concurrency",
@@ -39,20 +61,20 @@ BOUND_WORDS = {"paused": "paused", "tpm": "tpm", "rate": "rate", "concurrency": 
 """The progress line's `bound:` words for what `bound_by` found (none for the other states)."""
 
 
-def _p50(window: Mapping[str, Mapping[str, float]], key: str, label: str) -> str:
+def _p50(window: Mapping[str, Mapping[str, float]], f: Figure) -> str:
     """`TTFT 26.4ms`, or `TTFT –` when the window holds no measure (never a made-up 0.0ms)."""
-    d = window.get(key) or {}
+    d = window.get(f.key) or {}
     if not d or not d.get("max"):
-        return f"{label} –"
-    return f"{label} {fmt_ms(float(d.get('p50') or 0.0))}"
+        return f"{f.label} –"
+    return f"{f.label} {fmt_ms(float(d.get('p50') or 0.0))}"
 
 
 def _latency(window: Mapping[str, Mapping[str, float]], short: bool) -> str:
-    lat = window.get("latency_ms") or {}
+    lat = window.get(LATENCY.key) or {}
     if not lat or not lat.get("max"):
-        return "lat –" if short else "p50 – p99 –"
+        return f"{LATENCY.short} –" if short else "p50 – p99 –"
     p50, p99 = fmt_ms(float(lat.get("p50") or 0.0)), fmt_ms(float(lat.get("p99") or 0.0))
-    return f"lat {p50}/{p99}" if short else f"p50 {p50} p99 {p99}"
+    return f"{LATENCY.short} {p50}/{p99}" if short else f"p50 {p50} p99 {p99}"
 
 
 Part = tuple[int, str, str]
@@ -75,13 +97,17 @@ def progress_line(s: Snapshot, width: int | None = None) -> str:
     if warm:
         assert s.stage is not None
         head = short_head = f"warm-up {s.stage['done']} done"
-        window = {"latency_ms": s.stage.get("latency_ms") or {}}
+        window = {LATENCY.key: s.stage.get(LATENCY.key) or {}}
     in_flight = f"{g.in_flight}/{g.concurrency}" + (" auto" if g.auto else "")
-    ttft, itl = _p50(window, "ttft_ms", "TTFT"), _p50(window, "itl_ms", "ITL")
+    ttft, itl = _p50(window, TTFT), _p50(window, ITL)
+    rate, tokens = (
+        f"{s.req_per_s_10s:.1f} {REQUESTS_PER_S.short}",
+        f"{s.output_tokens_per_s_10s:.0f} {OUTPUT_TOKENS_PER_S.short}",
+    )
     parts: list[Part] = [
         (9, f"[{fmt_duration(s.elapsed_s):>6}] {head}", f"{fmt_duration(s.elapsed_s)} {short_head}"),
-        (8, f"{s.req_per_s_10s:.1f} req/s", f"{s.req_per_s_10s:.1f} req/s"),
-        (2, f"{s.output_tokens_per_s_10s:.0f} tok/s", ""),
+        (8, rate, rate),
+        (2, tokens, ""),
         *(((8, ttft, ttft), (1, itl, itl)) if not warm else ()),
         (7, _latency(window, False), _latency(window, True)),
         (4 if s.counts.error else 0, f"err {s.counts.error}", f"err {s.counts.error}"),

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from html import escape
 from typing import Any
 
+from oxconsole.base.figures import COST, COST_PER_VALID, LATENCY, VALID_FRACTION
 from oxconsole.base.units import fmt_money, fmt_ms
 
 __all__ = [
@@ -34,7 +35,7 @@ def _pct(v: Any) -> str:
     return f"{100.0 * float(v or 0.0):.1f}%"
 
 
-QUALITY_HEAD = ("model", "asked", "valid", "valid %", "answers that stood")
+QUALITY_HEAD = ("model", "asked", "valid", VALID_FRACTION.header, "answers that stood")
 MONEY_HEAD = ("prices", "total", "per valid answer")
 
 
@@ -54,13 +55,13 @@ def quality_tables(s: Mapping[str, Any]) -> tuple[str, list[tuple[str, ...]], li
     ]  # fmt: skip
     cost = s.get("cost") or {}
     money: list[tuple[str, ...]] = [
-        ("actual prices", fmt_money(cost.get("total")), fmt_money(cost.get("per_valid")))
+        ("actual prices", COST.text(COST.of(s)), COST_PER_VALID.text(COST_PER_VALID.of(s)))
     ]
     money += [
         (str(n), fmt_money(p.get("total")), fmt_money(p.get("per_valid")))
         for n, p in (cost.get("plans") or {}).items()
     ]
-    lat = q.get("latency_ms") or {}
+    lat = LATENCY.of(q) or {}
     escalated = int((s.get("cascade") or {}).get("escalated") or 0)
     note = (
         f"{int(q.get('valid') or 0):,} valid answers of {int(q.get('judged') or 0):,} judged "
@@ -96,12 +97,12 @@ def quality_figures(s: Mapping[str, Any]) -> dict[str, float]:
     if not isinstance(q, Mapping):
         return {}
     cost = s.get("cost") or {}
-    out = {"quality.fraction": 100.0 * float(q.get("fraction") or 0.0)}
+    out = {VALID_FRACTION.id: 100.0 * float(q.get("fraction") or 0.0)}
     if isinstance(cost.get("per_valid"), int | float):
-        out["cost_per_valid"] = float(cost["per_valid"])
+        out[COST_PER_VALID.id] = float(cost["per_valid"])
     for name, p in (cost.get("plans") or {}).items():
         if isinstance(p.get("per_valid"), int | float):
-            out[f"cost_per_valid.{name}"] = float(p["per_valid"])
+            out[f"{COST_PER_VALID.id}.{name}"] = float(p["per_valid"])
     return out
 
 
@@ -110,14 +111,14 @@ def quality_rows(runs: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
     compare table's 16 columns)."""
     keys: dict[str, None] = {}
     for figs in runs:
-        keys.update((k, None) for k in figs if k.startswith(("quality.", "cost_per_valid")))
+        keys.update((k, None) for k in figs if k == VALID_FRACTION.id or k.startswith(COST_PER_VALID.id))
     out = []
     for k in keys:
-        if k == "quality.fraction":
-            out.append((k, "valid %"))
-        elif k == "cost_per_valid":
-            out.append((k, "cost/valid"))
+        if k == VALID_FRACTION.id:
+            out.append((k, VALID_FRACTION.header))
+        elif k == COST_PER_VALID.id:
+            out.append((k, COST_PER_VALID.label))
         else:
-            name = k.removeprefix("cost_per_valid.")
+            name = k.removeprefix(COST_PER_VALID.id + ".")
             out.append((k, (name if len(name) <= 9 else name[:8] + "…") + " /valid"))
     return out

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from html import escape
 from typing import Any
 
+from oxconsole.base.figures import TTFT
 from oxconsole.metrics.stepresponse import step_sentence
 
 __all__ = ["step_label", "step_rows", "step_values", "steps_section"]
@@ -28,7 +29,7 @@ def step_label(s: Mapping[str, Any], c: Mapping[str, Any]) -> str:
             pen, rec = st.get("penalty_ms"), st.get("recovery_s")
             pen_s = "?" if not isinstance(pen, int | float) else f"{pen / 1000:+.1f} s"
             rec_s = "not recovered" if not isinstance(rec, int | float) else f"recovered {rec:.1f} s"
-            return f" · TTFT {pen_s}, {rec_s}"
+            return f" · {TTFT.label} {pen_s}, {rec_s}"
     return ""
 
 
@@ -41,7 +42,16 @@ def steps_section(s: Mapping[str, Any]) -> str:
     steps = _steps(s)
     if not steps:
         return ""
-    head = ("t (s)", "what", "from → to", "by", "TTFT before", "after (ms)", "penalty (ms)", "recovery (s)")
+    head = (
+        "t (s)",
+        "what",
+        "from → to",
+        "by",
+        f"{TTFT.label} before",
+        "after (ms)",
+        "penalty (ms)",
+        "recovery (s)",
+    )
     rows = []
     for st in steps:
         cells = (
@@ -58,8 +68,8 @@ def steps_section(s: Mapping[str, Any]) -> str:
     said = "".join(f"<li>{escape(step_sentence(st))}</li>" for st in steps)
     return (
         '<section id="steps"><h2>Steps</h2><p class="note">Each change that at least doubled '
-        "concurrency or rate: TTFT p50 of the requests sent in the 10 s before and the first 10 s "
-        "after, the penalty, and how long until the rolling p50 of 20 requests came within 10% of "
+        f"concurrency or rate: {TTFT.at('p50').label} of the requests sent in the 10 s before and the "
+        "first 10 s after, the penalty, and how long until the rolling p50 of 20 requests came within 10% of "
         "the step's last 10 s (docs/bursts.md).</p>"
         f"<ul>{said}</ul><table><thead><tr>"
         + "".join(f"<th>{escape(h)}</th>" for h in head)

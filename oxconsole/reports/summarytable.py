@@ -14,32 +14,42 @@ import textwrap
 from collections.abc import Mapping
 from typing import Any, TextIO
 
-from oxconsole.base.safetext import shown
-from oxconsole.base.units import (
-    NONE,
-    TIMINGS,
-    TTFOT,
-    change_text,
-    cut,
-    fmt_count,
-    fmt_duration,
-    fmt_money,
-    fmt_num,
+from oxconsole.base.figures import (
+    BLOCK_KEYS,
+    COST,
+    ERRORS,
+    LATENCY,
+    OK,
+    OUTPUT_TOKENS_PER_S,
+    QUEUE,
+    REQUESTS,
+    REQUESTS_PER_S,
+    SCHEDULE_LAG,
+    TABLED,
+    TOKENS_IN,
+    TOKENS_OUT,
+    Column,
+    nested,
 )
+from oxconsole.base.safetext import shown
+from oxconsole.base.units import NONE, change_text, cut, fmt_count, fmt_duration, fmt_money, fmt_num
 from oxconsole.metrics.goodput import goodput_lines
 from oxconsole.metrics.packing import packing_lines
 from oxconsole.metrics.plans import at_pace, cheapest
-from oxconsole.metrics.quality import quality_lines
+from oxconsole.metrics.quality import has_cascade, quality_lines
 from oxconsole.metrics.ratelimit import ratelimit_lines
-from oxconsole.metrics.reasoning import has_reasoning, summary_lines
-from oxconsole.metrics.stages import stage_table
+from oxconsole.metrics.reasoning import summary_lines
+from oxconsole.metrics.stages import SPAN_COLUMNS, span_cells, span_head, stage_table
 from oxconsole.metrics.stepresponse import step_lines
 from oxconsole.reports.media import media_summary_lines
 from oxconsole.reports.server import server_lines
 
-__all__ = ["AUTO_ROWS", "WIDTH", "render_summary", "table_width"]
+__all__ = ["AUTO_ROWS", "UNCUT", "WIDTH", "render_summary", "table_width"]
 
 WIDTH = 80
+UNCUT = 100_000
+"""The width of a table written to a file or a pipe: its lines are as long as they need, nothing
+cut and nothing wrapped (a file has no width, and `grep` finds a whole row)."""
 
 
 def _g(d: Mapping[str, Any], *keys: str) -> Any:
@@ -57,31 +67,37 @@ def render_summary(summary: Mapping[str, Any], width: int = WIDTH) -> str:
     only the heading is cut (its run name and start are whole in the JSON)."""
     s = summary
     models = _in_order(s.get("models") or {})
-    lines = _totals_lines(s)
+    lines = _totals_lines(s, width)
     lines += packing_lines(dict(s))
     lines += quality_lines(s)
     lines += _timing_lines(s)
     lines += _model_lines(models, width)
     lines += _fallback_lines(models)
     lines += _error_lines(s.get("errors") or {}, s.get("attempt_errors") or {})
-    lines += _error_detail_lines(s.get("error_details") or {})
+    lines += _error_detail_lines(s.get("error_details") or {}, width)
     lines += _plan_lines(s)
     lines += ratelimit_lines(s)
     lines += server_lines(s)
-    lines += _phase_lines(s.get("phases") or [], s.get("changes") or [])
-    lines += stage_table(s.get("stages") or [], s.get("stages_end"))
+    phases = _phase_lines(s.get("phases") or [], s.get("changes") or [], width)
+    stages = stage_table(s.get("stages") or [], s.get("stages_end"))
+    lines += phases + stages
+    if phases and stages:  # the same span counts different requests in each: say why
+        lines.append(BY_TIME)
     lines += step_lines(s.get("steps") or [])
-    return "\n".join(out for line in lines for out in _wrap(line.rstrip(), width)) + "\n"
+    # every name in it (a model, an error class, a change, a stage, a plan) came from a workload or
+    # a journal: shown as text, each control character written out, never a terminal command
+    safe = (shown(line.rstrip(), one_line=True) for line in lines)
+    return "\n".join(out for line in safe for out in _wrap(line, width)) + "\n"
 
 
 def table_width(stream: TextIO) -> int:
     """The columns a table may take on ``stream``: a terminal's width (80 at least, `COLUMNS`
-    honoured), else 80; a longer line wraps, it is never cut."""
+    honoured; a longer line wraps, it is never cut), else `UNCUT` (a file: no line wraps)."""
     try:
         tty = stream.isatty()
     except (AttributeError, ValueError):
         tty = False
-    return max(WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns) if tty else WIDTH
+    return max(WIDTH, shutil.get_terminal_size((WIDTH, 24)).columns) if tty else UNCUT
 
 
 def _wrap(line: str, width: int) -> list[str]:
@@ -97,14 +113,12 @@ def _wrap(line: str, width: int) -> list[str]:
 def _in_order(models: Mapping[str, Any]) -> dict[str, Any]:
     """The models by name: the run's own summary and one rebuilt from its journal (which meet
     the models in a different order) list them alike."""
-    return {str(name): models[name] for name in sorted(models, key=str)}
+    return {shown(str(name), one_line=True): models[name] for name in sorted(models, key=str)}
 
 
-def _totals_lines(s: Mapping[str, Any]) -> list[str]:
+def _totals_lines(s: Mapping[str, Any], width: int = WIDTH) -> list[str]:
     """Name, duration and start; requests, rates, tokens (how many estimated) and cost."""
     req = s.get("requests") or {}
-    thr = s.get("throughput") or {}
-    tok = s.get("tokens") or {}
     src = s.get("tokens_source") or {}
     estimated = " (estimated)" if src.get("estimate") else ""
     if src.get("estimate") and src.get("usage"):
@@ -117,7 +131,7 @@ def _totals_lines(s: Mapping[str, Any]) -> list[str]:
     not_sent = req.get("not_sent", 0)
     unsent = f"  {not_sent:,} not sent" if not_sent else "  stopped early" if not_sent is None else ""
     return [
-        cut(title, WIDTH),  # the heading: its name and start are whole in the JSON
+        cut(title, width),  # the heading: its name and start are whole in the JSON (and a file)
         *_not_saved_lines(s),
         (
             f"requests  {req.get('total', 0):,} total  {req.get('ok', 0):,} ok  "
@@ -127,23 +141,27 @@ def _totals_lines(s: Mapping[str, Any]) -> list[str]:
             + (f"  {req['fallbacks']:,} fell back" if req.get("fallbacks") else "")
         ),
         (
-            f"rate      {fmt_num(thr.get('requests_per_s'), 2)} "
-            f"{'tasks/s' if s.get('packing') else 'req/s'}  " + _token_rate(s, thr, tok)
+            f"rate      {fmt_num(REQUESTS_PER_S.of(s), 2)} "
+            f"{'tasks/s' if s.get('packing') else REQUESTS_PER_S.short}  " + _token_rate(s)
         ),
         *goodput_lines(s),
-        (f"tokens    in {tok.get('input', 0):,}  out {tok.get('output', 0):,}{estimated}"),
+        f"tokens    {_tokens(s)}{estimated}",
         *summary_lines(s),
         *media_summary_lines(s),
-        f"cost      {fmt_money(_g(s, 'cost', 'total'))}",
+        f"cost      {COST.text(COST.of(s))}",
     ]
 
 
-def _token_rate(s: Mapping[str, Any], thr: Mapping[str, Any], tok: Mapping[str, Any]) -> str:
+def _tokens(s: Mapping[str, Any]) -> str:
+    return "  ".join(f"{f.short} {f.of(s) or 0:,}" for f in (TOKENS_IN, TOKENS_OUT))
+
+
+def _token_rate(s: Mapping[str, Any]) -> str:
     """Output tokens/s; for a run that answers none (embeddings), the input tokens/s it read."""
-    inputs, seconds = tok.get("input") or 0, s.get("duration_s") or 0
-    if not tok.get("output") and inputs and seconds > 0 and _g(s, "requests", "ok"):
+    inputs, seconds = TOKENS_IN.of(s) or 0, s.get("duration_s") or 0
+    if not TOKENS_OUT.of(s) and inputs and seconds > 0 and OK.of(s):
         return f"{fmt_num(inputs / seconds, 1)} input tok/s"
-    return f"{fmt_num(thr.get('output_tokens_per_s'), 1)} output tok/s"
+    return f"{fmt_num(OUTPUT_TOKENS_PER_S.of(s), 1)} {OUTPUT_TOKENS_PER_S.label}"
 
 
 def _not_saved_lines(s: Mapping[str, Any]) -> list[str]:
@@ -160,11 +178,17 @@ def _not_saved_lines(s: Mapping[str, Any]) -> list[str]:
 def _timing_lines(s: Mapping[str, Any]) -> list[str]:
     """The latency table (10 + 6 * 11 = 76 columns), then the client's own loop lag and GC."""
     lines = [""]
-    cols = ("mean", "p50", "p90", "p95", "p99", "max")
-    lines.append(f"{'ms':<10}" + "".join(f"{c:>11}" for c in cols))
-    for fig in (*TIMINGS[:1], *([TTFOT] if has_reasoning(s) else []), *TIMINGS[1:]):
-        row = s.get(fig.key) or {}
-        lines.append(f"{fig.label:<10}" + "".join(f"{fmt_num(row.get(c), 1):>11}" for c in cols))
+    lines.append(f"{'ms':<10}" + "".join(f"{c:>11}" for c in BLOCK_KEYS))
+    for fig in (f for f in TABLED if f.shown_in(s)):
+        row = fig.of(s) or {}
+        lines.append(f"{fig.label:<10}" + "".join(f"{fmt_num(row.get(c), 1):>11}" for c in BLOCK_KEYS))
+        if fig is LATENCY and has_cascade(s):  # the answer's time, beside the last step's
+            answer = LATENCY.of(s.get("quality") or {}) or {}
+            lines.append(f"{'answer':<10}" + "".join(f"{fmt_num(answer.get(c), 1):>11}" for c in BLOCK_KEYS))
+    if has_cascade(s):
+        lines.append("TTFT/ITL/latency: the last step's request; answer: first request to the answer")
+    if SCHEDULE_LAG.key not in s and (QUEUE.of(s) or {}).get("p99"):  # a closed loop
+        lines.append(CLOSED_QUEUE)
     lag = s.get("loop_lag_ms")
     if lag:
         # the client's own event-loop lag: every timing above may include up to this much
@@ -181,8 +205,26 @@ def _timing_lines(s: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-MODEL_FIGURES = 64
-"""Columns of a model's row after its name: 7 + 7 + 6 + 8 + 9 + 9 + 9 + 9."""
+MODEL_COLUMNS: tuple[Column, ...] = (
+    Column(REQUESTS, 7),
+    Column(OK, 7),
+    Column(ERRORS, 6),
+    *SPAN_COLUMNS[1:],
+    Column(COST, 9),
+)
+"""A model's row after its name: what a span's row has (`metrics/stages.py`) and its totals."""
+
+MODEL_FIGURES = sum(c.width for c in MODEL_COLUMNS)
+"""Columns of a model's row after its name: 7 + 7 + 6 + 8 + 9 + 9 + 9 + 9 = 64."""
+
+BY_TIME = "phases count a request when it ended, stages when it was sent"
+"""Under a run's phase and stage tables: a request sent in one stage may end in the next phase,
+so a stage and the phase over the same span count different requests."""
+
+CLOSED_QUEUE = "queue: the next request waiting for a free slot (closed loop), or for the rate"
+"""Under a closed loop's timings: its next request is read ahead and always waits for a free
+slot, so its queue time is the concurrency limit at work (and the rate's or token budget's wait,
+when set), not a sign that the client holds the run back."""
 
 
 def _model_lines(models: Mapping[str, Any], width: int = WIDTH) -> list[str]:
@@ -194,19 +236,9 @@ def _model_lines(models: Mapping[str, Any], width: int = WIDTH) -> list[str]:
     col = max(16, max(len(name) for name in models) + 1)
     if col + MODEL_FIGURES > width:
         col = 16
-    lines = [
-        "",
-        f"{'model':<{col}}{'reqs':>7}{'ok':>7}{'err':>6}{'req/s':>8}"
-        f"{'p50 lat':>9}{'p99 lat':>9}{'p50 ttft':>9}{'cost':>9}",
-    ]
+    lines = ["", f"{'model':<{col}}" + "".join(c.title() for c in MODEL_COLUMNS)]
     for name, m in models.items():
-        r = m.get("requests") or {}
-        figures = (
-            f"{_count(r.get('total')):>7}{_count(r.get('ok')):>7}"
-            f"{_count(r.get('error')):>6}{fmt_num(_g(m, 'throughput', 'requests_per_s'), 2):>8}"
-            f"{fmt_num(_g(m, 'latency_ms', 'p50'), 0):>9}{fmt_num(_g(m, 'latency_ms', 'p99'), 0):>9}"
-            f"{fmt_num(_g(m, 'ttft_ms', 'p50'), 0):>9}{fmt_money(_g(m, 'cost', 'total')):>9}"
-        )
+        figures = "".join(c.cell(m) for c in MODEL_COLUMNS)
         if len(name) < col:
             lines.append(f"{name:<{col}}{figures}")
         else:
@@ -235,7 +267,7 @@ def _error_lines(errors: Mapping[str, Any], attempts: Mapping[str, Any]) -> list
     return lines
 
 
-def _error_detail_lines(details: Mapping[str, Any]) -> list[str]:
+def _error_detail_lines(details: Mapping[str, Any], width: int = WIDTH) -> list[str]:
     """The first detail of each error class, wrapped (not cut) to 80 columns: the hint that says
     why (``is base_url ... missing /v1?``) is often at the end."""
     lines: list[str] = []
@@ -243,7 +275,7 @@ def _error_detail_lines(details: Mapping[str, Any]) -> list[str]:
         lead = "detail    " if not lines else " " * 10
         lines += textwrap.wrap(
             shown(f"{cls}: {detail}", one_line=True),  # a server's words, never its terminal commands
-            WIDTH,
+            width,
             initial_indent=lead,
             subsequent_indent=" " * 12,
             break_on_hyphens=False,
@@ -257,42 +289,37 @@ that run is folded into one row (holding, auto probes a step up every few second
 be hundreds of rows). The summary JSON keeps every phase."""
 
 
-def _phase_lines(phases: list[Any], changes: list[Any]) -> list[str]:
+def _phase_lines(phases: list[Any], changes: list[Any], width: int = WIDTH) -> list[str]:
     """One row per phase with what started it (15 + 7 + 8 + 9 + 9 + 9 = 57 columns, the rest for
     what changed, wrapped in its column); a long run of auto's phases folded after `AUTO_ROWS`;
     with changes but one phase, the list of changes."""
     if changes and len(phases) > 1:
-        lines = [
-            "",
-            f"{'phase':<15}{'ok':>7}{'req/s':>8}{'p50 lat':>9}{'p99 lat':>9}{'p50 ttft':>9}  changed",
-        ]
+        lines = ["", f"{'phase':<15}{span_head()}  changed"]
         for group in _fold_auto(phases):
             first, last = group[0], group[-1]
             span = f"{fmt_num(first.get('t_start'), 1)}-{fmt_num(last.get('t_end'), 1)}s"
             if len(group) == 1:
                 what = ", ".join(change_text(c) for c in first.get("settings") or []) or "start"
-                ok, per_s = _g(first, "requests", "ok"), _g(first, "throughput", "requests_per_s")
-                p50, p99, ttft = (
-                    _g(first, "latency_ms", "p50"),
-                    _g(first, "latency_ms", "p99"),
-                    _g(first, "ttft_ms", "p50"),
-                )
+                figures = span_cells(first)
             else:  # percentiles of several phases do not add up: none shown, the JSON has each
                 what = _folded_text(group)
-                ok = sum(int(_g(ph, "requests", "ok") or 0) for ph in group)
-                wall = float(last.get("t_end") or 0) - float(first.get("t_start") or 0)
-                per_s, p50, p99, ttft = (ok / wall if wall > 0 else None), None, None, None
-            row = (
-                f"{cut(span, 14):<15}{_count(ok):>7}{fmt_num(per_s, 2):>8}"
-                f"{fmt_num(p50, 0):>9}{fmt_num(p99, 0):>9}{fmt_num(ttft, 0):>9}  "
-            )
-            wrapped = textwrap.wrap(what, WIDTH - len(row), break_on_hyphens=False) or [""]
+                figures = span_cells(_folded(group))
+            row = f"{cut(span, 14):<15}{figures}  "
+            wrapped = textwrap.wrap(what, width - len(row), break_on_hyphens=False) or [""]
             lines.append(row + wrapped[0])
             lines += [" " * len(row) + more for more in wrapped[1:]]
         return lines
     if changes:
         return ["", "changes", *(f"  {fmt_num(c.get('t'), 1):>8}s  {change_text(c)}" for c in changes)]
     return []
+
+
+def _folded(group: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """A run of phases as one span's block: its ok requests and their rate over its wall time."""
+    ok = sum(int(OK.of(ph) or 0) for ph in group)
+    wall = float(group[-1].get("t_end") or 0) - float(group[0].get("t_start") or 0)
+    rate = ok / wall if wall > 0 else None
+    return nested(((OK, ok), (REQUESTS_PER_S, rate)))
 
 
 def _by_auto(ph: Mapping[str, Any]) -> bool:

@@ -30,6 +30,7 @@ __all__ = [
     "nice_ticks",
     "open_svg",
     "stacked_bars",
+    "stretches",
     "time_ticks",
 ]
 
@@ -198,15 +199,32 @@ def marker_label(x: float, y: float, text: str) -> str:
     return f'<text x="{x + 3:.1f}" y="{y}" class="marker-label">{escape(text)}</text>'
 
 
-def _path(f: Frame, xs: Sequence[float], ys: Sequence[float | None]) -> str:
-    parts: list[str] = []
-    pen_up = True
-    for x, y in zip(xs, ys, strict=False):
+def stretches(ys: Sequence[float | None]) -> list[tuple[int, int]]:
+    """The stretches of consecutive values in ``ys``, (first, last) indices: a line is drawn
+    over each, and a gap (None: no data there) is left a gap. A value with no neighbour is a
+    stretch of one: a burst whose second stands alone, or a low-rate run's every second, which a
+    path of one point would not draw at all (`line_chart` draws it as a dot)."""
+    out: list[tuple[int, int]] = []
+    start: int | None = None
+    for i, y in enumerate(ys):
         if y is None:
-            pen_up = True
-            continue
-        parts.append(f"{'M' if pen_up else 'L'}{f.x(x):.1f},{f.y(y):.1f}")
-        pen_up = False
+            if start is not None:
+                out.append((start, i - 1))
+            start = None
+        elif start is None:
+            start = i
+    if start is not None:
+        out.append((start, len(ys) - 1))
+    return out
+
+
+def _path(f: Frame, xs: Sequence[float], ys: Sequence[float | None], spans: list[tuple[int, int]]) -> str:
+    parts: list[str] = []
+    for first, last in spans:
+        for i in range(first, min(last, len(xs) - 1) + 1):
+            y = ys[i]
+            assert y is not None
+            parts.append(f"{'M' if i == first else 'L'}{f.x(xs[i]):.1f},{f.y(y):.1f}")
     return " ".join(parts)
 
 
@@ -219,7 +237,8 @@ def line_chart(
     y_unit: str,
     markers: Sequence[Marker] = (),
 ) -> str:
-    """Lines over time (x in seconds since the start), y from 0, with markers and a legend."""
+    """Lines over time (x in seconds since the start), y from 0, with markers and a legend. A
+    value with no neighbour is drawn as a dot (`stretches`); where there is no data, nothing."""
     top = max((y for ln in lines for y in ln.ys if y is not None), default=0.0)
     y_ticks = nice_ticks(top)
     x_ticks = time_ticks(x_max)
@@ -228,12 +247,14 @@ def line_chart(
     for ln in lines:
         dash = ' stroke-dasharray="5 3"' if ln.dashed else ""
         lx = xs if ln.xs is None else ln.xs
-        d = _path(f, lx, ln.ys)
+        spans = [(a, b) for a, b in stretches(ln.ys) if a < len(lx)]
+        d = _path(f, lx, ln.ys, [(a, b) for a, b in spans if b > a])
         if d:
             out.append(f'<path d="{d}" fill="none" stroke="{ln.color}" stroke-width="1.8"{dash}/>')
-        if sum(y is not None for y in ln.ys) == 1:  # one point: a dot, since a path would not show
-            x, y = next((x, y) for x, y in zip(lx, ln.ys, strict=False) if y is not None)
-            out.append(f'<circle cx="{f.x(x):.1f}" cy="{f.y(y):.1f}" r="3" fill="{ln.color}"/>')
+        for i, _ in (s for s in spans if s[0] == s[1]):
+            y = ln.ys[i]
+            assert y is not None
+            out.append(f'<circle cx="{f.x(lx[i]):.1f}" cy="{f.y(y):.1f}" r="2.5" fill="{ln.color}"/>')
     out += _markers(f, markers) + draw_legend(lines)
     out.append("</svg>")
     return "\n".join(out)

@@ -17,8 +17,21 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from oxconsole.base.figures import (
+    COST_PER_TASK,
+    ERRORS,
+    GOOD_FRACTION,
+    GOODPUT,
+    ITL,
+    LATENCY,
+    OUTPUT_TOKENS_PER_S,
+    REQUESTS_PER_S,
+    TTFT,
+    Figure,
+)
 from oxconsole.journal.manifest import read_manifest
-from oxconsole.metrics.knee import LOAD_KEYS, has_slo, knee_index, load_order, score, slo_met
+from oxconsole.metrics.knee import LOAD_KEYS, has_slo, knee_index, load_order, offered, score, slo_met
+from oxconsole.metrics.plans import summary_per_task
 from oxconsole.reports.svg import (
     BOTTOM,
     PALETTE,
@@ -111,16 +124,15 @@ def _knee_note(key: str, points: list[SweepPoint], knee: int | None, slo: bool) 
     if knee is None:
         return escape(f"{n}; no knee: no point qualifies ({rule}).")
     p = points[knee]
-    return f"{escape(n)}; knee: <b>{escape(f'{key}={p.text}')}</b> (point {p.index}), {escape(rule)}."
+    return f"{escape(n)}; knee: <b>{escape(f'{key}={p.text}')}</b> (point #{p.index}), {escape(rule)}."
 
 
 def _figure(caption: str, svg: str) -> str:
     return f"<figure><figcaption>{escape(caption)}</figcaption>{svg}</figure>"
 
 
-def _f(d: Mapping[str, Any], key: str, sub: str) -> float:
-    inner = d.get(key)
-    return float((inner.get(sub) if isinstance(inner, Mapping) else None) or 0.0)
+def _f(d: Mapping[str, Any], f: Figure) -> float:
+    return f.value(d) or 0.0
 
 
 def _tput_latency(points: list[SweepPoint]) -> str:
@@ -130,16 +142,13 @@ def _tput_latency(points: list[SweepPoint]) -> str:
     series = [
         _Dots(
             name,
-            [
-                (_f(p.summary, "throughput", "requests_per_s"), _f(p.summary, "latency_ms", q), p.text)
-                for p in order
-            ],
+            [(_f(p.summary, REQUESTS_PER_S), _f(p.summary, LATENCY.at(q)), p.text) for p in order],
             color,
             dashed,
         )
         for name, q, color, dashed in (("p50", "p50", PALETTE[0], False), ("p99", "p99", PALETTE[2], True))
     ]
-    return _dots_chart("throughput against latency", series, x_unit="req/s", y_unit="ms")
+    return _dots_chart("throughput against latency", series, x_unit=REQUESTS_PER_S.short, y_unit=LATENCY.unit)
 
 
 def _score_chart(key: str, points: list[SweepPoint], knee: int | None, slo: bool) -> str:
@@ -150,20 +159,25 @@ def _score_chart(key: str, points: list[SweepPoint], knee: int | None, slo: bool
     xs = {i: float(points[i].value) if numeric else float(rank + 1) for rank, i in enumerate(order)}
     series = [
         _Dots(
-            "goodput" if slo else "req/s",
+            "goodput" if slo else REQUESTS_PER_S.short,
             [(xs[i], score(points[i].summary), points[i].text) for i in order],
             PALETTE[1],
         )
     ]
     if slo:
-        tput = [(xs[i], _f(points[i].summary, "throughput", "requests_per_s"), "") for i in order]
-        series.insert(0, _Dots("req/s", tput, PALETTE[0], dashed=True))  # under goodput's dots
+        tput = [(xs[i], _f(points[i].summary, REQUESTS_PER_S), "") for i in order]
+        series.insert(0, _Dots(REQUESTS_PER_S.short, tput, PALETTE[0], dashed=True))  # under goodput's dots
     mark = None
     if knee is not None:
         mark = (xs[knee], score(points[knee].summary), f"knee: {key}={points[knee].text}")
     ticks = None if numeric else [(xs[i], points[i].text) for i in order]
     return _dots_chart(
-        f"{series[-1].name} against {key}", series, x_unit=key, y_unit="req/s", knee=mark, x_ticks=ticks
+        f"{series[-1].name} against {key}",
+        series,
+        x_unit=key,
+        y_unit=REQUESTS_PER_S.short,
+        knee=mark,
+        x_ticks=ticks,
     )
 
 
@@ -226,15 +240,13 @@ POINT_HEAD = (
     ("#", "#"),
     ("value", "value"),
     ("offered", "offered"),
-    ("req/s", "req/s"),
-    ("tok/s", "tok/s"),
+    (REQUESTS_PER_S.short, REQUESTS_PER_S.short),
+    (OUTPUT_TOKENS_PER_S.short, OUTPUT_TOKENS_PER_S.short),
     ("goodput", "goodput"),
-    ("TTFT p50/p99", "TTFT"),
-    ("ITL p50/p99", "ITL"),
-    ("latency p50", "lat p50"),
-    ("latency p99", "lat p99"),
-    ("errors", "err"),
-    ("cost per task", "cost/task"),
+    *((f"{f.label} p50/p99", f.label) for f in (TTFT, ITL)),
+    *((f.label, f.short) for f in (LATENCY.at("p50"), LATENCY.at("p99"))),
+    ("errors", ERRORS.short),
+    (COST_PER_TASK.name, COST_PER_TASK.label),
 )
 """The points table's columns, (on the page, in text): the sweep's own table's figures."""
 
@@ -245,36 +257,35 @@ def point_rows(points: list[SweepPoint], knee: int | None) -> list[list[str]]:
     rows = []
     for i in load_order([p.value for p in points]):
         p, s = points[i], points[i].summary
-        g = s.get("goodput")
         good = (
-            f"{float(g.get('requests_per_s') or 0):.2f} ({100 * float(g.get('fraction') or 0):.0f}%)"
-            if isinstance(g, Mapping)
+            f"{_f(s, GOODPUT):.2f} ({100 * _f(s, GOOD_FRACTION):.0f}%)"
+            if isinstance(s.get("goodput"), Mapping)
             else "-"
         )
         rows.append(
             [
                 f"{p.index}{' *' if i == knee else ''}",
                 p.text,
-                _offered(p.load),
-                f"{_f(s, 'throughput', 'requests_per_s'):.2f}",
-                fmt_num(_f(s, "throughput", "output_tokens_per_s")),
+                offered(p.load),
+                f"{_f(s, REQUESTS_PER_S):.2f}",
+                fmt_num(_f(s, OUTPUT_TOKENS_PER_S)),
                 good,
-                _pair(s, "ttft_ms"),
-                _pair(s, "itl_ms"),
-                fmt_num(_f(s, "latency_ms", "p50")),
-                fmt_num(_f(s, "latency_ms", "p99")),
-                str(int(_f(s, "requests", "error"))),
+                _pair(s, TTFT),
+                _pair(s, ITL),
+                fmt_num(_f(s, LATENCY.at("p50"))),
+                fmt_num(_f(s, LATENCY.at("p99"))),
+                str(int(_f(s, ERRORS))),
                 _cost_per_task(s),
             ]
         )
     return rows
 
 
-def _pair(s: Mapping[str, Any], key: str) -> str:
-    d = s.get(key)
-    if not isinstance(d, Mapping) or d.get("p50") is None:
+def _pair(s: Mapping[str, Any], f: Figure) -> str:
+    p50 = f.at("p50").value(s)
+    if p50 is None:
         return "-"
-    return f"{fmt_num(float(d['p50']))}/{fmt_num(float(d.get('p99') or 0.0))}"
+    return f"{fmt_num(p50)}/{fmt_num(_f(s, f.at('p99')))}"
 
 
 def _points_table(points: list[SweepPoint], knee: int | None) -> str:
@@ -311,7 +322,7 @@ def sweep_report(results: str | os.PathLike[str]) -> tuple[str, dict[str, Any]] 
         lines.append("no knee: no point qualifies")
     else:
         rule = "highest goodput with the SLO met" if slo else "highest throughput before p99 latency doubles"
-        lines.append(f"knee: {key}={points[knee].text} (point {points[knee].index}, *): the {rule}")
+        lines.append(f"knee: {key}={points[knee].text} (point #{points[knee].index}, *): the {rule}")
     data = {
         "over": key,
         "points": [
@@ -323,20 +334,7 @@ def sweep_report(results: str | os.PathLike[str]) -> tuple[str, dict[str, Any]] 
     return "\n".join(lines) + "\n", data
 
 
-def _offered(load: Mapping[str, Any]) -> str:
-    """The load a point offered: its rate when it had one, else its concurrency (as the table)."""
-    rate, conc = load.get("rate"), load.get("concurrency")
-    if rate:
-        return f"{float(rate):g}/s"
-    return f"c={conc}" if conc is not None else "-"
-
-
 def _cost_per_task(s: Mapping[str, Any]) -> str:
     """`cost.per_task`; for a summary from before plans, cost over the tasks that ended."""
-    c = s.get("cost")
-    cost: Mapping[str, Any] = c if isinstance(c, Mapping) else {}
-    per_task = cost.get("per_task")
-    if per_task is None:
-        n = int(_f(s, "requests", "total"))
-        per_task = float(cost.get("total") or 0.0) / n if n else None
-    return "-" if not per_task else f"{float(per_task):.3g}"
+    per_task = summary_per_task(s)
+    return "-" if not per_task else f"{per_task:.3g}"

@@ -13,6 +13,7 @@ import math
 import os
 from dataclasses import dataclass, field
 
+from oxconsole.base.figures import DRAWN, TIMED, Figure
 from oxconsole.metrics import LogHistogram
 from oxconsole.reports.summary import read_journal
 
@@ -20,9 +21,6 @@ __all__ = ["MAX_SLOTS", "TIMED", "Slot", "Timeline", "build_timeline", "slot_wid
 
 MAX_SLOTS = 120
 """Points per chart: enough to see a change of load, few enough for a small file."""
-
-TIMED = ("ttft_ms", "itl_ms", "latency_ms")
-"""The timing metrics drawn over time and as distributions."""
 
 _STEPS = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 86400)
 _SLOT_ALPHA = 0.01
@@ -39,7 +37,7 @@ class Slot:
     """Request-seconds in flight within the slot (sent to answered, every request)."""
     errors: dict[str, int] = field(default_factory=dict)
     hists: dict[str, LogHistogram] = field(
-        default_factory=lambda: {m: LogHistogram(_SLOT_ALPHA) for m in TIMED}
+        default_factory=lambda: {f.key: LogHistogram(_SLOT_ALPHA) for f in TIMED}
     )
 
 
@@ -53,7 +51,7 @@ class Timeline:
     span: float
     slots: list[Slot]
     whole: dict[str, LogHistogram]
-    """Each of `TIMED`, and `ttfot_ms` when some ok record has one (its distribution only)."""
+    """Each of `DRAWN` by its key: `TIMED` always, the others when some ok record has them."""
 
     def times(self) -> list[float]:
         """The middle of each slot, in seconds since the start."""
@@ -63,8 +61,20 @@ class Timeline:
         """Seconds slot ``i`` covers (the last one may be cut short by the end of the run)."""
         return max(1e-9, min(self.step, self.span - i * self.step)) if self.span > 0 else self.step
 
-    def rate(self, what: str) -> list[float]:
-        """Per second in each slot: ``ok`` requests, ``output_tokens`` or ``errors``."""
+    def cut_short(self, i: int) -> bool:
+        """Slot ``i`` is the run's last, shorter than a slot, and not its only one. The run's end
+        is the end of its last request, so that slot always holds at least one request: over a
+        fraction of a second, it would read as a spike (one request in 0.18 s: 5.6 req/s in a run
+        that never passed 1), so the rate charts leave it out (`per_second`)."""
+        return 0 < i == len(self.slots) - 1 and self.width(i) < self.step
+
+    def per_second(self, i: int, n: float) -> float | None:
+        """``n`` things that happened in slot ``i``, per second; None for a cut-short last slot."""
+        return None if self.cut_short(i) else n / self.width(i)
+
+    def rate(self, what: str) -> list[float | None]:
+        """Per second in each slot: ``ok`` requests, ``output_tokens`` or ``errors``; None for a
+        cut-short last slot (`cut_short`)."""
         out = []
         for i, s in enumerate(self.slots):
             n = (
@@ -74,16 +84,17 @@ class Timeline:
                 if what == "output_tokens"
                 else sum(s.errors.values())
             )
-            out.append(n / self.width(i))
+            out.append(self.per_second(i, n))
         return out
 
     def in_flight(self) -> list[float]:
         """The client's requests in flight in each slot, on average over the slot."""
         return [s.busy / self.width(i) for i, s in enumerate(self.slots)]
 
-    def percentile(self, metric: str, q: float) -> list[float | None]:
-        """Percentile ``q`` of ``metric`` in each slot; None where no ok request ended."""
-        return [s.hists[metric].percentile(q) if s.hists[metric].count else None for s in self.slots]
+    def percentile(self, metric: Figure, q: float) -> list[float | None]:
+        """Percentile ``q`` of ``metric`` (one of `TIMED`) in each slot; None where no ok request ended."""
+        key = metric.key
+        return [s.hists[key].percentile(q) if s.hists[key].count else None for s in self.slots]
 
     def error_classes(self) -> list[str]:
         seen: dict[str, int] = {}
@@ -124,11 +135,13 @@ def build_timeline(path: str | os.PathLike[str], max_slots: int = MAX_SLOTS) -> 
         t0 = min(t0, rec.t_scheduled)
         t_end = max(t_end, rec.t_sent + (rec.latency_ms or 0.0) / 1000.0)
     if t0 == float("inf"):
-        return Timeline(0.0, 1.0, 0.0, [], {m: LogHistogram() for m in TIMED})
+        return Timeline(0.0, 1.0, 0.0, [], {f.key: LogHistogram() for f in TIMED})
     span = max(0.0, t_end - t0)
     step = slot_width(span, max_slots)
     slots = [Slot() for _ in range(max(1, math.ceil(span / step)))]
-    whole = {m: LogHistogram() for m in TIMED}
+    whole = {f.key: LogHistogram() for f in TIMED}
+    timed = [(f.key, f.journal) for f in TIMED]
+    drawn = [(f.key, f.journal) for f in DRAWN if f not in TIMED]
     for rec in read_journal(path):
         end = rec.t_sent + (rec.latency_ms or 0.0) / 1000.0 - t0
         _spread(slots, step, rec.t_sent - t0, end)
@@ -139,10 +152,13 @@ def build_timeline(path: str | os.PathLike[str], max_slots: int = MAX_SLOTS) -> 
             continue
         s.ok += 1
         s.output_tokens += rec.output_tokens
-        for m, v in (("ttft_ms", rec.ttft_ms), ("itl_ms", rec.itl_ms), ("latency_ms", rec.latency_ms)):
+        for key, attr in timed:
+            v = getattr(rec, attr)
             if v is not None:
-                s.hists[m].record(v)
-                whole[m].record(v)
-        if rec.ttfot_ms is not None:
-            (whole.get("ttfot_ms") or whole.setdefault("ttfot_ms", LogHistogram())).record(rec.ttfot_ms)
+                s.hists[key].record(v)
+                whole[key].record(v)
+        for key, attr in drawn:  # their distributions only, when some record has them
+            v = getattr(rec, attr)
+            if v is not None:
+                (whole.get(key) or whole.setdefault(key, LogHistogram())).record(v)
     return Timeline(t0, step, span, slots, whole)

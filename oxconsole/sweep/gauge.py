@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from oxconsole.base.figures import GOODPUT, LATENCY, REQUESTS_PER_S
 from oxconsole.base.units import fmt_duration
 from oxconsole.metrics.knee import slo_met
 from oxconsole.sweep.table import knee_of
@@ -40,13 +41,12 @@ def done_rows(key: str, done: Mapping[int, Mapping[str, Any]]) -> tuple[list[dic
 
 def _row(index: int, point: Mapping[str, Any]) -> dict[str, Any]:
     s = point.get("summary") or {}
-    good = s.get("goodput")
     return {
         "index": index,
         "value": str(point.get("text", point.get("value"))),
-        "req_per_s": float((s.get("throughput") or {}).get("requests_per_s") or 0.0),
-        "goodput_per_s": float(good.get("requests_per_s") or 0.0) if isinstance(good, Mapping) else None,
-        "p99_ms": (s.get("latency_ms") or {}).get("p99"),
+        "req_per_s": REQUESTS_PER_S.value(s) or 0.0,
+        "goodput_per_s": (GOODPUT.value(s) or 0.0) if isinstance(s.get("goodput"), Mapping) else None,
+        "p99_ms": LATENCY.at("p99").of(s),
         "slo_met": slo_met(s),
     }
 
@@ -84,13 +84,14 @@ def sweep_gauge(
 
 
 def sweep_text(g: Gauge) -> str:
-    """`sweep 2/5 concurrency=8 · ETA 1m30s`; a search: `sweep point 3 concurrency=16 · searching`."""
+    """`sweep #1 (2/5) concurrency=8 · ETA 1m30s`: point #1 (points are numbered from 0, as in
+    the table and the JSON), the second of five; a search: `sweep #2 concurrency=16 · searching`."""
     what = f"{g['key']}={g['value']}"
     if g.get("count") is None:
-        return f"sweep point {int(g['index']) + 1} {what} · searching"
+        return f"sweep #{int(g['index'])} {what} · searching"
     eta = g.get("eta_s")
     tail = "" if eta is None else f" · ETA {fmt_duration(float(eta))}"
-    return f"sweep {int(g['index']) + 1}/{g['count']} {what}{tail}"
+    return f"sweep #{int(g['index'])} ({int(g['index']) + 1}/{g['count']}) {what}{tail}"
 
 
 def sweep_fraction(g: Gauge, elapsed_s: float) -> float:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from oxconsole.base.figures import COST_PER_VALID, GOODPUT, LATENCY, VALID_FRACTION, percent
 from oxconsole.base.units import fmt_money, fmt_ms
 from oxconsole.metrics.knee import load_order
 
@@ -20,9 +21,8 @@ __all__ = ["quality_table"]
 
 def _valid_per_s(s: Mapping[str, Any]) -> float:
     """Valid answers per second; with `[slo]`, good ones (a good request is also valid)."""
-    g = s.get("goodput")
-    if isinstance(g, Mapping):
-        return float(g.get("requests_per_s") or 0.0)
+    if isinstance(s.get("goodput"), Mapping):
+        return GOODPUT.value(s) or 0.0
     duration = float(s.get("duration_s") or 0.0)
     valid = int((s.get("quality") or {}).get("valid") or 0)
     return valid / duration if duration > 0 else 0.0
@@ -49,17 +49,17 @@ def quality_table(points: Sequence[Mapping[str, Any]], knee: int | None) -> list
         q = s.get("quality") or {}
         cost = s.get("cost") or {}
         plans = cost.get("plans") or {}
-        p99 = (q.get("latency_ms") or s.get("latency_ms") or {}).get("p99")  # escalations included
+        p99 = LATENCY.at("p99").of(q if LATENCY.of(q) else s)  # escalations included
         rows.append(
             (
                 "*" if i == knee else "",
                 str(i + 1),
                 str(points[i].get("text", points[i]["value"])),
                 f"{_valid_per_s(s):.2f}",
-                f"{100.0 * float(q.get('fraction') or 0.0):.1f}%",
+                percent(VALID_FRACTION.value(s) or 0.0),
                 str(int((s.get("cascade") or {}).get("escalated") or 0)),
                 "-" if p99 is None else fmt_ms(float(p99)),
-                _money(cost.get("per_valid")),
+                _money(COST_PER_VALID.of(s)),
                 *(_money((plans.get(n) or {}).get("per_valid")) for n in names),
             )
         )

@@ -192,7 +192,7 @@ class Sweep:
             plan.workload,
             results_path=self.results,
             total_expected=plan.total,
-            on_tick=lambda s: self.say(f"point {plan.index + 1}: {progress_line(s)}"),
+            on_tick=lambda s: self.say(f"point #{plan.index}: {progress_line(s)}"),
             tick_interval=self.interval,
             record_sink=sink,
             endpoints=shared,
@@ -207,7 +207,7 @@ class Sweep:
         if outcome.stopped_early or self.failure is not None or journal.failure is not None:
             return  # not ended: `--resume` runs it again
         if spoiled and self.stopping == 0:
-            self.say(f"oxconsole: sweep: point {plan.index + 1} was paused; it runs again from its start")
+            self.say(f"oxconsole: sweep: point #{plan.index} was paused; it runs again from its start")
             return
         self.point_seconds = time.monotonic() - t0
         run = plan.workload.run
@@ -233,11 +233,11 @@ class Sweep:
         """`sweep: point 3 of 5 (concurrency=4), ETA 1m30s` (a search: `point 3, searching`)."""
         what = f"{self.over.key}={plan.text}"
         if self.over.auto:
-            return f"oxconsole: sweep: point {plan.index + 1} ({what}), searching for the knee"
+            return f"oxconsole: sweep: point #{plan.index} ({what}), searching for the knee"
         n = len(self.plans)
         left = n - len(self.state.done)
         eta = fmt_duration(left * self.point_seconds)
-        return f"oxconsole: sweep: point {plan.index + 1} of {n} ({what}), ETA {eta}"
+        return f"oxconsole: sweep: point #{plan.index}, {plan.index + 1} of {n} ({what}), ETA {eta}"
 
     def _journal_failed(self, message: str) -> None:
         if self.failure is None:

@@ -10,8 +10,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from oxconsole.base.figures import (
+    COST_PER_TASK,
+    ERRORS,
+    GOOD_FRACTION,
+    GOODPUT,
+    ITL,
+    LATENCY,
+    OUTPUT_TOKENS_PER_S,
+    REQUESTS_PER_S,
+    TTFT,
+    Figure,
+)
 from oxconsole.base.units import fmt_money, fmt_ms
-from oxconsole.metrics.knee import knee_index, load_order, slo_met
+from oxconsole.metrics.knee import knee_index, load_order, offered, slo_met
+from oxconsole.metrics.plans import summary_per_task
 from oxconsole.sweep.plan import SHORT_KEYS
 from oxconsole.sweep.quality import quality_table
 
@@ -47,37 +60,23 @@ def knee_of(over: str, points: list[Point]) -> int | None:
     return _knee(over, [p["value"] for p in points], [p["summary"] for p in points])
 
 
-def _offered(summary: Mapping[str, Any], point: Point) -> str:
-    """The load a point offered: its rate when it had one, else its concurrency."""
-    load = point.get("load") or {}
-    rate, conc = load.get("rate"), load.get("concurrency")
-    if rate:
-        return f"{rate:g}/s"
-    return f"c={conc}" if conc is not None else "-"
-
-
-def _pair(summary: Mapping[str, Any], key: str) -> str:
+def _pair(summary: Mapping[str, Any], f: Figure) -> str:
     """`p50/p99` in milliseconds, the unit said once above the table (`101/104`, `5.0/5.4`)."""
-    d = summary.get(key) or {}
-    if not d or d.get("p50") is None:
+    p50 = f.at("p50").value(summary)
+    if p50 is None:
         return "-"
-    return f"{fmt_ms(float(d.get('p50') or 0), unit=False)}/{fmt_ms(float(d.get('p99') or 0), unit=False)}"
+    return f"{fmt_ms(p50, unit=False)}/{fmt_ms(f.at('p99').value(summary) or 0.0, unit=False)}"
 
 
 def _goodput(summary: Mapping[str, Any]) -> str:
-    g = summary.get("goodput")
-    if not isinstance(g, Mapping):
+    if not isinstance(summary.get("goodput"), Mapping):
         return "-"
-    return f"{float(g.get('requests_per_s') or 0):.1f} {100 * float(g.get('fraction') or 0):.0f}%"
+    return f"{GOODPUT.value(summary) or 0.0:.1f} {100 * (GOOD_FRACTION.value(summary) or 0.0):.0f}%"
 
 
 def _cost_per_task(summary: Mapping[str, Any]) -> str:
     """The summary's `cost.per_task` (cost over every task, errors cost nothing)."""
-    cost = summary.get("cost") or {}
-    per_task = cost.get("per_task")
-    if per_task is None:  # a summary from before plans: over the tasks that ended
-        n = int((summary.get("requests") or {}).get("total") or 0)
-        per_task = float(cost.get("total") or 0.0) / n if n else None
+    per_task = summary_per_task(summary)
     return "-" if not per_task else fmt_money(per_task)
 
 
@@ -91,20 +90,20 @@ def _plans_table(points: list[Point], knee: int | None) -> list[str]:
                 names.append(name)
     if not names:
         return []
-    head = ("", "#", "value", "tasks/s", "latency p50", "actual", *names)
+    head = ("", "#", "value", "tasks/s", LATENCY.at("p50").label, "actual", *names)
     rows = [head]
     for i in _by_value(points):
         p = points[i]
         s = p["summary"]
         plans = (s.get("cost") or {}).get("plans") or {}
-        lat = (s.get("latency_ms") or {}).get("p50")
+        lat = LATENCY.at("p50").value(s)
         rows.append(
             (
                 "*" if i == knee else "",
                 str(i + 1),
                 str(p.get("text", p["value"])),
-                f"{float((s.get('throughput') or {}).get('requests_per_s') or 0):.2f}",
-                "-" if lat is None else fmt_ms(float(lat)),
+                f"{REQUESTS_PER_S.value(s) or 0.0:.2f}",
+                "-" if lat is None else fmt_ms(lat),
                 _cost_per_task(s),
                 *(_money((plans.get(n) or {}).get("per_task")) for n in names),
             )
@@ -129,55 +128,43 @@ def _columns(rows: list[tuple[str, ...]], left: int) -> list[str]:
 
 
 COLUMNS = (
-    ("", "mark"),
-    ("#", "index"),
-    ("value", "value"),
-    ("offered", "offered"),
-    ("req/s", "req/s"),
-    ("tok/s", "tok/s"),
-    ("goodput", "goodput"),
-    ("TTFT", "ttft"),
-    ("ITL", "itl"),
-    ("latency", "latency"),
-    ("err", "errors"),
-    ("cost/task", "cost/task"),
-)
-"""The table's columns: (header, name). A column is left out when it would say nothing (see
+    "", "#", "value", "offered", REQUESTS_PER_S.short, OUTPUT_TOKENS_PER_S.short, "goodput",
+    TTFT.label, ITL.label, LATENCY.label, ERRORS.short, COST_PER_TASK.label,
+)  # fmt: skip
+"""The table's columns by their heads. A column is left out when it would say nothing (see
 `_shown`), so that the table fits 80 columns in the usual cases."""
 
 
 def _cells(i: int, point: Point, knee: int | None) -> dict[str, str]:
     s = point["summary"]
-    tp = s.get("throughput") or {}
-    return {
-        "mark": "*" if i == knee else "",
-        "index": str(i + 1),
-        "value": str(point.get("text", point["value"])),
-        "offered": _offered(s, point),
-        "req/s": f"{float(tp.get('requests_per_s') or 0):.2f}",
-        "tok/s": f"{float(tp.get('output_tokens_per_s') or 0):.0f}",
-        "goodput": _goodput(s),
-        "ttft": _pair(s, "ttft_ms"),
-        "itl": _pair(s, "itl_ms"),
-        "latency": _pair(s, "latency_ms"),
-        "errors": str(int((s.get("requests") or {}).get("error") or 0)),
-        "cost/task": _cost_per_task(s),
-    }
+    cells = (
+        "*" if i == knee else "",
+        str(i),  # numbered from 0, as the JSON's index and the journal's point
+        str(point.get("text", point["value"])),
+        offered(point.get("load") or {}),
+        f"{REQUESTS_PER_S.value(s) or 0.0:.2f}",
+        f"{OUTPUT_TOKENS_PER_S.value(s) or 0.0:.0f}",
+        _goodput(s),
+        *(_pair(s, f) for f in (TTFT, ITL, LATENCY)),
+        str(int(ERRORS.value(s) or 0)),
+        _cost_per_task(s),
+    )
+    return dict(zip(COLUMNS, cells, strict=True))
 
 
-def _shown(over: str, cells: list[dict[str, str]]) -> list[tuple[str, str]]:
+def _shown(over: str, cells: list[dict[str, str]]) -> list[str]:
     """The columns worth a place: `offered` unless each point offered its own value (a sweep over
     concurrency, or over rate), goodput only with `[slo]`, ITL only when a point streamed tokens."""
     key = {v: k for k, v in SHORT_KEYS.items()}.get(over, over)  # run.concurrency -> concurrency
     offered = {"concurrency": "c={}", "rate": "{}/s"}.get(key)
     offers_value = offered is not None and all(c["offered"] == offered.format(c["value"]) for c in cells)
     out = []
-    for head, name in COLUMNS:
-        if name == "offered" and offers_value:
+    for head in COLUMNS:
+        if head == "offered" and offers_value:
             continue
-        if name in ("goodput", "itl") and all(c[name] == "-" for c in cells):
+        if head in ("goodput", ITL.label) and all(c[head] == "-" for c in cells):
             continue
-        out.append((head, name))
+        out.append(head)
     return out
 
 
@@ -188,17 +175,19 @@ def _by_value(points: list[Point]) -> list[int]:
 
 
 def render_table(over: str, points: list[Point]) -> str:
-    """One row per ended point, by value; `#` numbers the points in the order they ran (as the
-    progress line counts them, from 1), the knee marked `*` and named below."""
+    """One row per ended point, by value; `#` numbers the points in the order they ran, from 0, as
+    the JSON's `index`, the journal's `point` and the ids' `@POINT` do; the knee marked `*` and
+    named below (`knee: point #2`)."""
     if not points:
         return f"sweep over {over}: no point ended"
     k = _knee(over, [p["value"] for p in points], [p["summary"] for p in points])
     order = _by_value(points)
     cells = [_cells(i, points[i], k) for i in order]
     cols = _shown(over, cells)
-    rows = [tuple(h for h, _ in cols), *(tuple(c[n] for _, n in cols) for c in cells)]
+    rows = [tuple(cols), *(tuple(c[h] for h in cols) for c in cells)]
+    timed = f"{TTFT.label}, {ITL.label} and {LATENCY.label}"
     lines = [
-        f"sweep over {over}: {len(points)} point(s); TTFT, ITL and latency in ms, p50/p99",
+        f"sweep over {over}: {len(points)} point(s); {timed} in {LATENCY.unit}, p50/p99",
         *_columns(rows, left=3),
     ]
     if order != sorted(order):
@@ -219,7 +208,7 @@ def render_table(over: str, points: list[Point]) -> str:
             if has_slo
             else "the highest throughput before p99 latency doubles"
         )
-        lines.append(f"knee: point {k + 1}, {over}={points[k].get('text', points[k]['value'])} ({rule})")
+        lines.append(f"knee: point #{k}, {over}={points[k].get('text', points[k]['value'])} ({rule})")
     lines += _plans_table(points, k)
     lines += quality_table(points, k)
     return "\n".join(lines)

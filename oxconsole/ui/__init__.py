@@ -14,8 +14,11 @@ if TYPE_CHECKING:
 __all__ = ["run_console"]
 
 
-def run_console(source: RunSource, *, theme: str | None = None, refresh: float = 4.0) -> str:
-    """Run the console on ``source`` until the user quits ("quit") or detaches ("detach")."""
+def run_console(
+    source: RunSource, *, theme: str | None = None, refresh: float = 4.0, attached: bool = False
+) -> str:
+    """Run the console on ``source`` until the user quits ("quit") or detaches ("detach");
+    ``attached``: opened by `oxconsole attach` (`q` closes the console, the run goes on)."""
     from oxconsole.ui.app import run_console as run
 
-    return run(source, theme=theme, refresh=refresh)
+    return run(source, theme=theme, refresh=refresh, attached=attached)

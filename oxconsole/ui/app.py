@@ -18,13 +18,13 @@ from pathlib import Path
 
 from textual import on
 from textual.app import App, SystemCommand
-from textual.binding import Binding
 from textual.markup import escape as escape_markup
 from textual.notifications import Notification, SeverityLevel
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import TabbedContent
 
+from oxconsole.base.safetext import shown
 from oxconsole.control import RunSource
 from oxconsole.engine.commands import (
     Command,
@@ -35,26 +35,38 @@ from oxconsole.engine.commands import (
 )
 from oxconsole.engine.live import check
 from oxconsole.metrics.snapshot import Snapshot
-from oxconsole.ui.dashboard import PALETTE, MainScreen
+from oxconsole.ui.dashboard import MainScreen, palette
 from oxconsole.ui.keysteps import (
     Pending,
     console_status,
     failed_mostly,
+    filtered,
     paused_by_user,
     run_duration,
     sweep_refusal,
 )
 from oxconsole.ui.knobs import KnobActions
-from oxconsole.ui.panels.latency import LATENCY_METRICS
-from oxconsole.ui.screens import HelpScreen, RoutingEditor, routes_of, routing_words
+from oxconsole.ui.panels.header import HeaderPanel
+from oxconsole.ui.panels.latency import LATENCY_METRICS, LatencyPanel
+from oxconsole.ui.screens import (
+    ConfirmStop,
+    FilterPrompt,
+    HelpScreen,
+    RoutingEditor,
+    routes_of,
+    routing_words,
+)
 from oxconsole.ui.theming import use_themes
 from oxconsole.ui.typeahead import plan as typeahead_plan
-from oxconsole.ui.widgets import HeaderPanel, LatencyPanel, Panel
+from oxconsole.ui.widgets import Panel
 
 __all__ = ["ConsoleApp", "MainScreen", "run_console"]
 
 FLASH_S = 2.0
 """How long a confirmation (``concurrency 48 → 53``) stays in the header's status line."""
+
+FILTERED = {"models": "models", "models-tab": "models", "errors": "errors", "errors-tab": "errors"}
+"""The panels `/` filters (wide and compact), by id, and their tab's name."""
 
 
 class ConsoleApp(KnobActions, App[str]):
@@ -78,9 +90,12 @@ class ConsoleApp(KnobActions, App[str]):
         theme_dirs: Sequence[Path] | None = None,
         cursor_blink: bool = True,
         typeahead: str = "",
+        attached: bool = False,
     ) -> None:
         super().__init__()
         self.source = source
+        self.attached = attached
+        """Opened by `oxconsole attach`: `q` and ctrl+c close the console, the run goes on."""
         self.refresh_hz = max(0.2, float(refresh))
         self.requested_theme = theme
         self.theme_dirs = theme_dirs
@@ -110,6 +125,8 @@ class ConsoleApp(KnobActions, App[str]):
         self._ended_shown = False
         self.duration = 0.0
         """The run's ``run.duration`` (0: none), for the header's time bar."""
+        self.filter = ""
+        """What `/` filters the models and errors tables by ("": every row)."""
         self._register_themes()
 
     # -- start-up --------------------------------------------------------------------------------
@@ -118,10 +135,10 @@ class ConsoleApp(KnobActions, App[str]):
         self._theme_problems = use_themes(self, self.requested_theme, self.theme_dirs)
 
     def get_default_screen(self) -> Screen[None]:
-        return MainScreen(self.source.name, on_ready=self.tick)
+        return MainScreen(self.source.name, on_ready=self.tick, attached=self.attached)
 
     async def on_mount(self) -> None:
-        self.title = f"oxconsole · {self.source.name}"
+        self.title = shown(f"oxconsole · {self.source.name}", one_line=True)
         for problem in self._theme_problems:
             self.toast(problem, title="theme", severity="warning", timeout=8)
         try:
@@ -186,6 +203,7 @@ class ConsoleApp(KnobActions, App[str]):
             self._ended_shown = True
             if failed_mostly(snap):  # the compact layout shows why it failed, not the models
                 main.query_one(TabbedContent).active = "tab-errors"
+        shown_rows = filtered(snap, self.filter) if self.filter else snap
         with self.batch_update():
             for panel in main.panels:
                 skip = panel.EVERY > 1 and self.renders % panel.EVERY and panel.snapshot is not None
@@ -196,7 +214,7 @@ class ConsoleApp(KnobActions, App[str]):
                     panel.duration = self.duration
                     if panel.snapshot is snap:
                         panel.redraw()  # only the status line changed
-                panel.snapshot = snap
+                panel.snapshot = shown_rows if panel.id in FILTERED else snap
 
     def _frozen_at_end(self, snap: Snapshot | None) -> Snapshot | None:
         """The run's figures as they were at its end: once a snapshot says "done", later ones
@@ -232,6 +250,7 @@ class ConsoleApp(KnobActions, App[str]):
             connected=src.connected,
             stopping=self.stopping,
             cancelling=self.cancelling,
+            attached=self.attached,
         )
 
     # -- telling the user ------------------------------------------------------------------------
@@ -271,7 +290,9 @@ class ConsoleApp(KnobActions, App[str]):
             if keep:
                 return
             self._unnotify(old, refresh=False)
-        note = Notification(message, title, severity, timeout)
+        # the run's words may carry a model's name: no control character (a Notification made
+        # here is plain text, never markup: `[bold]` in a name shows as it is)
+        note = Notification(shown(message), shown(title, one_line=True), severity, timeout)
         if kind:
             self._toasts[kind] = note
         # what App.notify does once its message arrives, done now so that keys pressed before
@@ -327,12 +348,7 @@ class ConsoleApp(KnobActions, App[str]):
     async def _apply_typeahead(self, typed: str) -> None:
         """Apply the keys typed before the console was up, in order, as if pressed now, and say
         so in the status line (with what the last one did)."""
-        bound = {
-            k.strip(): b.action
-            for b in self.main.BINDINGS
-            if isinstance(b, Binding)
-            for k in b.key.split(",")
-        }
+        bound = self.main.key_actions()
         actions, shown, dropped = typeahead_plan(typed, bound)
         for action in actions:
             await self.run_action(action)
@@ -405,10 +421,42 @@ class ConsoleApp(KnobActions, App[str]):
 
     async def action_quit(self) -> None:
         """ctrl+q: the same as q (a run is never dropped without its journal flushed)."""
-        self.action_stop()
+        if self.attached:
+            await self.action_close()
+        else:
+            self.action_stop()
+
+    async def action_close(self) -> None:
+        """q and ctrl+c in a console opened with `oxconsole attach`: close the console and leave
+        the run going, as d does; a run already over leaves with its summary, as q does."""
+        src = self.source
+        if src.finished or not src.connected:
+            await self.leave("quit")
+            return
+        await self.leave("detach")
+
+    def action_stop_asked(self) -> None:
+        """Q: stop the run (or, while it drains, cancel what is in flight) once y confirms it."""
+        src = self.source
+        if src.finished or not src.connected:
+            self.call_later(self.leave, "quit")
+            return
+        if self.cancelling:
+            self.tell("already cancelling the requests in flight", "warn")
+            return
+        if isinstance(self.screen, ConfirmStop):
+            return
+        in_flight = self.last.gauges.in_flight if self.last is not None else 0
+        self.push_screen(ConfirmStop(draining=self.stopping, in_flight=in_flight), self._stop_confirmed)
+
+    def _stop_confirmed(self, yes: bool | None) -> None:
+        if yes:
+            self.action_stop()
+        else:
+            self.tell("not stopped: the run goes on")
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen())
+        self.push_screen(HelpScreen(attached=self.attached))
 
     def action_histogram(self) -> None:
         """Next latency metric; in the compact layout also shows the latency tab."""
@@ -420,7 +468,7 @@ class ConsoleApp(KnobActions, App[str]):
                 return
         self._metric = (self._metric + 1) % len(LATENCY_METRICS)
         for p in main.query(LatencyPanel):
-            p.metric = LATENCY_METRICS[self._metric][0]
+            p.metric = LATENCY_METRICS[self._metric].key
 
     def action_scope(self) -> None:
         """Latency histogram: last window <-> whole run."""
@@ -428,6 +476,45 @@ class ConsoleApp(KnobActions, App[str]):
         for p in self.main.query(LatencyPanel):
             p.scope = self._scope
         self.tell("latency: whole run" if self._scope == "run" else "latency: last 10 s")
+
+    def action_filter(self) -> None:
+        """/: type a part of a name; the models and errors tables show the rows that hold it."""
+        if not isinstance(self.screen, FilterPrompt):
+            self.push_screen(FilterPrompt(self.filter, self.set_filter, cursor_blink=self.cursor_blink))
+
+    def action_clear_filter(self) -> None:
+        """escape: every model and error class again."""
+        if self.filter:
+            self.set_filter("")
+            self.tell("filter cleared")
+
+    def set_filter(self, text: str) -> None:
+        """Filter the models and errors tables by ``text`` (a part of a name, any case; "": none),
+        said in their titles (wide) or their tabs (compact), and drawn at once."""
+        self.filter = text.strip()
+        main = self.main
+        said = f" /{shown(self.filter, one_line=True)}" if self.filter else ""
+        tabs = main.query_one(TabbedContent)
+        snap = self.last
+        for panel in main.panels:
+            name = FILTERED.get(panel.id or "")
+            if name is None:
+                continue
+            panel.border_subtitle = f"filter{said} · esc clears" if said else ""
+            tabs.get_tab(f"tab-{name}").label = name + said
+            if snap is not None:  # drawn now, whichever snapshot the panel takes next
+                panel.snapshot = filtered(snap, self.filter)
+
+    def action_show_tab(self, name: str) -> None:
+        """The palette's "Tab: NAME": that tab in the compact layout (on a wide terminal every
+        panel is on screen already)."""
+        main = self.main
+        if f"tab-{name}" not in main.shown_tabs():
+            self.tell(f"this run has no {name} view", "warn")
+            return
+        main.query_one(TabbedContent).active = f"tab-{name}"
+        if not main.compact:
+            self.tell(f"{name}: on screen (the tabs are for smaller terminals)")
 
     def action_next_tab(self) -> None:
         tabs = self.main.query_one(TabbedContent)
@@ -458,15 +545,19 @@ class ConsoleApp(KnobActions, App[str]):
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         # Textual's own "Keys" (its key panel) would sit beside ours (the help screen)
         yield from (c for c in super().get_system_commands(screen) if c.title != "Keys")
-        for title, help_text, action in PALETTE:  # the palette reads help as markup: `[slo]` escaped
+        # the palette reads help as markup: `[slo]` escaped
+        for title, help_text, action in palette(self.attached):
             yield SystemCommand(title, escape_markup(help_text), partial(self.run_action, action))
 
 
-def run_console(source: RunSource, *, theme: str | None = None, refresh: float = 4.0) -> str:
+def run_console(
+    source: RunSource, *, theme: str | None = None, refresh: float = 4.0, attached: bool = False
+) -> str:
     """Run the console until the user quits ("quit", the run stopped) or detaches ("detach").
-    Keys typed while it started (held by `typeahead.hold`) are applied with the first figures."""
+    Keys typed while it started (held by `typeahead.hold`) are applied with the first figures.
+    ``attached``: opened by `oxconsole attach` (`q` closes the console, `Q` stops the run)."""
     from oxconsole.ui.typeahead import take
 
-    app = ConsoleApp(source, theme=theme, refresh=refresh, typeahead=take())
+    app = ConsoleApp(source, theme=theme, refresh=refresh, typeahead=take(), attached=attached)
     result = app.run()
     return result if result in ("quit", "detach") else "quit"

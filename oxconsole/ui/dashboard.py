@@ -19,22 +19,19 @@ from textual.screen import Screen
 from textual.widgets import Footer, TabbedContent, TabPane
 from textual.widgets._footer import FooterKey
 
-from oxconsole.ui.cascadepanel import CascadePanel
-from oxconsole.ui.costpanel import CostPanel
-from oxconsole.ui.sweeppanel import PointsPanel
-from oxconsole.ui.widgets import (
-    ErrorsPanel,
-    HeaderPanel,
-    InFlightPanel,
-    LatencyPanel,
-    ModelsPanel,
-    Panel,
-    PhasePanel,
-    ThroughputPanel,
-    forget_palettes,
-)
+from oxconsole.ui.panels.cascade import CascadePanel
+from oxconsole.ui.panels.cost import CostPanel
+from oxconsole.ui.panels.errors import ErrorsPanel
+from oxconsole.ui.panels.header import HeaderPanel
+from oxconsole.ui.panels.in_flight import InFlightPanel
+from oxconsole.ui.panels.latency import LatencyPanel
+from oxconsole.ui.panels.models import ModelsPanel
+from oxconsole.ui.panels.phase import PhasePanel
+from oxconsole.ui.panels.points import PointsPanel
+from oxconsole.ui.panels.throughput import ThroughputPanel
+from oxconsole.ui.widgets import Panel, forget_palettes
 
-__all__ = ["PALETTE", "MainScreen"]
+__all__ = ["ATTACHED_KEYS", "PALETTE", "MainScreen", "palette"]
 
 PALETTE: tuple[tuple[str, str, str], ...] = (
     ("Concurrency up (+)", "10% more requests in flight", "app.concurrency(1)"),
@@ -50,11 +47,35 @@ PALETTE: tuple[tuple[str, str, str], ...] = (
     ("Save tuned workload (s)", "write NAME.tuned.toml beside the workload", "app.save"),
     ("Detach (d)", "close the console, the run goes on", "app.detach"),
     ("Stop the run (q)", "finish what is in flight, then exit", "app.stop"),
+    ("Stop the run, asked first (Q)", "y confirms: finish what is in flight, then exit", "app.stop_asked"),
     ("Keys and help (?)", "the help screen with every key", "app.help"),
     ("Latency: next metric (h)", "TTFT, inter-token, end-to-end, queue", "app.histogram"),
     ("Latency: window / whole run (r)", "last 10 s or the whole run", "app.scope"),
+    ("Filter models and errors (/)", "by a part of a name; esc clears it", "app.filter"),
+    ("Clear the filter (esc)", "every model and error class again", "app.clear_filter"),
+    ("Next tab (t)", "the compact layout's next tab", "app.next_tab"),
+    ("Tab: models", "one row per model", "app.show_tab('models')"),
+    ("Tab: latency", "the latency histogram", "app.show_tab('latency')"),
+    ("Tab: errors", "error classes and their first detail", "app.show_tab('errors')"),
+    ("Tab: phase", "this phase against the whole run", "app.show_tab('phase')"),
+    ("Tab: cost", "what the run costs under each plan", "app.show_tab('cost')"),
+    ("Tab: points", "a sweep's points so far", "app.show_tab('points')"),
+    ("Tab: cascade", "valid answers and escalations per model", "app.show_tab('cascade')"),
 )
 """The command palette's entries (ctrl+p): (title, help, action), every key's action by name."""
+
+ATTACHED_PALETTE: dict[str, tuple[str, str, str]] = {
+    "app.stop": ("Close the console (q)", "the run goes on; oxconsole attach brings it back", "app.close"),
+}
+"""In a console opened with `oxconsole attach`, `q` closes the console (the run goes on)."""
+
+
+def palette(attached: bool) -> tuple[tuple[str, str, str], ...]:
+    """The palette's entries for a console that started its run, or one `attached` to it."""
+    if not attached:
+        return PALETTE
+    return tuple(ATTACHED_PALETTE.get(action, (title, what, action)) for title, what, action in PALETTE)
+
 
 _CONC = Binding.Group("conc", compact=True)
 _RATE = Binding.Group("rate", compact=True)
@@ -65,12 +86,15 @@ FOOTER_WIDTH = 80
 FOOTER_NARROW_DROP = frozenset({"0", "s", "d"})
 """Keys the footer leaves out below FOOTER_WIDTH (they still work; the help screen and the palette
 list them), so that `q stop` and `? help` stay in sight at 60 columns."""
+ATTACHED_NARROW_DROP = FOOTER_NARROW_DROP | {"w"}
+"""An attached console's footer has `Q stop` beside `q close`: `w` makes room for it."""
 
 
 class KeysFooter(Footer):
     """The footer, without `FOOTER_NARROW_DROP` on a narrow terminal."""
 
     narrow = False
+    drop = FOOTER_NARROW_DROP
 
     def fit(self, width: int) -> None:
         narrow = width < FOOTER_WIDTH
@@ -80,7 +104,7 @@ class KeysFooter(Footer):
 
     def compose(self) -> ComposeResult:
         for widget in super().compose():
-            if self.narrow and isinstance(widget, FooterKey) and widget.key in FOOTER_NARROW_DROP:
+            if self.narrow and isinstance(widget, FooterKey) and widget.key in self.drop:
                 continue
             yield widget
 
@@ -99,6 +123,17 @@ TABS: tuple[tuple[str, type[Panel]], ...] = (
 SHOWN_BY = {"cost": "-plans", "points": "-sweep", "cascade": "-quality"}
 """The tabs hidden until the run has what they show, and the screen's class that shows them
 (`MainScreen.reveal`; wide, the panel under the models)."""
+
+
+ATTACHED_KEYS: tuple[Binding, ...] = (
+    Binding("d", "app.detach", "detach", show=False),
+    Binding("q", "app.close", "close"),
+    Binding("Q", "app.stop_asked", "stop"),
+    Binding("ctrl+c", "app.close", "close", show=False),
+)
+"""A console opened with `oxconsole attach` is a viewer: people leave a viewer with `q` (less,
+htop, k9s) or ctrl+c, and a long run must not end by that reflex. There `q` and ctrl+c close the
+console as `d` does (which leaves the footer to `Q`), and `Q` stops the run after a confirmation."""
 
 
 class MainScreen(Screen[None]):
@@ -199,15 +234,25 @@ class MainScreen(Screen[None]):
         Binding("s", "app.save", "save"),
         Binding("d", "app.detach", "detach"),
         Binding("q", "app.stop", "stop"),
+        Binding("Q", "app.stop_asked", "stop", show=False),
         Binding("question_mark", "app.help", "help", key_display="?"),
         Binding("h", "app.histogram", "metric", show=False),
         Binding("r", "app.scope", "window/run", show=False),
         Binding("t", "app.next_tab", "next tab", show=False),
+        Binding("slash", "app.filter", "filter", key_display="/", show=False),
+        Binding("escape", "app.clear_filter", "clear filter", show=False),
+        Binding("colon", "app.command_palette", "palette", key_display=":", show=False),
         Binding("ctrl+c", "app.stop", "stop", show=False),
     ]
 
-    def __init__(self, run_name: str, on_ready: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, run_name: str, on_ready: Callable[[], None] | None = None, *, attached: bool = False
+    ) -> None:
         super().__init__(id="main")
+        self.attached = attached
+        if attached:  # q and ctrl+c close the console; Q (shown) stops the run after a confirmation
+            for binding in ATTACHED_KEYS:
+                self._bindings.key_to_bindings[binding.key] = [binding]
         self.run_name = run_name
         self.on_ready = on_ready
         """Called once the panels are mounted (the app renders its first snapshot then)."""
@@ -234,7 +279,13 @@ class MainScreen(Screen[None]):
             for name, panel in TABS:
                 with TabPane(name, id=f"tab-{name}"):
                     yield panel(id=f"{name}-tab")
-        yield KeysFooter(show_command_palette=False)
+        footer = KeysFooter(show_command_palette=False)
+        footer.drop = ATTACHED_NARROW_DROP if self.attached else FOOTER_NARROW_DROP
+        yield footer
+
+    def key_actions(self) -> dict[str, str]:
+        """Each key of this screen and the action it runs (this console's: attached or not)."""
+        return {key: bindings[0].action for key, bindings in self._bindings.key_to_bindings.items()}
 
     def on_mount(self) -> None:
         self.panels = list(self.query(Panel))

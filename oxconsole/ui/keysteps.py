@@ -9,6 +9,7 @@ is not imported here.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,6 +24,7 @@ __all__ = [
     "concurrency_step",
     "console_status",
     "failed_mostly",
+    "filtered",
     "paused_by_user",
     "rate_step",
     "run_duration",
@@ -120,6 +122,21 @@ def paused_by_user(snap: Snapshot) -> bool:
     return False
 
 
+def filtered(snap: Snapshot, text: str) -> Snapshot:
+    """`snap` with only the models and error classes whose name holds ``text`` (any case): what
+    the models and errors tables show while `/` filters them. The rest of the run is untouched."""
+    part = text.casefold()
+    if not part:
+        return snap
+    return dataclasses.replace(
+        snap,
+        models=tuple(m for m in snap.models if part in m.name.casefold()),
+        errors={k: v for k, v in snap.errors.items() if part in k.casefold()},
+        attempt_errors={k: v for k, v in snap.attempt_errors.items() if part in k.casefold()},
+        error_details={k: v for k, v in snap.error_details.items() if part in k.casefold()},
+    )
+
+
 def failed_mostly(snap: Snapshot) -> bool:
     """At least half the finished requests failed: at the end, the errors are what to show."""
     c = snap.counts
@@ -127,9 +144,16 @@ def failed_mostly(snap: Snapshot) -> bool:
 
 
 def console_status(
-    snap: Snapshot, *, finished: bool, connected: bool, stopping: bool, cancelling: bool
+    snap: Snapshot,
+    *,
+    finished: bool,
+    connected: bool,
+    stopping: bool,
+    cancelling: bool,
+    attached: bool = False,
 ) -> tuple[str, str, str]:
-    """(state shown, note line, note level) from the run and what the console is doing."""
+    """(state shown, note line, note level) from the run and what the console is doing
+    (`attached`: opened by `oxconsole attach`, where Q, not q, stops and cancels)."""
     g = snap.gauges
     if finished or g.state == "done":
         if stopping:
@@ -150,7 +174,8 @@ def console_status(
     if stopping:
         if cancelling:
             return "draining", f"cancelling {g.in_flight} in flight…", "warn"
-        return "draining", f"draining… {g.in_flight} in flight finishing (q again cancels them)", "warn"
+        again = "Q" if attached else "q"
+        return "draining", f"draining… {g.in_flight} in flight finishing ({again} again cancels them)", "warn"
     if g.state == "paused":
         if paused_by_user(snap):
             if snap.sweep is not None:  # held by a key (`sweep/served.py`)

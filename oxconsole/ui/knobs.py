@@ -15,6 +15,7 @@ from textual.notifications import SeverityLevel
 from oxconsole.base.units import fmt_count, fmt_rate
 from oxconsole.control import RunSource
 from oxconsole.engine.commands import Command, SetAuto, SetConcurrency, SetRate, SetTpm
+from oxconsole.engine.live import NO_SLO
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.keysteps import Pending, concurrency_step, rate_step, saved_words, short_path, tpm_step
 from oxconsole.ui.numbers import round_sig
@@ -80,6 +81,13 @@ class KnobActions:
             return
         pend = self.pending.get("auto")
         on = not (bool(pend) if pend is not None else snap.gauges.auto)
+        if on and snap.goodput is None:  # a run without [slo] refuses it: said now, never "on"
+            why = f"refused: set_auto: {NO_SLO}"
+            self.toast(
+                why.removeprefix("refused: "), kind="command", title="refused", severity="error", timeout=8
+            )
+            self.tell(why, "warn")
+            return
         if self.send(SetAuto(on)):
             self.pending.remember("auto", 1.0 if on else 0.0)
             if on:

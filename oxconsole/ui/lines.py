@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from rich.cells import cell_len, set_cell_size
 from rich.text import Text
 
+from oxconsole.base.safetext import shown
+
 __all__ = ["Cell", "Col", "Line", "Palette", "fit", "grid", "join_lines"]
 
 
@@ -67,6 +69,15 @@ class Palette:
         )
 
 
+def _safe(text: str) -> str:
+    """``text`` as the terminal may draw it: a name from a workload or a journal (a model, an
+    error class, a change) with a control character in it (OSC 52 writes the clipboard, CSI 2J
+    clears the screen) is written out (`shown`), never sent as a command. `str.isprintable` is
+    one pass in C, so the panels' own text costs next to nothing; a Line is never read as
+    markup, so `[bold]` in a name shows as it is."""
+    return text if text.isprintable() else shown(text, one_line=True)
+
+
 class Line:
     """One line of a panel as (text, style) runs: the few parts of `rich.text.Text` the panels use.
 
@@ -81,13 +92,13 @@ class Line:
 
     def __init__(self, text: str = "", style: str = "") -> None:
         self.style = style
-        self.runs: list[tuple[str, str]] = [(text, "")] if text else []
+        self.runs: list[tuple[str, str]] = [(_safe(text), "")] if text else []
         self.cells = -1
         """Width in cells once `truncate` has measured it (-1: not yet)."""
 
     def append(self, text: str, style: str = "") -> Line:
         if text:
-            self.runs.append((text, style))
+            self.runs.append((_safe(text), style))
             self.cells = -1
         return self
 

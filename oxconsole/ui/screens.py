@@ -8,24 +8,36 @@ dismisses with the list of commands that would make the edits true; the app send
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.table import Table
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Static
 
+from oxconsole.base.safetext import shown
 from oxconsole.base.units import fmt_weight
 from oxconsole.engine.commands import Command, EnableModel, SetCascade, SetWeight
 from oxconsole.metrics.snapshot import Snapshot
 
-__all__ = ["KEYS", "EnabledBox", "HelpScreen", "ModelRoute", "RoutingEditor", "routes_of", "routing_words"]
+__all__ = [
+    "KEYS",
+    "ConfirmStop",
+    "EnabledBox",
+    "FilterPrompt",
+    "HelpScreen",
+    "ModelRoute",
+    "RoutingEditor",
+    "keys_of",
+    "routes_of",
+    "routing_words",
+]
 
 KEYS: tuple[tuple[str, str], ...] = (
     ("+ / -", "concurrency up / down by 10% (at least 1; turns auto off)"),
@@ -37,14 +49,26 @@ KEYS: tuple[tuple[str, str], ...] = (
     ("space", "pause / resume dispatch (requests in flight finish)"),
     ("s", "save the tuned workload as NAME.tuned.toml beside the original"),
     ("d", "detach: close the console, the run goes on (oxconsole attach)"),
-    ("q", "stop: finish what is in flight (q again: cancel it), then exit"),
+    ("q", "stop: finish what is in flight (again: cancel it), exit; ctrl+c too"),
+    ("Q", "stop, asked first (y confirms), from any console"),
     ("h", "latency histogram: next metric (TTFT, inter-token, end-to-end, queue)"),
     ("r", "latency histogram: last 10 s / whole run"),
-    ("t", "next tab (compact layout: models, latency, errors, phase; cost with plans)"),
+    ("t", "next tab (compact layout: models, latency, errors, phase, ...)"),
+    ("/", "filter the models and errors tables by a part of a name; esc clears"),
     ("?", "this help"),
-    ("ctrl+p", "command palette: every action by name, and the theme"),
+    (": / ctrl+p", "command palette: every action by name (tabs too), and the theme"),
 )
 """Every key of the console, in the order the help screen lists them."""
+
+ATTACHED_Q = "close the console, the run goes on (as d); ctrl+c too. Q stops the run"
+"""What `q` does in a console opened with `oxconsole attach` (a viewer: q must not end a run)."""
+
+
+def keys_of(attached: bool) -> tuple[tuple[str, str], ...]:
+    """The help screen's keys for a console that started its run, or one `attached` to it."""
+    if not attached:
+        return KEYS
+    return tuple((key, ATTACHED_Q if key == "q" else what) for key, what in KEYS)
 
 
 def dialog_css(screen: str, box: str, width: int) -> str:
@@ -84,16 +108,93 @@ class HelpScreen(ModalScreen[None]):
         Binding("escape,question_mark,q", "dismiss", "close", show=False),
     ]
 
+    def __init__(self, *, attached: bool = False) -> None:
+        super().__init__()
+        self.attached = attached
+
     def compose(self) -> ComposeResult:
         table = Table.grid(padding=(0, 2))
         table.add_column(style="bold", no_wrap=True)
         table.add_column()
-        for key, what in KEYS:
+        for key, what in keys_of(self.attached):
             table.add_row(Text(key), Text(what))  # plain text: `[slo]` is not markup
         with VerticalScroll() as v:
             v.border_title = "oxconsole keys"
             yield Static(table, id="help-keys")
             yield Static(Text("escape or ? closes this"), id="help-foot")
+
+
+class ConfirmStop(ModalScreen[bool]):
+    """Q asks before it stops the run: y stops it (or, while it drains, cancels what is in
+    flight); any other key dismisses the question and the run goes on."""
+
+    DEFAULT_CSS = dialog_css("ConfirmStop", "Vertical", 60)
+
+    def __init__(self, *, draining: bool = False, in_flight: int = 0) -> None:
+        super().__init__()
+        self.draining = draining
+        self.in_flight = in_flight
+
+    def compose(self) -> ComposeResult:
+        if self.draining:
+            title = "cancel the requests in flight?"
+            what = f"y cancels the {self.in_flight} in flight now (they are sent again by --resume)"
+        else:
+            title = "stop the run?"
+            what = "y stops it: no new requests, the ones in flight finish, then the summary"
+        with Vertical() as v:
+            v.border_title = title
+            yield Static(Text(what), id="confirm-what")
+            yield Static(Text("any other key: the run goes on"), id="confirm-no")
+
+    def on_key(self, event: events.Key) -> None:
+        event.stop()
+        event.prevent_default()
+        self.dismiss(event.key == "y")
+
+
+class FilterPrompt(ModalScreen[None]):
+    """`/`: a line at the bottom to type a part of a name; the models and errors tables show only
+    the rows whose name holds it (any case) as it is typed. Enter keeps the filter, escape
+    clears it (as escape does on the main screen)."""
+
+    DEFAULT_CSS = """
+    FilterPrompt {
+        align: left bottom;
+        background: $background 0%;
+    }
+    FilterPrompt > Input {
+        width: 100%;
+        border: none;
+        height: 1;
+        padding: 0 1;
+    }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "clear", "clear", show=False)]
+
+    def __init__(self, text: str, on_change: Callable[[str], None], *, cursor_blink: bool = True) -> None:
+        super().__init__()
+        self.text = text
+        self.on_change = on_change
+        self._blink = cursor_blink
+
+    def compose(self) -> ComposeResult:
+        field = Input(self.text, placeholder="/ filter models and errors by name", id="filter", compact=True)
+        field.cursor_blink = self._blink
+        yield field
+
+    @on(Input.Changed)
+    def _typed(self, event: Input.Changed) -> None:
+        self.on_change(event.value)
+
+    @on(Input.Submitted)
+    def _kept(self) -> None:
+        self.dismiss(None)
+
+    def action_clear(self) -> None:
+        self.on_change("")
+        self.dismiss(None)
 
 
 @dataclass(frozen=True)
@@ -250,7 +351,7 @@ class RoutingEditor(ModalScreen[list[Command] | None]):
                 rows.can_focus = False  # tab goes from field to field; focus scrolls the rows
                 for i, m in enumerate(self.models):
                     with Grid(classes="route" if m.enabled else "route -off", id=f"route-{i}"):
-                        yield Label(m.name)
+                        yield Label(shown(m.name, one_line=True), markup=False)  # a name is text
                         weight = Input(
                             fmt_weight(m.weight),
                             type="number",

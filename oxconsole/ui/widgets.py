@@ -1,8 +1,9 @@
-"""The console's panels: each holds one immutable Snapshot and shows it as lines of styled text.
+"""What every console panel is: a widget that holds one immutable Snapshot and shows it as lines.
 
 Why this module exists: a panel must cost nothing when nothing visible changed and little when
-something did. Each panel keeps the latest snapshot in a `reactive`; `watch_snapshot` asks a pure
-function in `ui/panels/` for the lines at the panel's size and repaints only the lines that differ
+something did. Each panel keeps the latest snapshot in a `reactive`; `watch_snapshot` asks its
+`draw` (the pure line functions beside each panel in `ui/panels/`) for the lines at the panel's
+size and repaints only the lines that differ
 from what is on screen (a snapshot that only moved the clock by 250 ms repaints the header once a
 second, not four times). A panel that is not on screen (a hidden tab) draws nothing until it is
 shown. No DataTable, no per-row widgets, no work proportional to the run.
@@ -19,25 +20,10 @@ from textual.reactive import reactive
 from textual.strip import Strip
 from textual.widget import Widget
 
-from oxconsole.base.units import fmt_rate
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.lines import Line, Palette
-from oxconsole.ui.panels.header import header_lines
-from oxconsole.ui.panels.in_flight import in_flight_lines
-from oxconsole.ui.panels.latency import latency_lines
-from oxconsole.ui.panels.tables import errors_lines, models_lines, phase_lines
-from oxconsole.ui.panels.throughput import throughput_lines
 
-__all__ = [
-    "ErrorsPanel",
-    "HeaderPanel",
-    "InFlightPanel",
-    "LatencyPanel",
-    "ModelsPanel",
-    "Panel",
-    "PhasePanel",
-    "ThroughputPanel",
-]
+__all__ = ["Panel", "forget_palettes"]
 
 _PALETTES: dict[str, Palette] = {}
 
@@ -237,127 +223,3 @@ def _runs(ys: list[int]) -> list[tuple[int, int]]:
 def forget_palettes() -> None:
     """Drop cached palettes (a theme was re-registered under the same name)."""
     _PALETTES.clear()
-
-
-class HeaderPanel(Panel):
-    """Run name, state, elapsed, progress with ETA, ok/error, cost so far and projected; one
-    status line (phase, or what the console is doing: stopping, finished, disconnected)."""
-
-    DEFAULT_CSS = """
-    HeaderPanel {
-        border: none;
-        height: 3;
-        padding: 0;
-        background: $panel;
-    }
-    """
-
-    run_name: reactive[str] = reactive("", repaint=False)
-    state: reactive[str] = reactive("starting", repaint=False)
-    note: reactive[str] = reactive("", repaint=False)
-    note_level: reactive[str] = reactive("", repaint=False)
-    flash: reactive[str] = reactive("", repaint=False)
-    flash_level: reactive[str] = reactive("", repaint=False)
-    duration: float = 0.0
-    """The run's ``run.duration`` (0: none): a time bar when it has no fixed request count."""
-
-    def draw(self, snap: Snapshot, width: int, height: int) -> list[Line]:
-        p = self.palette
-        levels = {"error": p.error, "warn": p.warning, "info": p.primary}
-        return header_lines(
-            snap,
-            p,
-            width,
-            name=self.run_name,
-            state=self.state,
-            note=self.note,
-            note_style=levels.get(self.note_level, ""),
-            flash=self.flash,
-            flash_style=p.warning if self.flash_level == "warn" else p.accent,
-            duration=self.duration,
-        )
-
-
-class InFlightPanel(Panel):
-    """In flight vs limit, waiting for a slot / the rate bucket / backing off, target vs achieved
-    rate, loop lag, and what bounds throughput (with a warning when it is the client itself)."""
-
-    TITLE = "in flight"
-    DEFAULT_CSS = """
-    InFlightPanel { height: 8; }
-    """
-
-    def draw(self, snap: Snapshot, width: int, height: int) -> list[Line]:
-        return in_flight_lines(snap, self.palette, width, height)
-
-
-class ThroughputPanel(Panel):
-    """req/s and output tokens/s per second over the last minutes, ▲ where a setting changed."""
-
-    TITLE = "throughput"
-    DEFAULT_CSS = """
-    ThroughputPanel { height: 8; }
-    """
-
-    def draw(self, snap: Snapshot, width: int, height: int) -> list[Line]:
-        return throughput_lines(snap, self.palette, width, height)
-
-
-class LatencyPanel(Panel):
-    """Histogram of one latency metric (`h` cycles), last window or whole run (`r`)."""
-
-    TITLE = "latency"
-    EVERY = 2
-    metric: reactive[str] = reactive("ttft_ms", repaint=False)
-    scope: reactive[str] = reactive("window", repaint=False)
-
-    def watch_metric(self) -> None:
-        self.redraw()
-
-    def watch_scope(self) -> None:
-        self.redraw()
-
-    def inputs(self, snap: Snapshot, width: int, height: int) -> object:
-        run = self.scope == "run"
-        summary = (snap.run if run else snap.window).get(self.metric)
-        bins = (snap.bins_run if run else snap.bins_window).get(self.metric)
-        return self.metric, self.scope, snap.window_s, summary, bins, snap.reasoning
-
-    def draw(self, snap: Snapshot, width: int, height: int) -> list[Line]:
-        return latency_lines(snap, self.palette, width, height, self.metric, self.scope)
-
-
-class ModelsPanel(Panel):
-    """One row per model: weight vs actual share, in flight, req/s, TTFT and latency, errors,
-    tokens, cost; disabled and cooling-down models marked."""
-
-    TITLE = "models"
-    EVERY = 2
-    DEFAULT_CSS = """
-    ModelsPanel { height: auto; max-height: 14; }
-    """
-
-    def draw(self, snap: Snapshot, width: int, height: int) -> list[Line]:
-        return models_lines(snap, self.palette, width)
-
-
-class ErrorsPanel(Panel):
-    """Errors by class (final and retried) with the first detail of each, wrapped."""
-
-    TITLE = "errors"
-
-    def inputs(self, snap: Snapshot, width: int, height: int) -> object:
-        return snap.errors, snap.attempt_errors, snap.error_details, fmt_rate(snap.errors_per_s_10s), height
-
-    def draw(self, snap: Snapshot, width: int, height: int) -> list[Line]:
-        return errors_lines(snap, self.palette, width, height)
-
-
-class PhasePanel(Panel):
-    """Since the last change vs the whole run: what the change did."""
-
-    TITLE = "this phase vs whole run"
-    EVERY = 2
-
-    def draw(self, snap: Snapshot, width: int, height: int) -> list[Line]:
-        return phase_lines(snap, self.palette, width, height)

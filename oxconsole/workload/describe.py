@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 
+from oxconsole.base.units import fmt_decimal
 from oxconsole.workload.errors import did_you_mean
 from oxconsole.workload.lengths import describe_length, fmt_stats
 from oxconsole.workload.packing import describe_packing
@@ -24,7 +25,7 @@ from oxconsole.workload.values import fmt_duration
 
 
 def _fmt_num(x: float) -> str:
-    return f"{x:g}"
+    return fmt_decimal(x)
 
 
 def describe(w: Workload, stats: PromptStats) -> str:

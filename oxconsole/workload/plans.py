@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
+from oxconsole.base.units import fmt_decimal
 from oxconsole.workload import bounds as b
 from oxconsole.workload.errors import Problems, did_you_mean, join_key, show
 from oxconsole.workload.schema import PricePlan, Prices, toml_keys
@@ -118,7 +119,7 @@ def plans_to_toml(plans: Mapping[str, PricePlan]) -> dict[str, Any]:
 
 
 def _price_words(p: Prices) -> str:
-    return ", ".join(f"{v:g} per {what}" for v, what in p.given()) or "free"
+    return ", ".join(f"{fmt_decimal(v)} per {what}" for v, what in p.given()) or "free"
 
 
 def describe_plans(plans: Mapping[str, PricePlan]) -> list[str]:

@@ -13,6 +13,7 @@ A cascade needs `[quality]` (without it no answer ever fails) and names each mod
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
@@ -220,6 +221,15 @@ def line_expected(obj: Mapping[str, Any], label: str, where: str) -> str | None:
     return v
 
 
+def as_written(pattern: str) -> str:
+    r"""A regex as the workload file can write it, a TOML literal string: `'^(yes|no)\b'`, not
+    Python's repr with each backslash doubled (`'^(yes|no)\\b'`, which reads as another regex).
+    One that holds a quote or a character a terminal would obey: a basic string, those escaped."""
+    if "'" not in pattern and pattern.isprintable():
+        return f"'{pattern}'"
+    return json.dumps(pattern, ensure_ascii=False)
+
+
 def quality_lines(q: QualityConfig | None, cascade: Sequence[str]) -> list[str]:
     """`validate`'s section on `[quality]` and the cascade (none without `[quality]`)."""
     if q is None:
@@ -229,13 +239,14 @@ def quality_lines(q: QualityConfig | None, cascade: Sequence[str]) -> list[str]:
         where = "the inline schema" if q.schema_source == "inline" else q.schema_source
         checks.append(f"is JSON valid against {where}")
     if q.regex is not None:
-        checks.append(f"matches {q.regex!r}")
+        checks.append(f"matches {as_written(q.regex)}")
     if q.expected and q.expected_path is not None:
         checks.append(f'is JSON whose value at {".".join(q.expected_path)} equals the prompt\'s "expected"')
     elif q.expected:
         checks.append('equals the prompt\'s "expected"')
     if q.judge is not None:
-        checks.append(f"is judged by {q.judge.model} ({q.judge.prompt_file}) to match {q.judge.pass_!r}")
+        judge = q.judge
+        checks.append(f"is judged by {judge.model} ({judge.prompt_file}) to match {as_written(judge.pass_)}")
     out = ["", "quality", "  an answer is valid when it " + "; ".join(checks)]
     if cascade:
         out.append("  cascade: " + " -> ".join(cascade) + " (an invalid answer goes on to the next)")

@@ -72,7 +72,9 @@ def check_records(w: Workload, label: str) -> FileCheck:
             ins.append((p.input_chars + 3) // 4)
             if p.max_tokens is not None:
                 outs.append(p.max_tokens)
-    if bad:  # every bad line told (up to a screenful), not only the first
+    # every bad line and every id used twice, told together (up to a screenful), not the first
+    bad += _repeated_ids(w, label, keys)
+    if bad:
         told = [m for e in bad[:MAX_LINE_ERRORS] for m in e.errors]
         if len(bad) > MAX_LINE_ERRORS:
             told.append(f"{label}: ... and {len(bad) - MAX_LINE_ERRORS} more bad lines")
@@ -80,19 +82,24 @@ def check_records(w: Workload, label: str) -> FileCheck:
     if count == 0:
         what = "an empty file" if not skipped else f"{skipped} entries, none with a human turn and an answer"
         raise error(label, "", "at least one prompt", what)
-    _check_unique(w, label, keys)
     return FileCheck(count, skipped, frozenset(pinned), length_stats(ins), length_stats(outs))
 
 
-def _check_unique(w: Workload, label: str, keys: array[int]) -> None:
-    """Raise at the first entry whose id an earlier one has (only ids whose hash repeats are kept)."""
+def _repeated_ids(w: Workload, label: str, keys: array[int]) -> list[WorkloadError]:
+    """Each entry whose id an earlier one has, in file order (only ids whose hash repeats are
+    kept; bad lines, told already, are passed over)."""
     twice = repeated(keys)
     if not twice:
-        return
+        return []
+    out: list[WorkloadError] = []
     first: dict[str, str] = {}
-    for where, p in records(w, label):
+    for where, p in records(w, label, []):
         if p is None or hash(p.id) not in twice:
             continue
         if p.id in first:
-            raise error(label, f"{where}: id", f"a unique id ({first[p.id]} has the same id)", show(p.id))
-        first[p.id] = where
+            out.append(
+                error(label, f"{where}: id", f"a unique id ({first[p.id]} has the same id)", show(p.id))
+            )
+        else:
+            first[p.id] = where
+    return out

@@ -10,7 +10,8 @@ Prompts are synthetic words (`synthtext.py`, a copy each) of exactly `4 * input_
 characters, the simulator's count. Mooncake's `hash_ids` name blocks of `BLOCK_TOKENS` tokens:
 equal ids make equal text, so rows that share their first ids share a prompt prefix that a prefix
 cache (the simulator's `prefix_cache`, vLLM's, a provider's) finds. Rows without ids get text of
-their own. A bad row stops the check with its file, line and what was expected (exit 2).
+their own. A bad row stops the check with its file, line and what was expected (exit 2), and so
+does a row due more than a year after the first (`bounds.MAX_DURATION`: no run is that long).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any, Final
 
 import orjson
 
-from oxconsole.workload.bounds import MAX_TOKENS
+from oxconsole.workload.bounds import MAX_DURATION, MAX_TOKENS
 from oxconsole.workload.errors import error, fail
 from oxconsole.workload.lines import TRACE_LINE_MAX, bounded_lines, too_long
 from oxconsole.workload.promptdata import Prompt
@@ -199,12 +200,20 @@ def trace_prompts(path: Path, label: str, fmt: str, seed: int) -> Iterator[tuple
     """(where, prompt) for each row of a trace, its `due` counted from the first row's timestamp
     (a row before the first is due at once)."""
     text = _Text(seed)
-    first: float | None = None
+    first: tuple[float, str] | None = None
+    key = "timestamp" if fmt == "mooncake" else _COLUMNS[fmt][0]
     with open(path, "rb") as f:
         rows = _mooncake(f, label) if fmt == "mooncake" else _csv(f, label, fmt)
         for n, (where, t, ins, outs, ids) in enumerate(rows, 1):
             if first is None:
-                first = t
+                first = (t, where)
+            if t - first[0] > MAX_DURATION:  # a run would idle for it (and its ETA say nothing)
+                raise error(
+                    label,
+                    f"{where}: {key}",
+                    f"a time at most a year after the first row's ({first[1]})",
+                    f"{(t - first[0]) / (365 * 86400.0):,.1f} years after it",
+                )
             rid = f"row-{n}"
             body = text.prompt(rid, max(1, ins), ids)
             yield (
@@ -214,6 +223,6 @@ def trace_prompts(path: Path, label: str, fmt: str, seed: int) -> Iterator[tuple
                     [{"role": "user", "content": body}],
                     max_tokens=max(1, outs),
                     input_chars=len(body),
-                    due=max(0.0, t - first),
+                    due=max(0.0, t - first[0]),
                 ),
             )

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from oxconsole.base.gcpace import PacedGC
 from oxconsole.engine import shard
 from tests.support import run
-from tests.support.workloads import WorkloadFactory
+from tests.support.workloads import load_workload
 
 
 @pytest.fixture(autouse=True)
@@ -86,34 +87,9 @@ def test_a_collection_at_least_every_max_freezes() -> None:
     g.restore()
 
 
-def workload(fault: str) -> str:
-    return f"""
-        [run]
-        concurrency = 60
-        timeout = "2s"
-        [endpoints.default]
-        base_url = "sim"
-        [[models]]
-        name = "m"
-        [prompts]
-        synthetic = {{ count = 600, input_tokens = 5, output_tokens = 8 }}
-        [retry]
-        max_attempts = 3
-        backoff = "1ms"
-        backoff_max = "5ms"
-        [sim.models.m]
-        ttft = "5ms"
-        tokens_per_s = 400
-        output_tokens = 8
-        capacity = 1000
-        jitter = 0
-        {fault}
-        """
-
-
 @pytest.mark.slow
 async def test_a_run_collects_only_when_failures_may_leave_cycles(
-    make_workload: WorkloadFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     made: list[PacedGC] = []
 
@@ -126,8 +102,9 @@ async def test_a_run_collects_only_when_failures_may_leave_cycles(
     enabled = gc.isenabled()
     # Failures at 6% of attempts: plenty for the collector to be called for, and five in a row (the
     # engine's cool-down, a 5 s wait this test has no use for) about once in a thousand runs.
-    for fault, collects in (("", False), ("abort_rate = 0.04\nreset_rate = 0.02", True)):
-        w = make_workload(workload(fault))
+    faults = {"sim.models.m.abort_rate": 0.04, "sim.models.m.reset_rate": 0.02}
+    for fault, collects in (({}, False), (faults, True)):
+        w = load_workload("sim_retried", tmp_path, fault)
         out = await run(w, sim="process")  # this process's collector is the engine's alone
         g = made[-1]
         assert gc.isenabled() == enabled  # put back at the end of the run

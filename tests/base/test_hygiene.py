@@ -65,7 +65,6 @@ def _loaded(code: str) -> set[str]:
     return {m.split(".")[0] for m in out}
 
 
-@pytest.mark.subprocess
 @pytest.mark.parametrize(("code", "never", "always"), CASES)
 def test_imports_stay_light(code: str, never: set[str], always: set[str]) -> None:
     mods = _loaded(code)

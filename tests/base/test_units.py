@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from oxconsole.base.units import FIGURES, NONE, cut, fmt_count, fmt_duration, fmt_money, fmt_ms, fmt_rate
+from oxconsole.base.figures import FIGURES
+from oxconsole.base.units import NONE, cut, fmt_count, fmt_duration, fmt_money, fmt_ms, fmt_rate
 from oxconsole.reports.summarytable import render_summary
 from oxconsole.sweep.table import render_table
 from oxconsole.ui.lines import Palette

@@ -14,34 +14,21 @@ import pytest
 from tests.support import oxconsole as oxc
 from tests.support import oxconsole_here as here
 from tests.support import read_jsonl, wait_until
-
-pytestmark = pytest.mark.subprocess  # every test here runs the command line as a user does
-
-WL = """
-name = "cli"
-[run]
-concurrency = 8
-grace = "10s"
-[output]
-results = "{results}"
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "m"
-price_per_request = 0.5
-[prompts]
-synthetic = {{ count = {count}, input_tokens = 5, output_tokens = 4 }}
-[sim.models.m]
-ttft = "{ttft}"
-tokens_per_s = 200
-jitter = 0
-"""
+from tests.support.workloads import write_workload
 
 
 def write(tmp_path: Path, count: int = 20, ttft: str = "10ms") -> Path:
-    p = tmp_path / "w.toml"
-    p.write_text(WL.format(results=tmp_path / "out" / "results.jsonl", count=count, ttft=ttft))
-    return p
+    """tests/workloads/sim_paced.toml as tmp_path/w.toml: `count` prompts, the first token `ttft`
+    after admission, $0.50 a request, journaled in tmp_path/out/."""
+    sets = {
+        "name": "cli",
+        "run.grace": "10s",
+        "output.results": str(tmp_path / "out" / "results.jsonl"),
+        "models.0.price_per_request": 0.5,
+        "prompts.synthetic.count": count,
+        "sim.models.m.ttft": ttft,
+    }
+    return write_workload("sim_paced", tmp_path, sets, file="w.toml")
 
 
 def records(tmp_path: Path) -> list[dict[str, Any]]:

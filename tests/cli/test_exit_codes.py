@@ -72,7 +72,6 @@ def resume_line(stderr: str) -> tuple[int, str]:
 # --- headless -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("workers", [1, 2])
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_ctrl_c_midway_exits_130_and_says_how_to_send_the_rest(tmp_path: Path, workers: int) -> None:
     write(tmp_path, count=400, workers=workers)
     journal = tmp_path / "out" / "run.jsonl"
@@ -118,7 +117,6 @@ def test_ctrl_c_midway_exits_130_and_says_how_to_send_the_rest(tmp_path: Path, w
 
 
 @pytest.mark.parametrize("workers", [1, pytest.param(2, marks=pytest.mark.slow)])
-@pytest.mark.subprocess
 def test_a_complete_run_exits_0_with_nothing_not_sent(tmp_path: Path, workers: int) -> None:
     write(tmp_path, count=30, ttft="10ms", workers=workers)
     r = oxc("w.toml", "--headless", "--summary-json", "s.json", cwd=tmp_path)
@@ -128,7 +126,6 @@ def test_a_complete_run_exits_0_with_nothing_not_sent(tmp_path: Path, workers: i
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_a_run_that_reaches_its_duration_has_ended_not_stopped(tmp_path: Path) -> None:
     # prompts cycled until run.duration: its end is the duration
     write(tmp_path, count=5, duration="1s", ttft="20ms")
@@ -147,7 +144,6 @@ def test_a_run_that_reaches_its_duration_has_ended_not_stopped(tmp_path: Path) -
 
 
 # --- in process: a stop that only cuts the drain ------------------------------------------------
-@pytest.mark.subprocess
 async def test_a_stop_that_cancels_requests_after_everything_was_sent_is_130(tmp_path: Path) -> None:
     sets = {
         "run": {"concurrency": 6},
@@ -196,7 +192,6 @@ def test_exit_code_precedence() -> None:
 # --- the console and the control socket: the engine in a process of its own ----------------------
 @pytest.mark.parametrize("workers", [1, 2])
 @pytest.mark.slow
-@pytest.mark.subprocess
 async def test_stop_over_the_socket_exits_130(run_dirs: Path, tmp_path: Path, workers: int) -> None:
     from oxconsole.control import SocketSource, list_runs
 
@@ -234,7 +229,9 @@ async def test_stop_over_the_socket_exits_130(run_dirs: Path, tmp_path: Path, wo
     assert resume_line(err) == (summary["requests"]["not_sent"], "oxconsole w.toml --resume")
 
 
-def pilot_console(source: Any, *, theme: str | None = None, refresh: float = 4.0) -> str:
+def pilot_console(
+    source: Any, *, theme: str | None = None, refresh: float = 4.0, attached: bool = False
+) -> str:
     """The real console app, driven by Textual's Pilot instead of a terminal: `q` once some
     requests are done, then wait for the app to leave (the run drained)."""
     from oxconsole.ui.app import ConsoleApp
@@ -251,7 +248,6 @@ def pilot_console(source: Any, *, theme: str | None = None, refresh: float = 4.0
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_q_in_the_console_exits_130(
     run_dirs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -275,7 +271,6 @@ def test_q_in_the_console_exits_130(
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_q_in_a_real_terminal_exits_130(run_dirs: Path, tmp_path: Path) -> None:
     """The same as a user does it: `oxconsole w.toml` in a terminal (a pty), `q` once it shows."""
     write(tmp_path, count=2000, ttft="100ms")  # 25 s if left alone

@@ -13,50 +13,29 @@ import dataclasses
 import os
 import select
 import shutil
-import subprocess
-import sys
 import termios
-from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
-import pytest
 
 from oxconsole.engine.commands import EnableModel
 from oxconsole.engine.runner import Engine
-from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics import Collector, Snapshot
 from oxconsole.reports.progress import progress_line
 from oxconsole.reports.summary import render_summary, summary_from_journal
 from oxconsole.reports.tuned import write_tuned
 from oxconsole.ui.lines import Palette
+from oxconsole.ui.panels.errors import errors_lines
 from oxconsole.ui.panels.header import header_lines
-from oxconsole.ui.panels.tables import errors_lines, models_lines
+from oxconsole.ui.panels.models import models_lines
 from oxconsole.ui.typeahead import TypeAhead, keys, plan
 from oxconsole.workload import load_workload
 from tests.support import oxconsole_here
+from tests.support.firstuse import HINT, no_v1, rec
 from tests.support.ui import fixed_snapshot
-from tests.support.workloads import Sets, write_workload
+from tests.support.workloads import write_workload
 
 ROOT = Path(__file__).resolve().parents[2]
-HINT = "missing /v1?"
-
-
-def rec(i: int, cls: str | None = None, detail: str | None = None, **kw: object) -> RequestRecord:
-    return RequestRecord(
-        id=f"r{i}",
-        model="m",
-        endpoint="default",
-        status="error" if cls else "ok",
-        attempts=1,
-        t_scheduled=1000.0 + i,
-        t_sent=1000.0 + i,
-        queue_ms=1.0,
-        latency_ms=None if cls else 50.0,
-        error=cls,
-        error_detail=detail,
-        **kw,  # type: ignore[arg-type]
-    )
 
 
 # -- point 2: the first detail of each error class reaches the user -----------------------------
@@ -100,39 +79,6 @@ def test_report_of_a_journal_wraps_each_first_detail_under_the_table(tmp_path: P
     assert " ".join(tail.split()).startswith(f"detail http_404: {' '.join(long.split())}")
 
 
-@pytest.fixture(scope="module", name="sim_url")
-def sim_url_fixture() -> Iterator[str]:
-    """The simulator in its own process; its base URL *with* /v1."""
-    p = subprocess.Popen(
-        [sys.executable, "-m", "oxconsole", "sim", "--port", "0"], stdout=subprocess.PIPE, text=True
-    )
-    assert p.stdout is not None
-    url = p.stdout.readline().strip()
-    yield url
-    p.terminate()
-    p.wait(10)
-
-
-def no_v1(tmp_path: Path, results: Path, base_url: str, sets: Sets | None = None) -> Path:
-    """tmp_path/w.toml: 12 requests of one model at `base_url` (a server's address without its
-    /v1, to fail fast), journaled to `results`; then `sets`."""
-    return write_workload(
-        "sim_instant",
-        tmp_path,
-        {
-            "name": "no-v1",
-            "output.results": str(results),
-            "endpoints.default.base_url": base_url,
-            "models.0.max_tokens": 8,
-            "prompts": {"synthetic": {"count": 12, "input_tokens": 8, "output_tokens": 4}},
-            "sim": None,
-            **(sets or {}),
-        },
-        file="w.toml",
-    )
-
-
-@pytest.mark.subprocess
 def test_headless_run_against_a_base_url_without_v1_prints_the_hint(tmp_path: Path, sim_url: str) -> None:
     assert sim_url.endswith("/v1")
     w = no_v1(tmp_path, tmp_path / "out" / "results.jsonl", sim_url[: -len("/v1")])
@@ -207,7 +153,6 @@ def _routes(results: Path) -> dict[str, set[str]]:
     return out
 
 
-@pytest.mark.subprocess
 async def test_saved_tuned_file_routes_as_the_tuned_run_did(tmp_path: Path) -> None:
     path = write_workload(
         "routed",

@@ -17,9 +17,10 @@ from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.metrics.stages import StageSpan, stage_table
 from oxconsole.reports.progress import progress_line
 from tests.support import oxconsole_here
-from tests.support.metrics import gauges
+from tests.support.metrics import gauges, make_records
 from tests.support.report import sim_workload
 from tests.support.ui import fixed_snapshot
+from tests.support.workloads import Sets
 
 
 def test_the_line_shows_ttft_itl_and_dashes_for_an_empty_window() -> None:
@@ -62,8 +63,6 @@ def test_warm_up_progress_shows_the_stage_s_own_figures() -> None:
     now = [0.0]
     c = Collector(["m"], started_at=0.0, clock=lambda: now[0])
     c.stage_log.begin(StageSpan(0, 0.0, True, False, 10.0), 0.0, 2, 20.0)
-    from tests.metrics.test_metrics import make_records
-
     recs = [r for r in make_records(40) if r.status == "ok"][:20]
     for r in recs:
         r.stage, r.warmup = 0, True
@@ -77,7 +76,7 @@ def test_warm_up_progress_shows_the_stage_s_own_figures() -> None:
 
 
 def test_the_end_says_where_metrics_were_served_and_the_html_report(tmp_path: Path) -> None:
-    wl = sim_workload(tmp_path, count=30, extra="html = true\n")
+    wl = sim_workload(tmp_path, count=30, sets={"output.html": True})
     r = oxconsole_here(str(wl), "--headless", "--prometheus", "127.0.0.1:0", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     served = re.search(r"/metrics was served at http://127\.0\.0\.1:(\d+)/metrics", r.stderr)
@@ -86,19 +85,13 @@ def test_the_end_says_where_metrics_were_served_and_the_html_report(tmp_path: Pa
     assert f"HTML report: {report}" in r.stderr and report.exists(), r.stderr
 
 
-STAGED = """
-[[stages]]
-duration = "0.5s"
-concurrency = 2
-warmup = true
-[[stages]]
-duration = "0.7s"
-concurrency = 4
-"""
+STAGED: Sets = {
+    "stages": [{"duration": "0.5s", "concurrency": 2, "warmup": True}, {"duration": "0.7s", "concurrency": 4}]
+}
 
 
 def test_stages_that_ran_to_their_end_are_a_complete_run(tmp_path: Path) -> None:
-    wl = sim_workload(tmp_path, count=5000, concurrency=4, extra=STAGED)
+    wl = sim_workload(tmp_path, count=5000, concurrency=4, sets=STAGED)
     r = oxconsole_here(str(wl), "--headless", "--summary-json", str(tmp_path / "s.json"), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     summary = orjson.loads((tmp_path / "s.json").read_bytes())
@@ -107,7 +100,7 @@ def test_stages_that_ran_to_their_end_are_a_complete_run(tmp_path: Path) -> None
 
 
 def test_prompts_running_out_mid_stage_are_said(tmp_path: Path) -> None:
-    wl = sim_workload(tmp_path, count=12, concurrency=4, ttft="50ms", extra=STAGED)
+    wl = sim_workload(tmp_path, count=12, concurrency=4, ttft="50ms", sets=STAGED)
     r = oxconsole_here(str(wl), "--headless", "--summary-json", str(tmp_path / "s.json"), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     end = orjson.loads((tmp_path / "s.json").read_bytes())["stages_end"]
@@ -119,7 +112,7 @@ def test_prompts_running_out_mid_stage_are_said(tmp_path: Path) -> None:
 
 
 def test_validate_counts_stages_from_one(tmp_path: Path) -> None:
-    wl = sim_workload(tmp_path, count=50, extra=STAGED)
+    wl = sim_workload(tmp_path, count=50, sets=STAGED)
     r = oxconsole_here("validate", str(wl), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     rows = [ln.strip() for ln in r.stdout.splitlines() if re.match(r"\s+\d: ", ln)]

@@ -16,6 +16,7 @@ import orjson
 import pytest
 
 from tests.support import free_port, oxconsole_here, read_jsonl
+from tests.support.workloads import write_workload
 
 
 class _Models(http.server.BaseHTTPRequestHandler):
@@ -152,10 +153,14 @@ def test_save_never_overwrites(tmp_path: Path) -> None:
 
 def test_flags_over_a_file_are_set_overrides(tmp_path: Path) -> None:
     (tmp_path / "prompts.jsonl").write_text('{"id": "a", "prompt": "x"}\n{"id": "b", "prompt": "y"}\n')
-    (tmp_path / "w.toml").write_text(
-        'name = "f"\n[endpoints.local]\nbase_url = "http://127.0.0.1:9/v1"\n'
-        '[[models]]\nname = "m"\n[prompts]\nfile = "prompts.jsonl"\nrepeat = 5\n'
-    )
+    local = {"local": {"base_url": "http://127.0.0.1:9/v1"}}
+    sets = {
+        "name": "f",
+        "endpoints": local,
+        "prompts": {"file": "prompts.jsonl", "repeat": 5},
+        "output.results": None,
+    }
+    write_workload("minimal", tmp_path, sets, file="w.toml")
     args = ["validate", "w.toml", "--url", "sim", "--concurrency", "7", "--requests", "3", "--model", "n"]
     r = oxconsole_here(*args, "--save", "out/saved.toml", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
@@ -168,8 +173,8 @@ def test_flags_over_a_file_are_set_overrides(tmp_path: Path) -> None:
 
 
 def test_one_endpoint_of_any_name_needs_no_endpoint_key(tmp_path: Path) -> None:
-    (tmp_path / "w.toml").write_text('[endpoints.local]\nbase_url = "sim"\n[[models]]\nname = "m"\n'
-                                     '[prompts]\nitems = ["a"]\n')  # fmt: skip
+    sets = {"endpoints": {"local": {"base_url": "sim"}}, "prompts.items": ["a"], "output.results": None}
+    write_workload("minimal", tmp_path, sets, file="w.toml")
     r = oxconsole_here("validate", "w.toml", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "m  endpoint local" in r.stdout, r.stdout
@@ -232,10 +237,9 @@ def test_request_errors_say_what_was_asked(tmp_path: Path, models_server: Any) -
 
 
 def test_an_embeddings_run_shows_input_tokens_per_second(tmp_path: Path) -> None:
-    (tmp_path / "w.toml").write_text(
-        '[endpoints.default]\nbase_url = "sim"\n[[models]]\nname = "e"\napi = "embeddings"\n'
-        '[prompts]\nitems = ["one two three four five six seven eight", "nine ten"]\nrepeat = 3\n'
-    )
+    items = ["one two three four five six seven eight", "nine ten"]
+    sets = {"models.0": {"name": "e", "api": "embeddings"}, "prompts": {"items": items, "repeat": 3}}
+    write_workload("minimal", tmp_path, {**sets, "output.results": None}, file="w.toml")
     r = oxconsole_here("w.toml", "--headless", "--summary-json", "s.json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     summary = orjson.loads((tmp_path / "s.json").read_bytes())

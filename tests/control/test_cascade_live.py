@@ -31,7 +31,6 @@ def prompts() -> str:
 
 
 @pytest.mark.asyncio
-@pytest.mark.subprocess
 async def test_cascade_order_changed_over_the_socket_splits_the_phases(
     run_dirs: Path, tmp_path: Path
 ) -> None:

@@ -179,7 +179,6 @@ def ps_json() -> list[dict[str, Any]]:
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 async def test_host_process_ps_attach_pause_resume_stop(
     run_dirs: Path, write_workload: Callable[..., Path]
 ) -> None:
@@ -241,7 +240,6 @@ async def test_host_process_ps_attach_pause_resume_stop(
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_a_headless_run_is_listed_and_stops_on_sigterm(
     run_dirs: Path, write_workload: Callable[..., Path]
 ) -> None:
@@ -270,7 +268,9 @@ def test_a_headless_run_is_listed_and_stops_on_sigterm(
 def fake_console(monkeypatch: pytest.MonkeyPatch, action: str, seen: list[str]) -> None:
     """Stand in for `oxconsole.ui.app.run_console`: wait for a snapshot, then quit or detach."""
 
-    def run_console(source: RunSource, *, theme: str | None = None, refresh: float = 4.0) -> str:
+    def run_console(
+        source: RunSource, *, theme: str | None = None, refresh: float = 4.0, attached: bool = False
+    ) -> str:
         async def go() -> None:
             await source.start()
             await until(lambda: source.latest() is not None, 10)
@@ -290,7 +290,6 @@ def fake_console(monkeypatch: pytest.MonkeyPatch, action: str, seen: list[str]) 
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_console_detaches_and_attach_brings_it_back(
     run_dirs: Path,
     write_workload: Callable[..., Path],
@@ -322,7 +321,6 @@ def test_console_detaches_and_attach_brings_it_back(
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_console_falls_back_to_headless_without_a_ui(
     run_dirs: Path,
     write_workload: Callable[..., Path],
@@ -348,7 +346,6 @@ def test_attach_and_ps_with_no_run(run_dirs: Path, capsys: pytest.CaptureFixture
     assert orjson.loads(capsys.readouterr().out) == []
 
 
-@pytest.mark.subprocess
 def test_ps_removes_stale_entries_and_never_the_path_one_names(run_dirs: Path, tmp_path: Path) -> None:
     """A dead run's entry and socket go, an orphan socket goes, and an entry whose socket field
     names a path outside its own name removes only itself (never that path)."""
@@ -369,7 +366,6 @@ def test_ps_removes_stale_entries_and_never_the_path_one_names(run_dirs: Path, t
     assert sorted(os.listdir(d)) == [], f"the stale entry itself stayed: {sorted(os.listdir(d))}"
 
 
-@pytest.mark.subprocess
 def test_host_reports_bad_input_like_the_cli(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text('[run]\nconcurrency = "fifty"\n')
@@ -429,7 +425,9 @@ def opened(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int | None]]:
     """Stand in for the console: record which run it was opened on, and detach."""
     seen: list[tuple[str, int | None]] = []
 
-    def run_console(source: RunSource, *, theme: str | None = None, refresh: float = 4.0) -> str:
+    def run_console(
+        source: RunSource, *, theme: str | None = None, refresh: float = 4.0, attached: bool = False
+    ) -> str:
         seen.append((source.name, getattr(source, "pid", None)))
         return "detach"
 
@@ -489,7 +487,6 @@ def _host(tmp_path: Path, argv: list[str]) -> HostProcess:
     return HostProcess(proc, tmp_path / "results.jsonl", log, offset, "w")
 
 
-@pytest.mark.subprocess
 @pytest.mark.parametrize(("code", "returned"), [(3, 2), (130, 130)])
 def test_wait_listening_when_the_engine_exits_first(
     run_dirs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], code: int, returned: int
@@ -501,7 +498,6 @@ def test_wait_listening_when_the_engine_exits_first(
     assert "workload: no such model" in err and "an earlier run" not in err  # this run's lines only
 
 
-@pytest.mark.subprocess
 def test_wait_listening_when_the_run_ended_before_the_console(
     run_dirs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -513,7 +509,6 @@ def test_wait_listening_when_the_run_ended_before_the_console(
     assert "requests" in cap.out and cap.err == ""  # its summary, as if the console had closed
 
 
-@pytest.mark.subprocess
 def test_wait_listening_gives_up_and_stops_the_engine(
     run_dirs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

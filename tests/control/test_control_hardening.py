@@ -127,7 +127,6 @@ def hello(sock_path: str) -> dict[str, Any]:
 
 # --- an over-long line --------------------------------------------------------------------------
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_a_10_mb_line_gets_an_error_reply_before_the_connection_closes(host: Host) -> None:
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(30)
@@ -154,7 +153,6 @@ def test_a_10_mb_line_gets_an_error_reply_before_the_connection_closes(host: Hos
 
 # --- a burst of connects ------------------------------------------------------------------------
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_a_burst_of_200_connects_is_queued_and_each_gets_its_hello(host: Host) -> None:
     somaxconn = int(Path("/proc/sys/net/core/somaxconn").read_text())
     if somaxconn < 256:
@@ -193,7 +191,6 @@ def test_a_burst_of_200_connects_is_queued_and_each_gets_its_hello(host: Host) -
 
 # --- the engine log -----------------------------------------------------------------------------
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_engine_log_is_owner_only(host: Host, base: Path) -> None:
     log = base / "hard" / "r.engine.log"
     assert oct(log.stat().st_mode & 0o777) == oct(0o600)
@@ -204,7 +201,6 @@ def test_engine_log_is_owner_only(host: Host, base: Path) -> None:
     "tmp_runtime_too", [False, True], ids=["xdg-foreign", "xdg-and-tmp-fallback-foreign"]
 )
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_runtime_folder_of_another_user_is_passed_over_with_a_message(
     base: Path, tmp_runtime_too: bool
 ) -> None:

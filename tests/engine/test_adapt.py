@@ -177,7 +177,6 @@ def test_rejected_field(detail: str, param: str | None, expected: str | None) ->
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 async def test_with_workers_the_warning_shows_while_the_run_goes(tmp_path: Path) -> None:
     """run.workers = 2: a worker's warning reaches the parent's snapshot during the run, not only
     at its end."""

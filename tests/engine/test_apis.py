@@ -15,7 +15,7 @@ from aiohttp import web
 from oxconsole.engine.runner import Engine
 from oxconsole.workload import Workload, WorkloadError, check_prompts, describe
 from tests.support import oxconsole_here
-from tests.support.workloads import WorkloadFactory, load_workload, write_workload
+from tests.support.workloads import load_workload, write_workload
 
 
 def journal(w: Workload) -> list[dict[str, Any]]:
@@ -32,7 +32,6 @@ async def run(w: Workload, code: int = 0) -> list[dict[str, Any]]:
 TWO = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
 
 
-@pytest.mark.subprocess
 async def test_each_api_against_the_simulator(tmp_path: Path) -> None:
     prompts = [
         {"id": "c", "prompt": "say something", "model": "chat"},
@@ -124,14 +123,11 @@ async def test_paths_and_bodies_on_the_wire(tmp_path: Path) -> None:
     assert by_model["emb"]["output_tokens"] == 0 and by_model["emb"]["input_tokens"] == 3
 
 
-def test_api_errors_name_the_key(make_workload: WorkloadFactory) -> None:
+def test_api_errors_name_the_key(tmp_path: Path) -> None:
     with pytest.raises(
         WorkloadError, match=re.escape('models.0.api: expected "chat" | "completions" | "embeddings"')
     ):
-        make_workload(
-            '[endpoints.default]\nbase_url = "sim"\n[[models]]\nname = "m"\napi = "embedding"\n'
-            '[prompts]\nitems = ["x"]\n'
-        )
+        load_workload("minimal", tmp_path, {"models.0.api": "embedding"})
 
 
 def test_validate_names_each_models_api(tmp_path: Path) -> None:
@@ -194,7 +190,6 @@ def test_batch_lines_must_match_their_models_api(tmp_path: Path, line: dict[str,
         check_prompts(w)
 
 
-@pytest.mark.subprocess
 def test_batch_completions_and_embeddings_write_their_output(tmp_path: Path) -> None:
     _write(
         tmp_path,

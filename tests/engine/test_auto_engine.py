@@ -28,7 +28,7 @@ from oxconsole.workload import WorkloadError, check_prompts, describe
 from oxconsole.workload import load_workload as load_file
 from tests.support import engine_for, run, until
 from tests.support.ui import fixed_snapshot
-from tests.support.workloads import load_workload
+from tests.support.workloads import load_workload, write_workload
 
 C = 8
 
@@ -97,10 +97,9 @@ async def test_auto_cannot_be_turned_on_without_an_slo(tmp_path: Path) -> None:
 
 
 def test_workload_errors_name_the_keys(tmp_path: Path) -> None:
-    p = tmp_path / "w.toml"
-    p.write_text(
-        '[run]\nconcurrency = "auto"\nworkers = 2\nconcurrency_max = 0\n'
-        '[endpoints.default]\nbase_url = "sim"\n[[models]]\nname = "m"\n[prompts]\nitems = ["a"]\n'
+    run = {"concurrency": "auto", "workers": 2, "concurrency_max": 0}
+    p = write_workload(
+        "minimal", tmp_path, {"run": run, "prompts.items": ["a"], "output.results": None}, file="w.toml"
     )
     with pytest.raises(WorkloadError) as info:
         load_file(p)
@@ -108,10 +107,8 @@ def test_workload_errors_name_the_keys(tmp_path: Path) -> None:
     assert 'run.concurrency: expected "auto" together with an [slo] table' in text
     assert 'run.workers: expected 1 with run.concurrency = "auto"' in text
     assert "run.concurrency_max: expected an integer >= 1, got 0" in text
-    p.write_text(
-        '[run]\nconcurrency = "automatic"\n[endpoints.default]\nbase_url = "sim"\n'
-        '[[models]]\nname = "m"\n[prompts]\nitems = ["a"]\n'
-    )
+    sets = {"run.concurrency": "automatic", "prompts.items": ["a"], "output.results": None}
+    p = write_workload("minimal", tmp_path, sets, file="w.toml")
     with pytest.raises(WorkloadError, match=r'run.concurrency: expected an integer >= 1, got "automatic"'):
         load_file(p)
 

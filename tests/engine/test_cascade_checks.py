@@ -277,7 +277,6 @@ async def test_each_turn_of_a_session_is_judged(tmp_path: Path) -> None:
         assert two["models_tried"] == ["small", "big"] and two["valid"] is True, two
 
 
-@pytest.mark.subprocess
 async def test_workers_and_resume_record_every_final_answer_once(tmp_path: Path) -> None:
     def behave(model: str, text: str) -> str:
         i = qid(text)

@@ -25,7 +25,6 @@ def copy_example(folder: Path) -> Path:
     return folder / "cascade.toml"
 
 
-@pytest.mark.subprocess
 def test_example_cascade_beats_the_large_model_alone_per_valid_answer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -59,7 +58,6 @@ def test_a_cascade_value_of_the_sweep_is_a_list() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_sweep_over_the_cascade_prints_valid_goodput_and_cost_per_valid_by_plan(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

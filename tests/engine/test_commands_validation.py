@@ -13,7 +13,6 @@ they were, snapshots keep coming, and the run still ends with a summary that ser
 from __future__ import annotations
 
 import asyncio
-import textwrap
 from pathlib import Path
 from typing import Any, cast
 
@@ -39,6 +38,7 @@ from oxconsole.engine.runner import make_engine
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.workload import load_workload
 from tests.support import until
+from tests.support.workloads import write_workload
 
 RATE = "set_rate: expected a finite number >= 0 and <= 1e6 (requests per second; 0 = unlimited), got "
 CONC = "set_concurrency: expected an integer >= 1 and <= 1_000_000, got "
@@ -147,38 +147,26 @@ def test_good_commands_at_the_limits_are_taken() -> None:
 
 
 # --- a real run over the real control socket ---------------------------------------------------
-WORKLOAD = """
-name = "{name}"
-[run]
-concurrency = 4
-rate = 50.0
-tpm = 1000000
-requests = 40
-workers = {workers}
-grace = "2s"
-[output]
-results = "{results}"
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "a"
-max_tokens = 4
-[[models]]
-name = "b"
-max_tokens = 4
-[prompts]
-synthetic = {{ count = 40, input_tokens = 10, output_tokens = 4 }}
-[sim.models."a"]
-ttft = "20ms"
-tokens_per_s = 0
-output_tokens = 4
-jitter = 0
-[sim.models."b"]
-ttft = "20ms"
-tokens_per_s = 0
-output_tokens = 4
-jitter = 0
-"""
+def control_workload(run_dirs: Path, name: str, workers: int) -> Path:
+    """tests/workloads/sim_workers.toml as run_dirs/NAME.toml: 40 requests at 50 a second, 4 in
+    flight, over models "a" and "b" (4 tokens each, 20 ms after admission), `workers` workers."""
+    answer = {"ttft": "20ms", "tokens_per_s": 0, "output_tokens": 4, "jitter": 0}
+    sets = {
+        "name": name,
+        "run": {
+            "concurrency": 4,
+            "rate": 50.0,
+            "tpm": 1000000,
+            "requests": 40,
+            "workers": workers,
+            "grace": "2s",
+        },
+        "output.results": str(run_dirs / "r.jsonl"),
+        "models": [{"name": "a", "max_tokens": 4}, {"name": "b", "max_tokens": 4}],
+        "prompts.synthetic": {"count": 40, "input_tokens": 10, "output_tokens": 4},
+        "sim.models": {"a": answer, "b": answer},
+    }
+    return write_workload("sim_workers", run_dirs, sets, file=f"{name}.toml")
 
 
 class Wire:
@@ -212,15 +200,11 @@ def settings_of(snap: Snapshot) -> tuple[Any, ...]:
 
 @pytest.mark.parametrize("workers", [1, 2])
 @pytest.mark.slow
-@pytest.mark.subprocess
 async def test_bad_commands_over_the_socket_change_nothing_and_the_run_ends_well(
     run_dirs: Path, workers: int
 ) -> None:
     name = f"valid{workers}"
-    path = run_dirs / f"{name}.toml"
-    path.write_text(
-        textwrap.dedent(WORKLOAD.format(name=name, workers=workers, results=run_dirs / "r.jsonl"))
-    )
+    path = control_workload(run_dirs, name, workers)
 
     def factory() -> RunEngine:
         w = load_workload(path)
@@ -280,11 +264,9 @@ async def test_bad_commands_over_the_socket_change_nothing_and_the_run_ends_well
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 async def test_a_socket_client_sending_inf_gets_an_answer(run_dirs: Path) -> None:
     """`SocketSource.send(SetRate(inf))`: JSON has no inf, so it arrives as null and is refused."""
-    path = run_dirs / "inf.toml"
-    path.write_text(textwrap.dedent(WORKLOAD.format(name="inf", workers=1, results=run_dirs / "r.jsonl")))
+    path = control_workload(run_dirs, "inf", 1)
 
     def factory() -> RunEngine:
         w = load_workload(path)

@@ -114,7 +114,6 @@ async def test_client_timings_contain_the_servers(
 
 @pytest.mark.timing
 @pytest.mark.slow
-@pytest.mark.subprocess
 async def test_timings_agree_with_the_simulator(tmp_path: Path) -> None:
     """The client's figures on the clock: TTFT = 100 ms and latency = 100 + (11 - 1) x 20 = 300 ms
     at the server, jitter 0. The client adds loopback transfer, the SDK's request building and

@@ -36,7 +36,6 @@ def journal(w: Workload) -> dict[str, dict[str, Any]]:
 
 
 @pytest.mark.parametrize("workers", [1, pytest.param(2, marks=pytest.mark.slow)])
-@pytest.mark.subprocess
 async def test_fallbacks_recorded_counted_and_never_retries_on_a_healthy_model(
     tmp_path: Path, workers: int
 ) -> None:
@@ -83,7 +82,6 @@ async def test_fallbacks_recorded_counted_and_never_retries_on_a_healthy_model(
     assert max(len(line) for line in text.splitlines()) <= 80
 
 
-@pytest.mark.subprocess
 async def test_live_counts_agree_with_the_summary(tmp_path: Path) -> None:
     """The console's per-model counts (the snapshot) show no retries on the fallback model either."""
     w = load_workload("fallbacks", tmp_path, prompts=PROMPTS)

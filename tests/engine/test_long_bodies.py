@@ -5,25 +5,24 @@ encoding of a body is not counted in the server's time."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from oxconsole.workload import SimModelProfile, iter_prompts, prompts
 from oxconsole.workload.synthtext import synthetic_text
 from tests.support.sim import raw_post, running_sim
-from tests.support.workloads import WorkloadFactory
+from tests.support.workloads import load_workload
 
 PROFILES = {"m": SimModelProfile(ttft=0.0, tokens_per_s=0.0, output_tokens=3, jitter=0.0)}
 
 
-def test_lines_longer_than_the_read_buffer_come_whole(make_workload: WorkloadFactory, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_lines_longer_than_the_read_buffer_come_whole(tmp_path: Path) -> None:
     size = prompts.READ_BUFFER + 12_345  # one line over the buffer, between short ones
     texts = ["short one", "x" * size, "short two", synthetic_text(1, 2, 250_000)]
     path = tmp_path / "p.jsonl"
     path.write_text("".join(json.dumps({"id": f"p{i}", "prompt": t}) + "\n" for i, t in enumerate(texts)))
-    w = make_workload(
-        f'[endpoints.default]\nbase_url = "sim"\n[[models]]\nname = "m"\n[prompts]\nfile = "{path}"\n'
-    )
+    w = load_workload("minimal", tmp_path, {"prompts": {"file": str(path)}})
     got = [(p.id, p.messages[0]["content"]) for p in iter_prompts(w)]
     assert [i for i, _ in got] == ["p0", "p1", "p2", "p3"], [i for i, _ in got]
     assert [t for _, t in got] == texts, [len(t) for _, t in got]

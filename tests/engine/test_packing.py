@@ -13,61 +13,41 @@ import pytest
 
 from oxconsole.cli import main as cli
 from oxconsole.workload import format_pack, parse_pack, split_answer
+from tests.support.workloads import Sets, write_workload
 
 PPR, PIN, POUT = 0.001, 2.0, 5.0
 
-WL = """
-name = "pk"
-[run]
-concurrency = 4
-seed = 3
-[output]
-results = "{results}"
-save_text = {save_text}
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "m"
-max_tokens = 16
-price_per_request = {ppr}
-price_per_1m_input = {pin}
-price_per_1m_output = {pout}
-[prompts]
-file = "prompts.jsonl"
-[retry]
-max_attempts = 1
-[sim.models.m]
-ttft = "20ms"
-tokens_per_s = 0
-jitter = 0
-output_tokens = 12
-pack_error_rate = {pack_error_rate}
-{packing}
-"""
+M = {
+    "name": "m",
+    "max_tokens": 16,
+    "price_per_request": PPR,
+    "price_per_1m_input": PIN,
+    "price_per_1m_output": POUT,
+}
+"""The model of tests/workloads/sim_packing.toml, priced PPR a request, PIN and POUT per 1M tokens."""
+FOUR = {"size": 4}
+"""The [packing] table of tests/workloads/sim_packing.toml: four tasks to a request."""
 
 
 def setup(
     tmp: Path,
     prompts: list[dict[str, Any]],
-    packing: str = "[packing]\nsize = 4",
+    packing: Sets | None = FOUR,
     *,
     pack_error_rate: float = 0.0,
     save_text: bool = True,
+    sets: Sets | None = None,
 ) -> Path:
+    """tests/workloads/sim_packing.toml as tmp/w.toml over `prompts`: `packing` as its [packing]
+    table (None: no [packing] table), then `sets`."""
     (tmp / "prompts.jsonl").write_text("".join(json.dumps(p) + "\n" for p in prompts))
-    path = tmp / "w.toml"
-    path.write_text(
-        WL.format(
-            results=tmp / "results.jsonl",
-            save_text="true" if save_text else "false",
-            ppr=PPR,
-            pin=PIN,
-            pout=POUT,
-            pack_error_rate=pack_error_rate,
-            packing=packing,
-        )
-    )
-    return path
+    run = {
+        "output.save_text": save_text,
+        "models": [M],
+        "sim.models.m.pack_error_rate": pack_error_rate,
+        "packing": packing,
+    }
+    return write_workload("sim_packing", tmp, {**run, **(sets or {})}, file="w.toml")
 
 
 def run(tmp: Path, *args: str) -> tuple[int, list[dict[str, Any]], dict[str, Any]]:
@@ -116,7 +96,6 @@ def test_split_needs_exactly_n_sections_in_order() -> None:
 # --- runs -----------------------------------------------------------------------------------------
 
 
-@pytest.mark.subprocess
 def test_clean_split_each_record_has_its_own_section_and_sums_are_the_bill(tmp_path: Path) -> None:
     setup(tmp_path, plain(10))
     code, recs, s = run(tmp_path)
@@ -146,7 +125,6 @@ def test_clean_split_each_record_has_its_own_section_and_sums_are_the_bill(tmp_p
     assert s["cost"]["total"] == pytest.approx(bill(total_in, total_out, 3), abs=1e-6)
 
 
-@pytest.mark.subprocess
 def test_save_text_false_still_splits_but_keeps_no_text(tmp_path: Path) -> None:
     setup(tmp_path, plain(4), save_text=False)
     code, recs, s = run(tmp_path)
@@ -156,7 +134,6 @@ def test_save_text_false_still_splits_but_keeps_no_text(tmp_path: Path) -> None:
     ][:5]
 
 
-@pytest.mark.subprocess
 def test_missing_section_resends_alone_and_bills_the_failed_pack(tmp_path: Path) -> None:
     setup(tmp_path, plain(8), pack_error_rate=1.0)
     code, recs, s = run(tmp_path)
@@ -183,12 +160,11 @@ def test_missing_section_resends_alone_and_bills_the_failed_pack(tmp_path: Path)
     assert s["cost"]["total"] == pytest.approx(expected, abs=1e-6)
 
 
-@pytest.mark.subprocess
 def test_only_the_given_tags_are_packed(tmp_path: Path) -> None:
     prompts = [{"id": f"a{i}", "prompt": words(i), "tag": "a"} for i in range(4)]
     prompts += [{"id": f"b{i}", "prompt": words(10 + i), "tag": "b"} for i in range(3)]
     prompts += [{"id": "n0", "prompt": words(20)}]
-    setup(tmp_path, prompts, '[packing]\nsize = 4\ntags = ["a"]')
+    setup(tmp_path, prompts, {"size": 4, "tags": ["a"]})
     code, recs, s = run(tmp_path)
     assert code == 0
     by_id = {r["id"]: r for r in recs}
@@ -200,7 +176,6 @@ def test_only_the_given_tags_are_packed(tmp_path: Path) -> None:
     assert s["packing"] == {"size": 4, "requests_sent": 5, "repacked": 0}
 
 
-@pytest.mark.subprocess
 def test_mixed_tags_are_never_in_one_pack(tmp_path: Path) -> None:
     prompts = [{"id": f"x{i}", "prompt": words(i), "tag": "ab"[i % 2]} for i in range(8)]
     setup(tmp_path, prompts)
@@ -212,7 +187,6 @@ def test_mixed_tags_are_never_in_one_pack(tmp_path: Path) -> None:
     assert len(tags) == 2 and all(len(t) == 1 for t in tags.values())
 
 
-@pytest.mark.subprocess
 def test_differing_earlier_messages_are_not_packed_together(tmp_path: Path) -> None:
     prompts = []
     for i in range(6):
@@ -230,10 +204,9 @@ def test_differing_earlier_messages_are_not_packed_together(tmp_path: Path) -> N
     assert s["packing"]["requests_sent"] == 2
 
 
-@pytest.mark.subprocess
 def test_max_input_tokens_closes_a_pack_early(tmp_path: Path) -> None:
     long = [{"id": f"l{i}", "prompt": f"{words(i)} " + "x" * 120} for i in range(6)]
-    setup(tmp_path, long, "[packing]\nsize = 6\nmax_input_tokens = 120")
+    setup(tmp_path, long, {"size": 6, "max_input_tokens": 120})
     code, recs, s = run(tmp_path)
     assert code == 0
     sizes = {r.get("pack_size", 1) for r in recs}
@@ -241,7 +214,6 @@ def test_max_input_tokens_closes_a_pack_early(tmp_path: Path) -> None:
     assert s["packing"]["requests_sent"] == 3
 
 
-@pytest.mark.subprocess
 def test_resume_sends_only_tasks_not_yet_ok(tmp_path: Path) -> None:
     setup(tmp_path, plain(16))
     code, first, _ = run(tmp_path, "--set", "sim.models.m.error_rate=0.5")
@@ -260,15 +232,14 @@ def test_resume_sends_only_tasks_not_yet_ok(tmp_path: Path) -> None:
     assert s["packing"]["requests_sent"] == 4  # the packs that answered them
 
 
-@pytest.mark.subprocess
 def test_size_1_is_no_packing(tmp_path: Path) -> None:
-    setup(tmp_path, plain(5), "[packing]\nsize = 1")
+    setup(tmp_path, plain(5), {"size": 1})
     code, recs, s = run(tmp_path)
     keys_packed_off = {k for r in recs for k in r}
     assert code == 0 and "packing" not in s
     assert not keys_packed_off & {"pack", "pack_size", "repacked"}
     (tmp_path / "results.jsonl").unlink()
-    setup(tmp_path, plain(5), "")
+    setup(tmp_path, plain(5), None)
     code, recs2, s2 = run(tmp_path)
     assert {k for r in recs2 for k in r} == keys_packed_off
     assert [r["text"] for r in recs2] == [r["text"] for r in recs]
@@ -276,9 +247,8 @@ def test_size_1_is_no_packing(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_set_packing_size_and_workers(tmp_path: Path) -> None:
-    setup(tmp_path, plain(16), "")
+    setup(tmp_path, plain(16), None)
     code, recs, s = run(tmp_path, "--set", "packing.size=8", "--set", "run.workers=2")
     assert code == 0 and len(recs) == 16
     assert s["packing"]["size"] == 8 and s["packing"]["requests_sent"] == 2
@@ -290,24 +260,27 @@ def test_set_packing_size_and_workers(tmp_path: Path) -> None:
 def test_bad_packing_values_exit_2_naming_every_key(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    setup(tmp_path, plain(2), '[packing]\nsize = 0\nmax_input_tokens = -5\ntags = "a"\nsise = 2')
+    setup(tmp_path, plain(2), {"size": 0, "max_input_tokens": -5, "tags": "a", "sise": 2})
     code = cli.main(["validate", str(tmp_path / "w.toml")])
     err = capsys.readouterr().err
     assert code == 2
     for key in ("packing.size", "packing.max_input_tokens", "packing.tags", "packing.sise"):
         assert key in err, err
-    setup(tmp_path, plain(2), "[sim.models.z]\npack_error_rate = 2")
+    setup(tmp_path, plain(2), None, sets={"sim.models.z.pack_error_rate": 2})
     assert cli.main(["validate", str(tmp_path / "w.toml")]) == 2
     assert "sim.models.z.pack_error_rate" in capsys.readouterr().err
 
 
-@pytest.mark.subprocess
 def test_a_pack_falls_back_as_one_request_and_still_splits(tmp_path: Path) -> None:
     setup(
         tmp_path,
         [{**p, "tag": "x"} for p in plain(4)],
-        '[[models]]\nname = "bad"\n[sim.models.bad]\nerror_rate = 1.0\n'
-        '[[routing.rules]]\ntag = "x"\nmodels = ["bad"]\nfallback = ["m"]\n[packing]\nsize = 4',
+        {"size": 4},
+        sets={
+            "models": [M, {"name": "bad"}],
+            "sim.models.bad.error_rate": 1.0,
+            "routing.rules": [{"tag": "x", "models": ["bad"], "fallback": ["m"]}],
+        },
     )
     code, recs, s = run(tmp_path)
     assert code == 0
@@ -320,9 +293,8 @@ def test_a_pack_falls_back_as_one_request_and_still_splits(tmp_path: Path) -> No
     assert s["packing"]["requests_sent"] == 1 and s["requests"]["fallbacks"] == 4
 
 
-@pytest.mark.subprocess
 def test_tpm_budgets_a_packs_tokens(tmp_path: Path) -> None:
-    setup(tmp_path, plain(16), "[packing]\nsize = 8")
+    setup(tmp_path, plain(16), {"size": 8})
     code, recs, s = run(tmp_path, "--set", "run.tpm=100000")
     assert code == 0 and len(recs) == 16 and s["packing"]["requests_sent"] == 2
 

@@ -16,7 +16,7 @@ import pytest
 from oxconsole.metrics import LogHistogram
 from oxconsole.workload import load_workload
 from tests.support import free_port
-from tests.support.report import SIM_WORKLOAD
+from tests.support.report import sim_workload
 
 pytest.importorskip("prometheus_client")
 
@@ -61,14 +61,9 @@ def test_to_buckets_is_cumulative_and_exact() -> None:
 
 @pytest.mark.timeout(120)
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_scraped_during_a_run_then_released(tmp_path: Path) -> None:
     port = free_port()
-    wl = tmp_path / "w.toml"
-    wl.write_text(
-        SIM_WORKLOAD.format(name="prom", concurrency=4, seed=1, results=tmp_path / "results.jsonl",
-                            extra="", count=150, ttft="60ms", jitter=0)
-    )  # fmt: skip
+    wl = sim_workload(tmp_path, concurrency=4, count=150, ttft="60ms", jitter=0, sets={"name": "prom"})
     env = {**os.environ, "OXC_SECRET_KEY": "sk-never-shown"}
     p = subprocess.Popen(
         [sys.executable, "-m", "oxconsole", str(wl), "--headless", "--prometheus", f"127.0.0.1:{port}"],
@@ -102,13 +97,15 @@ def test_scraped_during_a_run_then_released(tmp_path: Path) -> None:
     assert scrape(port) is None
 
 
-@pytest.mark.subprocess
 def test_loopback_default_and_bad_address(tmp_path: Path) -> None:
-    base = SIM_WORKLOAD.format(name="x", concurrency=1, seed=1, results=tmp_path / "r.jsonl",
-                               extra='prometheus = ":9464"', count=1, ttft="1ms", jitter=0)  # fmt: skip
-    (tmp_path / "w.toml").write_text(base)
+    one = {"name": "x", "output.results": str(tmp_path / "r.jsonl")}
+    sim_workload(
+        tmp_path, concurrency=1, count=1, ttft="1ms", jitter=0, sets={**one, "output.prometheus": ":9464"}
+    )
     assert load_workload(tmp_path / "w.toml").output.prometheus_address() == ("127.0.0.1", 9464)
-    (tmp_path / "w.toml").write_text(base.replace(':9464"', 'nowhere"'))
+    sim_workload(
+        tmp_path, concurrency=1, count=1, ttft="1ms", jitter=0, sets={**one, "output.prometheus": "nowhere"}
+    )
     r = subprocess.run(
         [sys.executable, "-m", "oxconsole", "validate", str(tmp_path / "w.toml")],
         capture_output=True,
@@ -125,10 +122,12 @@ async def test_every_scrape_is_one_moment(tmp_path: Path) -> None:
     from tests.support import engine_for, run
 
     port = free_port()
-    (tmp_path / "w.toml").write_text(
-        SIM_WORKLOAD.format(name="one", concurrency=8, seed=1, results=tmp_path / "r.jsonl",
-                            extra=f'prometheus = "127.0.0.1:{port}"', count=200, ttft="20ms", jitter=0)
-    )  # fmt: skip
+    one = {
+        "name": "one",
+        "output.results": str(tmp_path / "r.jsonl"),
+        "output.prometheus": f"127.0.0.1:{port}",
+    }
+    sim_workload(tmp_path, concurrency=8, count=200, ttft="20ms", jitter=0, sets=one)
     w = load_workload(tmp_path / "w.toml")
     engine = engine_for(w)
     task = asyncio.create_task(run(w, engine))
@@ -158,10 +157,12 @@ def test_every_interface_warned_in_any_spelling(tmp_path: Path, spelling: str) -
     from oxconsole.engine.prometheus import metrics_endpoint
 
     port = free_port()
-    extra = f'prometheus = "{spelling}:{port}"'
-    text = SIM_WORKLOAD.format(name="x", concurrency=1, seed=1, results=tmp_path / "r.jsonl",
-                               extra=extra, count=1, ttft="1ms", jitter=0)  # fmt: skip
-    (tmp_path / "w.toml").write_text(text)
+    one = {
+        "name": "x",
+        "output.results": str(tmp_path / "r.jsonl"),
+        "output.prometheus": f"{spelling}:{port}",
+    }
+    sim_workload(tmp_path, concurrency=1, count=1, ttft="1ms", jitter=0, sets=one)
     warnings: list[str] = []
     ep = metrics_endpoint(load_workload(tmp_path / "w.toml"), warnings)
     if ep is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,47 +15,32 @@ import pytest
 from oxconsole.engine.commands import Stop
 from oxconsole.engine.runner import make_engine
 from oxconsole.sim import start_sim
+from oxconsole.workload import Workload
 from tests.support import engine_for, journal, run, until
-from tests.support.workloads import WorkloadFactory
+from tests.support.workloads import Sets, load_workload
 
-RUN = """
-name = "rl"
-[run]
-concurrency = {concurrency}
-duration = "{duration}"
-grace = "5s"
-workers = {workers}
-[endpoints.default]
-base_url = "sim"
-pace_by_headers = {pace}
-[[models]]
-name = "m"
-max_tokens = 10
-[prompts]
-items = ["{prompt}"]
-repeat = {repeat}
-[sim]
-rpm_limit = {rpm}
-tpm_limit = {tpm}
-ratelimit_window = "{window}"
-[sim.models.m]
-ttft = "10ms"
-tokens_per_s = 0
-output_tokens = 10
-jitter = 0
-"""
+KEYS = {
+    "concurrency": "run.concurrency",
+    "duration": "run.duration",
+    "workers": "run.workers",
+    "pace": "endpoints.default.pace_by_headers",
+    "repeat": "prompts.repeat",
+    "rpm": "sim.rpm_limit",
+    "tpm": "sim.tpm_limit",
+    "window": "sim.ratelimit_window",
+}
+"""rl_run's keywords and the keys of tests/workloads/sim_ratelimit.toml they set."""
 
 
-def rl_run(make_workload: WorkloadFactory, **kw: Any) -> Any:
-    """Requests of 30 tokens as the simulator counts them: 80 characters in (20) and 10 out."""
-    args = {"concurrency": 4, "duration": "0s", "workers": 1, "pace": "false", "prompt": "word " * 16,
-            "repeat": 5, "rpm": 0, "tpm": 0, "window": "60s"} | kw  # fmt: skip
-    return make_workload(RUN.format(**args))
+def rl_run(tmp_path: Path, sets: Sets | None = None, **kw: Any) -> Workload:
+    """tests/workloads/sim_ratelimit.toml (requests of 30 tokens as the simulator counts them: 80
+    characters in (20) and 10 out) with `kw` (KEYS) and `sets` set."""
+    return load_workload("sim_ratelimit", tmp_path, {**{KEYS[k]: v for k, v in kw.items()}, **(sets or {})})
 
 
-async def test_headers_read_into_the_summary(make_workload: WorkloadFactory) -> None:
+async def test_headers_read_into_the_summary(tmp_path: Path) -> None:
     """rpm_limit 20 and tpm_limit 1000 in one window: 5 requests leave 15 requests and 850 tokens."""
-    w = rl_run(make_workload, rpm=20, tpm=1000, concurrency=1)
+    w = rl_run(tmp_path, rpm=20, tpm=1000, concurrency=1)
     engine = engine_for(w, publish_interval=0.05)
     out = await run(w, engine)
     assert out.summary["requests"]["ok"] == 5, out.summary["requests"]
@@ -68,8 +54,8 @@ async def test_headers_read_into_the_summary(make_workload: WorkloadFactory) -> 
     assert 55 < live["reset_requests_s"] <= 60, live
 
 
-async def test_no_headers_no_ratelimit_key(make_workload: WorkloadFactory) -> None:
-    w = rl_run(make_workload)
+async def test_no_headers_no_ratelimit_key(tmp_path: Path) -> None:
+    w = rl_run(tmp_path)
     out = await run(w)
     assert out.summary["requests"]["ok"] == 5
     assert "ratelimit" not in out.summary, out.summary.get("ratelimit")
@@ -94,11 +80,11 @@ def throttled(recs: list[dict[str, Any]]) -> int:
 
 @pytest.mark.parametrize("pace", [False, True])
 @pytest.mark.slow
-async def test_pace_by_headers_waits_for_the_reset(make_workload: WorkloadFactory, pace: bool) -> None:
+async def test_pace_by_headers_waits_for_the_reset(tmp_path: Path, pace: bool) -> None:
     """30 requests a 2 s window, 7 s of demand far beyond it: unpaced, the simulator answers 429s;
     paced, none, each window after the first holds at least 27 and at most 30 sends, and the
     waits are counted as client queue time."""
-    w = rl_run(make_workload, rpm=30, window="2s", duration="7s", repeat=100000, pace=str(pace).lower())
+    w = rl_run(tmp_path, rpm=30, window="2s", duration="7s", repeat=100000, pace=pace)
     out = await run(w)
     recs = journal(w)
     n429 = throttled(recs)
@@ -117,18 +103,17 @@ async def test_pace_by_headers_waits_for_the_reset(make_workload: WorkloadFactor
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 async def test_workers_headers_reach_the_coordinator_and_pace_together(
-    make_workload: WorkloadFactory,
+    tmp_path: Path,
 ) -> None:
     """Two workers share the limit: no 429, the summary's figures from their shards."""
     w = rl_run(
-        make_workload,
+        tmp_path,
         rpm=40,
         window="2s",
         duration="5s",
         repeat=100000,
-        pace="true",
+        pace=True,
         workers=2,
         concurrency=8,
     )
@@ -158,10 +143,10 @@ async def test_workers_headers_reach_the_coordinator_and_pace_together(
 
 
 @pytest.mark.slow
-async def test_pace_by_headers_keeps_to_the_token_limit(make_workload: WorkloadFactory) -> None:
+async def test_pace_by_headers_keeps_to_the_token_limit(tmp_path: Path) -> None:
     """tpm_limit 900 a 2 s window, 30 tokens a request (20 in, 10 out, reserved exactly): no 429,
     and each full window after the first holds 27 to 30 requests' tokens."""
-    w = rl_run(make_workload, tpm=900, window="2s", duration="7s", repeat=100000, pace="true")
+    w = rl_run(tmp_path, tpm=900, window="2s", duration="7s", repeat=100000, pace=True)
     out = await run(w)
     recs = journal(w)
     assert throttled(recs) == 0, windows_of(recs, 2.0)
@@ -172,50 +157,8 @@ async def test_pace_by_headers_keeps_to_the_token_limit(make_workload: WorkloadF
     assert rl["limit_tokens"] == 900 and rl["limit_requests"] is None and rl["waits"] >= 2, rl
 
 
-TWO = """
-name = "rl-two"
-[run]
-arrival = "constant"
-rate = 20
-concurrency = 200
-duration = "5s"
-grace = "5s"
-[endpoints.limited]
-base_url = "sim"
-pace_by_headers = true
-[endpoints.free]
-base_url = "{free}"
-[[models]]
-name = "m"
-endpoint = "limited"
-max_tokens = 10
-[[models]]
-name = "f"
-endpoint = "free"
-max_tokens = 10
-[routing]
-strategy = "round_robin"
-[prompts]
-items = ["{prompt}"]
-repeat = 100000
-[sim]
-rpm_limit = 6
-ratelimit_window = "2s"
-[sim.models.m]
-ttft = "10ms"
-tokens_per_s = 0
-output_tokens = 10
-jitter = 0
-[sim.models.f]
-ttft = "10ms"
-tokens_per_s = 0
-output_tokens = 10
-jitter = 0
-"""
-
-
 @pytest.mark.slow
-async def test_one_endpoint_waiting_for_its_reset_holds_no_other(make_workload: WorkloadFactory) -> None:
+async def test_one_endpoint_waiting_for_its_reset_holds_no_other(tmp_path: Path) -> None:
     """20 requests a second, every other one to an endpoint that allows 6 a 2 s window (paced) and
     the rest to one without limits: the free endpoint's requests leave when due (each within
     0.5 s of its due time, all 50 of them), while the limited one's wait for their resets (no 429,
@@ -223,7 +166,7 @@ async def test_one_endpoint_waiting_for_its_reset_holds_no_other(make_workload: 
     every free request due meanwhile waited with it (up to the 2 s window)."""
     free_runner, free_url = await start_sim(profiles=None, seed=1)
     try:
-        w = make_workload(TWO.format(free=free_url, prompt="word " * 16))
+        w = load_workload("sim_ratelimit_two", tmp_path, {"endpoints.free.base_url": free_url})
         out = await run(w)
     finally:
         await free_runner.cleanup()
@@ -239,14 +182,13 @@ async def test_one_endpoint_waiting_for_its_reset_holds_no_other(make_workload: 
     assert "free" not in out.summary["ratelimit"], out.summary["ratelimit"]
 
 
-async def test_a_stop_gives_back_the_requests_held_for_a_reset(make_workload: WorkloadFactory) -> None:
+async def test_a_stop_gives_back_the_requests_held_for_a_reset(tmp_path: Path) -> None:
     """30 prompts, 50 a second, against a paced endpoint that allows 6 a 10 s window: 6 are sent,
     24 wait in its queue. A stop ends the run at once (not at the reset), with the 24 counted as
     not sent (what --resume sends) and none of them in the journal."""
-    text = RUN.format(concurrency=30, duration="0s", workers=1, pace="true", prompt="word " * 16,
-                      repeat=30, rpm=6, tpm=0, window="10s")  # fmt: skip
     # 50 a second: the first answer (10 ms) is in before the second request, so the limit is known.
-    w = make_workload(text.replace("[run]\n", '[run]\narrival = "constant"\nrate = 50\n', 1))
+    at_50 = {"run.arrival": "constant", "run.rate": 50}
+    w = rl_run(tmp_path, at_50, concurrency=30, pace=True, repeat=30, rpm=6, window="10s")
     engine = engine_for(w, publish_interval=0.05)
     task = asyncio.create_task(run(w, engine))
     shard = engine.shards.one  # type: ignore[attr-defined]
@@ -262,30 +204,30 @@ async def test_a_stop_gives_back_the_requests_held_for_a_reset(make_workload: Wo
     assert shard.slots.in_use == 0, shard.slots.in_use
 
 
-def test_validate_says_which_endpoints_are_paced(make_workload: WorkloadFactory) -> None:
+def test_validate_says_which_endpoints_are_paced(tmp_path: Path) -> None:
     from oxconsole.workload.describe import _endpoint_lines
 
-    paced = "\n".join(_endpoint_lines(rl_run(make_workload, pace="true")))
+    paced = "\n".join(_endpoint_lines(rl_run(tmp_path, pace=True)))
     assert "paced by its x-ratelimit-* headers" in paced, paced
-    assert "paced" not in "\n".join(_endpoint_lines(rl_run(make_workload)))
+    assert "paced" not in "\n".join(_endpoint_lines(rl_run(tmp_path)))
 
 
-def test_pace_by_headers_must_be_a_bool(make_workload: WorkloadFactory) -> None:
+def test_pace_by_headers_must_be_a_bool(tmp_path: Path) -> None:
     from oxconsole.workload import WorkloadError
 
     with pytest.raises(WorkloadError) as err:
-        rl_run(make_workload, pace='"yes"')
+        rl_run(tmp_path, pace="yes")
     text = str(err.value)
     assert (
         "workload.toml" in text and "endpoints.default.pace_by_headers" in text and "true or false" in text
     ), text
 
 
-def test_the_sim_window_is_a_positive_duration(make_workload: WorkloadFactory) -> None:
+def test_the_sim_window_is_a_positive_duration(tmp_path: Path) -> None:
     from oxconsole.workload import WorkloadError
 
-    assert rl_run(make_workload, window="2s").sim_limits.window == 2.0
+    assert rl_run(tmp_path, window="2s").sim_limits.window == 2.0
     with pytest.raises(WorkloadError) as err:
-        rl_run(make_workload, window="0s")
+        rl_run(tmp_path, window="0s")
     text = str(err.value)
     assert "sim.ratelimit_window" in text and "a duration > 0" in text, text

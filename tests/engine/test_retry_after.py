@@ -32,7 +32,7 @@ from oxconsole.engine.send.request import retryable
 from oxconsole.workload import Workload, WorkloadError
 from tests.support import journal, run
 from tests.support.http import needs_openssl, self_signed
-from tests.support.workloads import WorkloadFactory
+from tests.support.workloads import Sets, load_workload
 
 KEY_ENV = "OXC_TEST_FAKE_KEY"
 SK_KEY = "sk-test-9f8e7d6c5b4a3210"
@@ -153,38 +153,16 @@ async def upstream() -> AsyncIterator[Upstream]:
 
 
 def workload_for(
-    make_workload: WorkloadFactory,
-    up: Upstream,
-    models: dict[str, int],
-    *,
-    retry: str = "",
-    max_attempts: int = 3,
-    stream: bool = True,
-    endpoint_extra: str = "",
+    tmp_path: Path, up: Upstream, models: dict[str, int], *, sets: Sets | None = None
 ) -> Workload:
-    """One endpoint at the upstream with the fake key; `models` maps a model to its prompt count."""
-    text = f"""
-        [run]
-        concurrency = 8
-        timeout = "5s"
-        stream = {"true" if stream else "false"}
-        [endpoints.up]
-        base_url = "{up.url}"
-        api_key_env = "{KEY_ENV}"
-        {endpoint_extra}
-        [prompts]
-        file = "prompts.jsonl"
-        [retry]
-        max_attempts = {max_attempts}
-        backoff = "1ms"
-        backoff_max = "2ms"
-        {retry}
-        """
+    """tests/workloads/upstream.toml at the upstream with the fake key, then `sets`; `models` maps
+    a model to its prompt count."""
     lines = []
     for m, n in models.items():
-        text += f'\n[[models]]\nname = "{m}"\nendpoint = "up"\n'
         lines += [orjson.dumps({"id": f"{m}/{i}", "prompt": "hello", "model": m}).decode() for i in range(n)]
-    return make_workload(text, prompts="\n".join(lines) + "\n")
+    listed = [{"name": m, "endpoint": "up"} for m in models]
+    base = {"endpoints.up.base_url": up.url, "endpoints.up.api_key_env": KEY_ENV, "models": listed}
+    return load_workload("upstream", tmp_path, {**base, **(sets or {})}, prompts="\n".join(lines) + "\n")
 
 
 # --- which statuses are retried ---------------------------------------------------------------
@@ -193,11 +171,11 @@ def workload_for(
 @pytest.mark.asyncio
 @pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
 async def test_other_4xx_never_retried_even_when_listed(
-    make_workload: WorkloadFactory, upstream: Upstream, monkeypatch: pytest.MonkeyPatch, status: int
+    tmp_path: Path, upstream: Upstream, monkeypatch: pytest.MonkeyPatch, status: int
 ) -> None:
     monkeypatch.setenv(KEY_ENV, SK_KEY)
     model = f"always-{status}"
-    w = workload_for(make_workload, upstream, {model: 2}, retry=f'on = [{status}, 429, 500, "timeout"]')
+    w = workload_for(tmp_path, upstream, {model: 2}, sets={"retry.on": [status, 429, 500, "timeout"]})
     out = await run(w)
     recs = journal(w)
     assert [r["attempts"] for r in recs] == [1, 1]
@@ -209,11 +187,11 @@ async def test_other_4xx_never_retried_even_when_listed(
 
 @pytest.mark.asyncio
 async def test_408_is_retried_like_a_timeout(
-    make_workload: WorkloadFactory, upstream: Upstream, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, upstream: Upstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(KEY_ENV, SK_KEY)
     # 408 is not listed; "timeout" is, and a 408 is the server's own timeout
-    w = workload_for(make_workload, upstream, {"first-408": 1}, retry='on = ["timeout"]')
+    w = workload_for(tmp_path, upstream, {"first-408": 1}, sets={"retry.on": ["timeout"]})
     await run(w)
     (r,) = journal(w)
     assert r["status"] == "ok" and r["attempts"] == 2
@@ -223,11 +201,11 @@ async def test_408_is_retried_like_a_timeout(
 
 @pytest.mark.asyncio
 async def test_server_errors_reach_the_server_once_per_attempt(
-    make_workload: WorkloadFactory, upstream: Upstream, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, upstream: Upstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The SDK would retry 500/429/408 twice by itself; attempts must be the requests actually sent."""
     monkeypatch.setenv(KEY_ENV, SK_KEY)
-    w = workload_for(make_workload, upstream, {"always-500": 1, "always-503": 1}, max_attempts=1)
+    w = workload_for(tmp_path, upstream, {"always-500": 1, "always-503": 1}, sets={"retry.max_attempts": 1})
     await run(w)
     assert all(r["attempts"] == 1 for r in journal(w)), [r for r in journal(w) if r["attempts"] != 1][:5]
     assert len(upstream.hits["always-500"]) == 1 and len(upstream.hits["always-503"]) == 1
@@ -238,10 +216,10 @@ async def test_server_errors_reach_the_server_once_per_attempt(
 
 @pytest.mark.asyncio
 async def test_retry_after_http_date_is_honoured(
-    make_workload: WorkloadFactory, upstream: Upstream, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, upstream: Upstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(KEY_ENV, SK_KEY)
-    w = workload_for(make_workload, upstream, {"first-429-date": 1})
+    w = workload_for(tmp_path, upstream, {"first-429-date": 1})
     await run(w)
     (r,) = journal(w)
     assert r["status"] == "ok" and r["attempts"] == 2
@@ -257,10 +235,10 @@ async def test_retry_after_http_date_is_honoured(
 
 @pytest.mark.asyncio
 async def test_retry_after_ms_is_honoured(
-    make_workload: WorkloadFactory, upstream: Upstream, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, upstream: Upstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(KEY_ENV, SK_KEY)
-    w = workload_for(make_workload, upstream, {"first-429-ms": 1}, stream=False)
+    w = workload_for(tmp_path, upstream, {"first-429-ms": 1}, sets={"run.stream": False})
     await run(w)
     (r,) = journal(w)
     assert r["status"] == "ok" and r["attempts"] == 2
@@ -273,10 +251,10 @@ async def test_retry_after_ms_is_honoured(
 
 @pytest.mark.asyncio
 async def test_retry_after_seconds_is_honoured(
-    make_workload: WorkloadFactory, upstream: Upstream, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, upstream: Upstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(KEY_ENV, SK_KEY)
-    w = workload_for(make_workload, upstream, {"first-429-seconds": 1})
+    w = workload_for(tmp_path, upstream, {"first-429-seconds": 1})
     await run(w)
     (r,) = journal(w)
     assert r["status"] == "ok" and r["attempts"] == 2 and r["attempt_errors"] == {"http_429": 1}
@@ -288,10 +266,10 @@ async def test_retry_after_seconds_is_honoured(
 @pytest.mark.timing
 @pytest.mark.parametrize("model", sorted(ASKS))
 async def test_a_wait_over_the_cap_ends_the_request_at_once(
-    make_workload: WorkloadFactory, upstream: Upstream, monkeypatch: pytest.MonkeyPatch, model: str
+    tmp_path: Path, upstream: Upstream, monkeypatch: pytest.MonkeyPatch, model: str
 ) -> None:
     monkeypatch.setenv(KEY_ENV, SK_KEY)
-    w = workload_for(make_workload, upstream, {model: 1})
+    w = workload_for(tmp_path, upstream, {model: 1})
     t0 = time.perf_counter()
     try:
         await asyncio.wait_for(run(w), 20)
@@ -357,10 +335,10 @@ def test_backoff_is_exponential_with_full_jitter_and_capped() -> None:
 
 @pytest.mark.asyncio
 async def test_authorization_echoed_by_the_server_is_redacted(
-    make_workload: WorkloadFactory, upstream: Upstream, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, upstream: Upstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(KEY_ENV, SK_KEY)
-    w = workload_for(make_workload, upstream, {"echo-header": 1, "echo-key": 1}, max_attempts=2)
+    w = workload_for(tmp_path, upstream, {"echo-header": 1, "echo-key": 1}, sets={"retry.max_attempts": 2})
     out = await run(w)
     assert f"Bearer {SK_KEY}" in upstream.auth  # the key from the env variable was sent ...
     recs = journal(w)
@@ -373,10 +351,10 @@ async def test_authorization_echoed_by_the_server_is_redacted(
 
 @pytest.mark.asyncio
 async def test_key_of_any_shape_echoed_by_the_server_is_redacted(
-    make_workload: WorkloadFactory, upstream: Upstream, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, upstream: Upstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(KEY_ENV, PLAIN_KEY)
-    w = workload_for(make_workload, upstream, {"echo-key": 1, "echo-param": 1})
+    w = workload_for(tmp_path, upstream, {"echo-key": 1, "echo-param": 1})
     out = await run(w)
     assert f"Bearer {PLAIN_KEY}" in upstream.auth
     recs = journal(w)
@@ -412,11 +390,11 @@ async def tls_upstream(tmp_path: Path) -> AsyncIterator[Upstream]:
 @pytest.mark.asyncio
 @needs_openssl
 async def test_tls_verified_by_default_insecure_opt_in_warned(
-    make_workload: WorkloadFactory, tls_upstream: Upstream, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, tls_upstream: Upstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(KEY_ENV, SK_KEY)
     up = tls_upstream
-    w = workload_for(make_workload, up, {"ok-model": 1}, max_attempts=1)
+    w = workload_for(tmp_path, up, {"ok-model": 1}, sets={"retry.max_attempts": 1})
     out = await run(w)
     (r,) = journal(w)
     assert r["status"] == "error" and r["error_detail"], r
@@ -424,7 +402,7 @@ async def test_tls_verified_by_default_insecure_opt_in_warned(
     assert not any("insecure" in x for x in out.warnings)
 
     w.results_path().unlink()
-    w = workload_for(make_workload, up, {"ok-model": 1}, endpoint_extra="insecure = true")
+    w = workload_for(tmp_path, up, {"ok-model": 1}, sets={"endpoints.up.insecure": True})
     out = await run(w)
     (r,) = journal(w)
     assert r["status"] == "ok", r
@@ -435,10 +413,10 @@ async def test_tls_verified_by_default_insecure_opt_in_warned(
 @pytest.mark.asyncio
 @needs_openssl
 async def test_tls_failure_is_a_connection_error_saying_why(
-    make_workload: WorkloadFactory, tls_upstream: Upstream, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, tls_upstream: Upstream, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(KEY_ENV, SK_KEY)
-    w = workload_for(make_workload, tls_upstream, {"ok-model": 1}, max_attempts=1)
+    w = workload_for(tmp_path, tls_upstream, {"ok-model": 1}, sets={"retry.max_attempts": 1})
     await run(w)
     (r,) = journal(w)
     assert r["error"] == "connection", r
@@ -448,7 +426,7 @@ async def test_tls_failure_is_a_connection_error_saying_why(
 
 @pytest.mark.asyncio
 async def test_connection_refused_is_a_connection_error(
-    make_workload: WorkloadFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An attempt refused is a `connection` error saying so; a run whose endpoint refuses even the
     connections opened before its clock is bad input, nothing sent (test_refused_endpoint.py)."""
@@ -464,7 +442,7 @@ async def test_connection_refused_is_a_connection_error(
         await c.close()
     assert res.error == "connection", res
     assert res.detail is not None and res.detail.startswith("connection refused at 127.0.0.1:"), res
-    w = workload_for(make_workload, up, {"ok-model": 1}, max_attempts=1)
+    w = workload_for(tmp_path, up, {"ok-model": 1}, sets={"retry.max_attempts": 1})
     with pytest.raises(WorkloadError, match=r"endpoints\.up\.base_url: expected a server that accepts"):
         await run(w)
     assert not w.results_path().exists() or not journal(w)

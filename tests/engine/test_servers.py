@@ -6,6 +6,7 @@ Each server is a small aiohttp app on loopback.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -14,28 +15,14 @@ from aiohttp import web
 from oxconsole.engine.runner import RunOutcome
 from tests.support import journal, run
 from tests.support.http import Handler, chat_server
-from tests.support.workloads import WorkloadFactory
+from tests.support.workloads import load_workload
 
 
 async def run_against(
-    handler: Handler, make_workload: WorkloadFactory, path: str = "/v1"
+    handler: Handler, tmp_path: Path, path: str = "/v1"
 ) -> tuple[RunOutcome, list[dict[str, Any]]]:
     async with chat_server(handler) as base:
-        w = make_workload(
-            f"""
-            [run]
-            concurrency = 4
-            timeout = "5s"
-            [endpoints.default]
-            base_url = "{base}{path}"
-            [[models]]
-            name = "m"
-            [prompts]
-            items = ["a", "b", "c", "d", "e", "f"]
-            [retry]
-            max_attempts = 1
-            """
-        )
+        w = load_workload("server", tmp_path, {"endpoints.default.base_url": f"{base}{path}"})
         out = await run(w)
     return out, journal(w)
 
@@ -56,8 +43,8 @@ async def json_answer(request: web.Request) -> web.StreamResponse:
     return web.Response(body=orjson.dumps(answer), content_type="application/json")
 
 
-async def test_a_server_that_does_not_stream_is_read_as_json(make_workload: WorkloadFactory) -> None:
-    out, recs = await run_against(json_answer, make_workload)
+async def test_a_server_that_does_not_stream_is_read_as_json(tmp_path: Path) -> None:
+    out, recs = await run_against(json_answer, tmp_path)
     assert out.summary["requests"]["ok"] == 6
     assert all(r["status"] == "ok" and r["output_tokens"] == 1 and r.get("ttft_ms") is None for r in recs), [
         r
@@ -69,8 +56,8 @@ async def test_a_server_that_does_not_stream_is_read_as_json(make_workload: Work
     assert len(notes) == 1 and "endpoint default" in notes[0]
 
 
-async def test_404_says_base_url_may_lack_v1(make_workload: WorkloadFactory) -> None:
-    out, recs = await run_against(json_answer, make_workload, path="")
+async def test_404_says_base_url_may_lack_v1(tmp_path: Path) -> None:
+    out, recs = await run_against(json_answer, tmp_path, path="")
     assert out.summary["requests"]["error"] == 6
     assert all(r["error"] == "http_404" for r in recs), [r for r in recs if r["error"] != "http_404"][:5]
     assert "missing /v1?" in recs[0]["error_detail"]
@@ -81,7 +68,7 @@ async def test_404_says_base_url_may_lack_v1(make_workload: WorkloadFactory) -> 
             status=404, body=b'{"error": {"message": "model m not found"}}', content_type="application/json"
         )
 
-    out, recs = await run_against(not_found, make_workload)
+    out, recs = await run_against(not_found, tmp_path)
     recs = recs[6:]  # the engine appends to the first run's journal
     assert all(r["error"] == "http_404" and "/v1?" not in r["error_detail"] for r in recs), [
         r for r in recs if not (r["error"] == "http_404" and "/v1?" not in r["error_detail"])

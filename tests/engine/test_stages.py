@@ -16,27 +16,7 @@ from oxconsole.reports.summary import summary_from_journal
 from oxconsole.workload import WorkloadError, check_prompts
 from oxconsole.workload import load_workload as load_file
 from tests.support import engine_for, journal, oxconsole, run, until
-from tests.support.workloads import WorkloadFactory, load_workload, write_workload
-
-# tests/workloads/sim_stages.toml as text, for the tests of how a [[stages]] text is read (they
-# append theirs to it).
-BASE = """
-name = "st"
-[run]
-concurrency = 4
-seed = 5
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "m"
-[prompts]
-synthetic = {{ count = {count}, input_tokens = 10, output_tokens = 4 }}
-[sim.models.m]
-ttft = "5ms"
-tokens_per_s = 2000
-jitter = 0
-capacity = 512
-"""
+from tests.support.workloads import Sets, load_workload, write_workload
 
 STEP_RAMP = [
     {"duration": "0.4s", "concurrency": 2, "warmup": True},
@@ -146,33 +126,33 @@ def test_ramp_staircase_is_monotone_and_ends_on_target() -> None:
 
 
 @pytest.mark.parametrize(
-    ("stages", "key", "expected"),
+    ("stage", "key", "expected"),
     [
-        ('duration = "fast"', "stages.0.duration", "a duration > 0"),
-        ("concurrency = 2", "stages.0.duration", "required"),
-        ('duration = "1s"\nconcurency = 2', "stages.0.concurency", 'did you mean "concurrency"'),
-        ('duration = "1s"\nramp = true', "stages.0.ramp", "something to ramp to"),
-        ('duration = "1s"\nrate = 5\nramp = true', "stages.0.rate", "0 is unlimited"),
-        ('duration = "1s"\nconcurrency = 0', "stages.0.concurrency", "an integer >= 1"),
+        ({"duration": "fast"}, "stages.0.duration", "a duration > 0"),
+        ({"concurrency": 2}, "stages.0.duration", "required"),
+        ({"duration": "1s", "concurency": 2}, "stages.0.concurency", 'did you mean "concurrency"'),
+        ({"duration": "1s", "ramp": True}, "stages.0.ramp", "something to ramp to"),
+        ({"duration": "1s", "rate": 5, "ramp": True}, "stages.0.rate", "0 is unlimited"),
+        ({"duration": "1s", "concurrency": 0}, "stages.0.concurrency", "an integer >= 1"),
     ],
 )
 def test_bad_stages_are_refused_naming_the_key(
-    make_workload: WorkloadFactory, stages: str, key: str, expected: str
+    tmp_path: Path, stage: dict[str, Any], key: str, expected: str
 ) -> None:
     with pytest.raises(WorkloadError) as e:
-        make_workload(BASE.format(count=10) + "[[stages]]\n" + stages + "\n")
+        load_workload("sim_stages", tmp_path, {"prompts.synthetic.count": 10, "stages": [stage]})
     assert key in str(e.value) and expected in str(e.value)
 
 
-@pytest.mark.subprocess
 def test_validate_exits_2_naming_the_key_and_says_what_the_stages_need(tmp_path: Path) -> None:
-    bad = tmp_path / "bad.toml"
-    bad.write_text(BASE.format(count=10) + '[[stages]]\nduration = "-1s"\n[[stages]]\nduraton = "1s"\n')
+    ten: Sets = {"prompts.synthetic.count": 10, "output.results": None}
+    bad_stages = [{"duration": "-1s"}, {"duraton": "1s"}]
+    bad = write_workload("sim_stages", tmp_path, {**ten, "stages": bad_stages}, file="bad.toml")
     r = oxconsole("validate", str(bad), cwd=tmp_path)
     assert r.returncode == 2
     assert "stages.0.duration" in r.stderr and "stages.1.duraton" in r.stderr
-    good = tmp_path / "good.toml"
-    good.write_text(BASE.format(count=10) + '[[stages]]\nduration = "2s"\nconcurrency = 2\n')
+    good_stages = [{"duration": "2s", "concurrency": 2}]
+    good = write_workload("sim_stages", tmp_path, {**ten, "stages": good_stages}, file="good.toml")
     r = oxconsole("validate", str(good), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "stages" in r.stdout and "run out" in r.stdout
@@ -180,7 +160,6 @@ def test_validate_exits_2_naming_the_key_and_says_what_the_stages_need(tmp_path:
 
 @pytest.mark.asyncio
 @pytest.mark.slow
-@pytest.mark.subprocess
 async def test_stages_with_two_workers(tmp_path: Path) -> None:
     w = load_workload(
         "sim_stages",
@@ -235,7 +214,6 @@ def test_the_console_and_the_progress_line_show_the_stage() -> None:
 
 @pytest.mark.asyncio
 @pytest.mark.slow
-@pytest.mark.subprocess
 async def test_commands_over_the_socket_say_who_sent_them(run_dirs: Path) -> None:
     """A script's raw command is by "command"; the console's client (SocketSource) sends by "key"."""
     import orjson

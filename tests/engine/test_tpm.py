@@ -326,7 +326,6 @@ async def test_engine_keeps_every_window_within_tpm_and_uses_it(
 
 @pytest.mark.parametrize("workers", [1, 2])
 @pytest.mark.slow
-@pytest.mark.subprocess
 async def test_the_first_minute_of_a_run_sends_the_budget_not_twice_it(tmp_path: Path, workers: int) -> None:
     """The contract's 60 s window, a 3 s run: everything sent is in one window, so at most tpm,
     and with demand enough it is all used at once. With workers, their shares add up to tpm."""
@@ -347,7 +346,6 @@ def test_worker_shares_never_add_up_to_more_than_the_budget(tmp_path: Path) -> N
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 async def test_set_tpm_live_is_logged_shown_and_applied(tmp_path: Path) -> None:
     """1,000 tokens a minute, 100 a request: 10 requests, then the budget holds the rest back;
     each live raise lets exactly what it adds through, and is logged as `what = "tpm"`."""

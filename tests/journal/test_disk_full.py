@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.workloads import write_workload
+
 TOTAL = 5000
 LIMIT = 64 * 1024
 """Bytes the journal may reach: some 170 records of this workload, then the write fails."""
@@ -33,21 +35,6 @@ tokens_per_s = 0
 output_tokens = 16
 capacity = 1000
 jitter = 0
-"""
-
-WORKLOAD = """
-name = "full"
-[run]
-concurrency = 20
-workers = {workers}
-[output]
-results = "{results}"
-[endpoints.default]
-base_url = "{url}"
-[[models]]
-name = "m"
-[prompts]
-synthetic = {{ count = {total}, input_tokens = 10, output_tokens = 16 }}
 """
 
 
@@ -92,8 +79,15 @@ def limit_file_size(limit: int | None) -> Any:
 def run_until_full(
     tmp_path: Path, url: str, results: Path, *, workers: int, limit: int | None
 ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
-    wl = tmp_path / "w.toml"
-    wl.write_text(WORKLOAD.format(workers=workers, results=results, url=url, total=TOTAL))
+    sets = {
+        "name": "full",
+        "run": {"concurrency": 20, "workers": workers},
+        "output.results": str(results),
+        "endpoints.default.base_url": url,
+        "prompts": {"synthetic": {"count": TOTAL, "input_tokens": 10, "output_tokens": 16}},
+        "retry": None,
+    }
+    wl = write_workload("server", tmp_path, sets, file="w.toml")
     summary = tmp_path / "summary.json"  # beside the workload: on a disk with room, and small
     r = subprocess.run(
         [sys.executable, "-m", "oxconsole", str(wl), "--headless", "--summary-json", str(summary)],
@@ -136,7 +130,6 @@ def assert_stopped_and_honest(
 # loop; worker processes sending them to the parent): the journal's failure handling is one code
 # path whatever the errno, so the four combinations would test it twice over.
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_a_file_that_may_not_grow_stops_the_run_with_exit_4(tmp_path: Path, sim_url: str) -> None:
     results = tmp_path / "out" / "results.jsonl"
     before = received(sim_url)
@@ -164,7 +157,6 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_a_full_file_system_stops_the_run_with_exit_4(tmp_path: Path, sim_url: str, small_disk: Path) -> None:
     results = small_disk / "results.jsonl"
     before = received(sim_url)

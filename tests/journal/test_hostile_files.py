@@ -93,3 +93,36 @@ def test_an_html_report_of_a_crafted_journal_stays_small(tmp_path: Path, odd: di
     size = out.stat().st_size
     assert size < 2_000_000, size
     assert "line 3:" in r.stderr and "values no run produces" in r.stderr, r.stderr
+
+
+WRONG_TYPES: list[dict[str, Any]] = [{"text": 5}, {"tag": [1]}, {"attempt_errors": "x"}, {"error": {"a": 1}}]
+"""Fields a line may carry with a value of the wrong type: each such line is skipped and said."""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [(), ("--json",), ("--markdown",), ("--csv", "r.csv"), ("--html", "r.html"), ("SAME",)],
+    ids=["table", "json", "markdown", "csv", "html", "compare"],
+)
+def test_a_field_of_the_wrong_type_is_a_skipped_line_never_a_traceback(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    """`report` of a journal whose lines carry a text field that is a number, a list where a
+    string goes, `attempt_errors` that is a string: every output (and `report A A`) reads the good
+    records and says which lines it skipped, as for any bad line; exit 0, no traceback. An
+    answer of a cascade whose figures are of the wrong type counts with what it has."""
+    from tests.support import oxconsole_here
+
+    lines = [orjson.dumps(good(i)) for i in range(3)]
+    lines += [orjson.dumps({**good(10 + k), **odd}) for k, odd in enumerate(WRONG_TYPES)]
+    answers = [{"model": "m", "cost": "x", "latency_ms": "y", "input_tokens": -5}]
+    lines.append(orjson.dumps({**good(20), "answers": answers}))
+    path = tmp_path / "results.jsonl"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    argv = ("report", str(path), *(a if a != "SAME" else str(path) for a in args))
+    r = oxconsole_here(*argv, cwd=tmp_path)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr, r.stderr
+    assert "skipped 4 invalid line(s) (line 4, 5, 6, 7)" in r.stderr, r.stderr
+    if args == ("--json",):
+        assert orjson.loads(r.stdout)["requests"]["total"] == 4, r.stdout

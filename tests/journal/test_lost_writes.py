@@ -23,25 +23,9 @@ import pytest
 from oxconsole.journal.journal import Journal
 from oxconsole.journal.records import RECORD_TOKENS_MAX, RequestRecord
 from tests.support import oxconsole_here, read_jsonl, wait_until
+from tests.support.workloads import write_workload
 
 Answer = Callable[[], tuple[int, bytes]]
-
-WORKLOAD = """
-name = "hostile"
-[run]
-concurrency = 4
-stream = false
-[retry]
-max_attempts = 1
-[output]
-results = "out/results.jsonl"
-[endpoints.default]
-base_url = "{url}"
-[[models]]
-name = "m"
-[prompts]
-synthetic = {{ count = {count}, input_tokens = 8, output_tokens = 4 }}
-"""
 
 
 @contextmanager
@@ -72,9 +56,16 @@ def server(answer: Answer) -> Iterator[str]:
 
 
 def workload(tmp_path: Path, url: str, count: int = 20) -> Path:
-    path = tmp_path / "w.toml"
-    path.write_text(WORKLOAD.format(url=url, count=count))
-    return path
+    """tests/workloads/server.toml as tmp_path/w.toml: `count` requests at `url`, not streamed,
+    journaled in tmp_path/out/."""
+    sets = {
+        "name": "hostile",
+        "run": {"concurrency": 4, "stream": False},
+        "output.results": "out/results.jsonl",
+        "endpoints.default.base_url": url,
+        "prompts": {"synthetic": {"count": count, "input_tokens": 8, "output_tokens": 4}},
+    }
+    return write_workload("server", tmp_path, sets, file="w.toml")
 
 
 @pytest.mark.slow  # 15-35 s: runs of 500s put the model in cool-down (engine/send/health.py: 5 s, doubling)

@@ -12,26 +12,15 @@ import orjson
 import pytest
 
 from oxconsole.journal.journal import ok_ids
-from oxconsole.workload import check_prompts, load_workload
+from oxconsole.workload import check_prompts
+from oxconsole.workload import load_workload as load_file
 from tests.support import engine_for, read_jsonl, run
-from tests.support.workloads import WorkloadFactory
+from tests.support.workloads import Sets, load_workload
 
-SIM = """
-[run]
-concurrency = 4
-seed = 3
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "m"
-[sim.models.m]
-ttft = "1ms"
-tokens_per_s = 0
-output_tokens = 4
-jitter = 0
-"""
+SIM: Sets = {"run": {"concurrency": 4, "seed": 3}, "sim.models.m.output_tokens": 4}
+"""tests/workloads/sim_m.toml at 4 in flight, seed 3, answers of 4 tokens; the test sets the prompts."""
 
-DIST = '{ dist = "normal", mean = 40, stddev = 8, min = 8, max = 80 }'
+DIST = {"dist": "normal", "mean": 40, "stddev": 8, "min": 8, "max": 80}
 
 
 def _batch(tmp_path: Path) -> None:
@@ -72,37 +61,38 @@ def _tokenizer(tmp_path: Path) -> None:
     build_tokenizer(tmp_path / "tok" / "tokenizer.json")
 
 
-# fmt: off
-SOURCES: dict[str, tuple[str, Any]] = {
-    "file with ids": ('file = "prompts.jsonl"', lambda p: _jsonl(p, True)),
-    "file of line numbers": ('file = "prompts.jsonl"', lambda p: _jsonl(p, False)),
-    "items": ('items = ["a", "b", "c", "d", "e"]', None),
-    "synthetic ints": ("synthetic = { count = 6, input_tokens = 20, output_tokens = 4 }", None),
-    "synthetic distributions": (f"synthetic = {{ count = 6, input_tokens = {DIST}, output_tokens = {DIST} }}",
-                                None),
-    "synthetic prefix": ("synthetic = { count = 6, input_tokens = 20, output_tokens = 4, prefix_tokens = 9 }",
-                         None),
-    "sharegpt": ('file = "sg.json"\nformat = "sharegpt"', _sharegpt),
-    "openai-batch": ('file = "batch.jsonl"\nformat = "openai-batch"', _batch),
-    "sessions": ('file = "prompts.jsonl"', _turns),
-    "repeat": ('items = ["a", "b", "c"]\nrepeat = 2', None),
+SYNTHETIC = {"count": 6, "input_tokens": 20, "output_tokens": 4}
+
+SOURCES: dict[str, tuple[Sets, Any]] = {
+    "file with ids": ({"file": "prompts.jsonl"}, lambda p: _jsonl(p, True)),
+    "file of line numbers": ({"file": "prompts.jsonl"}, lambda p: _jsonl(p, False)),
+    "items": ({"items": ["a", "b", "c", "d", "e"]}, None),
+    "synthetic ints": ({"synthetic": SYNTHETIC}, None),
+    "synthetic distributions": (
+        {"synthetic": {"count": 6, "input_tokens": DIST, "output_tokens": DIST}},
+        None,
+    ),
+    "synthetic prefix": ({"synthetic": {**SYNTHETIC, "prefix_tokens": 9}}, None),
+    "sharegpt": ({"file": "sg.json", "format": "sharegpt"}, _sharegpt),
+    "openai-batch": ({"file": "batch.jsonl", "format": "openai-batch"}, _batch),
+    "sessions": ({"file": "prompts.jsonl"}, _turns),
+    "repeat": ({"items": ["a", "b", "c"], "repeat": 2}, None),
     "tokenizer": (
-        'tokenizer = "tok/tokenizer.json"\n'
-        f"synthetic = {{ count = 6, input_tokens = {DIST}, prefix_tokens = 8 }}",
+        {
+            "tokenizer": "tok/tokenizer.json",
+            "synthetic": {"count": 6, "input_tokens": DIST, "prefix_tokens": 8},
+        },
         _tokenizer,
     ),
 }
-# fmt: on
 
 
 @pytest.mark.parametrize("source", list(SOURCES))
-async def test_resume_with_nothing_changed(
-    make_workload: WorkloadFactory, tmp_path: Path, source: str
-) -> None:
+async def test_resume_with_nothing_changed(tmp_path: Path, source: str) -> None:
     prompts, setup = SOURCES[source]
     if setup is not None:
         setup(tmp_path)
-    w = make_workload(SIM + "[prompts]\n" + prompts + "\n")
+    w = load_workload("sim_m", tmp_path, {**SIM, "prompts": prompts})
     first = await run(w)
     assert first.exit_code == 0, first
     results = w.results_path()
@@ -111,7 +101,7 @@ async def test_resume_with_nothing_changed(
     kept = records[:-2]
     results.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in kept))
 
-    again = load_workload(w.path)  # a new process: nothing carried over in memory
+    again = load_file(w.path)  # a new process: nothing carried over in memory
     done, _ = ok_ids(results)
     total = check_prompts(again).total_requests
     engine = engine_for(again, skip_ids=done, total_expected=None if total is None else total - len(done))

@@ -111,7 +111,6 @@ async def test_each_turn_sends_the_whole_history(tmp_path: Path, monkeypatch: py
     assert summary["requests"]["total"] == 6
 
 
-@pytest.mark.subprocess
 async def test_sessions_interleave_within_concurrency(tmp_path: Path) -> None:
     sessions: list[dict[str, Any]] = [
         {"id": f"s{i}", "turns": [f"q{i}-{k}" for k in range(4)]} for i in range(12)
@@ -203,7 +202,6 @@ def test_validate_counts_sessions_and_turns(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 async def test_sessions_with_worker_processes(tmp_path: Path) -> None:
     from oxconsole.engine.runner import make_engine
 

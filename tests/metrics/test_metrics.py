@@ -20,7 +20,7 @@ from oxconsole.metrics import (
     Snapshot,
 )
 from oxconsole.metrics.histogram import record_into
-from tests.support.metrics import assert_summary_close, exact, exact_summary, gauges
+from tests.support.metrics import FakeClock, assert_summary_close, exact, exact_summary, gauges, make_records
 
 QS = (0, 1, 10, 25, 50, 75, 90, 95, 99, 99.9, 100)
 
@@ -226,46 +226,6 @@ def test_rolling_histogram_equals_exact_window() -> None:
 
 
 # -- collector --------------------------------------------------------------------------------
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-def make_records(n: int, seed: int = 11) -> list[RequestRecord]:
-    rnd = random.Random(seed)
-    out = []
-    for i in range(n):
-        model = rnd.choice(["alpha", "beta"])
-        ok = rnd.random() > 0.1
-        lat = round(rnd.lognormvariate(6.5, 0.6), 3)
-        out.append(
-            RequestRecord(
-                id=f"r{i}",
-                model=model,
-                endpoint="default",
-                status="ok" if ok else "error",
-                attempts=2 if rnd.random() < 0.2 else 1,
-                t_scheduled=round(1_700_000_000 + i * 0.01, 6),
-                t_sent=round(1_700_000_000 + i * 0.01 + 0.002, 6),
-                queue_ms=round(rnd.choice([0.0, rnd.expovariate(0.1)]), 3),
-                latency_ms=lat if ok else None,
-                ttft_ms=round(lat * 0.15, 3) if ok else None,
-                itl_ms=round(rnd.uniform(5, 30), 3) if ok else None,
-                input_tokens=rnd.randrange(50, 500),
-                output_tokens=rnd.randrange(1, 200) if ok else 0,
-                tokens_source="estimate" if rnd.random() < 0.3 else "usage",
-                cost=0.001 if model == "alpha" else 0.002,
-                error=None if ok else rnd.choice(["http_500", "timeout"]),
-                error_detail=None if ok else "detail",
-                attempt_errors={"http_429": 1} if rnd.random() < 0.2 else None,
-            )
-        )
-    return out
 
 
 def test_collector_summary_matches_exact_stats() -> None:

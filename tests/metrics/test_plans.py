@@ -254,7 +254,6 @@ async def test_projected_beyond_the_total_mid_run_and_when_stopped(tmp_path: Pat
 # -- resume, compare, HTML, the command line -----------------------------------------------------
 
 
-@pytest.mark.subprocess
 def test_resume_prices_the_whole_journal_under_the_last_plans(tmp_path: Path) -> None:
     path = write(tmp_path, count=200, ttft="10ms")
     w = load_workload(path, ["run.concurrency=4"])
@@ -318,7 +317,6 @@ async def test_compare_and_html_show_the_plans(tmp_path: Path, capsys: pytest.Ca
     assert "http://" not in page.replace("http://www.w3.org/2000/svg", "") and "https://" not in page
 
 
-@pytest.mark.subprocess
 def test_headless_table_has_the_plans_block(tmp_path: Path) -> None:
     from tests.support import oxconsole as oxc
 

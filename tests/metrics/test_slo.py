@@ -20,10 +20,10 @@ import pytest
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.goodput import goodput_entry, slo_missed, slo_target_of
 from oxconsole.reports.summary import summary_from_journal
-from oxconsole.workload import SloConfig, WorkloadError
+from oxconsole.workload import SloConfig, Workload, WorkloadError
 from oxconsole.workload import load_workload as load_file
 from tests.support import journal, oxconsole_here, run
-from tests.support.workloads import WorkloadFactory, fast_slow
+from tests.support.workloads import Sets, fast_slow, load_workload
 
 
 def rec(
@@ -73,27 +73,23 @@ def test_goodput_block_arithmetic() -> None:
 
 # -- the table --------------------------------------------------------------------------------
 
-BASE = """
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "m"
-[prompts]
-items = ["a"]
-"""
+
+def slo_workload(tmp_path: Path, sets: Sets | None = None) -> Workload:
+    """tests/workloads/minimal.toml with one prompt, "a", then `sets`."""
+    return load_workload("minimal", tmp_path, {"prompts.items": ["a"], **(sets or {})})
 
 
-def test_slo_table_read(make_workload: WorkloadFactory) -> None:
-    w = make_workload(BASE + '[slo]\nttft = "500ms"\nitl = 0.05\nlatency = "20s"\n')
+def test_slo_table_read(tmp_path: Path) -> None:
+    w = slo_workload(tmp_path, {"slo": {"ttft": "500ms", "itl": 0.05, "latency": "20s"}})
     assert w.slo == SloConfig(ttft=0.5, itl=0.05, latency=20.0, target=0.95)
     assert w.slo.describe() == "ttft <= 500ms, itl <= 50ms, latency <= 20s for 95% of requests"
-    assert make_workload(BASE).slo is None
-    assert make_workload(BASE + "[slo]\ntarget = 1\n").slo == SloConfig(target=1.0)
+    assert slo_workload(tmp_path).slo is None
+    assert slo_workload(tmp_path, {"slo": {"target": 1}}).slo == SloConfig(target=1.0)
 
 
-def test_slo_errors_all_at_once(make_workload: WorkloadFactory) -> None:
+def test_slo_errors_all_at_once(tmp_path: Path) -> None:
     with pytest.raises(WorkloadError) as e:
-        make_workload(BASE + '[slo]\nttft = "fast"\nitl = 0\ntarget = 0\nlatncy = "1s"\n')
+        slo_workload(tmp_path, {"slo": {"ttft": "fast", "itl": 0, "target": 0, "latncy": "1s"}})
     text = str(e.value)
     assert len(e.value.errors) == 4, text
     assert "workload.toml: slo.ttft: expected a duration > 0" in text
@@ -101,7 +97,7 @@ def test_slo_errors_all_at_once(make_workload: WorkloadFactory) -> None:
     assert "workload.toml: slo.target: expected a number > 0 and <= 1" in text
     assert 'slo.latncy: expected a key of [slo] (did you mean "latency"?)' in text
     with pytest.raises(WorkloadError, match=r"slo: expected a table \(\[slo\]\), got 3"):
-        make_workload(BASE.replace("[endpoints", "slo = 3\n[endpoints", 1))
+        slo_workload(tmp_path, {"slo": 3})
 
 
 # -- runs -------------------------------------------------------------------------------------
@@ -181,7 +177,6 @@ def oxc_process(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.subprocess
 @pytest.mark.slow
 def test_exit_codes_and_report(tmp_path: Path) -> None:
     """Headless: 3 when goodput is below the target, 0 at or above it, 1 for errors with the SLO
@@ -279,7 +274,6 @@ def test_phases_each_have_goodput() -> None:
 
 @pytest.mark.asyncio
 @pytest.mark.slow
-@pytest.mark.subprocess
 async def test_workers_mark_every_record(tmp_path: Path) -> None:
     from oxconsole.engine.runner import make_engine
 
@@ -292,12 +286,12 @@ async def test_workers_mark_every_record(tmp_path: Path) -> None:
     assert out.summary["goodput"]["fraction"] == 0.5 and out.exit_code == 0
 
 
-def test_validate_describes_the_slo(make_workload: WorkloadFactory) -> None:
+def test_validate_describes_the_slo(tmp_path: Path) -> None:
     from oxconsole.workload import check_prompts, describe
 
-    w = make_workload(BASE + '[run]\nstream = false\n[slo]\nttft = "500ms"\nlatency = 20\ntarget = 0.99\n')
+    w = slo_workload(tmp_path, {"run.stream": False, "slo": {"ttft": "500ms", "latency": 20, "target": 0.99}})
     text = describe(w, check_prompts(w))
     assert "a request is good when ok and ttft <= 500ms, latency <= 20s" in text
     assert "target: 99% of finished requests good, else the run exits 3" in text
     assert "slo.ttft with run.stream = false" in text
-    assert "slo" not in describe(make_workload(BASE), check_prompts(make_workload(BASE)))
+    assert "slo" not in describe(slo_workload(tmp_path), check_prompts(slo_workload(tmp_path)))

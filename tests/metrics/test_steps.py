@@ -94,7 +94,7 @@ async def test_without_cold_starts_a_burst_costs_nothing(tmp_path: Path) -> None
 def test_a_step_at_least_doubles_concurrency_or_rate() -> None:
     c = {"what": "concurrency", "from": 10, "to": 20}
     assert is_step(c) and not is_step({**c, "to": 19}) and not is_step({**c, "what": "weight"})
-    assert is_step({"what": "rate", "from": 5.0, "to": 0}), "a limit made unlimited is a burst"
+    assert not is_step({"what": "rate", "from": 5.0, "to": 0}), "no rate doubled: the concurrency bounds it"
     assert not is_step({"what": "rate", "from": 0, "to": 50.0}), "unlimited to a limit is not"
 
 
@@ -203,3 +203,34 @@ def test_the_sentence_says_the_penalty_and_the_recovery_or_no_penalty() -> None:
     rate = {**hit, "what": "rate", "from": 5.0, "to": 0, "penalty_ms": 320.0}
     assert step_sentence(rate) == "rate 5 → unlimited at 30 s: TTFT p50 +320 ms, recovered in 12 s"
     assert step_sentence({**hit, "recovery_s": 8.24}).endswith("recovered in 8.2 s")
+
+
+@pytest.mark.subprocess
+def test_a_rate_made_unlimited_says_unlimited_and_is_no_step(tmp_path: Path) -> None:
+    """A run at 9.99/s whose second stage lifts the rate (0: unlimited), its report written: the
+    change reads "rate 9.99/s → unlimited" in the summary and on the report's markers and
+    phases, never "9.99→0", and it is no step (no rate doubled; concurrency 4 bounds the load)."""
+    import orjson
+
+    from tests.support import oxconsole_here
+    from tests.support.workloads import write_workload
+
+    sets = {
+        "run.requests": 0,
+        "prompts.synthetic.count": 400,
+        "output.html": True,
+        "stages": [{"duration": "2s", "rate": 9.99}, {"duration": "1s", "rate": 0}],
+        "sim.models.m.ttft": "50ms",
+    }
+    path = write_workload("sim_exact", tmp_path, sets)
+    r = oxconsole_here(str(path), "--headless", "--summary-json", "s.json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    summary = orjson.loads((tmp_path / "s.json").read_bytes())
+    rates = [c for c in summary["changes"] if c["what"] == "rate"]
+    assert [(c["from"], c["to"]) for c in rates][-1:] == [(9.99, 0)], summary["changes"]
+    assert summary["steps"] == [], summary["steps"]
+    assert "rate 9.99/s → unlimited" in r.stdout, r.stdout
+    page = (tmp_path / "report.html").read_text()
+    assert "rate 9.99/s→unlimited" in page and "9.99→0" not in page, page[page.find("rate 9.99") - 200 :][
+        :400
+    ]

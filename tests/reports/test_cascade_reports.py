@@ -35,7 +35,6 @@ def cascade_run(folder: Path) -> tuple[Path, dict[str, Any]]:
     return path, summary
 
 
-@pytest.mark.subprocess
 def test_html_section_and_compare_rows_from_the_journals(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -75,7 +74,6 @@ def test_html_section_and_compare_rows_from_the_journals(
     assert "valid %" in text and "cost/valid" in text and "flat /valid" in text
 
 
-@pytest.mark.subprocess
 def test_markdown_has_the_quality_and_cascade_tables(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -94,3 +92,58 @@ def test_markdown_has_the_quality_and_cascade_tables(
     flat = a["cost"]["plans"]["flat"]
     row = f"| flat | {fmt_money(flat['total'])} | {fmt_money(flat['per_valid'])} |"
     assert "| prices | total | per valid answer |" in section and row in section, (row, section)
+
+
+@pytest.mark.subprocess
+def test_every_model_counts_each_request_it_answered_and_the_answer_latency_is_labelled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ "small" is never right: it answers every request and the cascade moves each on to "big".
+    Its row counts the 40 it answered (none of its answers stood), in the JSON, the table and a
+    report rebuilt from the journal; each model bills what it answered; the table shows the
+    answer's latency (first request to the answer that stood) beside the last step's."""
+    monkeypatch.chdir(tmp_path)
+    path = write_workload("cascade", tmp_path, {**PLANS, "sim.models.small.quality": 0.0}, prompts=prompts())
+    assert main([str(path), "--headless", "--output", "a.jsonl", "--summary-json", "a.json"]) == 0
+    table = capsys.readouterr().out
+    a: dict[str, Any] = json.loads((tmp_path / "a.json").read_text())
+    small, big = a["models"].get("small"), a["models"]["big"]
+    assert small is not None, list(a["models"])
+    assert small["requests"]["total"] == small["requests"]["ok"] == N, small["requests"]
+    assert small["requests"]["passed_on"] == N and a["cascade"]["final"] == {"big": N}, small["requests"]
+    assert big["requests"]["total"] == N and "passed_on" not in big["requests"], big["requests"]
+    assert small["throughput"]["requests_per_s"] > 0, small["throughput"]
+    assert small["latency_ms"]["p50"] is not None, small["latency_ms"]  # its own answers' times
+    assert (small["cost"]["total"], big["cost"]["total"]) == pytest.approx((N * 0.001, N * 0.02)), (
+        small["cost"],
+        big["cost"],
+    )  # each pays its own requests; the run's total is the sum
+    assert a["cost"]["total"] == pytest.approx(small["cost"]["total"] + big["cost"]["total"]), a["cost"]
+    assert a["cost"]["plans"]["flat"]["total"] == pytest.approx(2 * N * 0.01), a["cost"]["plans"]
+
+    rows = {line.split()[0]: line.split()[1:] for line in table.splitlines() if line.strip()}
+    assert rows.get("small", [])[:3] == [str(N), str(N), "0"], table  # reqs, ok, err
+    answer, latency = rows.get("answer"), rows.get("latency")
+    assert answer is not None and latency is not None, table
+    assert float(answer[1].replace(",", "")) > float(latency[1].replace(",", "")), (answer, latency)
+    assert "TTFT/ITL/latency: the last step's request; answer: first request to the answer" in table
+    assert "answer p50" not in table, table  # a row of the table, not a line away
+
+    assert main(["report", "a.jsonl", "--json"]) == 0
+    rebuilt = json.loads(capsys.readouterr().out)
+    for name in ("small", "big"):
+        assert rebuilt["models"][name]["requests"] == a["models"][name]["requests"], name
+        assert rebuilt["models"][name]["cost"]["total"] == pytest.approx(a["models"][name]["cost"]["total"])
+
+
+@pytest.mark.subprocess
+def test_quality_without_a_cascade_prints_no_cascade_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    path = write_workload("cascade", tmp_path, {"routing.cascade": None}, prompts=prompts())
+    assert main([str(path), "--headless", "--output", "a.jsonl"]) in (0, 1)
+    table = capsys.readouterr().out
+    assert "quality   " in table and "valid of" in table, table
+    assert "\ncascade   " not in table and "escalated" not in table, table
+    assert "answer p50" in table, table  # no answer row without a cascade: said on the quality line

@@ -21,25 +21,7 @@ from oxconsole.control import RunSource
 from oxconsole.engine.commands import Stop
 from oxconsole.reports.outputs import earlier_journals, journal_lines, keep_aside
 from tests.support import oxconsole_here
-
-WL = """
-name = "outs"
-[run]
-concurrency = 8
-[output]
-results = "{results}"
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "m"
-[prompts]
-synthetic = {{ count = {count}, input_tokens = 5, output_tokens = 4 }}
-[sim.models.m]
-ttft = "10ms"
-tokens_per_s = 0
-output_tokens = 4
-jitter = 0
-"""
+from tests.support.workloads import write_workload
 
 
 def oxc(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -56,9 +38,15 @@ def oxc_process(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def workload(tmp_path: Path, results: Path, count: int = 20) -> Path:
-    p = tmp_path / "w.toml"
-    p.write_text(WL.format(results=results, count=count))
-    return p
+    """tests/workloads/sim_paced.toml as tmp_path/w.toml: `count` prompts answered whole 10 ms after
+    admission, journaled at `results`."""
+    sets = {
+        "name": "outs",
+        "output.results": str(results),
+        "prompts.synthetic.count": count,
+        "sim.models.m": {"ttft": "10ms", "tokens_per_s": 0, "output_tokens": 4, "jitter": 0},
+    }
+    return write_workload("sim_paced", tmp_path, sets, file="w.toml")
 
 
 @pytest.fixture
@@ -181,7 +169,6 @@ def test_resume_checks_the_journal_too(tmp_path: Path) -> None:
 
 # --- the summary on a stream ----------------------------------------------------------------------
 @pytest.mark.parametrize("target", ["-", pytest.param("/dev/stdout", marks=pytest.mark.slow)])
-@pytest.mark.subprocess
 def test_summary_json_on_stdout_leaves_stdout_parseable(tmp_path: Path, target: str) -> None:
     w = workload(tmp_path, tmp_path / "out" / "results.jsonl")
     run = oxc if target == "-" else oxc_process
@@ -194,7 +181,6 @@ def test_summary_json_on_stdout_leaves_stdout_parseable(tmp_path: Path, target: 
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_summary_json_on_stderr(tmp_path: Path) -> None:
     w = workload(tmp_path, tmp_path / "out" / "results.jsonl")
     r = oxc_process(str(w), "--headless", "--summary-json", "/dev/stderr", cwd=tmp_path)
@@ -204,7 +190,6 @@ def test_summary_json_on_stderr(tmp_path: Path) -> None:
 
 # --- where are my results -----------------------------------------------------------------------
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_headless_run_ends_saying_where_its_files_are_and_counts_kept_journals(tmp_path: Path) -> None:
     journal = tmp_path / "out" / "results.jsonl"
     w = workload(tmp_path, journal)
@@ -256,7 +241,9 @@ def quitting_console(monkeypatch: pytest.MonkeyPatch) -> None:
     import asyncio
     import time
 
-    def run_console(source: RunSource, *, theme: str | None = None, refresh: float = 4.0) -> str:
+    def run_console(
+        source: RunSource, *, theme: str | None = None, refresh: float = 4.0, attached: bool = False
+    ) -> str:
         async def go() -> None:
             await source.start()
             deadline = time.monotonic() + 10
@@ -274,7 +261,6 @@ def quitting_console(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_console_run_ends_saying_where_its_files_are(
     run_dirs: Path,
     tmp_path: Path,
@@ -313,7 +299,6 @@ def test_console_run_ends_saying_where_its_files_are(
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_console_run_with_summary_on_stdout(
     run_dirs: Path,
     tmp_path: Path,
@@ -331,7 +316,6 @@ def test_console_run_with_summary_on_stdout(
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_host_process_log_is_owner_only(tmp_path: Path, run_dirs: Path) -> None:
     journal = tmp_path / "hosted" / "results.jsonl"
     w = workload(tmp_path, journal)
@@ -382,7 +366,6 @@ def test_journals_sharing_a_folder_keep_their_own_summary_and_log(tmp_path: Path
 
 # --- oxconsole sim's port ----------------------------------------------------------------------------
 @pytest.mark.xdist_group("sim-default-port")  # never beside the other test that takes the port
-@pytest.mark.subprocess
 def test_sim_has_a_fixed_default_port(tmp_path: Path) -> None:
     import socket
 

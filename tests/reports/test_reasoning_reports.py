@@ -108,7 +108,6 @@ def test_the_journal_reader_refuses_impossible_counts(tmp_path: Path) -> None:
         assert implausible({**base, **bad}, 2.0) is not None, bad
 
 
-@pytest.mark.subprocess
 @pytest.mark.parametrize("cache", [False, True])
 def test_a_shared_prefix_without_a_cache_report_gets_one_line(tmp_path: Path, cache: bool) -> None:
     path = write_workload("reasoning", tmp_path, {"sim.models.r.prefix_cache": cache})
@@ -117,7 +116,6 @@ def test_a_shared_prefix_without_a_cache_report_gets_one_line(tmp_path: Path, ca
     assert r.stderr.count(CACHE_HINT) == (0 if cache else 1), r.stderr
 
 
-@pytest.mark.subprocess
 def test_batch_lines_on_v1_responses_run_as_such_and_write_response_bodies(tmp_path: Path) -> None:
     import orjson
 

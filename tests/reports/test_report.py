@@ -18,8 +18,7 @@ from oxconsole.reports.summary import (
     summary_from_journal,
 )
 from oxconsole.reports.summarytable import AUTO_ROWS
-from tests.metrics.test_metrics import FakeClock, make_records
-from tests.support.metrics import assert_summary_close, exact_summary
+from tests.support.metrics import FakeClock, assert_summary_close, exact_summary, make_records
 
 
 def write_journal(path: Path, recs: list[RequestRecord], tail: bytes = b"") -> None:

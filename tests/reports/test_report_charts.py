@@ -15,6 +15,7 @@ import pytest
 
 from oxconsole.reports.svg import (
     CHAR_W,
+    PALETTE,
     Marker,
     bin_position,
     distribution,
@@ -22,9 +23,10 @@ from oxconsole.reports.svg import (
     fmt_secs,
     label_span,
     line_chart,
+    stretches,
     time_ticks,
 )
-from tests.support.report import sim_run
+from tests.support.report import STAGES, sim_run
 
 
 def _x_labels(svg: str) -> list[str]:
@@ -84,10 +86,9 @@ def test_percentile_markers_sit_in_the_bar_holding_the_value() -> None:
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     from oxconsole.reports.command import ReportRequest, report_command
-    from tests.reports.test_report_sections import STAGES
 
     root = tmp_path_factory.mktemp("charts")
-    a = sim_run(root / "a", extra=STAGES, count=300)
+    a = sim_run(root / "a", sets=STAGES, count=300)
     b = sim_run(root / "b", ttft="40ms", count=300)
     assert report_command(ReportRequest((str(a),), html=str(root / "a.html"))) == 0
     assert report_command(ReportRequest((str(a), str(b)), html=str(root / "cmp.html"))) == 0
@@ -110,8 +111,9 @@ def test_the_compare_page_overlays_the_runs(pages: dict[str, Path]) -> None:
     assert sec is not None, text[-500:]
     svgs = re.findall(r"<svg .*?</svg>", sec.group(0), re.S)
     assert len(svgs) == 4, len(svgs)
-    for svg in svgs:
-        assert svg.count("<path ") == 2, svg[:300]  # one line per run
+    for svg in svgs:  # one line per run (a run whose one full second is all it has: a dot)
+        assert [_drawn(svg, PALETTE[k]) > 0 for k in (0, 1)] == [True, True], svg[:300]
+        assert svg.count("<path ") + svg.count("<circle ") >= 2, svg[:300]
         assert "a/results.jsonl" in svg and "b/results.jsonl" in svg
 
 
@@ -131,3 +133,58 @@ def test_the_report_renders_in_chromium(pages: dict[str, Path]) -> None:
             )  # fmt: skip
         data = shot.read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000, (page, len(data))
+
+
+# --- every second with data is drawn; the last partial second is no spike --------------------------
+
+
+def _drawn(svg: str, color: str) -> int:
+    """How many values of the series drawn in ``color`` the chart shows: the vertices of its
+    lines and its dots (a value with no neighbour). A move with no line from it draws nothing."""
+    paths = re.findall(rf'<path d="([^"]*)" fill="none" stroke="{color}"', svg)
+    subpaths = [sub for d in paths for sub in re.split(r"(?=M)", d) if sub.strip()]
+    vertices = sum(n for sub in subpaths if (n := len(re.findall(r"[ML][\d.]+,[\d.]+", sub))) > 1)
+    return vertices + len(re.findall(rf'<circle [^>]*fill="{color}"', svg))
+
+
+def test_stretches_keep_gaps_and_lone_values() -> None:
+    assert stretches([None, 1.0, None, 2.0, 3.0, None, None, 4.0]) == [(1, 1), (3, 4), (7, 7)]
+    assert stretches([]) == [] and stretches([None]) == [] and stretches([5.0]) == [(0, 0)]
+
+
+@pytest.mark.subprocess
+def test_a_low_rate_run_draws_every_second_and_ends_on_no_spike(tmp_path: Path) -> None:
+    """A request every 2 s, each 200 ms: every second with an answer has empty neighbours. Each
+    of them is drawn (as a dot), none left out; the last second, cut short 0.2 s after it began
+    by the run's end, is no 5 req/s spike in a run at 0.5 req/s."""
+    from oxconsole.base.figures import TTFT
+    from oxconsole.reports.html import render_html
+    from oxconsole.reports.summary import summary_from_journal
+    from oxconsole.reports.timeline import build_timeline
+    from tests.support import oxconsole_here
+    from tests.support.workloads import write_workload
+
+    sets = {"run.arrival": "constant", "run.rate": 0.5, "run.requests": 8, "prompts.synthetic.count": 8}
+    path = write_workload("sim_exact", tmp_path, sets)
+    r = oxconsole_here(str(path), "--headless", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    journal = tmp_path / "results.jsonl"
+    tl = build_timeline(journal)
+    p50 = tl.percentile(TTFT, 50)
+    with_data = [i for i, v in enumerate(p50) if v is not None]
+    assert len(with_data) == 8, p50  # one answer in each of 8 seconds
+    assert all(p50[i + 1] is None for i in with_data[:-1]), p50  # none has a neighbour
+
+    page = render_html(summary_from_journal(journal), tl, journal_only=True)
+    ttft = re.search(r"<figcaption>TTFT \(ms\)</figcaption>(<svg .*?</svg>)", page, re.S)
+    assert ttft is not None
+    assert _drawn(ttft.group(1), PALETTE[0]) == 8, ttft.group(1)  # p50: every second with an answer
+
+    rates = tl.rate("ok")
+    last = len(tl.slots) - 1
+    assert tl.width(last) < 0.5 and rates[last] is None, (tl.width(last), rates[-3:])
+    top = max(r for r in rates if r is not None)
+    assert top <= 1.0, rates  # a full second holds at most the one answer it had
+    throughput = re.search(r"<figcaption>Requests/s \(ok\)</figcaption>(<svg .*?</svg>)", page, re.S)
+    assert throughput is not None
+    assert _drawn(throughput.group(1), PALETTE[0]) == last, throughput.group(1)  # all but the cut one

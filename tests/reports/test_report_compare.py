@@ -65,7 +65,6 @@ def test_bootstrap_interval_covers_the_percentile() -> None:
 
 @pytest.mark.timing
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_real_difference_and_noise_on_the_simulator(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -16,30 +16,10 @@ from pathlib import Path
 import pytest
 
 from tests.support import oxconsole_here
+from tests.support.workloads import write_workload
 
 # one worker for the whole file under xdist: its module fixture then runs once
 pytestmark = pytest.mark.xdist_group("report-input")
-
-WL = """
-name = "input"
-[run]
-concurrency = 4
-[output]
-results = "{results}"
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "m"
-[prompts]
-synthetic = {{ count = {count}, input_tokens = 5, output_tokens = 4 }}
-[retry]
-max_attempts = 1
-[sim.models.m]
-ttft = "5ms"
-tokens_per_s = 500
-jitter = 0
-error_rate = {error_rate}
-"""
 
 TIMINGS = ("latency_ms", "ttft_ms", "itl_ms", "queue_ms")
 
@@ -51,9 +31,16 @@ def oxc(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 def run(tmp_path: Path, count: int, error_rate: float) -> tuple[subprocess.CompletedProcess[str], Path]:
     """A headless run against the simulator; its result and its journal."""
-    w = tmp_path / "w.toml"
     results = tmp_path / "out" / "results.jsonl"
-    w.write_text(WL.format(results=results, count=count, error_rate=error_rate))
+    sets = {
+        "name": "input",
+        "run.concurrency": 4,
+        "output.results": str(results),
+        "prompts.synthetic.count": count,
+        "retry.max_attempts": 1,
+        "sim.models.m": {"ttft": "5ms", "tokens_per_s": 500, "jitter": 0, "error_rate": error_rate},
+    }
+    w = write_workload("sim_paced", tmp_path, sets, file="w.toml")
     r = oxc(str(w), "--headless", "--summary-json", str(tmp_path / "s.json"), cwd=tmp_path)
     return r, results
 
@@ -81,15 +68,16 @@ def refused(tmp_path: Path, path: Path) -> str:
     return msg
 
 
-@pytest.mark.subprocess
 def test_files_that_are_not_journals_exit_2(
     tmp_path: Path, healthy: tuple[subprocess.CompletedProcess[str], Path]
 ) -> None:
     _, run_folder = healthy
     results = run_folder / "out" / "results.jsonl"
 
-    # the workload file
-    msg = refused(tmp_path, run_folder / "w.toml")
+    # the workload file, its first line blank: the first line with something on it is named
+    workload = tmp_path / "w.toml"
+    workload.write_text("\n" + (run_folder / "w.toml").read_text())
+    msg = refused(tmp_path, workload)
     assert "line 2 is not JSON" in msg and "TOML" in msg  # line 1 is blank
 
     # the run's summary, not its journal
@@ -142,7 +130,6 @@ def test_records_without_run_times_are_ignored_and_said(
     assert s["requests"] == clean["requests"] and s["duration_s"] == clean["duration_s"]
 
 
-@pytest.mark.subprocess
 def test_a_run_where_every_request_failed_shows_no_made_up_figures(tmp_path: Path) -> None:
     # 4 requests, 4 slots: all sent before the failing model could be cooled down
     r, results = run(tmp_path, count=4, error_rate=1.0)

@@ -11,31 +11,19 @@ from typing import Any
 
 import orjson
 
-from oxconsole.reports.summarytable import render_summary
+from oxconsole.reports.summarytable import BY_TIME, UNCUT, render_summary
 from tests.support import oxconsole_here, wait_until
 from tests.support.metrics import assert_histograms_close
-from tests.support.report import sim_workload
-
-STAGES = """
-[slo]
-ttft = "200ms"
-target = 0.5
-[[stages]]
-duration = "0.6s"
-concurrency = 2
-warmup = true
-[[stages]]
-duration = "0.8s"
-concurrency = 6
-"""
-
+from tests.support.report import STAGES, sim_workload
+from tests.support.sweep import write
+from tests.support.workloads import Sets
 
 RUN_ONLY = ("changes", "phases", "stages", "stages_end", "attempt_errors", "error_details", "warmup")
 """What no record holds: before the manifest kept them, a report had none of them."""
 
 
-def _run_and_report(folder: Path, extra: str, *args: str) -> tuple[dict[str, Any], dict[str, Any], str]:
-    wl = sim_workload(folder, count=2000, concurrency=4, ttft="10ms", extra=extra)
+def _run_and_report(folder: Path, sets: Sets, *args: str) -> tuple[dict[str, Any], dict[str, Any], str]:
+    wl = sim_workload(folder, count=2000, concurrency=4, ttft="10ms", sets=sets)
     r = oxconsole_here(str(wl), "--headless", "--summary-json", str(folder / "s.json"), *args, cwd=folder)
     assert r.returncode in (0, 1), r.stderr
     run = orjson.loads((folder / "s.json").read_bytes())
@@ -61,9 +49,11 @@ def test_report_of_a_run_with_stages_and_errors_has_its_sections(tmp_path: Path)
     # The text is the report's own summary rendered: figures outside the keys compared above
     # (ITL, queue time) come from the journal's 3-decimal values and may differ from the run's in
     # their last printed digit, as tests/test_metrics.assert_histograms_close allows.
-    assert text == render_summary(rep), (text, render_summary(rep))
+    assert text == render_summary(rep, UNCUT), (text, render_summary(rep, UNCUT))  # a pipe: no width
     for words in ("phase", "stage", "detail", "retried"):
         assert words in text, (words, text)
+    # a stage counts the requests sent in it, a phase those that ended in it: said under them
+    assert BY_TIME in text[text.index("\nstage ") :], text
 
 
 def test_report_of_a_stopped_run_says_what_was_not_sent(tmp_path: Path) -> None:
@@ -104,8 +94,6 @@ def test_a_later_session_never_takes_an_earlier_sessions_sections(tmp_path: Path
 def test_report_of_a_sweep_has_the_point_table_and_the_knee(tmp_path: Path) -> None:
     """A sweep run out of order (4, 1, 2): the report's table lists the points by value, marks the
     knee the sweep's own JSON named, and `--json` holds the same sweep object."""
-    from tests.sweep.test_sweep import write
-
     wl = write(tmp_path, capacity=2, ttft="30ms")
     args = ["--over", "concurrency=4,1,2", "--point-duration", "0.5s", "--summary-json", "s.json"]
     r = oxconsole_here("sweep", str(wl), *args, cwd=tmp_path)
@@ -139,7 +127,7 @@ def test_compare_heads_columns_by_the_journals_and_adds_goodput(tmp_path: Path) 
     ]
     for name in ("a", "b"):
         folder = tmp_path / "runs" / name
-        wl = sim_workload(folder, count=40, extra='[slo]\nttft = "1s"\n')
+        wl = sim_workload(folder, count=40, sets={"slo.ttft": "1s"})
         r = oxconsole_here(
             str(wl), "--headless", "--output", str(tmp_path / "runs" / f"{name}.jsonl"), cwd=folder
         )

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from oxconsole.cli.main import main
-from tests.reports.test_report_html import parse
-from tests.sweep.test_sweep import write
+from tests.support.report import parse
+from tests.support.sweep import write
 
 
 def _section(text: str) -> str:
@@ -26,9 +26,9 @@ def _section(text: str) -> str:
 def test_a_sweeps_report_has_the_curve_and_the_knee(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], slo: bool
 ) -> None:
-    wl = write(tmp_path, capacity=2, ttft="30ms")
-    if slo:
-        wl.write_text(wl.read_text() + "[slo]\n")  # goodput: the share of ok requests
+    write(
+        tmp_path, capacity=2, ttft="30ms", sets={"slo": {}} if slo else None
+    )  # goodput: the share of ok requests
     monkeypatch.chdir(tmp_path)
     args = ["--over", "concurrency=1,2,4", "--point-duration", "0.6s", "--summary-json", "s.json"]
     assert main(["sweep", str(tmp_path / "w.toml"), *args]) == 0
@@ -63,7 +63,6 @@ def test_a_sweeps_report_has_the_curve_and_the_knee(
     assert "cost per task" in sec
 
 
-@pytest.mark.subprocess
 def test_a_run_that_is_not_a_sweep_has_no_sweep_section(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -5,12 +5,13 @@ summary is the run's own or rebuilt from its journal."""
 from __future__ import annotations
 
 import io
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from oxconsole.cli.headless import print_summary
-from oxconsole.reports.summarytable import render_summary, table_width
+from oxconsole.reports.summarytable import UNCUT, render_summary, table_width
 
 SMALL, LARGE = "meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-70B-Instruct"
 
@@ -78,7 +79,7 @@ class Terminal(io.StringIO):
 
 def test_the_table_takes_a_terminals_width_and_80_elsewhere(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "200")
-    assert (table_width(Terminal()), table_width(io.StringIO())) == (200, 80)
+    assert (table_width(Terminal()), table_width(io.StringIO())) == (200, UNCUT)
     monkeypatch.setenv("COLUMNS", "60")  # a narrow terminal wraps what is longer than 80 itself
     assert table_width(Terminal()) == 80
 
@@ -88,3 +89,19 @@ def test_the_end_of_a_run_printed_to_a_file_shows_whole_names(capsys: pytest.Cap
     out = capsys.readouterr().out
     assert SMALL in out.splitlines() or rows_of(out, SMALL), out
     assert "…" not in out, out
+
+
+def test_a_summary_written_to_a_file_is_not_cut(tmp_path: Path) -> None:
+    """Headless with stdout a file (not a terminal): the heading keeps the run's whole name and
+    start, and no line is cut or wrapped at 80 columns."""
+    from tests.support import oxconsole_here
+    from tests.support.workloads import write_workload
+
+    name = "a-run-whose-name-is-long-enough-to-push-its-start-past-eighty-cols"[:64]
+    sets = {"name": name, "run.requests": 4, "prompts.synthetic.count": 4, "sim.models.m.ttft": "10ms"}
+    path = write_workload("sim_exact", tmp_path, sets)
+    r = oxconsole_here(str(path), "--headless", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    head = r.stdout.splitlines()[0]
+    assert head.startswith(name) and "started 20" in head and len(head) > 80, head
+    assert "…" not in r.stdout, r.stdout

@@ -310,7 +310,6 @@ def _start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 @pytest.mark.parametrize(
     ("grace", "signals"),
     [("0.5s", ("SIGTERM",)), ("30s", ("SIGINT", "SIGINT"))],

@@ -732,7 +732,6 @@ def test_cli_bad_config_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert "bad.toml" in err and "Traceback" not in err
 
 
-@pytest.mark.subprocess
 def test_sim_process_start_stop() -> None:
     cpus = {min(os.sched_getaffinity(0))} if hasattr(os, "sched_getaffinity") else None
     with SimProcess({"m": FAST}, cpus=cpus) as sim:
@@ -753,7 +752,6 @@ def test_sim_process_start_stop() -> None:
         os.kill(pid, 0)  # reaped: the pid is gone
 
 
-@pytest.mark.subprocess
 def test_sim_process_reports_child_stderr() -> None:
     sim = SimProcess({"m": FAST}, host="192.0.2.1")  # refused: not loopback
     with pytest.raises(SimProcessError, match="allow-remote"):
@@ -761,7 +759,6 @@ def test_sim_process_reports_child_stderr() -> None:
     assert not sim.running
 
 
-@pytest.mark.subprocess
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_cli_prints_url_first_and_exits_cleanly(sig: signal.Signals, tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -794,7 +791,6 @@ def test_cli_prints_url_first_and_exits_cleanly(sig: signal.Signals, tmp_path: P
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux-only")
 def test_sim_process_dies_with_its_parent() -> None:
     code = (

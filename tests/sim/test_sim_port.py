@@ -13,7 +13,6 @@ from oxconsole.sim.cli import DEFAULT_PORT
 
 
 @pytest.mark.xdist_group("sim-default-port")  # never beside the other test that takes the port
-@pytest.mark.subprocess
 def test_a_taken_default_port_falls_back_to_a_free_one_and_says_so() -> None:
     holder = socket.socket()
     # as the simulator binds (aiohttp sets SO_REUSEADDR): a connection of an earlier test still in
@@ -42,7 +41,6 @@ def test_a_taken_default_port_falls_back_to_a_free_one_and_says_so() -> None:
         holder.close()
 
 
-@pytest.mark.subprocess
 def test_a_taken_port_asked_for_is_bad_input() -> None:
     holder = socket.socket()
     holder.bind(("127.0.0.1", 0))

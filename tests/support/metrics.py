@@ -1,11 +1,14 @@
 """Figures to hold a run's against: exact percentiles of samples, and how close a histogram's
-summary must come to them; a `Gauges` with defaults for snapshot tests."""
+summary must come to them; a `Gauges` with defaults for snapshot tests; a clock a test sets, and
+a seeded mix of records (two models, some errors and retries) for collector and report tests."""
 
 from __future__ import annotations
 
 import math
+import random
 import statistics
 
+from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics import Gauges, ModelGauge
 from oxconsole.metrics.histogram import DEFAULT_ALPHA
 
@@ -68,3 +71,47 @@ def assert_histograms_close(got: dict[str, float], want: dict[str, float]) -> No
     for k, v in want.items():
         bound = 2 * DEFAULT_ALPHA * (abs(v) + 0.0005) * 1.01 + 0.001 + 1e-9
         assert abs(got[k] - v) <= bound, (k, got[k], v, bound)
+
+
+class FakeClock:
+    """A clock that reads `t`, which the test sets."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def make_records(n: int, seed: int = 11) -> list[RequestRecord]:
+    """`n` records, the same for a seed: models alpha and beta, about 10% errors, 20% retried,
+    10 ms apart from t = 1.7e9."""
+    rnd = random.Random(seed)
+    out = []
+    for i in range(n):
+        model = rnd.choice(["alpha", "beta"])
+        ok = rnd.random() > 0.1
+        lat = round(rnd.lognormvariate(6.5, 0.6), 3)
+        out.append(
+            RequestRecord(
+                id=f"r{i}",
+                model=model,
+                endpoint="default",
+                status="ok" if ok else "error",
+                attempts=2 if rnd.random() < 0.2 else 1,
+                t_scheduled=round(1_700_000_000 + i * 0.01, 6),
+                t_sent=round(1_700_000_000 + i * 0.01 + 0.002, 6),
+                queue_ms=round(rnd.choice([0.0, rnd.expovariate(0.1)]), 3),
+                latency_ms=lat if ok else None,
+                ttft_ms=round(lat * 0.15, 3) if ok else None,
+                itl_ms=round(rnd.uniform(5, 30), 3) if ok else None,
+                input_tokens=rnd.randrange(50, 500),
+                output_tokens=rnd.randrange(1, 200) if ok else 0,
+                tokens_source="estimate" if rnd.random() < 0.3 else "usage",
+                cost=0.001 if model == "alpha" else 0.002,
+                error=None if ok else rnd.choice(["http_500", "timeout"]),
+                error_detail=None if ok else "detail",
+                attempt_errors={"http_429": 1} if rnd.random() < 0.2 else None,
+            )
+        )
+    return out

@@ -18,22 +18,19 @@ from typing import Any
 import pytest
 
 from tests.support import wait_until
+from tests.support.workloads import Sets
 
-WL = """
-[run]
-cluster = "ray"
-concurrency = 8
-workers = 2
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "a"
-[prompts]
-synthetic = {{ count = {count}, input_tokens = 5, output_tokens = 4 }}
-[sim.models.a]
-ttft = "{ttft}"
-tokens_per_s = 0
-"""
+
+def on_ray(count: int, ttft: str) -> Sets:
+    """tests/workloads/sim_workers.toml on Ray (`run.cluster = "ray"`): two actors at 8 in flight,
+    one model, "a", `count` prompts each answered `ttft` after admission."""
+    return {
+        "run.cluster": "ray",
+        "models": [{"name": "a"}],
+        "prompts.synthetic.count": count,
+        "sim.models.a.ttft": ttft,
+        "sim.models.b": None,
+    }
 
 
 def local_ray() -> Iterator[Any]:

@@ -22,6 +22,7 @@ from oxconsole.metrics.snapshot import Gauges, ModelGauge, Snapshot
 from oxconsole.ui.screens import RoutingEditor
 from oxconsole.workload import Workload, load_workload
 from tests.support import until
+from tests.support.workloads import write_workload
 
 MODELS = ("deepseek-v4-flash", "qwen-3-32b", "deepseek-v3.2")
 PRICES = {
@@ -140,62 +141,10 @@ class StaticSource:
         return self.is_connected
 
 
-SIM_WORKLOAD = """
-name = "ui-test"
-
-[run]
-concurrency = {concurrency}
-rate = {rate}
-arrival = "closed"
-timeout = "10s"
-grace = "2s"
-seed = 3
-
-[output]
-results = "{results}"
-save_text = false
-
-[endpoints.default]
-base_url = "sim"
-
-[[models]]
-name = "fast"
-weight = 3
-max_tokens = 16
-
-[[models]]
-name = "slow"
-weight = 1
-max_tokens = 16
-
-[prompts]
-synthetic = {{ count = 50, input_tokens = 16, output_tokens = 8 }}
-repeat = {repeat}
-
-[sim.models."fast"]
-ttft = "40ms"
-tokens_per_s = 400.0
-output_tokens = 8
-capacity = 256
-jitter = 0.0
-
-[sim.models."slow"]
-ttft = "60ms"
-tokens_per_s = 400.0
-output_tokens = 8
-capacity = 256
-jitter = 0.0
-"""
-
-
 def write_sim_workload(folder: Path, *, concurrency: int = 20, rate: float = 0.0, repeat: int = 400) -> Path:
-    path = folder / "ui-test.toml"
-    path.write_text(
-        SIM_WORKLOAD.format(
-            concurrency=concurrency, rate=rate, repeat=repeat, results=(folder / "results.jsonl").as_posix()
-        )
-    )
-    return path
+    """tests/workloads/sim_console.toml as folder/ui-test.toml, journaled in folder."""
+    sets = {"run.concurrency": concurrency, "run.rate": rate, "prompts.repeat": repeat}
+    return write_workload("sim_console", folder, sets, file="ui-test.toml")
 
 
 class EngineSource:

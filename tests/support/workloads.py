@@ -12,7 +12,7 @@ unless the file or an override says otherwise.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,15 +21,12 @@ import tomli_w
 from oxconsole.workload import Workload, apply_override
 from oxconsole.workload import load_workload as load_file
 
-WorkloadFactory = Callable[..., Workload]
-"""The `make_workload` fixture (tests/conftest.py): TOML text in, a loaded workload out."""
-
 WORKLOADS = Path(__file__).resolve().parents[1] / "workloads"
 """tests/workloads/: one TOML file per shared shape."""
 
 Sets = Mapping[str, Any]
 """Dotted key -> value, as `--set KEY=VALUE` takes them (`{"run.concurrency": 8}`); the value
-None removes the key (TOML has no null, so None can say "not in this file")."""
+None removes the key if the file has it (TOML has no null, so None can say "not in this file")."""
 
 
 def toml_value(value: Any) -> str:
@@ -58,11 +55,17 @@ def workload_doc(name: str, sets: Sets | None = None) -> dict[str, Any]:
 
 
 def _remove(raw: dict[str, Any], key: str) -> None:
+    """`key` out of the document, wherever it was (absent already: nothing to do)."""
     *parents, last = key.split(".")
     table: Any = raw
     for part in parents:
-        table = table[int(part)] if isinstance(table, list) else table[part]
-    del table[last]
+        if isinstance(table, list):
+            table = table[int(part)]
+        elif part in table:
+            table = table[part]
+        else:
+            return
+    table.pop(last, None)
 
 
 def write_workload(
@@ -74,12 +77,14 @@ def write_workload(
     prompts: str | None = None,
 ) -> Path:
     """tests/workloads/NAME.toml with `sets` applied, written as folder/FILE (its path). Without an
-    `output.results` of its own, the journal is folder/results.jsonl; `prompts`, when given, is
+    `output.results` of its own, the journal is folder/results.jsonl (`{"output.results": None}`
+    leaves the key out: the journal goes where the product puts it); `prompts`, when given, is
     written as folder/prompts.jsonl."""
     if prompts is not None:
         (folder / "prompts.jsonl").write_text(prompts)
     raw = workload_doc(name, sets)
-    raw.setdefault("output", {}).setdefault("results", str(folder / "results.jsonl"))
+    if (sets or {}).get("output.results", "") is not None:
+        raw.setdefault("output", {}).setdefault("results", str(folder / "results.jsonl"))
     path = folder / file
     path.write_text(tomli_w.dumps(raw))
     return path

@@ -9,36 +9,11 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from oxconsole.cli.main import main
-from tests.support.workloads import write_workload
-
-
-def write(folder: Path, *, capacity: int = 4, ttft: str = "50ms") -> Path:
-    """The sweeps' workload as folder/w.toml: 50 prompts at 4 in flight, each answered whole
-    `ttft` after admission, `capacity` at once."""
-    sets = {
-        "name": "sw",
-        "run": {"concurrency": 4, "timeout": "20s", "grace": "5s"},
-        "output.results": "out/results.jsonl",
-        "prompts.synthetic": {"count": 50, "input_tokens": 5, "output_tokens": 8},
-        "sim.models.m": {
-            "ttft": ttft,
-            "tokens_per_s": 0,
-            "output_tokens": 8,
-            "capacity": capacity,
-            "jitter": 0,
-        },
-    }
-    return write_workload("sim_short", folder, sets, file="w.toml")
-
-
-def records(folder: Path) -> list[dict[str, Any]]:
-    text = (folder / "out" / "results.jsonl").read_text()
-    return [json.loads(x) for x in text.splitlines() if x.strip()]
+from tests.support.sweep import records, write
 
 
 def sweep(folder: Path, *args: str, monkeypatch: pytest.MonkeyPatch) -> int:
@@ -67,8 +42,8 @@ def test_points_and_the_knee_on_a_simulator_with_known_capacity(
     assert (
         rps[1] > 1.6 * rps[0] and rps[2] > 1.6 * rps[1] and rps[3] < 1.4 * rps[2]
     )  # past C: queueing, not throughput
-    assert "knee: point 3, concurrency=4" in out  # numbered from 1, as the progress line
-    assert "point 1 of 4 (concurrency=1), ETA" in err and "point 4 of 4" in err
+    assert "knee: point #2, concurrency=4" in out  # numbered from 0, as the JSON and the journal
+    assert "point #0, 1 of 4 (concurrency=1), ETA" in err and "point #3, 4 of 4" in err
     recs = records(tmp_path)
     assert all("point" in r for r in recs), [r for r in recs if "point" not in r][:5]
     assert {r["point"] for r in recs} == {0, 1, 2, 3}
@@ -143,7 +118,6 @@ def test_every_bad_value_and_a_bad_duration_are_told_at_once(
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_resume_after_a_stop_midway_runs_only_the_points_not_ended(tmp_path: Path) -> None:
     write(tmp_path, capacity=8)
     cmd = [sys.executable, "-m", "oxconsole", "sweep", "w.toml", "--over", "concurrency=1,2,3"]
@@ -164,7 +138,7 @@ def test_resume_after_a_stop_midway_runs_only_the_points_not_ended(tmp_path: Pat
     first = subprocess.run([*cmd, "--resume"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert first.returncode == 0, first.stderr
     assert "1 point(s) already ended" in first.stderr
-    assert "point 1 of 3" not in first.stderr and "point 2 of 3" in first.stderr
+    assert "point #0," not in first.stderr and "point #1, 2 of 3" in first.stderr
     after = records(tmp_path)
     assert after[: len(before)] == before
     new = after[len(before) :]
@@ -254,8 +228,7 @@ def test_with_slo_the_knee_is_the_highest_goodput_with_the_slo_met(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # 300 ms served at once, 600 ms when waiting: 150 ms either side of the SLO, for a loaded machine
-    path = write(tmp_path, capacity=4, ttft="300ms")
-    path.write_text(path.read_text() + '\n[slo]\nlatency = "450ms"\ntarget = 0.9\n')
+    write(tmp_path, capacity=4, ttft="300ms", sets={"slo": {"latency": "450ms", "target": 0.9}})
     args = ("--over", "concurrency=2,4,8", "--point-duration", "2s", "--summary-json", "s.json")
     assert sweep(tmp_path, *args, monkeypatch=monkeypatch) == 0
     data = json.loads((tmp_path / "s.json").read_text())
@@ -293,8 +266,7 @@ def test_with_slo_a_modest_gain_that_meets_it_is_the_knee(
 def test_no_point_meeting_the_slo_is_no_knee_and_exit_3(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = write(tmp_path, capacity=4, ttft="60ms")
-    path.write_text(path.read_text() + '\n[slo]\nlatency = "10ms"\ntarget = 0.9\n')
+    write(tmp_path, capacity=4, ttft="60ms", sets={"slo": {"latency": "10ms", "target": 0.9}})
     args = ("--over", "concurrency=1,2", "--point-duration", "0.5s", "--summary-json", "s.json")
     assert sweep(tmp_path, *args, monkeypatch=monkeypatch) == 3
     data = json.loads((tmp_path / "s.json").read_text())

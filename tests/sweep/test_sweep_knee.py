@@ -279,9 +279,9 @@ def test_one_point_is_no_knee() -> None:
     assert "knee: none (one point has nothing to compare with)" in render_table("concurrency", points)
 
 
-def test_the_table_is_by_value_and_numbers_points_as_the_progress_line_does() -> None:
+def test_the_table_is_by_value_and_numbers_points_from_0_as_the_json_does() -> None:
     """A search runs 1, 2, 4, 8, then 6: the table reads 1, 2, 4, 6, 8, and the point the
-    progress line called `point 5` (6) is numbered 5 in the table and in the knee's line."""
+    progress line called `point #4` (6) is #4 in the table, in the knee's line and in the JSON."""
     from oxconsole.sweep.table import render_table, sweep_json
 
     values = [1, 2, 4, 8, 6]
@@ -290,7 +290,7 @@ def test_the_table_is_by_value_and_numbers_points_as_the_progress_line_does() ->
     rows = [line.split() for line in lines[2:7]]
     numbers = [r[1] if r[0] == "*" else r[0] for r in rows]
     shown = [r[2] if r[0] == "*" else r[1] for r in rows]
-    assert shown == ["1", "2", "4", "6", "8"] and numbers == ["1", "2", "3", "5", "4"], lines
+    assert shown == ["1", "2", "4", "6", "8"] and numbers == ["0", "1", "2", "4", "3"], lines
     assert "rows by value; # is the order the points ran" in lines
     assert sweep_json("concurrency", points)["knee"] == {"index": 4, "value": 6}  # the contract's index
-    assert any(line.startswith("knee: point 5, concurrency=6") for line in lines), lines
+    assert any(line.startswith("knee: point #4, concurrency=6") for line in lines), lines

@@ -10,7 +10,7 @@ import pytest
 
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.app import ConsoleApp
-from oxconsole.ui.widgets import InFlightPanel
+from oxconsole.ui.panels.in_flight import InFlightPanel
 from tests.support.ui import StaticSource, fixed_snapshot
 
 STEP = {

@@ -24,12 +24,11 @@ from oxconsole.metrics.collector import Collector
 from oxconsole.metrics.snapshot import Gauges, ModelGauge, Snapshot
 from oxconsole.reports.outputs import beside_journal
 from oxconsole.ui.app import ConsoleApp
-from oxconsole.ui.cascadepanel import CascadePanel
 from oxconsole.ui.lines import Palette
-from oxconsole.ui.panels.cascade import ACTUAL, cascade_lines, per_valid_rows
+from oxconsole.ui.panels.cascade import ACTUAL, CascadePanel, cascade_lines, per_valid_rows
 from oxconsole.ui.screens import RoutingEditor
 from oxconsole.workload import PricePlan, Prices
-from tests.support import run
+from tests.support import run, until
 from tests.support.ui import StaticSource, fixed_snapshot, open_routing
 from tests.support.workloads import load_workload as load_test_workload
 from tests.support.workloads import write_workload
@@ -243,7 +242,6 @@ async def test_a_real_cascade_runs_summary_opens_with_its_cascade_view(tmp_path:
     assert head.startswith(f"cascade small → big · valid {100 * summary['quality']['fraction']:.1f}%"), head
 
 
-@pytest.mark.subprocess
 @pytest.mark.slow
 def test_a_console_on_a_cascade_run_already_over_shows_its_cascade_tab(tmp_path: Path) -> None:
     """The whole path: a real headless cascade run on the simulator writes its summary beside its
@@ -278,3 +276,52 @@ async def cascade_tab(app: ConsoleApp) -> list[str]:
         app.main.query_one(TabbedContent).active = "tab-cascade"
         await pilot.pause()
         return [line.plain for line in app.main.query_one("#cascade-tab", CascadePanel)._lines]
+
+
+@pytest.mark.slow
+async def test_the_live_models_table_counts_the_first_steps_answers(tmp_path: Path) -> None:
+    """A real engine on the simulator, "small" never right: every request goes small → big. The
+    live models table (wide layout) shows small answering every request: share 100%, its req/s
+    and its ok count, not 0% and 0 req/s because none of its answers stood."""
+    from tests.support.ui import EngineSource
+
+    n = 60
+    lines = [{"id": f"q{i}", "prompt": f"question {i}?", "expected": f"answer {i}"} for i in range(n)]
+    path = write_workload(
+        "cascade",
+        tmp_path,
+        {"sim.models.small.quality": 0.0, "sim.models.small.ttft": "20ms", "run.concurrency": 4},
+        prompts="\n".join(orjson.dumps(x).decode() for x in lines),
+    )
+    src = EngineSource(path)
+    app = ConsoleApp(src, theme_dirs=[], cursor_blink=False)
+    try:
+        async with app.run_test(size=(160, 48)) as pilot:
+            await until(lambda: src.finished and app.last is not None and app.last.counts.total == n, 60)
+            await pilot.pause(0.3)
+            text = screen_text(app)
+    finally:
+        src.shutdown()
+    rows = {r.split()[0]: r.split() for r in text if r.split()[1:2] == ["on"]}  # the models table's
+    small, big = rows.get("small"), rows.get("big")
+    assert small is not None and big is not None, rows
+    header = next(r for r in text if "share" in r and "req/s" in r)
+    for two, one in (
+        ("in fl", "in_fl"),
+        ("TTFT p50/99", "TTFT"),
+        ("lat p50/99", "lat"),
+        ("tok in/out", "tok"),
+    ):
+        header = header.replace(two, one)  # one word a column, as a row's cells
+    cells = dict(zip(header.split()[1:], small[1:], strict=False))
+    assert cells.get("share") == "100%", (header, small)
+    assert cells.get("ok") == str(n), (header, small)
+    assert float(cells.get("req/s", "0")) > 0, (header, small)
+    snap_small = next(m for m in src.latest().models if m.name == "small")  # type: ignore[union-attr]
+    assert snap_small.counts.total == n and snap_small.share == 1.0, snap_small
+
+
+def screen_text(app: ConsoleApp) -> list[str]:
+    return [
+        "".join(seg.text for seg in strip).strip(" │") for strip in app.screen._compositor.render_strips()
+    ]

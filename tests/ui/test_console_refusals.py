@@ -103,3 +103,44 @@ async def test_the_figures_freeze_at_the_end() -> None:
             app.tick()
             await pilot.pause()
         assert app.last is done, (app.last.req_per_s_10s if app.last else None, done.req_per_s_10s)
+
+
+async def test_a_without_slo_is_refused_at_80x24_through_the_console_the_cli_opens(tmp_path: Path) -> None:
+    """The console as `oxconsole W.toml` and `oxconsole attach` open it: the run's `SocketSource`
+    inside `EndedEarly`. `a` on a run without [slo] says why at once, in the status line and a
+    notification, and claims nothing (no "auto concurrency on", nothing sent); a command the run
+    itself refuses (an unknown model) comes back through that wrapper and is said too."""
+    from oxconsole.cli.console import EndedEarly
+    from oxconsole.engine.commands import SetAuto, SetWeight
+
+    path = write_sim_workload(tmp_path, repeat=4000)
+
+    def factory() -> Engine:
+        return engine_for(load_workload(path), publish_interval=0.05)
+
+    local = LocalSource(
+        factory, serve=RunInfo(name="r", workload_path=str(path), overrides=(), results_path=None)
+    )
+    await local.start()
+    assert local.server_socket is not None and local.engine is not None
+    app = app_for(EndedEarly(SocketSource(local.server_socket, hz=10)))
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(lambda: app.last is not None, what="the first snapshot")
+            await pilot.press("a")
+            assert app.flash[0].startswith("refused: set_auto: auto concurrency needs an [slo]"), app.flash
+            assert "auto concurrency on" not in " ".join(screen_rows(app)), screen_rows(app)
+            assert not any(isinstance(c, SetAuto) for c in app.sent), app.sent
+            toast = next(n for n in app._notifications if "[slo]" in n.message)
+            assert toast.title == "refused" and toast.severity == "error", toast
+            assert "refused: set_auto" in screen_rows(app)[2], screen_rows(app)[2]  # the status line
+
+            app.send(SetWeight("no-such-model", 2.0))  # the run refuses it: said through EndedEarly
+            await wait_for(
+                lambda: any("no-such-model" in n.message for n in app._notifications), what="the run's answer"
+            )
+            assert app.flash[0].startswith("refused:") and "no-such-model" in app.flash[0], app.flash
+            assert isinstance(local.engine, Engine) and local.engine.live.auto is False
+    finally:
+        local.engine.submit(Stop(cancel=True))
+        await asyncio.to_thread(local.wait_done, 30)

@@ -25,9 +25,10 @@ from oxconsole.control import SocketSource
 from oxconsole.engine.commands import SetConcurrency
 from oxconsole.metrics import Collector, Snapshot
 from oxconsole.ui.app import ConsoleApp
+from oxconsole.ui.panels.errors import ErrorsPanel
+from oxconsole.ui.panels.header import HeaderPanel
 from oxconsole.ui.screens import RoutingEditor
-from oxconsole.ui.widgets import ErrorsPanel, HeaderPanel
-from tests.cli.test_first_use import HINT, no_v1, rec, sim_url_fixture  # noqa: F401  (the sim_url fixture)
+from tests.support.firstuse import HINT, no_v1, rec
 from tests.support.ui import EngineSource, StaticSource, fixed_snapshot
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,7 +55,6 @@ def shown(app: ConsoleApp, panel_id: str) -> str:
 # -- point 2: a run that fails fast shows why -------------------------------------------------------
 
 
-@pytest.mark.subprocess
 async def test_console_stays_on_a_run_that_failed_fast_with_the_errors_showing_why(
     tmp_path: Path, sim_url: str
 ) -> None:

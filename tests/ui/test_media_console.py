@@ -21,7 +21,7 @@ from oxconsole.metrics.snapshot import Gauges
 from oxconsole.ui.app import ConsoleApp
 from oxconsole.ui.lines import Palette
 from oxconsole.ui.panels.media import media_line
-from oxconsole.ui.widgets import ModelsPanel
+from oxconsole.ui.panels.models import ModelsPanel
 from tests.support.ui import StaticSource, fixed_snapshot
 
 P = Palette(primary="blue", success="green", error="red", muted="grey50")

@@ -13,9 +13,8 @@ from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.collector import Collector
 from oxconsole.metrics.snapshot import Gauges, ModelGauge, Snapshot
 from oxconsole.ui.app import ConsoleApp
-from oxconsole.ui.costpanel import CostPanel
 from oxconsole.ui.lines import Palette
-from oxconsole.ui.panels.cost import ACTUAL, cost_lines
+from oxconsole.ui.panels.cost import ACTUAL, CostPanel, cost_lines
 from oxconsole.workload import PricePlan, Prices
 from tests.support.ui import StaticSource, fixed_snapshot
 

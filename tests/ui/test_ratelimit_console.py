@@ -128,3 +128,70 @@ def test_the_headroom_crosses_the_control_socket_as_it_is() -> None:
     back = Snapshot.from_dict(orjson.loads(orjson.dumps(snap.to_dict())))
     assert back.gauges.ratelimit == {"default": FIGURES}, back.gauges.ratelimit
     assert Snapshot.from_dict(orjson.loads(orjson.dumps(fixed_snapshot().to_dict()))).gauges.ratelimit is None
+
+
+HELD = """
+name = "held"
+[run]
+concurrency = 2
+grace = "1s"
+[output]
+results = "{results}"
+[endpoints.default]
+base_url = "sim"
+pace_by_headers = true
+[[models]]
+name = "m"
+max_tokens = 4
+[prompts]
+synthetic = {{ count = 40, input_tokens = 8, output_tokens = 4 }}
+[sim]
+rpm_limit = 6
+ratelimit_window = "23h"
+[sim.models.m]
+ttft = "10ms"
+tokens_per_s = 0
+output_tokens = 4
+jitter = 0
+"""
+
+
+@pytest.mark.slow
+async def test_the_eta_waits_for_the_providers_reset(tmp_path: Any) -> None:
+    """A real engine against the simulator's limit of 6 requests a 23-hour window, paced by its
+    headers: once 6 are done the rest are held for the reset, and the ETA (the console's header,
+    the headless line) says the day it will take, not the seconds the rate so far would."""
+    from oxconsole.reports.progress import eta_seconds, progress_line
+    from tests.support import until
+    from tests.support.ui import EngineSource
+
+    path = tmp_path / "held.toml"
+    path.write_text(HELD.format(results=(tmp_path / "results.jsonl").as_posix()))
+    src = EngineSource(path)
+    src.engine.total_expected = 40
+    app = ConsoleApp(src, theme_dirs=[], cursor_blink=False)
+
+    def held() -> bool:
+        s = src.latest()
+        rl = (s.gauges.ratelimit or {}) if s is not None else {}
+        return any(e.get("waiting") for e in rl.values())
+
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await until(held, 30, what="requests held for the reset")
+            await until(lambda: app.last is not None and held_in(app.last), 10, what="a frame of it")
+            await pilot.pause(0.3)
+            snap = app.last
+            assert snap is not None
+            eta = eta_seconds(snap)
+            assert eta is not None and eta > 22 * 3600, (eta, snap.gauges.ratelimit)
+            bar = "".join(seg.text for seg in app.screen._compositor.render_strips()[1])
+            assert "ETA 22h" in bar or "ETA 23h" in bar, bar
+            line = progress_line(snap)
+            assert "ETA 22h" in line or "ETA 23h" in line, line
+    finally:
+        src.shutdown()
+
+
+def held_in(s: Snapshot) -> bool:
+    return any(e.get("waiting") for e in (s.gauges.ratelimit or {}).values())

@@ -19,8 +19,8 @@ from oxconsole.metrics.histogram import LogHistogram
 from oxconsole.metrics.snapshot import Gauges
 from oxconsole.ui.app import ConsoleApp
 from oxconsole.ui.lines import Palette
+from oxconsole.ui.panels.latency import LatencyPanel
 from oxconsole.ui.panels.reasoning import reasoning_line
-from oxconsole.ui.widgets import LatencyPanel
 from tests.support.ui import StaticSource, fixed_snapshot
 
 P = Palette(primary="blue", success="green", error="red", muted="grey50")

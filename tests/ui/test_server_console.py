@@ -15,8 +15,7 @@ from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.reports.progress import BOUND_WORDS, progress_line
 from oxconsole.ui.app import ConsoleApp
 from oxconsole.ui.lines import Palette
-from oxconsole.ui.panels.in_flight import bottleneck, in_flight_lines
-from oxconsole.ui.widgets import InFlightPanel
+from oxconsole.ui.panels.in_flight import InFlightPanel, bottleneck, in_flight_lines
 from tests.support.ui import StaticSource, fixed_snapshot
 
 QUEUEING = {

@@ -21,9 +21,8 @@ from oxconsole.metrics.snapshot import Gauges
 from oxconsole.reports.progress import progress_line
 from oxconsole.ui.app import ConsoleApp
 from oxconsole.ui.lines import Line, Palette
-from oxconsole.ui.panels.header import header_lines
-from oxconsole.ui.panels.throughput import throughput_lines
-from oxconsole.ui.widgets import HeaderPanel, ThroughputPanel
+from oxconsole.ui.panels.header import HeaderPanel, header_lines
+from oxconsole.ui.panels.throughput import ThroughputPanel, throughput_lines
 from oxconsole.workload import SloConfig
 from tests.support import engine_for, run
 from tests.support.ui import StaticSource, fixed_snapshot
@@ -145,7 +144,7 @@ async def test_engine_snapshot_agrees_with_its_summary(tmp_path: Path) -> None:
 
 
 def test_phase_table_compares_the_phase_with_the_run() -> None:
-    from oxconsole.ui.panels.tables import phase_lines
+    from oxconsole.ui.panels.phase import phase_lines
 
     now = [0.0]
     col = Collector(["m"], started_at=1.0, clock=lambda: now[0], slo_target=0.9)

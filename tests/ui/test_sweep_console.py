@@ -23,11 +23,11 @@ from oxconsole.metrics import Snapshot
 from oxconsole.sweep.gauge import sweep_fraction, sweep_gauge, sweep_text
 from oxconsole.ui.app import ConsoleApp
 from oxconsole.ui.lines import Palette
+from oxconsole.ui.panels.header import HeaderPanel
 from oxconsole.ui.panels.points import points_lines
-from oxconsole.ui.widgets import HeaderPanel
 from tests.support import q_in_a_terminal, until
+from tests.support.sweep import records, write
 from tests.support.ui import StaticSource, fixed_snapshot
-from tests.sweep.test_sweep import records, write
 
 DONE = [
     {"index": 0, "value": "1", "req_per_s": 9.8, "goodput_per_s": None, "p99_ms": 51.0, "slo_met": None},
@@ -63,7 +63,7 @@ def test_the_sweep_gauge_crosses_the_socket_as_it_was() -> None:
 def test_the_gauge_says_which_point_of_how_many_and_the_time_left() -> None:
     g = gauge()
     assert g["eta_s"] == 18.0 + 2 * 30.0  # what is left of this point, then two more points
-    assert sweep_text(g) == "sweep 3/5 concurrency=4 · ETA 1m18s"
+    assert sweep_text(g) == "sweep #2 (3/5) concurrency=4 · ETA 1m18s"
     assert sweep_fraction(g, 12.0) == pytest.approx((2 + 0.4) / 5)
     last = sweep_gauge(
         "concurrency", index=1, value="2", count=2, done=(DONE, "2"), point_s=30.0, elapsed_s=0.0
@@ -71,7 +71,7 @@ def test_the_gauge_says_which_point_of_how_many_and_the_time_left() -> None:
     assert last["eta_s"] == 0.0  # the last point has ended: nothing left
     search = gauge(count=None, index=2, value="16")
     assert search["eta_s"] is None
-    assert sweep_text(search) == "sweep point 3 concurrency=16 · searching"
+    assert sweep_text(search) == "sweep #2 concurrency=16 · searching"
     assert sweep_fraction(search, 12.0) == pytest.approx(0.4)
 
 
@@ -115,7 +115,7 @@ async def test_keys_that_change_the_swept_setting_are_refused_and_say_so() -> No
         await pilot.pause(0.05)
         assert len(app.sent) == 1
         header = app.main.query_one(HeaderPanel)
-        assert "sweep 3/5 concurrency=4 · ETA 1m18s" in header._lines[1].plain
+        assert "sweep #2 (3/5) concurrency=4 · ETA 1m18s" in header._lines[1].plain
 
 
 # -- one socket for the whole sweep ---------------------------------------------------------------
@@ -142,7 +142,6 @@ async def attach(proc: subprocess.Popen[str]) -> Any:
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 async def test_one_socket_stays_attached_across_points_and_ends_with_the_sweep(
     run_dirs: Path, tmp_path: Path
 ) -> None:
@@ -200,7 +199,7 @@ async def test_pause_holds_the_sweep_and_runs_the_paused_point_again(run_dirs: P
             proc.kill()
             proc.communicate()
     assert proc.returncode == 0, err
-    assert "point 1 was paused; it runs again from its start" in err
+    assert "point #0 was paused; it runs again from its start" in err
     recs = records(tmp_path)
     assert any(r["id"].endswith("@0") for r in recs) and any(r["id"].endswith("@0.2") for r in recs)
     manifest = json.loads((tmp_path / "out" / "results.jsonl.meta.json").read_text())
@@ -210,7 +209,9 @@ async def test_pause_holds_the_sweep_and_runs_the_paused_point_again(run_dirs: P
 # -- `oxconsole sweep` on a terminal --------------------------------------------------------------
 
 
-def wait_for_end(source: Any, *, theme: str | None = None, refresh: float = 4.0) -> str:
+def wait_for_end(
+    source: Any, *, theme: str | None = None, refresh: float = 4.0, attached: bool = False
+) -> str:
     """The real console under Pilot, left alone: it closes itself when the sweep ends."""
 
     async def go() -> str:
@@ -223,7 +224,6 @@ def wait_for_end(source: Any, *, theme: str | None = None, refresh: float = 4.0)
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_sweep_on_a_terminal_opens_the_console_and_prints_the_table_at_its_end(
     run_dirs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -237,14 +237,15 @@ def test_sweep_on_a_terminal_opens_the_console_and_prints_the_table_at_its_end(
     code = cli.main(["sweep", "w.toml", "--over", "concurrency=1,2", "--point-duration", "0.7s"])
     cap = capsys.readouterr()
     assert code == 0, cap.err
-    assert "sweep over concurrency: 2 point(s)" in cap.out and "knee: point 2, concurrency=2" in cap.out
+    assert "sweep over concurrency: 2 point(s)" in cap.out and "knee: point #1, concurrency=2" in cap.out
     assert "oxconsole: journal: " in cap.err
     assert {r["point"] for r in records(tmp_path)} == {0, 1}
-    assert "sweep: point 2 of 2" in (tmp_path / "out" / "engine.log").read_text()  # the sweep's own process
+    assert (
+        "sweep: point #1, 2 of 2" in (tmp_path / "out" / "engine.log").read_text()
+    )  # the sweep's own process
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_q_on_a_sweep_in_a_real_terminal_stops_it_with_130_and_the_resume_hint(
     run_dirs: Path, tmp_path: Path
 ) -> None:
@@ -259,7 +260,6 @@ def test_q_on_a_sweep_in_a_real_terminal_stops_it_with_130_and_the_resume_hint(
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 def test_stop_over_the_socket_stops_the_sweep_with_130(run_dirs: Path, tmp_path: Path) -> None:
     write(tmp_path, capacity=8)
     proc = start_headless(tmp_path, "--over", "concurrency=1,2", "--point-duration", "20s")
@@ -283,7 +283,9 @@ def test_stop_over_the_socket_stops_the_sweep_with_130(run_dirs: Path, tmp_path:
     assert "sweep stopped; continue with:" in err
 
 
-def detach_at_once(source: Any, *, theme: str | None = None, refresh: float = 4.0) -> str:
+def detach_at_once(
+    source: Any, *, theme: str | None = None, refresh: float = 4.0, attached: bool = False
+) -> str:
     """The real console under Pilot: `d` once the first figures show."""
 
     async def go() -> str:
@@ -316,4 +318,4 @@ def test_d_detaches_the_sweep_goes_on_and_attach_brings_it_back_to_its_end(
     monkeypatch.setattr(console, "load_console", lambda: (wait_for_end, ""))
     assert attach.attach_main(["sw"]) == 0
     cap = capsys.readouterr()
-    assert "sweep over concurrency: 2 point(s)" in cap.out and "knee: point 2, concurrency=2" in cap.out
+    assert "sweep over concurrency: 2 point(s)" in cap.out and "knee: point #1, concurrency=2" in cap.out

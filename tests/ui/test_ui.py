@@ -29,13 +29,13 @@ from oxconsole.ui.charts import bar_chart, sparkline
 from oxconsole.ui.keysteps import PENDING_S, Pending, concurrency_step, rate_step
 from oxconsole.ui.lines import Line, Palette, join_lines
 from oxconsole.ui.numbers import fmt_change, round_sig
-from oxconsole.ui.panels.header import header_lines
+from oxconsole.ui.panels.errors import ErrorsPanel
+from oxconsole.ui.panels.header import HeaderPanel, header_lines
 from oxconsole.ui.panels.in_flight import bottleneck, in_flight_lines
-from oxconsole.ui.panels.latency import latency_lines
+from oxconsole.ui.panels.latency import LatencyPanel, latency_lines
 from oxconsole.ui.panels.throughput import throughput_lines
 from oxconsole.ui.screens import KEYS, EnabledBox, HelpScreen, RoutingEditor
 from oxconsole.ui.theming import PACKAGE_THEMES, load_theme_file, load_themes
-from oxconsole.ui.widgets import ErrorsPanel, HeaderPanel, LatencyPanel
 from oxconsole.workload import WorkloadError, load_workload
 from tests.support import until
 from tests.support.ui import StaticSource, fixed_snapshot, open_routing
@@ -93,7 +93,8 @@ async def test_the_refresh_timer_ticks() -> None:
 async def test_window_panels_take_every_other_snapshot_but_always_the_last() -> None:
     """Histograms, per-model rows and the phase redraw at half the refresh rate (console CPU);
     the header and in-flight figures at every tick; the final snapshot reaches every panel."""
-    from oxconsole.ui.widgets import InFlightPanel, ModelsPanel
+    from oxconsole.ui.panels.in_flight import InFlightPanel
+    from oxconsole.ui.panels.models import ModelsPanel
 
     src = StaticSource(SNAP)
     app = app_for(src, refresh=SLOWEST)

@@ -25,21 +25,10 @@ from oxconsole.workload import (
     jsonarray,
     resolve_headers,
 )
+from oxconsole.workload import load_workload as load_file
 from tests.support import oxconsole_here
 from tests.support.http import chat_server, ok_answer
-from tests.support.workloads import Sets, WorkloadFactory, load_workload, write_workload
-
-SIM = """
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "m"
-[sim.models.m]
-ttft = "1ms"
-tokens_per_s = 0
-output_tokens = 100000
-jitter = 0
-"""
+from tests.support.workloads import Sets, load_workload, toml_value, write_workload
 
 
 def journal(w: Workload) -> list[dict[str, Any]]:
@@ -128,18 +117,15 @@ def test_a_million_synthetic_prompts_stream_in_constant_memory(tmp_path: Path) -
     assert at[3_000] - at[1_000] < 100_000, at
 
 
-def test_every_distribution_error_is_reported_at_once(make_workload: WorkloadFactory) -> None:
+def test_every_distribution_error_is_reported_at_once(tmp_path: Path) -> None:
+    synthetic = {
+        "count": 3,
+        "prefix_tokens": -1,
+        "input_tokens": {"dist": "gauss", "mean": -3, "stdev": 1, "min": 10, "max": 5},
+        "output_tokens": {"dist": "uniform", "mean": 3, "min": 16},
+    }
     with pytest.raises(WorkloadError) as e:
-        make_workload(
-            SIM
-            + """
-            [prompts.synthetic]
-            count = 3
-            prefix_tokens = -1
-            input_tokens = { dist = "gauss", mean = -3, stdev = 1, min = 10, max = 5 }
-            output_tokens = { dist = "uniform", mean = 3, min = 16 }
-            """
-        )
+        load_workload("sim_m", tmp_path, {"prompts": {"synthetic": synthetic}})
     text = str(e.value)
     for fragment in (
         'input_tokens.dist: expected "normal" | "lognormal" | "uniform", got "gauss"',
@@ -154,17 +140,14 @@ def test_every_distribution_error_is_reported_at_once(make_workload: WorkloadFac
     assert len(e.value.errors) == 7
 
 
-def test_mean_outside_min_max_and_wrong_types(make_workload: WorkloadFactory) -> None:
+def test_mean_outside_min_max_and_wrong_types(tmp_path: Path) -> None:
+    synthetic = {
+        "count": 3,
+        "input_tokens": {"dist": "normal", "mean": 500, "stddev": 5, "max": 100},
+        "output_tokens": "lots",
+    }
     with pytest.raises(WorkloadError) as e:
-        make_workload(
-            SIM
-            + """
-            [prompts.synthetic]
-            count = 3
-            input_tokens = { dist = "normal", mean = 500, stddev = 5, max = 100 }
-            output_tokens = "lots"
-            """
-        )
+        load_workload("sim_m", tmp_path, {"prompts": {"synthetic": synthetic}})
     assert "input_tokens.mean: expected a number between min (1) and max (100), got 500" in str(e.value)
     assert "output_tokens: expected an integer >= 1 or a distribution" in str(e.value)
 
@@ -185,7 +168,6 @@ def test_validate_describes_the_drawn_lengths(tmp_path: Path) -> None:
     assert inputs is not None and inputs.min >= 50  # the prefix counts
 
 
-@pytest.mark.subprocess
 async def test_drawn_max_tokens_reach_the_server(tmp_path: Path) -> None:
     w = _dists(tmp_path, count=60, prefix=20, output={"dist": "uniform", "min": 3, "max": 30})
     recs = await run(w)
@@ -282,12 +264,9 @@ def test_sharegpt_array_streams_in_constant_memory(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
-async def test_sharegpt_example_runs_against_the_simulator(make_workload: WorkloadFactory) -> None:
-    text = (
-        (EXAMPLES / "sharegpt.toml").read_text().replace('"sharegpt.json"', f'"{EXAMPLES / "sharegpt.json"}"')
-    )
-    w = make_workload(text)
+async def test_sharegpt_example_runs_against_the_simulator(tmp_path: Path) -> None:
+    results = f"output.results={toml_value(str(tmp_path / 'results.jsonl'))}"
+    w = load_file(EXAMPLES / "sharegpt.toml", (results,))  # its prompts file beside it, its journal here
     recs = await run(w)
     assert len(recs) == 35
     wanted = {p.id: p.max_tokens for p in iter_prompts(w)}
@@ -341,11 +320,11 @@ def test_batch_bad_lines_are_named(tmp_path: Path, line: Any, fragment: str) -> 
         check_prompts(w)
 
 
-def test_batch_output_needs_a_batch_file(make_workload: WorkloadFactory) -> None:
+def test_batch_output_needs_a_batch_file(tmp_path: Path) -> None:
     with pytest.raises(
         WorkloadError, match=re.escape("output.batch_output: expected a prompts file of format")
     ):
-        make_workload(SIM + '[prompts]\nitems = ["x"]\n[output]\nbatch_output = "o.jsonl"\n')
+        load_workload("sim_m", tmp_path, {"output.batch_output": "o.jsonl"})
 
 
 async def test_batch_bodies_are_sent_as_given(tmp_path: Path) -> None:
@@ -387,7 +366,6 @@ async def test_batch_bodies_are_sent_as_given(tmp_path: Path) -> None:
     assert {r["id"]: r["model"] for r in recs} == {"x1": "m", "x2": "m2"}
 
 
-@pytest.mark.subprocess
 def test_batch_run_writes_output_and_errors_files(tmp_path: Path) -> None:
     _batch_file(tmp_path, [_line("ok-1"), _line("bad-1", model="broken"), _line("ok-2", max_tokens=3)])
     write_workload(
@@ -510,24 +488,15 @@ async def test_extra_body_ignore_eos_and_headers_reach_the_server(
     assert "bad org ***" in everything
 
 
-def test_header_errors_and_missing_variables(
-    make_workload: WorkloadFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_header_errors_and_missing_variables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bad = {
+        "endpoints.default.headers": {"Bad Name": "x", "X-A": 3},
+        "endpoints.default.headers_env": {"X-Org": "not a name"},
+        "models.0": {"name": "m", "extra_body": {"model": "other", "top_k": 2}, "ignore_eos": "yes"},
+        "prompts.items": ["a"],
+    }
     with pytest.raises(WorkloadError) as e:
-        make_workload(
-            """
-            [endpoints.default]
-            base_url = "sim"
-            headers = { "Bad Name" = "x", "X-A" = 3 }
-            headers_env = { "X-Org" = "not a name" }
-            [[models]]
-            name = "m"
-            extra_body = { model = "other", top_k = 2 }
-            ignore_eos = "yes"
-            [prompts]
-            items = ["a"]
-            """
-        )
+        load_workload("minimal", tmp_path, bad)
     text = str(e.value)
     assert len(e.value.errors) == 5, text
     assert 'headers."Bad Name": expected a header name' in text

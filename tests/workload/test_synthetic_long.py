@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import random
 import time
+from pathlib import Path
 
 from oxconsole.workload import iter_prompts
 from oxconsole.workload.synthtext import synthetic_text
-from tests.support.workloads import WorkloadFactory
+from tests.support.workloads import load_workload
 
 
 def drawn_a_word_at_a_time(seed: int, index: int | str, input_tokens: int) -> str:
@@ -64,18 +65,14 @@ def test_long_prompts_cost_a_copy_not_a_draw_a_word() -> None:
     assert new * 10 < old, (new, old)
 
 
-def test_the_runs_prompts(make_workload: WorkloadFactory) -> None:
-    w = make_workload(
-        """
-        [endpoints.sim]
-        base_url = "sim"
-        [[models]]
-        name = "m"
-        endpoint = "sim"
-        [prompts]
-        synthetic = { count = 3, input_tokens = 100000, output_tokens = 4, prefix_tokens = 2000 }
-        """
-    )
+def test_the_runs_prompts(tmp_path: Path) -> None:
+    synthetic = {"count": 3, "input_tokens": 100000, "output_tokens": 4, "prefix_tokens": 2000}
+    sets = {
+        "endpoints": {"sim": {"base_url": "sim"}},
+        "models.0.endpoint": "sim",
+        "prompts": {"synthetic": synthetic},
+    }
+    w = load_workload("minimal", tmp_path, sets)
     ps = list(iter_prompts(w))
     texts = [p.messages[0]["content"] for p in ps]
     assert all(t.startswith(texts[0][:7000]) for t in texts), "the shared prefix comes first"

@@ -15,9 +15,9 @@ import orjson
 import pytest
 
 from oxconsole.engine.runner import Engine
-from oxconsole.workload import WorkloadError, check_prompts, describe, iter_prompts
+from oxconsole.workload import Workload, WorkloadError, check_prompts, describe, iter_prompts
 from tests.support.tokenizer import build_tokenizer
-from tests.support.workloads import WorkloadFactory
+from tests.support.workloads import Sets, load_workload, write_workload
 
 tokenizers = pytest.importorskip("tokenizers")
 
@@ -32,31 +32,23 @@ def tok(tmp_path: Path) -> Any:
     return build_tokenizer(tmp_path / "tok" / "tokenizer.json")
 
 
-SIM = """
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "m"
-[sim.models.m]
-ttft = "1ms"
-tokens_per_s = 0
-output_tokens = 4
-jitter = 0
-"""
-
-
-def test_synthetic_prompts_have_exactly_their_tokens(make_workload: WorkloadFactory, tok: Any) -> None:
-    w = make_workload(
-        SIM
-        + """
-        [prompts]
-        tokenizer = "tok/tokenizer.json"
-        [prompts.synthetic]
-        count = 40
-        prefix_tokens = 17
-        input_tokens = { dist = "uniform", min = 1, max = 300 }
-        """
+def tokenized(
+    tmp_path: Path, source: Sets, sets: Sets | None = None, *, history: str | None = None
+) -> Workload:
+    """tests/workloads/sim_m.toml with answers of 4 tokens and prompts from `source` (the
+    `prompts` table's keys) read with tok/tokenizer.json, then `sets`; `history`: the prompts file."""
+    table = {"tokenizer": "tok/tokenizer.json", **source}
+    return load_workload(
+        "sim_m",
+        tmp_path,
+        {"sim.models.m.output_tokens": 4, "prompts": table, **(sets or {})},
+        prompts=history,
     )
+
+
+def test_synthetic_prompts_have_exactly_their_tokens(tmp_path: Path, tok: Any) -> None:
+    uniform = {"dist": "uniform", "min": 1, "max": 300}
+    w = tokenized(tmp_path, {"synthetic": {"count": 40, "prefix_tokens": 17, "input_tokens": uniform}})
     prompts = list(iter_prompts(w))
     for p in prompts:
         text = p.messages[0]["content"]
@@ -71,23 +63,14 @@ def test_synthetic_prompts_have_exactly_their_tokens(make_workload: WorkloadFact
     assert len(set(lengths)) > 10  # drawn, not one length
 
 
-def test_fixed_lengths_and_a_tokenizer_without_prefix(make_workload: WorkloadFactory, tok: Any) -> None:
-    w = make_workload(
-        SIM + '[prompts]\ntokenizer = "tok/tokenizer.json"\nsynthetic = { count = 5, input_tokens = 64 }\n'
-    )
+def test_fixed_lengths_and_a_tokenizer_without_prefix(tmp_path: Path, tok: Any) -> None:
+    w = tokenized(tmp_path, {"synthetic": {"count": 5, "input_tokens": 64}})
     assert [n_tokens(tok, p.messages[0]["content"]) for p in iter_prompts(w)] == [64] * 5
 
 
-@pytest.mark.subprocess
-async def test_estimates_are_counted_with_the_tokenizer(make_workload: WorkloadFactory, tok: Any) -> None:
+async def test_estimates_are_counted_with_the_tokenizer(tmp_path: Path, tok: Any) -> None:
     items = ["the quick answer to everything", "gentle rapid careful early final green heavy world"]
-    w = make_workload(
-        SIM
-        + "usage = false\n"
-        + '[prompts]\ntokenizer = "tok/tokenizer.json"\nitems = '
-        + orjson.dumps(items).decode()
-        + "\n"
-    )
+    w = tokenized(tmp_path, {"items": items}, {"sim.models.m.usage": False})
     e = Engine(w, results_path=w.results_path(), total_expected=2)
     out = await e.run()
     assert out.exit_code == 0
@@ -99,20 +82,18 @@ async def test_estimates_are_counted_with_the_tokenizer(make_workload: WorkloadF
     ]  # not the 4-characters guess
 
 
-def test_token_budget_reserves_counted_tokens(make_workload: WorkloadFactory, tok: Any) -> None:
+def test_token_budget_reserves_counted_tokens(tmp_path: Path, tok: Any) -> None:
     from oxconsole.engine.dispatch import Dispatcher
     from oxconsole.engine.router import Router
 
-    w = make_workload(SIM + '[prompts]\ntokenizer = "tok/tokenizer.json"\nitems = ["simple quick bright"]\n')
+    w = tokenized(tmp_path, {"items": ["simple quick bright"]})
     p = next(iter_prompts(w))
     d = Dispatcher(w, Router(w.models, w.routing, seed=1), start=lambda *a: None, set_state=lambda s: None)
     assert d.token_estimate(p) == n_tokens(tok, "simple quick bright") + 256
 
 
-def test_validate_names_the_tokenizer(make_workload: WorkloadFactory, tok: Any) -> None:
-    w = make_workload(
-        SIM + '[prompts]\ntokenizer = "tok/tokenizer.json"\nsynthetic = { count = 2, input_tokens = 8 }\n'
-    )
+def test_validate_names_the_tokenizer(tmp_path: Path, tok: Any) -> None:
+    w = tokenized(tmp_path, {"synthetic": {"count": 2, "input_tokens": 8}})
     text = describe(w, check_prompts(w))
     assert "tokenizer: " in text and "exactly their tokens" in text
 
@@ -120,22 +101,25 @@ def test_validate_names_the_tokenizer(make_workload: WorkloadFactory, tok: Any) 
 @pytest.mark.parametrize(
     ("value", "fragment"),
     [
-        ('"nope/tokenizer.json"', 'prompts.tokenizer: expected an existing tokenizer.json file, got "nope/'),
-        ('"bad.json"', "prompts.tokenizer: expected a Hugging Face tokenizer.json file ("),
-        ("3", "prompts.tokenizer: expected a path to a tokenizer.json file, got 3"),
+        ("nope/tokenizer.json", 'prompts.tokenizer: expected an existing tokenizer.json file, got "nope/'),
+        ("bad.json", "prompts.tokenizer: expected a Hugging Face tokenizer.json file ("),
+        (3, "prompts.tokenizer: expected a path to a tokenizer.json file, got 3"),
     ],
 )
-def test_tokenizer_errors_name_the_key(
-    make_workload: WorkloadFactory, tmp_path: Path, value: str, fragment: str
-) -> None:
+def test_tokenizer_errors_name_the_key(tmp_path: Path, value: str | int, fragment: str) -> None:
     (tmp_path / "bad.json").write_text('{"not": "a tokenizer"}')
     with pytest.raises(WorkloadError, match=re.escape(fragment)):
-        make_workload(SIM + f'[prompts]\ntokenizer = {value}\nitems = ["x"]\n')
+        tokenized(tmp_path, {"items": ["x"]}, {"prompts.tokenizer": value})
 
 
-@pytest.mark.subprocess
 def test_without_the_package_exit_2_says_how_to_install(tmp_path: Path, tok: Any) -> None:
-    (tmp_path / "w.toml").write_text(SIM + '[prompts]\ntokenizer = "tok/tokenizer.json"\nitems = ["x"]\n')
+    table = {"tokenizer": "tok/tokenizer.json", "items": ["x"]}
+    write_workload(
+        "sim_m",
+        tmp_path,
+        {"sim.models.m.output_tokens": 4, "prompts": table, "output.results": None},
+        file="w.toml",
+    )
     code = (
         "import sys; sys.modules['tokenizers'] = None\n"
         "from oxconsole.cli.main import main\n"
@@ -148,13 +132,10 @@ def test_without_the_package_exit_2_says_how_to_install(tmp_path: Path, tok: Any
     )
 
 
-@pytest.mark.subprocess
-async def test_a_sessions_history_is_counted_turn_by_turn(make_workload: WorkloadFactory, tok: Any) -> None:
+async def test_a_sessions_history_is_counted_turn_by_turn(tmp_path: Path, tok: Any) -> None:
     turns = ["simple quick bright", "the model reads a token stream"]
-    w = make_workload(
-        SIM + "usage = false\n" + '[prompts]\ntokenizer = "tok/tokenizer.json"\nfile = "prompts.jsonl"\n',
-        prompts=orjson.dumps({"id": "s", "turns": turns}).decode() + "\n",
-    )
+    history = orjson.dumps({"id": "s", "turns": turns}).decode() + "\n"
+    w = tokenized(tmp_path, {"file": "prompts.jsonl"}, {"sim.models.m.usage": False}, history=history)
     out = await Engine(w, results_path=w.results_path(), total_expected=2).run()
     assert out.exit_code == 0
     recs = {r["id"]: r for r in map(orjson.loads, w.results_path().read_bytes().splitlines())}

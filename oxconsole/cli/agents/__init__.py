@@ -7,3 +7,6 @@ reports), `watch` the resources' subscribers and their once-a-second updates, `h
 streamable HTTP app and its token gate, `sdk` the SDK's private names. Only this package imports
 the `mcp` SDK (an optional extra).
 """
+
+TOKEN_ENV = "OXCONSOLE_MCP_TOKEN"
+"""The variable holding the bearer token `--http` requires (never in a file, a flag or a log)."""

@@ -23,7 +23,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from oxconsole.cli.agents.launch import TOKEN_ENV
+from oxconsole.cli.agents import TOKEN_ENV
 
 __all__ = ["MCP_PATH", "BearerGate", "http_app", "serve_http"]
 

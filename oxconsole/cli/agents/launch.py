@@ -15,11 +15,10 @@ import sys
 from functools import partial
 
 from oxconsole.base.exits import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, Parser
+from oxconsole.cli.agents import TOKEN_ENV
 
 __all__ = ["TOKEN_ENV", "BadAddress", "mcp_main", "parse_address", "token_from_env"]
 
-TOKEN_ENV = "OXCONSOLE_MCP_TOKEN"
-"""The variable holding the bearer token `--http` requires (never in a file, a flag or a log)."""
 PROG = "oxconsole mcp"
 
 

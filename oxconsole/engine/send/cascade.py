@@ -120,6 +120,12 @@ class Judged:
             rec.answers = self.answers
 
 
+def timings(rec: RequestRecord) -> dict[str, float]:
+    """An answer's latency and TTFT, for its entry in `answers`: the model that gave it shows
+    them in its row, though its answer did not stand."""
+    return {k: v for k, v in (("latency_ms", rec.latency_ms), ("ttft_ms", rec.ttft_ms)) if v is not None}
+
+
 def judged_of(story: Story) -> Judged:
     """The story's verdicts, begun when it has none yet."""
     j = story.judged
@@ -265,6 +271,7 @@ class Cascade:
                 "input_tokens": rec.input_tokens,
                 "output_tokens": rec.output_tokens,
                 "cost": rec.cost,
+                **timings(rec),
             }
         )
         judged.escalations = 1
@@ -313,5 +320,6 @@ class Cascade:
                 "input_tokens": rec.input_tokens,
                 "output_tokens": rec.output_tokens,
                 "cost": rec.cost,
+                **timings(rec),
             }
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from oxconsole.base.figures import TTFOT
 from oxconsole.engine.send.attempt import AttemptResult
 from oxconsole.engine.send.usage import count
 
@@ -71,7 +72,7 @@ def record_fields(res: AttemptResult, input_tokens: int, output_tokens: int) -> 
     and output tokens they are part of."""
     out: dict[str, Any] = {}
     if res.ttfot_ms is not None:
-        out["ttfot_ms"] = res.ttfot_ms
+        out[TTFOT.journal] = res.ttfot_ms
     reasoning = res.reasoning_tokens
     estimated = False
     if res.reasoning_estimate and not reasoning:

@@ -11,17 +11,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from oxconsole.base.figures import percent
 from oxconsole.base.units import fmt_money
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.lines import Cell, Col, Line, Palette, fit, grid
+from oxconsole.ui.panels.cost import ACTUAL
+from oxconsole.ui.widgets import Panel
 
-__all__ = ["ACTUAL", "cascade_lines", "per_valid_rows"]
-
-ACTUAL = "actual prices"
-
-
-def _pct(v: float) -> str:
-    return f"{100.0 * v:.1f}%"
+__all__ = ["ACTUAL", "CascadePanel", "cascade_lines", "per_valid_rows"]
 
 
 def per_valid_rows(s: Snapshot) -> list[tuple[str, float | None, float | None]]:
@@ -49,7 +46,7 @@ def cascade_lines(s: Snapshot, p: Palette, width: int, height: int = 100) -> lis
     judged, valid = int(q.get("judged") or 0), int(q.get("valid") or 0)
     escalated = int(q.get("escalated") or 0)
     head = Line("cascade ", style=p.muted).append(steps, style="bold")
-    head.append(f" · valid {_pct(float(q.get('fraction') or 0.0))} ({valid:,}/{judged:,})")
+    head.append(f" · valid {percent(float(q.get('fraction') or 0.0))} ({valid:,}/{judged:,})")
     head.append(f" · escalated {escalated:,}", style=p.muted)
     cols = [
         Col("model", right=False, flex=True, min_width=8),
@@ -67,8 +64,8 @@ def cascade_lines(s: Snapshot, p: Palette, width: int, height: int = 100) -> lis
             [
                 Line(str(name)),
                 Line(f"{asked:,}"),
-                Line(_pct(frac), style=style),
-                Line(_pct(esc / asked) if asked else "–", style=p.muted),
+                Line(percent(frac), style=style),
+                Line(percent(esc / asked) if asked else "–", style=p.muted),
             ]
         )
     lines = [head, *grid(cols, cells, width, p)]
@@ -76,3 +73,20 @@ def cascade_lines(s: Snapshot, p: Palette, width: int, height: int = 100) -> lis
     rows = [[Line(n), Line(fmt_money(a)), Line(fmt_money(b))] for n, a, b in per_valid_rows(s)]
     lines += grid(money, rows, width, p)
     return fit(lines[: max(1, height)], width)
+
+
+class CascadePanel(Panel):
+    """Each model's valid and escalation rates, and $ per valid answer now and projected."""
+
+    TITLE = "cascade"
+    EVERY = 2
+    DEFAULT_CSS = """
+    CascadePanel { height: auto; max-height: 12; }
+    """
+
+    def inputs(self, snap: Snapshot, width: int, height: int) -> object:
+        q = snap.quality or {}
+        return q.get("judged"), q.get("steps"), per_valid_rows(snap), width, height
+
+    def draw(self, snap: Snapshot, width: int, height: int) -> list[Line]:
+        return cascade_lines(snap, self.palette, width, height)

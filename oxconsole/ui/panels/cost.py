@@ -12,8 +12,9 @@ from oxconsole.base.units import fmt_money
 from oxconsole.metrics.plans import cheapest
 from oxconsole.metrics.snapshot import PlanCost, Snapshot
 from oxconsole.ui.lines import Cell, Col, Line, Palette, fit, grid
+from oxconsole.ui.widgets import Panel
 
-__all__ = ["cost_lines", "cost_rows"]
+__all__ = ["CostPanel", "cost_lines", "cost_rows"]
 
 ACTUAL = "actual prices"
 """The first row: the models' own prices (the run's real cost)."""
@@ -69,3 +70,19 @@ def _footnote(s: Snapshot) -> str:
     if total is None:
         return f"{done:,} tasks done · no projection: the workload's size is open"
     return f"{done:,} of {total:,} tasks · projected at this pace · errors cost nothing"
+
+
+class CostPanel(Panel):
+    """Total so far, per task and projected, at the actual prices and under each plan."""
+
+    TITLE = "cost by plan"
+    EVERY = 2
+    DEFAULT_CSS = """
+    CostPanel { height: auto; max-height: 12; }
+    """
+
+    def inputs(self, snap: Snapshot, width: int, height: int) -> object:
+        return cost_rows(snap), snap.counts.total, snap.gauges.total_expected, height
+
+    def draw(self, snap: Snapshot, width: int, height: int) -> list[Line]:
+        return cost_lines(snap, self.palette, width, height)

@@ -7,6 +7,9 @@ by its own function here.
 
 from __future__ import annotations
 
+from textual.reactive import reactive
+
+from oxconsole.base.figures import OUTPUT_TOKENS_PER_S
 from oxconsole.base.units import fmt_count, fmt_duration, fmt_money, fmt_rate
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.metrics.stages import stage_text
@@ -17,8 +20,9 @@ from oxconsole.ui.lines import Line, Palette, fit
 from oxconsole.ui.numbers import fmt_change, fmt_clock, pct
 from oxconsole.ui.panels.goodput import goodput_rate, goodput_share
 from oxconsole.ui.panels.packing import rate_label
+from oxconsole.ui.widgets import Panel
 
-__all__ = ["header_lines"]
+__all__ = ["HeaderPanel", "header_lines"]
 
 
 def header_lines(
@@ -59,33 +63,46 @@ def _state_style(p: Palette, state: str) -> str:
 
 def _title_line(s: Snapshot, p: Palette, width: int, name: str, state: str) -> Line:
     """Run name, state, elapsed, ok / errors, the share of good requests with `[slo]` (retried when
-    wide), cost and projected cost."""
+    wide), cost and projected cost. When that is wider than ``width``, the least useful parts go
+    first (the projection's word, the retried count, the error share, the projection, then the
+    wide gaps), so the cost stays in sight at 80 columns beside the share of good requests."""
+    for level in range(5):
+        t = _title(s, p, width, name, state, level)
+        if t.cell_len <= width:
+            return t
+    return t
+
+
+def _title(s: Snapshot, p: Palette, width: int, name: str, state: str, level: int) -> Line:
+    """`_title_line` at a level of thrift: 0 everything that fits the width, 1 no retried count,
+    2 no error share, 3 no projection, 4 single gaps."""
+    gap = " " if level >= 4 else "  "
     state_style = _state_style(p, state)
     t = Line()
     t.append(f" {name} ", style=f"bold {p.primary}")
     t.append(" ● ", style=state_style)
     t.append(state, style=f"bold {state_style}")
-    t.append(f"  {fmt_clock(s.elapsed_s)}", style="bold")
+    t.append(f"{gap}{fmt_clock(s.elapsed_s)}", style="bold")
     if s.gauges.auto:
-        t.append("  auto ", style=p.accent)
+        t.append(f"{gap}auto ", style=p.accent)
         t.append(str(s.gauges.concurrency), style=f"bold {p.accent}")
-    t.append("   ok ", style=p.muted)
+    t.append(f"{gap} ok ", style=p.muted)
     t.append(fmt_count(s.counts.ok), style=p.success)
-    t.append("  err ", style=p.muted)
+    t.append(f"{gap}err ", style=p.muted)
     err_pct = s.counts.error / s.counts.total if s.counts.total else 0.0
     t.append(fmt_count(s.counts.error), style=p.error if s.counts.error else "")
-    if s.counts.error:
+    if s.counts.error and level < 2:
         t.append(f" ({pct(err_pct)})", style=p.error)
-    t.append_text(goodput_share(s, p, "   good ") or Line())
-    if s.counts.retried and width >= 100:
-        t.append("  retried ", style=p.muted)
+    t.append_text(goodput_share(s, p, f"{gap} good ") or Line())
+    if s.counts.retried and width >= 100 and level < 1:
+        t.append(f"{gap}retried ", style=p.muted)
         t.append(fmt_count(s.counts.retried))
-    t.append("   cost ", style=p.muted)
+    t.append(f"{gap} cost ", style=p.muted)
     t.append(fmt_money(s.cost))
-    if s.projected_cost is not None and s.projected_cost > s.cost:
+    if s.projected_cost is not None and s.projected_cost > s.cost and level < 3:
         t.append(" → ", style=p.muted)
         t.append(f"~{fmt_money(s.projected_cost)}", style=p.accent)
-        if width >= 100:
+        if width >= 100 and level < 1:
             t.append(" projected", style=p.muted)
     return t
 
@@ -159,10 +176,49 @@ def _status_line(
         else:
             t.append(" (no change yet)", style=p.muted)
     rates = Line(f"   {fmt_rate(s.req_per_s_10s, ' ' + rate_label(s)[:-1])}", style=p.primary)
-    rates.append(f"  {fmt_rate(s.output_tokens_per_s_10s, ' tok/s')}")
+    rates.append(f"  {fmt_rate(s.output_tokens_per_s_10s, ' ' + OUTPUT_TOKENS_PER_S.short)}")
     good = goodput_rate(s, p, "  good ")
     if good is not None:
         rates = Line().append_text(rates).append_text(good)
         if t.cell_len + rates.cell_len > width:
             t.truncate(max(1, width - rates.cell_len))
     return t.append_text(rates)
+
+
+class HeaderPanel(Panel):
+    """Run name, state, elapsed, progress with ETA, ok/error, cost so far and projected; one
+    status line (phase, or what the console is doing: stopping, finished, disconnected)."""
+
+    DEFAULT_CSS = """
+    HeaderPanel {
+        border: none;
+        height: 3;
+        padding: 0;
+        background: $panel;
+    }
+    """
+
+    run_name: reactive[str] = reactive("", repaint=False)
+    state: reactive[str] = reactive("starting", repaint=False)
+    note: reactive[str] = reactive("", repaint=False)
+    note_level: reactive[str] = reactive("", repaint=False)
+    flash: reactive[str] = reactive("", repaint=False)
+    flash_level: reactive[str] = reactive("", repaint=False)
+    duration: float = 0.0
+    """The run's ``run.duration`` (0: none): a time bar when it has no fixed request count."""
+
+    def draw(self, snap: Snapshot, width: int, height: int) -> list[Line]:
+        p = self.palette
+        levels = {"error": p.error, "warn": p.warning, "info": p.primary}
+        return header_lines(
+            snap,
+            p,
+            width,
+            name=self.run_name,
+            state=self.state,
+            note=self.note,
+            note_style=levels.get(self.note_level, ""),
+            flash=self.flash,
+            flash_style=p.warning if self.flash_level == "warn" else p.accent,
+            duration=self.duration,
+        )

@@ -3,22 +3,38 @@
 Why this module exists: a load generator must say when it is itself the limit (event-loop lag, a
 rate it cannot reach with free slots, the token budget): otherwise its figures are read as the
 server's. `bottleneck` says it (decided in `metrics/bound.py`, which the headless line shares);
-`in_flight_lines` shows it with the gauges it was decided from.
+`in_flight_lines` shows it with the gauges it was decided from. A run against a hosted provider is
+often bound by its rate limits rather than the server or the client: the headroom line shows the
+endpoint with the least left of them (the `x-ratelimit-*` headers, on every answer) in words that
+fit the 36 columns the panel has at 80x24.
 """
 
 from __future__ import annotations
 
-from oxconsole.base.units import fmt_count, fmt_rate
+from collections.abc import Mapping
+from typing import Any
+
+from oxconsole.base.figures import QUEUE
+from oxconsole.base.units import fmt_count, fmt_duration, fmt_rate
 from oxconsole.metrics.bound import LOOP_LAG_WARN_MS, TPM_FULL, bound_by
 from oxconsole.metrics.snapshot import Gauges, Snapshot
 from oxconsole.ui.charts import hbar
 from oxconsole.ui.lines import Line, Palette, fit
-from oxconsole.ui.numbers import ms
+from oxconsole.ui.numbers import ms, tight_count
 from oxconsole.ui.panels.bursts import burst_lines
-from oxconsole.ui.panels.headroom import headroom_line
 from oxconsole.ui.panels.server import busiest, server_line
+from oxconsole.ui.widgets import Panel
 
-__all__ = ["LOOP_LAG_WARN_MS", "TPM_FULL", "bottleneck", "in_flight_lines"]
+__all__ = [
+    "LOOP_LAG_WARN_MS",
+    "LOW",
+    "TPM_FULL",
+    "InFlightPanel",
+    "bottleneck",
+    "headroom_line",
+    "in_flight_lines",
+    "tightest",
+]
 
 _SHORT = {
     "in flight": "in fl",
@@ -189,10 +205,10 @@ def _detail_lines(s: Snapshot, p: Palette, label: _Labels) -> list[Line]:
     t.append(f"{g.loop_lag_ms:.1f} ms", style=p.error if g.loop_lag_ms >= LOOP_LAG_WARN_MS else "")
     t.append(f"   sent {fmt_count(g.dispatched)}", style=p.muted)
     extra = [t]
-    q = s.window.get("queue_ms", {})
+    q = QUEUE.of(s.window) or {}
     t = label("queued")
     t.append(f"p50 {ms(q.get('p50', 0.0))}  p99 {ms(q.get('p99', 0.0))}")
-    t.append("  (client, 10 s)", style=p.muted)
+    t.append("  (slot or rate)", style=p.muted)  # a closed loop always waits for a slot
     extra.append(t)
     if g.models:
         t = label("per model")
@@ -203,3 +219,73 @@ def _detail_lines(s: Snapshot, p: Palette, label: _Labels) -> list[Line]:
             t.append(str(mg.in_flight))
         extra.append(t)
     return extra
+
+
+# -- headroom: what is left of a provider's rate limits, and when they reset ----------------
+
+LOW = 0.1
+"""Below this share of a limit left, the figure is shown as a warning."""
+
+
+def _left(s: Mapping[str, Any], kind: str) -> float | None:
+    limit, left = s.get(f"limit_{kind}"), s.get(f"remaining_{kind}")
+    if not limit or left is None:
+        return None
+    return float(left) / float(limit)
+
+
+def tightest(rl: Mapping[str, Mapping[str, Any]]) -> tuple[str, Mapping[str, Any]]:
+    """The endpoint with the least share of a limit left, and its figures."""
+
+    def least(item: tuple[str, Mapping[str, Any]]) -> float:
+        shares = [x for k in ("requests", "tokens") if (x := _left(item[1], k)) is not None]
+        return min(shares, default=1.0)
+
+    return min(rl.items(), key=least)
+
+
+def headroom_line(rl: Mapping[str, Mapping[str, Any]], p: Palette, head: Line, narrow: bool) -> Line:
+    """`head` (the row's label) then "req 12/600 · tok 81k/150k · reset 3.2s" for the tightest
+    endpoint (its name too when there are several)."""
+    name, s = tightest(rl)
+    t = head
+    sep = " " if narrow else " · "
+    count = tight_count if narrow else fmt_count
+    first = True
+    reset = None
+    for kind, word in (("requests", "req"), ("tokens", "tok")):
+        left = s.get(f"remaining_{kind}")
+        if left is None:
+            continue
+        if not first:
+            t.append(sep, style=p.muted)
+        first = False
+        t.append(f"{word} ", style=p.muted)
+        share = _left(s, kind)
+        t.append(count(left), style=p.warning if share is not None and share < LOW else "bold")
+        limit = s.get(f"limit_{kind}")
+        if limit is not None:
+            t.append(f"/{count(limit)}", style=p.muted)
+        r = s.get(f"reset_{kind}_s")
+        if r is not None:
+            reset = r if reset is None else max(reset, r)
+    if reset is not None:
+        t.append(sep, style=p.muted)
+        t.append("" if narrow else "reset ", style=p.muted)
+        t.append(fmt_duration(float(reset), 1 if reset < 10 else 0))
+    if len(rl) > 1 and not narrow:
+        t.append(f" ({name})", style=p.muted)
+    return t
+
+
+class InFlightPanel(Panel):
+    """In flight vs limit, waiting for a slot / the rate bucket / backing off, target vs achieved
+    rate, loop lag, and what bounds throughput (with a warning when it is the client itself)."""
+
+    TITLE = "in flight"
+    DEFAULT_CSS = """
+    InFlightPanel { height: 8; }
+    """
+
+    def draw(self, snap: Snapshot, width: int, height: int) -> list[Line]:
+        return in_flight_lines(snap, self.palette, width, height)

@@ -9,22 +9,21 @@ from __future__ import annotations
 
 import math
 
+from textual.reactive import reactive
+
+from oxconsole.base.figures import TIMINGS, Figure
 from oxconsole.base.units import fmt_count, fmt_ms
 from oxconsole.metrics.snapshot import Bins, Snapshot
 from oxconsole.ui.charts import hbar
 from oxconsole.ui.lines import Line, Palette, fit
 from oxconsole.ui.numbers import ms
 from oxconsole.ui.panels.reasoning import reasoning_line
+from oxconsole.ui.widgets import Panel
 
-__all__ = ["LATENCY_METRICS", "latency_lines"]
+__all__ = ["LATENCY_METRICS", "LatencyPanel", "latency_lines"]
 
-LATENCY_METRICS: tuple[tuple[str, str], ...] = (
-    ("ttft_ms", "TTFT"),
-    ("itl_ms", "inter-token"),
-    ("latency_ms", "end-to-end"),
-    ("queue_ms", "client queue"),
-)
-"""(snapshot key, label) in the order `h` cycles through them."""
+LATENCY_METRICS: tuple[Figure, ...] = TIMINGS
+"""The timings in the order `h` cycles through them, each titled by its declaration."""
 
 
 def _fit_bins(bins: Bins, rows: int) -> list[tuple[float, float, int]]:
@@ -47,7 +46,7 @@ def _fit_bins(bins: Bins, rows: int) -> list[tuple[float, float, int]]:
 def latency_lines(s: Snapshot, p: Palette, width: int, height: int, metric: str, scope: str) -> list[Line]:
     """One metric's histogram (``scope`` "window" = last window_s seconds, "run" = whole run),
     with p50/p90/p99 marked on the bins that hold them."""
-    label = dict(LATENCY_METRICS).get(metric, metric)
+    label = next((f.title for f in LATENCY_METRICS if f.key == metric), metric)
     summ = (s.window if scope == "window" else s.run).get(metric, {})
     bins = (s.bins_window if scope == "window" else s.bins_run).get(metric, ())
     lines: list[Line] = []
@@ -98,3 +97,27 @@ def _bin_lines(
             t.append(" ◂" + " ".join(in_bin), style=p.accent)
         lines.append(t)
     return lines
+
+
+class LatencyPanel(Panel):
+    """Histogram of one latency metric (`h` cycles), last window or whole run (`r`)."""
+
+    TITLE = "latency"
+    EVERY = 2
+    metric: reactive[str] = reactive(LATENCY_METRICS[0].key, repaint=False)
+    scope: reactive[str] = reactive("window", repaint=False)
+
+    def watch_metric(self) -> None:
+        self.redraw()
+
+    def watch_scope(self) -> None:
+        self.redraw()
+
+    def inputs(self, snap: Snapshot, width: int, height: int) -> object:
+        run = self.scope == "run"
+        summary = (snap.run if run else snap.window).get(self.metric)
+        bins = (snap.bins_run if run else snap.bins_window).get(self.metric)
+        return self.metric, self.scope, snap.window_s, summary, bins, snap.reasoning
+
+    def draw(self, snap: Snapshot, width: int, height: int) -> list[Line]:
+        return latency_lines(snap, self.palette, width, height, self.metric, self.scope)

@@ -7,6 +7,7 @@ and they are shown beside them only when packing is on.
 
 from __future__ import annotations
 
+from oxconsole.base.figures import REQUESTS_PER_S
 from oxconsole.base.units import fmt_money, fmt_rate
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.lines import Line, Palette
@@ -16,7 +17,7 @@ __all__ = ["append_packing", "rate_label"]
 
 def rate_label(s: Snapshot) -> str:
     """What the finished-record rate counts: tasks with packing on, requests otherwise."""
-    return "req/s " if s.packing is None else "tasks/s "
+    return f"{REQUESTS_PER_S.short} " if s.packing is None else "tasks/s "
 
 
 def append_packing(t: Line, s: Snapshot, p: Palette) -> None:
@@ -25,7 +26,7 @@ def append_packing(t: Line, s: Snapshot, p: Palette) -> None:
     if pk is None:
         return
     sent = pk.get("requests_sent", 0.0)
-    t.append(" · req/s ", style=p.muted)
+    t.append(f" · {REQUESTS_PER_S.short} ", style=p.muted)
     t.append(fmt_rate(sent / s.elapsed_s if s.elapsed_s > 0 else 0.0, ""), style=p.primary)
     tasks = pk.get("tasks", 0.0)
     if tasks:

@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from oxconsole.base.figures import REQUESTS_PER_S
 from oxconsole.base.units import fmt_ms
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.lines import Cell, Col, Line, Palette, fit, grid
+from oxconsole.ui.widgets import Panel
 
-__all__ = ["points_inputs", "points_lines"]
+__all__ = ["PointsPanel", "points_inputs", "points_lines"]
 
 
 def points_inputs(s: Snapshot) -> object:
@@ -32,7 +34,7 @@ def points_lines(s: Snapshot, p: Palette, width: int, height: int = 100) -> list
     knee = g.get("knee")
     slo = any(d.get("goodput_per_s") is not None for d in done)
     cols = [Col(""), Col("#"), Col(str(g.get("key", "value")), right=False, flex=True, min_width=5)]
-    cols += [Col("req/s"), *([Col("goodput")] if slo else []), Col("p99")]
+    cols += [Col(REQUESTS_PER_S.short), *([Col("goodput")] if slo else []), Col("p99")]
     rows: list[list[Cell]] = []
     for d in done:
         mark = Line("*", style=f"bold {p.success}") if knee is not None and d["value"] == knee else ""
@@ -56,3 +58,19 @@ def points_lines(s: Snapshot, p: Palette, width: int, height: int = 100) -> list
 
 def _ms(v: Any) -> str:
     return "-" if v is None else fmt_ms(float(v))
+
+
+class PointsPanel(Panel):
+    """Each ended point's value, req/s, goodput and p99, the knee so far, the point running."""
+
+    TITLE = "sweep points"
+    EVERY = 2
+    DEFAULT_CSS = """
+    PointsPanel { height: auto; max-height: 12; }
+    """
+
+    def inputs(self, snap: Snapshot, width: int, height: int) -> object:
+        return points_inputs(snap), height
+
+    def draw(self, snap: Snapshot, width: int, height: int) -> list[Line]:
+        return points_lines(snap, self.palette, width, height)

@@ -9,6 +9,7 @@ allows, and only for runs whose records carry them.
 
 from __future__ import annotations
 
+from oxconsole.base.figures import TTFOT
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.lines import Line, Palette
 from oxconsole.ui.numbers import ms, pct
@@ -25,7 +26,7 @@ def reasoning_line(s: Snapshot, p: Palette, width: int) -> Line | None:
     parts: list[tuple[str, str, str]] = []  # (long label, short label, value)
     if r.ttfot_p50 is not None:
         value = f"{ms(r.ttfot_p50)}/{ms(r.ttfot_p99 or 0.0)}"
-        parts.append(("TTFOT p50/p99 ", "TTFOT ", value))
+        parts.append((f"{TTFOT.label} p50/p99 ", f"{TTFOT.short} ", value))
     if r.reasoning_share is not None:
         parts.append(("reasoning ", "think ", pct(r.reasoning_share)))
     if r.cache_hit_rate is not None:

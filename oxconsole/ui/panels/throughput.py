@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import itertools
 
+from oxconsole.base.figures import OUTPUT_TOKENS_PER_S
 from oxconsole.base.units import fmt_rate
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.charts import axis, bar_chart, sparkline
 from oxconsole.ui.lines import Line, Palette, fit
 from oxconsole.ui.panels.goodput import goodput_part
 from oxconsole.ui.panels.packing import append_packing, rate_label
+from oxconsole.ui.widgets import Panel
 
-__all__ = ["throughput_lines"]
+__all__ = ["ThroughputPanel", "throughput_lines"]
 
 
 def throughput_lines(s: Snapshot, p: Palette, width: int, height: int) -> list[Line]:
@@ -33,7 +35,7 @@ def throughput_lines(s: Snapshot, p: Palette, width: int, height: int) -> list[L
     if s.errors_per_s_10s > 0:
         t.append(f" · err {fmt_rate(s.errors_per_s_10s)}", style=p.error)
     if not tall:
-        t.append(" · tok/s ", style=p.muted)
+        t.append(f" · {OUTPUT_TOKENS_PER_S.short} ", style=p.muted)
         t.append(fmt_rate(s.output_tokens_per_s_10s, ""), style=f"bold {p.accent}")
     good = goodput_part(s, p, " · good ")
     if good is not None and len(t) + len(good) <= width:
@@ -45,7 +47,7 @@ def throughput_lines(s: Snapshot, p: Palette, width: int, height: int) -> list[L
     for row in bar_chart(recent, cols, chart_h, top=top or None):
         lines.append(Line(row, style=p.primary))
     if tall:
-        t = Line("tok/s ", style=p.muted)
+        t = Line(f"{OUTPUT_TOKENS_PER_S.short} ", style=p.muted)
         t.append(fmt_rate(s.output_tokens_per_s_10s, ""), style=f"bold {p.accent}")
         t.append(f" now · {fmt_rate(s.output_tokens_per_s, '')} run", style=p.muted)
         lines.append(t)
@@ -74,3 +76,15 @@ def _marks_line(s: Snapshot, p: Palette, cols: int, shown: int) -> Line:
     for ch, same in itertools.groupby(marks):
         t.append(ch * len(list(same)), style=styles[ch])
     return t
+
+
+class ThroughputPanel(Panel):
+    """req/s and output tokens/s per second over the last minutes, ▲ where a setting changed."""
+
+    TITLE = "throughput"
+    DEFAULT_CSS = """
+    ThroughputPanel { height: 8; }
+    """
+
+    def draw(self, snap: Snapshot, width: int, height: int) -> list[Line]:
+        return throughput_lines(snap, self.palette, width, height)

@@ -20,7 +20,6 @@ N = 40
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 @pytest.mark.xdist_group("ray")
 @pytest.mark.asyncio
 async def test_cascade_on_two_ray_actors(tmp_path: Path, ray_local: Any) -> None:

@@ -24,30 +24,31 @@ from oxconsole.engine.runner import make_engine
 from oxconsole.engine.workers.pool import ProcessShards
 from oxconsole.engine.workers.raychannel import GATHER_S, ActorChannel
 from tests.support import free_port, journal, until, wait_until
-from tests.support.ray import WL, assert_loopback, descendants, stopped_once
-from tests.support.workloads import WorkloadFactory
+from tests.support.ray import assert_loopback, descendants, on_ray, stopped_once
+from tests.support.workloads import load_workload, write_workload
 
 
 def test_without_ray_the_workload_says_how_to_install(
-    make_workload: WorkloadFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from oxconsole.workload import WorkloadError, cluster
 
     monkeypatch.setattr(cluster, "ray_installed", lambda: False)
     with pytest.raises(WorkloadError, match=r"run\.cluster.*pip install 'oxconsole\[ray\]'"):
-        make_workload(WL.format(count=10, ttft="1ms"))
+        load_workload("sim_workers", tmp_path, on_ray(10, "1ms"))
 
 
-def test_cluster_takes_local_or_ray(make_workload: WorkloadFactory) -> None:
+def test_cluster_takes_local_or_ray(tmp_path: Path) -> None:
     from oxconsole.workload import WorkloadError
 
     with pytest.raises(WorkloadError, match=r'run\.cluster.*"local" \| "ray"'):
-        make_workload(WL.format(count=10, ttft="1ms").replace('"ray"', '"k8s"'))
+        load_workload("sim_workers", tmp_path, {**on_ray(10, "1ms"), "run.cluster": "k8s"})
 
 
 def test_empty_ray_address_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    wl = tmp_path / "w.toml"
-    wl.write_text('[[models]]\nname = "a"\n[endpoints.default]\nbase_url = "sim"\n')
+    wl = write_workload(
+        "minimal", tmp_path, {"models.0.name": "a", "prompts": None, "output.results": None}, file="w.toml"
+    )
     assert main([str(wl), "--headless", "--ray-address", " "]) == 2
     assert "--ray-address" in capsys.readouterr().err
 
@@ -69,12 +70,11 @@ def test_a_poll_answers_what_the_worker_sent_at_most_every_gather_s() -> None:
 
 @pytest.mark.usefixtures("ray_local")
 @pytest.mark.slow
-@pytest.mark.subprocess
 @pytest.mark.xdist_group("ray")
 async def test_two_actors_one_journal_commands_in_shares_loopback_only(
-    make_workload: WorkloadFactory,
+    tmp_path: Path,
 ) -> None:
-    w = make_workload(WL.format(count=400, ttft="20ms"))
+    w = load_workload("sim_workers", tmp_path, on_ray(400, "20ms"))
     e = make_engine(w, results_path=w.results_path(), total_expected=400)
     seen: dict[str, Any] = {}
 
@@ -98,10 +98,9 @@ async def test_two_actors_one_journal_commands_in_shares_loopback_only(
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 @pytest.mark.xdist_group("ray")
-async def test_killed_actor_is_reported_not_hung(make_workload: WorkloadFactory, ray_local: Any) -> None:
-    w = make_workload(WL.format(count=2000, ttft="50ms"))
+async def test_killed_actor_is_reported_not_hung(tmp_path: Path, ray_local: Any) -> None:
+    w = load_workload("sim_workers", tmp_path, on_ray(2000, "50ms"))
     e = make_engine(w, results_path=w.results_path(), total_expected=2000)
 
     async def kill_one() -> None:
@@ -124,13 +123,10 @@ async def test_killed_actor_is_reported_not_hung(make_workload: WorkloadFactory,
 
 @pytest.mark.usefixtures("ray_local")
 @pytest.mark.slow
-@pytest.mark.subprocess
 @pytest.mark.xdist_group("ray")
-def test_command_line_ray_address_runs_on_ray(
-    make_workload: WorkloadFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_command_line_ray_address_runs_on_ray(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`--ray-address` implies run.cluster = "ray" (here on the module's Ray, already joined)."""
-    w = make_workload(WL.format(count=60, ttft="1ms").replace('cluster = "ray"\n', ""))
+    w = load_workload("sim_workers", tmp_path, {**on_ray(60, "1ms"), "run.cluster": None})
     assert w.run.cluster == "local"
     monkeypatch.setenv("RAY_ADDRESS", "")  # restored after: main sets it from --ray-address
     summary = tmp_path / "s.json"
@@ -141,17 +137,15 @@ def test_command_line_ray_address_runs_on_ray(
     assert s["workers"] == 2 and s["requests"]["ok"] == 60
 
 
-def test_the_workloads_files_are_shipped_and_run_from_copies(
-    make_workload: WorkloadFactory, tmp_path: Path
-) -> None:
+def test_the_workloads_files_are_shipped_and_run_from_copies(tmp_path: Path) -> None:
     """`rayfiles`: the prompts file goes into the object store once (here a list), an actor writes
     it to its own folder and reads the same prompts from there; a file above SHIP_MAX stays, said."""
     from oxconsole.engine.workers import rayfiles
     from oxconsole.workload import iter_prompts
 
     (tmp_path / "p.jsonl").write_text('{"id": "q1", "prompt": "hello"}\n{"id": "q2", "prompt": "again"}\n')
-    local_run = WL.format(count=1, ttft="5ms").replace('cluster = "ray"\n', "").split("[prompts]")[0]
-    w = make_workload(local_run + '[prompts]\nfile = "p.jsonl"\n')
+    local_run = {**on_ray(1, "5ms"), "run.cluster": None, "prompts": {"file": "p.jsonl"}, "sim": None}
+    w = load_workload("sim_workers", tmp_path, local_run)
     put: list[bytes] = []
     warned: list[str] = []
 
@@ -179,10 +173,9 @@ def test_the_workloads_files_are_shipped_and_run_from_copies(
 
 @pytest.mark.usefixtures("ray_local")
 @pytest.mark.slow
-@pytest.mark.subprocess
 @pytest.mark.xdist_group("ray")
 async def test_actors_run_a_prompts_file_the_driver_shipped(
-    make_workload: WorkloadFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The prompts file is moved away as soon as the driver has shipped it: the actors can only
     have read their own copies (as on a node that never had the file)."""
@@ -190,7 +183,9 @@ async def test_actors_run_a_prompts_file_the_driver_shipped(
 
     prompts = tmp_path / "p.jsonl"
     prompts.write_text("".join(f'{{"id": "q{i}", "prompt": "p {i}"}}\n' for i in range(60)))
-    w = make_workload(WL.format(count=1, ttft="5ms").split("[prompts]")[0] + '[prompts]\nfile = "p.jsonl"\n')
+    w = load_workload(
+        "sim_workers", tmp_path, {**on_ray(1, "5ms"), "prompts": {"file": "p.jsonl"}, "sim": None}
+    )
     shipped = rayfiles.to_ship
 
     def ship_then_hide(*args: Any) -> dict[str, Any]:
@@ -217,14 +212,13 @@ def _caught_sigterm(pid: int) -> bool:
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 @pytest.mark.xdist_group("ray")
 def test_a_stop_while_joining_ends_the_run_at_once_with_the_resume_hint(tmp_path: Path) -> None:
     """Ray tries to join an address for 20 to 60 s before it says it cannot; a SIGTERM meanwhile
     ends the run then (exit 130, nothing sent), and the hint continues on the same address."""
     pytest.importorskip("ray")
     port = free_port()  # nobody listens on it
-    (tmp_path / "w.toml").write_text(WL.format(count=40, ttft="1ms"))
+    write_workload("sim_workers", tmp_path, {**on_ray(40, "1ms"), "output.results": None}, file="w.toml")
 
     def joining(proc: subprocess.Popen[str]) -> bool:
         if not _caught_sigterm(proc.pid):
@@ -255,14 +249,13 @@ def _ray_servers() -> set[int]:
 
 
 @pytest.mark.slow
-@pytest.mark.subprocess
 @pytest.mark.xdist_group("ray")
 def test_ray_address_local_starts_a_ray_of_its_own_and_stops_it(tmp_path: Path) -> None:
     """`--ray-address local` from a process of its own (not already in a Ray, as the tests above
     are): it starts Ray, runs its two actors there, and leaves no Ray process behind. Ray's
     processes end with the thread that started them, so that thread must outlive the run."""
     pytest.importorskip("ray")
-    (tmp_path / "w.toml").write_text(WL.format(count=40, ttft="1ms"))
+    write_workload("sim_workers", tmp_path, {**on_ray(40, "1ms"), "output.results": None}, file="w.toml")
     before = _ray_servers()
     p = subprocess.run(
         [

@@ -24,10 +24,10 @@ from oxconsole.cli.main import main
 from oxconsole.engine.runner import make_engine
 from oxconsole.engine.workers.raypool import RayShards
 from tests.support import free_port, journal, oxconsole, until, wait_until
-from tests.support.ray import WL, assert_loopback, descendants, stop_ray, stopped_once
-from tests.support.workloads import WorkloadFactory
+from tests.support.ray import assert_loopback, descendants, on_ray, stop_ray, stopped_once
+from tests.support.workloads import load_workload
 
-pytestmark = [pytest.mark.slow, pytest.mark.subprocess, pytest.mark.xdist_group("ray")]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
 NODE: dict[str, Any] = {"num_cpus": 1, "node_ip_address": "127.0.0.1"}
 
@@ -59,11 +59,9 @@ def alive_nodes(ray: Any) -> set[str]:
     return {n["NodeID"] for n in ray.nodes() if n["Alive"]}
 
 
-async def test_two_actors_spread_one_per_node(
-    make_workload: WorkloadFactory, two_nodes: tuple[Any, Any]
-) -> None:
+async def test_two_actors_spread_one_per_node(tmp_path: Path, two_nodes: tuple[Any, Any]) -> None:
     ray, _ = two_nodes
-    w = make_workload(WL.format(count=300, ttft="20ms"))
+    w = load_workload("sim_workers", tmp_path, on_ray(300, "20ms"))
     e = make_engine(w, results_path=w.results_path(), total_expected=300)
     assert isinstance(e.shards, RayShards)
     pids: set[int] = set()
@@ -85,13 +83,13 @@ async def test_two_actors_spread_one_per_node(
 
 @pytest.mark.parametrize("client", [False, True], ids=["gcs-address", "ray-client"])
 def test_a_process_outside_joins_the_cluster_at_its_address(
-    make_workload: WorkloadFactory, two_nodes: tuple[Any, Any], client: bool
+    tmp_path: Path, two_nodes: tuple[Any, Any], client: bool
 ) -> None:
     """`--ray-address HEAD:PORT` (the GCS, as on a node) and `ray://HEAD:PORT` (Ray Client, as
     from a laptop): a process of its own, not yet in the cluster, joins it and runs the two actors
     there; Ray's own log lines stay off its stderr."""
     _, cluster = two_nodes
-    w = make_workload(WL.format(count=200, ttft="20ms"))
+    w = load_workload("sim_workers", tmp_path, on_ray(200, "20ms"))
     # the environment this process joined with (RAY_AUTH_MODE=token when Ray turned token auth on)
     address = f"ray://127.0.0.1:{CLIENT_PORT}" if client else cluster.address
     p = oxconsole(
@@ -113,12 +111,12 @@ def test_a_process_outside_joins_the_cluster_at_its_address(
 
 
 def test_a_node_lost_mid_run_is_reported_and_resume_sends_the_rest(
-    make_workload: WorkloadFactory, two_nodes: tuple[Any, Any], capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, two_nodes: tuple[Any, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The command line's run: a node removed mid-run ends it (exit 1, the lost actor named), and
     `--resume` on a replacement node sends what was left: every id exactly once overall."""
     ray, cluster = two_nodes
-    w = make_workload(WL.format(count=600, ttft="50ms"))
+    w = load_workload("sim_workers", tmp_path, on_ray(600, "50ms"))
     results = w.results_path()
     [node] = cluster.worker_nodes
     removed: list[float] = []
@@ -156,14 +154,14 @@ def lines(path: Path) -> int:
 
 
 def test_a_stop_while_the_cluster_finds_no_cpus_ends_the_run_and_frees_the_group(
-    make_workload: WorkloadFactory, two_nodes: tuple[Any, Any]
+    tmp_path: Path, two_nodes: tuple[Any, Any]
 ) -> None:
     """3 actors on 2 CPUs: the placement group waits (up to a minute) for a third; a SIGTERM
     meanwhile ends the run at once (exit 130) and removes the group."""
     _, cluster = two_nodes
     from ray.util import placement_group_table
 
-    w = make_workload(WL.format(count=40, ttft="1ms").replace("workers = 2", "workers = 3"))
+    w = load_workload("sim_workers", tmp_path, {**on_ray(40, "1ms"), "run.workers": 3})
     before = set(placement_group_table())
 
     def groups(state: str) -> list[str]:

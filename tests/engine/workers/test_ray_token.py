@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.ray import WL
+from tests.support.ray import on_ray
+from tests.support.workloads import write_workload
 
-pytestmark = [pytest.mark.slow, pytest.mark.subprocess, pytest.mark.xdist_group("ray")]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
 HEAD = """
 import os, sys
@@ -47,9 +48,9 @@ def _oxconsole(
 
 def _workload(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "w.toml"
-    path.write_text(WL.format(count=40, ttft="10ms"))
-    return path
+    return write_workload(
+        "sim_workers", folder, {**on_ray(40, "10ms"), "output.results": None}, file="w.toml"
+    )
 
 
 def test_a_local_run_leaves_no_token_file(tmp_path: Path) -> None:

@@ -25,8 +25,6 @@ from tests.support.http import chat_server, ok_answer
 from tests.support.ray import descendants
 from tests.support.workloads import load_workload, write_workload
 
-pytestmark = pytest.mark.subprocess  # worker processes
-
 
 def two_workers(tmp_path: Path, count: int, ttft: str) -> Workload:
     """tests/workloads/sim_workers.toml: `count` prompts, each answered `ttft` after admission."""

@@ -1,0 +1,428 @@
+"""Every figure oxconsole shows, declared once: where a summary keeps it, where a journal record
+keeps it, what it is called, its unit and how it reads, and its Prometheus name.
+
+Why this module exists: one figure (TTFT, requests/s, cost per valid answer ...) is shown by the
+console's panels, the summary table, Markdown, CSV, HTML, `report A B` and Prometheus, and built
+by the summary's blocks. Each of those reads the figure's key, label and unit from its declaration
+here and iterates the groups below rather than spelling keys out, so a figure reads the same
+everywhere and a new one is its computation plus one declaration (as AIPerf's metric classes
+declare tag, header and unit once). Plain data and the formatters of `units.py`; the bottom layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from oxconsole.base.units import NONE, fmt_count, fmt_money, fmt_ms, fmt_num, fmt_rate, number
+
+__all__ = [
+    "BLOCK_KEYS",
+    "CACHE_HIT_RATE",
+    "COMPARED",
+    "COST",
+    "COST_PER_TASK",
+    "COST_PER_VALID",
+    "DRAWN",
+    "ERRORS",
+    "ERROR_RATE",
+    "EXPORTED",
+    "FIGURES",
+    "FROM_DUE",
+    "GOODPUT",
+    "GOOD_FRACTION",
+    "ITL",
+    "KINDS",
+    "LATENCY",
+    "LATENCY_FROM_DUE",
+    "OK",
+    "OUTPUT_TOKENS_PER_S",
+    "QUEUE",
+    "REASONING_SHARE",
+    "REGISTRY",
+    "REQUESTS",
+    "REQUESTS_PER_S",
+    "SCHEDULE_LAG",
+    "SUMMARY_TIMINGS",
+    "TABLED",
+    "TIMED",
+    "TIMINGS",
+    "TOKENS_IN",
+    "TOKENS_OUT",
+    "TTFOT",
+    "TTFT",
+    "TTFT_FROM_DUE",
+    "VALID_FRACTION",
+    "Column",
+    "Figure",
+    "at",
+    "has_reasoning",
+    "journal_keys",
+    "nested",
+    "percent",
+    "quantile_column",
+]
+
+Kind = Literal["percentiles", "value", "rate", "count", "fraction", "money", "interval"]
+"""What a figure's value is: a percentile block (`{"mean", "p50", ... "max"}`, each null when
+nothing was measured), one number, a rate (per second), a count, a fraction (0 to 1, read as a
+percentage), an amount of money (in the currency of the prices), or a `[low, high]` interval."""
+
+KINDS: tuple[Kind, ...] = ("percentiles", "value", "rate", "count", "fraction", "money", "interval")
+
+BLOCK_KEYS = ("mean", "p50", "p90", "p95", "p99", "max")
+"""A percentile block's keys, in the order a table shows them."""
+
+
+def at(d: Any, key: str) -> Any:
+    """The value at a dotted ``key`` in nested mappings (``"throughput.requests_per_s"``), or None
+    where a level is missing or is not a mapping."""
+    cur = d
+    for k in key.split("."):
+        if not isinstance(cur, Mapping):
+            return None
+        cur = cur.get(k)
+    return cur
+
+
+def percent(v: Any) -> str:
+    """A fraction (0 to 1) as a percentage with one decimal (``93.1%``), `–` when unknown."""
+    x = number(v)
+    return NONE if x is None else f"{100 * x:.1f}%"
+
+
+def _interval(fmt: Callable[[Any], str]) -> Callable[[Any], str]:
+    def text(v: Any) -> str:
+        if not isinstance(v, list | tuple) or len(v) != 2:
+            return NONE
+        return f"[{fmt(v[0])}, {fmt(v[1])}]"
+
+    return text
+
+
+def _rate(v: Any) -> str:
+    x = number(v)
+    return NONE if x is None else fmt_rate(x)
+
+
+def _count(v: Any) -> str:
+    x = number(v)
+    return NONE if x is None else fmt_count(x)
+
+
+_BY_UNIT: dict[str, Callable[[Any], str]] = {"ms": fmt_ms}
+_BY_KIND: dict[str, Callable[[Any], str]] = {
+    "rate": _rate,
+    "count": _count,
+    "fraction": percent,
+    "money": fmt_money,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    """One figure, declared once. Every table and report that shows it reads these fields."""
+
+    key: str
+    """Where a summary (or a model's, a phase's, a stage's block) keeps it, dotted:
+    ``"ttft_ms"``, ``"throughput.requests_per_s"``, ``"cost.per_valid"``."""
+    label: str
+    """What a table's head calls it: ``"TTFT"``, ``"requests/s"``."""
+    kind: Kind
+    unit: str = ""
+    """The unit of the value as kept (``"ms"``; a rate is per second, a fraction 0 to 1)."""
+    name: str = ""
+    """In words, where there is room (a chart's caption, a help text, Prometheus' HELP)."""
+    short: str = ""
+    """Where columns are tight (``"lat"``, ``"req/s"``); the label when not given."""
+    title: str = ""
+    """What the latency panel's histogram is titled (``"end-to-end"``); the label when not given."""
+    journal: str = ""
+    """Its key in a journal record (a `RequestRecord` field) when it is measured per request."""
+    id: str = ""
+    """Its name in `report A B`'s rows (``"requests_per_s"``); the key when not given."""
+    prometheus: str = ""
+    """The exported metric's name after ``oxconsole_`` (none: not exported)."""
+    lower_is_better: bool = True
+    fmt: Callable[[Any], str] | None = field(default=None, compare=False)
+    """How one value reads (with its unit); by the kind and unit when not given."""
+    when: Callable[[Any], bool] | None = field(default=None, compare=False)
+    """A figure not every run shows: whether a summary block has its row (None: every block)."""
+
+    def __post_init__(self) -> None:
+        for attr, default in (
+            ("name", self.label),
+            ("short", self.label),
+            ("title", self.label),
+            ("id", self.key),
+        ):
+            if not getattr(self, attr):
+                object.__setattr__(self, attr, default)
+
+    @property
+    def leaf(self) -> str:
+        """The last part of its key: its name inside its block (``requests_per_s`` in
+        ``throughput``)."""
+        return self.key.rpartition(".")[2]
+
+    @property
+    def display(self) -> str:
+        """The unit a person reads: ``%`` for a fraction, else the unit kept (a rate's label says
+        its "/s" itself)."""
+        return "%" if self.kind == "fraction" else self.unit
+
+    @property
+    def header(self) -> str:
+        """The label with its display unit, for a table's head (``TTFT p50 ms``, ``error %``)."""
+        return f"{self.label} {self.display}" if self.display else self.label
+
+    def at(self, q: str) -> Figure:
+        """One member of a percentile block as a figure of its own: ``TTFT.at("p50")`` is
+        ``ttft_ms.p50``, labelled ``TTFT p50``."""
+        if self.kind != "percentiles":
+            raise ValueError(f"{self.key} is a {self.kind}, not a percentile block")
+        return replace(
+            self,
+            key=f"{self.key}.{q}",
+            label=f"{self.label} {q}",
+            kind="value",
+            short=f"{self.short} {q}",
+            title=f"{self.title} {q}",
+            id=f"{self.id}.{q}",
+            prometheus="",
+        )
+
+    def of(self, block: Any) -> Any:
+        """Its value in a summary block (None where the block does not have it)."""
+        return at(block, self.key)
+
+    def value(self, block: Any) -> float | None:
+        """Its value in a summary block as a finite float, or None."""
+        return number(self.of(block))
+
+    def text(self, v: Any) -> str:
+        """One value as it reads, with its unit (`–` for none)."""
+        if self.fmt is not None:
+            return self.fmt(v)
+        plain = _BY_UNIT.get(self.unit) or _BY_KIND.get(self.kind) or (lambda x: fmt_num(x, 2))
+        return _interval(plain)(v) if self.kind == "interval" else plain(v)
+
+    def shown_in(self, block: Any) -> bool:
+        """Whether a table of this summary block has the figure's row (see `when`)."""
+        return self.when is None or self.when(block)
+
+    def scaled(self, v: float | None) -> float | None:
+        """The value in its display unit (a fraction as a percentage), for a table of numbers."""
+        return None if v is None else 100.0 * v if self.kind == "fraction" else v
+
+
+def has_reasoning(block: Any) -> bool:
+    """Whether a summary block (the run's, a model's) counts reasoning or cached tokens, or tool
+    calls: the runs whose tables show TTFOT beside TTFT (a plain stream's TTFOT is its TTFT)."""
+    tokens = at(block, "tokens")
+    return (isinstance(tokens, Mapping) and bool({"reasoning", "cached"} & set(tokens))) or bool(
+        at(block, "tool_calls")
+    )
+
+
+# -- per request: percentile blocks of ok requests --------------------------------------------
+
+TTFT = Figure(
+    "ttft_ms", "TTFT", "percentiles", "ms",
+    name="time to first token", journal="ttft_ms", prometheus="ttft_seconds",
+)  # fmt: skip
+TTFOT = Figure(
+    "ttfot_ms", "TTFOT", "percentiles", "ms",
+    name="time to first answer token", journal="ttfot_ms", when=has_reasoning,
+)  # fmt: skip
+"""The first answer token, after any reasoning: shown beside TTFT for runs with reasoning."""
+ITL = Figure(
+    "itl_ms", "ITL", "percentiles", "ms",
+    name="mean gap between tokens", title="inter-token", journal="itl_ms", prometheus="itl_seconds",
+)  # fmt: skip
+LATENCY = Figure(
+    "latency_ms", "latency", "percentiles", "ms",
+    name="send to last byte", short="lat", title="end-to-end", journal="latency_ms",
+    prometheus="latency_seconds",
+)  # fmt: skip
+QUEUE = Figure(
+    "queue_ms", "queue", "percentiles", "ms",
+    name="waiting for the limiter and a slot", title="client queue", journal="queue_ms",
+)  # fmt: skip
+
+TTFT_FROM_DUE = Figure(
+    "ttft_from_due_ms", "TTFT from due", "percentiles", "ms", name="TTFT from the due time"
+)
+LATENCY_FROM_DUE = Figure(
+    "latency_from_due_ms", "latency from due", "percentiles", "ms", name="latency from the due time"
+)
+SCHEDULE_LAG = Figure("schedule_lag_ms", "schedule lag", "percentiles", "ms", name="sent after the due time")
+
+# -- the run's rates, counts and money --------------------------------------------------------
+
+REQUESTS_PER_S = Figure(
+    "throughput.requests_per_s", "requests/s", "rate",
+    short="req/s", id="requests_per_s", lower_is_better=False,
+)  # fmt: skip
+OUTPUT_TOKENS_PER_S = Figure(
+    "throughput.output_tokens_per_s", "output tok/s", "rate",
+    name="output tokens/s", short="tok/s", id="output_tokens_per_s", lower_is_better=False,
+)  # fmt: skip
+REQUESTS = Figure(
+    "requests.total", "requests", "count", name="finished requests", short="reqs", prometheus="requests"
+)
+OK = Figure("requests.ok", "ok", "count", name="ok requests", lower_is_better=False)
+ERRORS = Figure("requests.error", "error", "count", name="requests that ended in error", short="err")
+TOKENS_IN = Figure(
+    "tokens.input", "tokens in", "count", name="input tokens", short="in", journal="input_tokens"
+)
+TOKENS_OUT = Figure(
+    "tokens.output", "tokens out", "count",
+    name="output tokens", short="out", journal="output_tokens", prometheus="output_tokens",
+)  # fmt: skip
+COST = Figure(
+    "cost.total", "cost", "money", name="cost in the prices' currency", journal="cost", prometheus="cost"
+)
+COST_PER_TASK = Figure("cost.per_task", "cost/task", "money", name="cost per task")
+COST_PER_VALID = Figure(
+    "cost.per_valid", "cost/valid", "money", name="cost per valid answer", id="cost_per_valid"
+)
+ERROR_RATE = Figure("error_rate", "error", "fraction", name="requests that ended in error")
+"""Not a key of the summary (its `requests.error` over `requests.total`): `report A B`'s row."""
+
+# -- with [slo], [quality], reasoning ---------------------------------------------------------
+
+GOODPUT = Figure(
+    "goodput.requests_per_s",
+    "goodput/s",
+    "rate",
+    name="good requests/s",
+    short="good/s",
+    lower_is_better=False,
+)
+GOOD_FRACTION = Figure("goodput.fraction", "good", "fraction", name="good requests", lower_is_better=False)
+VALID_FRACTION = Figure("quality.fraction", "valid", "fraction", name="valid answers", lower_is_better=False)
+CACHE_HIT_RATE = Figure(
+    "cache_hit_rate", "cache hit", "fraction", name="cached / input tokens", lower_is_better=False
+)
+REASONING_SHARE = Figure("reasoning_share", "reasoning", "fraction", name="reasoning / output tokens")
+"""Not a key of the summary (its `tokens.reasoning` over `tokens.output`): the console's and
+`report A B`'s figure."""
+
+# -- groups the consumers iterate -------------------------------------------------------------
+
+TIMINGS: tuple[Figure, ...] = (TTFT, ITL, LATENCY, QUEUE)
+"""The timings every run has, in the order tables show them and `h` cycles through them."""
+
+SUMMARY_TIMINGS: tuple[Figure, ...] = (LATENCY, TTFT, ITL, QUEUE)
+"""The same in the order a summary's JSON keeps them (the contract's)."""
+
+TABLED: tuple[Figure, ...] = (TTFT, TTFOT, ITL, LATENCY, QUEUE)
+"""The timings a summary's tables show, each where its block has it (`Figure.shown_in`)."""
+
+TIMED: tuple[Figure, ...] = (TTFT, ITL, LATENCY)
+"""The timings drawn over time in the HTML report and kept per slot of its timeline."""
+
+DRAWN: tuple[Figure, ...] = (TTFT, TTFOT, ITL, LATENCY)
+"""The timings whose distributions the HTML report draws (and `report A B` bootstraps), each
+where the run has it."""
+
+FROM_DUE: tuple[Figure, ...] = (TTFT_FROM_DUE, LATENCY_FROM_DUE, SCHEDULE_LAG)
+"""An open-loop run's figures from each request's due time (`metrics/due.py`)."""
+
+EXPORTED: tuple[Figure, ...] = (TTFT, ITL, LATENCY)
+"""The timings Prometheus gets as histograms (in seconds, by model)."""
+
+FIGURES: tuple[Figure, ...] = (
+    REQUESTS_PER_S,
+    OUTPUT_TOKENS_PER_S,
+    *(TTFT.at(q) for q in ("p50", "p90", "p99")),
+    *(ITL.at(q) for q in ("p50", "p99")),
+    *(LATENCY.at(q) for q in ("p50", "p90", "p99")),
+    ERROR_RATE,
+)
+"""The single figures `report A B ...` compares for every run, in the order shown."""
+
+COMPARED: dict[str, tuple[Figure, ...]] = {
+    "goodput": (GOODPUT, GOOD_FRACTION),
+    "reasoning": (TTFOT.at("p50"), TTFOT.at("p99"), REASONING_SHARE, CACHE_HIT_RATE),
+}
+"""The rows `report A B ...` adds when some run has them: with `[slo]`, with reasoning or a cache."""
+
+REGISTRY: dict[str, Figure] = {
+    f.id: f
+    for f in (
+        *TIMINGS,
+        TTFOT,
+        *FROM_DUE,
+        REQUESTS_PER_S,
+        OUTPUT_TOKENS_PER_S,
+        REQUESTS,
+        OK,
+        ERRORS,
+        TOKENS_IN,
+        TOKENS_OUT,
+        COST,
+        COST_PER_TASK,
+        COST_PER_VALID,
+        ERROR_RATE,
+        GOODPUT,
+        GOOD_FRACTION,
+        VALID_FRACTION,
+        CACHE_HIT_RATE,
+        REASONING_SHARE,
+    )
+}
+"""Every figure declared, by id."""
+
+
+def nested(values: Iterable[tuple[Figure, Any]]) -> dict[str, Any]:
+    """A summary block holding each value at its figure's key (what `Figure.of` reads back)."""
+    out: dict[str, Any] = {}
+    for f, v in values:
+        *path, leaf = f.key.split(".")
+        d = out
+        for k in path:
+            d = d.setdefault(k, {})
+        d[leaf] = v
+    return out
+
+
+def journal_keys(figures: Iterable[Figure]) -> tuple[str, ...]:
+    """The journal keys of the figures measured per request."""
+    return tuple(f.journal for f in figures if f.journal)
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """A figure in a fixed-width column of a text table (the summary table's, the stages'):
+    right-aligned in `width`, a count as `fmt_count`, money as `fmt_money`, any other figure
+    with `decimals`; `–` where the block has no value."""
+
+    figure: Figure
+    width: int
+    decimals: int = 0
+    head: str = ""
+    """The column's head; the figure's short name when not given."""
+
+    def title(self) -> str:
+        return f"{self.head or self.figure.short:>{self.width}}"
+
+    def cell(self, block: Any) -> str:
+        v = self.figure.value(block)
+        kind = self.figure.kind
+        if v is None:
+            text = NONE
+        elif kind == "count":
+            text = fmt_count(v)
+        elif kind == "money":
+            text = fmt_money(v)
+        else:
+            text = fmt_num(v, self.decimals)
+        return f"{text:>{self.width}}"
+
+
+def quantile_column(f: Figure, q: str, width: int) -> Column:
+    """A percentile of a timing in whole units, headed the way the text tables say it (``p50 lat``)."""
+    return Column(f.at(q), width, 0, f"{q} {f.short.lower()}")
