@@ -26,15 +26,13 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from oxconsole.base.exits import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_NOT_SAVED, BadInput, Parser
-from oxconsole.base.jsonfile import write_json
-from oxconsole.cli.headless import print_summary, run_headless, served_lines, tell_where
+from oxconsole.cli.headless import print_summary, run_headless, served_lines, summary_writer, tell_where
 from oxconsole.cli.prepare import LOG_NAME, SUMMARY_NAME, PreparedRun, check_progress_interval, prepare_run
 from oxconsole.reports.hints import end_notes, resume_command
 from oxconsole.reports.outputs import beside_journal, summary_stream
 
 if TYPE_CHECKING:
     from oxconsole.control import RunEntry
-    from oxconsole.engine.runner import RunOutcome
 
 __all__ = ["HostProcess", "main", "spawn_host", "spawn_sweep_host", "wait_listening"]
 
@@ -109,15 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     files = [beside_journal(prep.results_path.resolve(), SUMMARY_NAME)] + (
         [Path(ns.summary_json)] if ns.summary_json and not stream else []
     )
-    saved: list[str] = []
-
-    def before_end(outcome: RunOutcome) -> None:
-        for path in files:
-            try:
-                write_json(path, outcome.summary)
-                saved.append(str(path))
-            except OSError as e:
-                print(f"oxconsole: could not write the summary to {path}: {e}", file=sys.stderr, flush=True)
+    before_end, saved = summary_writer(files)
 
     from oxconsole.workload import WorkloadError
 

@@ -33,6 +33,7 @@ __all__ = [
     "report_outcome",
     "run_headless",
     "served_lines",
+    "summary_writer",
     "tell_where",
 ]
 
@@ -226,6 +227,23 @@ def _whole_journal_first(
     return end
 
 
+def summary_writer(files: Sequence[Path]) -> tuple[Callable[[RunOutcome], None], list[str]]:
+    """The end-of-run step that writes the summary JSON to each of `files` (`summary.json` beside
+    the journal, a `--summary-json` file) before the run tells anyone it ended, and the list it
+    fills with those it wrote; one it cannot write is said on stderr."""
+    saved: list[str] = []
+
+    def write(outcome: RunOutcome) -> None:
+        for path in files:
+            try:
+                write_json(path, outcome.summary)
+                saved.append(str(path))
+            except OSError as e:
+                print(f"oxconsole: could not write the summary to {path}: {e}", file=sys.stderr, flush=True)
+
+    return write, saved
+
+
 def print_summary(summary: dict[str, Any], summary_json: str | None) -> bool:
     """The summary table on stdout, and the summary JSON to `summary_json` when given: a file
     (written whole, then renamed into place) or stdout/stderr (`oxconsole.reports.outputs.SUMMARY_STREAMS`).
@@ -266,14 +284,18 @@ def tell_where(
         print(f"oxconsole: {line}", file=sys.stderr, flush=True)
 
 
-def report_outcome(outcome: RunOutcome, prep: PreparedRun, summary_json: str | None) -> int:
+def report_outcome(
+    outcome: RunOutcome, prep: PreparedRun, summary_json: str | None, written: Sequence[str] = ()
+) -> int:
     """The end of a headless run: its warnings on stderr, the summary table on stdout, the summary
-    JSON written to `summary_json` when given, where everything is, and what was not sent (with the
+    JSON written to `summary_json` when given, where everything is (`written`: the summaries the
+    run's end wrote already, `summary.json` beside the journal), and what was not sent (with the
     command that sends the rest); the run's exit code."""
     for warning in outcome.warnings:
         print(f"oxconsole: warning: {warning}", file=sys.stderr)
     saved = print_summary(outcome.summary, summary_json)
-    tell_where(prep.results_path, [summary_json] if summary_json and saved else [], None, prep.kept_aside)
+    given = [summary_json] if summary_json and saved and summary_json not in written else []
+    tell_where(prep.results_path, [*written, *given], None, prep.kept_aside)
     for line in served_lines(outcome):
         print(f"oxconsole: {line}", file=sys.stderr, flush=True)
     syn = prep.workload.prompts.synthetic

@@ -174,10 +174,14 @@ def _run(ns: argparse.Namespace) -> int:
         code = _run_console(ns, prep)
         if code is not None:
             return code
-    from oxconsole.cli.headless import report_outcome, run_headless
+    from oxconsole.cli.headless import report_outcome, run_headless, summary_writer
+    from oxconsole.cli.prepare import SUMMARY_NAME
+    from oxconsole.reports.outputs import beside_journal
 
-    outcome = run_headless(prep, ns.progress_interval)
-    return report_outcome(outcome, prep, ns.summary_json)
+    # summary.json beside the journal, as the engine process of a console run writes it
+    keep, written = summary_writer([beside_journal(prep.results_path.resolve(), SUMMARY_NAME)])
+    outcome = run_headless(prep, ns.progress_interval, before_end=keep)
+    return report_outcome(outcome, prep, ns.summary_json, written)
 
 
 def _run_console(ns: argparse.Namespace, prep: PreparedRun) -> int | None:

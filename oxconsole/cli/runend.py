@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from oxconsole.base.aio import run_loop
-from oxconsole.base.exits import EXIT_NOT_SAVED
+from oxconsole.base.exits import EXIT_INTERRUPTED, EXIT_NOT_SAVED
 from oxconsole.cli.headless import print_summary, tell_where
 from oxconsole.cli.prepare import LOG_NAME, SUMMARY_NAME
 from oxconsole.cli.sweep import show_sweep_end
@@ -60,8 +60,16 @@ def finish_run(source: SocketSource, ended: RunEnd | None = None) -> int:
                 file=sys.stderr,
             )
             return 1
-        errors = (summary.get("requests") or {}).get("error") or 0
-        code = EXIT_NOT_SAVED if summary.get("saved") is False else 1 if errors else 0
+        req = summary.get("requests") or {}
+        code = (
+            EXIT_NOT_SAVED
+            if summary.get("saved") is False
+            else EXIT_INTERRUPTED
+            if req.get("cancelled")
+            else 1
+            if req.get("error")
+            else 0
+        )
     for w in source.warnings:
         print(f"oxconsole: warning: {w}", file=sys.stderr)
     if source.results_path:

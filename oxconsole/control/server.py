@@ -455,6 +455,14 @@ class ControlServer:
                 unlink(p)
 
 
+SETUP_WAIT_S = 10.0
+"""How long the control socket waits for the run's set-up (its endpoints started, connections
+opened before the clock): bad input found there (an endpoint that refuses every connection) ends
+the run before a console can attach, so the console that started it says why (the end of the
+engine's log) rather than showing a run that stopped answering. A longer set-up (joining a Ray
+cluster) is attachable once this has passed."""
+
+
 async def serve_run(
     engine: RunEngine,
     info: RunInfo,
@@ -472,7 +480,11 @@ async def serve_run(
     """
     task = asyncio.ensure_future(engine.run())
     await asyncio.sleep(0)  # run() has taken the loop: commands from clients can be applied
-    if task.done():  # refused at once (e.g. a --resume against a changed workload)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + SETUP_WAIT_S
+    while engine.state == "starting" and not task.done() and loop.time() < deadline:
+        await asyncio.sleep(0.02)
+    if task.done():  # refused (a --resume against a changed workload, an endpoint refusing)
         if on_listening is not None:
             on_listening(None)
         return await task

@@ -12,9 +12,13 @@ import math
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+import yarl
+
 from oxconsole.engine.send.apis import PATHS
-from oxconsole.engine.send.client import EndpointClient
-from oxconsole.workload import Workload, resolve_api_key, resolve_headers
+from oxconsole.engine.send.client import EndpointClient, Refused
+from oxconsole.engine.send.listed import LIST_WITHIN_S, unlisted
+from oxconsole.workload import Workload, WorkloadError, resolve_api_key, resolve_headers
+from oxconsole.workload.errors import error, printable, show
 from oxconsole.workload.prompts import one_pass
 
 if TYPE_CHECKING:
@@ -113,6 +117,7 @@ class Endpoints:
                 self.warnings.append(
                     f"endpoints.{name}.max_connections = {ep.max_connections} is below run.concurrency"
                     f" = {w.run.concurrency}: requests beyond it wait for a connection"
+                    " (queue time, not the server's)"
                 )
             headers, secrets = resolve_headers(w, name)
             self.clients[name] = EndpointClient(
@@ -127,13 +132,57 @@ class Endpoints:
             )
             paths = sorted({PATHS[m.api] for m in w.models if m.endpoint == name})
             await self.clients[name].warm(w.run.timeout, paths)
+        await self._check_models()
+
+    async def _check_models(self) -> None:
+        """Each endpoint that is a real server asked what it serves (at once, each within
+        `LIST_WITHIN_S`): a model it does not list is a warning naming those it does."""
+        w = self.w
+        names = [n for n in self.clients if w.endpoints[n].base_url != "sim"]
+        within = min(LIST_WITHIN_S, w.run.timeout)
+        lists = await asyncio.gather(*(self.clients[n].listed(within) for n in names))
+        for name, listing in zip(names, lists, strict=True):
+            if listing is not None:
+                mine = [m.name for m in w.models if m.endpoint == name]
+                self.warnings.extend(unlisted(name, self.clients[name].models_url, mine, listing))
 
     async def connect(self, counts: dict[str, int], within: float) -> dict[str, int]:
         """Open `counts[name]` connections to each endpoint before the clock, all at once
-        (`EndpointClient.connect`); how many each has opened."""
+        (`EndpointClient.connect`); how many each has opened. An endpoint that refused them all
+        is bad input (`WorkloadError` naming the workload file and its `base_url`): nothing has
+        been sent, and nothing could be."""
         names = [n for n in counts if n in self.clients]
-        opened = await asyncio.gather(*(self.clients[n].connect(counts[n], within) for n in names))
-        return dict(zip(names, opened, strict=True))
+        opened = await asyncio.gather(
+            *(self.clients[n].connect(counts[n], within) for n in names), return_exceptions=True
+        )
+        label = printable(str(self.w.path))
+        refused = [
+            str(
+                error(
+                    label,
+                    f"endpoints.{n}.base_url",
+                    "a server that accepts connections",
+                    f"{show(self.urls.get(n, self.w.endpoints[n].base_url))}: {why}; nothing was sent",
+                )
+            )
+            for n, why in zip(names, opened, strict=True)
+            if isinstance(why, Refused)
+        ]
+        if refused:
+            raise WorkloadError(*refused)
+        for why in opened:
+            if isinstance(why, BaseException):
+                raise why
+        return {n: k for n, k in zip(names, opened, strict=True) if isinstance(k, int)}
+
+    def _shown(self, name: str) -> str:
+        """Endpoint `name`'s URL as an error shows it: no user or password in it."""
+        url = self.urls.get(name, self.w.endpoints[name].base_url)
+        try:
+            url = str(yarl.URL(url).with_user(None))
+        except ValueError:
+            pass
+        return show(url)
 
     async def close(self) -> None:
         for c in self.clients.values():

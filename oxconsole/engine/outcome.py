@@ -46,15 +46,19 @@ class RunOutcome:
     html_report: str | None = None
     """The HTML report the run's end wrote (`[output] html`), for its end lines."""
 
+    cancelled: int = 0
+    """Requests a stop cancelled before they finished (`requests.cancelled`): not errors."""
+
     @property
     def stopped_early(self) -> bool:
-        """Stopped before every request was sent (a stop that only cut the drain is not)."""
-        return self.interrupted and self.not_sent != 0
+        """Stopped before every request was sent or finished: some not sent, or some cancelled (a
+        stop that only cut the drain, every request in flight finishing, is not)."""
+        return (self.interrupted and self.not_sent != 0) or self.cancelled > 0
 
     @property
     def exit_code(self) -> int:
-        """The contract's precedence: 4 (not saved), 130 (stopped early), 3 (`[slo]` not met),
-        1 (errors), 0."""
+        """The contract's precedence: 4 (not saved), 130 (stopped early, requests cancelled
+        included), 3 (`[slo]` not met), 1 (errors), 0."""
         if self.journal_failure is not None:
             return EXIT_NOT_SAVED
         if self.stopped_early:
@@ -91,6 +95,7 @@ def ended(
         crashed=crashed,
         not_sent=req["not_sent"],
         journal_failure=journal_failure,
+        cancelled=int(req.get("cancelled") or 0),
     )
 
 

@@ -46,6 +46,7 @@ from oxconsole.journal.journal import Journal
 from oxconsole.journal.records import RequestRecord
 from oxconsole.journal.sessions import SessionLog
 from oxconsole.metrics import ratelimit
+from oxconsole.metrics.aggregate import CANCELLED
 from oxconsole.metrics.collector import Collector
 from oxconsole.metrics.due import DueStats
 from oxconsole.metrics.server.series import series_path
@@ -258,7 +259,7 @@ class Engine:
         """A finished request (its `slo_ok` judged by its shard): counted, journaled, collected."""
         if rec.status == "ok":
             self.ok += 1
-        else:
+        elif rec.error != CANCELLED:
             self.errors += 1
         if self.record_sink is not None:
             self.record_sink(rec)
@@ -272,7 +273,7 @@ class Engine:
         """A finished request whose journal line a worker wrote already (`write_lines`)."""
         if rec.status == "ok":
             self.ok += 1
-        else:
+        elif rec.error != CANCELLED:
             self.errors += 1
         self.collector.record(rec)
 

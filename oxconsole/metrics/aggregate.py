@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from oxconsole.workload.plans import PricePlan
 
 __all__ = [
+    "CANCELLED",
     "METRICS",
     "RunStats",
     "Tally",
@@ -48,6 +49,9 @@ __all__ = [
     "timing",
     "timing_blocks",
 ]
+
+CANCELLED = "cancelled"
+"""The error class of a request a stop cancelled before it finished (`RunStats.cancelled`)."""
 
 METRICS = tuple(f.key for f in SUMMARY_TIMINGS)
 """The timing metrics kept as histograms, over `ok` requests only, by their summary keys."""
@@ -75,6 +79,7 @@ class RunStats:
         "attempt_errors",
         "backoff_ms",
         "backoff_requests",
+        "cancelled",
         "cost",
         "error",
         "error_detail",
@@ -111,6 +116,9 @@ class RunStats:
         self.total = 0
         self.ok = 0
         self.error = 0
+        self.cancelled = 0
+        """Requests cancelled by a stop before they finished: neither ok nor an error (their records'
+        `error = "cancelled"` makes `--resume` send them again), and not judged by `[slo]`."""
         self.retried = 0
         self.input_tokens = 0
         self.output_tokens = 0
@@ -191,13 +199,15 @@ class RunStats:
             self.ok_output_tokens += rec.output_tokens
             if rec.pack is not None:
                 self._bill_pack(rec)
+        elif rec.error == CANCELLED:
+            self.cancelled += 1
         else:
             self.error += 1
             cls = rec.error or "unknown"
             self.errors[cls] = self.errors.get(cls, 0) + 1
             if rec.error_detail and cls not in self.error_detail:
                 self.error_detail[cls] = rec.error_detail  # the first says why (later ones repeat it)
-        if rec.slo_ok is not None:
+        if rec.slo_ok is not None and rec.error != CANCELLED:
             self.judged += 1
             self.good += rec.slo_ok
         if rec.backoff_ms:
@@ -251,6 +261,7 @@ class RunStats:
             "total": self.total,
             "ok": self.ok,
             "error": self.error,
+            "cancelled": self.cancelled,
             "retried": self.retried,
             "fallbacks": self.left if self.per_model else self.fell_back,
         }

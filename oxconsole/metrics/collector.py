@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from oxconsole.base.figures import ITL, LATENCY, QUEUE, TTFT
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.aggregate import (
+    CANCELLED,
     METRICS,
     RunStats,
     build_summary,
@@ -213,7 +214,7 @@ class Collector:
             if v is not None:
                 record_into(itl, v)
             record_into(queue, rec.queue_ms)
-        else:
+        elif rec.error != CANCELLED:  # a stop's cancellation is not an error of the server's
             acc.err_s.add(sec)
             self._err_s.add(sec)
         if rec.attempt_errors and self._live_attempts:

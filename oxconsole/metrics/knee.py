@@ -33,10 +33,13 @@ Summary = Mapping[str, Any]
 TIE = 0.03
 """Scores within 3% of each other are a tie, won by the lower load (noise must not move the knee)."""
 GAIN = 0.5
-"""Past the knee, more load buys little: a higher load is a better knee only when its score rises
-by at least half its load's rise (twice the concurrency, half again the throughput). A server
-that queues beyond its capacity still gains a little throughput there (the client's gap between
-one request's end and the next's start is hidden), which the contract's rule alone would take."""
+"""Without `[slo]`, past the knee more load buys little: a higher load is a better knee only when
+its throughput rises by at least half its load's rise (twice the concurrency, half again the
+throughput). A server that queues beyond its capacity still gains a little throughput there (the
+client's gap between one request's end and the next's start is hidden), which "the highest
+throughput before p99 doubles" alone would take. With `[slo]` the SLO decides: a point past the
+knee is one that misses it, and a CPU engine that gains 28-48% a doubling while meeting it (a
+llama.cpp server on 4 slots) has its knee at the highest such point."""
 LATENCY_BREAK = 2.0
 """Without `[slo]`, a point whose p99 latency is more than this many times the first point's is
 past the knee."""
@@ -107,14 +110,19 @@ def load_order(values: Sequence[Any]) -> list[int]:
 
 def knee_index(values: Sequence[Any], summaries: Sequence[Summary], *, load: bool = True) -> int | None:
     """The knee's point index, or None when no point qualifies (none met the SLO, none finished a
-    request). Among the eligible points (`_eligible`), from the lowest load up, a point replaces
-    the knee so far only when its score rose by at least `GAIN` of its load's rise (`load`: the
-    values are the offered load, concurrency or rate); for other keys, when it beats the knee so
-    far by more than `TIE`. One point alone is no knee: there is nothing to compare it with (a
-    sweep stopped after its first point has not found one)."""
+    request). With `[slo]`, the contract's rule: the highest goodput among the points that met the
+    SLO (points within `TIE` of it tie, and the lowest load of them wins). Without, among the
+    eligible points (`_eligible`), from the lowest load up, a point replaces the knee so far only
+    when its throughput rose by at least `GAIN` of its load's rise (`load`: the values are the
+    offered load, concurrency or rate); for other keys, when it beats the knee so far by more than
+    `TIE`. One point alone is no knee: there is nothing to compare it with (a sweep stopped after
+    its first point has not found one)."""
     eligible = _eligible(load_order(values), summaries)
     if not eligible or len(summaries) < 2:
         return None
+    if has_slo(summaries):
+        best = max(score(summaries[i]) for i in eligible)
+        return next(i for i in eligible if score(summaries[i]) * (1.0 + TIE) >= best)
     knee = eligible[0]
     for i in eligible[1:]:
         have, got = score(summaries[knee]), score(summaries[i])

@@ -76,10 +76,10 @@ def end_notes(
     summary: Mapping[str, Any], resume: Callable[[], str], shared_prefix: bool = False
 ) -> list[str]:
     """What the end of a run says beyond its table: results that could not be saved (which file,
-    why), how many requests were not sent with the command that sends them (`resume()`), a
-    goodput below the `[slo]` target, each burst's step response, a client behind its schedule, and
-    how to turn on a server's cache report when the prompts share a prefix (`shared_prefix`) and
-    none was reported."""
+    why), how many requests were not sent or were cancelled at a stop, with the command that sends
+    them (`resume()`), a goodput below the `[slo]` target, each burst's step response, a client
+    behind its schedule, and how to turn on a server's cache report when the prompts share a
+    prefix (`shared_prefix`) and none was reported."""
     from oxconsole.metrics.due import behind
     from oxconsole.metrics.goodput import slo_note
     from oxconsole.metrics.stepresponse import step_notes
@@ -92,11 +92,17 @@ def end_notes(
             f"and its summary counts only the {req.get('total', 0):,} requests in the journal"
         )
     not_sent = req.get("not_sent", 0)
+    cancelled = req.get("cancelled") or 0
+    stopped = f"{cancelled:,} {'request' if cancelled == 1 else 'requests'} cancelled at the stop"
     if not_sent is None:
         notes.append(f"stopped before the end of the run; continue with: {resume()}")
     elif not_sent:
         what = "request" if not_sent == 1 else "requests"
         notes.append(f"{not_sent:,} {what} not sent; continue with: {resume()}")
+    elif cancelled:
+        notes.append(f"{stopped}; continue with: {resume()}")
+    if cancelled and not_sent != 0:
+        notes.append(f"{stopped}: --resume sends them again")
     notes += filter(None, [slo_note(summary), cache_note(summary, shared_prefix)])
     notes += step_notes(summary)
     notes += filter(None, [behind(summary)])

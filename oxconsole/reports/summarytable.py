@@ -137,7 +137,9 @@ def _totals_lines(s: Mapping[str, Any], width: int = WIDTH) -> list[str]:
         *_not_saved_lines(s),
         (
             f"requests  {req.get('total', 0):,} total  {req.get('ok', 0):,} ok  "
-            f"{req.get('error', 0):,} error  {req.get('retried', 0):,} retried{unsent}"
+            f"{req.get('error', 0):,} error  {req.get('retried', 0):,} retried"
+            + (f"  {req['cancelled']:,} cancelled" if req.get("cancelled") else "")
+            + unsent
             + (f"  {req['fallbacks']:,} fell back" if req.get("fallbacks") else "")
         ),
         (

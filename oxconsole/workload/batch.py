@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from oxconsole.workload.errors import WorkloadError, did_you_mean, fail, json_object
+from oxconsole.workload.lines import Line, bounded_lines
 from oxconsole.workload.promptdata import Prompt, content_chars
 
 URLS = {
@@ -29,7 +30,7 @@ _TEXT_KEYS = {"completions": "prompt", "embeddings": "input"}
 """The body field carrying the text of a completions or embeddings line."""
 
 
-def parse_batch_line(line: bytes, where: str, label: str, models: Mapping[str, str]) -> Prompt:
+def parse_batch_line(line: Line, where: str, label: str, models: Mapping[str, str]) -> Prompt:
     """One Batch input line as a prompt carrying its body; WorkloadError naming the line otherwise.
     `models`: each model's name -> its api."""
     obj = json_object(line, label, where, 'a JSON object with "custom_id", "method", "url" and "body"')
@@ -143,8 +144,8 @@ def batch_prompts(
     with `bad` given (a check of the whole file), each bad line is added there and passed over,
     so that every one can be told at once."""
     with open(path, "rb") as f:
-        for lineno, line in enumerate(f, 1):
-            if line and not line.isspace():
+        for lineno, line in bounded_lines(f, label, bad=bad):
+            if not line.isspace():
                 where = f"line {lineno}"
                 try:
                     prompt = parse_batch_line(line, where, label, models)

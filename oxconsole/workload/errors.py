@@ -100,7 +100,7 @@ def fail(label: str, path: str, expected: str, value: Any) -> NoReturn:
     raise error(label, path, expected, show(value))
 
 
-def json_object(raw: bytes | str, label: str, where: str, expected: str) -> dict[str, Any]:
+def json_object(raw: bytes | bytearray | str, label: str, where: str, expected: str) -> dict[str, Any]:
     """One line or entry of a JSON source as an object; WorkloadError naming it otherwise
     (`expected` says which keys it should carry)."""
     try:

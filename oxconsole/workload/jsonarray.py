@@ -3,7 +3,8 @@
 Why this module exists: ShareGPT dumps come as one JSON array of hundreds of megabytes; reading
 them with one `orjson.loads` would hold the whole file and every parsed object in memory at once.
 This reader finds where each top-level object starts and ends (strings and escapes respected) in
-1 MiB reads and hands out each object's bytes, so memory stays one read plus one object.
+1 MiB reads and hands out each object's bytes, so memory stays one read plus one object, and an
+object is at most `lines.LINE_MAX` long, as a line of a JSONL file is.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 from typing import BinaryIO
 
 from oxconsole.workload.errors import error
+from oxconsole.workload.lines import LINE_MAX, size_words
 
 _STRUCTURE = re.compile(rb'[\[\]{}"\\]')
 _GAP = b" \t\r\n,"
@@ -66,6 +68,8 @@ def array_objects(f: BinaryIO, label: str) -> Iterator[tuple[int, bytes]]:
                 depth -= 1
                 if depth == 1:
                     entry += 1
+                    if j + 1 - start > LINE_MAX:
+                        raise _too_long(label, entry)
                     yield entry, buf[start : j + 1]
                     start = -1
                     gap_from = j + 1
@@ -75,12 +79,18 @@ def array_objects(f: BinaryIO, label: str) -> Iterator[tuple[int, bytes]]:
                     ended = True
         cut = _kept_from(len(buf), start, gap_from, began and not ended)
         buf = buf[cut:]
+        if len(buf) > LINE_MAX:  # one entry (or the space before it) longer than any line may be
+            raise _too_long(label, entry + 1)
         pos = len(buf)
         skip_at -= cut
         if start >= 0:
             start -= cut
         gap_from -= cut
     _ending(began, ended, entry, label)
+
+
+def _too_long(label: str, entry: int) -> Exception:
+    return error(label, f"entry {entry}", f"an entry of at most {size_words(LINE_MAX)}", "a longer one")
 
 
 def _opening(buf: bytes, j: int, label: str) -> None:

@@ -28,6 +28,7 @@ from oxconsole.workload.errors import (
     show,
 )
 from oxconsole.workload.lengths import SAMPLE_MAX, draws, length_stats
+from oxconsole.workload.lines import Line, bounded_lines
 from oxconsole.workload.mediaprompts import (
     MEDIA_KEYS,
     check_needs,
@@ -101,7 +102,7 @@ def _line_body(obj: dict[str, Any], label: str, where: str) -> Any:
 
 
 def _parse_line(
-    line: bytes, lineno: int, label: str, models: frozenset[str], base: Path, check: bool = False
+    line: Line, lineno: int, label: str, models: frozenset[str], base: Path, check: bool = False
 ) -> _LineParts:
     """Validate one non-blank JSONL line; raise WorkloadError naming the line. `base`: the folder
     its media files are found from; `check`: data URLs decoded whole (the check before a run)."""
@@ -161,7 +162,7 @@ joined: with the default 8 KiB a 1 MB line (a 250,000-token prompt) cost 3-4 tim
 with 4 MiB (about one copy), on the loop that times requests."""
 
 
-def _file_lines(w: Workload) -> Iterator[tuple[int, bytes]]:
+def _file_lines(w: Workload) -> Iterator[tuple[int, Line]]:
     """(line number, line) for the non-blank lines of the prompts file, streamed."""
     path = w.prompts.file
     assert path is not None
@@ -172,8 +173,8 @@ def _file_lines(w: Workload) -> Iterator[tuple[int, bytes]]:
             printable(str(w.path)), "prompts.file", "a readable file", f"{show(str(path))} ({e.strerror})"
         ) from None
     with f:
-        for lineno, line in enumerate(f, 1):
-            if line.isspace() or not line:
+        for lineno, line in bounded_lines(f, _prompts_label(w)):
+            if line.isspace():
                 continue
             yield lineno, line
 

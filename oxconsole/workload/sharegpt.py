@@ -16,25 +16,26 @@ from typing import Any
 from oxconsole.workload.bounds import MAX_TOKENS
 from oxconsole.workload.errors import fail, json_object
 from oxconsole.workload.jsonarray import array_objects
+from oxconsole.workload.lines import Line, bounded_lines
 from oxconsole.workload.promptdata import Prompt
 
 HUMAN = frozenset({"human", "user"})
 ANSWER = frozenset({"gpt", "assistant", "chatgpt", "bard", "bing", "model"})
 
 
-def sharegpt_entries(f: Any, label: str) -> Iterator[tuple[str, bytes]]:
+def sharegpt_entries(f: Any, label: str) -> Iterator[tuple[str, Line]]:
     """(where, raw object) for each conversation: `entry N` in a JSON array, `line N` in JSONL."""
     head = f.peek(64)[:64].lstrip(b"\xef\xbb\xbf \t\r\n")
     if head.startswith(b"["):
         for n, raw in array_objects(f, label):
             yield f"entry {n}", raw
         return
-    for lineno, line in enumerate(f, 1):
-        if line and not line.isspace():
+    for lineno, line in bounded_lines(f, label):
+        if not line.isspace():
             yield f"line {lineno}", line
 
 
-def parse_conversation(raw: bytes, where: str, label: str) -> Prompt | None:
+def parse_conversation(raw: Line, where: str, label: str) -> Prompt | None:
     """The prompt of one conversation (id without pass suffix), or None when it has no human turn
     followed by an answer (such conversations are skipped, and counted). Raises WorkloadError
     naming the entry when it is not a ShareGPT conversation at all."""

@@ -17,7 +17,6 @@ does a row due more than a year after the first (`bounds.MAX_DURATION`: no run i
 from __future__ import annotations
 
 import csv
-import io
 from collections import OrderedDict
 from collections.abc import Iterator
 from datetime import datetime
@@ -28,6 +27,7 @@ import orjson
 
 from oxconsole.workload.bounds import MAX_DURATION, MAX_TOKENS
 from oxconsole.workload.errors import error, fail
+from oxconsole.workload.lines import TRACE_LINE_MAX, bounded_lines, too_long
 from oxconsole.workload.promptdata import Prompt
 from oxconsole.workload.synthtext import synthetic_text
 
@@ -119,7 +119,7 @@ def _datetime(s: str) -> datetime:
 
 
 def _mooncake(f: Any, label: str) -> Iterator[tuple[str, float, int, int, list[Any] | None]]:
-    for lineno, line in enumerate(f, 1):
+    for lineno, line in bounded_lines(f, label, TRACE_LINE_MAX):
         if not line.strip():
             continue
         where = f"line {lineno}"
@@ -144,18 +144,43 @@ def _mooncake(f: Any, label: str) -> Iterator[tuple[str, float, int, int, list[A
         )
 
 
+def _text_lines(f: Any, label: str) -> Iterator[str]:
+    """A CSV trace's lines as text, each within `TRACE_LINE_MAX` (a BOM before the first dropped)."""
+    for lineno, line in bounded_lines(f, label, TRACE_LINE_MAX):
+        try:
+            yield line.decode("utf-8-sig" if lineno == 1 else "utf-8")
+        except UnicodeDecodeError:
+            raise error(label, f"line {lineno}", "UTF-8 text", "bytes that are not") from None
+
+
+def _rows(f: Any, label: str) -> Iterator[tuple[int, list[str]]]:
+    """(line number, row) of a CSV trace; a field over the csv module's bound
+    (`csv.field_size_limit()`, 131,072 characters unless a program changed it) is bad input
+    naming its line, as a line over its bound is."""
+    rows = csv.reader(_text_lines(f, label))
+    while True:
+        try:
+            row = next(rows)
+        except StopIteration:
+            return
+        except csv.Error as e:
+            if "field limit" in str(e):
+                raise too_long(label, rows.line_num, csv.field_size_limit(), "a field") from None
+            raise error(label, f"line {rows.line_num}", "a CSV row", str(e)) from None
+        yield rows.line_num, row
+
+
 def _csv(f: Any, label: str, fmt: str) -> Iterator[tuple[str, float, int, int, list[Any] | None]]:
-    text = io.TextIOWrapper(f, encoding="utf-8-sig", newline="")
-    rows = csv.reader(text)
+    rows = _rows(f, label)
     want = _COLUMNS[fmt]
-    header = next(rows, None)
-    names = [h.strip() for h in header or ()]
+    _, header = next(rows, (1, []))
+    names = [h.strip() for h in header]
     missing = [c for c in want if c not in names]
     if missing:
         fail(label, "line 1", "a header naming the columns " + ", ".join(want), ",".join(names))
     cols = [names.index(c) for c in want]
     scale = 1.0
-    for lineno, row in enumerate(rows, 2):
+    for lineno, row in rows:
         if not row or all(not c.strip() for c in row):
             continue
         where = f"line {lineno}"

@@ -55,6 +55,7 @@ def test_headless_run_summary_json_and_report(tmp_path: Path) -> None:
         "total": 20,
         "ok": 20,
         "error": 0,
+        "cancelled": 0,
         "retried": 0,
         "fallbacks": 0,
         "sessions": 1,

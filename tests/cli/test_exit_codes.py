@@ -144,7 +144,7 @@ def test_a_run_that_reaches_its_duration_has_ended_not_stopped(tmp_path: Path) -
 
 
 # --- in process: a stop that only cuts the drain ------------------------------------------------
-async def test_a_stop_after_everything_was_sent_is_not_130(tmp_path: Path) -> None:
+async def test_a_stop_that_cancels_requests_after_everything_was_sent_is_130(tmp_path: Path) -> None:
     sets = {
         "run": {"concurrency": 6},
         "prompts.synthetic": {"count": 6, "input_tokens": 5, "output_tokens": 5},
@@ -164,14 +164,15 @@ async def test_a_stop_after_everything_was_sent_is_not_130(tmp_path: Path) -> No
     assert out.summary["requests"] == {
         "total": 6,
         "ok": 0,
-        "error": 6,
+        "error": 0,
+        "cancelled": 6,
         "retried": 0,
         "fallbacks": 0,
         "sessions": 1,
         "not_sent": 0,
     }
-    assert out.summary["errors"] == {"cancelled": 6}
-    assert out.exit_code == 1  # every request was sent: their cancellation is an error, not a stop
+    assert out.summary["errors"] == {}  # a cancellation is the stop's, not an error
+    assert out.exit_code == 130  # every request was sent, but 6 did not finish: --resume sends them
 
 
 def test_exit_code_precedence() -> None:
@@ -184,6 +185,7 @@ def test_exit_code_precedence() -> None:
     assert code(interrupted=True, not_sent=3, error=1) == 130
     assert code(interrupted=True, not_sent=None) == 130  # unknown: a cycling run stopped early
     assert code(interrupted=True, not_sent=0, error=2) == 1  # the stop only cut the drain
+    assert code(interrupted=False, not_sent=0, cancelled=2, error=1) == 130  # it cancelled some
     assert code(journal_failure="r.jsonl: No space left on device", interrupted=True, not_sent=9) == 4
 
 

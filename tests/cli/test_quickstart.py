@@ -216,8 +216,8 @@ def test_every_shipped_theme_is_a_theme_the_flag_takes() -> None:
 
 
 def test_request_errors_say_what_was_asked(tmp_path: Path, models_server: Any) -> None:
-    """A 404 says which request drew it and the /v1 hint; a refused connection asks whether the
-    server is running (the journal's error_detail)."""
+    """A 404 says which request drew it and the /v1 hint; a server that refuses the connections
+    opened before the first request is bad input asking whether it is running, nothing sent."""
     base = models_server.url.removesuffix("/v1")
     one = ["--model", "x", "--requests", "1", "--headless", "--set", "retry.max_attempts=1"]
     r = oxconsole_here("run", "--url", base, *one, "--output", "a.jsonl", cwd=tmp_path)
@@ -230,9 +230,10 @@ def test_request_errors_say_what_was_asked(tmp_path: Path, models_server: Any) -
     r = oxconsole_here(
         "run", "--url", f"http://127.0.0.1:{port}/v1", *one, "--output", "b.jsonl", cwd=tmp_path
     )
-    assert r.returncode == 1, r.stderr
-    [rec] = read_jsonl(tmp_path / "b.jsonl")
-    assert rec["error_detail"] == f"connection refused at 127.0.0.1:{port}: is the server running?", rec
+    assert r.returncode == 2, r.stderr
+    assert f"connection refused at 127.0.0.1:{port}: is the server running?" in r.stderr, r.stderr
+    assert "endpoints.default.base_url" in r.stderr, r.stderr
+    assert not (tmp_path / "b.jsonl").exists() or not read_jsonl(tmp_path / "b.jsonl")
 
 
 def test_an_embeddings_run_shows_input_tokens_per_second(tmp_path: Path) -> None:

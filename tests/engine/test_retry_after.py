@@ -27,9 +27,9 @@ from aiohttp import web
 
 from oxconsole.engine.runner import backoff_delay
 from oxconsole.engine.send.attempt import AttemptResult
-from oxconsole.engine.send.client import RETRY_AFTER_MAX, parse_retry_after, redact
+from oxconsole.engine.send.client import RETRY_AFTER_MAX, EndpointClient, parse_retry_after, redact
 from oxconsole.engine.send.request import retryable
-from oxconsole.workload import Workload
+from oxconsole.workload import Workload, WorkloadError
 from tests.support import journal, run
 from tests.support.http import needs_openssl, self_signed
 from tests.support.workloads import Sets, load_workload
@@ -428,12 +428,21 @@ async def test_tls_failure_is_a_connection_error_saying_why(
 async def test_connection_refused_is_a_connection_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """An attempt refused is a `connection` error saying so; a run whose endpoint refuses even the
+    connections opened before its clock is bad input, nothing sent (test_refused_endpoint.py)."""
     monkeypatch.setenv(KEY_ENV, SK_KEY)
     up = Upstream()
     runner = await serve(up)
     await runner.cleanup()  # the port is closed now: nothing listens there
+    c = EndpointClient("up", up.url, SK_KEY, max_connections=2, timeout=5.0)
+    body = {"model": "ok-model", "messages": [{"role": "user", "content": "hi"}]}
+    try:
+        res = await c.attempt(body, stream=False, timeout=5.0, save_text=False)
+    finally:
+        await c.close()
+    assert res.error == "connection", res
+    assert res.detail is not None and res.detail.startswith("connection refused at 127.0.0.1:"), res
     w = workload_for(tmp_path, up, {"ok-model": 1}, sets={"retry.max_attempts": 1})
-    await run(w)
-    (r,) = journal(w)
-    assert r["error"] == "connection", r
-    assert "refused" in r["error_detail"].lower() or "connect" in r["error_detail"].lower(), r
+    with pytest.raises(WorkloadError, match=r"endpoints\.up\.base_url: expected a server that accepts"):
+        await run(w)
+    assert not w.results_path().exists() or not journal(w)

@@ -42,6 +42,7 @@ REQUIRED = [
     ("aiohttp", "StreamReader.read_nowait"),
     ("aiohttp", "ClientRequest"),
     ("aiohttp", "TCPConnector.connect"),
+    ("aiohttp", "TCPConnector._get"),
     ("aiohttp.connector", "Connection.release"),
 ]
 

@@ -82,7 +82,7 @@ def test_a_lone_surrogate_in_an_error_body_is_journaled(tmp_path: Path, run_dirs
     assert "not sent" not in r.stdout + r.stderr, r.stdout
 
 
-def test_impossible_usage_counts_are_clamped_and_summarised(tmp_path: Path, run_dirs: Path) -> None:
+def test_impossible_usage_counts_are_estimated_and_summarised(tmp_path: Path, run_dirs: Path) -> None:
     huge = 2**62
     usage = {"prompt_tokens": huge, "completion_tokens": huge, "total_tokens": 2 * huge}
     body = json.dumps({"choices": [{"message": {"content": "ok"}}], "usage": usage}).encode()
@@ -91,9 +91,11 @@ def test_impossible_usage_counts_are_clamped_and_summarised(tmp_path: Path, run_
         r = oxconsole_here(path, "--headless", "--summary-json", "s.json", cwd=tmp_path)
     assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
     summary = json.loads((tmp_path / "s.json").read_text())
-    assert summary["tokens"]["input"] == 20 * RECORD_TOKENS_MAX, summary["tokens"]
+    # not believed (engine/send/usage.py): estimated, far below the journal's own clamp
+    assert 0 < summary["tokens"]["input"] < 20 * 100, summary["tokens"]
     recs = read_jsonl(tmp_path / "out" / "results.jsonl")
-    assert {rec["output_tokens"] for rec in recs} == {RECORD_TOKENS_MAX}, recs[:2]
+    assert {rec["tokens_source"] for rec in recs} == {"estimate"}, recs[:2]
+    assert all(0 < rec["output_tokens"] < RECORD_TOKENS_MAX for rec in recs), recs[:2]
 
 
 def test_a_record_that_cannot_be_encoded_is_a_failure_not_a_traceback(tmp_path: Path) -> None:

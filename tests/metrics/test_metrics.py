@@ -243,6 +243,7 @@ def test_collector_summary_matches_exact_stats() -> None:
         "total": len(recs),
         "ok": len(ok),
         "error": len(recs) - len(ok),
+        "cancelled": 0,
         "retried": sum(r.attempts > 1 for r in recs),
         "fallbacks": 0,
         "sessions": 1,

@@ -176,7 +176,7 @@ def test_summary_json_on_stdout_leaves_stdout_parseable(tmp_path: Path, target: 
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["requests"]["ok"] == 20  # the JSON alone
     assert "latency" in r.stderr  # the table went to stderr
-    assert "summary: stdout" in r.stderr
+    assert f"summary: {tmp_path / 'out' / 'summary.json'}, stdout" in r.stderr  # and beside the journal
     assert not (tmp_path / "-").exists()
 
 
@@ -185,7 +185,7 @@ def test_summary_json_on_stderr(tmp_path: Path) -> None:
     w = workload(tmp_path, tmp_path / "out" / "results.jsonl")
     r = oxc_process(str(w), "--headless", "--summary-json", "/dev/stderr", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    assert "latency" in r.stdout and '"requests"' in r.stderr and "summary: stderr" in r.stderr
+    assert "latency" in r.stdout and '"requests"' in r.stderr and "summary.json, stderr" in r.stderr
 
 
 # --- where are my results -----------------------------------------------------------------------
@@ -196,13 +196,14 @@ def test_headless_run_ends_saying_where_its_files_are_and_counts_kept_journals(t
     r = oxc(str(w), "--headless", "--summary-json", "s.json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     last = r.stderr.strip().splitlines()
-    assert last[-1] == f"oxconsole: results: {journal} (20 records); summary: s.json"
+    beside = journal.with_name("summary.json")
+    assert last[-1] == f"oxconsole: results: {journal} (20 records); summary: {beside}, s.json"
     assert "earlier journals" not in r.stderr and "kept as" not in r.stderr
 
     r = oxc(str(w), "--headless", cwd=tmp_path)
     [kept] = earlier_journals(journal)
     assert r.stderr.strip().splitlines()[-2:] == [
-        f"oxconsole: results: {journal} (20 records)",
+        f"oxconsole: results: {journal} (20 records); summary: {beside}",
         f"oxconsole: the previous journal was kept as {kept}",
     ]
     # one more kept aside by hand, as a run keeps it (a distinct time stamp each), then a third run

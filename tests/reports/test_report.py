@@ -71,6 +71,7 @@ def test_journal_summary_equals_collector_summary(tmp_path: Path) -> None:
         "total": len(recs),
         "ok": len(ok),
         "error": len(recs) - len(ok),
+        "cancelled": 0,
         "retried": sum(r.attempts > 1 for r in recs),
         "fallbacks": sum(bool(r.models_tried) for r in recs),
         "sessions": 1,
@@ -104,7 +105,15 @@ def test_duplicate_ids_last_record_wins(tmp_path: Path) -> None:
     path = tmp_path / "run" / "results.jsonl"
     write_journal(path, [first, ok_b, resumed])
     s = summary_from_journal(path)
-    assert s["requests"] == {"total": 2, "ok": 2, "error": 0, "retried": 0, "fallbacks": 0, "sessions": 1}
+    assert s["requests"] == {
+        "total": 2,
+        "ok": 2,
+        "error": 0,
+        "cancelled": 0,
+        "retried": 0,
+        "fallbacks": 0,
+        "sessions": 1,
+    }
     assert s["errors"] == {}
     assert s["duration_s"] == 101.0  # 100.0 .. 200.0 + 1 s
 

@@ -113,9 +113,10 @@ needs_openssl = pytest.mark.skipif(shutil.which("openssl") is None, reason="need
 
 
 async def read_request(reader: asyncio.StreamReader) -> bytes:
-    """One HTTP/1.1 request off a raw connection: its head, then its Content-Length body; the head."""
+    """One HTTP/1.1 request off a raw connection: its head, then its Content-Length body (none for
+    a GET, such as the run's `GET /models` before its clock); the head."""
     head = await reader.readuntil(b"\r\n\r\n")
     lines = head.split(b"\r\n")
-    length = next(int(ln.split(b":", 1)[1]) for ln in lines if ln.lower().startswith(b"content-length:"))
+    length = next((int(ln.split(b":", 1)[1]) for ln in lines if ln.lower().startswith(b"content-length:")), 0)
     await reader.readexactly(length)
     return head

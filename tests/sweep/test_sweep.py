@@ -244,6 +244,25 @@ def test_with_slo_the_knee_is_the_highest_goodput_with_the_slo_met(
 
 
 @pytest.mark.slow
+def test_with_slo_a_modest_gain_that_meets_it_is_the_knee(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A simulator that slows as its batch grows (load curve knee 2, power 1: each request
+    ttft x (1 + b/2)), as a CPU engine does: 750 ms at 1 in flight, 1 s at 2, 1.5 s at 4, 2.5 s at 8,
+    goodput rising +33-50% a doubling up to 4. The SLO (2 s, 500 ms either side of 4 and 8) is met
+    at 1, 2 and 4: the knee is 4, the highest goodput with the SLO met."""
+    path = write(tmp_path, capacity=64, ttft="500ms")
+    text = path.read_text().replace("[sim.models.m]", "[sim.models.m]\nknee = 2\nknee_power = 1")
+    path.write_text(text + '\n[slo]\nlatency = "2s"\ntarget = 0.9\n')
+    args = ("--over", "concurrency=1,2,4,8", "--point-duration", "5s", "--summary-json", "s.json")
+    assert sweep(tmp_path, *args, monkeypatch=monkeypatch) == 0
+    data = json.loads((tmp_path / "s.json").read_text())
+    shown = [(p["value"], p["slo_met"], p["summary"]["goodput"]["requests_per_s"]) for p in data["points"]]
+    assert [m for _, m, _ in shown] == [True, True, True, False], shown
+    assert data["knee"] == {"index": 2, "value": 4}, shown
+
+
+@pytest.mark.slow
 def test_no_point_meeting_the_slo_is_no_knee_and_exit_3(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

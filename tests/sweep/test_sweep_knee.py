@@ -72,6 +72,45 @@ def test_with_slo_the_knee_is_the_highest_goodput_with_the_slo_met() -> None:
     assert [slo_met(s) for s in summaries] == [True, True, True, False]
 
 
+def good(rps: float, met: bool) -> dict[str, Any]:
+    """A point's summary with `[slo]`: goodput `rps`, the SLO met or not."""
+    g = {"requests_per_s": rps, "fraction": 0.99 if met else 0.5, "target": 0.9, "met": met}
+    return summary(rps, 1000.0, goodput=g)
+
+
+def test_with_slo_a_cpu_engines_modest_gains_still_move_the_knee() -> None:
+    """llama-server on 4 slots: goodput 1.12/1.53/2.08/0.23 req/s at 1/2/4/8, the SLO met at 1, 2
+    and 4 (+28-48% a doubling, less than half the load's rise): the knee is 4, the highest goodput
+    with the SLO met."""
+    values = [1, 2, 4, 8]
+    summaries = [good(1.12, True), good(1.53, True), good(2.08, True), good(0.23, False)]
+    assert knee_index(values, summaries) == 2
+
+
+def test_with_slo_the_best_goodput_wins_wherever_it_is_and_ties_go_to_the_lower_load() -> None:
+    assert knee_index([1, 2, 4], [good(10, True), good(30, True), good(25, True)]) == 1
+    # within 3% of the best: the lower load (noise must not move the knee)
+    assert knee_index([1, 2, 4, 8], [good(10, True), good(20, True), good(20.4, True), good(9, False)]) == 1
+    # a point that missed the SLO is never the knee, however high its goodput
+    assert knee_index([1, 2], [good(10, True), good(50, False)]) == 0
+
+
+def test_the_search_with_slo_climbs_a_cpu_engines_curve_to_the_last_point_that_meets_it() -> None:
+    """Goodput x1.4 a doubling (far less than the load's x2) and the SLO met up to 8: the search
+    doubles to 16, finds it past the knee, bisects back, and the knee is 8."""
+
+    def curve(c: int) -> dict[str, Any]:
+        return good(c**0.5, c <= 8)
+
+    measured: dict[int, dict[str, Any]] = {}
+    while (v := next_auto_value(measured)) is not None:
+        measured[v] = curve(v)
+        assert len(measured) < 30, sorted(measured)
+    values = sorted(measured)
+    k = knee_index(values, [measured[v] for v in values])
+    assert k is not None and values[k] == 8, (values, k)
+
+
 def test_no_knee_when_no_point_met_the_slo_or_finished_a_request() -> None:
     bad = {"requests_per_s": 1.0, "fraction": 0.1, "target": 0.95, "met": False}
     assert knee_index([1, 2], [summary(5, 100, goodput=bad), summary(9, 100, goodput=bad)]) is None

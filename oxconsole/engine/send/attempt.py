@@ -38,6 +38,8 @@ class AttemptResult:
     """Reasoning tokens counted by the reader (chunks, or text / 4), for when usage says nothing."""
     cached_tokens: int | None = None
     tool_calls: int | None = None
+    usage_doubt: str | None = None
+    """The first count of the answer's usage that was not believed (`usage.py`): then it keeps none."""
     audio_out_s: float | None = None
     """Speech: the seconds of audio received."""
     images_out: int | None = None

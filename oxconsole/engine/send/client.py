@@ -38,6 +38,7 @@ from oxconsole.engine.headroom import Headroom
 from oxconsole.engine.send import internals
 from oxconsole.engine.send.apis import PATHS
 from oxconsole.engine.send.attempt import AttemptResult, BadResponse, Encoded
+from oxconsole.engine.send.listed import LIST_BYTES_MAX, did_you_mean, model_names
 from oxconsole.engine.send.mediareaders import read_images, read_rerank, read_speech, read_transcription
 from oxconsole.engine.send.responses import read_response, read_response_stream
 from oxconsole.engine.send.stream import (
@@ -48,9 +49,10 @@ from oxconsole.engine.send.stream import (
     read_stream,
     size_words,
 )
+from oxconsole.engine.send.usage import bound_usage
 from oxconsole.workload.schema import MEDIA_APIS
 
-__all__ = ["DETAIL_MAX", "RETRY_AFTER_MAX", "AttemptResult", "BodyLimits", "EndpointClient"]
+__all__ = ["DETAIL_MAX", "RETRY_AFTER_MAX", "AttemptResult", "BodyLimits", "EndpointClient", "Refused"]
 
 RETRY_AFTER_MAX = 60.0
 """The longest wait a server's Retry-After (or retry-after-ms) is honoured for, in seconds. A server
@@ -132,6 +134,10 @@ class EndpointClient:
         self.limits = limits or BodyLimits()
         """How much of an answer is read (`stream.BodyLimits`)."""
         self._max_connections = max_connections
+        self.pool_room = asyncio.Semaphore(max_connections)
+        """A place in the connection pool, taken by each attempt before its clock starts
+        (`request.Sender`): with more requests in flight than `max_connections`, the wait for a
+        connection is the request's queue time, never counted in its TTFT, latency or timeout."""
         # Made here, not in the first attempt (loading the CA bundle is ~0.1 s of CPU, which would
         # count against that attempt's timeout); an http endpoint never needs one (a redirect
         # never leaves its origin).
@@ -155,6 +161,8 @@ class EndpointClient:
         self.headroom: Headroom | None = None
         """Told of every attempt and its answer's rate-limit headers (set by the run's shard)."""
         self._session: aiohttp.ClientSession | None = None
+        self.listing: tuple[str, ...] | None = None
+        """The models the endpoint lists (`listed`), when it said."""
 
     async def close(self) -> None:
         if self._session is not None:
@@ -166,7 +174,7 @@ class EndpointClient:
         as the SDK verifies it, no aiohttp timers (each attempt is bounded as a whole), bodies
         decompressed by aiohttp a bounded piece at a time."""
         if self._session is None:
-            connector = aiohttp.TCPConnector(
+            connector = internals.PooledConnector(
                 limit=self._max_connections,
                 keepalive_timeout=internals.KEEPALIVE_S,
                 ssl=self._ssl,
@@ -194,16 +202,22 @@ class EndpointClient:
         """Before the run's clock: have `count` connections (at most `max_connections`) open and
         idle in the pool, so that the first wave's TTFT holds no TCP or TLS handshake, as no later
         request on a kept-alive connection does. Gives up at the first failure or after `within`
-        seconds (the attempts then open and report their own); returns how many were opened."""
+        seconds (the attempts then open and report their own); returns how many were opened.
+        Raises `Refused` when the server refused them and none opened: nothing can be sent."""
         count = min(count, self._max_connections)
         if count <= 0 or not self._templates:
             return 0
         session = self.session()
         url = next(iter(self._templates.values())).url
         held: list[aiohttp.connector.Connection] = []
+        failed: list[BaseException] = []
 
         async def one() -> None:
-            held.append(await internals.open_connection(session, url, within))
+            try:
+                held.append(await internals.open_connection(session, url, within))
+            except Exception as err:
+                failed.append(err)
+                raise
 
         tasks = [asyncio.create_task(one()) for _ in range(count)]
         try:
@@ -217,7 +231,35 @@ class EndpointClient:
             await asyncio.gather(*tasks, return_exceptions=True)
             for conn in held:  # all held until here: a released one would be taken again
                 conn.release()
+        if not held and failed and _refused(failed[0]):
+            raise Refused(scrub(_cause_detail(failed[0]), self._secrets))
         return len(held)
+
+    @property
+    def models_url(self) -> str:
+        return str(self.sdk.base_url).rstrip("/") + "/models"
+
+    async def listed(self, within: float) -> tuple[str, ...] | None:
+        """Before the run's clock: the models `GET base_url/models` lists, its answer read within
+        `listed.LIST_BYTES_MAX` bytes and `within` seconds; None when the server does not say
+        (no such route, an error, another shape). Kept for the did-you-mean of a 404."""
+        if not self._templates:
+            return None
+        built = next(iter(self._templates.values())).headers
+        headers = {k: v for k, v in built.items() if k.lower() != "content-type"}
+        try:
+            async with asyncio.timeout(within):
+                resp = await self.session().get(self.models_url, headers=headers, allow_redirects=False)
+                try:
+                    if resp.status != 200:
+                        return None
+                    raw, _ = await collect(resp, LIST_BYTES_MAX, "model list")
+                finally:
+                    resp.release()
+        except (TimeoutError, BadResponse, aiohttp.ClientError, OSError):
+            return None
+        self.listing = model_names(raw)
+        return self.listing
 
     async def _prepared(self, timeout: float, path: str) -> _Prepared:
         tmpl = await internals.template(self.sdk, timeout, path)
@@ -226,10 +268,16 @@ class EndpointClient:
         return prepared
 
     async def _send(
-        self, body: bytes, timeout: float, path: str, content_type: str | None = None
+        self,
+        body: bytes,
+        timeout: float,
+        path: str,
+        content_type: str | None = None,
+        new_connection: bool = False,
     ) -> aiohttp.ClientResponse:
         """The response once its headers are in, after any same-origin 307/308 redirects; sent as
-        `content_type` when given (a multipart form), else as the SDK's JSON."""
+        `content_type` when given (a multipart form), else as the SDK's JSON (`new_connection`: on
+        a new connection, not one of the pool's)."""
         p = self._templates.get((timeout, path)) or await self._prepared(timeout, path)
         headers = p.headers
         if content_type is not None:
@@ -241,6 +289,7 @@ class EndpointClient:
         session = self.session()
         url = p.url
         for _ in range(MAX_REDIRECTS + 1):
+            internals.next_request(new_connection=new_connection)
             resp = await session.post(url, data=body, headers=headers, allow_redirects=False)
             if resp.status not in (307, 308):
                 return resp
@@ -274,7 +323,17 @@ class EndpointClient:
         seq = room.sending() if room is not None else 0
         try:
             async with asyncio.timeout(timeout):
-                resp = await self._send(data, timeout, PATHS[api], ctype)
+                try:
+                    resp = await self._send(data, timeout, PATHS[api], ctype)
+                except aiohttp.ClientConnectionError:
+                    if not internals.reused():
+                        raise
+                    # A kept-alive connection the server had closed, found closed before any byte
+                    # of an answer: the request never reached the server. Again at once, once, on
+                    # a new connection (curl's rule): not an attempt, and its clock starts again.
+                    res.t_sent = time.time()
+                    t0 = time.perf_counter()
+                    resp = await self._send(data, timeout, PATHS[api], ctype, new_connection=True)
                 headers_seen = True
                 if room is not None:
                     room.seen(resp.headers, seq)
@@ -294,10 +353,14 @@ class EndpointClient:
         finally:
             if room is not None and not headers_seen:
                 room.unanswered(seq)
+        fields = body if isinstance(body, dict) else {}  # a multipart form caps nothing we read
+        bound_usage(res, fields)
         if res.error is None:
             res.ok = True
         elif res.detail:
             res.detail = scrub(res.detail, self._secrets)
+            if res.status == 404 and self.listing:
+                res.detail = _model_hint(res.detail, fields.get("model"), self.listing)
         if res.latency_ms is None and res.ok:
             res.latency_ms = (time.perf_counter() - t0) * 1000.0
         return res
@@ -381,6 +444,14 @@ class EndpointClient:
             res.detail = scrub(res.detail, self._secrets, DETAIL_MAX - len(hint)) + hint
 
 
+class Refused(Exception):
+    """The endpoint refused every connection opened before the run's clock: its detail says where."""
+
+
+def _refused(err: BaseException) -> bool:
+    return isinstance(err, aiohttp.ClientConnectorError) and isinstance(err.os_error, ConnectionRefusedError)
+
+
 class _Prepared:
     """An endpoint's request as the SDK built it, in aiohttp's types (parsed once)."""
 
@@ -390,6 +461,17 @@ class _Prepared:
         self.url = url
         self.headers = headers
         self.idempotency_header = idempotency_header
+
+
+def _model_hint(detail: str, model: Any, listing: Sequence[str]) -> str:
+    """A 404's detail for a model the endpoint does not list, with the name it most likely meant."""
+    if not isinstance(model, str) or model in listing:
+        return detail
+    guess = did_you_mean(model, listing)
+    if guess is None:
+        return detail
+    hint = f' (did you mean "{guess}"? the endpoint lists it)'
+    return detail[: DETAIL_MAX - len(hint)] + hint
 
 
 def _origin(url: yarl.URL) -> tuple[str, str | None, int | None]:
@@ -444,6 +526,7 @@ def _cause_detail(err: BaseException) -> str:
             reason = getattr(e, "verify_message", None) or "certificate verify failed"
             return f"TLS: {reason}{TLS_HINT}"
         e = e.__cause__ or e.__context__
-    if isinstance(err, aiohttp.ClientConnectorError) and isinstance(err.os_error, ConnectionRefusedError):
+    if _refused(err):
+        assert isinstance(err, aiohttp.ClientConnectorError)
         return f"connection refused at {err.host}:{err.port}: is the server running?"
     return f"{type(err).__name__}: {err}"

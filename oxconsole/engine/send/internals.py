@@ -3,7 +3,8 @@
 Why this module exists: the openai SDK builds each request (URL, auth, platform headers) and makes
 its status errors, but only through private methods; aiohttp parses each network read in its
 protocol's `data_received`, and the fastest honest way to time a read is to be handed it there,
-which takes a reader of our own class in place of aiohttp's. Such names change across releases
+which takes a reader of our own class in place of aiohttp's; and whether a request went out on a
+kept-alive connection is known only inside aiohttp's connector (`_get`). Such names change across releases
 without notice, so nothing else in the package touches them: `client.py` and `stream.py` call the
 functions below, and tests/engine/test_sdk_contract.py names the installed version and what is gone when
 one of them breaks (pyproject pins the ranges tested).
@@ -15,6 +16,7 @@ import asyncio
 import ssl
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,6 +90,39 @@ def pool_limits(max_connections: int) -> httpx2.Limits:
 def ssl_context(verify: bool) -> ssl.SSLContext:
     """TLS as the SDK's transport verifies it: certifi's bundle, or SSL_CERT_FILE / SSL_CERT_DIR."""
     return httpx2.create_ssl_context(verify=verify)
+
+
+# -- aiohttp: whether a request went out on a kept-alive connection --------------------------------
+
+_REUSED: ContextVar[bool] = ContextVar("oxconsole_reused", default=False)
+_NEW_ONLY: ContextVar[bool] = ContextVar("oxconsole_new_only", default=False)
+
+
+class PooledConnector(aiohttp.TCPConnector):
+    """aiohttp's connector, noting (in the task that asked) whether the connection it handed out
+    came from its pool of kept-alive ones, and able to pass the pool by: a request that fails on a
+    pooled connection before any byte of its answer never reached the server (the server had
+    closed that connection), and is sent again on a new one."""
+
+    async def _get(self, key: Any, traces: Any) -> Any:
+        if _NEW_ONLY.get():
+            return None
+        conn = await super()._get(key, traces)
+        if conn is not None:
+            _REUSED.set(True)
+        return conn
+
+
+def next_request(*, new_connection: bool = False) -> None:
+    """Before a request (in its task): it has no connection yet; `new_connection`: it gets a new
+    one, whatever the pool holds."""
+    _REUSED.set(False)
+    _NEW_ONLY.set(new_connection)
+
+
+def reused() -> bool:
+    """Whether the current task's last request went out on a kept-alive connection."""
+    return _REUSED.get()
 
 
 # -- aiohttp: a connection opened with no request on it ---------------------------------------------

@@ -32,6 +32,7 @@ from oxconsole.engine.send.stream import (
     sse_object,
 )
 from oxconsole.engine.send.thinking import text_estimate
+from oxconsole.engine.send.usage import count
 from oxconsole.media.audiolen import audio_seconds
 from oxconsole.media.audiostream import AudioCounter
 from oxconsole.media.kinds import MediaError, image_type
@@ -54,12 +55,12 @@ def _tokens(u: Any, res: AttemptResult, inp: tuple[str, ...], out: tuple[str, ..
     """Input and output tokens from a usage object, the first key of each list that is there."""
     if not isinstance(u, dict):
         return
-    for k in inp:
-        if (n := _int(u.get(k))) is not None:
+    for k in inp:  # each count within its bounds (`usage.count`: a doubted one keeps no usage)
+        if (n := count(u, k, res)) is not None:
             res.input_tokens = n
             break
     for k in out:
-        if (n := _int(u.get(k))) is not None:
+        if (n := count(u, k, res)) is not None:
             res.output_tokens = n
             break
 

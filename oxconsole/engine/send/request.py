@@ -26,6 +26,7 @@ from oxconsole.engine.send.client import RETRY_AFTER_MAX, AttemptResult, Endpoin
 from oxconsole.engine.send.health import FAIL, NEUTRAL, OK, ModelHealth, counts_against_model
 from oxconsole.engine.send.mediabodies import media_fields
 from oxconsole.engine.send.thinking import record_fields
+from oxconsole.engine.send.usage import doubt_warning
 from oxconsole.journal.records import RequestRecord, billed_units
 from oxconsole.workload import ModelConfig, Prompt, Workload
 from oxconsole.workload.schema import MEDIA_APIS
@@ -155,6 +156,8 @@ class Sender:
         self.save_text = w.output.save_text
         """Keep answers' text (packing keeps it to split a pack's answer, whatever save_text says)."""
         self._unstreamed: set[str] = set()
+        self._doubted: set[str] = set()
+        """Endpoints whose usage was not believed once (said once each)."""
         self.cascade: Judge | None = None
         """With `[quality]`: each answer judged, a failed one sent on down the cascade (set by the
         shard: `engine/send/cascade.py`)."""
@@ -224,7 +227,16 @@ class Sender:
         self, story: Story, m: ModelConfig, client: EndpointClient, body: dict[str, Any] | Encoded
     ) -> tuple[AttemptResult, bool]:
         """One attempt, classified: its result, and whether a rejected field was adapted (then the
-        body must be built again). Its outcome goes to the model's health in every case."""
+        body must be built again). Its outcome goes to the model's health in every case. It starts
+        once a place in the endpoint's connection pool is free: the wait for one is queue time
+        (the first attempt's `queue_ms`), not the server's."""
+        async with client.pool_room:
+            return await self._sent(story, m, client, body)
+
+    async def _sent(
+        self, story: Story, m: ModelConfig, client: EndpointClient, body: dict[str, Any] | Encoded
+    ) -> tuple[AttemptResult, bool]:
+        """The attempt itself, its place in the pool taken: from here its request is sent."""
         story.attempts += 1
         story.tried_attempts[-1] += 1
         if story.t_first_send is None:
@@ -249,6 +261,9 @@ class Sender:
                     f"endpoint {m.endpoint}: a streamed request was answered with one JSON "
                     "body (the server does not stream): no TTFT or inter-token latency"
                 )
+            if res.usage_doubt is not None and m.endpoint not in self._doubted:
+                self._doubted.add(m.endpoint)
+                self.warnings.append(doubt_warning(m.endpoint, res.usage_doubt))
             if res.ok:
                 outcome = OK
             elif not adapted and counts_against_model(res):

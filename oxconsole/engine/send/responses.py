@@ -20,6 +20,7 @@ import aiohttp
 from oxconsole.engine.send.attempt import AttemptResult, BadResponse
 from oxconsole.engine.send.stream import BodyLimits, SseLines, json_answer, read_events, sse_object
 from oxconsole.engine.send.thinking import text_estimate, usage_details
+from oxconsole.engine.send.usage import count
 
 __all__ = ["read_response", "read_response_stream"]
 
@@ -35,10 +36,11 @@ def _usage(resp: Any, res: AttemptResult) -> None:
     u = resp.get("usage") if isinstance(resp, dict) else None
     if not isinstance(u, dict):
         return
-    it, ot = u.get("input_tokens"), u.get("output_tokens")
-    if type(it) is int:
+    it, ot = count(u, "input_tokens", res), count(u, "output_tokens", res)
+    count(u, "total_tokens", res)
+    if it is not None:
         res.input_tokens = it
-    if type(ot) is int:
+    if ot is not None:
         res.output_tokens = ot
     usage_details(u, res, responses=True)
 
@@ -168,5 +170,5 @@ async def read_response(
     res.content_chunks = 1 if text or reasoning or calls else 0
     if save_text:
         res.text = text
-    if res.output_tokens is None:
-        res.extra["estimated_output"] = text_estimate(text) + (res.reasoning_estimate or 0)
+    # kept even beside usage: a usage not believed (`usage.py`) falls back to it
+    res.extra["estimated_output"] = text_estimate(text) + (res.reasoning_estimate or 0)

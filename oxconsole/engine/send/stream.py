@@ -29,6 +29,7 @@ from oxconsole.engine.send.thinking import (
     text_estimate,
     usage_details,
 )
+from oxconsole.engine.send.usage import count
 
 _DONE = b"[DONE]"
 MIB = 1 << 20
@@ -58,11 +59,12 @@ def size_words(n: int) -> str:
 def _usage(obj: dict[str, Any], res: AttemptResult) -> None:
     u = obj.get("usage")
     if isinstance(u, dict):
-        pt = u.get("prompt_tokens")
-        ct = u.get("completion_tokens")
-        if isinstance(pt, int):
+        pt = count(u, "prompt_tokens", res)
+        ct = count(u, "completion_tokens", res)
+        count(u, "total_tokens", res)
+        if pt is not None:
             res.input_tokens = pt
-        if isinstance(ct, int):
+        if ct is not None:
             res.output_tokens = ct
         usage_details(u, res)
         if "timings" in obj:
@@ -473,9 +475,9 @@ async def read_json(
         res.text = text if isinstance(text, str) else str(text)
         if not res.text and reasoning:
             res.text = reasoning
-    if res.output_tokens is None:
-        est = text_estimate(text) if isinstance(text, str) else 0
-        res.extra["estimated_output"] = est + (res.reasoning_estimate or 0)
+    # kept even beside usage: a usage not believed (`usage.py`) falls back to it
+    est = text_estimate(text) if isinstance(text, str) else 0
+    res.extra["estimated_output"] = est + (res.reasoning_estimate or 0)
 
 
 async def read_embeddings(

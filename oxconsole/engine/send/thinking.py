@@ -12,6 +12,7 @@ from typing import Any, Final
 
 from oxconsole.base.figures import TTFOT
 from oxconsole.engine.send.attempt import AttemptResult
+from oxconsole.engine.send.usage import count
 
 THINK_OPEN: Final = "<think>"
 THINK_CLOSE: Final = "</think>"
@@ -20,9 +21,8 @@ HELD_MAX: Final = 64
 the answer itself."""
 
 
-def _count(d: Any, key: str) -> int | None:
-    v = d.get(key) if isinstance(d, dict) else None
-    return v if type(v) is int and v >= 0 else None
+def _count(d: Any, key: str, res: AttemptResult) -> int | None:
+    return count(d, key, res) if isinstance(d, dict) else None
 
 
 def usage_details(u: dict[str, Any], res: AttemptResult, responses: bool = False) -> None:
@@ -30,12 +30,12 @@ def usage_details(u: dict[str, Any], res: AttemptResult, responses: bool = False
     `completion_tokens_details`, or the Responses API's `input_tokens_details` and
     `output_tokens_details`), when it says them."""
     pre = ("input", "output") if responses else ("prompt", "completion")
-    cached = _count(u.get(pre[0] + "_tokens_details"), "cached_tokens")
+    cached = _count(u.get(pre[0] + "_tokens_details"), "cached_tokens", res)
     if cached is None and not responses:
-        cached = _count(u, "prompt_cache_hit_tokens")  # DeepSeek's own name for it
+        cached = _count(u, "prompt_cache_hit_tokens", res)  # DeepSeek's own name for it
     if cached is not None:
         res.cached_tokens = cached
-    reasoning = _count(u.get(pre[1] + "_tokens_details"), "reasoning_tokens")
+    reasoning = _count(u.get(pre[1] + "_tokens_details"), "reasoning_tokens", res)
     if reasoning is not None:
         res.reasoning_tokens = reasoning
 
@@ -43,7 +43,7 @@ def usage_details(u: dict[str, Any], res: AttemptResult, responses: bool = False
 def llama_cache(obj: dict[str, Any], res: AttemptResult) -> None:
     """llama.cpp's cached prompt tokens (`timings.cache_n`, beside its usage), when usage says none."""
     if res.cached_tokens is None:
-        cached = _count(obj.get("timings"), "cache_n")
+        cached = _count(obj.get("timings"), "cache_n", res)
         if cached is not None:
             res.cached_tokens = cached
 

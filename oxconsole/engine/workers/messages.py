@@ -39,7 +39,9 @@ Worker -> parent:
     {END: {...}}                     the last message: "ok", "error", "warnings", "cooldowns",
                                      "loop_lag_ms" and "gc" of the worker's run, and "complete":
                                      its dispatch reached the end (every prompt of its share
-                                     started, or run.duration ran out), not a stop
+                                     started, or run.duration ran out), not a stop; or, from a worker
+                                     whose set-up found bad input (an endpoint that refused its
+                                     connections), "bad_input": the message, and nothing sent
     The pipe closing without END means the worker died: the parent reports it.
 """
 

@@ -36,7 +36,7 @@ from oxconsole.engine.workers.worker import worker_main
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics import ratelimit
 from oxconsole.metrics.snapshot import Gauges, ModelGauge
-from oxconsole.workload import Workload
+from oxconsole.workload import Workload, WorkloadError
 
 if TYPE_CHECKING:
     from oxconsole.sim.process import SimProcess
@@ -141,6 +141,12 @@ class ProcessShards:
         await asyncio.wait({ready, ended}, return_when=asyncio.FIRST_COMPLETED)
         ready.cancel()
         ended.cancel()
+        bad = [wk.end["bad_input"] for wk in self.workers if wk.end and wk.end.get("bad_input")]
+        if bad:  # a worker found bad input in its set-up (a refused endpoint): none may start
+            for i in range(len(self.workers)):
+                self._send(i, {"cmd": messages.STOP, "cancel": True})
+                self._send(i, {"cmd": messages.GO})
+            raise WorkloadError(*dict.fromkeys(line for b in bad for line in b.split("\n")))
 
     async def _start_workers(self) -> None:
         """The simulator (one for every worker, in this process) and the worker processes."""

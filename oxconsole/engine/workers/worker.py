@@ -28,7 +28,7 @@ from oxconsole.engine.shard import LocalShard
 from oxconsole.engine.workers import messages
 from oxconsole.journal.journal import ok_ids
 from oxconsole.journal.records import RequestRecord
-from oxconsole.workload import Workload
+from oxconsole.workload import Workload, WorkloadError
 
 
 def worker_main(
@@ -170,6 +170,10 @@ class Worker:
         # every worker is ready, so that the run's clock counts none of it.
         try:
             await self.shard.prepare()
+        except WorkloadError as e:  # bad input found in set-up (a refused endpoint): nothing sent
+            await self.shard.shut_down()
+            self.send({messages.END: {"ok": 0, "error": 0, "bad_input": str(e)}})
+            return
         except BaseException:
             await self.shard.shut_down()
             raise
