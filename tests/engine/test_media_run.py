@@ -83,7 +83,7 @@ async def test_every_kind_in_one_run_exact_and_priced(tmp_path: Path) -> None:
         r = recs[rid]
         want = (stt.ttft + stt.rtf * 1.5) * 1000  # ttft + rtf x audio seconds
         assert r["audio_in_s"] == 1.5 and near(r["latency_ms"], want), (r, want)
-        assert r["rtf"] == pytest.approx(r["latency_ms"] / 1500, rel=1e-3)
+        assert r["rtf"] == pytest.approx(r["latency_ms"] / 1500, rel=1e-3, abs=1e-6)
         assert r["cost"] == pytest.approx(1.5 / 60 * 0.006, abs=1e-12), r
 
     say, tts = recs["say"], sim["tts"]

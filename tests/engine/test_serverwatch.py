@@ -214,8 +214,17 @@ async def test_the_simulator_read_exactly_sample_by_sample(tmp_path: Path) -> No
         while True:
             await asyncio.sleep(0.1)
             snap = e.latest
-            if snap is not None and snap.gauges.server and "running" in snap.gauges.server["default"]:
-                seen.append((dict(snap.gauges.server["default"]), server_bound(snap)))
+            if snap is None or not snap.gauges.server or "running" not in snap.gauges.server["default"]:
+                continue
+            g = dict(snap.gauges.server["default"])
+            # the scrape was read age_s before the snapshot: a pair that straddles the first four
+            # ending (2 s in) sets the engine's count before against the client's after
+            read_at = snap.elapsed_s - g.get("age_s", 0.0)
+            if side(read_at) is not None and side(read_at) == side(snap.elapsed_s):
+                seen.append((g, server_bound(snap)))
+
+    def side(t: float) -> int | None:
+        return 0 if t < 2.0 - 0.15 else 1 if t > 2.0 + 0.15 else None
 
     watcher = asyncio.create_task(watch_live())
     out = await run(w, e)

@@ -15,7 +15,7 @@ from oxconsole.workload import Workload
 from tests.support import journal, run
 from tests.support.workloads import load_workload
 
-pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
+pytestmark = [pytest.mark.asyncio, pytest.mark.slow, pytest.mark.timing]
 
 
 def ended_in(records: list[dict[str, Any]], started_at: float, a: float, b: float) -> tuple[int, int]:
@@ -68,7 +68,14 @@ async def test_an_open_loop_is_steady_from_its_ramp_to_its_drain(tmp_path: Path)
     w = load_workload("sim_stages", tmp_path, sets)
     s = (await run(w)).summary
     steady = s["steady"]
-    assert steady is not None and steady["from_s"] <= 2.0 and steady["to_s"] >= 8.0, steady
+    assert steady is not None, s
+    # the ramp is measured from the first send, not the clock's start: on a loaded machine the
+    # first of 800 Poisson arrivals can leave a second late, and the whole run with it
+    records = journal(w)
+    first = min(r["t_sent"] for r in records) - start_of(w)
+    last = max(r["t_sent"] for r in records) - start_of(w)
+    ramp, drain = steady["from_s"] - first, last - steady["to_s"]
+    assert ramp <= 2.0 and drain <= 2.0, (steady, first, last)
     assert abs(steady["requests_per_s"] / 80.0 - 1) < 0.15, steady
     n, _ = ended_in(journal(w), start_of(w), steady["from_s"], steady["to_s"])
     assert steady["requests_per_s"] == pytest.approx(n / (steady["to_s"] - steady["from_s"]), abs=1e-3)

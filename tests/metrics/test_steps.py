@@ -88,7 +88,9 @@ async def test_without_cold_starts_a_burst_costs_nothing(tmp_path: Path) -> None
     w = load_workload("sim_short", tmp_path, burst(10, 40, 64, 3, 4))
     st = the_step((await run(w, sim="process")).summary)
     assert st["to"] == 40 and st["ttft_after_ms"] is not None, st
-    assert abs(st["penalty_ms"]) < 10.0, st
+    # nothing beside the cold-start test's 720 ms: 40 ms is what a loaded 2-core client adds
+    # to TTFT at 40 in flight (24 ms seen beside a full suite and three other runs)
+    assert abs(st["penalty_ms"]) < 40.0, st
 
 
 def test_a_step_at_least_doubles_concurrency_or_rate() -> None:
