@@ -219,8 +219,17 @@ class Sweep:
         spoiled, self._spoiled = self._spoiled, False
         self.warnings.extend(w for w in outcome.warnings if w not in self.warnings)
         journal.flush()
-        if outcome.stopped_early or self.failure is not None or journal.failure is not None:
+        if self.failure is not None or journal.failure is not None:
             return  # not ended: `--resume` runs it again
+        if outcome.stopped_early and (outcome.interrupted or self.stopping > 0):
+            return  # stopped by the user: not ended, `--resume` runs it again
+        if outcome.cancelled:
+            # the point ran its time; what was still in flight after run.grace was cut, as at
+            # the end of any run: the point ended (running it again would cut them again)
+            self.warn(
+                f"sweep: point #{plan.index}: {outcome.cancelled} request(s) still in flight "
+                f"run.grace after its end were cancelled (raise run.grace to let them finish)"
+            )
         if spoiled and self.stopping == 0:
             self.say(f"oxconsole: sweep: point #{plan.index} was paused; it runs again from its start")
             return

@@ -153,6 +153,33 @@ def test_resume_after_a_stop_midway_runs_only_the_points_not_ended(tmp_path: Pat
     assert data["knee"] == {"index": 2, "value": 3}
 
 
+@pytest.mark.slow
+def test_a_point_whose_last_requests_outlast_the_grace_ends_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each answer takes 0.7 s, a point 1 s and its grace 0.1 s: the second wave, in flight at
+    each point's end, is cancelled as at the end of any run, and the point has ended (once)."""
+    write(tmp_path, ttft="700ms", sets={"run.grace": "100ms"})
+    args = ("--over", "concurrency=1,2", "--point-duration", "1s", "--summary-json", "s.json")
+    assert sweep(tmp_path, *args, monkeypatch=monkeypatch) == 0
+    _, err = capsys.readouterr()
+    assert err.count("point #0, 1 of 2") == 1 and err.count("point #1, 2 of 2") == 1, err
+    assert "point #0: 1 request(s) still in flight" in err and "point #1: 2 request(s)" in err, err
+    data = json.loads((tmp_path / "s.json").read_text())
+    counts = [(p["summary"]["requests"]["ok"], p["summary"]["requests"]["cancelled"]) for p in data["points"]]
+    assert counts == [(1, 1), (2, 2)], counts
+    recs = records(tmp_path)
+    ended = sorted((r["point"], r["status"], r.get("error")) for r in recs)
+    assert ended == [
+        (0, "error", "cancelled"),
+        (0, "ok", None),
+        (1, "error", "cancelled"),
+        (1, "error", "cancelled"),
+        (1, "ok", None),
+        (1, "ok", None),
+    ], recs
+
+
 def test_resume_of_another_sweep_is_bad_input(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
