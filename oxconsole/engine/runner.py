@@ -374,6 +374,7 @@ class Engine:
             series=series,
             phase=lambda: self.collector.phase_index,
             ending=lambda: self.state == "done",
+            client=self._in_flight_by_endpoint,
         )
         if watch.active:
             self.server = watch
@@ -442,13 +443,18 @@ class Engine:
         g = self.shards.gauges(self)
         if self.server is None:
             return g
-        server = self.server.gauges()
-        if server:  # beside the engine's running + waiting, what this run has out to it
-            for m in self.w.models:
-                e, mg = server.get(m.endpoint), g.models.get(m.name)
-                if e is not None and mg is not None:
-                    e["client_in_flight"] = e.get("client_in_flight", 0) + mg.in_flight
-        return dataclasses.replace(g, server=server, gpus=self.server.gpus())
+        return dataclasses.replace(g, server=self.server.gauges(), gpus=self.server.gpus())
+
+    def _in_flight_by_endpoint(self) -> dict[str, int]:
+        """What this run has out to each endpoint now (a server round keeps it beside the
+        engine's running + waiting)."""
+        g = self.shards.gauges(self)
+        out: dict[str, int] = {}
+        for m in self.w.models:
+            mg = g.models.get(m.name)
+            if mg is not None:
+                out[m.endpoint] = out.get(m.endpoint, 0) + mg.in_flight
+        return out
 
     def _publish(self) -> None:
         self.latest = self.collector.snapshot(self.gauges())

@@ -185,10 +185,14 @@ class ServerWatch:
         series: Path | None = None,
         phase: Callable[[], int] = lambda: 0,
         ending: Callable[[], bool] = lambda: False,
+        client: Callable[[], Mapping[str, int]] = dict,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.warnings = warnings
         self.phase = phase
+        self.client = client
+        """The run's requests in flight per endpoint now: kept with each round, so the engine's
+        running + waiting is set against what the client had out when it was read, not later."""
         self.ending = ending
         """The run is over (its shards shut down, a simulator with them): a round that fails now
         is the end's, not the server's, and is not counted."""
@@ -321,7 +325,7 @@ class ServerWatch:
     def _record(self, t: _Target, mono: float, r: Reading) -> None:
         """A round to the live gauge, the run's and the phase's summaries, the series; the first
         round's warning."""
-        t.live.add(mono, r)
+        t.live.add(mono, r, self.client().get(t.name))
         rnd = Round.of(r)
         t.run.add(rnd)
         phase = self.phase()

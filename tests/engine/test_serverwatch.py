@@ -12,6 +12,7 @@ import pytest
 
 from oxconsole.engine.serverwatch import ServerWatch
 from oxconsole.metrics.bound import server_bound
+from oxconsole.metrics.server.live import queue_place
 from oxconsole.metrics.server.series import read_series, series_path
 from oxconsole.workload import Workload
 from tests.metrics.server.test_fixtures import ENGINE, EXPECTED, expected_value
@@ -246,6 +247,10 @@ async def test_the_simulator_read_exactly_sample_by_sample(tmp_path: Path) -> No
         assert (d["running"], d["waiting"], d["kv_usage"]) == (4, 2, 4 * held / 1000), (d["t"] - t0, d)
     for d in second:
         assert (d["running"], d["waiting"], d["kv_usage"]) == (2, 0, 2 * held / 1000), (d["t"] - t0, d)
+    # after the end, none out now: the last round is set against what was out when it was read
+    server = e.latest.gauges.server if e.latest is not None else None
+    last = server["default"] if server else {}
+    assert queue_place(last, 0)[0] != "others", last
     s = out.summary["server"]["default"]
     assert s["engine"] == "vllm" and s["failed_scrapes"] == 0, s
     assert s["running"]["max"] == 4 and s["waiting"]["max"] == 2, s

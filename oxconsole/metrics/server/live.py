@@ -34,19 +34,21 @@ class LiveServer:
         self.latest: Reading | None = None
         """The last round some URL answered."""
         self.latest_t = 0.0
+        self.latest_client: int | None = None
+        """The client's requests in flight to this endpoint when the last round was read."""
         self.failed: tuple[tuple[str, str], ...] = ()
         """The URLs whose last round failed, and why."""
         self.scrapes = 0
         self.failed_scrapes = 0
         self._queued: deque[tuple[float, bool]] = deque(maxlen=RING_MAX)
 
-    def add(self, t: float, reading: Reading) -> None:
+    def add(self, t: float, reading: Reading, client_in_flight: int | None = None) -> None:
         self.scrapes += 1
         self.failed = reading.failed
         if not reading.answered:
             self.failed_scrapes += 1
             return
-        self.latest, self.latest_t = reading, t
+        self.latest, self.latest_t, self.latest_client = reading, t, client_in_flight
         waiting = reading.total.waiting
         if waiting is not None:
             self._queued.append((t, waiting > 0))
@@ -72,6 +74,8 @@ class LiveServer:
             d.update(r.total.as_dict())
             d["age_s"] = round(max(0.0, now - self.latest_t), 3)
             d["missing"] = list(r.missing)
+            if self.latest_client is not None:
+                d["client_in_flight"] = self.latest_client
         share = self.queued_share(now)
         if share is not None:
             d["queued_share"] = round(share, 3)
@@ -90,9 +94,10 @@ def fresh(g: Mapping[str, Any]) -> bool:
 
 
 def queue_place(g: Mapping[str, Any], waiting_slot: int) -> tuple[str, int]:
-    """Where requests queue now, from an endpoint's live figures (`client_in_flight` beside the
-    engine's running + waiting) and the client's own queue for a slot: ("engine", waiting in the
-    engine), ("client", waiting for a slot), ("transit", out to the server and not counted by its
+    """Where requests queue now, from an endpoint's live figures (`client_in_flight`, as the
+    round was read, beside the engine's running + waiting) and the client's own queue for a slot:
+    ("engine", waiting in the engine), ("client", waiting for a slot), ("transit", out to the
+    server and not counted by its
     engine: on the network, in a proxy or the server's front before its scheduler), ("others",
     the engine serves more than this run sends: other clients), or ("none", 0)."""
     running, waiting = g.get("running"), g.get("waiting")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from oxconsole.metrics.server.live import QUEUE_WINDOW_S, LiveServer, fresh
+from oxconsole.metrics.server.live import QUEUE_WINDOW_S, LiveServer, fresh, queue_place
 from oxconsole.metrics.server.parse import parse
 from oxconsole.metrics.server.reading import Part, Scrape, read
 from tests.metrics.server.test_reading import vllm
@@ -37,3 +37,19 @@ def test_a_failed_round_keeps_the_figures_and_says_why() -> None:
     assert fresh(g)
     assert not fresh(live.gauge(30.0))
     assert not fresh({"url": URL})  # never read
+
+
+def test_the_client_is_counted_as_the_round_was_read() -> None:
+    """Four running when read, with four out: no queue. The run then ends (none out now): the
+    round is still set against the four the client had out when it was read, not "4 others"."""
+    live = LiveServer([URL])
+    live.add(1.0, read(reading(1.0, vllm(running=4).encode())), 4)
+    g = live.gauge(1.9)
+    assert g["client_in_flight"] == 4 and queue_place(g, 0) == ("none", 0), g
+    live.add(2.0, read(reading(2.0, vllm(running=3, waiting=0).encode())), 6)
+    assert queue_place(live.gauge(2.1), 0) == ("transit", 3)
+    live.add(3.0, read(reading(3.0, vllm(running=5).encode())), 2)
+    assert queue_place(live.gauge(3.1), 0) == ("others", 3)
+    unknown = LiveServer([URL])
+    unknown.add(1.0, read(reading(1.0, vllm(running=4).encode())))
+    assert "client_in_flight" not in unknown.gauge(1.5) and queue_place(unknown.gauge(1.5), 0) == ("none", 0)
