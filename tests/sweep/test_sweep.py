@@ -178,6 +178,11 @@ def test_a_point_whose_last_requests_outlast_the_grace_ends_once(
         (1, "ok", None),
         (1, "ok", None),
     ], recs
+    # a cancelled request says when it was sent (0.7 s in, after the first wave), not when the
+    # grace cut it (1.1 s in)
+    first = {p: min(r["t_sent"] for r in recs if r["point"] == p) for p in (0, 1)}
+    late = [r["t_sent"] - first[r["point"]] for r in recs if r["status"] == "error"]
+    assert all(0.5 < x < 1.05 for x in late), late
 
 
 def test_resume_of_another_sweep_is_bad_input(

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import math
 import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -410,7 +409,8 @@ def cancelled_record(story: Story, endpoint: str) -> RequestRecord:
         status="error",
         attempts=max(story.attempts, 1),
         t_scheduled=story.t_sched_wall,
-        t_sent=res.t_sent if res is not None else time.time(),
+        # when it left (sent, the stop cut its answer) or now (the stop found it waiting)
+        t_sent=res.t_sent if res is not None else story.t_sched_wall + (t_sent_loop - story.t_sched),
         queue_ms=(t_sent_loop - story.t_sched) * 1000.0,
         latency_ms=None,
         error="cancelled",
