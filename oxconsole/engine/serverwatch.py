@@ -46,7 +46,7 @@ from oxconsole.metrics.server.live import LiveServer
 from oxconsole.metrics.server.pace import next_interval
 from oxconsole.metrics.server.parse import MAX_BODY, Exposition, Failed, parse
 from oxconsole.metrics.server.series import gpu_line, line
-from oxconsole.metrics.server.summary import GpuSummary, Round, ServerSummary, phase_delta
+from oxconsole.metrics.server.spans import GpuSummary, Round, ServerSummary, phase_delta
 from oxconsole.metrics.server.vocabulary import Engine
 from oxconsole.workload import EndpointConfig, Workload, resolve_api_key
 

@@ -22,7 +22,7 @@ from typing import Any, Final
 import orjson
 
 from oxconsole.metrics.server.figures import Gpu, Reading, Sums
-from oxconsole.metrics.server.summary import Round
+from oxconsole.metrics.server.spans import Round
 from oxconsole.metrics.server.vocabulary import FIGURES, FigureName
 
 __all__ = ["MAX_LINE", "SUFFIX", "gpu_line", "line", "read_series", "round_of", "series_path", "url_of"]

@@ -10,7 +10,7 @@ import orjson
 from oxconsole.metrics.server.figures import Gpu, Part, Scrape, read
 from oxconsole.metrics.server.parse import parse
 from oxconsole.metrics.server.series import MAX_LINE, gpu_line, line, read_series, round_of, series_path
-from oxconsole.metrics.server.summary import Round, ServerSummary
+from oxconsole.metrics.server.spans import Round, ServerSummary
 from tests.metrics.server.test_reading import vllm
 
 URL = "http://h:8000/metrics"

@@ -6,7 +6,7 @@ import pytest
 
 from oxconsole.metrics.server.figures import Part, Scrape, read
 from oxconsole.metrics.server.parse import Exposition, parse
-from oxconsole.metrics.server.summary import Round, ServerSummary
+from oxconsole.metrics.server.spans import Round, ServerSummary
 from tests.metrics.server.test_reading import vllm
 from tests.support.expositions import ref_quantile
 
