@@ -29,7 +29,6 @@ from oxconsole.base.figures import (
     Figure,
 )
 from oxconsole.base.units import change_text, fmt_money
-from oxconsole.reports.confidence import confidence_section
 from oxconsole.reports.media import media_section
 from oxconsole.reports.plans import cost_by_plan, money_cell
 from oxconsole.reports.quality import quality_section
@@ -41,6 +40,7 @@ from oxconsole.reports.summarytable import AUTO_ROWS
 from oxconsole.reports.svg import PALETTE, Line, Marker, distribution, fmt_num, line_chart, stacked_bars
 from oxconsole.reports.sweep import sweep_section
 from oxconsole.reports.timeline import Timeline, build_timeline
+from oxconsole.reports.trust import confidence_section
 
 if TYPE_CHECKING:
     from oxconsole.workload.plans import PricePlan
