@@ -20,7 +20,7 @@ INTERFACE (fixed; other modules rely on these names, imported from this package)
   WorkloadError(Exception)
 
 Where each question is answered: `schema` (the dataclasses, one per table; a table's keys are
-its fields), `promptdata` (what the prompts are read into), `errors` and `values` (error texts,
+its fields), `promptdata` (what the prompts are read into), `problems` and `values` (error texts,
 `WorkloadError`, collecting them, typed reading of TOML values), `bounds` (the largest values a
 run can use, the name rule), `sections` (one parser per table), `overrides` (--set), `load`
 (file -> Workload, API keys), `prompts` (streaming and checking prompts), `describe` (validate's text),
@@ -33,7 +33,6 @@ prompts name): importing this package never loads the UI or HTTP stack.
 from __future__ import annotations
 
 from oxconsole.workload.describe import describe
-from oxconsole.workload.errors import WorkloadError
 from oxconsole.workload.load import (
     load_plans,
     load_sim_limits,
@@ -45,6 +44,7 @@ from oxconsole.workload.load import (
 from oxconsole.workload.overrides import apply_override
 from oxconsole.workload.packing import Pack, format_pack, parse_pack, split_answer
 from oxconsole.workload.plans import parse_plans, plans_to_toml
+from oxconsole.workload.problems import WorkloadError
 from oxconsole.workload.promptdata import Prompt, PromptStats
 from oxconsole.workload.prompts import check_prompts, iter_prompts, request_ids, turn_id
 from oxconsole.workload.schema import (

@@ -15,8 +15,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from oxconsole.workload.errors import WorkloadError, did_you_mean, fail, json_object
 from oxconsole.workload.lines import Line, bounded_lines
+from oxconsole.workload.problems import WorkloadError, did_you_mean, fail, json_object
 from oxconsole.workload.promptdata import Prompt, content_chars
 
 URLS = {

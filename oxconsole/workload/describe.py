@@ -11,10 +11,10 @@ import json
 import os
 
 from oxconsole.base.units import fmt_decimal
-from oxconsole.workload.errors import did_you_mean
 from oxconsole.workload.lengths import describe_length, fmt_stats
 from oxconsole.workload.packing import describe_packing
 from oxconsole.workload.plans import describe_plans
+from oxconsole.workload.problems import did_you_mean
 from oxconsole.workload.promptdata import PromptStats
 from oxconsole.workload.quality import quality_lines
 from oxconsole.workload.schema import API_PATHS, GENERATING_APIS, RETRY_WORDS, Prices, Workload, fill_results

@@ -26,8 +26,8 @@ from oxconsole.media.kinds import (
     check_image_url,
 )
 from oxconsole.media.pixels import image_size
-from oxconsole.workload.errors import WorkloadError, error, fail, printable, show
 from oxconsole.workload.mediafiles import audio_file, image_file
+from oxconsole.workload.problems import WorkloadError, error, fail, printable, show
 from oxconsole.workload.promptdata import ImageInput, PromptMedia
 from oxconsole.workload.schema import Api, SyntheticConfig, Workload
 from oxconsole.workload.synthtext import synthetic_text

@@ -18,15 +18,6 @@ import orjson
 
 from oxconsole.base.idset import repeated
 from oxconsole.workload.bounds import MAX_TOKENS, fmt_limit
-from oxconsole.workload.errors import (
-    MAX_LINE_ERRORS,
-    WorkloadError,
-    did_you_mean,
-    error,
-    fail,
-    printable,
-    show,
-)
 from oxconsole.workload.lengths import SAMPLE_MAX, draws, length_stats
 from oxconsole.workload.lines import Line, bounded_lines
 from oxconsole.workload.mediaprompts import (
@@ -37,6 +28,15 @@ from oxconsole.workload.mediaprompts import (
     source_needs,
     synthetic_documents,
     synthetic_media,
+)
+from oxconsole.workload.problems import (
+    MAX_LINE_ERRORS,
+    WorkloadError,
+    did_you_mean,
+    error,
+    fail,
+    printable,
+    show,
 )
 from oxconsole.workload.promptdata import LengthStats, Prompt, PromptMedia, PromptStats, content_chars
 from oxconsole.workload.quality import line_expected

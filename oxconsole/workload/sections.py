@@ -18,11 +18,11 @@ from typing import Any, Literal, cast, get_args
 from oxconsole.workload import bounds as b
 from oxconsole.workload.autoconc import check_auto, parse_concurrency
 from oxconsole.workload.cluster import parse_cluster
-from oxconsole.workload.errors import Problems, did_you_mean, join_key, show
 from oxconsole.workload.lengths import parse_length
 from oxconsole.workload.mediakeys import media_keys, synthetic_media
 from oxconsole.workload.packing import parse_packing
 from oxconsole.workload.plans import parse_plans
+from oxconsole.workload.problems import Problems, did_you_mean, join_key, show
 from oxconsole.workload.quality import check_cascade, parse_quality
 from oxconsole.workload.requestkeys import ENV_NAME, extra_body, request_headers
 from oxconsole.workload.schema import (

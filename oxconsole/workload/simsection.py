@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from oxconsole.workload import bounds as b
-from oxconsole.workload.errors import Problems, join_key
+from oxconsole.workload.problems import Problems, join_key
 from oxconsole.workload.schema import METRICS_FORMATS, REASONING_FIELDS, SimLimits, SimModelProfile, toml_keys
 from oxconsole.workload.values import Table, is_num
 

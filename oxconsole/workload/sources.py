@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from oxconsole.base.idset import repeated
 from oxconsole.workload.batch import batch_prompts
-from oxconsole.workload.errors import MAX_LINE_ERRORS, WorkloadError, error, printable, show
 from oxconsole.workload.lengths import SAMPLE_MAX, length_stats
+from oxconsole.workload.problems import MAX_LINE_ERRORS, WorkloadError, error, printable, show
 from oxconsole.workload.promptdata import LengthStats, Prompt
 from oxconsole.workload.schema import Workload
 from oxconsole.workload.sharegpt import sharegpt_prompts

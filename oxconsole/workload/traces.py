@@ -26,8 +26,8 @@ from typing import Any, Final
 import orjson
 
 from oxconsole.workload.bounds import MAX_DURATION, MAX_TOKENS
-from oxconsole.workload.errors import error, fail
 from oxconsole.workload.lines import TRACE_LINE_MAX, bounded_lines, too_long
+from oxconsole.workload.problems import error, fail
 from oxconsole.workload.promptdata import Prompt
 from oxconsole.workload.synthtext import synthetic_text
 
