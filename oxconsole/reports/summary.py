@@ -234,7 +234,7 @@ def report_main(
 ) -> int:
     """`oxconsole report RESULTS.jsonl [--json] [--plans FILE]`: print the summary (priced under
     `plans`, else under the run's own); for a sweep's journal (`sweep`: its points table as text
-    and its sweep object, `reports/sweep.py`), the table after it, or the object as its `sweep`
+    and its sweep object, `reports/sweepcurve.py`), the table after it, or the object as its `sweep`
     key. 0, or 2 if unreadable."""
     issues = JournalIssues()
     try:

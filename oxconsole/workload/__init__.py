@@ -24,7 +24,7 @@ its fields), `promptdata` (what the prompts are read into), `problems` and `valu
 `WorkloadError`, collecting them, typed reading of TOML values), `bounds` (the largest values a
 run can use, the name rule), `sections` (one parser per table), `overrides` (--set), `load`
 (file -> Workload, API keys), `prompts` (streaming and checking prompts), `describe` (validate's text),
-`stages` ([[stages]], the load shape).
+`loadshape` ([[stages]], the load shape).
 
 Stdlib only (plus orjson for the prompts file, and `oxconsole.media` to read the images and audio
 prompts name): importing this package never loads the UI or HTTP stack.
@@ -41,6 +41,7 @@ from oxconsole.workload.load import (
     resolve_api_key,
     resolve_headers,
 )
+from oxconsole.workload.loadshape import stages_duration
 from oxconsole.workload.overrides import apply_override
 from oxconsole.workload.packing import Pack, format_pack, parse_pack, split_answer
 from oxconsole.workload.plans import parse_plans, plans_to_toml
@@ -70,7 +71,6 @@ from oxconsole.workload.schema import (
     Workload,
 )
 from oxconsole.workload.simsection import parse_sim_profiles
-from oxconsole.workload.stages import stages_duration
 from oxconsole.workload.values import parse_duration
 
 __all__ = [

@@ -3,7 +3,7 @@
 Why this module exists: every other part (engine, simulator, console, report) reads the workload
 through these types only; their defaults are the contract's defaults, and the keys a table accepts
 are its dataclass's fields (`toml_keys`), so a key is declared once, here, and read by its section's
-parser (`sections.py`, `simsection.py`, `stages.py`, `plans.py`, `slo.py`, `packing.py`, `quality.py`).
+parser (`sections.py`, `simsection.py`, `loadshape.py`, `plans.py`, `slo.py`, `packing.py`, `quality.py`).
 Every table is here, the simulator's and `[quality]`'s included.
 """
 
@@ -327,7 +327,7 @@ class PackingConfig:
 
 @dataclass(frozen=True)
 class Stage:
-    """One `[[stages]]` table: a step of the load shape (`workload/stages.py` reads them)."""
+    """One `[[stages]]` table: a step of the load shape (`workload/loadshape.py` reads them)."""
 
     duration: float
     """Seconds the stage lasts (required, > 0)."""
@@ -659,7 +659,7 @@ class Workload:
     slo: SloConfig | None = None
     """[slo]: when a request is good and the share that must be (`workload/slo.py`); None = no SLO."""
     stages: tuple[Stage, ...] = ()
-    """[[stages]]: the load shape, run in order (`workload/stages.py`); () = none."""
+    """[[stages]]: the load shape, run in order (`workload/loadshape.py`); () = none."""
     plans: dict[str, PricePlan] = field(default_factory=dict)
     """[plans.NAME] what-if price tables (`workload/plans.py`), in file order."""
     packing: PackingConfig = field(default_factory=PackingConfig)
