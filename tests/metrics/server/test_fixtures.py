@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from oxconsole.metrics.server.figures import Part, Percentiles, Scrape, read, read_gpus
 from oxconsole.metrics.server.parse import parse
+from oxconsole.metrics.server.scrapes import Part, Percentiles, Scrape, read, read_gpus
 from tests.support.expositions import fixture_text, halved, oracle, ref_quantile
 
 SPAN = 4.0

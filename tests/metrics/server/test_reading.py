@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from oxconsole.metrics.server.figures import Part, Percentiles, Scrape, read
 from oxconsole.metrics.server.parse import Failed, parse
+from oxconsole.metrics.server.scrapes import Part, Percentiles, Scrape, read
 from tests.support.expositions import ref_quantile
 
 M = 'model_name="m"'

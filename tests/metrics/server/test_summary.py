@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from oxconsole.metrics.server.figures import Part, Scrape, read
 from oxconsole.metrics.server.parse import Exposition, parse
+from oxconsole.metrics.server.scrapes import Part, Scrape, read
 from oxconsole.metrics.server.spans import Round, ServerSummary
 from tests.metrics.server.test_reading import vllm
 from tests.support.expositions import ref_quantile
