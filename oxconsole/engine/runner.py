@@ -52,7 +52,7 @@ from oxconsole.metrics.due import DueStats
 from oxconsole.metrics.server.series import series_path
 from oxconsole.metrics.snapshot import Gauges, Snapshot
 from oxconsole.workload import Workload
-from oxconsole.workload.traces import TRACE_FORMATS
+from oxconsole.workload.prompts.traces import TRACE_FORMATS
 
 __all__ = ["Engine", "RunEngine", "RunOutcome", "make_engine", "new_collector"]
 

@@ -262,7 +262,7 @@ def _truth(args: argparse.Namespace) -> Truth | None:
     if args.config is None:
         return None
     from oxconsole.workload import WorkloadError, load_workload
-    from oxconsole.workload.prompts import one_pass
+    from oxconsole.workload.prompts.feed import one_pass
 
     try:
         w = load_workload(args.config)

@@ -66,7 +66,7 @@ from oxconsole.sim.responses import input_text, response_body, response_wire
 from oxconsole.sim.state import ModelState
 from oxconsole.sim.streams import Answer, Lateness, Trace, Writer
 from oxconsole.workload import SimLimits, SimModelProfile
-from oxconsole.workload.promptdata import content_chars
+from oxconsole.workload.prompts.promptdata import content_chars
 
 __all__ = [
     "SIM_STATE",

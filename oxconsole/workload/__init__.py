@@ -20,11 +20,11 @@ INTERFACE (fixed; other modules rely on these names, imported from this package)
   WorkloadError(Exception)
 
 Where each question is answered: `schema` (the dataclasses, one per table; a table's keys are
-its fields), `promptdata` (what the prompts are read into), `problems` and `values` (error texts,
+its fields), `prompts.promptdata` (what the prompts are read into), `problems` and `values` (error texts,
 `WorkloadError`, collecting them, typed reading of TOML values), `bounds` (the largest values a
 run can use, the name rule), `sections` (one parser per table), `overrides` (--set), `load`
-(file -> Workload, API keys), `prompts` (streaming and checking prompts), `describe` (validate's text),
-`loadshape` ([[stages]], the load shape).
+(file -> Workload, API keys), `prompts` (the prompt sources; `prompts.feed` streams and checks
+them), `describe` (validate's text), `loadshape` ([[stages]], the load shape).
 
 Stdlib only (plus orjson for the prompts file, and `oxconsole.media` to read the images and audio
 prompts name): importing this package never loads the UI or HTTP stack.
@@ -46,8 +46,8 @@ from oxconsole.workload.overrides import apply_override
 from oxconsole.workload.packing import Pack, format_pack, parse_pack, split_answer
 from oxconsole.workload.plans import parse_plans, plans_to_toml
 from oxconsole.workload.problems import WorkloadError
-from oxconsole.workload.promptdata import Prompt, PromptStats
-from oxconsole.workload.prompts import check_prompts, iter_prompts, request_ids, turn_id
+from oxconsole.workload.prompts.feed import check_prompts, iter_prompts, request_ids, turn_id
+from oxconsole.workload.prompts.promptdata import Prompt, PromptStats
 from oxconsole.workload.schema import (
     DEFAULT_RETRY_ON,
     Arrival,

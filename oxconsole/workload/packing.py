@@ -14,7 +14,7 @@ from typing import Any
 
 from oxconsole.workload.bounds import MAX_COUNT
 from oxconsole.workload.problems import Problems
-from oxconsole.workload.promptdata import Prompt
+from oxconsole.workload.prompts.promptdata import Prompt
 from oxconsole.workload.schema import PackingConfig, toml_keys
 from oxconsole.workload.values import Table
 
