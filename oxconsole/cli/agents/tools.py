@@ -12,7 +12,7 @@ minimum 1, so a careful client never sends it.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Annotated, Any, Required, TypedDict
 
@@ -371,12 +371,22 @@ def build_server(backend: Runs, *, interval: float = 1.0) -> tuple[MCPServer[Non
         lifespan=lifespan,
         log_level="WARNING",  # the SDK logs each refused call at INFO; stderr is the user's
     )
-    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    for register in _REGISTERED:
+        register(mcp, backend)
+    sdk.serve_legacy_subscribe(mcp, watch.subscribe, watch.unsubscribe)
+    return mcp, watch
+
+
+_READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+
+def _validate_tool(mcp: MCPServer[None], backend: Runs) -> None:
+    """Register the `validate` tool over `backend`."""
 
     @mcp.tool(
         name="validate",
         title="Check a workload",
-        annotations=read_only,
+        annotations=_READ_ONLY,
     )
     def validate(
         workload: WORKLOAD = None,
@@ -405,6 +415,10 @@ def build_server(backend: Runs, *, interval: float = 1.0) -> tuple[MCPServer[Non
                 requests=v.requests,
             )
         )
+
+
+def _start_tool(mcp: MCPServer[None], backend: Runs) -> None:
+    """Register the `start` tool over `backend`."""
 
     @mcp.tool(
         name="start",
@@ -443,14 +457,22 @@ def build_server(backend: Runs, *, interval: float = 1.0) -> tuple[MCPServer[Non
             return _refused(str(e))
         return _ok(StartOut(name=started.name, pid=started.pid, journal=started.journal))
 
-    @mcp.tool(name="runs", title="Runs going", annotations=read_only)
+
+def _runs_tool(mcp: MCPServer[None], backend: Runs) -> None:
+    """Register the `runs` tool over `backend`."""
+
+    @mcp.tool(name="runs", title="Runs going", annotations=_READ_ONLY)
     def runs() -> Annotated[CallToolResult, RunsOut]:
         """The runs going on this machine for this user, as `oxconsole ps` lists them: each run's
         name and pid (NAME-PID is its key), state, progress (done of total requests), requests per
         second and errors. Runs started by a person are here too, and can be driven the same way."""
         return _ok(RunsOut(runs=backend.runs()))
 
-    @mcp.tool(name="snapshot", title="A run so far", annotations=read_only)
+
+def _snapshot_tool(mcp: MCPServer[None], backend: Runs) -> None:
+    """Register the `snapshot` tool over `backend`."""
+
+    @mcp.tool(name="snapshot", title="A run so far", annotations=_READ_ONLY)
     async def snapshot(name: RUN_NAME) -> Annotated[CallToolResult, SnapshotOut]:
         """The run so far, in the summary's keys (requests, throughput, latency_ms, ttft_ms, itl_ms,
         queue_ms, tokens, cost, errors, models, changes), plus its live state: `in_flight`,
@@ -461,6 +483,10 @@ def build_server(backend: Runs, *, interval: float = 1.0) -> tuple[MCPServer[Non
             return _ok(await backend.snapshot(name))
         except Refused as e:
             return _refused(str(e))
+
+
+def _set_tool(mcp: MCPServer[None], backend: Runs) -> None:
+    """Register the `set` tool over `backend`."""
 
     @mcp.tool(
         name="set",
@@ -495,6 +521,10 @@ def build_server(backend: Runs, *, interval: float = 1.0) -> tuple[MCPServer[Non
         except Refused as e:
             return _refused(str(e))
 
+
+def _stop_tool(mcp: MCPServer[None], backend: Runs) -> None:
+    """Register the `stop` tool over `backend`."""
+
     @mcp.tool(
         name="stop",
         title="Stop a run",
@@ -510,7 +540,11 @@ def build_server(backend: Runs, *, interval: float = 1.0) -> tuple[MCPServer[Non
         except Refused as e:
             return _refused(str(e))
 
-    @mcp.tool(name="summary", title="A run's summary", annotations=read_only)
+
+def _summary_tool(mcp: MCPServer[None], backend: Runs) -> None:
+    """Register the `summary` tool over `backend`."""
+
+    @mcp.tool(name="summary", title="A run's summary", annotations=_READ_ONLY)
     def summary(
         name: Annotated[
             str | None, Field(description="A run going or ended here (NAME-PID or NAME).")
@@ -526,7 +560,11 @@ def build_server(backend: Runs, *, interval: float = 1.0) -> tuple[MCPServer[Non
         except Refused as e:
             return _refused(str(e))
 
-    @mcp.tool(name="compare", title="Compare runs", annotations=read_only)
+
+def _compare_tool(mcp: MCPServer[None], backend: Runs) -> None:
+    """Register the `compare` tool over `backend`."""
+
+    @mcp.tool(name="compare", title="Compare runs", annotations=_READ_ONLY)
     def compare(
         journals: Annotated[
             list[str], Field(description="Paths of two or more results journals; the first is the baseline.")
@@ -540,6 +578,10 @@ def build_server(backend: Runs, *, interval: float = 1.0) -> tuple[MCPServer[Non
         except Refused as e:
             return _refused(str(e))
 
+
+def _runs_resource(mcp: MCPServer[None], backend: Runs) -> None:
+    """Register the `runs` resource over `backend`."""
+
     @mcp.resource(
         RUNS_URI,
         name="runs",
@@ -550,6 +592,10 @@ def build_server(backend: Runs, *, interval: float = 1.0) -> tuple[MCPServer[Non
     )
     def runs_resource() -> str:
         return json.dumps({"runs": backend.runs()}, default=str)
+
+
+def _snapshot_resource(mcp: MCPServer[None], backend: Runs) -> None:
+    """Register the `snapshot` resource over `backend`."""
 
     @mcp.resource(
         SNAPSHOT_TEMPLATE,
@@ -565,5 +611,17 @@ def build_server(backend: Runs, *, interval: float = 1.0) -> tuple[MCPServer[Non
         except Refused as e:
             raise ResourceNotFoundError(str(e)) from None
 
-    sdk.serve_legacy_subscribe(mcp, watch.subscribe, watch.unsubscribe)
-    return mcp, watch
+
+_REGISTERED: tuple[Callable[[MCPServer[None], Runs], None], ...] = (
+    _validate_tool,
+    _start_tool,
+    _runs_tool,
+    _snapshot_tool,
+    _set_tool,
+    _stop_tool,
+    _summary_tool,
+    _compare_tool,
+    _runs_resource,
+    _snapshot_resource,
+)
+"""The tools, then the resources, in the order a client lists them."""
