@@ -62,14 +62,13 @@ from oxconsole.workload.schema import (
     RoutingConfig,
     RoutingRule,
     RunConfig,
-    SimLimits,
-    SimModelProfile,
     SloConfig,
     Stage,
     Strategy,
     SyntheticConfig,
     Workload,
 )
+from oxconsole.workload.simschema import SimLimits, SimModelProfile
 from oxconsole.workload.simsection import parse_sim_profiles
 from oxconsole.workload.values import parse_duration
 
