@@ -7,8 +7,7 @@ import pytest
 from oxconsole.metrics.server.parse import Exposition, parse
 from oxconsole.metrics.server.scrapes import Part, Scrape, read
 from oxconsole.metrics.server.spans import Round, ServerSummary
-from tests.metrics.server.test_reading import vllm
-from tests.support.expositions import ref_quantile
+from tests.support.expositions import ref_quantile, vllm
 
 URL = "http://h:8000/metrics"
 
