@@ -1,6 +1,6 @@
 """What reading the prompts gives: one `Prompt` per request, and `PromptStats` of a whole pass.
 
-Why this module exists: these are not keys of the workload file (`schema.py` holds those) but the
+Why this module exists: these are not keys of the workload file (`workload/schema.py` holds those) but the
 values the prompt sources produce (`feed.py`, `sources.py`, `batch.py`, `sharegpt.py`) and the
 engine, `validate` and the journal read.
 """
