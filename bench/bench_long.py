@@ -130,7 +130,7 @@ def split(pairs: list[tuple[float, float, float, float]], first_wave: int) -> di
 def prompts_file(tmp: Path, tokens: int) -> Path:
     """20 distinct prompts of `tokens` tokens (4 characters a token), one JSON line each."""
     sys.path.insert(0, str(ROOT))
-    from oxconsole.workload.synthtext import synthetic_text
+    from oxconsole.workload.prompts.synthtext import synthetic_text
 
     path = tmp / "long.jsonl"
     with path.open("w") as f:
@@ -204,7 +204,7 @@ def run_floor(url: str, args: argparse.Namespace) -> dict[str, Any]:
 
     sys.path.insert(0, str(ROOT))
     from oxconsole.sim.routes import trace_key
-    from oxconsole.workload.synthtext import synthetic_text
+    from oxconsole.workload.prompts.synthtext import synthetic_text
 
     texts = [synthetic_text(11, i, args.tokens) for i in range(args.requests)]
 

@@ -30,8 +30,8 @@ from oxconsole.engine.send.attempt import Encoded
 from oxconsole.media.png import SyntheticPng
 from oxconsole.media.wav import SyntheticWav
 from oxconsole.workload import ModelConfig, Prompt
-from oxconsole.workload.mediafiles import audio_file, image_file
-from oxconsole.workload.promptdata import ImageInput, PromptMedia
+from oxconsole.workload.prompts.mediafiles import audio_file, image_file
+from oxconsole.workload.prompts.promptdata import ImageInput, PromptMedia
 from oxconsole.workload.schema import SyntheticImages
 
 TARGET_US = 2000.0

@@ -31,7 +31,7 @@ from pathlib import Path
 from oxconsole.metrics.server import parse as parse_module
 from oxconsole.metrics.server.pace import CPU_BUDGET, next_interval
 from oxconsole.metrics.server.parse import parse
-from oxconsole.metrics.server.reading import Part, Scrape, read
+from oxconsole.metrics.server.scrapes import Part, Scrape, read
 
 _TTFT = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0,
          40.0, 80.0, 160.0, 640.0, 2560.0)  # fmt: skip

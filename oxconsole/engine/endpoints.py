@@ -18,8 +18,8 @@ from oxconsole.engine.send.apis import PATHS
 from oxconsole.engine.send.client import EndpointClient, Refused
 from oxconsole.engine.send.listed import LIST_WITHIN_S, unlisted
 from oxconsole.workload import Workload, WorkloadError, resolve_api_key, resolve_headers
-from oxconsole.workload.errors import error, printable, show
-from oxconsole.workload.prompts import one_pass
+from oxconsole.workload.problems import error, printable, show
+from oxconsole.workload.prompts.feed import one_pass
 
 if TYPE_CHECKING:
     from oxconsole.sim.process import SimProcess

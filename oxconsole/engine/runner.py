@@ -28,7 +28,7 @@ from oxconsole.engine.commands import By, Command, Stop
 from oxconsole.engine.drivers.autorun import AutoRun
 from oxconsole.engine.drivers.stagedriver import StageDriver
 from oxconsole.engine.endpoints import Endpoints
-from oxconsole.engine.live import Change, LiveSettings
+from oxconsole.engine.livesettings import Change, LiveSettings
 from oxconsole.engine.outcome import RunEngine as RunEngine
 from oxconsole.engine.outcome import RunOutcome as RunOutcome
 from oxconsole.engine.outcome import ended
@@ -52,7 +52,7 @@ from oxconsole.metrics.due import DueStats
 from oxconsole.metrics.server.series import series_path
 from oxconsole.metrics.snapshot import Gauges, Snapshot
 from oxconsole.workload import Workload
-from oxconsole.workload.traces import TRACE_FORMATS
+from oxconsole.workload.prompts.traces import TRACE_FORMATS
 
 __all__ = ["Engine", "RunEngine", "RunOutcome", "make_engine", "new_collector"]
 

@@ -44,9 +44,9 @@ from oxconsole.metrics.server.advice import NO_ENGINE, warning
 from oxconsole.metrics.server.live import LiveServer
 from oxconsole.metrics.server.pace import next_interval
 from oxconsole.metrics.server.parse import MAX_BODY, Exposition, Failed, parse
-from oxconsole.metrics.server.reading import Part, Reading, Scrape, read, read_gpus
+from oxconsole.metrics.server.scrapes import Part, Reading, Scrape, read, read_gpus
 from oxconsole.metrics.server.series import gpu_line, line
-from oxconsole.metrics.server.summary import GpuSummary, Round, ServerSummary, phase_delta
+from oxconsole.metrics.server.spans import GpuSummary, Round, ServerSummary, phase_delta
 from oxconsole.metrics.server.vocabulary import Engine
 from oxconsole.workload import EndpointConfig, Workload, resolve_api_key
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from oxconsole.engine.commands import By, Command, CommandError, Stop
-from oxconsole.engine.live import check
+from oxconsole.engine.livesettings import check
 from oxconsole.engine.outcome import RunOutcome
 from oxconsole.engine.runner import Engine
 from oxconsole.journal.trialstate import TrialState

@@ -18,8 +18,8 @@ from typing import Any
 
 from oxconsole.base.figures import COST, COST_PER_TASK, REQUESTS
 from oxconsole.metrics.snapshot import PlanCost
-from oxconsole.workload.errors import Problems, join_key
 from oxconsole.workload.plans import PricePlan, Prices, parse_plans
+from oxconsole.workload.problems import Problems, join_key
 
 __all__ = [
     "PlanCost",

@@ -99,7 +99,7 @@ def report_command(req: ReportRequest) -> int:
     path = req.results[0]
     if req.as_json or not (req.html or req.csv or req.markdown):
         from oxconsole.reports.summary import report_main
-        from oxconsole.reports.sweep import sweep_report
+        from oxconsole.reports.sweepcurve import sweep_report
 
         code = report_main(path, req.as_json, plans, sweep_report(path))
         if code:

@@ -34,7 +34,6 @@ from oxconsole.base.figures import (
 from oxconsole.base.figures import FIGURES as SUMMARY_FIGURES
 from oxconsole.base.figures import Figure as DeclaredFigure
 from oxconsole.base.safetext import shown_lines
-from oxconsole.reports.confidence import trials_verdicts
 from oxconsole.reports.media import media_figures, media_rows
 from oxconsole.reports.plans import cost_figures, cost_rows, money_cell
 from oxconsole.reports.quality import quality_figures, quality_rows
@@ -43,6 +42,7 @@ from oxconsole.reports.server import server_figures, server_rows
 from oxconsole.reports.steps import step_rows, step_values
 from oxconsole.reports.summary import read_journal, summary_from_journal
 from oxconsole.reports.timeline import build_timeline
+from oxconsole.reports.trust import trials_verdicts
 
 if TYPE_CHECKING:
     from oxconsole.workload.plans import PricePlan
@@ -105,7 +105,7 @@ class RunFigures:
     name: str
     figures: Mapping[str, Figure]
     trials: Mapping[str, Any] | None = None
-    """The summary's `trials` block, for runs of several trials (`reports/confidence.py`)."""
+    """The summary's `trials` block, for runs of several trials (`reports/trust.py`)."""
 
 
 def _quantile(sorted_vals: Sequence[float], q: float) -> float:

@@ -29,7 +29,6 @@ from oxconsole.base.figures import (
     Figure,
 )
 from oxconsole.base.units import change_text, fmt_money
-from oxconsole.reports.confidence import confidence_section
 from oxconsole.reports.media import media_section
 from oxconsole.reports.plans import cost_by_plan, money_cell
 from oxconsole.reports.quality import quality_section
@@ -39,8 +38,9 @@ from oxconsole.reports.steps import step_label, steps_section
 from oxconsole.reports.summary import summary_from_journal
 from oxconsole.reports.summarytable import AUTO_ROWS
 from oxconsole.reports.svg import PALETTE, Line, Marker, distribution, fmt_num, line_chart, stacked_bars
-from oxconsole.reports.sweep import sweep_section
+from oxconsole.reports.sweepcurve import sweep_section
 from oxconsole.reports.timeline import Timeline, build_timeline
+from oxconsole.reports.trust import confidence_section
 
 if TYPE_CHECKING:
     from oxconsole.workload.plans import PricePlan
@@ -121,7 +121,7 @@ def render_html(
     sweep: str = "",
     results: str | os.PathLike[str] | None = None,
 ) -> str:
-    """The whole page as one string (``sweep``: a sweep's section, `reports/sweep.py`; ``results``:
+    """The whole page as one string (``sweep``: a sweep's section, `reports/sweepcurve.py`; ``results``:
     the journal, whose server series beside it is drawn, `reports/server.py`)."""
     name = str(summary.get("name", ""))
     markers = _markers(summary)

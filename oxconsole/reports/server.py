@@ -20,7 +20,7 @@ from typing import Any
 
 from oxconsole.base.units import fmt_num
 from oxconsole.metrics.server.series import read_series, round_of, series_path, url_of
-from oxconsole.metrics.server.summary import GpuSummary, ServerSummary
+from oxconsole.metrics.server.spans import GpuSummary, ServerSummary
 from oxconsole.reports.svg import PALETTE, Line, Marker, line_chart
 
 __all__ = [

@@ -35,8 +35,8 @@ from oxconsole.metrics.aggregate import RunStats, Tally, build_summary, phase_su
 from oxconsole.metrics.confidence import Replay
 from oxconsole.metrics.goodput import slo_target_of
 from oxconsole.metrics.plans import project_costs, stored_plans, unused_overrides
+from oxconsole.metrics.spread import TrialTally
 from oxconsole.metrics.stages import StageLog, journal_stages
-from oxconsole.metrics.trials import TrialTally
 from oxconsole.reports.server import with_server
 from oxconsole.reports.summarytable import render_summary, table_width
 
@@ -234,7 +234,7 @@ def report_main(
 ) -> int:
     """`oxconsole report RESULTS.jsonl [--json] [--plans FILE]`: print the summary (priced under
     `plans`, else under the run's own); for a sweep's journal (`sweep`: its points table as text
-    and its sweep object, `reports/sweep.py`), the table after it, or the object as its `sweep`
+    and its sweep object, `reports/sweepcurve.py`), the table after it, or the object as its `sweep`
     key. 0, or 2 if unreadable."""
     issues = JournalIssues()
     try:

@@ -41,9 +41,9 @@ from oxconsole.metrics.ratelimit import ratelimit_lines
 from oxconsole.metrics.reasoning import summary_lines
 from oxconsole.metrics.stages import SPAN_COLUMNS, span_cells, span_head, stage_table
 from oxconsole.metrics.stepresponse import step_lines
-from oxconsole.reports.confidence import confidence_lines, trials_lines
 from oxconsole.reports.media import media_summary_lines
 from oxconsole.reports.server import server_lines
+from oxconsole.reports.trust import confidence_lines, trials_lines
 
 __all__ = ["AUTO_ROWS", "UNCUT", "WIDTH", "render_summary", "table_width"]
 

@@ -26,7 +26,7 @@ from oxconsole.base.gcpace import PacedGC
 from oxconsole.sim.quality import Truth, truth_for
 from oxconsole.sim.routes import SIM_STATE, SimState, is_loopback, start_sim
 from oxconsole.workload import SimLimits, SimModelProfile
-from oxconsole.workload.schema import METRICS_FORMATS, REASONING_FIELDS
+from oxconsole.workload.simschema import METRICS_FORMATS, REASONING_FIELDS
 
 DEFAULT_PORT = 8765
 """`oxconsole sim`'s port unless told otherwise: fixed, so that a base URL written in a workload
@@ -262,7 +262,7 @@ def _truth(args: argparse.Namespace) -> Truth | None:
     if args.config is None:
         return None
     from oxconsole.workload import WorkloadError, load_workload
-    from oxconsole.workload.prompts import one_pass
+    from oxconsole.workload.prompts.feed import one_pass
 
     try:
         w = load_workload(args.config)

@@ -60,13 +60,13 @@ from oxconsole.sim.exposition import render
 from oxconsole.sim.faults import arrival_faults, too_many
 from oxconsole.sim.mediaroutes import MediaRoutes, image_parts
 from oxconsole.sim.quality import Truth
-from oxconsole.sim.ratelimit import Limiter
+from oxconsole.sim.ratewindows import Limiter
 from oxconsole.sim.responses import BAD_INPUT as BAD_RESPONSES_INPUT
 from oxconsole.sim.responses import input_text, response_body, response_wire
 from oxconsole.sim.state import ModelState
 from oxconsole.sim.streams import Answer, Lateness, Trace, Writer
 from oxconsole.workload import SimLimits, SimModelProfile
-from oxconsole.workload.promptdata import content_chars
+from oxconsole.workload.prompts.promptdata import content_chars
 
 __all__ = [
     "SIM_STATE",
@@ -104,7 +104,7 @@ class SimState:
         self.limiter = Limiter(limits or SimLimits())
         self.metrics_format = (limits or SimLimits()).metrics_format
         """Whose names `/metrics` speaks (`[sim] metrics_format`)."""
-        """`[sim] rpm_limit` / `tpm_limit`, server-wide (`ratelimit`)."""
+        """`[sim] rpm_limit` / `tpm_limit`, server-wide (`ratewindows`)."""
         self.default = default if default is not None else SimModelProfile()
         self.seed = seed
         self.models: dict[str, ModelState] = {

@@ -83,7 +83,7 @@ def parse_over(text: str) -> Over:
     if not sep or not key:
         raise BadInput(f"{where}: expected KEY=V1,V2,... (such as concurrency=1,2,4,8 or concurrency=auto)")
     if key not in SHORT_KEYS and "." not in key:  # a plain word is one of the short keys, misspelt
-        from oxconsole.workload.errors import did_you_mean
+        from oxconsole.workload.problems import did_you_mean
 
         hint = did_you_mean(key, SHORT_KEYS)
         raise BadInput(

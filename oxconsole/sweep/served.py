@@ -36,7 +36,7 @@ from oxconsole.engine.commands import (
     SetTpm,
     Stop,
 )
-from oxconsole.engine.live import check
+from oxconsole.engine.livesettings import check
 from oxconsole.engine.outcome import RunOutcome
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.sweep.gauge import done_rows, sweep_gauge

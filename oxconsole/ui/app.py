@@ -33,7 +33,7 @@ from oxconsole.engine.commands import (
     Resume,
     Stop,
 )
-from oxconsole.engine.live import check
+from oxconsole.engine.livesettings import check
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.dashboard import MainScreen, palette
 from oxconsole.ui.keysteps import (

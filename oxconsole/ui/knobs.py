@@ -15,7 +15,7 @@ from textual.notifications import SeverityLevel
 from oxconsole.base.units import fmt_count, fmt_rate
 from oxconsole.control import RunSource
 from oxconsole.engine.commands import Command, SetAuto, SetConcurrency, SetRate, SetTpm
-from oxconsole.engine.live import NO_SLO
+from oxconsole.engine.livesettings import NO_SLO
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.ui.keysteps import Pending, concurrency_step, rate_step, saved_words, short_path, tpm_step
 from oxconsole.ui.numbers import round_sig

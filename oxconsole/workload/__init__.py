@@ -20,11 +20,11 @@ INTERFACE (fixed; other modules rely on these names, imported from this package)
   WorkloadError(Exception)
 
 Where each question is answered: `schema` (the dataclasses, one per table; a table's keys are
-its fields), `promptdata` (what the prompts are read into), `errors` and `values` (error texts,
+its fields), `prompts.promptdata` (what the prompts are read into), `problems` and `values` (error texts,
 `WorkloadError`, collecting them, typed reading of TOML values), `bounds` (the largest values a
 run can use, the name rule), `sections` (one parser per table), `overrides` (--set), `load`
-(file -> Workload, API keys), `prompts` (streaming and checking prompts), `describe` (validate's text),
-`stages` ([[stages]], the load shape).
+(file -> Workload, API keys), `prompts` (the prompt sources; `prompts.feed` streams and checks
+them), `describe` (validate's text), `loadshape` ([[stages]], the load shape).
 
 Stdlib only (plus orjson for the prompts file, and `oxconsole.media` to read the images and audio
 prompts name): importing this package never loads the UI or HTTP stack.
@@ -33,7 +33,6 @@ prompts name): importing this package never loads the UI or HTTP stack.
 from __future__ import annotations
 
 from oxconsole.workload.describe import describe
-from oxconsole.workload.errors import WorkloadError
 from oxconsole.workload.load import (
     load_plans,
     load_sim_limits,
@@ -42,11 +41,13 @@ from oxconsole.workload.load import (
     resolve_api_key,
     resolve_headers,
 )
+from oxconsole.workload.loadshape import stages_duration
 from oxconsole.workload.overrides import apply_override
 from oxconsole.workload.packing import Pack, format_pack, parse_pack, split_answer
 from oxconsole.workload.plans import parse_plans, plans_to_toml
-from oxconsole.workload.promptdata import Prompt, PromptStats
-from oxconsole.workload.prompts import check_prompts, iter_prompts, request_ids, turn_id
+from oxconsole.workload.problems import WorkloadError
+from oxconsole.workload.prompts.feed import check_prompts, iter_prompts, request_ids, turn_id
+from oxconsole.workload.prompts.promptdata import Prompt, PromptStats
 from oxconsole.workload.schema import (
     DEFAULT_RETRY_ON,
     Arrival,
@@ -61,16 +62,14 @@ from oxconsole.workload.schema import (
     RoutingConfig,
     RoutingRule,
     RunConfig,
-    SimLimits,
-    SimModelProfile,
     SloConfig,
     Stage,
     Strategy,
     SyntheticConfig,
     Workload,
 )
+from oxconsole.workload.simschema import SimLimits, SimModelProfile
 from oxconsole.workload.simsection import parse_sim_profiles
-from oxconsole.workload.stages import stages_duration
 from oxconsole.workload.values import parse_duration
 
 __all__ = [

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from oxconsole.workload import bounds as b
-from oxconsole.workload.errors import Problems
+from oxconsole.workload.problems import Problems
 from oxconsole.workload.values import Table
 
 AUTO_START = 4

@@ -11,16 +11,16 @@ import json
 import os
 
 from oxconsole.base.units import fmt_decimal
-from oxconsole.workload.errors import did_you_mean
-from oxconsole.workload.lengths import describe_length, fmt_stats
+from oxconsole.workload.loadshape import describe_stages
 from oxconsole.workload.packing import describe_packing
 from oxconsole.workload.plans import describe_plans
-from oxconsole.workload.promptdata import PromptStats
+from oxconsole.workload.problems import did_you_mean
+from oxconsole.workload.prompts.lengths import describe_length, fmt_stats
+from oxconsole.workload.prompts.promptdata import PromptStats
+from oxconsole.workload.prompts.traces import TRACE_FORMATS
 from oxconsole.workload.quality import quality_lines
 from oxconsole.workload.schema import API_PATHS, GENERATING_APIS, RETRY_WORDS, Prices, Workload, fill_results
 from oxconsole.workload.slo import slo_lines, slo_warnings
-from oxconsole.workload.stages import describe_stages
-from oxconsole.workload.traces import TRACE_FORMATS
 from oxconsole.workload.values import fmt_duration
 
 

@@ -14,11 +14,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from oxconsole.workload.errors import Problems, WorkloadError, did_you_mean, error, join_key, printable
 from oxconsole.workload.overrides import apply_override
 from oxconsole.workload.plans import PricePlan, parse_plans
-from oxconsole.workload.schema import SimLimits, SimModelProfile, Workload
+from oxconsole.workload.problems import Problems, WorkloadError, did_you_mean, error, join_key, printable
+from oxconsole.workload.schema import Workload
 from oxconsole.workload.sections import build_workload
+from oxconsole.workload.simschema import SimLimits, SimModelProfile
 from oxconsole.workload.simsection import parse_sim_limits, parse_sim_profiles
 
 _TOML_POS = re.compile(r"\s*\((?:at line (\d+), column (\d+)|at end of document)\)\s*$")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import tomllib
 from typing import Any
 
-from oxconsole.workload.errors import WorkloadError, did_you_mean, join_key, show
+from oxconsole.workload.problems import WorkloadError, did_you_mean, join_key, show
 from oxconsole.workload.values import is_int
 
 

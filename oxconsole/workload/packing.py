@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from oxconsole.workload.bounds import MAX_COUNT
-from oxconsole.workload.errors import Problems
-from oxconsole.workload.promptdata import Prompt
+from oxconsole.workload.problems import Problems
+from oxconsole.workload.prompts.promptdata import Prompt
 from oxconsole.workload.schema import PackingConfig, toml_keys
 from oxconsole.workload.values import Table
 

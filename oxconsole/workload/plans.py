@@ -14,7 +14,7 @@ from typing import Any
 
 from oxconsole.base.units import fmt_decimal
 from oxconsole.workload import bounds as b
-from oxconsole.workload.errors import Problems, did_you_mean, join_key, show
+from oxconsole.workload.problems import Problems, did_you_mean, join_key, show
 from oxconsole.workload.schema import PricePlan, Prices, toml_keys
 from oxconsole.workload.values import Table
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import orjson
 
-from oxconsole.workload.errors import Problems, did_you_mean, fail, join_key, show
+from oxconsole.workload.problems import Problems, did_you_mean, fail, join_key, show
 from oxconsole.workload.schema import JudgeConfig, QualityConfig
 from oxconsole.workload.values import Table
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from oxconsole.workload.errors import join_key, show
+from oxconsole.workload.problems import join_key, show
 from oxconsole.workload.values import Table
 
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -18,11 +18,13 @@ from typing import Any, Literal, cast, get_args
 from oxconsole.workload import bounds as b
 from oxconsole.workload.autoconc import check_auto, parse_concurrency
 from oxconsole.workload.cluster import parse_cluster
-from oxconsole.workload.errors import Problems, did_you_mean, join_key, show
-from oxconsole.workload.lengths import parse_length
+from oxconsole.workload.loadshape import parse_stages
 from oxconsole.workload.mediakeys import media_keys, synthetic_media
 from oxconsole.workload.packing import parse_packing
 from oxconsole.workload.plans import parse_plans
+from oxconsole.workload.problems import Problems, did_you_mean, join_key, show
+from oxconsole.workload.prompts.lengths import parse_length
+from oxconsole.workload.prompts.tokens import tokenizer_path
 from oxconsole.workload.quality import check_cascade, parse_quality
 from oxconsole.workload.requestkeys import ENV_NAME, extra_body, request_headers
 from oxconsole.workload.schema import (
@@ -47,8 +49,6 @@ from oxconsole.workload.schema import (
 from oxconsole.workload.serverkeys import parse_telemetry, server_metrics, server_metrics_interval
 from oxconsole.workload.simsection import parse_sim_section
 from oxconsole.workload.slo import parse_slo
-from oxconsole.workload.stages import parse_stages
-from oxconsole.workload.tokens import tokenizer_path
 from oxconsole.workload.values import Table, fmt_duration, is_int, is_num, split_host_port
 
 _TOP = toml_keys(Workload, "path", "raw", "sim_limits")  # sim_limits: keys of [sim]

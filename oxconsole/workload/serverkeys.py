@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-from oxconsole.workload.errors import Problems, join_key
+from oxconsole.workload.problems import Problems, join_key
 from oxconsole.workload.schema import TelemetryConfig, toml_keys
 from oxconsole.workload.values import Table, fmt_duration, parse_duration
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from oxconsole.workload import bounds as b
-from oxconsole.workload.errors import Problems, join_key
-from oxconsole.workload.schema import METRICS_FORMATS, REASONING_FIELDS, SimLimits, SimModelProfile, toml_keys
+from oxconsole.workload.problems import Problems, join_key
+from oxconsole.workload.schema import toml_keys
+from oxconsole.workload.simschema import METRICS_FORMATS, REASONING_FIELDS, SimLimits, SimModelProfile
 from oxconsole.workload.values import Table, is_num
 
 __all__ = ["parse_sim", "parse_sim_limits", "parse_sim_profiles", "parse_sim_section"]

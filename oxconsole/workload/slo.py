@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from oxconsole.workload.errors import Problems
+from oxconsole.workload.problems import Problems
 from oxconsole.workload.schema import DEFAULT_TARGET, SloConfig, toml_keys
 from oxconsole.workload.values import Table, fmt_duration, is_num
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from oxconsole.workload.bounds import INT64_MAX, INT64_MIN, MAX_DURATION, fmt_limit
-from oxconsole.workload.errors import Problems, did_you_mean, join_key
+from oxconsole.workload.problems import Problems, did_you_mean, join_key
 
 
 def is_int(v: Any) -> bool:

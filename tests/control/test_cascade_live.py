@@ -13,7 +13,7 @@ import pytest
 from oxconsole.base.units import change_text
 from oxconsole.control import LocalSource, RunInfo, SocketSource
 from oxconsole.engine.commands import CommandError, SetCascade, command_from_dict
-from oxconsole.engine.live import LiveSettings
+from oxconsole.engine.livesettings import LiveSettings
 from oxconsole.engine.runner import Engine
 from oxconsole.workload import load_workload
 from tests.support import until

@@ -32,7 +32,7 @@ from oxconsole.engine.commands import (
     Stop,
     command_from_dict,
 )
-from oxconsole.engine.live import LiveSettings, check
+from oxconsole.engine.livesettings import LiveSettings, check
 from oxconsole.engine.outcome import RunEngine
 from oxconsole.engine.runner import make_engine
 from oxconsole.metrics.snapshot import Snapshot

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from oxconsole.engine.dispatch import BURST_CHARS, DISPATCH_BURST, Dispatcher
 from oxconsole.engine.router import Router
-from oxconsole.workload.promptdata import Prompt
+from oxconsole.workload.prompts.promptdata import Prompt
 from tests.support.workloads import load_workload
 
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from oxconsole.workload import SimModelProfile, iter_prompts, prompts
-from oxconsole.workload.synthtext import synthetic_text
+from oxconsole.workload import SimModelProfile, iter_prompts
+from oxconsole.workload.prompts import feed
+from oxconsole.workload.prompts.synthtext import synthetic_text
 from tests.support.sim import raw_post, running_sim
 from tests.support.workloads import load_workload
 
@@ -18,7 +19,7 @@ PROFILES = {"m": SimModelProfile(ttft=0.0, tokens_per_s=0.0, output_tokens=3, ji
 
 
 def test_lines_longer_than_the_read_buffer_come_whole(tmp_path: Path) -> None:
-    size = prompts.READ_BUFFER + 12_345  # one line over the buffer, between short ones
+    size = feed.READ_BUFFER + 12_345  # one line over the buffer, between short ones
     texts = ["short one", "x" * size, "short two", synthetic_text(1, 2, 250_000)]
     path = tmp_path / "p.jsonl"
     path.write_text("".join(json.dumps({"id": f"p{i}", "prompt": t}) + "\n" for i, t in enumerate(texts)))

@@ -14,40 +14,10 @@ from oxconsole.engine.serverwatch import ServerWatch
 from oxconsole.metrics.bound import server_bound
 from oxconsole.metrics.server.live import queue_place
 from oxconsole.metrics.server.series import read_series, series_path
-from oxconsole.workload import Workload
-from tests.metrics.server.test_fixtures import ENGINE, EXPECTED, expected_value
-from tests.metrics.server.test_reading import vllm
 from tests.support import engine_for, run, until
-from tests.support.expositions import fixture_text, halved, oracle
-from tests.support.metricsserver import metrics_server, text
+from tests.support.expositions import ENGINE, EXPECTED, expected_value, fixture_text, halved, oracle, vllm
+from tests.support.metricsserver import FAST, metrics_server, rounds, text, workload
 from tests.support.workloads import load_workload
-
-FAST = "250ms"
-
-
-def workload(tmp_path: Path, base: str, **sets: Any) -> Workload:
-    return load_workload(
-        "sim_exact",
-        tmp_path,
-        {
-            "endpoints.default.base_url": base + "/v1",
-            "endpoints.default.server_metrics_interval": FAST,
-            **sets,
-        },
-    )
-
-
-async def rounds(w: Workload, n: int, tmp_path: Path | None = None) -> tuple[ServerWatch, list[str]]:
-    """A watch on `w` after `n` rounds of its endpoint (then stopped), and the warnings it gave."""
-    warnings: list[str] = []
-    series = None if tmp_path is None else series_path(tmp_path / "results.jsonl")
-    watch = ServerWatch(w, {}, warnings, series=series)
-    watch.start()
-    try:
-        await until(lambda: watch.targets[0].live.scrapes >= n, 15.0, f"{n} scrape rounds")
-    finally:
-        await watch.stop()
-    return watch, warnings
 
 
 @pytest.mark.parametrize("name", sorted(n for n in EXPECTED if n != "trtllm"))

@@ -13,9 +13,8 @@ from aiohttp import web
 
 from oxconsole.engine.serverwatch import FETCH_TIMEOUT_S
 from oxconsole.metrics.server.parse import MAX_BODY
-from tests.engine.test_serverwatch import rounds, workload
 from tests.support import engine_for, run
-from tests.support.metricsserver import Served, huge, metrics_server, stall, text
+from tests.support.metricsserver import Served, huge, metrics_server, rounds, stall, text, workload
 from tests.support.workloads import load_workload
 
 HUGE = 200 * 1000 * 1000

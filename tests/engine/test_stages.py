@@ -276,7 +276,7 @@ class _VirtualRun:
     """The surface the stage driver drives, on a virtual clock: the live settings and the log."""
 
     def __init__(self, w: Any) -> None:
-        from oxconsole.engine.live import LiveSettings
+        from oxconsole.engine.livesettings import LiveSettings
         from oxconsole.metrics.collector import Collector
 
         self.w = w

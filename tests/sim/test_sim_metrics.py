@@ -10,7 +10,7 @@ from typing import Any
 import aiohttp
 
 from oxconsole.metrics.server.parse import Exposition, parse
-from oxconsole.metrics.server.reading import Part, Scrape, read
+from oxconsole.metrics.server.scrapes import Part, Scrape, read
 from oxconsole.workload import SimLimits, SimModelProfile
 from tests.support.expositions import oracle
 from tests.support.sim import raw_post, running_sim

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from oxconsole.sim import SimProcess
-from oxconsole.sim.ratelimit import go_duration
+from oxconsole.sim.ratewindows import go_duration
 from oxconsole.workload import SimLimits, SimModelProfile, WorkloadError, load_sim_limits
 from tests.support.sim import raw_post, running_sim, stats_of
 

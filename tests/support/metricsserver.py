@@ -1,5 +1,6 @@
 """Loopback servers that answer `/metrics` as a test says: an engine's exposition scrape after
-scrape, a restart, a stall, a huge or binary body."""
+scrape, a restart, a stall, a huge or binary body; and a run's scrape task watching one
+(`workload` over a server's origin, `rounds` of its scrapes)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,16 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from aiohttp import web
+
+from oxconsole.engine.serverwatch import ServerWatch
+from oxconsole.metrics.server.series import series_path
+from oxconsole.workload import Workload
+from tests.support import until
+from tests.support.workloads import load_workload
 
 Answer = Callable[[web.Request, int], Awaitable[web.StreamResponse]]
 """The answer to the n-th request (from 0) of /metrics."""
@@ -103,3 +112,31 @@ def huge(size: int, served: list[Served], *, length: bool) -> Answer:
         return resp
 
     return answer
+
+
+FAST = "250ms"
+
+
+def workload(tmp_path: Path, base: str, **sets: Any) -> Workload:
+    return load_workload(
+        "sim_exact",
+        tmp_path,
+        {
+            "endpoints.default.base_url": base + "/v1",
+            "endpoints.default.server_metrics_interval": FAST,
+            **sets,
+        },
+    )
+
+
+async def rounds(w: Workload, n: int, tmp_path: Path | None = None) -> tuple[ServerWatch, list[str]]:
+    """A watch on `w` after `n` rounds of its endpoint (then stopped), and the warnings it gave."""
+    warnings: list[str] = []
+    series = None if tmp_path is None else series_path(tmp_path / "results.jsonl")
+    watch = ServerWatch(w, {}, warnings, series=series)
+    watch.start()
+    try:
+        await until(lambda: watch.targets[0].live.scrapes >= n, 15.0, f"{n} scrape rounds")
+    finally:
+        await watch.stop()
+    return watch, warnings

@@ -2,7 +2,7 @@
 naming the file, the line and the bound) at `validate` and before a run sends anything, never a
 traceback; it is never held whole; a 250,000-token prompt still goes through.
 
-The bounds are `workload.lines`: 16 MiB a line of a prompts file (and an entry of a ShareGPT
+The bounds are `workload.prompts.boundedlines`: 16 MiB a line of a prompts file (and an entry of a ShareGPT
 array), 1 MiB a line of a trace, and the csv module's 128 KiB a field of a CSV trace.
 """
 
@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from oxconsole.workload import WorkloadError, check_prompts, load_workload
-from oxconsole.workload.lines import LINE_MAX, TRACE_LINE_MAX
+from oxconsole.workload.prompts.boundedlines import LINE_MAX, TRACE_LINE_MAX
 from tests.support import oxconsole_here
 
 MIB = 1 << 20

@@ -13,7 +13,7 @@ import pytest
 
 from oxconsole.media.png import SyntheticPng
 from oxconsole.workload import Workload, WorkloadError, check_prompts, iter_prompts
-from oxconsole.workload.mediaprompts import media_seed
+from oxconsole.workload.prompts.mediaprompts import media_seed
 from tests.media import FIXTURES
 from tests.support.workloads import Sets, load_workload
 

@@ -22,10 +22,10 @@ from oxconsole.workload import (
     check_prompts,
     describe,
     iter_prompts,
-    jsonarray,
     resolve_headers,
 )
 from oxconsole.workload import load_workload as load_file
+from oxconsole.workload.prompts import jsonarray
 from tests.support import oxconsole_here
 from tests.support.http import chat_server, ok_answer
 from tests.support.workloads import Sets, load_workload, toml_value, write_workload

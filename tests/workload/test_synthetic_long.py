@@ -8,14 +8,14 @@ import time
 from pathlib import Path
 
 from oxconsole.workload import iter_prompts
-from oxconsole.workload.synthtext import synthetic_text
+from oxconsole.workload.prompts.synthtext import synthetic_text
 from tests.support.workloads import load_workload
 
 
 def drawn_a_word_at_a_time(seed: int, index: int | str, input_tokens: int) -> str:
     """The rule short prompts keep (and long ones had): one `random.choice` a word until the text
     reaches 4 characters a token."""
-    from oxconsole.workload.synthtext import _WORDS
+    from oxconsole.workload.prompts.synthtext import _WORDS
 
     rng = random.Random(f"oxconsole-synthetic:{seed}:{index}")
     words: list[str] = []
@@ -34,7 +34,7 @@ def test_short_prompts_keep_their_text() -> None:
 
 
 def test_long_prompts_are_whole_words_of_their_length() -> None:
-    from oxconsole.workload.synthtext import _WORDS
+    from oxconsole.workload.prompts.synthtext import _WORDS
 
     known = set(_WORDS)
     for i in range(30):

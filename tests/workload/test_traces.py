@@ -18,7 +18,7 @@ from oxconsole.journal.sessions import sessions_of
 from oxconsole.sim.prefix import PrefixCache
 from oxconsole.workload import WorkloadError, check_prompts
 from oxconsole.workload import load_workload as load_file
-from oxconsole.workload.sources import records
+from oxconsole.workload.prompts.sources import records
 from tests.support import journal, oxconsole, run
 from tests.support.workloads import Sets, load_workload, write_workload
 

@@ -18,7 +18,7 @@ import fastjsonschema
 import orjson
 import pytest
 
-from oxconsole.workload import userschema
+from oxconsole.workload import schemaformats, userschema
 from oxconsole.workload.userregex import SafeRegex
 from oxconsole.workload.userschema import (
     SCHEMA_BYTES_MAX,
@@ -297,7 +297,7 @@ def _strings(alphabet: str, longest: int) -> list[str]:
 )
 def test_hand_written_formats_equal_fastjsonschemas_regex(name: str, alphabet: str, longest: int) -> None:
     regex = re.compile(fastjsonschema.draft2019.CodeGeneratorDraft2019.FORMAT_REGEXS[name])
-    ours = userschema._HAND_WRITTEN[name]
+    ours = schemaformats._HAND_WRITTEN[name]
     for s in _strings(alphabet, longest):
         assert ours(s) == (regex.match(s) is not None), (name, s)
 
@@ -314,7 +314,7 @@ SAMPLES = [
 @pytest.mark.parametrize("name", sorted(fastjsonschema.draft2019.CodeGeneratorDraft2019.FORMAT_REGEXS))
 def test_formats_answer_as_fastjsonschema(name: str) -> None:
     regex = re.compile(fastjsonschema.draft2019.CodeGeneratorDraft2019.FORMAT_REGEXS[name])
-    check = userschema.format_checks({}, {name})[name]
+    check = schemaformats.format_checks({}, {name})[name]
     for s in SAMPLES:
         assert check(s) == (regex.match(s) is not None), (name, s)
 

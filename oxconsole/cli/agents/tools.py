@@ -12,17 +12,40 @@ minimum 1, so a careful client never sends it.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
-from typing import Annotated, Any, Required, TypedDict
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field, WithJsonSchema
+from pydantic import Field
 
 from oxconsole.cli.agents import sdk
 from oxconsole.cli.agents.runs import Refused, RunRequest, Runs
+from oxconsole.cli.agents.signatures import (
+    AUTO,
+    CANCEL,
+    CASCADE,
+    CONCURRENCY,
+    DURATION,
+    ENABLED,
+    MODEL,
+    OVERRIDES,
+    PAUSED,
+    RATE,
+    REQUESTS,
+    RUN_NAME,
+    TPM,
+    URL,
+    WEIGHTS,
+    WORKLOAD,
+    RunsOut,
+    SetOut,
+    SnapshotOut,
+    StartOut,
+    ValidateOut,
+)
 from oxconsole.cli.agents.watch import RUNS_URI, SNAPSHOT_TEMPLATE, ListeningBus, Watch
 from oxconsole.engine.commands import Command, CommandError, command_from_dict
 
@@ -37,248 +60,6 @@ started here are ordinary runs: a person can `oxconsole attach NAME` to them, an
 runs a person started. Your changes are logged in the run's `changes` with by = "agent".
 Latencies are in milliseconds, rates in requests per second, durations in seconds.
 """
-
-# --- argument schemas: what a client sees; the values are judged by the engine's checks -------------
-RUN_NAME = Annotated[
-    str,
-    Field(description="The run: NAME-PID as `runs` lists it, or its NAME while no other run has it."),
-]
-WORKLOAD = Annotated[
-    str | None,
-    Field(description="Path of a workload TOML file on this machine (as `oxconsole WORKLOAD.toml`)."),
-]
-URL = Annotated[
-    str | None,
-    Field(
-        description='Base URL of an OpenAI-compatible endpoint ("http://host:8000/v1"), or "sim" for '
-        "the embedded simulator; with `workload` it overrides the endpoint, without it a workload "
-        "is built from the URL and `model`."
-    ),
-]
-MODEL = Annotated[str | None, Field(description="Model name as the endpoint's GET /models lists it.")]
-OVERRIDES = Annotated[
-    list[str] | None,
-    Field(
-        description='Workload overrides as `--set` takes them, each "KEY=VALUE" with a dotted key and a '
-        'TOML value: ["run.concurrency=200", "models.0.weight=2", "run.duration=\\"10m\\""].'
-    ),
-]
-CONCURRENCY = Annotated[
-    object,
-    WithJsonSchema(
-        {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": 1_000_000,
-            "description": "Requests in flight at most (run.concurrency), 1 to 1,000,000.",
-        }
-    ),
-]
-RATE = Annotated[
-    object,
-    WithJsonSchema(
-        {
-            "type": "number",
-            "minimum": 0,
-            "maximum": 1e6,
-            "description": "Requests per second the run may send (run.rate, a token bucket); 0 = unlimited.",
-        }
-    ),
-]
-REQUESTS = Annotated[
-    object,
-    WithJsonSchema(
-        {
-            "type": "integer",
-            "minimum": 1,
-            "description": "Requests to send in all (run.requests); not with `duration`.",
-        }
-    ),
-]
-DURATION = Annotated[
-    object,
-    WithJsonSchema(
-        {
-            "type": ["string", "number"],
-            "description": 'Wall-clock cap (run.duration): seconds, or "90s", "10m", "1h"; '
-            "not with `requests`.",
-        }
-    ),
-]
-TPM = Annotated[
-    object,
-    WithJsonSchema(
-        {
-            "type": "number",
-            "minimum": 0,
-            "maximum": 1e12,
-            "description": "Token budget: tokens (input + output) per minute across the run "
-            "(run.tpm); 0 = none.",
-        }
-    ),
-]
-WEIGHTS = Annotated[
-    object,
-    WithJsonSchema(
-        {
-            "type": "object",
-            "additionalProperties": {"type": "number", "minimum": 0, "maximum": 1e9},
-            "description": "Routing weights by model name, {model: weight}: relative shares of traffic "
-            "under weighted routing (models.N.weight); only the models named change.",
-        }
-    ),
-]
-ENABLED = Annotated[
-    object,
-    WithJsonSchema(
-        {
-            "type": "object",
-            "additionalProperties": {"type": "boolean"},
-            "description": "Models to switch on (true) or off (false), {model: bool}; a model switched "
-            "off gets no new requests, those in flight finish.",
-        }
-    ),
-]
-CASCADE = Annotated[
-    object,
-    WithJsonSchema(
-        {
-            "type": "array",
-            "items": {"type": "string"},
-            "minItems": 1,
-            "uniqueItems": True,
-            "description": "The cascade's models in force, in order (runs with [quality] and "
-            "routing.cascade only); a model left out is a step switched off.",
-        }
-    ),
-]
-PAUSED = Annotated[
-    object,
-    WithJsonSchema(
-        {
-            "type": "boolean",
-            "description": "true: stop dispatching (requests in flight finish); false: go on.",
-        }
-    ),
-]
-AUTO = Annotated[
-    object,
-    WithJsonSchema(
-        {
-            "type": "boolean",
-            "description": "true: the engine looks for the highest concurrency meeting the run's [slo] "
-            "and holds it (needs [slo]); false: the concurrency stays where it is. Setting "
-            "`concurrency` turns auto off.",
-        }
-    ),
-]
-CANCEL = Annotated[
-    object,
-    WithJsonSchema(
-        {
-            "type": "boolean",
-            "default": False,
-            "description": "true: cancel the requests in flight at once; false (default): let them "
-            "finish within the run's grace time (run.grace).",
-        }
-    ),
-]
-
-
-# --- results ------------------------------------------------------------------------------------
-class ValidateOut(TypedDict):
-    valid: Annotated[bool, Field(description="true: the workload would run as described.")]
-    errors: Annotated[
-        list[str], Field(description="Every problem found, each naming file, key and expectation.")
-    ]
-    name: Annotated[str | None, Field(description="The run's name (the workload's `name`).")]
-    would_run: Annotated[str | None, Field(description="What would run, as `oxconsole validate` prints it.")]
-    models: list[str]
-    requests: Annotated[int | None, Field(description="Requests that would be sent; null when set by time.")]
-
-
-class StartOut(TypedDict):
-    name: Annotated[str, Field(description="NAME-PID: the run's key for snapshot, set and stop.")]
-    pid: Annotated[int, Field(description="The run's process; it goes on after this server exits.")]
-    journal: Annotated[str, Field(description="The results journal (JSONL) the run appends to.")]
-
-
-class RunsOut(TypedDict):
-    runs: Annotated[
-        list[dict[str, Any]],
-        Field(
-            description="The runs going for this user, oldest first, as `oxconsole ps --json` lists them: "
-            "name, pid, state (starting|running|paused|draining), done, total, req_per_s, errors, "
-            "started_at (unix s), workload_path, results_path."
-        ),
-    ]
-
-
-Timing = Annotated[
-    dict[str, float | None],
-    Field(
-        description="mean, p50, p90, p95, p99, max in milliseconds over ok requests (null: none measured)."
-    ),
-]
-
-
-class SnapshotOut(TypedDict, total=False):
-    """The run so far: the summary's keys (see `summary`) plus what it is doing now. Every key but
-    `run` and `state` may be absent (a run starting has no figures yet)."""
-
-    run: Required[Annotated[str, Field(description="NAME-PID: the run's key.")]]
-    state: Required[Annotated[str, Field(description="starting | running | paused | draining | done")]]
-    name: Annotated[str, Field(description="The workload's name.")]
-    in_flight: Annotated[int, Field(description="Requests sent and not yet answered.")]
-    concurrency: Annotated[int, Field(description="Concurrency limit now (requests in flight at most).")]
-    rate: Annotated[float, Field(description="Rate limit now, requests per second; 0 = unlimited.")]
-    tpm: Annotated[float, Field(description="Token budget now, tokens per minute; 0 = none.")]
-    paused: bool
-    auto: Annotated[bool, Field(description="true: the auto controller sets the concurrency.")]
-    phase: Annotated[
-        dict[str, Any],
-        Field(description="The phase now (the span since the last change): index, since_s, settings."),
-    ]
-    exit_code: Annotated[
-        int, Field(description="Once the run has ended: its exit code (0 every request ok).")
-    ]
-    duration_s: Annotated[float, Field(description="Seconds of running time so far.")]
-    requests: Annotated[
-        dict[str, int], Field(description="total, ok, error, retried, fallbacks (, not_sent, cancelled).")
-    ]
-    throughput: Annotated[dict[str, float], Field(description="requests_per_s (ok), output_tokens_per_s.")]
-    latency_ms: Timing
-    ttft_ms: Timing
-    itl_ms: Timing
-    queue_ms: Timing
-    changes: Annotated[
-        list[dict[str, Any]],
-        Field(
-            description='Every change so far: t (s since start), what, from, to, model?, by ("agent": yours).'
-        ),
-    ]
-    phases: list[dict[str, Any]]
-    tokens: dict[str, int]
-    cost: dict[str, Any]
-    errors: dict[str, int]
-    models: dict[str, Any]
-
-
-class SetOut(TypedDict):
-    changes: Annotated[
-        list[dict[str, Any]],
-        Field(
-            description='The changes made, as the run logged them: t, what, from, to, model?, by = "agent". '
-            "Empty when every value was already in force, or when held."
-        ),
-    ]
-    held: Annotated[
-        bool,
-        Field(
-            description="true: the run is still starting; the values were accepted and take effect "
-            "(and are logged) when its clock starts."
-        ),
-    ]
 
 
 def _ok(data: Mapping[str, object]) -> CallToolResult:
@@ -371,12 +152,22 @@ def build_server(backend: Runs, *, interval: float = 1.0) -> tuple[MCPServer[Non
         lifespan=lifespan,
         log_level="WARNING",  # the SDK logs each refused call at INFO; stderr is the user's
     )
-    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    for register in _REGISTERED:
+        register(mcp, backend)
+    sdk.serve_legacy_subscribe(mcp, watch.subscribe, watch.unsubscribe)
+    return mcp, watch
+
+
+_READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+
+def _validate_tool(mcp: MCPServer[None], backend: Runs) -> None:
+    """Register the `validate` tool over `backend`."""
 
     @mcp.tool(
         name="validate",
         title="Check a workload",
-        annotations=read_only,
+        annotations=_READ_ONLY,
     )
     def validate(
         workload: WORKLOAD = None,
@@ -405,6 +196,10 @@ def build_server(backend: Runs, *, interval: float = 1.0) -> tuple[MCPServer[Non
                 requests=v.requests,
             )
         )
+
+
+def _start_tool(mcp: MCPServer[None], backend: Runs) -> None:
+    """Register the `start` tool over `backend`."""
 
     @mcp.tool(
         name="start",
@@ -443,14 +238,22 @@ def build_server(backend: Runs, *, interval: float = 1.0) -> tuple[MCPServer[Non
             return _refused(str(e))
         return _ok(StartOut(name=started.name, pid=started.pid, journal=started.journal))
 
-    @mcp.tool(name="runs", title="Runs going", annotations=read_only)
+
+def _runs_tool(mcp: MCPServer[None], backend: Runs) -> None:
+    """Register the `runs` tool over `backend`."""
+
+    @mcp.tool(name="runs", title="Runs going", annotations=_READ_ONLY)
     def runs() -> Annotated[CallToolResult, RunsOut]:
         """The runs going on this machine for this user, as `oxconsole ps` lists them: each run's
         name and pid (NAME-PID is its key), state, progress (done of total requests), requests per
         second and errors. Runs started by a person are here too, and can be driven the same way."""
         return _ok(RunsOut(runs=backend.runs()))
 
-    @mcp.tool(name="snapshot", title="A run so far", annotations=read_only)
+
+def _snapshot_tool(mcp: MCPServer[None], backend: Runs) -> None:
+    """Register the `snapshot` tool over `backend`."""
+
+    @mcp.tool(name="snapshot", title="A run so far", annotations=_READ_ONLY)
     async def snapshot(name: RUN_NAME) -> Annotated[CallToolResult, SnapshotOut]:
         """The run so far, in the summary's keys (requests, throughput, latency_ms, ttft_ms, itl_ms,
         queue_ms, tokens, cost, errors, models, changes), plus its live state: `in_flight`,
@@ -461,6 +264,10 @@ def build_server(backend: Runs, *, interval: float = 1.0) -> tuple[MCPServer[Non
             return _ok(await backend.snapshot(name))
         except Refused as e:
             return _refused(str(e))
+
+
+def _set_tool(mcp: MCPServer[None], backend: Runs) -> None:
+    """Register the `set` tool over `backend`."""
 
     @mcp.tool(
         name="set",
@@ -495,6 +302,10 @@ def build_server(backend: Runs, *, interval: float = 1.0) -> tuple[MCPServer[Non
         except Refused as e:
             return _refused(str(e))
 
+
+def _stop_tool(mcp: MCPServer[None], backend: Runs) -> None:
+    """Register the `stop` tool over `backend`."""
+
     @mcp.tool(
         name="stop",
         title="Stop a run",
@@ -510,7 +321,11 @@ def build_server(backend: Runs, *, interval: float = 1.0) -> tuple[MCPServer[Non
         except Refused as e:
             return _refused(str(e))
 
-    @mcp.tool(name="summary", title="A run's summary", annotations=read_only)
+
+def _summary_tool(mcp: MCPServer[None], backend: Runs) -> None:
+    """Register the `summary` tool over `backend`."""
+
+    @mcp.tool(name="summary", title="A run's summary", annotations=_READ_ONLY)
     def summary(
         name: Annotated[
             str | None, Field(description="A run going or ended here (NAME-PID or NAME).")
@@ -526,7 +341,11 @@ def build_server(backend: Runs, *, interval: float = 1.0) -> tuple[MCPServer[Non
         except Refused as e:
             return _refused(str(e))
 
-    @mcp.tool(name="compare", title="Compare runs", annotations=read_only)
+
+def _compare_tool(mcp: MCPServer[None], backend: Runs) -> None:
+    """Register the `compare` tool over `backend`."""
+
+    @mcp.tool(name="compare", title="Compare runs", annotations=_READ_ONLY)
     def compare(
         journals: Annotated[
             list[str], Field(description="Paths of two or more results journals; the first is the baseline.")
@@ -540,6 +359,10 @@ def build_server(backend: Runs, *, interval: float = 1.0) -> tuple[MCPServer[Non
         except Refused as e:
             return _refused(str(e))
 
+
+def _runs_resource(mcp: MCPServer[None], backend: Runs) -> None:
+    """Register the `runs` resource over `backend`."""
+
     @mcp.resource(
         RUNS_URI,
         name="runs",
@@ -550,6 +373,10 @@ def build_server(backend: Runs, *, interval: float = 1.0) -> tuple[MCPServer[Non
     )
     def runs_resource() -> str:
         return json.dumps({"runs": backend.runs()}, default=str)
+
+
+def _snapshot_resource(mcp: MCPServer[None], backend: Runs) -> None:
+    """Register the `snapshot` resource over `backend`."""
 
     @mcp.resource(
         SNAPSHOT_TEMPLATE,
@@ -565,5 +392,17 @@ def build_server(backend: Runs, *, interval: float = 1.0) -> tuple[MCPServer[Non
         except Refused as e:
             raise ResourceNotFoundError(str(e)) from None
 
-    sdk.serve_legacy_subscribe(mcp, watch.subscribe, watch.unsubscribe)
-    return mcp, watch
+
+_REGISTERED: tuple[Callable[[MCPServer[None], Runs], None], ...] = (
+    _validate_tool,
+    _start_tool,
+    _runs_tool,
+    _snapshot_tool,
+    _set_tool,
+    _stop_tool,
+    _summary_tool,
+    _compare_tool,
+    _runs_resource,
+    _snapshot_resource,
+)
+"""The tools, then the resources, in the order a client lists them."""

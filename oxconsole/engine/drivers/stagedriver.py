@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from oxconsole.engine.commands import By, Command, SetConcurrency, SetRate
-from oxconsole.engine.live import LiveSettings
+from oxconsole.engine.livesettings import LiveSettings
 from oxconsole.metrics.collector import Collector
 from oxconsole.metrics.stages import StageSpan
 from oxconsole.workload import Stage, Workload, stages_duration

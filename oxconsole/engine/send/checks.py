@@ -22,7 +22,7 @@ import orjson
 
 from oxconsole.engine.send.judgeprompt import verdict_line
 from oxconsole.workload.answerpath import equals_expected, value_at
-from oxconsole.workload.promptdata import Prompt
+from oxconsole.workload.prompts.promptdata import Prompt
 from oxconsole.workload.schema import QualityConfig
 from oxconsole.workload.userregex import compile_pattern
 from oxconsole.workload.userschema import compiled_schema

@@ -40,7 +40,7 @@ from oxconsole.engine.send.apis import PATHS
 from oxconsole.engine.send.attempt import AttemptResult, BadResponse, Encoded
 from oxconsole.engine.send.listed import LIST_BYTES_MAX, did_you_mean, model_names
 from oxconsole.engine.send.mediareaders import read_images, read_rerank, read_speech, read_transcription
-from oxconsole.engine.send.responses import read_response, read_response_stream
+from oxconsole.engine.send.responsesapi import read_response, read_response_stream
 from oxconsole.engine.send.stream import (
     BodyLimits,
     collect,

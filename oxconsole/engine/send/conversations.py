@@ -30,7 +30,7 @@ from typing import Any
 
 from oxconsole.journal.records import RequestRecord
 from oxconsole.workload import Prompt, Workload, request_ids, turn_id
-from oxconsole.workload.tokens import counter
+from oxconsole.workload.prompts.tokens import counter
 
 Waiting = asyncio.Future[None]
 """What the iterator yields when no prompt is ready: the dispatcher awaits it."""

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import orjson
 
-from oxconsole.workload.errors import printable
+from oxconsole.workload.problems import printable
 
 __all__ = ["LIST_BYTES_MAX", "LIST_WITHIN_S", "closest_first", "did_you_mean", "model_names", "unlisted"]
 

@@ -3,7 +3,7 @@ audio, and the bodies of `rerank`, `transcriptions` (a multipart form), `speech`
 
 Why this module exists: a body is built before the clock, like every other body, at about a text
 body's cost. So what is costly is done once: a file's data URL or base64 once per file per run
-(`workload/mediafiles.py`), a synthetic image size's constant rows once per process (a request
+(`workload/prompts/mediafiles.py`), a synthetic image size's constant rows once per process (a request
 then costs its varying rows: ~60 us for 512x512), a synthetic clip once per length, a
 transcription's form once per model (a request joins the form, the file and the closing boundary:
 one copy). Each API takes the parts of a prompt it has a place for: chat and Responses the images
@@ -25,7 +25,7 @@ from oxconsole.media.multipart import FormTemplate
 from oxconsole.media.png import SyntheticPng
 from oxconsole.media.wav import SyntheticWav
 from oxconsole.workload import ModelConfig, Prompt
-from oxconsole.workload.promptdata import PromptMedia
+from oxconsole.workload.prompts.promptdata import PromptMedia
 from oxconsole.workload.schema import SyntheticImages
 
 __all__ = ["SYNTHETIC_NOISE", "Encoded", "MediaBodies", "media_fields", "with_media"]

@@ -1,7 +1,7 @@
 """What a reasoning model's answer adds to a request's figures: reasoning and cached tokens from
 usage, `<think>` tags inside the answer's text, and the record fields made of them.
 
-Why this module exists: chat streams, chat bodies and the Responses API (`responses.py`) carry the
+Why this module exists: chat streams, chat bodies and the Responses API (`responsesapi.py`) carry the
 same three facts in different places (usage details, a reasoning field or event, tags in the
 text); reading them here once keeps each reader's own path short and the records alike.
 """

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from oxconsole.engine.commands import By, Command
 from oxconsole.engine.endpoints import Endpoints, open_files_warning
-from oxconsole.engine.live import LiveSettings
+from oxconsole.engine.livesettings import LiveSettings
 from oxconsole.engine.shard import LocalShard, Observe
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.collector import Collector

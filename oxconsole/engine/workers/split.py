@@ -15,7 +15,7 @@ import dataclasses
 import os
 
 from oxconsole.engine.commands import Command, SetConcurrency, SetRate, SetTpm
-from oxconsole.engine.live import Change
+from oxconsole.engine.livesettings import Change
 from oxconsole.workload import Workload
 
 __all__ = ["run_seeded", "shard_commands", "share", "split", "worker_count"]

@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from oxconsole.metrics.server.reading import Reading
+from oxconsole.metrics.server.scrapes import Reading
 
 __all__ = ["QUEUE_WINDOW_S", "STALE_S", "LiveServer", "fresh", "queue_place"]
 

@@ -4,7 +4,7 @@ Why this module exists: what the engine showed during a run must outlive it, on 
 clock, for `oxconsole report` (the summary's `server` blocks, the HTML report's charts) and for
 anyone's own plots. A line holds the round's figures in the contract's vocabulary (`t`: unix
 time, `endpoint`, `engine`, `running`, `waiting`, `kv_usage`, rates and span figures since the
-round before) and, under `sums`, what the span adds to the run's figures (`reading.Sums`), so a
+round before) and, under `sums`, what the span adds to the run's figures (`scrapes.Sums`), so a
 report rebuilds the run's and each phase's figures exactly, not as means of means. DCGM rounds
 write one line per GPU (`gpu`, `gpu_util`, `gpu_mem_used_mb`, `gpu_power_w`).
 
@@ -21,8 +21,8 @@ from typing import Any, Final
 
 import orjson
 
-from oxconsole.metrics.server.reading import Gpu, Reading, Sums
-from oxconsole.metrics.server.summary import Round
+from oxconsole.metrics.server.scrapes import Gpu, Reading, Sums
+from oxconsole.metrics.server.spans import Round
 from oxconsole.metrics.server.vocabulary import FIGURES, FigureName
 
 __all__ = ["MAX_LINE", "SUFFIX", "gpu_line", "line", "read_series", "round_of", "series_path", "url_of"]

@@ -10,7 +10,7 @@ one more source, not a branch in the reading code); a figure none of whose sourc
 `missing`, never estimated from something else. The names and where each was found are in
 docs/server.md.
 
-Nothing here does I/O; `reading.py` applies the table to two scrapes.
+Nothing here does I/O; `scrapes.py` applies the table to two scrapes.
 """
 
 from __future__ import annotations

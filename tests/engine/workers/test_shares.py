@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from oxconsole.engine.commands import EnableModel, Pause, Resume, SetConcurrency, SetRate, SetTpm, SetWeight
-from oxconsole.engine.live import Change
+from oxconsole.engine.livesettings import Change
 from oxconsole.engine.workers.split import run_seeded, shard_commands, share, split
 from tests.support.workloads import load_workload
 

@@ -13,107 +13,8 @@ from typing import Any
 import pytest
 
 from oxconsole.metrics.server.parse import parse
-from oxconsole.metrics.server.reading import Part, Percentiles, Scrape, read, read_gpus
-from tests.support.expositions import fixture_text, halved, oracle, ref_quantile
-
-SPAN = 4.0
-
-# What each engine's figures should be read from, written out again here (from the engines'
-# documentation, NOTES.md) rather than taken from oxconsole.metrics.server.vocabulary.
-#   ("gauge", name, {label: value}, "sum" | "mean")   ("rate", name)   ("delta", name)
-#   ("ratio", (numerators), (denominators))           ("hist", name, to_ms)   ("none",): exposed, no value
-EXPECTED: dict[str, dict[str, tuple[Any, ...]]] = {
-    "vllm": {
-        "running": ("gauge", "vllm:num_requests_running", {}, "sum"),
-        "waiting": ("gauge", "vllm:num_requests_waiting", {}, "sum"),
-        "kv_usage": ("gauge", "vllm:kv_cache_usage_perc", {}, "mean"),
-        "prefix_hit_rate": ("ratio", ("vllm:prefix_cache_hits_total",), ("vllm:prefix_cache_queries_total",)),
-        "preemptions": ("delta", "vllm:num_preemptions_total"),
-        "prompt_tokens_per_s": ("rate", "vllm:prompt_tokens_total"),
-        "generation_tokens_per_s": ("rate", "vllm:generation_tokens_total"),
-        "server_ttft_ms": ("hist", "vllm:time_to_first_token_seconds", 1000.0),
-        "server_queue_ms": ("hist", "vllm:request_queue_time_seconds", 1000.0),
-        "spec_acceptance": (
-            "ratio",
-            ("vllm:spec_decode_num_accepted_tokens_total",),
-            ("vllm:spec_decode_num_draft_tokens_total",),
-        ),
-    },
-    "vllm-old": {
-        "running": ("gauge", "vllm:num_requests_running", {}, "sum"),
-        "waiting": ("gauge", "vllm:num_requests_waiting", {}, "sum"),
-        "kv_usage": ("gauge", "vllm:gpu_cache_usage_perc", {}, "mean"),
-        "prefix_hit_rate": ("none",),  # the v0 gauge says -1: prefix caching is off
-        "preemptions": ("delta", "vllm:num_preemptions_total"),
-        "prompt_tokens_per_s": ("rate", "vllm:prompt_tokens_total"),
-        "generation_tokens_per_s": ("rate", "vllm:generation_tokens_total"),
-        "server_ttft_ms": ("hist", "vllm:time_to_first_token_seconds", 1000.0),
-        "server_queue_ms": ("hist", "vllm:request_queue_time_seconds", 1000.0),
-    },
-    "sglang": {
-        "running": ("gauge", "sglang:num_running_reqs", {}, "sum"),
-        "waiting": ("gauge", "sglang:num_queue_reqs", {}, "sum"),
-        "kv_usage": ("gauge", "sglang:token_usage", {}, "mean"),
-        "prefix_hit_rate": ("ratio", ("sglang:cached_tokens_total",), ("sglang:prompt_tokens_total",)),
-        "preemptions": ("delta", "sglang:num_retracted_requests_total"),
-        "prompt_tokens_per_s": ("rate", "sglang:prompt_tokens_total"),
-        "generation_tokens_per_s": ("rate", "sglang:generation_tokens_total"),
-        "server_ttft_ms": ("hist", "sglang:time_to_first_token_seconds", 1000.0),
-        "server_queue_ms": ("hist", "sglang:queue_time_seconds", 1000.0),
-        "spec_acceptance": ("none",),  # written 0.0 with speculative decoding off
-    },
-    "tgi": {
-        "running": ("gauge", "tgi_batch_current_size", {}, "sum"),
-        "waiting": ("gauge", "tgi_queue_size", {}, "sum"),
-        "prompt_tokens_per_s": ("rate", "tgi_request_input_length_sum"),
-        "generation_tokens_per_s": ("rate", "tgi_request_generated_tokens_sum"),
-        "server_queue_ms": ("hist", "tgi_request_queue_duration", 1000.0),
-    },
-    "llamacpp": {
-        "running": ("gauge", "llamacpp:requests_processing", {}, "sum"),
-        "waiting": ("gauge", "llamacpp:requests_deferred", {}, "sum"),
-        "prefix_hit_rate": (
-            "ratio",
-            ("llamacpp:prompt_tokens_cached_total",),
-            ("llamacpp:prompt_tokens_cached_total", "llamacpp:prompt_tokens_total"),
-        ),
-        "prompt_tokens_per_s": ("rate", "llamacpp:prompt_tokens_total"),
-        "generation_tokens_per_s": ("rate", "llamacpp:tokens_predicted_total"),
-        "spec_acceptance": (
-            "ratio",
-            ("llamacpp:spec_decode_num_accepted_tokens_total",),
-            ("llamacpp:spec_decode_num_draft_tokens_total",),
-        ),
-    },
-    "trtllm": {
-        "running": ("gauge", "trtllm_num_requests_running", {}, "sum"),
-        "waiting": ("gauge", "trtllm_num_requests_waiting", {}, "sum"),
-        "kv_usage": ("gauge", "trtllm_kv_cache_utilization", {}, "mean"),
-        "prefix_hit_rate": ("ratio", ("trtllm_prompt_cached_tokens_total",), ("trtllm_prompt_tokens_total",)),
-        "prompt_tokens_per_s": ("rate", "trtllm_prompt_tokens_total"),
-        "generation_tokens_per_s": ("rate", "trtllm_generation_tokens_total"),
-        "server_ttft_ms": ("hist", "trtllm_time_to_first_token_seconds", 1000.0),
-        "server_queue_ms": ("hist", "trtllm_request_queue_time_seconds", 1000.0),
-        "spec_acceptance": (
-            "ratio",
-            ("trtllm_spec_decode_num_accepted_tokens_total",),
-            ("trtllm_spec_decode_num_draft_tokens_total",),
-        ),
-    },
-    "triton": {
-        "running": ("gauge", "nv_trt_llm_request_metrics", {"request_type": "scheduled"}, "sum"),
-        "waiting": ("gauge", "nv_trt_llm_request_metrics", {"request_type": "waiting"}, "sum"),
-        "kv_usage": (
-            "gauge",
-            "nv_trt_llm_kv_cache_block_metrics",
-            {"kv_cache_block_type": "fraction"},
-            "mean",
-        ),
-        "server_ttft_ms": ("hist", "nv_inference_first_response_histogram_ms", 1.0),
-    },
-}
-
-ENGINE = {"vllm-old": "vllm"}
+from oxconsole.metrics.server.scrapes import Part, Percentiles, Scrape, read, read_gpus
+from tests.support.expositions import ENGINE, EXPECTED, SPAN, expected_value, fixture_text, halved, oracle
 
 ALL_FIGURES = (
     "running",
@@ -127,33 +28,6 @@ ALL_FIGURES = (
     "server_queue_ms",
     "spec_acceptance",
 )
-
-
-def expected_value(spec: tuple[Any, ...], samples: dict[str, list[tuple[dict[str, str], float]]]) -> Any:
-    kind = spec[0]
-    if kind == "none":
-        return None
-    if kind == "gauge":
-        _, name, match, how = spec
-        vs = [v for labels, v in samples[name] if all(labels.get(k) == x for k, x in match.items())]
-        return sum(vs) if how == "sum" else sum(vs) / len(vs)
-    if kind == "rate":
-        return sum(v for _, v in samples[spec[1]]) / 2 / SPAN
-    if kind == "delta":
-        return sum(v for _, v in samples[spec[1]]) / 2
-    if kind == "ratio":
-        top = sum(v for n in spec[1] for _, v in samples[n])
-        bottom = sum(v for n in spec[2] for _, v in samples[n])
-        return top / bottom
-    if kind == "hist":
-        _, name, to_ms = spec
-        by_bound: dict[float, float] = {}
-        for labels, v in samples[name + "_bucket"]:
-            b = float(labels["le"])
-            by_bound[b] = by_bound.get(b, 0.0) + v
-        cumulative = sorted(by_bound.items())
-        return tuple(ref_quantile(q, cumulative) * to_ms for q in (0.5, 0.9, 0.99))
-    raise AssertionError(kind)
 
 
 def reading_of(name: str) -> Any:

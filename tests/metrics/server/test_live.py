@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from oxconsole.metrics.server.live import QUEUE_WINDOW_S, LiveServer, fresh, queue_place
 from oxconsole.metrics.server.parse import parse
-from oxconsole.metrics.server.reading import Part, Scrape, read
-from tests.metrics.server.test_reading import vllm
+from oxconsole.metrics.server.scrapes import Part, Scrape, read
+from tests.support.expositions import vllm
 
 URL = "http://h:8000/metrics"
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import orjson
 
 from oxconsole.metrics.server.parse import parse
-from oxconsole.metrics.server.reading import Gpu, Part, Scrape, read
+from oxconsole.metrics.server.scrapes import Gpu, Part, Scrape, read
 from oxconsole.metrics.server.series import MAX_LINE, gpu_line, line, read_series, round_of, series_path
-from oxconsole.metrics.server.summary import Round, ServerSummary
-from tests.metrics.server.test_reading import vllm
+from oxconsole.metrics.server.spans import Round, ServerSummary
+from tests.support.expositions import vllm
 
 URL = "http://h:8000/metrics"
 

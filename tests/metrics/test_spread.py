@@ -1,4 +1,4 @@
-"""metrics/trials.py: figures over N trials, and whether two runs differ."""
+"""metrics/spread.py: figures over N trials, and whether two runs differ."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from oxconsole.metrics.trials import TRIAL_FIGURES, overlap, trial_stats, trials_block
+from oxconsole.metrics.spread import TRIAL_FIGURES, overlap, trial_stats, trials_block
 
 
 def test_mean_stddev_cv_ci() -> None:

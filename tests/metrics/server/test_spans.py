@@ -5,10 +5,9 @@ from __future__ import annotations
 import pytest
 
 from oxconsole.metrics.server.parse import Exposition, parse
-from oxconsole.metrics.server.reading import Part, Scrape, read
-from oxconsole.metrics.server.summary import Round, ServerSummary
-from tests.metrics.server.test_reading import vllm
-from tests.support.expositions import ref_quantile
+from oxconsole.metrics.server.scrapes import Part, Scrape, read
+from oxconsole.metrics.server.spans import Round, ServerSummary
+from tests.support.expositions import ref_quantile, vllm
 
 URL = "http://h:8000/metrics"
 

@@ -6,42 +6,10 @@ from __future__ import annotations
 import pytest
 
 from oxconsole.metrics.server.parse import Failed, parse
-from oxconsole.metrics.server.reading import Part, Percentiles, Scrape, read
-from tests.support.expositions import ref_quantile
+from oxconsole.metrics.server.scrapes import Part, Percentiles, Scrape, read
+from tests.support.expositions import ref_quantile, vllm
 
 M = 'model_name="m"'
-
-
-def vllm(
-    *,
-    running: float = 0,
-    waiting: float = 0,
-    kv: float = 0.0,
-    prompt: float = 0,
-    generation: float = 0,
-    hits: float = 0,
-    queries: float = 0,
-    preempt: float = 0,
-    ttft: tuple[float, ...] = (0, 0, 0, 0),
-    model: str = "m",
-    engine: str = "0",
-) -> str:
-    """A small vLLM exposition: TTFT buckets at 0.1, 0.5, 1 s and +Inf (cumulative counts)."""
-    lab = f'engine="{engine}",model_name="{model}"'
-    lines = [
-        f"vllm:num_requests_running{{{lab}}} {running}",
-        f"vllm:num_requests_waiting{{{lab}}} {waiting}",
-        f"vllm:kv_cache_usage_perc{{{lab}}} {kv}",
-        f"vllm:prompt_tokens_total{{{lab}}} {prompt}",
-        f"vllm:generation_tokens_total{{{lab}}} {generation}",
-        f"vllm:prefix_cache_hits_total{{{lab}}} {hits}",
-        f"vllm:prefix_cache_queries_total{{{lab}}} {queries}",
-        f"vllm:num_preemptions_total{{{lab}}} {preempt}",
-    ]
-    for le, c in zip(("0.1", "0.5", "1.0", "+Inf"), ttft, strict=True):
-        lines.append(f'vllm:time_to_first_token_seconds_bucket{{{lab},le="{le}"}} {c}')
-    lines.append(f"vllm:time_to_first_token_seconds_count{{{lab}}} {ttft[-1]}")
-    return "\n".join(lines) + "\n"
 
 
 def scrape(t: float, *bodies: str | bytes) -> Scrape:

@@ -1,7 +1,7 @@
 """What reading the prompts gives: one `Prompt` per request, and `PromptStats` of a whole pass.
 
-Why this module exists: these are not keys of the workload file (`schema.py` holds those) but the
-values the prompt sources produce (`prompts.py`, `sources.py`, `batch.py`, `sharegpt.py`) and the
+Why this module exists: these are not keys of the workload file (`workload/schema.py` holds those) but the
+values the prompt sources produce (`feed.py`, `sources.py`, `batch.py`, `sharegpt.py`) and the
 engine, `validate` and the journal read.
 """
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from oxconsole.workload.mediafiles import MediaFile
+    from oxconsole.workload.prompts.mediafiles import MediaFile
     from oxconsole.workload.schema import SyntheticImages
 
 

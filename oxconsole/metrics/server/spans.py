@@ -3,7 +3,7 @@
 Why this module exists: the summary reports each endpoint's server over the whole run and over
 each phase, from its scrape rounds, whether they come live from the scrape task or back from the
 `.server.jsonl` series (`oxconsole report`). A `Round` is what one round adds; spans combine
-exactly (`reading.Sums`): a rate is the run's growth over the run's scraped time, a ratio the
+exactly (`scrapes.Sums`): a rate is the run's growth over the run's scraped time, a ratio the
 run's numerator over its denominator, percentiles those of the run's summed bucket growth. Gauges
 give their median and maximum over the rounds; they are counted by value (rounded to
 `GAUGE_DIGITS`), so memory is bounded by the values seen, not by the length of the run.
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from oxconsole.metrics.server.buckets import Buckets, merge
-from oxconsole.metrics.server.reading import Reading, Sums, percentiles
+from oxconsole.metrics.server.scrapes import Reading, Sums, percentiles
 from oxconsole.metrics.server.vocabulary import FigureName
 
 __all__ = [

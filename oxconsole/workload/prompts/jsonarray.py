@@ -13,8 +13,8 @@ import re
 from collections.abc import Iterator
 from typing import BinaryIO
 
-from oxconsole.workload.errors import error
-from oxconsole.workload.lines import LINE_MAX, size_words
+from oxconsole.workload.problems import error
+from oxconsole.workload.prompts.boundedlines import LINE_MAX, size_words
 
 _STRUCTURE = re.compile(rb'[\[\]{}"\\]')
 _GAP = b" \t\r\n,"

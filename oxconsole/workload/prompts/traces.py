@@ -26,10 +26,10 @@ from typing import Any, Final
 import orjson
 
 from oxconsole.workload.bounds import MAX_DURATION, MAX_TOKENS
-from oxconsole.workload.errors import error, fail
-from oxconsole.workload.lines import TRACE_LINE_MAX, bounded_lines, too_long
-from oxconsole.workload.promptdata import Prompt
-from oxconsole.workload.synthtext import synthetic_text
+from oxconsole.workload.problems import error, fail
+from oxconsole.workload.prompts.boundedlines import TRACE_LINE_MAX, bounded_lines, too_long
+from oxconsole.workload.prompts.promptdata import Prompt
+from oxconsole.workload.prompts.synthtext import synthetic_text
 
 __all__ = ["BLOCK_TOKENS", "TRACE_FORMATS", "trace_prompts"]
 

@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from oxconsole.workload import bounds as b
-from oxconsole.workload.errors import Problems, join_key
-from oxconsole.workload.schema import SimModelProfile, Stage, Workload, toml_keys
+from oxconsole.workload.problems import Problems, join_key
+from oxconsole.workload.schema import Stage, Workload, toml_keys
+from oxconsole.workload.simschema import SimModelProfile
 from oxconsole.workload.values import Table, fmt_duration
 
 __all__ = ["Stage", "describe_stages", "parse_stages", "stage_settings", "stages_duration"]

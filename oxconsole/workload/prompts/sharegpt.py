@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from oxconsole.workload.bounds import MAX_TOKENS
-from oxconsole.workload.errors import fail, json_object
-from oxconsole.workload.jsonarray import array_objects
-from oxconsole.workload.lines import Line, bounded_lines
-from oxconsole.workload.promptdata import Prompt
+from oxconsole.workload.problems import fail, json_object
+from oxconsole.workload.prompts.boundedlines import Line, bounded_lines
+from oxconsole.workload.prompts.jsonarray import array_objects
+from oxconsole.workload.prompts.promptdata import Prompt
 
 HUMAN = frozenset({"human", "user"})
 ANSWER = frozenset({"gpt", "assistant", "chatgpt", "bard", "bing", "model"})

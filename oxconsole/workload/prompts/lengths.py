@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from typing import cast
 
 from oxconsole.workload import bounds as b
-from oxconsole.workload.promptdata import LengthStats
+from oxconsole.workload.prompts.promptdata import LengthStats
 from oxconsole.workload.schema import Dist, LengthDist, toml_keys
 from oxconsole.workload.values import Table, is_int, is_num
 

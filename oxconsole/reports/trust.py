@@ -14,7 +14,7 @@ from typing import Any
 
 from oxconsole.base.figures import LATENCY, REQUESTS_PER_S, TTFT, Figure
 from oxconsole.base.units import fmt_num
-from oxconsole.metrics.trials import TRIAL_FIGURES, overlap
+from oxconsole.metrics.spread import TRIAL_FIGURES, overlap
 
 __all__ = [
     "STAT_FIGURES",

@@ -17,7 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from oxconsole.workload.errors import show
+from oxconsole.workload.problems import show
 from oxconsole.workload.values import Table
 
 INSTALL = "pip install 'oxconsole[tokenizers]'"

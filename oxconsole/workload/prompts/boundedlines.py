@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import BinaryIO, Final
 
-from oxconsole.workload.errors import WorkloadError, error
+from oxconsole.workload.problems import WorkloadError, error
 
 __all__ = ["LINE_MAX", "TRACE_LINE_MAX", "Line", "bounded_lines", "too_long"]
 

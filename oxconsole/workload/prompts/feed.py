@@ -18,7 +18,7 @@ import orjson
 
 from oxconsole.base.idset import repeated
 from oxconsole.workload.bounds import MAX_TOKENS, fmt_limit
-from oxconsole.workload.errors import (
+from oxconsole.workload.problems import (
     MAX_LINE_ERRORS,
     WorkloadError,
     did_you_mean,
@@ -27,9 +27,9 @@ from oxconsole.workload.errors import (
     printable,
     show,
 )
-from oxconsole.workload.lengths import SAMPLE_MAX, draws, length_stats
-from oxconsole.workload.lines import Line, bounded_lines
-from oxconsole.workload.mediaprompts import (
+from oxconsole.workload.prompts.boundedlines import Line, bounded_lines
+from oxconsole.workload.prompts.lengths import SAMPLE_MAX, draws, length_stats
+from oxconsole.workload.prompts.mediaprompts import (
     MEDIA_KEYS,
     check_needs,
     line_media,
@@ -38,13 +38,13 @@ from oxconsole.workload.mediaprompts import (
     synthetic_documents,
     synthetic_media,
 )
-from oxconsole.workload.promptdata import LengthStats, Prompt, PromptMedia, PromptStats, content_chars
+from oxconsole.workload.prompts.promptdata import LengthStats, Prompt, PromptMedia, PromptStats, content_chars
+from oxconsole.workload.prompts.sources import check_records, records
+from oxconsole.workload.prompts.synthtext import synthetic_text as _synthetic_text
+from oxconsole.workload.prompts.synthtext import warm_text as _warm_text
+from oxconsole.workload.prompts.tokens import Counter, counter, exact_text
 from oxconsole.workload.quality import line_expected
 from oxconsole.workload.schema import SyntheticConfig, Workload
-from oxconsole.workload.sources import check_records, records
-from oxconsole.workload.synthtext import synthetic_text as _synthetic_text
-from oxconsole.workload.synthtext import warm_text as _warm_text
-from oxconsole.workload.tokens import Counter, counter, exact_text
 
 
 def _prompts_label(w: Workload) -> str:

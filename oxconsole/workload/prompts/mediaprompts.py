@@ -26,11 +26,11 @@ from oxconsole.media.kinds import (
     check_image_url,
 )
 from oxconsole.media.pixels import image_size
-from oxconsole.workload.errors import WorkloadError, error, fail, printable, show
-from oxconsole.workload.mediafiles import audio_file, image_file
-from oxconsole.workload.promptdata import ImageInput, PromptMedia
+from oxconsole.workload.problems import WorkloadError, error, fail, printable, show
+from oxconsole.workload.prompts.mediafiles import audio_file, image_file
+from oxconsole.workload.prompts.promptdata import ImageInput, PromptMedia
+from oxconsole.workload.prompts.synthtext import synthetic_text
 from oxconsole.workload.schema import Api, SyntheticConfig, Workload
-from oxconsole.workload.synthtext import synthetic_text
 
 __all__ = [
     "MAX_LINE_IMAGES",

@@ -1,6 +1,6 @@
 """Prompts files in other people's formats (ShareGPT, OpenAI Batch input): read, checked, counted.
 
-Why this module exists: `prompts.py` streams and checks oxconsole's own JSONL; a file in another
+Why this module exists: `feed.py` streams and checks oxconsole's own JSONL; a file in another
 format goes through the same two steps here, as a stream of `(where, prompt)` records, so the
 checks (unique ids, pinned models, the length summary `validate` prints) are written once for
 every such format.
@@ -13,13 +13,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from oxconsole.base.idset import repeated
-from oxconsole.workload.batch import batch_prompts
-from oxconsole.workload.errors import MAX_LINE_ERRORS, WorkloadError, error, printable, show
-from oxconsole.workload.lengths import SAMPLE_MAX, length_stats
-from oxconsole.workload.promptdata import LengthStats, Prompt
+from oxconsole.workload.problems import MAX_LINE_ERRORS, WorkloadError, error, printable, show
+from oxconsole.workload.prompts.batch import batch_prompts
+from oxconsole.workload.prompts.lengths import SAMPLE_MAX, length_stats
+from oxconsole.workload.prompts.promptdata import LengthStats, Prompt
+from oxconsole.workload.prompts.sharegpt import sharegpt_prompts
+from oxconsole.workload.prompts.traces import TRACE_FORMATS, trace_prompts
 from oxconsole.workload.schema import Workload
-from oxconsole.workload.sharegpt import sharegpt_prompts
-from oxconsole.workload.traces import TRACE_FORMATS, trace_prompts
 
 
 def records(

@@ -15,9 +15,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from oxconsole.workload.errors import WorkloadError, did_you_mean, fail, json_object
-from oxconsole.workload.lines import Line, bounded_lines
-from oxconsole.workload.promptdata import Prompt, content_chars
+from oxconsole.workload.problems import WorkloadError, did_you_mean, fail, json_object
+from oxconsole.workload.prompts.boundedlines import Line, bounded_lines
+from oxconsole.workload.prompts.promptdata import Prompt, content_chars
 
 URLS = {
     "/v1/chat/completions": "chat",

@@ -15,7 +15,7 @@ from oxconsole.engine.commands import (
     SetWeight,
     Stop,
 )
-from oxconsole.engine.live import Change, LiveSettings
+from oxconsole.engine.livesettings import Change, LiveSettings
 
 
 def settings() -> LiveSettings:
