@@ -18,12 +18,16 @@ from typing import Any, Literal
 from oxconsole.base.units import NONE, fmt_count, fmt_money, fmt_ms, fmt_num, fmt_rate, number
 
 __all__ = [
+    "AUDIO_IN",
+    "AUDIO_OUT",
     "BLOCK_KEYS",
     "CACHE_HIT_RATE",
+    "CHARACTERS",
     "COMPARED",
     "COST",
     "COST_PER_TASK",
     "COST_PER_VALID",
+    "DOCUMENTS",
     "DRAWN",
     "ERRORS",
     "ERROR_RATE",
@@ -32,10 +36,17 @@ __all__ = [
     "FROM_DUE",
     "GOODPUT",
     "GOOD_FRACTION",
+    "IMAGES_IN",
+    "IMAGES_OUT",
+    "IMAGE_PIXELS",
     "ITL",
     "KINDS",
     "LATENCY",
     "LATENCY_FROM_DUE",
+    "MEDIA_COMPARED",
+    "MEDIA_LIVE",
+    "MEDIA_RECORDED",
+    "MEDIA_TOTALS",
     "OK",
     "OUTPUT_TOKENS_PER_S",
     "QUEUE",
@@ -43,6 +54,7 @@ __all__ = [
     "REGISTRY",
     "REQUESTS",
     "REQUESTS_PER_S",
+    "RTF",
     "SCHEDULE_LAG",
     "SUMMARY_TIMINGS",
     "TABLED",
@@ -60,6 +72,7 @@ __all__ = [
     "has_reasoning",
     "journal_keys",
     "nested",
+    "per_second",
     "percent",
     "quantile_column",
 ]
@@ -310,6 +323,55 @@ REASONING_SHARE = Figure("reasoning_share", "reasoning", "fraction", name="reaso
 """Not a key of the summary (its `tokens.reasoning` over `tokens.output`): the console's and
 `report A B`'s figure."""
 
+# -- media (issue 37): totals of the ok requests, their rates, the real-time factor -----------
+
+IMAGES_IN = Figure(
+    "media.images_in", "images in", "count", name="images sent", short="img", journal="images_in"
+)
+IMAGE_PIXELS = Figure(
+    "media.image_pixels", "pixels in", "count", name="image pixels sent", journal="image_pixels"
+)
+AUDIO_IN = Figure(
+    "media.audio_in_s", "audio in", "value", "s",
+    name="seconds of audio sent", short="heard", journal="audio_in_s",
+)  # fmt: skip
+AUDIO_OUT = Figure(
+    "media.audio_out_s", "audio out", "value", "s",
+    name="seconds of audio received", short="spoken", journal="audio_out_s",
+)  # fmt: skip
+IMAGES_OUT = Figure(
+    "media.images_out", "images out", "count", name="images received", short="drawn", journal="images_out"
+)
+DOCUMENTS = Figure(
+    "media.documents", "documents", "count", name="documents ranked", short="docs", journal="documents"
+)
+CHARACTERS = Figure(
+    "media.characters", "characters", "count", name="characters of speech input", journal="characters"
+)
+"""Kept per request for what a price bills (`per_1m_characters`); not a total of the summary."""
+RTF = Figure(
+    "media.rtf", "RTF", "percentiles",
+    name="real-time factor: latency over the audio's seconds", journal="rtf",
+)  # fmt: skip
+
+
+def per_second(f: Figure) -> Figure:
+    """A media total's rate over the run's wall time, kept in the block's `per_s`
+    (``media.per_s.images_in``, labelled ``images in/s``; seconds of audio ``audio in s/s``)."""
+    block, _, leaf = f.key.rpartition(".")
+    return replace(
+        f,
+        key=f"{block}.per_s.{leaf}",
+        label=f"{f.header}/s",
+        kind="rate",
+        short=f"{f.short}/s",
+        title=f"{f.title}/s",
+        id=f"{block}.per_s.{leaf}",
+        journal="",
+        lower_is_better=False,
+    )
+
+
 # -- groups the consumers iterate -------------------------------------------------------------
 
 TIMINGS: tuple[Figure, ...] = (TTFT, ITL, LATENCY, QUEUE)
@@ -350,6 +412,24 @@ COMPARED: dict[str, tuple[Figure, ...]] = {
 }
 """The rows `report A B ...` adds when some run has them: with `[slo]`, with reasoning or a cache."""
 
+MEDIA_TOTALS: tuple[Figure, ...] = (IMAGES_IN, IMAGE_PIXELS, AUDIO_IN, AUDIO_OUT, IMAGES_OUT, DOCUMENTS)
+"""A summary block's `media` totals (and `per_s` rates), in the order the contract lists them."""
+
+MEDIA_RECORDED: tuple[Figure, ...] = (
+    IMAGES_IN, IMAGE_PIXELS, IMAGES_OUT, DOCUMENTS, CHARACTERS, AUDIO_IN, AUDIO_OUT, RTF,
+)  # fmt: skip
+"""The media keys of a journal record, in the order a record's JSON writes them."""
+
+MEDIA_LIVE: tuple[Figure, ...] = (IMAGES_IN, IMAGES_OUT, AUDIO_IN, AUDIO_OUT, DOCUMENTS)
+"""The totals whose rates the console's media line shows, in its order."""
+
+MEDIA_COMPARED: tuple[Figure, ...] = (
+    *(per_second(f) for f in MEDIA_LIVE),
+    RTF.at("p50"),
+    RTF.at("p99"),
+)
+"""The figures `report A B ...` adds for runs with media (labels fit its 16 columns)."""
+
 REGISTRY: dict[str, Figure] = {
     f.id: f
     for f in (
@@ -372,6 +452,8 @@ REGISTRY: dict[str, Figure] = {
         VALID_FRACTION,
         CACHE_HIT_RATE,
         REASONING_SHARE,
+        *MEDIA_RECORDED,
+        *MEDIA_COMPARED,
     )
 }
 """Every figure declared, by id."""
