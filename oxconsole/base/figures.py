@@ -72,7 +72,6 @@ __all__ = [
     "has_reasoning",
     "journal_keys",
     "nested",
-    "per_second",
     "percent",
     "quantile_column",
 ]
@@ -195,15 +194,30 @@ class Figure:
         ``ttft_ms.p50``, labelled ``TTFT p50``."""
         if self.kind != "percentiles":
             raise ValueError(f"{self.key} is a {self.kind}, not a percentile block")
+        return self._variant(f"{self.key}.{q}", f"{self.id}.{q}", f"{self.label} {q}", "value", f" {q}")
+
+    def per_second(self) -> Figure:
+        """A total's rate over the run's wall time, kept in its block's `per_s`
+        (``media.per_s.images_in``, labelled ``images in/s``; seconds of audio ``audio in s/s``)."""
+        block, _, leaf = self.key.rpartition(".")
+        key = f"{block}.per_s.{leaf}"
+        return self._variant(
+            key, key, f"{self.header}/s", "rate", "/s",
+            name=f"{self.name} per second", unit="", journal="", lower_is_better=False,
+        )  # fmt: skip
+
+    def _variant(self, key: str, id: str, label: str, kind: Kind, suffix: str, **more: Any) -> Figure:
+        """A figure made of this one (not exported): its short name and title with `suffix`."""
         return replace(
             self,
-            key=f"{self.key}.{q}",
-            label=f"{self.label} {q}",
-            kind="value",
-            short=f"{self.short} {q}",
-            title=f"{self.title} {q}",
-            id=f"{self.id}.{q}",
+            key=key,
+            id=id,
+            label=label,
+            kind=kind,
+            short=f"{self.short}{suffix}",
+            title=f"{self.title}{suffix}",
             prometheus="",
+            **more,
         )
 
     def of(self, block: Any) -> Any:
@@ -325,51 +339,25 @@ REASONING_SHARE = Figure("reasoning_share", "reasoning", "fraction", name="reaso
 
 # -- media (issue 37): totals of the ok requests, their rates, the real-time factor -----------
 
-IMAGES_IN = Figure(
-    "media.images_in", "images in", "count", name="images sent", short="img", journal="images_in"
-)
-IMAGE_PIXELS = Figure(
-    "media.image_pixels", "pixels in", "count", name="image pixels sent", journal="image_pixels"
-)
-AUDIO_IN = Figure(
-    "media.audio_in_s", "audio in", "value", "s",
-    name="seconds of audio sent", short="heard", journal="audio_in_s",
-)  # fmt: skip
-AUDIO_OUT = Figure(
-    "media.audio_out_s", "audio out", "value", "s",
-    name="seconds of audio received", short="spoken", journal="audio_out_s",
-)  # fmt: skip
-IMAGES_OUT = Figure(
-    "media.images_out", "images out", "count", name="images received", short="drawn", journal="images_out"
-)
-DOCUMENTS = Figure(
-    "media.documents", "documents", "count", name="documents ranked", short="docs", journal="documents"
-)
-CHARACTERS = Figure(
-    "media.characters", "characters", "count", name="characters of speech input", journal="characters"
-)
+
+def _media(leaf: str, label: str, name: str, short: str = "", unit: str = "") -> Figure:
+    """A media total: `media.<leaf>` in a summary block, `<leaf>` in a journal record; seconds of
+    audio where `unit` is "s", else a count."""
+    return Figure(f"media.{leaf}", label, "value" if unit else "count", unit, name, short, journal=leaf)
+
+
+IMAGES_IN = _media("images_in", "images in", "images sent", "img")
+IMAGE_PIXELS = _media("image_pixels", "pixels in", "image pixels sent")
+AUDIO_IN = _media("audio_in_s", "audio in", "seconds of audio sent", "heard", "s")
+AUDIO_OUT = _media("audio_out_s", "audio out", "seconds of audio received", "spoken", "s")
+IMAGES_OUT = _media("images_out", "images out", "images received", "drawn")
+DOCUMENTS = _media("documents", "documents", "documents ranked", "docs")
+CHARACTERS = _media("characters", "characters", "characters of speech input")
 """Kept per request for what a price bills (`per_1m_characters`); not a total of the summary."""
 RTF = Figure(
     "media.rtf", "RTF", "percentiles",
     name="real-time factor: latency over the audio's seconds", journal="rtf",
 )  # fmt: skip
-
-
-def per_second(f: Figure) -> Figure:
-    """A media total's rate over the run's wall time, kept in the block's `per_s`
-    (``media.per_s.images_in``, labelled ``images in/s``; seconds of audio ``audio in s/s``)."""
-    block, _, leaf = f.key.rpartition(".")
-    return replace(
-        f,
-        key=f"{block}.per_s.{leaf}",
-        label=f"{f.header}/s",
-        kind="rate",
-        short=f"{f.short}/s",
-        title=f"{f.title}/s",
-        id=f"{block}.per_s.{leaf}",
-        journal="",
-        lower_is_better=False,
-    )
 
 
 # -- groups the consumers iterate -------------------------------------------------------------
@@ -424,7 +412,7 @@ MEDIA_LIVE: tuple[Figure, ...] = (IMAGES_IN, IMAGES_OUT, AUDIO_IN, AUDIO_OUT, DO
 """The totals whose rates the console's media line shows, in its order."""
 
 MEDIA_COMPARED: tuple[Figure, ...] = (
-    *(per_second(f) for f in MEDIA_LIVE),
+    *(f.per_second() for f in MEDIA_LIVE),
     RTF.at("p50"),
     RTF.at("p99"),
 )

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from html import escape
 from typing import Any
 
-from oxconsole.base.figures import MEDIA_COMPARED, MEDIA_TOTALS, RTF, Figure, per_second
+from oxconsole.base.figures import MEDIA_COMPARED, MEDIA_TOTALS, RTF, Figure
 from oxconsole.base.units import fmt_num
 from oxconsole.metrics.media import has_media
 
@@ -60,7 +60,7 @@ def media_summary_lines(s: Mapping[str, Any]) -> list[str]:
         if not v:
             continue
         unit = _unit(f)
-        rate = per_second(f).value(s)
+        rate = f.per_second().value(s)
         shown = f"{v:,.{_decimals(f)}f}{unit}"
         parts.append(f"{f.label} {shown}" + (f" ({fmt_num(rate, 2)}{unit}/s)" if rate else ""))
     p50, p99 = (q.value(s) for q in RTF_SHOWN)
@@ -97,7 +97,7 @@ def media_section(s: Mapping[str, Any]) -> str:
     models = s.get("models") or {}
     rows += [_row(str(n), m) for n, m in models.items() if isinstance(m, Mapping) and has_media(m)]
     per_s = ", ".join(
-        f"{f.label} {fmt_num(rate, 2)}{_unit(f)}/s" for f in MEDIA_TOTALS if (rate := per_second(f).value(s))
+        f"{f.label} {fmt_num(rate, 2)}{_unit(f)}/s" for f in MEDIA_TOTALS if (rate := f.per_second().value(s))
     )
     th = "".join(f"<th>{escape(h)}</th>" for h in head)
     body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in r) + "</tr>" for r in rows)
