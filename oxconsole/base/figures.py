@@ -34,6 +34,7 @@ __all__ = [
     "EXPORTED",
     "FIGURES",
     "FROM_DUE",
+    "GENERATION_TOKENS_PER_S",
     "GOODPUT",
     "GOOD_FRACTION",
     "IMAGES_IN",
@@ -41,6 +42,7 @@ __all__ = [
     "IMAGE_PIXELS",
     "ITL",
     "KINDS",
+    "KV_USAGE",
     "LATENCY",
     "LATENCY_FROM_DUE",
     "MEDIA_COMPARED",
@@ -49,13 +51,24 @@ __all__ = [
     "MEDIA_TOTALS",
     "OK",
     "OUTPUT_TOKENS_PER_S",
+    "PREEMPTIONS",
+    "PREFIX_HIT_RATE",
+    "PROMPT_TOKENS_PER_S",
     "QUEUE",
     "REASONING_SHARE",
     "REGISTRY",
     "REQUESTS",
     "REQUESTS_PER_S",
     "RTF",
+    "RUNNING",
     "SCHEDULE_LAG",
+    "SERVER_COMPARED",
+    "SERVER_GAUGES",
+    "SERVER_PERCENTILES",
+    "SERVER_QUEUE",
+    "SERVER_TTFT",
+    "SERVER_VALUES",
+    "SPEC_ACCEPTANCE",
     "SUMMARY_TIMINGS",
     "TABLED",
     "TIMED",
@@ -66,6 +79,7 @@ __all__ = [
     "TTFT",
     "TTFT_FROM_DUE",
     "VALID_FRACTION",
+    "WAITING",
     "Column",
     "Figure",
     "at",
@@ -157,6 +171,8 @@ class Figure:
     prometheus: str = ""
     """The exported metric's name after ``oxconsole_`` (none: not exported)."""
     lower_is_better: bool = True
+    member: Kind = "value"
+    """What each member of a percentile block is (`at`): a value in the unit, or a fraction."""
     fmt: Callable[[Any], str] | None = field(default=None, compare=False)
     """How one value reads (with its unit); by the kind and unit when not given."""
     when: Callable[[Any], bool] | None = field(default=None, compare=False)
@@ -194,7 +210,7 @@ class Figure:
         ``ttft_ms.p50``, labelled ``TTFT p50``."""
         if self.kind != "percentiles":
             raise ValueError(f"{self.key} is a {self.kind}, not a percentile block")
-        return self._variant(f"{self.key}.{q}", f"{self.id}.{q}", f"{self.label} {q}", "value", f" {q}")
+        return self._variant(f"{self.key}.{q}", f"{self.id}.{q}", f"{self.label} {q}", self.member, f" {q}")
 
     def per_second(self) -> Figure:
         """A total's rate over the run's wall time, kept in its block's `per_s`
@@ -360,6 +376,33 @@ RTF = Figure(
 )  # fmt: skip
 
 
+# -- the server (issue 35): one endpoint's block of a summary's `server`, from its /metrics --------
+# Keys are within the endpoint's block; `short` is what `report A B` calls the figure after "srv ".
+
+RUNNING = Figure("running", "running", "percentiles", name="requests running in the engine", short="running")
+WAITING = Figure("waiting", "waiting", "percentiles", name="requests waiting in the engine", short="waiting")
+KV_USAGE = Figure("kv_usage", "KV", "percentiles", name="KV cache usage", short="KV", member="fraction")
+PREFIX_HIT_RATE = Figure(
+    "prefix_hit_rate", "prefix hits", "fraction",
+    name="prompt tokens served from the prefix cache", short="prefix hit", lower_is_better=False,
+)  # fmt: skip
+PREEMPTIONS = Figure("preemptions", "preemptions", "count", name="requests preempted by the engine")
+PROMPT_TOKENS_PER_S = Figure(
+    "prompt_tokens_per_s", "prompt", "rate",
+    name="prompt tokens/s the engine read", short="prompt tok/s", lower_is_better=False,
+)  # fmt: skip
+GENERATION_TOKENS_PER_S = Figure(
+    "generation_tokens_per_s", "generation", "rate",
+    name="tokens/s the engine generated", short="gen tok/s", lower_is_better=False,
+)  # fmt: skip
+SPEC_ACCEPTANCE = Figure(
+    "spec_acceptance", "spec accepted", "fraction",
+    name="draft tokens accepted by speculative decoding", lower_is_better=False,
+)  # fmt: skip
+SERVER_TTFT = Figure("server_ttft_ms", "TTFT", "percentiles", "ms", name="the engine's time to first token")
+SERVER_QUEUE = Figure("server_queue_ms", "queue", "percentiles", "ms", name="the engine's queue time")
+
+
 # -- groups the consumers iterate -------------------------------------------------------------
 
 TIMINGS: tuple[Figure, ...] = (TTFT, ITL, LATENCY, QUEUE)
@@ -417,6 +460,31 @@ MEDIA_COMPARED: tuple[Figure, ...] = (
     RTF.at("p99"),
 )
 """The figures `report A B ...` adds for runs with media (labels fit its 16 columns)."""
+
+SERVER_GAUGES: tuple[Figure, ...] = (RUNNING, WAITING, KV_USAGE)
+"""The server's gauges: summarised by their median and maximum over the scrape rounds."""
+
+SERVER_VALUES: tuple[Figure, ...] = (
+    PREFIX_HIT_RATE, PREEMPTIONS, PROMPT_TOKENS_PER_S, GENERATION_TOKENS_PER_S, SPEC_ACCEPTANCE,
+)  # fmt: skip
+"""The server's figures summarised as one value over the whole span (a ratio, a count, a rate)."""
+
+SERVER_PERCENTILES: tuple[Figure, ...] = (SERVER_TTFT, SERVER_QUEUE)
+"""The server's figures summarised as p50 / p90 / p99 of the span's observations."""
+
+SERVER_COMPARED: tuple[Figure, ...] = (
+    RUNNING.at("p50"),
+    WAITING.at("p50"),
+    WAITING.at("max"),
+    KV_USAGE.at("p50"),
+    PREFIX_HIT_RATE,
+    PREEMPTIONS,
+    PROMPT_TOKENS_PER_S,
+    GENERATION_TOKENS_PER_S,
+    SERVER_TTFT.at("p50"),
+    SERVER_QUEUE.at("p50"),
+)
+"""The server's figures `report A B ...` adds for runs whose server was read."""
 
 REGISTRY: dict[str, Figure] = {
     f.id: f
