@@ -68,7 +68,10 @@ __all__ = [
     "SERVER_QUEUE",
     "SERVER_TTFT",
     "SERVER_VALUES",
+    "SETTLING",
     "SPEC_ACCEPTANCE",
+    "STATISTICS",
+    "STEADY",
     "SUMMARY_TIMINGS",
     "TABLED",
     "TIMED",
@@ -485,6 +488,17 @@ SERVER_COMPARED: tuple[Figure, ...] = (
     SERVER_QUEUE.at("p50"),
 )
 """The server's figures `report A B ...` adds for runs whose server was read."""
+
+STATISTICS: tuple[Figure, ...] = (
+    REQUESTS_PER_S, TTFT.at("p50"), TTFT.at("p99"), LATENCY.at("p50"), LATENCY.at("p99"),
+)  # fmt: skip
+"""The figures a summary's `trials` block (and a run's `ci`) holds, in the contract's order."""
+
+SETTLING: tuple[Figure, ...] = (TTFT.at("p50"), LATENCY.at("p50"), REQUESTS_PER_S)
+"""The figures a phase's `ci` holds while it settles, in the order the console names them."""
+
+STEADY: tuple[Figure, ...] = (REQUESTS_PER_S, OUTPUT_TOKENS_PER_S)
+"""The rates a summary's `steady` window keeps (by their ids), as `report A B` shows them."""
 
 REGISTRY: dict[str, Figure] = {
     f.id: f

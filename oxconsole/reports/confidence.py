@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
-from oxconsole.base.figures import LATENCY, REQUESTS_PER_S, TTFT, Figure
+from oxconsole.base.figures import STATISTICS, Figure
 from oxconsole.base.units import fmt_num
 from oxconsole.metrics.trials import TRIAL_FIGURES, overlap
 
@@ -27,9 +27,7 @@ __all__ = [
     "trials_verdicts",
 ]
 
-STAT_FIGURES: dict[str, Figure] = {
-    f.key: f for f in (REQUESTS_PER_S, TTFT.at("p50"), TTFT.at("p99"), LATENCY.at("p50"), LATENCY.at("p99"))
-}
+STAT_FIGURES: dict[str, Figure] = {f.key: f for f in STATISTICS}
 """The figures the `ci` and `trials` blocks hold (summary keys), with their labels and units."""
 
 
