@@ -18,32 +18,60 @@ from typing import Any, Literal
 from oxconsole.base.units import NONE, fmt_count, fmt_money, fmt_ms, fmt_num, fmt_rate, number
 
 __all__ = [
+    "AUDIO_IN",
+    "AUDIO_OUT",
     "BLOCK_KEYS",
     "CACHE_HIT_RATE",
+    "CHARACTERS",
     "COMPARED",
     "COST",
     "COST_PER_TASK",
     "COST_PER_VALID",
+    "DOCUMENTS",
     "DRAWN",
     "ERRORS",
     "ERROR_RATE",
     "EXPORTED",
     "FIGURES",
     "FROM_DUE",
+    "GENERATION_TOKENS_PER_S",
     "GOODPUT",
     "GOOD_FRACTION",
+    "IMAGES_IN",
+    "IMAGES_OUT",
+    "IMAGE_PIXELS",
     "ITL",
     "KINDS",
+    "KV_USAGE",
     "LATENCY",
     "LATENCY_FROM_DUE",
+    "MEDIA_COMPARED",
+    "MEDIA_LIVE",
+    "MEDIA_RECORDED",
+    "MEDIA_TOTALS",
     "OK",
     "OUTPUT_TOKENS_PER_S",
+    "PREEMPTIONS",
+    "PREFIX_HIT_RATE",
+    "PROMPT_TOKENS_PER_S",
     "QUEUE",
     "REASONING_SHARE",
     "REGISTRY",
     "REQUESTS",
     "REQUESTS_PER_S",
+    "RTF",
+    "RUNNING",
     "SCHEDULE_LAG",
+    "SERVER_COMPARED",
+    "SERVER_GAUGES",
+    "SERVER_PERCENTILES",
+    "SERVER_QUEUE",
+    "SERVER_TTFT",
+    "SERVER_VALUES",
+    "SETTLING",
+    "SPEC_ACCEPTANCE",
+    "STATISTICS",
+    "STEADY",
     "SUMMARY_TIMINGS",
     "TABLED",
     "TIMED",
@@ -54,6 +82,7 @@ __all__ = [
     "TTFT",
     "TTFT_FROM_DUE",
     "VALID_FRACTION",
+    "WAITING",
     "Column",
     "Figure",
     "at",
@@ -145,6 +174,8 @@ class Figure:
     prometheus: str = ""
     """The exported metric's name after ``oxconsole_`` (none: not exported)."""
     lower_is_better: bool = True
+    member: Kind = "value"
+    """What each member of a percentile block is (`at`): a value in the unit, or a fraction."""
     fmt: Callable[[Any], str] | None = field(default=None, compare=False)
     """How one value reads (with its unit); by the kind and unit when not given."""
     when: Callable[[Any], bool] | None = field(default=None, compare=False)
@@ -182,15 +213,30 @@ class Figure:
         ``ttft_ms.p50``, labelled ``TTFT p50``."""
         if self.kind != "percentiles":
             raise ValueError(f"{self.key} is a {self.kind}, not a percentile block")
+        return self._variant(f"{self.key}.{q}", f"{self.id}.{q}", f"{self.label} {q}", self.member, f" {q}")
+
+    def per_second(self) -> Figure:
+        """A total's rate over the run's wall time, kept in its block's `per_s`
+        (``media.per_s.images_in``, labelled ``images in/s``; seconds of audio ``audio in s/s``)."""
+        block, _, leaf = self.key.rpartition(".")
+        key = f"{block}.per_s.{leaf}"
+        return self._variant(
+            key, key, f"{self.header}/s", "rate", "/s",
+            name=f"{self.name} per second", unit="", journal="", lower_is_better=False,
+        )  # fmt: skip
+
+    def _variant(self, key: str, id: str, label: str, kind: Kind, suffix: str, **more: Any) -> Figure:
+        """A figure made of this one (not exported): its short name and title with `suffix`."""
         return replace(
             self,
-            key=f"{self.key}.{q}",
-            label=f"{self.label} {q}",
-            kind="value",
-            short=f"{self.short} {q}",
-            title=f"{self.title} {q}",
-            id=f"{self.id}.{q}",
+            key=key,
+            id=id,
+            label=label,
+            kind=kind,
+            short=f"{self.short}{suffix}",
+            title=f"{self.title}{suffix}",
             prometheus="",
+            **more,
         )
 
     def of(self, block: Any) -> Any:
@@ -310,6 +356,56 @@ REASONING_SHARE = Figure("reasoning_share", "reasoning", "fraction", name="reaso
 """Not a key of the summary (its `tokens.reasoning` over `tokens.output`): the console's and
 `report A B`'s figure."""
 
+# -- media (issue 37): totals of the ok requests, their rates, the real-time factor -----------
+
+
+def _media(leaf: str, label: str, name: str, short: str = "", unit: str = "") -> Figure:
+    """A media total: `media.<leaf>` in a summary block, `<leaf>` in a journal record; seconds of
+    audio where `unit` is "s", else a count."""
+    return Figure(f"media.{leaf}", label, "value" if unit else "count", unit, name, short, journal=leaf)
+
+
+IMAGES_IN = _media("images_in", "images in", "images sent", "img")
+IMAGE_PIXELS = _media("image_pixels", "pixels in", "image pixels sent")
+AUDIO_IN = _media("audio_in_s", "audio in", "seconds of audio sent", "heard", "s")
+AUDIO_OUT = _media("audio_out_s", "audio out", "seconds of audio received", "spoken", "s")
+IMAGES_OUT = _media("images_out", "images out", "images received", "drawn")
+DOCUMENTS = _media("documents", "documents", "documents ranked", "docs")
+CHARACTERS = _media("characters", "characters", "characters of speech input")
+"""Kept per request for what a price bills (`per_1m_characters`); not a total of the summary."""
+RTF = Figure(
+    "media.rtf", "RTF", "percentiles",
+    name="real-time factor: latency over the audio's seconds", journal="rtf",
+)  # fmt: skip
+
+
+# -- the server (issue 35): one endpoint's block of a summary's `server`, from its /metrics --------
+# Keys are within the endpoint's block; `short` is what `report A B` calls the figure after "srv ".
+
+RUNNING = Figure("running", "running", "percentiles", name="requests running in the engine", short="running")
+WAITING = Figure("waiting", "waiting", "percentiles", name="requests waiting in the engine", short="waiting")
+KV_USAGE = Figure("kv_usage", "KV", "percentiles", name="KV cache usage", short="KV", member="fraction")
+PREFIX_HIT_RATE = Figure(
+    "prefix_hit_rate", "prefix hits", "fraction",
+    name="prompt tokens served from the prefix cache", short="prefix hit", lower_is_better=False,
+)  # fmt: skip
+PREEMPTIONS = Figure("preemptions", "preemptions", "count", name="requests preempted by the engine")
+PROMPT_TOKENS_PER_S = Figure(
+    "prompt_tokens_per_s", "prompt", "rate",
+    name="prompt tokens/s the engine read", short="prompt tok/s", lower_is_better=False,
+)  # fmt: skip
+GENERATION_TOKENS_PER_S = Figure(
+    "generation_tokens_per_s", "generation", "rate",
+    name="tokens/s the engine generated", short="gen tok/s", lower_is_better=False,
+)  # fmt: skip
+SPEC_ACCEPTANCE = Figure(
+    "spec_acceptance", "spec accepted", "fraction",
+    name="draft tokens accepted by speculative decoding", lower_is_better=False,
+)  # fmt: skip
+SERVER_TTFT = Figure("server_ttft_ms", "TTFT", "percentiles", "ms", name="the engine's time to first token")
+SERVER_QUEUE = Figure("server_queue_ms", "queue", "percentiles", "ms", name="the engine's queue time")
+
+
 # -- groups the consumers iterate -------------------------------------------------------------
 
 TIMINGS: tuple[Figure, ...] = (TTFT, ITL, LATENCY, QUEUE)
@@ -350,6 +446,60 @@ COMPARED: dict[str, tuple[Figure, ...]] = {
 }
 """The rows `report A B ...` adds when some run has them: with `[slo]`, with reasoning or a cache."""
 
+MEDIA_TOTALS: tuple[Figure, ...] = (IMAGES_IN, IMAGE_PIXELS, AUDIO_IN, AUDIO_OUT, IMAGES_OUT, DOCUMENTS)
+"""A summary block's `media` totals (and `per_s` rates), in the order the contract lists them."""
+
+MEDIA_RECORDED: tuple[Figure, ...] = (
+    IMAGES_IN, IMAGE_PIXELS, IMAGES_OUT, DOCUMENTS, CHARACTERS, AUDIO_IN, AUDIO_OUT, RTF,
+)  # fmt: skip
+"""The media keys of a journal record, in the order a record's JSON writes them."""
+
+MEDIA_LIVE: tuple[Figure, ...] = (IMAGES_IN, IMAGES_OUT, AUDIO_IN, AUDIO_OUT, DOCUMENTS)
+"""The totals whose rates the console's media line shows, in its order."""
+
+MEDIA_COMPARED: tuple[Figure, ...] = (
+    *(f.per_second() for f in MEDIA_LIVE),
+    RTF.at("p50"),
+    RTF.at("p99"),
+)
+"""The figures `report A B ...` adds for runs with media (labels fit its 16 columns)."""
+
+SERVER_GAUGES: tuple[Figure, ...] = (RUNNING, WAITING, KV_USAGE)
+"""The server's gauges: summarised by their median and maximum over the scrape rounds."""
+
+SERVER_VALUES: tuple[Figure, ...] = (
+    PREFIX_HIT_RATE, PREEMPTIONS, PROMPT_TOKENS_PER_S, GENERATION_TOKENS_PER_S, SPEC_ACCEPTANCE,
+)  # fmt: skip
+"""The server's figures summarised as one value over the whole span (a ratio, a count, a rate)."""
+
+SERVER_PERCENTILES: tuple[Figure, ...] = (SERVER_TTFT, SERVER_QUEUE)
+"""The server's figures summarised as p50 / p90 / p99 of the span's observations."""
+
+SERVER_COMPARED: tuple[Figure, ...] = (
+    RUNNING.at("p50"),
+    WAITING.at("p50"),
+    WAITING.at("max"),
+    KV_USAGE.at("p50"),
+    PREFIX_HIT_RATE,
+    PREEMPTIONS,
+    PROMPT_TOKENS_PER_S,
+    GENERATION_TOKENS_PER_S,
+    SERVER_TTFT.at("p50"),
+    SERVER_QUEUE.at("p50"),
+)
+"""The server's figures `report A B ...` adds for runs whose server was read."""
+
+STATISTICS: tuple[Figure, ...] = (
+    REQUESTS_PER_S, TTFT.at("p50"), TTFT.at("p99"), LATENCY.at("p50"), LATENCY.at("p99"),
+)  # fmt: skip
+"""The figures a summary's `trials` block (and a run's `ci`) holds, in the contract's order."""
+
+SETTLING: tuple[Figure, ...] = (TTFT.at("p50"), LATENCY.at("p50"), REQUESTS_PER_S)
+"""The figures a phase's `ci` holds while it settles, in the order the console names them."""
+
+STEADY: tuple[Figure, ...] = (REQUESTS_PER_S, OUTPUT_TOKENS_PER_S)
+"""The rates a summary's `steady` window keeps (by their ids), as `report A B` shows them."""
+
 REGISTRY: dict[str, Figure] = {
     f.id: f
     for f in (
@@ -372,6 +522,8 @@ REGISTRY: dict[str, Figure] = {
         VALID_FRACTION,
         CACHE_HIT_RATE,
         REASONING_SHARE,
+        *MEDIA_RECORDED,
+        *MEDIA_COMPARED,
     )
 }
 """Every figure declared, by id."""

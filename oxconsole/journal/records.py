@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from oxconsole.base.figures import MEDIA_RECORDED, journal_keys
 from oxconsole.base.safetext import valid_text
 from oxconsole.workload.bounds import MAX_DURATION
 
@@ -49,10 +50,10 @@ _TEXT_FIELDS = (
 OPTIONAL_COUNTS = ("reasoning_tokens", "cached_tokens", "tool_calls")
 """Token and call counts a record carries only when the server sent them (absent otherwise)."""
 
-MEDIA_COUNTS = ("images_in", "image_pixels", "images_out", "documents", "characters")
+MEDIA_COUNTS = journal_keys(f for f in MEDIA_RECORDED if f.kind == "count")
 """What a request of another kind sent or got, counted (docs/media.md); absent when they do not apply."""
 
-MEDIA_SECONDS = ("audio_in_s", "audio_out_s", "rtf")
+MEDIA_SECONDS = journal_keys(f for f in MEDIA_RECORDED if f.kind != "count")
 """Seconds of audio sent and received, and the real-time factor (latency over the audio's seconds)."""
 
 MEDIA_KEYS = (*MEDIA_COUNTS, *MEDIA_SECONDS)

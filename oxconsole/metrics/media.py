@@ -13,44 +13,29 @@ The totals are of the requests that ended ok (what was served, as `output_tokens
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass, fields
 from typing import Any
 
+from oxconsole.base.figures import MEDIA_LIVE, RTF, Figure
+from oxconsole.base.figures import MEDIA_TOTALS as TOTALS
 from oxconsole.journal.records import RequestRecord, billed_units
 from oxconsole.metrics.histogram import LogHistogram
 
 __all__ = ["MEDIA_TOTALS", "MediaLive", "MediaStats", "has_media", "media_entry"]
 
-MEDIA_TOTALS = ("images_in", "image_pixels", "audio_in_s", "audio_out_s", "images_out", "documents")
+MEDIA_TOTALS = tuple(f.leaf for f in TOTALS)
 """The summary's `media` totals (and `per_s` rates), in the order the contract lists them."""
 
 
 class MediaStats:
-    """Sums of the media keys of ok records, the real-time factor's histogram, and what the
-    media prices bill; `seen` counts every record that carried a media key."""
+    """Sums of the media keys of ok records (`sums`, by total), the real-time factor's histogram,
+    and what the media prices bill; `seen` counts every record that carried a media key."""
 
-    __slots__ = (
-        "audio_in_s",
-        "audio_out_s",
-        "billed_audio_s",
-        "billed_chars",
-        "billed_images",
-        "documents",
-        "image_pixels",
-        "images_in",
-        "images_out",
-        "rtf",
-        "seen",
-    )
+    __slots__ = ("billed_audio_s", "billed_chars", "billed_images", "rtf", "seen", "sums")
 
     def __init__(self) -> None:
         self.seen = 0
-        self.images_in = 0
-        self.image_pixels = 0
-        self.audio_in_s = 0.0
-        self.audio_out_s = 0.0
-        self.images_out = 0
-        self.documents = 0
+        self.sums: dict[str, float] = dict.fromkeys(MEDIA_TOTALS, 0)
         self.rtf = LogHistogram()
         """Latency over the audio's seconds, of ok transcriptions and speech."""
         self.billed_images = 0
@@ -61,12 +46,9 @@ class MediaStats:
         self.seen += 1
         if rec.status != "ok":
             return
-        self.images_in += rec.images_in or 0
-        self.image_pixels += rec.image_pixels or 0
-        self.audio_in_s += rec.audio_in_s or 0.0
-        self.audio_out_s += rec.audio_out_s or 0.0
-        self.images_out += rec.images_out or 0
-        self.documents += rec.documents or 0
+        sums = self.sums
+        for f in TOTALS:
+            sums[f.leaf] += getattr(rec, f.journal) or 0
         if rec.rtf is not None:
             self.rtf.record(rec.rtf)
         if rec.api is not None:
@@ -78,14 +60,8 @@ class MediaStats:
             self.billed_chars += chars
 
     def totals(self) -> dict[str, float]:
-        return {
-            "images_in": self.images_in,
-            "image_pixels": self.image_pixels,
-            "audio_in_s": round(self.audio_in_s, 3),
-            "audio_out_s": round(self.audio_out_s, 3),
-            "images_out": self.images_out,
-            "documents": self.documents,
-        }
+        """Each total by its key, seconds of audio to the millisecond."""
+        return {f.leaf: round(self.sums[f.leaf], 3) if f.unit == "s" else self.sums[f.leaf] for f in TOTALS}
 
 
 def media_entry(st: MediaStats, duration_s: float) -> dict[str, Any]:
@@ -97,7 +73,7 @@ def media_entry(st: MediaStats, duration_s: float) -> dict[str, Any]:
     totals = st.totals()
     per_s = {k: round(v / duration_s, 3) if duration_s > 0 else 0.0 for k, v in totals.items()}
     rtf = dict(st.rtf.summary()) if st.rtf.n else dict.fromkeys(st.rtf.summary())
-    return {"media": {**totals, "per_s": per_s, "rtf": rtf}}
+    return {"media": {**totals, "per_s": per_s, RTF.leaf: rtf}}
 
 
 def has_media(s: Mapping[str, Any]) -> bool:
@@ -108,7 +84,8 @@ def has_media(s: Mapping[str, Any]) -> bool:
 @dataclass(frozen=True, slots=True)
 class MediaLive:
     """The console's view of the kinds in the run: images and audio seconds per second, in and
-    out, documents per second, and the real-time factor's p50 and p99 (None when not measured)."""
+    out, documents per second (the rates of `MEDIA_LIVE`, in its order), and the real-time
+    factor's p50 and p99 (None when not measured)."""
 
     images_in_per_s: float
     images_out_per_s: float
@@ -129,26 +106,10 @@ class MediaLive:
     @classmethod
     def from_block(cls, m: Mapping[str, Any]) -> MediaLive:
         """From a summary's `media` block."""
-        got_per_s, got_rtf = m.get("per_s"), m.get("rtf")
+        got_per_s, got_rtf = m.get("per_s"), m.get(RTF.leaf)
         per_s: Mapping[str, Any] = got_per_s if isinstance(got_per_s, Mapping) else {}
         rtf: Mapping[str, Any] = got_rtf if isinstance(got_rtf, Mapping) else {}
-
-        def rate(k: str) -> float:
-            v = per_s.get(k)
-            return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else 0.0
-
-        def num(v: Any) -> float | None:
-            return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
-
-        return cls(
-            rate("images_in"),
-            rate("images_out"),
-            rate("audio_in_s"),
-            rate("audio_out_s"),
-            rate("documents"),
-            num(rtf.get("p50")),
-            num(rtf.get("p99")),
-        )
+        return cls._made([_num(per_s.get(f.leaf)) for f in MEDIA_LIVE], rtf.get("p50"), rtf.get("p99"))
 
     @classmethod
     def from_summary(cls, summary: Mapping[str, Any]) -> MediaLive | None:
@@ -160,17 +121,19 @@ class MediaLive:
         """From a snapshot's JSON (its fields by name)."""
         if not isinstance(d, Mapping):
             return None
+        *rates, p50, p99 = (d.get(f.name) for f in fields(cls))
+        return cls._made([_num(v) for v in rates], p50, p99)
 
-        def num(k: str) -> float | None:
-            v = d.get(k)
-            return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
+    @classmethod
+    def _made(cls, rates: list[float | None], p50: Any, p99: Any) -> MediaLive:
+        """From its rates in `MEDIA_LIVE`'s order (0 where unknown) and the RTF's p50 and p99."""
+        values: list[Any] = [*(r or 0.0 for r in rates), _num(p50), _num(p99)]
+        return cls(**{f.name: v for f, v in zip(fields(cls), values, strict=True)})
 
-        return cls(
-            num("images_in_per_s") or 0.0,
-            num("images_out_per_s") or 0.0,
-            num("audio_in_per_s") or 0.0,
-            num("audio_out_per_s") or 0.0,
-            num("documents_per_s") or 0.0,
-            num("rtf_p50"),
-            num("rtf_p99"),
-        )
+    def rates(self) -> tuple[tuple[Figure, float], ...]:
+        """Each total's rate with its figure, in `MEDIA_LIVE`'s order (the fields')."""
+        return tuple(zip(MEDIA_LIVE, astuple(self), strict=False))
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None

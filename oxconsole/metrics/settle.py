@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from oxconsole.base.figures import SETTLING, at
 from oxconsole.metrics.ci import (
     BATCH_LATENCIES,
     BatchMeans,
@@ -59,8 +60,7 @@ MIN_SAMPLES = 30
 and 10 seconds (rate), but identical values (a simulator without jitter) give a zero-width
 interval at once; 30 is the fewest a person would read a median from."""
 
-TTFT, LATENCY, RATE = "ttft_ms.p50", "latency_ms.p50", "throughput.requests_per_s"
-FIGURES = (TTFT, LATENCY, RATE)
+TTFT, LATENCY, RATE = FIGURES = tuple(f.key for f in SETTLING)
 """The figures a phase's `ci` holds (the summary's keys), in the order the console names them."""
 
 State = Literal["settling", "settled"]
@@ -234,23 +234,19 @@ def _ended(block: Mapping[str, Any]) -> dict[str, Any] | None:
     ci = block.get("ci")
     if not isinstance(ci, Mapping):
         return None
-    at = block.get("settled_at_s")
+    settled_at = block.get("settled_at_s")
     first = TTFT if ci.get(TTFT) is not None else LATENCY
-    metric, _, q = first.partition(".")
-    figures = [
-        (first, (block.get(metric) or {}).get(q)),
-        (RATE, (block.get("throughput") or {}).get("requests_per_s")),
-    ]
+    figures = [(first, at(block, first)), (RATE, at(block, RATE))]
     spreads = [(_spread(v, ci.get(k)), k) for k, v in figures]
     known = [(s, k) for s, k in spreads if s is not None]
     spread, worst = (
         max(known) if len(known) == len(spreads) else (None, next((k for s, k in spreads if s is None), None))
     )
     view = SettleView(
-        "settled" if isinstance(at, int | float) else "settling",
+        "settled" if isinstance(settled_at, int | float) else "settling",
         spread,
         worst,
-        float(at) if isinstance(at, int | float) else None,
+        float(settled_at) if isinstance(settled_at, int | float) else None,
     )
     return {**view.to_dict(), "ci": dict(ci)}
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from oxconsole.base.figures import LATENCY, TTFT
+from oxconsole.base.figures import LATENCY, STATISTICS, TTFT
 from oxconsole.journal.records import RequestRecord
 from oxconsole.metrics.aggregate import RunStats, timing
 from oxconsole.metrics.ci import CONFIDENCE, t_critical
@@ -31,13 +31,7 @@ __all__ = [
     "trials_block",
 ]
 
-TRIAL_FIGURES = (
-    "throughput.requests_per_s",
-    "ttft_ms.p50",
-    "ttft_ms.p99",
-    "latency_ms.p50",
-    "latency_ms.p99",
-)
+TRIAL_FIGURES = tuple(f.key for f in STATISTICS)
 """The summary keys the `trials` block holds (the contract's list)."""
 
 

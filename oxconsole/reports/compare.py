@@ -32,6 +32,7 @@ from oxconsole.base.figures import (
     TIMED,
 )
 from oxconsole.base.figures import FIGURES as SUMMARY_FIGURES
+from oxconsole.base.figures import STEADY as STEADY_RATES
 from oxconsole.base.figures import Figure as DeclaredFigure
 from oxconsole.base.safetext import shown_lines
 from oxconsole.reports.media import media_figures, media_rows
@@ -67,10 +68,7 @@ CONFIDENCE = 0.95
 FIGURES: tuple[tuple[str, str], ...] = tuple((f.id, f.header) for f in SUMMARY_FIGURES)
 """(id, label with its unit) of each figure compared, as `oxconsole.base.figures` declares them."""
 
-STEADY: tuple[tuple[str, str], ...] = (
-    ("steady.requests_per_s", "steady req/s"),
-    ("steady.output_tokens_per_s", "steady tok/s"),
-)
+STEADY: tuple[tuple[str, str], ...] = tuple((f"steady.{f.id}", f"steady {f.short}") for f in STEADY_RATES)
 """The steady window's rates (`metrics/steady.py`), shown after the whole run's."""
 
 GOODPUT: tuple[tuple[str, str], ...] = tuple((f.id, f.header) for f in COMPARED["goodput"])

@@ -18,6 +18,19 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from oxconsole.base.figures import (
+    GENERATION_TOKENS_PER_S,
+    KV_USAGE,
+    PREEMPTIONS,
+    PREFIX_HIT_RATE,
+    PROMPT_TOKENS_PER_S,
+    RUNNING,
+    SERVER_COMPARED,
+    SERVER_PERCENTILES,
+    SPEC_ACCEPTANCE,
+    WAITING,
+    Figure,
+)
 from oxconsole.base.units import fmt_num
 from oxconsole.metrics.server.series import read_series, round_of, series_path, url_of
 from oxconsole.metrics.server.spans import GpuSummary, ServerSummary
@@ -32,22 +45,21 @@ __all__ = [
     "with_server",
 ]
 
-FIGURES: tuple[tuple[str, str], ...] = (
-    ("server.running.p50", "srv running p50"),
-    ("server.waiting.p50", "srv waiting p50"),
-    ("server.waiting.max", "srv waiting max"),
-    ("server.kv_usage.p50", "srv KV p50 %"),
-    ("server.prefix_hit_rate", "srv prefix hit %"),
-    ("server.preemptions", "srv preemptions"),
-    ("server.prompt_tokens_per_s", "srv prompt tok/s"),
-    ("server.generation_tokens_per_s", "srv gen tok/s"),
-    ("server.server_ttft_ms.p50", "srv TTFT p50"),
-    ("server.server_queue_ms.p50", "srv queue p50"),
+FIGURES: tuple[tuple[str, str], ...] = tuple(
+    (f"server.{f.key}", f"srv {f.short}" + (" %" if f.kind == "fraction" else "")) for f in SERVER_COMPARED
 )
-"""The figures `report A B ...` adds for runs whose server was read (labels fit its 16 columns);
-each run's first endpoint by name (a run has one endpoint, usually)."""
+"""The figures `report A B ...` adds for runs whose server was read, as `oxconsole.base.figures`
+declares them (labels fit its 16 columns); each run's first endpoint by name (a run has one
+endpoint, usually)."""
 
-_PERCENT = ("server.kv_usage.p50", "server.prefix_hit_rate")
+
+_VALUES = (PROMPT_TOKENS_PER_S, GENERATION_TOKENS_PER_S, PREFIX_HIT_RATE, PREEMPTIONS, SPEC_ACCEPTANCE)
+"""The single figures of the text table's second line, in its order."""
+
+
+def _read(d: Mapping[str, Any]) -> bool:
+    """Whether an endpoint's block has the figures of a round that was read."""
+    return RUNNING.key in d or WAITING.key in d
 
 
 # --- the summary, rebuilt ---------------------------------------------------------------------
@@ -100,6 +112,11 @@ def _pair(d: Any, unit: str = "") -> str:
     return f"{fmt_num(p50)}{unit} (max {fmt_num(top)}{unit})"
 
 
+def _value(f: Figure, v: float) -> str:
+    """A single figure in the text table: tokens/s, a percentage or a count."""
+    return f"{fmt_num(v)} tok/s" if f.kind == "rate" else _pct(v) if f.kind == "fraction" else f"{int(v)}"
+
+
 def server_lines(summary: Mapping[str, Any]) -> list[str]:
     """The summary table's lines for `server` (none without it): per endpoint, the engine and what
     it said over the run, the figures it lacks, and the rounds read."""
@@ -114,28 +131,30 @@ def server_lines(summary: Mapping[str, Any]) -> list[str]:
             f"  {name}: {d.get('engine', 'unknown')}, {d.get('scrapes', 0)} scrapes"
             f" ({d.get('failed_scrapes', 0)} failed)"
         )
-        if "running" in d or "waiting" in d:
-            parts = [f"running {_pair(d.get('running'))}", f"waiting {_pair(d.get('waiting'))}"]
-            kv = d.get("kv_usage")
+        if _read(d):
+            parts = [f"{f.label} {_pair(f.of(d))}" for f in (RUNNING, WAITING)]
+            kv = KV_USAGE.of(d)
             if isinstance(kv, Mapping):
-                parts.append(f"KV {_pct(kv.get('p50'))} (max {_pct(kv.get('max'))})")
+                parts.append(f"{KV_USAGE.label} {_pct(kv.get('p50'))} (max {_pct(kv.get('max'))})")
             out.append("    " + " · ".join(parts))
-        rates = []
-        for key, label in (("prompt_tokens_per_s", "prompt"), ("generation_tokens_per_s", "generation")):
-            if isinstance(d.get(key), int | float):
-                rates.append(f"{label} {fmt_num(d[key])} tok/s")
-        if isinstance(d.get("prefix_hit_rate"), int | float):
-            rates.append(f"prefix hits {_pct(d['prefix_hit_rate'])}")
-        if isinstance(d.get("preemptions"), int | float):
-            rates.append(f"preemptions {int(d['preemptions'])}")
-        if isinstance(d.get("spec_acceptance"), int | float):
-            rates.append(f"spec accepted {_pct(d['spec_acceptance'])}")
+        values = [(f, v) for f in _VALUES if isinstance(v := f.of(d), int | float)]
+        rates = [
+            f"{f.label} "
+            + (
+                f"{fmt_num(v)} tok/s"
+                if f.kind == "rate"
+                else _pct(v)
+                if f.kind == "fraction"
+                else f"{int(v)}"
+            )
+            for f, v in values
+        ]
         if rates:
             out.append("    " + " · ".join(rates))
         lat = [
-            f"{label} p50 {fmt_num(t['p50'])} p99 {fmt_num(t['p99'])} ms"
-            for key, label in (("server_ttft_ms", "TTFT"), ("server_queue_ms", "queue"))
-            if isinstance(t := d.get(key), Mapping) and "p50" in t
+            f"{f.label} p50 {fmt_num(t['p50'])} p99 {fmt_num(t['p99'])} {f.unit}"
+            for f in SERVER_PERCENTILES
+            if isinstance(t := f.of(d), Mapping) and "p50" in t
         ]
         if lat:
             out.append("    " + " · ".join(lat))
@@ -157,21 +176,14 @@ def _first(s: Mapping[str, Any]) -> Mapping[str, Any] | None:
 def server_figures(s: Mapping[str, Any]) -> dict[str, float | None]:
     """The figures a comparison adds for a run (none for a run whose server was not read)."""
     d = _first(s)
-    if d is None or not ("running" in d or "waiting" in d):
+    if d is None or not _read(d):
         return {}
-    out: dict[str, float | None] = {}
-    for key, _ in FIGURES:
-        cur: Any = d
-        for part in key.split(".")[1:]:
-            cur = cur.get(part) if isinstance(cur, Mapping) else None
-        v = float(cur) if isinstance(cur, int | float) else None
-        out[key] = None if v is None else 100.0 * v if key in _PERCENT else v
-    return out
+    return {key: f.scaled(f.value(d)) for (key, _), f in zip(FIGURES, SERVER_COMPARED, strict=True)}
 
 
 def server_rows(runs: Iterable[Mapping[str, Any]]) -> tuple[tuple[str, str], ...]:
     """(figure, label) rows when any compared run has them."""
-    return FIGURES if any("server.running.p50" in figs for figs in runs) else ()
+    return FIGURES if any(FIGURES[0][0] in figs for figs in runs) else ()
 
 
 # --- the HTML report ----------------------------------------------------------------------------
@@ -228,8 +240,8 @@ def server_section(
     n = len(xs)
     for i, (name, rounds) in enumerate(sorted(series.items())):
         lines = [
-            Line("engine running", _binned(rounds, "running", t0, step, n), PALETTE[0]),
-            Line("engine waiting", _binned(rounds, "waiting", t0, step, n), PALETTE[2]),
+            Line(f"engine {f.label}", _binned(rounds, f.key, t0, step, n), colour)
+            for f, colour in ((RUNNING, PALETTE[0]), (WAITING, PALETTE[2]))
         ]
         if i == 0:  # the client's in flight is the whole run's (every endpoint)
             lines.append(Line("client in flight", list(in_flight), PALETTE[1], dashed=True))
@@ -239,7 +251,7 @@ def server_section(
                 line_chart("requests", xs, lines, x_max=span, y_unit="req", markers=markers),
             )
         )
-        kv = _binned(rounds, "kv_usage", t0, step, n, 100.0)
+        kv = _binned(rounds, KV_USAGE.key, t0, step, n, 100.0)
         if any(v is not None for v in kv):
             figs.append(
                 _figure(

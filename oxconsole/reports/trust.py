@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from typing import Any
 
-from oxconsole.base.figures import LATENCY, REQUESTS_PER_S, TTFT, Figure
+from oxconsole.base.figures import STATISTICS, Figure
 from oxconsole.base.units import fmt_num
 from oxconsole.metrics.spread import TRIAL_FIGURES, overlap
 
@@ -27,9 +27,7 @@ __all__ = [
     "trials_verdicts",
 ]
 
-STAT_FIGURES: dict[str, Figure] = {
-    f.key: f for f in (REQUESTS_PER_S, TTFT.at("p50"), TTFT.at("p99"), LATENCY.at("p50"), LATENCY.at("p99"))
-}
+STAT_FIGURES: dict[str, Figure] = {f.key: f for f in STATISTICS}
 """The figures the `ci` and `trials` blocks hold (summary keys), with their labels and units."""
 
 
@@ -104,7 +102,7 @@ def trials_lines(s: Mapping[str, Any]) -> list[str]:
 
 def trials_verdicts(a: Mapping[str, Any], b: Mapping[str, Any], names: Sequence[str]) -> list[str]:
     """`report A B` on two runs with trials: per figure, whether B's interval is apart from A's,
-    in words (`metrics/trials.overlap`); none unless both have a `trials` block."""
+    in words (`metrics/spread.overlap`); none unless both have a `trials` block."""
     ta, tb = dict(trial_rows(a.get("trials"))), dict(trial_rows(b.get("trials")))
     out = []
     for key in TRIAL_FIGURES:

@@ -17,7 +17,7 @@ from rich.text import Text
 
 from oxconsole.base.safetext import shown
 
-__all__ = ["Cell", "Col", "Line", "Palette", "fit", "grid", "join_lines"]
+__all__ = ["Cell", "Col", "Labelled", "Line", "Palette", "fit", "grid", "join_lines", "labelled_line"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +177,34 @@ def join_lines(lines: Sequence[Line]) -> Text:
 
 
 # -- tables ----------------------------------------------------------------------------------
+
+
+Labelled = tuple[str, str, str]
+"""A part of a one-line summary: (long label, short label, value)."""
+
+
+def labelled_line(parts: Sequence[Labelled], p: Palette, width: int, *, keep_last: bool = False) -> Line:
+    """The parts with their long labels joined by " · "; wider than `width`, with their short
+    labels joined by spaces, then parts left out from the end (the one before the last when
+    `keep_last`) until it fits; one part is shown however wide."""
+    t = _labelled(parts, p, short=False)
+    left = list(parts)
+    while t.cell_len > width and left:
+        t = _labelled(left, p, short=True)
+        if t.cell_len <= width or len(left) == 1:
+            break
+        left.pop(-2 if keep_last else -1)
+    return t
+
+
+def _labelled(parts: Sequence[Labelled], p: Palette, *, short: bool) -> Line:
+    t = Line()
+    for i, (long_label, short_label, value) in enumerate(parts):
+        if i:
+            t.append(" " if short else " · ", style=p.muted)
+        t.append(short_label if short else long_label, style=p.muted)
+        t.append(value, style="bold")
+    return t
 
 
 @dataclass(frozen=True, slots=True)

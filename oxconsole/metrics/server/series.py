@@ -22,7 +22,7 @@ from typing import Any, Final
 import orjson
 
 from oxconsole.metrics.server.scrapes import Gpu, Reading, Sums
-from oxconsole.metrics.server.spans import Round
+from oxconsole.metrics.server.spans import GAUGES, Round
 from oxconsole.metrics.server.vocabulary import FIGURES, FigureName
 
 __all__ = ["MAX_LINE", "SUFFIX", "gpu_line", "line", "read_series", "round_of", "series_path", "url_of"]
@@ -144,7 +144,7 @@ def round_of(d: Any) -> tuple[str, float, Round] | None:
     sums = _sums(d.get("sums"))
     if sums is None:
         return None
-    gauges = {f: v for f in ("running", "waiting", "kv_usage") if (v := _num(d.get(f))) is not None}
+    gauges: dict[str, float] = {f: v for f in GAUGES if (v := _num(d.get(f))) is not None}
     answered = d.get("answered", 1) != 0
     return endpoint, t, Round(engine, answered, tuple(missing), gauges, sums)
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, cast
 
+from oxconsole.base.figures import SERVER_GAUGES, SERVER_PERCENTILES, SERVER_VALUES
 from oxconsole.metrics.server.buckets import Buckets, merge
 from oxconsole.metrics.server.scrapes import Reading, Sums, percentiles
 from oxconsole.metrics.server.vocabulary import FigureName
@@ -34,18 +35,14 @@ __all__ = [
 GAUGE_DIGITS: Final = 3
 """Gauges are kept to 3 decimals: KV usage to 0.1%, request counts exactly."""
 
-GAUGES: Final[tuple[FigureName, ...]] = ("running", "waiting", "kv_usage")
+GAUGES: Final = cast(tuple[FigureName, ...], tuple(f.key for f in SERVER_GAUGES))
 """The figures summarised by their median and maximum over the rounds."""
-VALUES: Final[tuple[FigureName, ...]] = (
-    "prefix_hit_rate",
-    "preemptions",
-    "prompt_tokens_per_s",
-    "generation_tokens_per_s",
-    "spec_acceptance",
-)
+VALUES: Final = cast(tuple[FigureName, ...], tuple(f.key for f in SERVER_VALUES))
 """The figures summarised as one value over the whole span (a ratio, a count or a rate)."""
-PERCENTILES: Final[tuple[FigureName, ...]] = ("server_ttft_ms", "server_queue_ms")
+PERCENTILES: Final = cast(tuple[FigureName, ...], tuple(f.key for f in SERVER_PERCENTILES))
 """The figures summarised as p50 / p90 / p99 of the span's observations."""
+_COUNTS = frozenset(f.key for f in SERVER_VALUES if f.kind == "count")
+"""The values kept as the span's total, not over its denominator."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +115,7 @@ class ServerSummary:
         for f in VALUES:
             acc = self._counters.get(f)
             if acc is not None and acc[1] > 0:
-                out[f] = acc[0] if f == "preemptions" else acc[0] / acc[1]
+                out[f] = acc[0] if f in _COUNTS else acc[0] / acc[1]
         for f in PERCENTILES:
             b = self._buckets.get(f)
             p = None if b is None else percentiles(b)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 __all__ = [
     "DCGM",
@@ -62,21 +62,10 @@ FigureName = Literal[
 ]
 GpuFigureName = Literal["gpu_util", "gpu_mem_used_mb", "gpu_power_w"]
 
-FIGURES: Final[tuple[FigureName, ...]] = (
-    "running",
-    "waiting",
-    "kv_usage",
-    "prefix_hit_rate",
-    "preemptions",
-    "prompt_tokens_per_s",
-    "generation_tokens_per_s",
-    "server_ttft_ms",
-    "server_queue_ms",
-    "spec_acceptance",
-)
+FIGURES: Final[tuple[FigureName, ...]] = get_args(FigureName)
 """The contract's figures, in the order the server series and the summary write them."""
 
-GPU_FIGURES: Final[tuple[GpuFigureName, ...]] = ("gpu_util", "gpu_mem_used_mb", "gpu_power_w")
+GPU_FIGURES: Final[tuple[GpuFigureName, ...]] = get_args(GpuFigureName)
 
 MODEL_LABELS: Final = ("model_name", "model")
 """The labels that split an engine's series per model (the contract's), first present wins."""

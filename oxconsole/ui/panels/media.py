@@ -9,9 +9,10 @@ and only for runs whose records carry them.
 
 from __future__ import annotations
 
+from oxconsole.base.figures import RTF
 from oxconsole.base.units import fmt_rate
 from oxconsole.metrics.snapshot import Snapshot
-from oxconsole.ui.lines import Line, Palette
+from oxconsole.ui.lines import Labelled, Line, Palette, labelled_line
 
 __all__ = ["media_line"]
 
@@ -27,37 +28,13 @@ def media_line(s: Snapshot, p: Palette, width: int) -> Line | None:
     m = s.media
     if m is None:
         return None
-    parts: list[tuple[str, str, str]] = []  # (long label, short label, value)
-    if m.images_in_per_s:
-        parts.append(("images in ", "img ", fmt_rate(m.images_in_per_s)))
-    if m.images_out_per_s:
-        parts.append(("images out ", "drawn ", fmt_rate(m.images_out_per_s)))
-    if m.audio_in_per_s:
-        parts.append(("audio in ", "heard ", fmt_rate(m.audio_in_per_s, " s/s")))
-    if m.audio_out_per_s:
-        parts.append(("audio out ", "spoken ", fmt_rate(m.audio_out_per_s, " s/s")))
-    if m.documents_per_s:
-        parts.append(("documents ", "docs ", fmt_rate(m.documents_per_s)))
+    parts: list[Labelled] = [
+        (f"{f.label} ", f"{f.short} ", fmt_rate(v, f" {f.unit}/s" if f.unit else "/s"))
+        for f, v in m.rates()
+        if v
+    ]
     if m.rtf_p50 is not None:
-        parts.append(("RTF p50/p99 ", "RTF ", f"{_rtf(m.rtf_p50)}/{_rtf(m.rtf_p99)}"))
+        parts.append((f"{RTF.label} p50/p99 ", f"{RTF.short} ", f"{_rtf(m.rtf_p50)}/{_rtf(m.rtf_p99)}"))
     if not parts:
         return None
-    t = _line(parts, p, short=False)
-    if t.cell_len <= width:
-        return t
-    while parts:
-        t = _line(parts, p, short=True)
-        if t.cell_len <= width or len(parts) == 1:
-            return t
-        parts.pop(-2 if len(parts) > 1 and parts[-1][1] == "RTF " else -1)  # the RTF stays last
-    return None
-
-
-def _line(parts: list[tuple[str, str, str]], p: Palette, *, short: bool) -> Line:
-    t = Line()
-    for i, (long_label, short_label, value) in enumerate(parts):
-        if i:
-            t.append(" " if short else " · ", style=p.muted)
-        t.append(short_label if short else long_label, style=p.muted)
-        t.append(value, style="bold")
-    return t
+    return labelled_line(parts, p, width, keep_last=m.rtf_p50 is not None)  # the RTF stays last

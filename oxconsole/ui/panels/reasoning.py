@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from oxconsole.base.figures import TTFOT
 from oxconsole.metrics.snapshot import Snapshot
-from oxconsole.ui.lines import Line, Palette
+from oxconsole.ui.lines import Labelled, Line, Palette, labelled_line
 from oxconsole.ui.numbers import ms, pct
 
 __all__ = ["reasoning_line"]
@@ -23,7 +23,7 @@ def reasoning_line(s: Snapshot, p: Palette, width: int) -> Line | None:
     r = s.reasoning
     if r is None:
         return None
-    parts: list[tuple[str, str, str]] = []  # (long label, short label, value)
+    parts: list[Labelled] = []
     if r.ttfot_p50 is not None:
         value = f"{ms(r.ttfot_p50)}/{ms(r.ttfot_p99 or 0.0)}"
         parts.append((f"{TTFOT.label} p50/p99 ", f"{TTFOT.short} ", value))
@@ -33,22 +33,4 @@ def reasoning_line(s: Snapshot, p: Palette, width: int) -> Line | None:
         parts.append(("cached ", "cache ", pct(r.cache_hit_rate)))
     if r.tool_calls:
         parts.append(("tool calls ", "tools ", str(r.tool_calls)))
-    t = _line(parts, p, short=False)
-    if t.cell_len <= width:
-        return t
-    while parts:  # the short words, then parts left out from the end until it fits
-        t = _line(parts, p, short=True)
-        if t.cell_len <= width or len(parts) == 1:
-            return t
-        parts.pop()
-    return None
-
-
-def _line(parts: list[tuple[str, str, str]], p: Palette, *, short: bool) -> Line:
-    t = Line()
-    for i, (long_label, short_label, value) in enumerate(parts):
-        if i:
-            t.append(" " if short else " · ", style=p.muted)
-        t.append(short_label if short else long_label, style=p.muted)
-        t.append(value, style="bold")
-    return t
+    return labelled_line(parts, p, width)

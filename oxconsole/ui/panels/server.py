@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from oxconsole.base.figures import KV_USAGE, RUNNING, WAITING
 from oxconsole.base.units import fmt_count
 from oxconsole.metrics.bound import SERVER_KV_FULL
 from oxconsole.metrics.server.live import fresh, queue_place
@@ -37,7 +38,7 @@ def busiest(server: Mapping[str, Mapping[str, Any]]) -> tuple[str, Mapping[str, 
 
     def load(item: tuple[str, Mapping[str, Any]]) -> tuple[bool, float, float]:
         e = item[1]
-        return fresh(e), float(e.get("waiting") or 0.0), float(e.get("kv_usage") or 0.0)
+        return fresh(e), float(e.get(WAITING.key) or 0.0), float(e.get(KV_USAGE.key) or 0.0)
 
     return max(server.items(), key=load)
 
@@ -63,15 +64,15 @@ def server_line(
     Narrow, within `width`: the words for where the queue is go first when the engine queues
     (the `bound` line says it), then the KV usage unless it is high, before anything is cut."""
     name, e = busiest(server)
-    if "running" not in e and "waiting" not in e:  # the busiest never read: its warning says why
+    if RUNNING.key not in e and WAITING.key not in e:  # the busiest never read: its warning says why
         head.append("no figures (see the warnings)" if e.get("failed") else "no figures yet", style=p.muted)
         return head
     sep = " " if narrow else " · "
-    waiting = e.get("waiting")
-    core: Parts = [("run ", p.muted), (_n(e.get("running")), "bold"), (sep + "wait ", p.muted)]
+    waiting = e.get(WAITING.key)
+    core: Parts = [("run ", p.muted), (_n(e.get(RUNNING.key)), "bold"), (sep + "wait ", p.muted)]
     core.append((_n(waiting), p.warning if isinstance(waiting, int | float) and waiting > 0 else "bold"))
     kv_parts: Parts = []
-    kv = e.get("kv_usage")
+    kv = e.get(KV_USAGE.key)
     high = isinstance(kv, int | float) and kv >= SERVER_KV_FULL
     if isinstance(kv, int | float):
         kv_parts = [
