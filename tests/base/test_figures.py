@@ -54,7 +54,12 @@ def _summary() -> dict[str, object]:
 
 def test_every_journal_key_is_a_record_field_and_written_as_such() -> None:
     fields = {f.name for f in dataclasses.fields(RequestRecord)}
-    written = _record(1).to_json_dict()
+    # a request of another kind (a transcription, say) carries the media keys: absent otherwise
+    media = dict(
+        images_in=1, image_pixels=4096, images_out=1, documents=3, characters=40, audio_in_s=1.5,
+        audio_out_s=2.0, rtf=0.25,
+    )  # fmt: skip
+    written = _record(1, **media).to_json_dict()
     for f in REGISTRY.values():
         if f.journal:
             assert f.journal in fields, f"{f.id}: journal key {f.journal!r} is no RequestRecord field"
