@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from oxconsole.engine.commands import By, Command, CommandError, Stop
-from oxconsole.engine.livesettings import check
+from oxconsole.engine.inturn import RunsInTurn
 from oxconsole.engine.outcome import RunOutcome
 from oxconsole.engine.runner import Engine
 from oxconsole.journal.trialstate import TrialState
@@ -43,8 +43,10 @@ def trial_workload(w: Workload, trial: int) -> Workload:
     return dataclasses.replace(w, run=dataclasses.replace(w.run, trial=trial))
 
 
-class Trials:
+class Trials(RunsInTurn):
     """The trials of a run from `first` on (`RunEngine`): `await run()` runs each in turn."""
+
+    not_running = "the trials are not running"
 
     def __init__(
         self,
@@ -58,6 +60,7 @@ class Trials:
         total: int | None = None,
         say: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
     ) -> None:
+        super().__init__()
         self.w = w
         self.results = results
         self.trials = state
@@ -71,22 +74,14 @@ class Trials:
         self.current = first
         self._make = make
         self._say = say
-        self._interval = 0.25
         self._stopping = False
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._src: Snapshot | None = None
         self._out: Snapshot | None = None
 
     # --- what the control server and the command line read ----------------------------------------
     @property
-    def publish_interval(self) -> float:
-        return self._interval
-
-    @publish_interval.setter
-    def publish_interval(self, value: float) -> None:
-        self._interval = value
-        if self.engine is not None:
-            self.engine.publish_interval = value
+    def inner(self) -> Engine | None:
+        return self.engine
 
     @property
     def state(self) -> str:
@@ -120,10 +115,6 @@ class Trials:
         return getattr(self.engine, "metrics", None)
 
     # --- commands --------------------------------------------------------------------------------
-    def admit(self, cmd: Command) -> Command:
-        e = self.engine
-        return e.admit(cmd) if e is not None else check(cmd)
-
     def apply(self, cmd: Command, by: By = "command") -> list[dict[str, Any]]:
         """A command goes to the trial running (the next trial starts from the workload again);
         a stop stops the trials too. The changes the trial running logged."""
@@ -141,12 +132,6 @@ class Trials:
         every trial in it, comes at the end)."""
         e = self.engine
         return e.summary_now() if e is not None else {}
-
-    def submit(self, cmd: Command, by: By = "command") -> None:
-        loop = self._loop
-        if loop is None or loop.is_closed():
-            raise RuntimeError("the trials are not running")
-        loop.call_soon_threadsafe(self.apply, self.admit(cmd), by)
 
     def request_stop(self, *, cancel: bool = False, interrupted: bool = False) -> None:
         self._stopping = True

@@ -36,7 +36,7 @@ from oxconsole.engine.commands import (
     SetTpm,
     Stop,
 )
-from oxconsole.engine.livesettings import check
+from oxconsole.engine.inturn import RunsInTurn
 from oxconsole.engine.outcome import RunOutcome
 from oxconsole.metrics.snapshot import Snapshot
 from oxconsole.sweep.gauge import done_rows, sweep_gauge
@@ -72,19 +72,20 @@ Finish = Callable[["SweepEnd"], tuple[dict[str, Any], int]]
 """What the sweep's end prints and writes (its table, JSON, notes); the end message and exit code."""
 
 
-class ServedSweep:
+class ServedSweep(RunsInTurn):
     """A `RunEngine` over a `Sweep`: `await run()` runs every point, then `finish` (on the loop)."""
 
+    not_running = "the sweep is not running"
+
     def __init__(self, sweep: Sweep, finish: Finish) -> None:
+        super().__init__()
         self.sweep = sweep
         self.w = sweep.plans[0].workload
         self.warnings = sweep.warnings
         self.total_expected: int | None = None
         self.locked = LOCKED.get(sweep.over.path, ())
         self._finish = finish
-        self._interval = 0.25
         self._ended = False
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._engine: Engine | None = None
         """The engine whose snapshots `_src` is from."""
         self._src: Snapshot | None = None
@@ -95,14 +96,8 @@ class ServedSweep:
 
     # --- what the control server reads ----------------------------------------------------------
     @property
-    def publish_interval(self) -> float:
-        return self._interval
-
-    @publish_interval.setter
-    def publish_interval(self, value: float) -> None:
-        self._interval = value
-        if self.sweep.engine is not None:
-            self.sweep.engine.publish_interval = value
+    def inner(self) -> Engine | None:
+        return self.sweep.engine
 
     @property
     def state(self) -> str:
@@ -155,8 +150,7 @@ class ServedSweep:
     # --- commands -------------------------------------------------------------------------------
     def admit(self, cmd: Command) -> Command:
         self._refuse_locked(cmd)
-        e = self.sweep.engine
-        return e.admit(cmd) if e is not None else check(cmd)
+        return super().admit(cmd)
 
     def apply(self, cmd: Command, by: By = "command") -> list[dict[str, Any]]:
         """Stop and pause/resume act on the sweep; the swept setting is refused; anything else
@@ -195,12 +189,6 @@ class ServedSweep:
                 f"{setting}: refused during a sweep over {over.key}: each point runs at its own "
                 f"value, and a change would measure another one"
             )
-
-    def submit(self, cmd: Command, by: By = "command") -> None:
-        loop = self._loop
-        if loop is None or loop.is_closed():
-            raise RuntimeError("the sweep is not running")
-        loop.call_soon_threadsafe(self.apply, self.admit(cmd), by)
 
     def request_stop(self, *, cancel: bool = False, interrupted: bool = False) -> None:
         self.sweep.stop(cancel=cancel)

@@ -215,13 +215,10 @@ class Runs:
     async def snapshot(self, name: str) -> dict[str, Any]:
         """The run so far in the summary's keys (its `name` the workload's), `run` its key, and what
         it is doing now: state, in_flight, concurrency, rate, tpm, paused, auto, phase."""
-        ended = self._ended.get(name)
-        if ended is not None:
-            return ended
-        try:
-            src, key = await self._source(name)
-        except _Ended:
-            return self._ended[name]
+        going = await self._going(name)
+        if isinstance(going, dict):
+            return going
+        src, key = going
         reply = await self._ask(src, key, {"op": "summary"})
         if reply is None:
             return self._ended.get(key) or self._gone(name)
@@ -244,13 +241,10 @@ class Runs:
     async def stop(self, name: str, cancel: object) -> dict[str, Any]:
         """Stop the run as `q` in its console does (`cancel`: cancel what is in flight at once) and
         wait for its end: its final summary, with `exit_code`."""
-        ended = self._ended.get(name)
-        if ended is not None:
-            return ended
-        try:
-            src, key = await self._source(name)
-        except _Ended:
-            return self._ended[name]
+        going = await self._going(name)
+        if isinstance(going, dict):
+            return going
+        src, key = going
         stop = command_to_dict(Stop(cancel))  # type: ignore[arg-type]  # judged by the run, as sent
         reply = await self._ask(src, key, {"op": "cmd", **stop, "by": src.by})
         if reply is not None:
@@ -305,6 +299,16 @@ class Runs:
         self._sources.clear()
 
     # --- connections -----------------------------------------------------------------------------
+    async def _going(self, name: str) -> tuple[SocketSource, str] | dict[str, Any]:
+        """The run going by that name (its source and key), or its final summary once it ended."""
+        ended = self._ended.get(name)
+        if ended is not None:
+            return ended
+        try:
+            return await self._source(name)
+        except _Ended:
+            return self._ended[name]
+
     async def _source(self, name: str) -> tuple[SocketSource, str]:
         try:
             entry = pick_run(list_runs(), name)

@@ -26,6 +26,7 @@ from oxconsole.engine.send.stream import (
     BodyLimits,
     SseLines,
     collect,
+    error_event,
     json_body,
     read_events,
     size_words,
@@ -151,19 +152,8 @@ class _TranscriptEvents(SseLines):
     __slots__ = ("parts",)
 
     def __init__(self, res: AttemptResult, save_text: bool, limits: BodyLimits) -> None:
-        self.res = res
-        self.limits = limits
-        self.buf = bytearray()
-        self.size = 0
-        self.n = self.rn = 0
-        self.first = self.last = self.t_answer = 0.0
-        self.done = False
+        super().__init__(res, limits)
         self.parts: list[str] = []
-
-    def _lines(self, lines: list[bytes], now: float) -> None:
-        for line in lines:
-            if line.startswith(b"data:") and not self.done:
-                self.event(line[5:].strip(), now)
 
     def event(self, payload: bytes, now: float) -> None:
         if not payload:
@@ -182,9 +172,7 @@ class _TranscriptEvents(SseLines):
             _tokens(obj.get("usage"), self.res, ("input_tokens",), ("output_tokens",))
             self.done = True
         elif "error" in obj:
-            err = obj["error"]
-            msg = err.get("message") if isinstance(err, dict) else err
-            raise BadResponse("stream_error", f"error event in stream: {msg}")
+            raise error_event(obj["error"])
         else:
             choices = obj.get("choices")
             if isinstance(choices, list) and choices and isinstance(choices[0], dict):
@@ -195,10 +183,7 @@ class _TranscriptEvents(SseLines):
     def piece(self, text: Any, now: float) -> None:
         if not isinstance(text, str) or not text:
             return
-        if not self.n:
-            self.first = now
-        self.last = now
-        self.n += 1
+        self.tick(now)
         self.parts.append(text)
 
     def end(self, t0: float, end: float) -> None:
@@ -314,19 +299,8 @@ class _SpeechEvents(SseLines):
     __slots__ = ("audio",)
 
     def __init__(self, res: AttemptResult, audio: _Audio, limits: BodyLimits) -> None:
-        self.res = res
-        self.limits = limits
+        super().__init__(res, limits)
         self.audio = audio
-        self.buf = bytearray()
-        self.size = 0
-        self.n = self.rn = 0
-        self.first = self.last = self.t_answer = 0.0
-        self.done = False
-
-    def _lines(self, lines: list[bytes], now: float) -> None:
-        for line in lines:
-            if line.startswith(b"data:") and not self.done:
-                self.event(line[5:].strip(), now)
 
     def event(self, payload: bytes, now: float) -> None:
         if not payload or payload == b"[DONE]":
@@ -340,18 +314,13 @@ class _SpeechEvents(SseLines):
             except (binascii.Error, ValueError):
                 raise BadResponse("bad_response", "speech.audio.delta whose audio is not base64") from None
             if data:
-                if not self.n:
-                    self.first = now
-                self.last = now
-                self.n += 1
+                self.tick(now)
                 self.audio.take(data)
         elif kind == "speech.audio.done":
             _tokens(obj.get("usage"), self.res, ("input_tokens",), ("output_tokens",))
             self.done = True
         elif "error" in obj:
-            err = obj["error"]
-            msg = err.get("message") if isinstance(err, dict) else err
-            raise BadResponse("stream_error", f"error event in stream: {msg}")
+            raise error_event(obj["error"])
 
     def end(self, t0: float, end: float) -> None:
         if not self.done:

@@ -62,19 +62,9 @@ class _ResponseEvents(SseLines):
     __slots__ = ("calls", "parts")
 
     def __init__(self, res: AttemptResult, save_text: bool, limits: BodyLimits) -> None:
-        self.res = res
-        self.limits = limits
-        self.buf = bytearray()
-        self.size = 0
-        self.n = self.rn = self.calls = 0
-        self.first = self.last = self.t_answer = 0.0
-        self.done = False
+        super().__init__(res, limits)
+        self.calls = 0
         self.parts: list[str] | None = [] if save_text else None
-
-    def _lines(self, lines: list[bytes], now: float) -> None:
-        for line in lines:
-            if line.startswith(b"data:") and not self.done:
-                self.event(line[5:].strip(), now)
 
     def event(self, payload: bytes, now: float) -> None:
         if not payload or payload == b"[DONE]":
@@ -94,10 +84,7 @@ class _ResponseEvents(SseLines):
             raise BadResponse("stream_error", f"{kind} event in stream: {_failure(obj)}")
 
     def delta(self, obj: dict[str, Any], kind: Any, now: float) -> None:
-        if not self.n:
-            self.first = now
-        self.last = now
-        self.n += 1
+        self.tick(now)
         if kind in _REASONING:
             self.rn += 1
             return

@@ -81,12 +81,12 @@ _TAIL = len(THINK_CLOSE) - 1
 
 class SseLines(Sink):
     """A stream's server-sent event lines, fed one network read at a time, for its subclass's
-    `_lines` (the chat and Responses readers share it). Lines end with LF, CRLF or CR; a line
-    still coming is kept in one growing buffer and joined once, when it ends, so a long line
+    `_lines` (the chat, Responses and media readers share it). Lines end with LF, CRLF or CR; a
+    line still coming is kept in one growing buffer and joined once, when it ends, so a long line
     costs time linear in its length; it may not pass `limits.line`, nor the stream `limits.body`.
-    Subclasses set `buf`, `size`, `limits`, `done` and the timing counters (`n` chunks that
+    `__init__` sets `buf`, `size`, `limits`, `done` and the timing counters (`n` chunks that
     carried a token, the `first` and `last` of them, `rn` of them reasoning, `t_answer` when the
-    answer began) in their `__init__`; `timed` turns those into the attempt's figures."""
+    answer began); `timed` turns those into the attempt's figures."""
 
     __slots__ = ("buf", "done", "first", "last", "limits", "n", "res", "rn", "size", "t_answer")
     buf: bytearray
@@ -99,6 +99,16 @@ class SseLines(Sink):
     first: float
     last: float
     t_answer: float
+
+    def __init__(self, res: AttemptResult, limits: BodyLimits) -> None:
+        """Nothing read yet, no token timed; subclasses add their own state after this."""
+        self.res = res
+        self.limits = limits
+        self.buf = bytearray()
+        self.size = 0
+        self.n = self.rn = 0
+        self.first = self.last = self.t_answer = 0.0
+        self.done = False
 
     def feed(self, data: bytes, now: float) -> bool:
         """Parse what `data` completes; True once `[DONE]` came (the answer is complete)."""
@@ -128,8 +138,22 @@ class SseLines(Sink):
             raise BadResponse("bad_response", f"SSE line over {size_words(self.limits.line)}")
         return False
 
-    def _lines(self, lines: list[bytes], now: float) -> None:  # pragma: no cover - an interface
+    def _lines(self, lines: list[bytes], now: float) -> None:
+        """Each `data:` line's payload to `event`, until the answer is complete (the chat reader
+        has its own, faster for its chunks)."""
+        for line in lines:
+            if line.startswith(b"data:") and not self.done:
+                self.event(line[5:].strip(), now)
+
+    def event(self, payload: bytes, now: float) -> None:  # pragma: no cover - an interface
         raise NotImplementedError
+
+    def tick(self, now: float) -> None:
+        """A chunk that carries a token."""
+        if not self.n:
+            self.first = now
+        self.last = now
+        self.n += 1
 
     def end(self, t0: float, end: float) -> None:  # pragma: no cover - an interface
         """The stream ended at `end`: the attempt's figures, or `stream_aborted` if it was cut."""
@@ -166,6 +190,13 @@ def sse_object(payload: bytes, what: str) -> dict[str, Any]:
     return obj
 
 
+def error_event(err: Any) -> BadResponse:
+    """A stream's `{"error": ...}` event as the attempt's `stream_error` (its message, or the
+    value itself when it is not an object)."""
+    msg = err.get("message") if isinstance(err, dict) else err
+    return BadResponse("stream_error", f"error event in stream: {msg}")
+
+
 class _Events(SseLines):
     """The server-sent events of one chat completion stream, fed one network read at a time (its
     lines as `SseLines` cuts them; the SSE grammar allows LF, CRLF and CR).
@@ -194,20 +225,12 @@ class _Events(SseLines):
     )
 
     def __init__(self, res: AttemptResult, save_text: bool, limits: BodyLimits | None = None) -> None:
-        self.res = res
-        self.limits = limits or BodyLimits()
-        self.buf = bytearray()
-        self.size = 0
-        self.n = 0
-        self.first = self.last = 0.0
+        super().__init__(res, limits or BodyLimits())
         self.finished = False
-        self.done = False
         self.parts: list[str] | None = [] if save_text else None
         self.prefix: bytes | None = None
         self.cut = 0  # len(prefix); -1 once learning it failed
         self.state = _START
-        self.t_answer = 0.0
-        self.rn = 0  # reasoning chunks
         self.rchars = 0
         self.held = self.tail = ""
         self.held_n = 0
@@ -252,13 +275,6 @@ class _Events(SseLines):
                 self.parts.append(piece)
         if c0.get("finish_reason"):
             self.finished = True
-
-    def tick(self, now: float) -> None:
-        """A chunk that carries a token."""
-        if not self.n:
-            self.first = now
-        self.last = now
-        self.n += 1
 
     def side(self, delta: dict[str, Any], now: float) -> bool:
         """A delta without content: reasoning or tool calls (True: it carries a token)."""
@@ -338,9 +354,7 @@ class _Events(SseLines):
             if self.cut == 0:
                 self.learn(line, obj)
         elif "error" in obj:
-            err = obj["error"]
-            msg = err.get("message") if isinstance(err, dict) else err
-            raise BadResponse("stream_error", f"error event in stream: {msg}")
+            raise error_event(obj["error"])
         if obj.get("usage"):
             _usage(obj, self.res)
 

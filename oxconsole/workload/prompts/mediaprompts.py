@@ -209,6 +209,16 @@ def check_needs(
                 raise WorkloadError(f"{printable(str(e))} {_to(api, apis[api])}") from None
 
 
+_SYNTHETIC_ONLY = (
+    ("rerank", "documents", "documents for the reranker",
+     '; a prompts file whose lines carry "documents", or synthetic documents = N'),
+    ("transcriptions", "audio_s", "audio to transcribe",
+     '; a prompts file whose lines carry "audio", or synthetic audio_s = SECONDS'),
+)  # fmt: skip
+"""What an API needs that only synthetic prompts give here: (API, the `prompts.synthetic` key that
+gives it, what is needed, what to use without synthetic prompts)."""
+
+
 def source_needs(w: Workload, label: str) -> None:
     """For prompts that are not a JSONL file (synthetic, inline items, other formats): what the
     APIs of the models they may reach need, which only synthetic prompts can give."""
@@ -218,15 +228,10 @@ def source_needs(w: Workload, label: str) -> None:
     if w.prompts.items is not None:
         source = "prompts.items"
     file = printable(str(w.path))
-    if "rerank" in apis and (syn is None or not syn.documents):
-        key = "prompts.synthetic.documents" if syn is not None else "prompts"
-        what = f"documents for the reranker {_to('rerank', apis['rerank'])}"
-        if syn is None:
-            what += '; a prompts file whose lines carry "documents", or synthetic documents = N'
-        raise error(file, key, what, f"none in {source}")
-    if "transcriptions" in apis and (syn is None or not syn.audio_s):
-        key = "prompts.synthetic.audio_s" if syn is not None else "prompts"
-        what = f"audio to transcribe {_to('transcriptions', apis['transcriptions'])}"
-        if syn is None:
-            what += '; a prompts file whose lines carry "audio", or synthetic audio_s = SECONDS'
-        raise error(file, key, what, f"none in {source}")
+    for api, field, need, instead in _SYNTHETIC_ONLY:
+        if api in apis and (syn is None or not getattr(syn, field)):
+            key = f"prompts.synthetic.{field}" if syn is not None else "prompts"
+            what = f"{need} {_to(api, apis[api])}"
+            if syn is None:
+                what += instead
+            raise error(file, key, what, f"none in {source}")
