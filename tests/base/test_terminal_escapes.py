@@ -135,10 +135,8 @@ def test_csv_of_a_crafted_journal_runs_no_formula_and_reads_back(tmp_path: Path)
 
 
 def test_validate_prints_a_crafted_workloads_names_as_text(tmp_path: Path) -> None:
-    name = "evil\\u001b]52;c;SGVsbG8=\\u0007\\u001b[2J"
-    (tmp_path / "w.toml").write_text(
-        f'[endpoints.default]\nbase_url = "sim"\n[[models]]\nname = "{name}"\n[prompts]\nitems = ["a"]\n'
-    )
+    name = "evil\x1b]52;c;SGVsbG8=\x07\x1b[2J"
+    write_workload("minimal", tmp_path, {"models.0.name": name, "prompts.items": ["a"]}, file="w.toml")
     out = oxconsole("validate", "w.toml", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert no_control(out.stdout) == [] and "evil\\x1b]52" in out.stdout, out.stdout

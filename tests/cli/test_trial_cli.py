@@ -6,23 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.support import oxconsole_here
+from tests.support.workloads import write_workload
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
-QUALITY = r"""
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "m"
-[prompts]
-items = ["a"]
-[quality]
-regex = '^(yes|no)\b\s*"x"$'
-"""
+QUALITY = r'^(yes|no)\b\s*"x"$'
+"""A regex with a backslash and quotes in it."""
 
 
 def test_validate_shows_the_regex_as_the_file_writes_it(tmp_path: Path) -> None:
-    (tmp_path / "w.toml").write_text(QUALITY)
+    write_workload("minimal", tmp_path, {"prompts.items": ["a"], "quality.regex": QUALITY}, file="w.toml")
     r = oxconsole_here("validate", "w.toml", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert r"""an answer is valid when it matches '^(yes|no)\b\s*"x"$'""" in r.stdout, r.stdout

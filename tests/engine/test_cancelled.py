@@ -21,36 +21,25 @@ from oxconsole.engine.commands import Stop
 from oxconsole.workload import load_workload
 from tests.support import engine_for, journal, oxconsole, oxconsole_here, run, until
 from tests.support.http import chat_server, ok_answer
+from tests.support.workloads import write_workload
 
 FAST, SLOW = 20, 2
 
 
 def workload(tmp_path: Path, base: str) -> Path:
+    """tests/workloads/upstream.toml at `base`, the default retries, an SLO; FAST prompts answered at
+    once around SLOW that wait."""
     lines = [{"id": f"f{i}", "prompt": "answer"} for i in range(FAST)]
     lines[FAST // 2 : FAST // 2] = [{"id": f"s{i}", "prompt": "wait for me"} for i in range(SLOW)]
-    (tmp_path / "prompts.jsonl").write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
-    path = tmp_path / "workload.toml"
-    path.write_text(
-        f"""
-name = "cancel"
-[run]
-concurrency = 6
-timeout = "60s"
-grace = "0s"
-[endpoints.e]
-base_url = "{base}/v1"
-[[models]]
-name = "m"
-[prompts]
-file = "prompts.jsonl"
-[slo]
-latency = "10s"
-target = 0.95
-[output]
-results = "{tmp_path / "results.jsonl"}"
-"""
-    )
-    return path
+    prompts = b"".join(orjson.dumps(x) + b"\n" for x in lines).decode()
+    sets = {
+        "name": "cancel",
+        "run": {"concurrency": 6, "timeout": "60s", "grace": "0s"},
+        "endpoints.up": {"base_url": f"{base}/v1"},  # no API key
+        "retry": None,
+        "slo": {"latency": "10s", "target": 0.95},
+    }
+    return write_workload("upstream", tmp_path, sets, prompts=prompts)
 
 
 @pytest.mark.parametrize("cancel", [True, False], ids=["cancel", "grace-ends"])

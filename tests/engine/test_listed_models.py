@@ -21,9 +21,9 @@ import pytest
 from aiohttp import web
 
 from oxconsole.engine.send.listed import LIST_WITHIN_S
-from oxconsole.workload import load_workload
 from tests.support import journal, run
 from tests.support.http import ok_answer
+from tests.support.workloads import load_workload
 
 LISTED = ["gemma-3-4b-it", "Qwen/Qwen3-0.6B", "gpt-oss-20b"]
 
@@ -66,25 +66,15 @@ async def server(
 
 
 def workload(tmp_path: Path, url: str, model: str) -> Any:
-    path = tmp_path / "w.toml"
-    path.write_text(
-        f"""
-[run]
-concurrency = 2
-timeout = "10s"
-[endpoints.local]
-base_url = "{url}"
-[[models]]
-name = "{model}"
-[prompts]
-items = ["a", "b", "c"]
-[retry]
-max_attempts = 1
-[output]
-results = "{tmp_path / "r.jsonl"}"
-"""
-    )
-    return load_workload(path)
+    """tests/workloads/minimal.toml with `model` at endpoint "local" (`url`): 3 prompts, 1 attempt."""
+    sets = {
+        "run": {"concurrency": 2, "timeout": "10s"},
+        "endpoints": {"local": {"base_url": url}},
+        "models": [{"name": model}],
+        "prompts.items": ["a", "b", "c"],
+        "retry.max_attempts": 1,
+    }
+    return load_workload("minimal", tmp_path, sets)
 
 
 async def listed_ok(request: web.Request) -> web.StreamResponse:

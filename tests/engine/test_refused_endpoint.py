@@ -15,37 +15,23 @@ from pathlib import Path
 import pytest
 
 from tests.support import free_port, oxconsole, oxconsole_here
-
-WORKLOAD = """
-name = "refused"
-[run]
-concurrency = 4
-workers = {workers}
-[endpoints.good]
-base_url = "sim"
-[endpoints.gone]
-base_url = "http://127.0.0.1:{port}/v1"
-[[models]]
-name = "a"
-endpoint = "good"
-[[models]]
-name = "b"
-endpoint = "gone"
-[prompts]
-synthetic = {{ count = 40, input_tokens = 5, output_tokens = 2 }}
-[retry]
-max_attempts = 6
-backoff = "1s"
-[output]
-results = "results.jsonl"
-"""
+from tests.support.workloads import write_workload
 
 
 def write(tmp_path: Path, workers: int = 1) -> tuple[Path, int]:
+    """tests/workloads/minimal.toml as refused.toml: model "a" at the simulator, "b" at a port that
+    refuses, 40 synthetic prompts, six attempts 1 s apart."""
     port = free_port()
-    path = tmp_path / "refused.toml"
-    path.write_text(WORKLOAD.format(port=port, workers=workers))
-    return path, port
+    sets = {
+        "name": "refused",
+        "run": {"concurrency": 4, "workers": workers},
+        "endpoints": {"good": {"base_url": "sim"}, "gone": {"base_url": f"http://127.0.0.1:{port}/v1"}},
+        "models": [{"name": "a", "endpoint": "good"}, {"name": "b", "endpoint": "gone"}],
+        "prompts": {"synthetic": {"count": 40, "input_tokens": 5, "output_tokens": 2}},
+        "retry": {"max_attempts": 6, "backoff": "1s"},
+        "output.results": "results.jsonl",
+    }
+    return write_workload("minimal", tmp_path, sets, file="refused.toml"), port
 
 
 def check(p: object, tmp_path: Path, port: int) -> None:

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from oxconsole.engine.send.client import EndpointClient
-from oxconsole.workload import load_workload
 from tests.support import journal, run
 from tests.support.http import read_request
+from tests.support.workloads import load_workload
 
 STREAM = (
     b'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}\n\n'
@@ -99,27 +99,16 @@ async def closes_after_each_answer(reader: asyncio.StreamReader, writer: Any, se
 
 
 def workload(tmp_path: Path, url: str, n: int, concurrency: int = 1, attempts: int = 1) -> Any:
+    """tests/workloads/upstream.toml at `url` (no API key, the default streaming), `n` prompts."""
     prompts = "".join(f'{{"id": "p{i}", "prompt": "hi"}}\n' for i in range(n))
-    (tmp_path / "prompts.jsonl").write_text(prompts)
-    text = f"""
-        [run]
-        concurrency = {concurrency}
-        timeout = "10s"
-        [endpoints.e]
-        base_url = "{url}"
-        [[models]]
-        name = "m"
-        [prompts]
-        file = "prompts.jsonl"
-        [retry]
-        max_attempts = {attempts}
-        backoff = "2s"
-        [output]
-        results = "{tmp_path / "results.jsonl"}"
-        """
-    path = tmp_path / "workload.toml"
-    path.write_text("\n".join(line.strip() for line in text.splitlines()) + "\n")
-    return load_workload(path)
+    sets = {
+        "run.concurrency": concurrency,
+        "run.timeout": "10s",
+        "run.stream": None,
+        "endpoints.up": {"base_url": url},
+        "retry": {"max_attempts": attempts, "backoff": "2s"},
+    }
+    return load_workload("upstream", tmp_path, sets, prompts=prompts)
 
 
 @pytest.mark.parametrize("concurrency", [1, 4])

@@ -18,8 +18,8 @@ import pytest
 from aiohttp import web
 
 from oxconsole.engine.send.usage import USAGE_MAX
-from oxconsole.workload import load_workload
 from tests.support import journal, run
+from tests.support.workloads import load_workload
 
 CAP = 16
 """Every model's max_tokens."""
@@ -111,37 +111,15 @@ def workload(tmp_path: Path, base: str, stream: bool) -> Any:
         for name in [*HOSTILE, "honest"]:
             lines.append({"id": f"{api}:{name}", "prompt": f"please answer {name} now", "model": api})
     (tmp_path / "prompts.jsonl").write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
-    models = "".join(
-        f"""
-        [[models]]
-        name = "{api}"
-        api = "{api}"
-        max_tokens = {CAP}
-        price_per_1m_input = 1000
-        price_per_1m_output = 2000
-        """
-        for api in APIS
-    )
-    text = (
-        f"""
-        [run]
-        concurrency = 8
-        timeout = "10s"
-        stream = {str(stream).lower()}
-        [endpoints.e]
-        base_url = "{base}"
-        [prompts]
-        file = "prompts.jsonl"
-        [retry]
-        max_attempts = 1
-        [output]
-        results = "{tmp_path / "results.jsonl"}"
-        """
-        + models
-    )
-    path = tmp_path / "workload.toml"
-    path.write_text("\n".join(line.strip() for line in text.splitlines()) + "\n")
-    return load_workload(path)
+    priced = {"max_tokens": CAP, "price_per_1m_input": 1000, "price_per_1m_output": 2000}
+    sets = {
+        "run.timeout": "10s",
+        "run.stream": stream,
+        "endpoints": {"e": {"base_url": base}},  # "e", no API key: the run's warning names it
+        "retry": {"max_attempts": 1},
+        "models": [{"name": api, "endpoint": "e", "api": api, **priced} for api in APIS],
+    }
+    return load_workload("upstream", tmp_path, sets)
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])

@@ -15,34 +15,21 @@ from oxconsole.ui.app import ConsoleApp
 from oxconsole.ui.screens import RoutingEditor
 from tests.support import until
 from tests.support.ui import EngineSource, open_routing, quick_idle
+from tests.support.workloads import write_workload
 
 EVIL = "evil\x1b]52;c;SGVsbG8=\x07\x1b[2J[bold]m[/bold]"
 SHOWN = "evil\\x1b]52;c;SGVsbG8=\\x07\\x1b[2J[bold]m[/bold]"
 
-WORKLOAD = """
-name = "hostile"
-[run]
-concurrency = 4
-[output]
-results = "{results}"
-save_text = false
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "evil\\u001b]52;c;SGVsbG8=\\u0007\\u001b[2J[bold]m[/bold]"
-[[models]]
-name = "plain"
-[prompts]
-synthetic = {{ count = 50, input_tokens = 8, output_tokens = 4 }}
-repeat = 400
-[sim.models."evil\\u001b]52;c;SGVsbG8=\\u0007\\u001b[2J[bold]m[/bold]"]
-ttft = "30ms"
-tokens_per_s = 0
-error_rate = 0.3
-[sim.models.plain]
-ttft = "30ms"
-tokens_per_s = 0
-"""
+WORKLOAD = {
+    "name": "hostile",
+    "run.concurrency": 4,
+    "output.save_text": False,
+    "models": [{"name": EVIL}, {"name": "plain"}],
+    "prompts": {"synthetic": {"count": 50, "input_tokens": 8, "output_tokens": 4}, "repeat": 400},
+    "sim.models": {EVIL: {"ttft": "30ms", "tokens_per_s": 0, "error_rate": 0.3}},
+    "sim.models.plain": {"ttft": "30ms", "tokens_per_s": 0},
+}
+"""tests/workloads/minimal.toml with a model named EVIL (30% errors) and a plain one: 20,000 prompts."""
 
 
 @pytest.fixture(autouse=True)
@@ -61,8 +48,7 @@ def controls(rows: list[str]) -> list[str]:
 
 @pytest.mark.slow
 async def test_the_console_shows_hostile_model_names_as_text(tmp_path: Path) -> None:
-    path = tmp_path / "w.toml"
-    path.write_text(WORKLOAD.format(results=(tmp_path / "results.jsonl").as_posix()))
+    path = write_workload("minimal", tmp_path, WORKLOAD, file="w.toml")
     src = EngineSource(path)
     app = ConsoleApp(src, theme_dirs=[], cursor_blink=False)
     try:

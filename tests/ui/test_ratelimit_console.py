@@ -15,6 +15,7 @@ from oxconsole.ui.lines import Palette
 from oxconsole.ui.numbers import tight_count
 from oxconsole.ui.panels.in_flight import in_flight_lines
 from tests.support.ui import StaticSource, fixed_snapshot
+from tests.support.workloads import write_workload
 
 FIGURES = {
     "limit_requests": 600, "remaining_requests": 12, "remaining_requests_min": 3, "reset_requests_s": 3.24,
@@ -130,30 +131,18 @@ def test_the_headroom_crosses_the_control_socket_as_it_is() -> None:
     assert Snapshot.from_dict(orjson.loads(orjson.dumps(fixed_snapshot().to_dict()))).gauges.ratelimit is None
 
 
-HELD = """
-name = "held"
-[run]
-concurrency = 2
-grace = "1s"
-[output]
-results = "{results}"
-[endpoints.default]
-base_url = "sim"
-pace_by_headers = true
-[[models]]
-name = "m"
-max_tokens = 4
-[prompts]
-synthetic = {{ count = 40, input_tokens = 8, output_tokens = 4 }}
-[sim]
-rpm_limit = 6
-ratelimit_window = "23h"
-[sim.models.m]
-ttft = "10ms"
-tokens_per_s = 0
-output_tokens = 4
-jitter = 0
-"""
+HELD = {
+    "name": "held",
+    "run": {"concurrency": 2, "grace": "1s"},
+    "endpoints.default.pace_by_headers": True,
+    "models": [{"name": "m", "max_tokens": 4}],
+    "prompts": {"synthetic": {"count": 40, "input_tokens": 8, "output_tokens": 4}},
+    "sim.rpm_limit": 6,
+    "sim.tpm_limit": None,
+    "sim.ratelimit_window": "23h",
+    "sim.models.m.output_tokens": 4,
+}
+"""tests/workloads/sim_ratelimit.toml at 6 requests a 23-hour window, paced by its headers: 40 prompts."""
 
 
 @pytest.mark.slow
@@ -165,8 +154,7 @@ async def test_the_eta_waits_for_the_providers_reset(tmp_path: Any) -> None:
     from tests.support import until
     from tests.support.ui import EngineSource
 
-    path = tmp_path / "held.toml"
-    path.write_text(HELD.format(results=(tmp_path / "results.jsonl").as_posix()))
+    path = write_workload("sim_ratelimit", tmp_path, HELD, file="held.toml")
     src = EngineSource(path)
     src.engine.total_expected = 40
     app = ConsoleApp(src, theme_dirs=[], cursor_blink=False)

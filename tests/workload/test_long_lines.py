@@ -18,30 +18,18 @@ import pytest
 from oxconsole.workload import WorkloadError, check_prompts, load_workload
 from oxconsole.workload.prompts.boundedlines import LINE_MAX, TRACE_LINE_MAX
 from tests.support import oxconsole_here
+from tests.support.workloads import write_workload
 
 MIB = 1 << 20
 
-WORKLOAD = """
-name = "long"
-[run]
-concurrency = 2
-[endpoints.default]
-base_url = "sim"
-[[models]]
-name = "m"
-[prompts]
-file = "{file}"
-{fmt}
-[output]
-results = "results.jsonl"
-"""
-
 
 def write(tmp_path: Path, file: str, data: bytes, fmt: str = "") -> Path:
+    """`data` as tmp_path/FILE, the prompts (in format `fmt`, when given) of
+    tests/workloads/minimal.toml as tmp_path/workload.toml."""
     (tmp_path / file).write_bytes(data)
-    path = tmp_path / "workload.toml"
-    path.write_text(WORKLOAD.format(file=file, fmt=f'format = "{fmt}"' if fmt else ""))
-    return path
+    prompts = {"file": file, **({"format": fmt} if fmt else {})}
+    sets = {"name": "long", "run.concurrency": 2, "prompts": prompts, "output.results": "results.jsonl"}
+    return write_workload("minimal", tmp_path, sets)
 
 
 def line(prompt: str, **kw: object) -> bytes:
