@@ -22,7 +22,7 @@ from aiohttp import web
 
 from oxconsole.engine.send.listed import LIST_WITHIN_S
 from tests.support import journal, run
-from tests.support.http import ok_answer
+from tests.support.http import chat_server, ok_answer
 from tests.support.workloads import load_workload
 
 LISTED = ["gemma-3-4b-it", "Qwen/Qwen3-0.6B", "gpt-oss-20b"]
@@ -50,19 +50,8 @@ async def server(
     chat: Callable[[web.Request], Awaitable[web.StreamResponse]],
     models: Callable[[web.Request], Awaitable[web.StreamResponse]] | None,
 ) -> AsyncIterator[str]:
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", chat)
-    if models is not None:
-        app.router.add_get("/v1/models", models)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        await runner.cleanup()
+    async with chat_server(chat, models) as origin:
+        yield origin + "/v1"
 
 
 def workload(tmp_path: Path, url: str, model: str) -> Any:

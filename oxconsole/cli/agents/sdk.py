@@ -5,7 +5,7 @@ but not the 2025-era `resources/subscribe` / `resources/unsubscribe` requests th
 send; the SDK's migration guide ("Registering lowlevel handlers from MCPServer") says to register
 them on its private low-level server until a public API exists. A subscription also has to end with
 its connection, and the connection is reachable only through the session's private attribute.
-When either changes in a 2.x release, this file is the one to mend (tests/test_resources.py fails).
+When either changes in a 2.x release, this file is the one to mend (tests/cli/agents/test_resources.py fails).
 """
 
 from __future__ import annotations
