@@ -80,8 +80,12 @@ def test_three_trials_one_journal_and_their_spread(tmp_path: Path) -> None:
         assert math.isclose(got["mean"], mean, rel_tol=rel), (key, got, values)
         half = T975[2] * sd / math.sqrt(3)
         lo, hi = got["ci"]
-        assert math.isclose(hi - lo, 2 * half, rel_tol=0.05, abs_tol=0.01), (key, got, values)
-        assert math.isclose(got["cv"], sd / mean, rel_tol=0.05, abs_tol=2e-4), (key, got, values)
+        # each trial's figure may be off by `rel` of the mean (the histogram), so the spread of
+        # three close values (p99 50.6, 51.2, 50.8 ms once) by up to that much: the interval by t
+        # times it, the cv by `rel` itself
+        width_tol = 2 * T975[2] * rel * mean / math.sqrt(3)
+        assert math.isclose(hi - lo, 2 * half, rel_tol=0.05, abs_tol=width_tol), (key, got, values)
+        assert math.isclose(got["cv"], sd / mean, rel_tol=0.05, abs_tol=rel), (key, got, values)
     assert "trials: 3 runs" in r.stdout and "95% interval" in r.stdout, r.stdout
 
     rep = oxconsole_here("report", str(folder / "results.jsonl"), "--json", cwd=folder)
