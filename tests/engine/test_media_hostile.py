@@ -19,6 +19,7 @@ from oxconsole.engine.send.stream import BodyLimits
 from oxconsole.media.audiostream import SILENT_MP3_FRAME
 from oxconsole.media.multipart import transcription_form
 from oxconsole.media.wav import SyntheticWav
+from tests.support.http import loopback
 
 MIB = 1 << 20
 LIMIT = 1 * MIB
@@ -61,15 +62,8 @@ def cut_short(ctype: str, data: bytes) -> Any:
 async def serve(path: str, handler: Any) -> AsyncIterator[str]:
     app = web.Application()
     app.router.add_post("/v1" + path, handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        await runner.cleanup()
+    async with loopback(app) as origin:
+        yield origin + "/v1"
 
 
 async def attempt(

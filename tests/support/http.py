@@ -18,14 +18,8 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 @asynccontextmanager
-async def chat_server(handler: Handler, models: Handler | None = None) -> AsyncIterator[str]:
-    """Serve `handler` at POST /v1/chat/completions (and `models`, when given, at GET /v1/models)
-    on a free loopback port; yields the base URL without `/v1` (append it, or not, as the test
-    needs)."""
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", handler)
-    if models is not None:
-        app.router.add_get("/v1/models", models)
+async def loopback(app: web.Application) -> AsyncIterator[str]:
+    """Serve `app` on a free loopback port; yields its origin (`http://127.0.0.1:PORT`)."""
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -35,6 +29,19 @@ async def chat_server(handler: Handler, models: Handler | None = None) -> AsyncI
         yield f"http://127.0.0.1:{port}"
     finally:
         await runner.cleanup()
+
+
+@asynccontextmanager
+async def chat_server(handler: Handler, models: Handler | None = None) -> AsyncIterator[str]:
+    """Serve `handler` at POST /v1/chat/completions (and `models`, when given, at GET /v1/models)
+    on a free loopback port; yields the base URL without `/v1` (append it, or not, as the test
+    needs)."""
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", handler)
+    if models is not None:
+        app.router.add_get("/v1/models", models)
+    async with loopback(app) as origin:
+        yield origin
 
 
 @dataclass
